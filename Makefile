@@ -1,0 +1,85 @@
+# mkv -- see README.md.  `make` builds bin/mkv and bin/mkv-volume.
+#   make run      start a local cluster (3 volumes + master on :3000, data in ./data)
+#   make test     unit + integration tests (SANITIZE=1 for ASan+UBSan)
+#   make bench    benchmarks against stock nginx (QUICK=1 for a short run)
+
+PKGS    := libmicrohttpd libcurl jansson libcrypto check
+CC      ?= cc
+OPT     ?= -O2
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP \
+           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  := $(shell pkg-config --libs libmicrohttpd libcurl jansson libcrypto 2>/dev/null) \
+           -lleveldb -lpthread -lm
+TESTLIBS := $(shell pkg-config --libs check 2>/dev/null)
+
+ifeq ($(SANITIZE),1)
+  CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+  B := build-san
+else
+  B := build
+endif
+# Binaries the tests run: bin/ normally, build-san/bin with SANITIZE=1.
+BIN := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
+
+COMMON_SRC := $(wildcard common/*.c)
+MASTER_SRC := $(wildcard master/*.c)
+VOLUME_SRC := $(wildcard volume/*.c)
+TEST_SRC   := $(wildcard tests/check_*.c)
+TOOL_SRC   := $(wildcard tools/*.c)
+
+obj = $(patsubst %.c,$(B)/%.o,$(1))
+COMMON_OBJ := $(call obj,$(COMMON_SRC))
+MASTER_LIB := $(call obj,$(filter-out master/main.c,$(MASTER_SRC)))
+VOLUME_LIB := $(call obj,$(filter-out volume/main.c,$(VOLUME_SRC)))
+TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
+TOOLS      := $(patsubst tools/%.c,bin/%,$(TOOL_SRC))
+
+.PHONY: all deps run test bench fuzz clean
+all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
+
+deps:
+	@tools/deps.sh
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BIN)/mkv: $(B)/master/main.o $(MASTER_LIB) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BIN)/mkv-volume: $(B)/volume/main.o $(VOLUME_LIB) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+bin/%: $(B)/tools/%.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(B)/tests/%: $(B)/tests/%.o $(B)/tests/harness.o $(MASTER_LIB) $(VOLUME_LIB) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(TESTLIBS) $(LDLIBS) -o $@
+
+$(B)/tests/harness.o: tests/harness.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# Each suite runs on its own; all run even if one fails; any failure fails.
+test: all $(TESTS)
+	@fail=0; for t in $(TESTS); do \
+	  echo "== $$t"; MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $$t || fail=1; \
+	done; exit $$fail
+
+# A local cluster: three volumes (mkv-volume, or VOLUMES=nginx) and a master.
+VOLUMES ?= mkv
+run: all
+	@tools/run-cluster.sh $(VOLUMES)
+
+bench: all
+	@bench/run.sh $(if $(QUICK),--quick)
+
+clean:
+	rm -rf build build-san bin
+
+-include $(shell find build build-san -name '*.d' 2>/dev/null)

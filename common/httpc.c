@@ -1,0 +1,114 @@
+/* httpc.c -- see httpc.h. */
+#include "httpc.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <string.h>
+
+static __thread CURL *tl_curl;
+
+struct sink {
+	struct buf *b;
+	size_t max;
+};
+
+struct source {
+	const char *p;
+	size_t left;
+};
+
+void httpc_global_init(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+void httpc_thread_cleanup(void)
+{
+	if (tl_curl)
+		curl_easy_cleanup(tl_curl);
+	tl_curl = NULL;
+}
+
+static size_t on_write(char *p, size_t size, size_t n, void *ud)
+{
+	struct sink *s = ud;
+	size_t len = size * n;
+	if (!s->b)
+		return len;
+	if (s->max && s->b->len + len > s->max)
+		return 0;
+	buf_append(s->b, p, len);
+	return len;
+}
+
+static size_t on_read(char *p, size_t size, size_t n, void *ud)
+{
+	struct source *s = ud;
+	size_t len = size * n;
+	if (len > s->left)
+		len = s->left;
+	memcpy(p, s->p, len);
+	s->p += len;
+	s->left -= len;
+	return len;
+}
+
+int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
+	     long timeout_ms, struct buf *resp, size_t resp_max, char *err)
+{
+	struct sink sink = {resp, resp_max};
+	struct source src = {body, bodylen};
+	char errbuf[CURL_ERROR_SIZE] = "";
+	long status = -1;
+	CURL *c;
+	CURLcode rc;
+
+	if (!tl_curl)
+		tl_curl = curl_easy_init();
+	c = tl_curl;
+	if (!c)
+		die("curl_easy_init failed");
+	curl_easy_reset(c);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms ? timeout_ms : 10000L);
+	if (!strcmp(method, "HEAD")) {
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	} else if (!strcmp(method, "PUT")) {
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(c, CURLOPT_READDATA, &src);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)bodylen);
+	} else if (strcmp(method, "GET")) {
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	}
+	rc = curl_easy_perform(c);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	else if (err)
+		snprintf(err, 256, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+	if (rc != CURLE_OK)
+		return -1;
+	return (int)status;
+}
+
+char *httpc_escape_path(const char *path)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	struct buf b = {0};
+	buf_puts(&b, "");
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("/-._~=+", *p)) {
+			buf_append(&b, p, 1);
+		} else {
+			char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+			buf_append(&b, e, 3);
+		}
+	}
+	return b.data;
+}

@@ -1,0 +1,30 @@
+/* httpc.h -- small blocking HTTP client on libcurl, for talking to volumes.
+ *
+ * Each thread keeps one curl handle so connections to volumes are reused.
+ * Only this module (and the streaming parts of master/) include curl.h. */
+#ifndef MKV_HTTPC_H
+#define MKV_HTTPC_H
+
+#include <stddef.h>
+#include "util.h"
+
+/* Must be called once, before threads start. */
+void httpc_global_init(void);
+
+/* Perform method on url with an optional body (body may be NULL for none).
+ * Response body goes to resp when non-NULL (appended; caller frees) and is
+ * capped at resp_max bytes (0 = no cap; past the cap the transfer fails).
+ * Returns the HTTP status, or -1 when no answer came (then err, if given,
+ * holds curl's reason, up to 256 bytes).  timeout_ms bounds the whole
+ * transfer (0 = none). */
+int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
+	     long timeout_ms, struct buf *resp, size_t resp_max, char *err);
+
+/* Percent-encode the bytes that cannot appear raw in a URL path ('/' kept).
+ * Caller frees. */
+char *httpc_escape_path(const char *path);
+
+/* Drop this thread's cached handle (call at thread exit). */
+void httpc_thread_cleanup(void);
+
+#endif

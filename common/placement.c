@@ -1,0 +1,152 @@
+/* placement.c -- see placement.h.  The rules come from minikeyvalue's
+ * lib.go: key2path and key2volume. */
+#include "placement.h"
+#include "util.h"
+
+#include <openssl/evp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void md5(const void *a, size_t an, const void *b, size_t bn, unsigned char out[16])
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	if (!c || !EVP_DigestInit_ex(c, EVP_md5(), NULL) || !EVP_DigestUpdate(c, a, an) ||
+	    (bn && !EVP_DigestUpdate(c, b, bn)) || !EVP_DigestFinal_ex(c, out, NULL))
+		die("md5 failed");
+	EVP_MD_CTX_free(c);
+}
+
+void md5_hex(const void *data, size_t n, char out[33])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char d[16];
+	md5(data, n, NULL, 0, d);
+	for (int i = 0; i < 16; i++) {
+		out[2 * i] = hex[d[i] >> 4];
+		out[2 * i + 1] = hex[d[i] & 15];
+	}
+	out[32] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_space)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (src[i] == '%') {
+			int h, l;
+			if (i + 2 >= n)
+				return -1;
+			h = hexval(src[i + 1]);
+			l = hexval(src[i + 2]);
+			if (h < 0 || l < 0)
+				return -1;
+			out[o++] = (char)(h << 4 | l);
+			i += 2;
+		} else if (plus_space && src[i] == '+') {
+			out[o++] = ' ';
+		} else {
+			out[o++] = src[i];
+		}
+	}
+	out[o] = '\0';
+	*outlen = o;
+	return 0;
+}
+
+int query_decode(const char *src, size_t n, char *out, size_t *outlen)
+{
+	return pct_decode(src, n, out, outlen, 1);
+}
+
+static size_t b64(const unsigned char *in, size_t n, char *out)
+{
+	return (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+}
+
+int key_decode(const char *src, size_t n, char *out, size_t *outlen, const char **why)
+{
+	char path[PATH_MAX_LEN];
+	const char *b;
+	if (pct_decode(src, n, out, outlen, 0) < 0) {
+		*why = "invalid percent-encoding in key";
+		return 400;
+	}
+	if (memchr(out, '\0', *outlen)) {
+		*why = "key contains a NUL byte";
+		return 400;
+	}
+	if (*outlen > KEY_MAX) {
+		*why = "key longer than 189 bytes";
+		return 414;
+	}
+	if (*outlen < 2) {
+		*why = "key must be at least 2 bytes (\"/\" alone is not a key)";
+		return 400;
+	}
+	placement_path(out, *outlen, path);
+	b = path + 7;
+	if (b[strlen(b) - 1] == '/' || strstr(b, "//")) {
+		*why = "key's base64 name ends in '/' or holds '//': no volume can store it";
+		return 400;
+	}
+	return 0;
+}
+
+void placement_path(const char *key, size_t keylen, char *out)
+{
+	unsigned char d[16];
+	if (keylen > KEY_MAX)
+		keylen = KEY_MAX;
+	md5(key, keylen, NULL, 0, d);
+	snprintf(out, 8, "/%02x/%02x/", d[0], d[1]);
+	b64((const unsigned char *)key, keylen, out + 7);
+}
+
+struct scored {
+	unsigned char score[16];
+	int idx;
+};
+
+static int by_score(const void *a, const void *b)
+{
+	const struct scored *x = a, *y = b;
+	int c = memcmp(y->score, x->score, 16); /* highest first */
+	return c ? c : x->idx - y->idx;         /* stable */
+}
+
+int placement_volumes(const char *key, size_t keylen, char *const *volumes, int nvol,
+		      int replicas, int subvolumes, char (*out)[LOC_MAX])
+{
+	struct scored sv[nvol > 0 ? nvol : 1];
+	int n = replicas < nvol ? replicas : nvol;
+	for (int i = 0; i < nvol; i++) {
+		md5(key, keylen, volumes[i], strlen(volumes[i]), sv[i].score);
+		sv[i].idx = i;
+	}
+	qsort(sv, (size_t)nvol, sizeof(sv[0]), by_score);
+	for (int i = 0; i < n; i++) {
+		const unsigned char *s = sv[i].score;
+		if (subvolumes <= 1) {
+			snprintf(out[i], LOC_MAX, "%s", volumes[sv[i].idx]);
+		} else {
+			uint32_t h = (uint32_t)s[12] << 24 | (uint32_t)s[13] << 16 |
+				     (uint32_t)s[14] << 8 | s[15];
+			snprintf(out[i], LOC_MAX, "%s/sv%02X", volumes[sv[i].idx],
+				 h % (uint32_t)subvolumes);
+		}
+	}
+	return n;
+}

@@ -1,0 +1,41 @@
+/* placement.h -- keys, and where their bytes live.  Bit-exact with
+ * minikeyvalue (SPEC §2): changing any of this strands existing data.
+ *
+ * A key is arbitrary bytes (usually starting with '/').  Nothing here
+ * allocates except where noted. */
+#ifndef MKV_PLACEMENT_H
+#define MKV_PLACEMENT_H
+
+#include <stddef.h>
+
+#define KEY_MAX 189          /* longest key whose base64 fits one file name */
+#define PATH_MAX_LEN 280     /* "/xx/yy/" + base64(KEY_MAX) + NUL, rounded up */
+#define LOC_MAX 512          /* longest "host:port/svNN" we accept */
+
+/* Percent-decode the raw request path src[0..n) into out (room for n+1
+ * bytes, NUL-terminated; *outlen excludes the NUL) and check it is a
+ * storable key.  Returns 0, or an HTTP status (400 or 414) with *why set to
+ * a static one-line reason. */
+int key_decode(const char *src, size_t n, char *out, size_t *outlen, const char **why);
+
+/* Percent-decode a query value (no validation beyond %XX; '+' means space
+ * as in forms).  out needs n+1 bytes.  Returns -1 on bad %XX. */
+int query_decode(const char *src, size_t n, char *out, size_t *outlen);
+
+/* "/%02x/%02x/<base64 std, padded>" of the key, NUL-terminated into out
+ * (PATH_MAX_LEN bytes; keys longer than KEY_MAX are truncated -- callers
+ * validate first). */
+void placement_path(const char *key, size_t keylen, char *out);
+
+/* The first `replicas` locations for key among volumes[0..nvol) in
+ * rendezvous order (md5(key||volume), highest first, stable), each as
+ * "volume" or "volume/svNN".  out[i] gets LOC_MAX bytes each.  Returns the
+ * number written: min(replicas, nvol).  With replicas == nvol this is the
+ * key's whole preference order. */
+int placement_volumes(const char *key, size_t keylen, char *const *volumes, int nvol,
+		      int replicas, int subvolumes, char (*out)[LOC_MAX]);
+
+/* md5 of data as 32 lowercase hex digits + NUL. */
+void md5_hex(const void *data, size_t n, char out[33]);
+
+#endif

@@ -1,0 +1,30 @@
+/* record.h -- the index value format, bit-exact with minikeyvalue (SPEC §3):
+ *   ["DELETED"] ["HASH" <32 hex>] loc1,loc2,...
+ */
+#ifndef MKV_RECORD_H
+#define MKV_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define RECORD_MAX_LOCS 64
+
+struct record {
+	bool deleted;
+	char hash[33];                  /* "" when unknown */
+	int nlocs;
+	char *locs[RECORD_MAX_LOCS];    /* point into the parsed buffer */
+};
+
+/* Parse val[0..n) in place: val must be writable and have room for a NUL at
+ * val[n] (commas become NULs; r->locs point into val).  Returns 0, or -1 if
+ * the record is malformed (too many locations). */
+int record_parse(char *val, size_t n, struct record *r);
+
+/* Encode into a fresh heap string (caller frees); *len gets its length. */
+char *record_encode(const struct record *r, size_t *len);
+
+/* locs joined by ',' into a fresh heap string; caller frees. */
+char *record_join_locs(char *const *locs, int n);
+
+#endif

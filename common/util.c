@@ -1,0 +1,184 @@
+/* util.c -- see util.h. */
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *prog = "mkv";
+
+static void oom(void)
+{
+	fprintf(stderr, "%s: out of memory\n", prog);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		oom();
+	va_end(ap);
+	return s;
+}
+
+void log_init(const char *progname)
+{
+	const char *slash = strrchr(progname, '/');
+	prog = slash ? slash + 1 : progname;
+}
+
+static void vlog(const char *fmt, va_list ap)
+{
+	char line[4096];
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	if (n < 0)
+		return;
+	fprintf(stderr, "%s: %s\n", prog, line);
+}
+
+void log_msg(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+}
+
+void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+	exit(1);
+}
+
+uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	if (!s || !*s)
+		return false;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return false;
+		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	if (v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool parse_duration_ms(const char *s, uint64_t *out_ms)
+{
+	char *end;
+	double v;
+	if (!s || !*s)
+		return false;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v < 0 || v > 86400.0 * 365)
+		return false;
+	if (!strcmp(end, "") || !strcmp(end, "s"))
+		v *= 1000;
+	else if (!strcmp(end, "ms"))
+		;
+	else if (!strcmp(end, "m"))
+		v *= 60000;
+	else
+		return false;
+	*out_ms = (uint64_t)v;
+	return true;
+}
+
+void buf_append(struct buf *b, const void *p, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 256;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		b->data = xrealloc(b->data, cap);
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+void buf_puts(struct buf *b, const char *s)
+{
+	buf_append(b, s, strlen(s));
+}
+
+void buf_printf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		oom();
+	buf_append(b, s, (size_t)n);
+	free(s);
+}
+
+void buf_free(struct buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}

@@ -1,0 +1,45 @@
+/* util.h -- allocation that never returns NULL, logging, small string helpers.
+ *
+ * Allocation failure aborts the process: no caller handles a NULL from
+ * xmalloc/xrealloc/xstrdup.  Logging goes to stderr, one line per call,
+ * prefixed with the program name set by log_init(). */
+#ifndef MKV_UTIL_H
+#define MKV_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+/* printf into a fresh heap string; caller frees. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void log_init(const char *progname);
+void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* log_msg then exit(1). */
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Milliseconds from a monotonic clock. */
+uint64_t now_ms(void);
+
+/* Parse a whole decimal string into [min,max]; false on "", "-1",
+ * "12x", overflow. */
+bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* Parse a duration like "1s", "500ms", "2m", or a bare number of seconds. */
+bool parse_duration_ms(const char *s, uint64_t *out_ms);
+
+/* A growable byte buffer. */
+struct buf {
+	char *data;
+	size_t len, cap;
+};
+void buf_append(struct buf *b, const void *p, size_t n);
+void buf_puts(struct buf *b, const char *s);
+void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_free(struct buf *b);
+
+#endif

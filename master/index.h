@@ -1,0 +1,35 @@
+/* index.h -- the key -> record index, on LevelDB.  Only index.c includes
+ * leveldb/c.h.  Reads and writes are thread-safe (LevelDB's own locking). */
+#ifndef MKV_INDEX_H
+#define MKV_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct index;
+struct index_iter;
+
+/* Open (creating if missing) the index at path.  NULL on failure, with a
+ * one-line reason in *why (heap string, caller frees) -- e.g. another
+ * process holds the LOCK. */
+struct index *index_open(const char *path, char **why);
+void index_close(struct index *idx);
+
+/* The value for key as a heap string with one spare byte past *vlen (so
+ * record_parse can NUL-terminate in place); caller frees.  NULL when
+ * absent (or on a read error, which is logged). */
+char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen);
+/* 0 or -1 (logged).  Writes are synced to disk before returning. */
+int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen);
+int index_delete(struct index *idx, const char *key, size_t klen);
+
+/* Iterate keys >= start in byte order.  The key/value pointers stay valid
+ * until the next index_iter_next/free. */
+struct index_iter *index_iter_new(struct index *idx, const char *start, size_t slen);
+bool index_iter_valid(struct index_iter *it);
+void index_iter_next(struct index_iter *it);
+const char *index_iter_key(struct index_iter *it, size_t *len);
+const char *index_iter_value(struct index_iter *it, size_t *len);
+void index_iter_free(struct index_iter *it);
+
+#endif

@@ -1,0 +1,2 @@
+#include "mkv.h"
+int main(void){return 0;}

@@ -1,0 +1,33 @@
+/* mkv.h -- the master's configuration (minikeyvalue's flags) and its
+ * commands.  main.c parses flags into a struct config and calls one of the
+ * *_main functions, which return the process exit code. */
+#ifndef MKV_MKV_H
+#define MKV_MKV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct config {
+	char **volumes;           /* -volumes, in command-line order */
+	int nvol;
+	const char *db;           /* -db */
+	int port;                 /* -port, default 3000 */
+	int replicas;             /* -replicas, default 3 */
+	int subvolumes;           /* -subvolumes, default 10 */
+	bool protect;             /* -protect */
+	const char *fallback;     /* -fallback host:port, or NULL */
+	bool md5sum;              /* -md5sum, default true */
+	uint64_t voltimeout_ms;   /* -voltimeout, default 1s */
+	bool headcheck;           /* -headcheck */
+	bool verbose;             /* -v */
+	int workers;              /* -workers (rebuild/rebalance), default 16 */
+	const char *from;         /* -from OLD_DB (rebuild) */
+	const char *master;       /* -master host:port (online rebalance) */
+	uint64_t puttimeout_ms;   /* -puttimeout: a stalled replica write fails after this */
+};
+
+int server_main(const struct config *cfg);
+int rebuild_main(const struct config *cfg);
+int rebalance_main(const struct config *cfg);
+
+#endif

@@ -1,0 +1,190 @@
+/* check_placement.c -- placement and record codec, pinned by every vector
+ * in SPEC §2-3 (changing these strands existing data). */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/placement.h"
+#include "../common/record.h"
+
+struct vec {
+	const char *key, *path, *vols;
+};
+
+static const struct vec small[] = {
+	{"hello", "/5d/41/aGVsbG8=", "larry/sv00"},
+	{"helloworld", "/fc/5e/aGVsbG93b3JsZA==", "curly/sv01"},
+	{"world", "/7d/79/d29ybGQ=", "moe/sv02"},
+	{"blah", "/6f/1e/YmxhaA==", "curly/sv01"},
+};
+
+static const struct vec five[] = {
+	{"/hello", "/3e/d1/L2hlbGxv",
+	 "localhost:3004/sv07,localhost:3003/sv04,localhost:3005/sv07"},
+	{"/wehave", "/60/08/L3dlaGF2ZQ==",
+	 "localhost:3001/sv07,localhost:3002/sv04,localhost:3005/sv01"},
+	{"/a/b/c.jpg", "/ff/13/L2EvYi9jLmpwZw==",
+	 "localhost:3002/sv04,localhost:3003/sv07,localhost:3005/sv00"},
+	{"/a?b", "/67/c0/L2E/Yg==", "localhost:3001/sv01,localhost:3003/sv08,localhost:3004/sv03"},
+};
+
+static char *joined(const char *key, char *const *vols, int nvol, int rep, int sv)
+{
+	char locs[8][LOC_MAX];
+	char *p[8];
+	int n = placement_volumes(key, strlen(key), vols, nvol, rep, sv, locs);
+	for (int i = 0; i < n; i++)
+		p[i] = locs[i];
+	return record_join_locs(p, n);
+}
+
+START_TEST(test_small_vectors)
+{
+	char *vols[] = {"larry", "moe", "curly"};
+	char path[PATH_MAX_LEN], *got;
+	placement_path(small[_i].key, strlen(small[_i].key), path);
+	ck_assert_str_eq(path, small[_i].path);
+	got = joined(small[_i].key, vols, 3, 1, 3);
+	ck_assert_str_eq(got, small[_i].vols);
+	free(got);
+}
+END_TEST
+
+START_TEST(test_five_vectors)
+{
+	char *vols[] = {"localhost:3001", "localhost:3002", "localhost:3003", "localhost:3004",
+			"localhost:3005"};
+	char path[PATH_MAX_LEN], *got;
+	placement_path(five[_i].key, strlen(five[_i].key), path);
+	ck_assert_str_eq(path, five[_i].path);
+	got = joined(five[_i].key, vols, 5, 3, 10);
+	ck_assert_str_eq(got, five[_i].vols);
+	free(got);
+}
+END_TEST
+
+START_TEST(test_subvolumes_one)
+{
+	char *vols[] = {"localhost:3001", "localhost:3002", "localhost:3003", "localhost:3004",
+			"localhost:3005"};
+	char *got = joined("/wehave", vols, 5, 3, 1);
+	ck_assert_str_eq(got, "localhost:3001,localhost:3002,localhost:3005");
+	free(got);
+	/* more replicas than volumes: all volumes, still in score order */
+	got = joined("/wehave", vols, 2, 3, 1);
+	ck_assert_int_eq(strlen(got), strlen("localhost:3001,localhost:3002"));
+	free(got);
+}
+END_TEST
+
+struct keycase {
+	const char *raw;
+	int status;
+	const char *decoded;
+};
+
+static const struct keycase keys[] = {
+	{"/a%20b", 0, "/a b"},
+	{"/a%3Fb", 0, "/a?b"},
+	{"/plain", 0, "/plain"},
+	{"/a+b", 0, "/a+b"},
+	{"/", 400, NULL},
+	{"/%zz", 400, NULL},
+	{"/abc%", 400, NULL},
+	{"/abc%4", 400, NULL},
+	{"/a%00b", 400, NULL},
+	{"/1234567%3F", 400, NULL}, /* 9 bytes ending in '?': base64 ends in '/' */
+	{"/x", 0, "/x"},
+};
+
+START_TEST(test_key_decode)
+{
+	char out[256];
+	size_t n;
+	const char *why = NULL;
+	int st = key_decode(keys[_i].raw, strlen(keys[_i].raw), out, &n, &why);
+	ck_assert_int_eq(st, keys[_i].status);
+	if (!st)
+		ck_assert_str_eq(out, keys[_i].decoded);
+	else
+		ck_assert_ptr_nonnull(why);
+}
+END_TEST
+
+START_TEST(test_key_length)
+{
+	char raw[300], out[300];
+	size_t n;
+	const char *why;
+	raw[0] = '/';
+	memset(raw + 1, 'k', 188);
+	ck_assert_int_eq(key_decode(raw, 189, out, &n, &why), 0);
+	memset(raw + 1, 'k', 189);
+	ck_assert_int_eq(key_decode(raw, 190, out, &n, &why), 414);
+}
+END_TEST
+
+START_TEST(test_record_roundtrip)
+{
+	static const char *const recs[] = {
+		"localhost:3001/sv07,localhost:3002/sv04",
+		"HASH5d41402abc4b2a76b9719d911017c592hello",
+		"DELETEDHASH5d41402abc4b2a76b9719d911017c592hello",
+		"DELETEDa,b,c",
+	};
+	for (size_t i = 0; i < sizeof(recs) / sizeof(recs[0]); i++) {
+		struct record r;
+		size_t len = strlen(recs[i]), elen;
+		char *v = malloc(len + 1), *enc;
+		memcpy(v, recs[i], len);
+		ck_assert_int_eq(record_parse(v, len, &r), 0);
+		enc = record_encode(&r, &elen);
+		ck_assert_str_eq(enc, recs[i]);
+		free(enc);
+		free(v);
+	}
+}
+END_TEST
+
+START_TEST(test_record_fields)
+{
+	char v[] = "DELETEDHASH5d41402abc4b2a76b9719d911017c592a:1/sv00,b:2/sv03";
+	struct record r;
+	ck_assert_int_eq(record_parse(v, strlen(v), &r), 0);
+	ck_assert(r.deleted);
+	ck_assert_str_eq(r.hash, "5d41402abc4b2a76b9719d911017c592");
+	ck_assert_int_eq(r.nlocs, 2);
+	ck_assert_str_eq(r.locs[0], "a:1/sv00");
+	ck_assert_str_eq(r.locs[1], "b:2/sv03");
+}
+END_TEST
+
+START_TEST(test_md5_hex)
+{
+	char h[33];
+	md5_hex("hello", 5, h);
+	ck_assert_str_eq(h, "5d41402abc4b2a76b9719d911017c592");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("placement");
+	TCase *tc = tcase_create("vectors");
+	SRunner *sr;
+	int failed;
+	tcase_add_loop_test(tc, test_small_vectors, 0, sizeof(small) / sizeof(small[0]));
+	tcase_add_loop_test(tc, test_five_vectors, 0, sizeof(five) / sizeof(five[0]));
+	tcase_add_test(tc, test_subvolumes_one);
+	tcase_add_loop_test(tc, test_key_decode, 0, sizeof(keys) / sizeof(keys[0]));
+	tcase_add_test(tc, test_key_length);
+	tcase_add_test(tc, test_record_roundtrip);
+	tcase_add_test(tc, test_record_fields);
+	tcase_add_test(tc, test_md5_hex);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,349 @@
+/* harness.c -- see harness.h. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int h_free_port(void)
+{
+	static int last;
+	for (;;) {
+		struct sockaddr_in a = {.sin_family = AF_INET};
+		socklen_t al = sizeof(a);
+		int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    getsockname(fd, (struct sockaddr *)&a, &al) < 0)
+			die("free port: %s", strerror(errno));
+		port = ntohs(a.sin_port);
+		close(fd);
+		if (port != last) {
+			last = port;
+			return port;
+		}
+	}
+}
+
+char *h_tmpdir(void)
+{
+	const char *t = getenv("TMPDIR");
+	char *d = xasprintf("%s/mkvtest.XXXXXX", t && *t ? t : "/tmp");
+	if (!mkdtemp(d))
+		die("mkdtemp: %s", strerror(errno));
+	return d;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)flag, (void)f;
+	remove(p);
+	return 0;
+}
+
+void h_rmrf(const char *dir)
+{
+	if (dir && *dir)
+		nftw(dir, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+}
+
+char *h_bin(const char *name)
+{
+	const char *b = getenv("MKV_BIN");
+	return xasprintf("%s/%s", b && *b ? b : "bin", name);
+}
+
+char *h_root(const char *rel)
+{
+	const char *r = getenv("MKV_ROOT");
+	return xasprintf("%s/%s", r && *r ? r : ".", rel);
+}
+
+pid_t h_spawn(char *const argv[], const char *logfile)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		setpgid(0, 0);
+		if (logfile) {
+			int fd = open(logfile, O_WRONLY | O_CREAT | O_APPEND, 0644);
+			if (fd >= 0) {
+				dup2(fd, 1);
+				dup2(fd, 2);
+				close(fd);
+			}
+		}
+		execv(argv[0], argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
+bool h_wait_port(int port, int timeout_ms)
+{
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	do {
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+			close(fd);
+			return true;
+		}
+		close(fd);
+		usleep(10000);
+	} while (now_ms() < end);
+	return false;
+}
+
+int h_stop(pid_t pid, int sig)
+{
+	int st = 0;
+	uint64_t end;
+	if (pid <= 0)
+		return 0;
+	kill(pid, sig);
+	end = now_ms() + 5000;
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (now_ms() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			break;
+		}
+		usleep(5000);
+	}
+	return st;
+}
+
+static void vol_spawn(struct vol *v)
+{
+	char port[16], *log = xasprintf("%s.log", v->dir);
+	snprintf(port, sizeof(port), "%d", v->port);
+	if (v->kind == VOL_MKV) {
+		char *bin = h_bin("mkv-volume");
+		char *argv[] = {bin, "-port", port, v->dir, NULL};
+		v->pid = h_spawn(argv, log);
+		free(bin);
+	} else {
+		char *script = h_root("deploy/nginx/mkv-nginx-volume");
+		char *argv[] = {"/bin/sh", script, port, v->dir, NULL};
+		v->pid = h_spawn(argv, log);
+		free(script);
+	}
+	if (!h_wait_port(v->port, 10000))
+		die("volume on port %d did not start (see %s)", v->port, log);
+	free(log);
+}
+
+void h_vol_start(struct vol *v, enum vol_kind kind)
+{
+	char *tmp = h_tmpdir();
+	v->kind = kind;
+	v->port = h_free_port();
+	v->dir = xasprintf("%s/data", tmp);
+	mkdir(v->dir, 0755);
+	free(tmp);
+	v->name = xasprintf("127.0.0.1:%d", v->port);
+	vol_spawn(v);
+}
+
+void h_vol_restart(struct vol *v)
+{
+	h_stop(v->pid, SIGTERM);
+	vol_spawn(v);
+}
+
+void h_vol_stop(struct vol *v)
+{
+	char *parent;
+	h_stop(v->pid, SIGTERM);
+	v->pid = 0;
+	parent = xstrdup(v->dir);
+	*strrchr(parent, '/') = '\0';
+	h_rmrf(parent);
+	free(parent);
+	free(v->dir);
+	free(v->name);
+	v->dir = v->name = NULL;
+}
+
+char *h_volumes_arg(struct vol *vols, int nvol)
+{
+	struct buf b = {0};
+	buf_puts(&b, "");
+	for (int i = 0; i < nvol; i++)
+		buf_printf(&b, "%s%s", i ? "," : "", vols[i].name);
+	return b.data;
+}
+
+void h_master_start(struct master *m, struct vol *vols, int nvol, const char *const *flags)
+{
+	char *bin = h_bin("mkv"), *volarg = h_volumes_arg(vols, nvol), port[16];
+	char *argv[64];
+	int n = 0;
+	if (!m->db) {
+		char *tmp = h_tmpdir();
+		m->db = xasprintf("%s/db", tmp);
+		m->log = xasprintf("%s/master.log", tmp);
+		free(tmp);
+	}
+	m->port = h_free_port();
+	snprintf(port, sizeof(port), "%d", m->port);
+	snprintf(m->base, sizeof(m->base), "http://127.0.0.1:%d", m->port);
+	argv[n++] = bin;
+	argv[n++] = "-volumes";
+	argv[n++] = volarg;
+	argv[n++] = "-db";
+	argv[n++] = m->db;
+	argv[n++] = "-port";
+	argv[n++] = port;
+	for (int i = 0; flags && flags[i] && n < 60; i++)
+		argv[n++] = (char *)flags[i];
+	argv[n++] = "server";
+	argv[n] = NULL;
+	m->pid = h_spawn(argv, m->log);
+	if (!h_wait_port(m->port, 10000))
+		die("master on port %d did not start (see %s)", m->port, m->log);
+	free(bin);
+	free(volarg);
+}
+
+void h_master_stop(struct master *m)
+{
+	char *parent;
+	h_stop(m->pid, SIGTERM);
+	m->pid = 0;
+	if (!m->db)
+		return;
+	parent = xstrdup(m->db);
+	*strrchr(parent, '/') = '\0';
+	h_rmrf(parent);
+	free(parent);
+	free(m->db);
+	free(m->log);
+	m->db = m->log = NULL;
+}
+
+static size_t on_body(char *p, size_t s, size_t n, void *ud)
+{
+	buf_append(ud, p, s * n);
+	return s * n;
+}
+
+struct src {
+	const char *p;
+	size_t left;
+};
+
+static size_t on_read(char *p, size_t s, size_t n, void *ud)
+{
+	struct src *src = ud;
+	size_t len = s * n < src->left ? s * n : src->left;
+	memcpy(p, src->p, len);
+	src->p += len;
+	src->left -= len;
+	return len;
+}
+
+long h_http(const char *method, const char *url, const void *body, size_t len,
+	    const char *const *headers, bool follow, struct resp *r)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *hl = NULL;
+	struct src src = {body, len};
+	char *loc = NULL;
+	CURLcode rc;
+	memset(r, 0, sizeof(*r));
+	buf_puts(&r->body, "");
+	buf_puts(&r->headers, "");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r->body);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
+	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+	for (int i = 0; headers && headers[i]; i++)
+		hl = curl_slist_append(hl, headers[i]);
+	hl = curl_slist_append(hl, "Expect:");
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	if (!strcmp(method, "HEAD")) {
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	} else if (body) {
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(c, CURLOPT_READDATA, &src);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)len);
+		if (strcmp(method, "PUT"))
+			curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	} else if (strcmp(method, "GET")) {
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	}
+	rc = curl_easy_perform(c);
+	r->status = -1;
+	if (rc == CURLE_OK) {
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+		curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc);
+		if (loc)
+			r->location = xstrdup(loc);
+	}
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(c);
+	return r->status;
+}
+
+char *h_header(const struct resp *r, const char *name)
+{
+	size_t nl = strlen(name);
+	const char *p = r->headers.data, *found = NULL;
+	/* The last block wins (after redirects). */
+	while (p && *p) {
+		const char *eol = strstr(p, "\r\n");
+		if (!eol)
+			break;
+		if ((size_t)(eol - p) > nl && !strncasecmp(p, name, nl) && p[nl] == ':')
+			found = p;
+		p = eol + 2;
+	}
+	if (!found)
+		return NULL;
+	found += nl + 1;
+	while (*found == ' ')
+		found++;
+	return xstrndup(found, strcspn(found, "\r\n"));
+}
+
+void h_resp_free(struct resp *r)
+{
+	buf_free(&r->body);
+	buf_free(&r->headers);
+	free(r->location);
+	r->location = NULL;
+}
+
+long h_status(const char *method, const char *url)
+{
+	struct resp r;
+	long s = h_http(method, url, NULL, 0, NULL, false, &r);
+	h_resp_free(&r);
+	return s;
+}

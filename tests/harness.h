@@ -1,0 +1,81 @@
+/* harness.h -- what integration tests need: free ports, temporary
+ * directories, real processes (mkv, mkv-volume, nginx) started and always
+ * stopped, and an HTTP client.
+ *
+ * Binaries come from $MKV_BIN (default "bin"), the repository from
+ * $MKV_ROOT (default "."); the Makefile sets both. */
+#ifndef MKV_HARNESS_H
+#define MKV_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include "../common/util.h"
+
+/* A port nobody listens on right now (bind 127.0.0.1:0). */
+int h_free_port(void);
+/* mkdtemp under $TMPDIR or /tmp; caller frees (and h_rmrf's). */
+char *h_tmpdir(void);
+void h_rmrf(const char *dir);
+/* Path of a binary in $MKV_BIN, or a file in $MKV_ROOT (static buffer per call site:
+ * returns a heap string, caller frees). */
+char *h_bin(const char *name);
+char *h_root(const char *rel);
+
+/* fork+exec argv (NULL-terminated), stdout+stderr appended to logfile
+ * (NULL = inherit).  Returns the pid.  The child dies with the test
+ * process (PR_SET_PDEATHSIG). */
+pid_t h_spawn(char *const argv[], const char *logfile);
+/* Wait until something accepts on 127.0.0.1:port; false after timeout_ms. */
+bool h_wait_port(int port, int timeout_ms);
+/* Send sig, then wait (SIGKILL after 5 s).  Returns the exit status as
+ * waitpid gives it. */
+int h_stop(pid_t pid, int sig);
+
+/* A volume server of either kind on a fresh port and directory. */
+enum vol_kind { VOL_MKV, VOL_NGINX };
+struct vol {
+	enum vol_kind kind;
+	int port;
+	pid_t pid;
+	char *dir;     /* data directory */
+	char *name;    /* "127.0.0.1:port" */
+};
+void h_vol_start(struct vol *v, enum vol_kind kind);
+/* Restart on the same port and directory. */
+void h_vol_restart(struct vol *v);
+void h_vol_stop(struct vol *v);
+
+/* A master on a fresh port over the given volumes; extra flags appended
+ * (NULL-terminated list, may be NULL). */
+struct master {
+	int port;
+	pid_t pid;
+	char *db;      /* index directory (owned) */
+	char *log;
+	char base[64]; /* "http://127.0.0.1:port" */
+};
+void h_master_start(struct master *m, struct vol *vols, int nvol, const char *const *flags);
+void h_master_stop(struct master *m);
+/* The -volumes argument for vols ("127.0.0.1:p1,127.0.0.1:p2,..."); caller frees. */
+char *h_volumes_arg(struct vol *vols, int nvol);
+
+/* One HTTP exchange.  body/len is the request body (NULL for none);
+ * headers is a NULL-terminated list of "Name: value" (may be NULL).
+ * follow: follow redirects.  Returns the status, -1 on transport error. */
+struct resp {
+	long status;
+	struct buf body;
+	struct buf headers;    /* raw header block(s) */
+	char *location;        /* redirect target, or NULL */
+};
+long h_http(const char *method, const char *url, const void *body, size_t len,
+	    const char *const *headers, bool follow, struct resp *r);
+/* Value of a response header (case-insensitive name) in a fresh string, or NULL. */
+char *h_header(const struct resp *r, const char *name);
+void h_resp_free(struct resp *r);
+
+/* Convenience: status of a request with no body, response discarded. */
+long h_status(const char *method, const char *url);
+
+#endif

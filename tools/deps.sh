@@ -1,0 +1,20 @@
+#!/bin/sh
+# Install the Debian packages mkv needs to build, test and run, when missing.
+set -e
+PKGS="build-essential pkg-config libmicrohttpd-dev libleveldb-dev libcurl4-openssl-dev
+      libssl-dev libjansson-dev check nginx curl wrk"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+# Debian starts the packaged nginx on port 80; mkv runs its own instances.
+if echo "$missing" | grep -q nginx; then
+	$SUDO service nginx stop >/dev/null 2>&1 || true
+fi
