@@ -66,6 +66,13 @@ static int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int 
 	return 0;
 }
 
+int path_decode(const char *src, size_t n, char *out, size_t *outlen)
+{
+	if (pct_decode(src, n, out, outlen, 0) < 0 || memchr(out, '\0', *outlen))
+		return -1;
+	return 0;
+}
+
 int query_decode(const char *src, size_t n, char *out, size_t *outlen)
 {
 	return pct_decode(src, n, out, outlen, 1);

@@ -18,6 +18,10 @@
  * a static one-line reason. */
 int key_decode(const char *src, size_t n, char *out, size_t *outlen, const char **why);
 
+/* Percent-decode a path without checking it is a storable key (list
+ * prefixes); -1 on bad %XX or a NUL.  out needs n+1 bytes. */
+int path_decode(const char *src, size_t n, char *out, size_t *outlen);
+
 /* Percent-decode a query value (no validation beyond %XX; '+' means space
  * as in forms).  out needs n+1 bytes.  Returns -1 on bad %XX. */
 int query_decode(const char *src, size_t n, char *out, size_t *outlen);

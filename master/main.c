@@ -1,2 +1,160 @@
+/* main.c -- `mkv`: minikeyvalue's command line (single or double dash,
+ * "-flag value" or "-flag=value"), then one of server, rebuild, rebalance. */
 #include "mkv.h"
-int main(void){return 0;}
+#include "../common/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: mkv -volumes host:port,... -db DIR [flags] server|rebuild|rebalance\n"
+	"  -volumes LIST     volume servers, comma separated (required)\n"
+	"  -db DIR           LevelDB index directory (required, but not for rebalance -master)\n"
+	"  -port N           master port (default 3000)\n"
+	"  -replicas N       copies of each value (default 3)\n"
+	"  -subvolumes N     directories sv00.. per volume (default 10)\n"
+	"  -protect          refuse DELETE of a key that is not unlinked\n"
+	"  -fallback H:P     redirect missing keys to this server\n"
+	"  -md5sum=BOOL      record each value's md5 (default true)\n"
+	"  -voltimeout D     volume check timeout, e.g. 1s, 500ms (default 1s)\n"
+	"  -puttimeout D     a replica write with no progress this long fails (default 60s)\n"
+	"  -headcheck        HEAD the blob before each redirect (minikeyvalue's behaviour)\n"
+	"  -workers N        parallel requests of rebuild/rebalance (default 16)\n"
+	"  -from DIR         rebuild: keep unlinked keys of this old index unlinked\n"
+	"  -master H:P       rebalance: drive a running master (REBALANCE per key)\n"
+	"  -v                log one line per request\n";
+
+static void bad(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "mkv: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n%s", usage);
+	exit(2);
+}
+
+static bool parse_bool(const char *name, const char *v)
+{
+	if (!v || !strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "t") || !strcmp(v, "TRUE"))
+		return true;
+	if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "f") || !strcmp(v, "FALSE"))
+		return false;
+	bad("invalid boolean value for -%s", name);
+	return false;
+}
+
+static int parse_int(const char *name, const char *v, int min, int max)
+{
+	uint64_t n;
+	if (!parse_u64(v, (uint64_t)min, (uint64_t)max, &n))
+		bad("invalid value for -%s", name);
+	return (int)n;
+}
+
+static void split_volumes(struct config *c, const char *list)
+{
+	char *s = xstrdup(list), *tok, *save = NULL;
+	c->nvol = 0;
+	c->volumes = xcalloc(strlen(list) + 1, sizeof(char *));
+	for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		for (int i = 0; i < c->nvol; i++)
+			if (!strcmp(c->volumes[i], tok))
+				bad("volume %s given twice", tok);
+		c->volumes[c->nvol++] = tok;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct config c = {
+		.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
+		.voltimeout_ms = 1000, .puttimeout_ms = 60000, .workers = 16,
+	};
+	const char *cmd = NULL, *volumes = NULL;
+
+	log_init("mkv");
+	for (int i = 1; i < argc; i++) {
+		char *a = argv[i], *name, *val;
+		if (a[0] != '-' || !a[1]) {
+			if (cmd)
+				bad("unexpected argument %s", a);
+			cmd = a;
+			continue;
+		}
+		name = a + 1 + (a[1] == '-');
+		val = strchr(name, '=');
+		if (val)
+			*val++ = '\0';
+		if (!strcmp(name, "h") || !strcmp(name, "help")) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		/* boolean flags take no separate value */
+		if (!strcmp(name, "protect")) {
+			c.protect = parse_bool(name, val);
+			continue;
+		}
+		if (!strcmp(name, "md5sum")) {
+			c.md5sum = parse_bool(name, val);
+			continue;
+		}
+		if (!strcmp(name, "headcheck")) {
+			c.headcheck = parse_bool(name, val);
+			continue;
+		}
+		if (!strcmp(name, "v") || !strcmp(name, "verbose")) {
+			c.verbose = parse_bool(name, val);
+			continue;
+		}
+		if (!val) {
+			if (i + 1 >= argc)
+				bad("flag needs an argument: -%s", name);
+			val = argv[++i];
+		}
+		if (!strcmp(name, "volumes"))
+			volumes = val;
+		else if (!strcmp(name, "db"))
+			c.db = val;
+		else if (!strcmp(name, "port"))
+			c.port = parse_int(name, val, 1, 65535);
+		else if (!strcmp(name, "replicas"))
+			c.replicas = parse_int(name, val, 1, 64);
+		else if (!strcmp(name, "subvolumes"))
+			c.subvolumes = parse_int(name, val, 1, 256);
+		else if (!strcmp(name, "fallback"))
+			c.fallback = *val ? val : NULL;
+		else if (!strcmp(name, "voltimeout")) {
+			if (!parse_duration_ms(val, &c.voltimeout_ms) || !c.voltimeout_ms)
+				bad("invalid duration for -voltimeout: %s", val);
+		} else if (!strcmp(name, "puttimeout")) {
+			if (!parse_duration_ms(val, &c.puttimeout_ms))
+				bad("invalid duration for -puttimeout: %s", val);
+		} else if (!strcmp(name, "workers"))
+			c.workers = parse_int(name, val, 1, 1024);
+		else if (!strcmp(name, "from"))
+			c.from = val;
+		else if (!strcmp(name, "master"))
+			c.master = val;
+		else
+			bad("flag provided but not defined: -%s", name);
+	}
+	if (!cmd)
+		bad("missing command (server, rebuild or rebalance)%s", "");
+	if (strcmp(cmd, "server") && strcmp(cmd, "rebuild") && strcmp(cmd, "rebalance"))
+		bad("unknown command %s", cmd);
+	if (!volumes || !*volumes)
+		bad("-volumes is required%s", "");
+	split_volumes(&c, volumes);
+	if (!c.nvol)
+		bad("-volumes is required%s", "");
+	if (!c.db && !(c.master && !strcmp(cmd, "rebalance")))
+		bad("-db is required%s", "");
+	if (c.nvol < c.replicas)
+		bad("need at least as many volumes as -replicas%s", "");
+
+	if (!strcmp(cmd, "server"))
+		return server_main(&c);
+	if (!strcmp(cmd, "rebuild"))
+		return rebuild_main(&c);
+	return rebalance_main(&c);
+}

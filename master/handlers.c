@@ -1,0 +1,349 @@
+/* handlers.c -- see handlers.h.  The semantics follow minikeyvalue's
+ * server.go, with SPEC §4's additions. */
+#include "handlers.h"
+#include "../common/httpc.h"
+#include "../common/record.h"
+#include "health.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIST_MAX 1000000
+
+void answer_error(struct answer *a, int status, const char *why)
+{
+	a->status = status;
+	a->ctype = NULL;
+	a->body.len = 0;
+	buf_puts(&a->body, why);
+	buf_puts(&a->body, "\n");
+}
+
+void answer_free(struct answer *a)
+{
+	buf_free(&a->body);
+	free(a->volumes);
+	a->volumes = NULL;
+}
+
+static unsigned rand_below(unsigned n)
+{
+	static __thread uint64_t s;
+	if (!s)
+		s = now_ms() ^ (uint64_t)(uintptr_t)&s;
+	s ^= s << 13;
+	s ^= s >> 7;
+	s ^= s << 17;
+	return (unsigned)(s % n);
+}
+
+/* Does the record sit exactly where key2volume puts it now? */
+static bool balanced(const struct config *cfg, const char *key, size_t klen,
+		     const struct record *r)
+{
+	char want[RECORD_MAX_LOCS][LOC_MAX];
+	int n;
+	if (r->nlocs != (cfg->replicas < cfg->nvol ? cfg->replicas : cfg->nvol))
+		return false;
+	n = placement_volumes(key, klen, cfg->volumes, cfg->nvol,
+			      cfg->replicas > RECORD_MAX_LOCS ? RECORD_MAX_LOCS : cfg->replicas,
+			      cfg->subvolumes, want);
+	for (int i = 0; i < n; i++)
+		if (strcmp(want[i], r->locs[i]))
+			return false;
+	return true;
+}
+
+static void not_found(const struct config *cfg, const char *raw_path, struct answer *a)
+{
+	if (cfg->fallback) {
+		a->status = 302;
+		snprintf(a->location, sizeof(a->location), "http://%s%s", cfg->fallback, raw_path);
+		return;
+	}
+	answer_error(a, 404, "key not found");
+}
+
+void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		const char *raw_path, struct answer *a)
+{
+	struct record r;
+	size_t vlen;
+	char *v = index_get(idx, key, klen, &vlen), path[PATH_MAX_LEN];
+	int live[RECORD_MAX_LOCS], nlive = 0, pick = -1;
+
+	if (!v) {
+		not_found(cfg, raw_path, a);
+		return;
+	}
+	if (record_parse(v, vlen, &r) < 0) {
+		answer_error(a, 500, "index record is malformed");
+		goto out;
+	}
+	if (r.deleted || !r.nlocs) {
+		not_found(cfg, raw_path, a);
+		goto out;
+	}
+	placement_path(key, klen, path);
+	for (int i = 0; i < r.nlocs; i++)
+		if (health_up(r.locs[i], strlen(r.locs[i])))
+			live[nlive++] = i;
+	if (cfg->headcheck) {
+		/* minikeyvalue's way: ask a replica before redirecting to it. */
+		while (nlive) {
+			unsigned k = rand_below((unsigned)nlive);
+			char url[LOC_MAX + PATH_MAX_LEN + 16];
+			snprintf(url, sizeof(url), "http://%s%s", r.locs[live[k]], path);
+			if (httpc_do("HEAD", url, NULL, 0, (long)cfg->voltimeout_ms, NULL, 0, NULL) ==
+			    200) {
+				pick = live[k];
+				break;
+			}
+			live[k] = live[--nlive];
+		}
+		if (pick < 0) {
+			not_found(cfg, raw_path, a);
+			goto out;
+		}
+	} else if (nlive) {
+		pick = live[rand_below((unsigned)nlive)];
+	} else {
+		answer_error(a, 503, "no replica of this key is on a volume that is up");
+		goto out;
+	}
+	a->status = 302;
+	snprintf(a->location, sizeof(a->location), "http://%s%s", r.locs[pick], path);
+	snprintf(a->md5, sizeof(a->md5), "%s", r.hash);
+	a->balance = balanced(cfg, key, klen, &r) ? "balanced" : "unbalanced";
+	a->volumes = record_join_locs(r.locs, r.nlocs);
+out:
+	free(v);
+}
+
+void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		   bool unlink, struct answer *a)
+{
+	struct record r;
+	size_t vlen, elen;
+	char *v = index_get(idx, key, klen, &vlen), *enc, path[PATH_MAX_LEN];
+	bool failed = false;
+
+	if (!v || (unlink && record_parse(v, vlen, &r) == 0 && r.deleted)) {
+		answer_error(a, 404, unlink ? "key not found or already unlinked" : "key not found");
+		goto out;
+	}
+	if (record_parse(v, vlen, &r) < 0) {
+		answer_error(a, 500, "index record is malformed");
+		goto out;
+	}
+	if (!unlink && cfg->protect && !r.deleted) {
+		answer_error(a, 403, "-protect is set: UNLINK the key before DELETE");
+		goto out;
+	}
+	/* Soft-delete first: from here on nothing is served, whatever fails. */
+	r.deleted = true;
+	enc = record_encode(&r, &elen);
+	if (index_put(idx, key, klen, enc, elen) < 0) {
+		free(enc);
+		answer_error(a, 500, "index write failed");
+		goto out;
+	}
+	free(enc);
+	if (!unlink) {
+		placement_path(key, klen, path);
+		for (int i = 0; i < r.nlocs; i++) {
+			char url[LOC_MAX + PATH_MAX_LEN + 16], err[256];
+			int st;
+			snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
+			st = httpc_do("DELETE", url, NULL, 0, (long)cfg->puttimeout_ms, NULL, 0, err);
+			if (!(st >= 200 && st < 300) && st != 404) {
+				log_msg("DELETE %s failed (%d%s%s)", url, st, st < 0 ? ": " : "",
+					st < 0 ? err : "");
+				failed = true;
+			}
+		}
+		if (failed) {
+			answer_error(a, 500, "a volume refused the delete; the key stays unlinked");
+			goto out;
+		}
+		if (index_delete(idx, key, klen) < 0) {
+			answer_error(a, 500, "index delete failed; the key stays unlinked");
+			goto out;
+		}
+	}
+	a->status = 204;
+out:
+	free(v);
+}
+
+/* One query parameter's value (raw), or NULL; *present says whether the
+ * name occurs at all. */
+static const char *param(const char *q, const char *name, size_t *vlen, bool *present)
+{
+	size_t nl = strlen(name);
+	*present = false;
+	while (q && *q) {
+		size_t len = strcspn(q, "&");
+		if (len >= nl && !memcmp(q, name, nl) && (len == nl || q[nl] == '=')) {
+			*present = true;
+			*vlen = len > nl ? len - nl - 1 : 0;
+			return len > nl ? q + nl + 1 : q + nl;
+		}
+		q += len;
+		if (*q == '&')
+			q++;
+	}
+	return NULL;
+}
+
+void json_string(struct buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+	buf_append(b, "\"", 1);
+	while (p < end) {
+		unsigned c = *p;
+		if (c == '"' || c == '\\') {
+			char e[2] = {'\\', (char)c};
+			buf_append(b, e, 2);
+			p++;
+		} else if (c < 0x20) {
+			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+			buf_append(b, e, 6);
+			p++;
+		} else if (c < 0x80) {
+			buf_append(b, p, 1);
+			p++;
+		} else {
+			/* Copy a well-formed UTF-8 sequence, else U+FFFD for one byte. */
+			int len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+			bool ok = len && end - p >= len;
+			for (int i = 1; ok && i < len; i++)
+				ok = (p[i] & 0xc0) == 0x80;
+			if (ok && len == 3 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f)))
+				ok = false;
+			if (ok && len == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] > 0x8f)))
+				ok = false;
+			if (ok) {
+				buf_append(b, p, (size_t)len);
+				p += len;
+			} else {
+				buf_puts(b, "\\ufffd");
+				p++;
+			}
+		}
+	}
+	buf_append(b, "\"", 1);
+}
+
+static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+	return c ? c : (al > bl) - (al < bl);
+}
+
+void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
+		 struct answer *a)
+{
+	bool has_list, has_unl, has_limit, has_start;
+	size_t l1, l2, limlen = 0, stlen = 0;
+	const char *lim = NULL, *st;
+	uint64_t limit = 0, count = 0;
+	char *start = NULL, num[24];
+	struct index_iter *it;
+	struct buf keys = {0};
+	const char *next = NULL;
+	size_t nextlen = 0;
+	bool unlinked;
+
+	param(query, "list", &l1, &has_list);
+	param(query, "unlinked", &l2, &has_unl);
+	unlinked = has_unl && !has_list;
+	lim = param(query, "limit", &limlen, &has_limit);
+	st = param(query, "start", &stlen, &has_start);
+	if (has_limit) {
+		if (limlen >= sizeof(num) ||
+		    (memcpy(num, lim, limlen), num[limlen] = '\0', !parse_u64(num, 1, UINT64_MAX, &limit))) {
+			answer_error(a, 400, "limit must be a positive integer");
+			return;
+		}
+	}
+	if (limit > LIST_MAX)
+		limit = LIST_MAX; /* memory stays bounded; next says where to go on */
+	if (has_start && stlen) {
+		size_t n;
+		start = xmalloc(stlen + 1);
+		if (query_decode(st, stlen, start, &n) < 0) {
+			free(start);
+			answer_error(a, 400, "invalid percent-encoding in start");
+			return;
+		}
+		stlen = n;
+	} else {
+		stlen = 0;
+	}
+
+	/* Resume at start when it lies past the prefix's first key. */
+	if (start && bytes_cmp(start, stlen, prefix, plen) > 0)
+		it = index_iter_new(idx, start, stlen);
+	else
+		it = index_iter_new(idx, prefix, plen);
+	a->body.len = 0;
+	buf_puts(&a->body, "");
+	buf_puts(&keys, "");
+	for (; index_iter_valid(it); index_iter_next(it)) {
+		size_t klen, vlen;
+		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
+		bool del = vlen >= 7 && !memcmp(v, "DELETED", 7);
+		if (klen < plen || memcmp(k, prefix, plen))
+			break;
+		if (del != unlinked)
+			continue;
+		if (limit && count == limit) {
+			next = k;
+			nextlen = klen;
+			break;
+		}
+		if (!limit && count == LIST_MAX) {
+			answer_error(a, 413, "more than 1000000 keys: page with &limit=N");
+			buf_free(&keys);
+			index_iter_free(it);
+			free(start);
+			return;
+		}
+		if (count++)
+			buf_append(&keys, ",", 1);
+		json_string(&keys, k, klen);
+	}
+	buf_puts(&a->body, "{\"next\":");
+	json_string(&a->body, next ? next : "", next ? nextlen : 0);
+	buf_puts(&a->body, ",\"keys\":[");
+	buf_append(&a->body, keys.data, keys.len);
+	buf_puts(&a->body, "]}");
+	buf_free(&keys);
+	index_iter_free(it);
+	free(start);
+	a->status = 200;
+	a->ctype = "application/json";
+}
+
+int handle_put_locations(const struct config *cfg, const char *key, size_t klen,
+			 char (*out)[LOC_MAX], const char **why)
+{
+	char (*order)[LOC_MAX] = xmalloc((size_t)cfg->nvol * LOC_MAX);
+	int want = cfg->replicas < cfg->nvol ? cfg->replicas : cfg->nvol, n = 0;
+	int total = placement_volumes(key, klen, cfg->volumes, cfg->nvol, cfg->nvol,
+				      cfg->subvolumes, order);
+	if (want > RECORD_MAX_LOCS)
+		want = RECORD_MAX_LOCS;
+	for (int i = 0; i < total && n < want; i++)
+		if (health_up(order[i], strlen(order[i])))
+			memcpy(out[n++], order[i], LOC_MAX);
+	free(order);
+	if (n < want) {
+		*why = "fewer volumes are up than -replicas";
+		return -1;
+	}
+	return n;
+}

@@ -1,0 +1,47 @@
+/* handlers.h -- the master's answers, as plain functions of a decoded
+ * request: no sockets, no libmicrohttpd, so they can be tested alone.
+ * Each fills a struct answer; the HTTP front sends it. */
+#ifndef MKV_HANDLERS_H
+#define MKV_HANDLERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "../common/placement.h"
+#include "../common/util.h"
+#include "index.h"
+#include "mkv.h"
+
+struct answer {
+	int status;
+	const char *ctype;        /* body's Content-Type; NULL = text/plain */
+	struct buf body;
+	char location[LOC_MAX + PATH_MAX_LEN + 16];
+	char md5[33];             /* Content-Md5, "" = none */
+	char *volumes;            /* Key-Volumes (heap), or NULL */
+	const char *balance;      /* Key-Balance, or NULL */
+};
+
+/* Status plus a one-line text/plain reason. */
+void answer_error(struct answer *a, int status, const char *why);
+void answer_free(struct answer *a);
+
+/* GET/HEAD of a live key: 302 to a live replica (random), 404, 503.
+ * raw_path is the request path as sent (for -fallback). */
+void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		const char *raw_path, struct answer *a);
+/* DELETE (unlink=false) or UNLINK. */
+void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		   bool unlink, struct answer *a);
+/* ?list / ?unlinked on prefix; query is the raw query string. */
+void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
+		 struct answer *a);
+/* The locations a new PUT of key should write: the first -replicas volumes
+ * in the key's rendezvous order that are up (write availability).  Returns
+ * the count, or -1 with *why when fewer than -replicas are up. */
+int handle_put_locations(const struct config *cfg, const char *key, size_t klen,
+			 char (*out)[LOC_MAX], const char **why);
+/* Append s[0..n) to b as a JSON string (quotes included; invalid UTF-8
+ * becomes U+FFFD, as Go's encoding/json does). */
+void json_string(struct buf *b, const char *s, size_t n);
+
+#endif

@@ -1,0 +1,148 @@
+/* health.c -- see health.h. */
+#include "health.h"
+#include "../common/httpc.h"
+#include "../common/util.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct vol {
+	const char *name;
+	size_t len;
+	int nsv;
+	atomic_bool *up;   /* per subvolume (one entry when subvolumes == 1) */
+	bool *seen;        /* marker seen present once, per subvolume */
+	atomic_int rounds; /* completed check rounds */
+	pthread_t thread;
+};
+
+static struct vol *vols;
+static int nvols;
+static int subvols;
+static uint64_t timeout_ms;
+static atomic_bool stopping;
+
+static const char *marker_body = "mkv volume marker\n";
+
+/* One subvolume: 1 up, 0 down. */
+static int check_one(struct vol *v, int sv)
+{
+	char url[600], err[256];
+	int st;
+	if (subvols > 1)
+		snprintf(url, sizeof(url), "http://%s/sv%02X/.mkv", v->name, sv);
+	else
+		snprintf(url, sizeof(url), "http://%s/.mkv", v->name);
+	st = httpc_do("HEAD", url, NULL, 0, (long)timeout_ms, NULL, 0, err);
+	if (st == 200) {
+		v->seen[sv] = true;
+		return 1;
+	}
+	if (st == 404 && !v->seen[sv]) {
+		st = httpc_do("PUT", url, marker_body, strlen(marker_body), (long)timeout_ms, NULL,
+			      0, err);
+		if (st >= 200 && st < 300) {
+			v->seen[sv] = true;
+			return 1;
+		}
+		log_msg("volume %s: cannot write marker %s (status %d)", v->name, url, st);
+		return 0;
+	}
+	if (st == 404) {
+		if (atomic_load(&v->up[sv]))
+			log_msg("volume %s: marker %s is gone (disk replaced?); subvolume marked down",
+				v->name, url);
+		return 0;
+	}
+	if (atomic_load(&v->up[sv]))
+		log_msg("volume %s: %s answered %d%s%s; marked down", v->name, url, st,
+			st < 0 ? ": " : "", st < 0 ? err : "");
+	return -1; /* unreachable: the whole volume likely is */
+}
+
+static void *checker(void *arg)
+{
+	struct vol *v = arg;
+	uint64_t interval = timeout_ms < 1000 ? 1000 : timeout_ms;
+	while (!atomic_load(&stopping)) {
+		uint64_t start = now_ms();
+		for (int sv = 0; sv < v->nsv; sv++) {
+			int r = check_one(v, sv);
+			if (r < 0) {
+				/* Unreachable: mark all down now rather than time out per subvolume. */
+				for (int j = 0; j < v->nsv; j++)
+					atomic_store(&v->up[j], false);
+				break;
+			}
+			if (r && !atomic_load(&v->up[sv]) && atomic_load(&v->rounds))
+				log_msg("volume %s subvolume %d is up", v->name, sv);
+			atomic_store(&v->up[sv], r == 1);
+		}
+		atomic_fetch_add(&v->rounds, 1);
+		while (!atomic_load(&stopping) && now_ms() - start < interval)
+			usleep(20000);
+	}
+	httpc_thread_cleanup();
+	return NULL;
+}
+
+void health_start(const struct config *cfg)
+{
+	uint64_t deadline;
+	nvols = cfg->nvol;
+	subvols = cfg->subvolumes;
+	timeout_ms = cfg->voltimeout_ms;
+	vols = xcalloc((size_t)nvols, sizeof(*vols));
+	for (int i = 0; i < nvols; i++) {
+		struct vol *v = &vols[i];
+		v->name = cfg->volumes[i];
+		v->len = strlen(v->name);
+		v->nsv = subvols > 1 ? subvols : 1;
+		v->up = xcalloc((size_t)v->nsv, sizeof(*v->up));
+		v->seen = xcalloc((size_t)v->nsv, sizeof(*v->seen));
+		if (pthread_create(&v->thread, NULL, checker, v))
+			die("pthread_create failed");
+	}
+	deadline = now_ms() + (timeout_ms + 100) * 2;
+	for (int i = 0; i < nvols; i++)
+		while (!atomic_load(&vols[i].rounds) && now_ms() < deadline)
+			usleep(5000);
+}
+
+void health_stop(void)
+{
+	atomic_store(&stopping, true);
+	for (int i = 0; i < nvols; i++)
+		pthread_join(vols[i].thread, NULL);
+}
+
+bool health_up(const char *loc, size_t len)
+{
+	for (int i = 0; i < nvols; i++) {
+		struct vol *v = &vols[i];
+		if (len < v->len || memcmp(loc, v->name, v->len))
+			continue;
+		if (len == v->len)
+			return atomic_load(&v->up[0]);
+		/* "/svNN": hex, as key2volume writes it */
+		if (len > v->len + 3 && !memcmp(loc + v->len, "/sv", 3)) {
+			char *end;
+			char num[16];
+			size_t nl = len - v->len - 3;
+			long sv;
+			if (nl >= sizeof(num))
+				return true;
+			memcpy(num, loc + v->len + 3, nl);
+			num[nl] = '\0';
+			sv = strtol(num, &end, 16);
+			if (*end || sv < 0 || sv >= v->nsv)
+				return true;
+			return atomic_load(&v->up[sv]);
+		}
+	}
+	return true;
+}

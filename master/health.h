@@ -1,0 +1,25 @@
+/* health.h -- which volumes and subvolumes are up, kept by background
+ * checkers so that a GET never waits on a volume.
+ *
+ * One thread per volume HEADs a marker file (".mkv", hidden from listings)
+ * in each of its subvolume directories every interval, with -voltimeout.
+ * A marker missing when first seen is written; a marker that disappears
+ * later means the disk was swapped for an empty one, and that subvolume
+ * stays down (logged) until the master restarts -- its blobs are gone, so
+ * redirecting there would only give 404s. */
+#ifndef MKV_HEALTH_H
+#define MKV_HEALTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "mkv.h"
+
+/* Start the checkers and wait (up to voltimeout) for a first round. */
+void health_start(const struct config *cfg);
+void health_stop(void);
+
+/* Is location ("host:port" or "host:port/svNN") up?  Locations of volumes
+ * not in -volumes are assumed up (nothing is known of them). */
+bool health_up(const char *loc, size_t len);
+
+#endif

@@ -1,0 +1,417 @@
+/* put.c -- see put.h.  Only this file and the HTTP front talk libcurl's
+ * multi interface. */
+#include "put.h"
+#include "keylock.h"
+#include "../common/httpc.h"
+#include "../common/placement.h"
+#include "../common/record.h"
+#include "../common/util.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RING_MAX (4u << 20)
+
+struct replica {
+	struct put *p;
+	CURL *h;
+	char *url;
+	uint64_t pos;          /* bytes of the body handed to curl */
+	bool paused;           /* waiting for body bytes */
+	bool done;
+	long status;           /* HTTP status, or -1 */
+	char err[CURL_ERROR_SIZE];
+	uint64_t active_ms;    /* last progress */
+};
+
+struct put {
+	pthread_mutex_t mu;
+	const struct config *cfg;
+	struct index *idx;
+	char *key;
+	size_t klen;
+	char path[PATH_MAX_LEN];
+	char *locs[RECORD_MAX_LOCS];
+	int nlocs;
+	int64_t clen;
+
+	char *ring;
+	size_t cap;
+	uint64_t head;         /* bytes taken from the client */
+	bool eof, aborted, want_space, released, finished;
+	int refs;
+
+	EVP_MD_CTX *md5;
+	char hash[33];
+
+	CURLM *multi;
+	struct replica rep[RECORD_MAX_LOCS];
+
+	void (*wake)(void *);
+	void *arg;
+	int status;
+	char why[512];
+};
+
+static uint64_t tail_of(struct put *p)
+{
+	uint64_t t = p->head;
+	for (int i = 0; i < p->nlocs; i++)
+		if (p->rep[i].pos < t)
+			t = p->rep[i].pos;
+	return t;
+}
+
+static void ring_copy_out(struct put *p, uint64_t pos, char *dst, size_t n)
+{
+	size_t off = (size_t)(pos % p->cap), first = p->cap - off;
+	if (first > n)
+		first = n;
+	memcpy(dst, p->ring + off, first);
+	memcpy(dst + first, p->ring, n - first);
+}
+
+static void ring_copy_in(struct put *p, const char *src, size_t n)
+{
+	size_t off = (size_t)(p->head % p->cap), first = p->cap - off;
+	if (first > n)
+		first = n;
+	memcpy(p->ring + off, src, first);
+	memcpy(p->ring, src + first, n - first);
+}
+
+/* Call with mu held: is the front waiting for room that is now there? */
+static bool need_wake(struct put *p)
+{
+	if (!p->want_space || p->released)
+		return false;
+	if (p->cap - (p->head - tail_of(p)) < p->cap / 2)
+		return false;
+	p->want_space = false;
+	return true;
+}
+
+static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
+{
+	struct replica *r = ud;
+	struct put *p = r->p;
+	size_t n = size * nmemb;
+	uint64_t avail;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->aborted) {
+		pthread_mutex_unlock(&p->mu);
+		return CURL_READFUNC_ABORT;
+	}
+	avail = p->head - r->pos;
+	if (!avail) {
+		if (p->eof) {
+			pthread_mutex_unlock(&p->mu);
+			return 0;
+		}
+		r->paused = true;
+		pthread_mutex_unlock(&p->mu);
+		return CURL_READFUNC_PAUSE;
+	}
+	if (n > avail)
+		n = (size_t)avail;
+	ring_copy_out(p, r->pos, buf, n);
+	r->pos += n;
+	r->active_ms = now_ms();
+	if (need_wake(p))
+		p->wake(p->arg); /* under mu, so put_release cannot race it */
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
+static size_t on_discard(char *b, size_t s, size_t n, void *ud)
+{
+	(void)b, (void)ud;
+	return s * n;
+}
+
+static void put_free(struct put *p)
+{
+	for (int i = 0; i < p->nlocs; i++) {
+		free(p->locs[i]);
+		free(p->rep[i].url);
+	}
+	EVP_MD_CTX_free(p->md5);
+	curl_multi_cleanup(p->multi);
+	pthread_mutex_destroy(&p->mu);
+	keylock_release(p->key, p->klen);
+	free(p->ring);
+	free(p->key);
+	free(p);
+}
+
+static void unref(struct put *p)
+{
+	bool last;
+	pthread_mutex_lock(&p->mu);
+	last = --p->refs == 0;
+	pthread_mutex_unlock(&p->mu);
+	if (last)
+		put_free(p);
+}
+
+static int write_record(struct put *p, bool deleted, const char *hash)
+{
+	struct record r = {.deleted = deleted, .nlocs = p->nlocs};
+	size_t len;
+	char *v;
+	int rc;
+	snprintf(r.hash, sizeof(r.hash), "%s", hash ? hash : "");
+	for (int i = 0; i < p->nlocs; i++)
+		r.locs[i] = p->locs[i];
+	v = record_encode(&r, &len);
+	rc = index_put(p->idx, p->key, p->klen, v, len);
+	free(v);
+	return rc;
+}
+
+static void fail(struct put *p, int status, const char *fmt, const char *a, const char *b)
+{
+	if (p->status)
+		return;
+	p->status = status;
+	snprintf(p->why, sizeof(p->why), fmt, a, b);
+}
+
+/* Drive the uploads until every replica is done or the put fails. */
+static void transfer(struct put *p)
+{
+	int running = 1;
+	uint64_t timeout = p->cfg->puttimeout_ms;
+
+	while (running && !p->status) {
+		struct replica *unpause[RECORD_MAX_LOCS];
+		int nun = 0, left;
+		CURLMsg *m;
+
+		curl_multi_perform(p->multi, &running);
+		while ((m = curl_multi_info_read(p->multi, &left))) {
+			struct replica *r;
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+			r->done = true;
+			if (m->data.result != CURLE_OK) {
+				fail(p, 503, "replica %s: %s", r->url,
+				     r->err[0] ? r->err : curl_easy_strerror(m->data.result));
+			} else {
+				curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->status);
+				if (r->status < 200 || r->status > 299) {
+					char st[16];
+					snprintf(st, sizeof(st), "%ld", r->status);
+					fail(p, r->status == 507 ? 507 : 500,
+					     "replica %s answered %s", r->url, st);
+				}
+			}
+		}
+		if (!running || p->status)
+			break;
+
+		pthread_mutex_lock(&p->mu);
+		if (p->aborted)
+			fail(p, 500, "%s%s", "client went away", "");
+		for (int i = 0; i < p->nlocs && !p->status; i++) {
+			struct replica *r = &p->rep[i];
+			if (r->done)
+				continue;
+			if (r->paused && (p->head > r->pos || p->eof)) {
+				r->paused = false;
+				r->active_ms = now_ms();
+				unpause[nun++] = r;
+			} else if (!r->paused && timeout && now_ms() - r->active_ms > timeout) {
+				fail(p, 504, "replica %s: no progress for -puttimeout%s", r->url, "");
+			}
+		}
+		pthread_mutex_unlock(&p->mu);
+		for (int i = 0; i < nun; i++)
+			curl_easy_pause(unpause[i]->h, CURLPAUSE_CONT);
+		if (!nun)
+			curl_multi_poll(p->multi, NULL, 0, 100, NULL);
+	}
+}
+
+/* Remove what a failed put wrote; keep the DELETED record if that fails. */
+static void cleanup_failed(struct put *p)
+{
+	bool clean = true;
+	for (int i = 0; i < p->nlocs; i++) {
+		char err[256];
+		int st = httpc_do("DELETE", p->rep[i].url, NULL, 0, (long)p->cfg->voltimeout_ms * 5,
+				  NULL, 0, err);
+		if (!(st >= 200 && st < 300) && st != 404) {
+			log_msg("PUT cleanup: DELETE %s failed (%d%s%s); record left as DELETED",
+				p->rep[i].url, st, st < 0 ? ": " : "", st < 0 ? err : "");
+			clean = false;
+		}
+	}
+	if (clean)
+		index_delete(p->idx, p->key, p->klen);
+}
+
+static void *worker(void *arg)
+{
+	struct put *p = arg;
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
+
+	if (write_record(p, true, NULL) < 0) {
+		fail(p, 500, "index write failed%s%s", "", "");
+	} else {
+		for (int i = 0; i < p->nlocs; i++) {
+			struct replica *r = &p->rep[i];
+			r->h = curl_easy_init();
+			curl_easy_setopt(r->h, CURLOPT_URL, r->url);
+			curl_easy_setopt(r->h, CURLOPT_UPLOAD, 1L);
+			curl_easy_setopt(r->h, CURLOPT_READFUNCTION, on_read);
+			curl_easy_setopt(r->h, CURLOPT_READDATA, r);
+			curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, on_discard);
+			curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdrs);
+			curl_easy_setopt(r->h, CURLOPT_PRIVATE, (char *)r);
+			curl_easy_setopt(r->h, CURLOPT_ERRORBUFFER, r->err);
+			curl_easy_setopt(r->h, CURLOPT_NOSIGNAL, 1L);
+			curl_easy_setopt(r->h, CURLOPT_CONNECTTIMEOUT_MS, (long)p->cfg->puttimeout_ms);
+			curl_easy_setopt(r->h, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+			if (p->clen >= 0)
+				curl_easy_setopt(r->h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)p->clen);
+			r->active_ms = now_ms();
+			curl_multi_add_handle(p->multi, r->h);
+		}
+		transfer(p);
+	}
+	for (int i = 0; i < p->nlocs; i++) {
+		if (p->rep[i].h) {
+			curl_multi_remove_handle(p->multi, p->rep[i].h);
+			curl_easy_cleanup(p->rep[i].h);
+		}
+	}
+	curl_slist_free_all(hdrs);
+
+	if (!p->status) {
+		if (write_record(p, false, p->cfg->md5sum ? p->hash : NULL) < 0)
+			fail(p, 500, "index write failed%s%s", "", "");
+		else
+			p->status = 201;
+	}
+	if (p->status != 201)
+		cleanup_failed(p);
+	httpc_thread_cleanup();
+
+	pthread_mutex_lock(&p->mu);
+	p->finished = true;
+	if (!p->released)
+		p->wake(p->arg);
+	pthread_mutex_unlock(&p->mu);
+	unref(p);
+	return NULL;
+}
+
+struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg)
+{
+	struct put *p = xcalloc(1, sizeof(*p));
+	pthread_t t;
+	pthread_attr_t attr;
+
+	pthread_mutex_init(&p->mu, NULL);
+	p->cfg = cfg;
+	p->idx = idx;
+	p->key = xstrndup(key, klen);
+	p->klen = klen;
+	placement_path(key, klen, p->path);
+	p->nlocs = nlocs;
+	for (int i = 0; i < nlocs; i++) {
+		p->locs[i] = xstrdup(locs[i]);
+		p->rep[i].p = p;
+		p->rep[i].url = xasprintf("http://%s%s", locs[i], p->path);
+	}
+	p->clen = clen;
+	p->cap = clen >= 0 && (uint64_t)clen < RING_MAX ? (size_t)clen + 1 : RING_MAX;
+	p->ring = xmalloc(p->cap);
+	p->multi = curl_multi_init();
+	p->md5 = EVP_MD_CTX_new();
+	if (!p->md5 || !EVP_DigestInit_ex(p->md5, EVP_md5(), NULL))
+		die("md5 init failed");
+	p->wake = wake;
+	p->arg = arg;
+	p->refs = 2;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, worker, p))
+		die("pthread_create failed");
+	pthread_attr_destroy(&attr);
+	return p;
+}
+
+size_t put_feed(struct put *p, const char *data, size_t n)
+{
+	size_t room;
+	pthread_mutex_lock(&p->mu);
+	if (p->finished) {              /* failed early: swallow the rest */
+		pthread_mutex_unlock(&p->mu);
+		return n;
+	}
+	room = p->cap - (size_t)(p->head - tail_of(p));
+	if (n > room) {
+		n = room;
+		p->want_space = true;
+	}
+	ring_copy_in(p, data, n);
+	EVP_DigestUpdate(p->md5, data, n);
+	p->head += n;
+	pthread_mutex_unlock(&p->mu);
+	if (n)
+		curl_multi_wakeup(p->multi);
+	return n;
+}
+
+void put_finish(struct put *p)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char d[16];
+	EVP_DigestFinal_ex(p->md5, d, NULL);
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < 16; i++) {
+		p->hash[2 * i] = hex[d[i] >> 4];
+		p->hash[2 * i + 1] = hex[d[i] & 15];
+	}
+	p->eof = true;
+	pthread_mutex_unlock(&p->mu);
+	curl_multi_wakeup(p->multi);
+}
+
+bool put_result(struct put *p, int *status, const char **why)
+{
+	bool done;
+	pthread_mutex_lock(&p->mu);
+	done = p->finished;
+	if (done) {
+		*status = p->status;
+		*why = p->why;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return done;
+}
+
+void put_abort(struct put *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->aborted = true;
+	pthread_mutex_unlock(&p->mu);
+	curl_multi_wakeup(p->multi);
+}
+
+void put_release(struct put *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->released = true;
+	pthread_mutex_unlock(&p->mu);
+	unref(p);
+}

@@ -1,0 +1,51 @@
+/* put.h -- a streaming PUT: the body goes to every replica in parallel as
+ * it arrives, through a fixed-size ring buffer, so the master's memory does
+ * not depend on the value's size.
+ *
+ * Write order (what makes a crash safe):
+ *   1. the record, marked DELETED, with the chosen locations -- a crash
+ *      from here on leaves a findable record (?unlinked), never a visible
+ *      half-written key;
+ *   2. the bytes, to all replicas at once;
+ *   3. the live record, with HASH.
+ * If any replica fails, what was written is deleted (best effort) and the
+ * DELETED record with it -- unless a removal failed, then it stays so the
+ * orphan can be found.
+ *
+ * Threads: put_feed/put_finish/put_abort/put_release are called from the
+ * HTTP front (one connection, one thread at a time); the transfers run on
+ * a worker thread of the put's own.  wake(arg) is called from the worker
+ * when the front should try again: ring space freed after put_feed took
+ * less than offered, or the put is done.  wake runs with the put's lock
+ * held, so it must not call back into put_*; it is never called once
+ * put_release has returned. */
+#ifndef MKV_PUT_H
+#define MKV_PUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "index.h"
+#include "mkv.h"
+
+struct put;
+
+/* Start writing key to locs[0..nlocs) (copied).  The caller holds key's
+ * keylock and hands it over: the put releases it when all is cleaned up.  clen is the body's length,
+ * or -1 when unknown (chunked).  Never fails: errors surface in put_result. */
+struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg);
+/* Offer body bytes; returns how many were taken (fewer when the ring is
+ * full: wait for wake, then offer the rest). */
+size_t put_feed(struct put *p, const char *data, size_t n);
+/* The body is complete. */
+void put_finish(struct put *p);
+/* True once the put is over; then *status is 201 or a 5xx with *why. */
+bool put_result(struct put *p, int *status, const char **why);
+/* The client went away: stop and clean up. */
+void put_abort(struct put *p);
+/* The front is done with p (the worker may still be cleaning up; the last
+ * of the two frees it).  No wake() is called after this returns. */
+void put_release(struct put *p);
+
+#endif

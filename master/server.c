@@ -1,0 +1,489 @@
+/* server.c -- the master's HTTP front on libmicrohttpd (the only file of
+ * the master that includes microhttpd.h).
+ *
+ * GET/HEAD of a key is answered on the poll thread that read it: one index
+ * read, no volume traffic (health.c knows which volumes are up).  Anything
+ * that waits on a volume or fsyncs the index runs elsewhere while the
+ * connection is suspended: PUT on its put's worker (put.c), the rest on a
+ * thread of its own.  Responses are queued on the handler's second call or
+ * later, never the first, which would cost keep-alive (NOTES.md). */
+#include "handlers.h"
+#include "health.h"
+#include "index.h"
+#include "keylock.h"
+#include "mkv.h"
+#include "ops.h"
+#include "put.h"
+#include "../common/httpc.h"
+#include "../common/placement.h"
+#include "../common/record.h"
+#include "../common/util.h"
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE"
+
+enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_OTHER };
+
+struct req {
+	struct MHD_Connection *conn;
+	char *uri;               /* raw, with the query */
+	char *query;             /* into uri, after '?', or NULL */
+	enum op op;
+	int calls;
+	uint64_t start_ms, bytes;
+	char key[KEY_MAX * 3 + 8];
+	size_t klen;
+	int key_status;          /* 0, or 400/414 from key_decode */
+	const char *key_why;
+	bool locked;             /* holds key's keylock */
+
+	struct answer ans;
+	bool answered;           /* ans is ready to send */
+
+	/* suspension: see req_wake / req_wait */
+	pthread_mutex_t mu;
+	bool suspended, woken;
+	bool async_started, async_done;
+
+	struct put *put;
+	bool put_finished;
+};
+
+static const struct config *cfg;
+static struct index *idx;
+static atomic_int inflight;
+
+/* ---- suspension ---- */
+
+/* From any thread: let the connection's handler run again. */
+static void req_wake(void *arg)
+{
+	struct req *r = arg;
+	pthread_mutex_lock(&r->mu);
+	r->woken = true;
+	if (r->suspended) {
+		r->suspended = false;
+		MHD_resume_connection(r->conn);
+	}
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* From the handler: sleep until req_wake, unless it already came. */
+static void req_wait(struct req *r)
+{
+	pthread_mutex_lock(&r->mu);
+	if (!r->woken) {
+		r->suspended = true;
+		MHD_suspend_connection(r->conn);
+	}
+	r->woken = false;
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- answers ---- */
+
+static enum MHD_Result send_answer(struct req *r)
+{
+	struct answer *a = &r->ans;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	resp = MHD_create_response_from_buffer(a->body.len, a->body.data ? a->body.data : "",
+					       MHD_RESPMEM_MUST_COPY);
+	if (a->location[0])
+		MHD_add_response_header(resp, "Location", a->location);
+	if (a->md5[0])
+		MHD_add_response_header(resp, "Content-Md5", a->md5);
+	if (a->volumes)
+		MHD_add_response_header(resp, "Key-Volumes", a->volumes);
+	if (a->balance)
+		MHD_add_response_header(resp, "Key-Balance", a->balance);
+	if (a->body.len)
+		MHD_add_response_header(resp, "Content-Type",
+					a->ctype ? a->ctype : "text/plain; charset=utf-8");
+	if (a->status == 405)
+		MHD_add_response_header(resp, "Allow", ALLOW);
+	ret = MHD_queue_response(r->conn, (unsigned)a->status, resp);
+	MHD_destroy_response(resp);
+	r->answered = true;
+	return ret;
+}
+
+static enum MHD_Result send_error(struct req *r, int status, const char *why)
+{
+	answer_error(&r->ans, status, why);
+	return send_answer(r);
+}
+
+/* ---- work done off the poll threads ---- */
+
+static void run_op(struct req *r)
+{
+	const char *why = NULL;
+	int st;
+	switch (r->op) {
+	case OP_GET:
+	case OP_HEAD:
+		if (r->query)
+			handle_list(idx, r->key, r->klen, r->query, &r->ans);
+		else
+			handle_get(cfg, idx, r->key, r->klen, r->uri, &r->ans);
+		break;
+	case OP_DELETE:
+	case OP_UNLINK:
+		handle_delete(cfg, idx, r->key, r->klen, r->op == OP_UNLINK, &r->ans);
+		break;
+	case OP_REBALANCE:
+		st = rebalance_key(cfg, idx, r->key, r->klen, &why);
+		if (st == 204)
+			r->ans.status = 204;
+		else
+			answer_error(&r->ans, st, why ? why : "rebalance failed");
+		break;
+	default:
+		break;
+	}
+}
+
+static void *async_main(void *arg)
+{
+	struct req *r = arg;
+	run_op(r);
+	httpc_thread_cleanup();
+	pthread_mutex_lock(&r->mu);
+	r->async_done = true;
+	pthread_mutex_unlock(&r->mu);
+	req_wake(r);
+	return NULL;
+}
+
+static enum MHD_Result run_async(struct req *r)
+{
+	pthread_t t;
+	pthread_attr_t attr;
+	bool done;
+	pthread_mutex_lock(&r->mu);
+	done = r->async_done;
+	pthread_mutex_unlock(&r->mu);
+	if (done)
+		return send_answer(r);
+	if (r->async_started) {
+		req_wait(r);
+		return MHD_YES;
+	}
+	r->async_started = true;
+	pthread_mutex_lock(&r->mu);
+	r->suspended = true;
+	MHD_suspend_connection(r->conn);
+	pthread_mutex_unlock(&r->mu);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, async_main, r))
+		die("pthread_create failed");
+	pthread_attr_destroy(&attr);
+	return MHD_YES;
+}
+
+/* ---- PUT ---- */
+
+/* First call: everything that can be refused before reading the body. */
+static enum MHD_Result put_begin(struct req *r)
+{
+	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
+	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+	size_t vlen;
+	char *v;
+
+	if (r->query)
+		return send_error(r, 400, "PUT takes no query string");
+	if (r->key_status)
+		return send_error(r, r->key_status, r->key_why);
+	if ((!cl && !te) || (cl && !strcmp(cl, "0")))
+		return send_error(r, 411, "PUT needs a non-empty body");
+	if (!keylock_try(r->key, r->klen))
+		return send_error(r, 409, "another write of this key is in progress");
+	r->locked = true;
+	v = index_get(idx, r->key, r->klen, &vlen);
+	if (v) {
+		struct record rec;
+		bool live = record_parse(v, vlen, &rec) == 0 && !rec.deleted;
+		free(v);
+		if (live)
+			return send_error(r, 403, "key exists: DELETE it first");
+	}
+	return MHD_YES;
+}
+
+static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
+{
+	int st;
+	const char *why;
+
+	if (*size && !r->put) {
+		char locs[RECORD_MAX_LOCS][LOC_MAX];
+		char *lp[RECORD_MAX_LOCS];
+		int n = handle_put_locations(cfg, r->key, r->klen, locs, &why);
+		const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+							      "Content-Length");
+		uint64_t clen = 0;
+		if (n < 0)
+			return send_error(r, 503, why);
+		for (int i = 0; i < n; i++)
+			lp[i] = locs[i];
+		r->put = put_start(cfg, idx, r->key, r->klen, lp, n,
+				   cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1,
+				   req_wake, r);
+		r->locked = false; /* the put owns the key's lock now */
+	}
+	if (*size) {
+		size_t took = put_feed(r->put, data, *size);
+		r->bytes += took;
+		*size -= took;
+		if (put_result(r->put, &st, &why) && st != 201)
+			return send_error(r, st, why); /* a replica failed: stop reading */
+		if (*size)
+			req_wait(r);
+		return MHD_YES;
+	}
+	if (!r->put)
+		return send_error(r, 411, "PUT needs a non-empty body");
+	if (!r->put_finished) {
+		put_finish(r->put);
+		r->put_finished = true;
+	}
+	if (put_result(r->put, &st, &why)) {
+		if (st == 201) {
+			r->ans.status = 201;
+			return send_answer(r);
+		}
+		return send_error(r, st, why);
+	}
+	req_wait(r);
+	return MHD_YES;
+}
+
+/* ---- the handler ---- */
+
+static enum op op_of(const char *m)
+{
+	if (!strcmp(m, "GET"))
+		return OP_GET;
+	if (!strcmp(m, "HEAD"))
+		return OP_HEAD;
+	if (!strcmp(m, "PUT"))
+		return OP_PUT;
+	if (!strcmp(m, "DELETE"))
+		return OP_DELETE;
+	if (!strcmp(m, "UNLINK"))
+		return OP_UNLINK;
+	if (!strcmp(m, "REBALANCE"))
+		return OP_REBALANCE;
+	return OP_OTHER;
+}
+
+/* Decode the key once, at the first call. */
+static void req_parse(struct req *r, const char *method)
+{
+	size_t plen;
+	r->op = op_of(method);
+	r->query = strchr(r->uri, '?');
+	if (r->query)
+		*r->query++ = '\0';
+	plen = strlen(r->uri);
+	if (plen > KEY_MAX * 3) {
+		r->key_status = 414;
+		r->key_why = "key longer than 189 bytes";
+		return;
+	}
+	r->key_status = key_decode(r->uri, plen, r->key, &r->klen, &r->key_why);
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
+			       const char *method, const char *version, const char *data,
+			       size_t *size, void **con_cls)
+{
+	struct req *r = *con_cls;
+	(void)cls, (void)url, (void)version;
+
+	if (r->calls++ == 0) {
+		r->conn = conn;
+		req_parse(r, method);
+		if (r->op == OP_PUT)
+			return put_begin(r);
+		return MHD_YES;
+	}
+	if (r->answered) {          /* answered early; swallow the rest */
+		*size = 0;
+		return MHD_YES;
+	}
+	if (r->op == OP_PUT)
+		return put_body(r, data, size);
+	if (*size) {                 /* bodies of other methods are ignored */
+		*size = 0;
+		return MHD_YES;
+	}
+
+	switch (r->op) {
+	case OP_GET:
+	case OP_HEAD:
+		if (r->query) {
+			/* ?list and ?unlinked take any prefix, "/" included */
+			bool list = !strncmp(r->query, "list", 4) || !strncmp(r->query, "unlinked", 8) ||
+				    strstr(r->query, "&list") || strstr(r->query, "&unlinked");
+			if (!list)
+				return send_error(r, 403, "unknown query: only ?list and ?unlinked");
+			if (r->async_started)
+				return run_async(r);
+			if (r->key_status == 414)
+				return send_error(r, 414, r->key_why);
+			if (path_decode(r->uri, strlen(r->uri), r->key, &r->klen) < 0)
+				return send_error(r, 400, "invalid percent-encoding or NUL in prefix");
+			return run_async(r);
+		}
+		if (r->key_status)
+			return send_error(r, r->key_status, r->key_why);
+		if (cfg->headcheck)
+			return run_async(r);
+		handle_get(cfg, idx, r->key, r->klen, r->uri, &r->ans);
+		return send_answer(r);
+	case OP_DELETE:
+	case OP_UNLINK:
+	case OP_REBALANCE:
+		if (r->async_started)
+			return run_async(r);
+		if (r->query)
+			return send_error(r, 400, "this method takes no query string");
+		if (r->key_status)
+			return send_error(r, r->key_status, r->key_why);
+		if (!keylock_try(r->key, r->klen))
+			return send_error(r, 409, "another write of this key is in progress");
+		r->locked = true;
+		return run_async(r);
+	default:
+		return send_error(r, 405, "method not allowed");
+	}
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct req *r = xcalloc(1, sizeof(*r));
+	(void)cls, (void)conn;
+	r->uri = xstrdup(uri);
+	r->start_ms = now_ms();
+	pthread_mutex_init(&r->mu, NULL);
+	atomic_fetch_add(&inflight, 1);
+	return r;
+}
+
+/* Keep the path raw: key_decode does the one percent-decoding. */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	(void)cls, (void)c;
+	return strlen(s);
+}
+
+static const char *op_name(enum op op)
+{
+	static const char *const names[] = {"GET", "HEAD", "PUT", "DELETE", "UNLINK", "REBALANCE",
+					    "OTHER"};
+	return names[op];
+}
+
+static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+		    enum MHD_RequestTerminationCode why)
+{
+	struct req *r = *con_cls;
+	(void)cls, (void)conn;
+	if (!r)
+		return;
+	if (cfg->verbose)
+		log_msg("%s %s %d %llu %llums%s", op_name(r->op), r->uri, r->ans.status,
+			(unsigned long long)(r->op == OP_PUT ? r->bytes : r->ans.body.len),
+			(unsigned long long)(now_ms() - r->start_ms),
+			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
+	if (r->put) {
+		int st;
+		const char *w;
+		if (!put_result(r->put, &st, &w))
+			put_abort(r->put); /* the client went away mid-body */
+		put_release(r->put);
+	}
+	if (r->locked)
+		keylock_release(r->key, r->klen);
+	answer_free(&r->ans);
+	pthread_mutex_destroy(&r->mu);
+	free(r->uri);
+	free(r);
+	*con_cls = NULL;
+	atomic_fetch_sub(&inflight, 1);
+}
+
+int server_main(const struct config *c)
+{
+	struct MHD_Daemon *d;
+	sigset_t set;
+	int sig;
+	char *why = NULL;
+	uint64_t deadline;
+	unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+
+	cfg = c;
+	idx = index_open(cfg->db, &why);
+	if (!idx) {
+		log_msg("%s", why);
+		free(why);
+		return 1;
+	}
+	httpc_global_init();
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread inherits this */
+	health_start(cfg);
+
+	d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
+				     MHD_USE_ITC,
+			     (uint16_t)cfg->port, NULL, NULL, handler, NULL,
+			     MHD_OPTION_THREAD_POOL_SIZE, threads < 2 ? 2u : threads,
+			     MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+			     MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+			     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+			     MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+			     MHD_OPTION_CONNECTION_LIMIT, 10000u,
+			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+			     MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+			     MHD_OPTION_END);
+	if (!d) {
+		log_msg("cannot listen on port %d", cfg->port);
+		health_stop();
+		index_close(idx);
+		return 1;
+	}
+	if (cfg->verbose)
+		log_msg("listening on port %d, %d volumes, replicas %d, subvolumes %d", cfg->port,
+			cfg->nvol, cfg->replicas, cfg->subvolumes);
+
+	sigdelset(&set, SIGPIPE);
+	sigwait(&set, &sig);
+	/* Stop accepting, let what is in flight finish (bounded), then close. */
+	{
+		MHD_socket fd = MHD_quiesce_daemon(d);
+		if (fd != MHD_INVALID_SOCKET)
+			close(fd);
+	}
+	deadline = now_ms() + 10000;
+	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
+		usleep(10000);
+	MHD_stop_daemon(d);
+	health_stop();
+	index_close(idx);
+	return 0;
+}
