@@ -1,0 +1,472 @@
+#!/bin/bash
+# bench/run.sh [--quick] -- `make bench`: mkv's hot paths side by side with
+# stock nginx, on loopback, as ratios; one table printed and written to
+# bench/results.md (with the machine, the versions, the date and the mode).
+#
+# Every figure is the median of RUNS runs with min-max; ours and the
+# reference alternate run by run (A B A B ...) so that drift hits both.
+# Clusters are started here on free loopback ports, with data in a mktemp -d
+# directory, and always stopped and removed on exit.  Nothing here asserts:
+# a missed target is a row that says "no".
+#
+# --quick: 3 runs, short durations, 256 MiB for row 4, 10,000 keys for row
+# 7; about 2 minutes.  The full run takes about 12.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+QUICK=0
+case "${1:-}" in
+--quick) QUICK=1 ;;
+"") ;;
+-h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+*) echo "usage: bench/run.sh [--quick]" >&2; exit 2 ;;
+esac
+if [ $QUICK = 1 ]; then
+	MODE=quick RUNS=3 RUNS_BIG=3 DUR=2 BIG_MB=256 KEYS=10000
+else
+	MODE=full RUNS=5 RUNS_BIG=3 DUR=5 BIG_MB=1024 KEYS=100000
+fi
+CONC=16          # clients for the loadgen rows (3 and 5)
+SMALL=1024       # bytes per value in rows 3 and 7
+WRK="wrk -t2 -c100"
+
+for t in wrk nginx curl; do
+	command -v $t >/dev/null || { echo "bench: $t not installed (make deps)" >&2; exit 1; }
+done
+[ -x bin/loadgen ] || make -s bin/loadgen || exit 1
+HAVE_MKV=0; [ -x bin/mkv ] && HAVE_MKV=1
+HAVE_VOL=0; [ -x bin/mkv-volume ] && HAVE_VOL=1
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/mkv-bench.XXXXXX") || exit 1
+SAMPLES=$T/samples
+: >"$SAMPLES"
+PIDS=""
+
+cleanup() {
+	trap - EXIT INT TERM
+	for p in $PIDS; do kill "$p" 2>/dev/null; done
+	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'echo "bench: interrupted" >&2; exit 130' INT
+trap 'exit 143' TERM
+
+log() { printf '%s  %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# A port in 20000-32767 (below the ephemeral range) that nothing holds.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 12768))
+		case " $USED_PORTS " in *" $p "*) continue ;; esac
+		if python3 -c "import socket,sys;s=socket.socket();s.bind(('127.0.0.1',$p))" 2>/dev/null ||
+			! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
+			USED_PORTS="$USED_PORTS $p"
+			echo $p
+			return
+		fi
+	done
+}
+USED_PORTS=""
+
+# Wait until something answers HTTP on the port (any status).
+wait_http() {
+	local i
+	for i in $(seq 200); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/" 2>/dev/null)" != 000 ] && return 0
+		sleep 0.05
+	done
+	log "nothing answers on port $1"
+	return 1
+}
+
+# Start a background process; LAST = its pid.  Output goes to $T/NAME.log.
+spawn() {
+	local name=$1
+	shift
+	"$@" >>"$T/$name.log" 2>&1 &
+	LAST=$!
+	PIDS="$PIDS $LAST"
+}
+
+stop() {
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	PIDS=$(echo "$PIDS" | tr ' ' '\n' | grep -vx "$1" | tr '\n' ' ')
+}
+
+USER_LINE=""
+[ "$(id -u)" = 0 ] && USER_LINE="user root root;"
+
+# nginx_start TEMPLATE NAME PORT [sed expressions...]: nginx in the
+# foreground with its own config, logs and temp paths under $T/NAME.
+nginx_start() {
+	local tmpl=$1 name=$2 port=$3 d=$T/$2
+	shift 3
+	mkdir -p "$d/data"
+	sed -e "s|@USER@|$USER_LINE|" -e "s|@DIR@|$d|g" -e "s|@DATA@|$d/data|g" \
+		-e "s|@PORT@|$port|g" "$@" "bench/$tmpl" >"$d/nginx.conf"
+	spawn "$name" nginx -e "$d/error.log" -p "$d" -c "$d/nginx.conf"
+	wait_http "$port"
+}
+
+# A volume of our kind when bin/mkv-volume exists, else nginx.
+volume_start() {
+	local name=$1 port=$2 dir=${3:-$T/$1/data}
+	mkdir -p "$dir"
+	if [ $HAVE_VOL = 1 ]; then
+		spawn "$name" bin/mkv-volume -port "$port" "$dir"
+		wait_http "$port"
+	else
+		nginx_start nginx-volume.conf.in "$name" "$port" -e "s|$T/$name/data|$dir|g"
+	fi
+}
+
+# master_start NAME PORT VOLUMES REPLICAS: a master on a fresh index.
+# Ready once it accepts a PUT (it needs to have seen its volumes up).
+master_start() {
+	local name=$1 port=$2 vols=$3 rep=$4 i
+	rm -rf "$T/$name.db"
+	spawn "$name" bin/mkv -volumes "$vols" -db "$T/$name.db" -port "$port" \
+		-replicas "$rep" -subvolumes 10 server
+	wait_http "$port" || return 1
+	for i in $(seq 100); do
+		case $(curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary x \
+			"http://127.0.0.1:$port/bench/probe") in
+		201 | 403) curl -s -o /dev/null -X DELETE "http://127.0.0.1:$port/bench/probe"; return 0 ;;
+		esac
+		sleep 0.1
+	done
+	log "master $name never accepted a PUT"
+	return 1
+}
+
+# record ROW SIDE VALUE
+record() { [ -n "$3" ] && echo "$1 $2 $3" >>"$SAMPLES"; }
+
+# wrk_rate URL [allow-non-2xx]: requests/s, or nothing when wrk failed or
+# (without the flag) some answer was not 2xx/3xx.
+wrk_rate() {
+	local out
+	out=$($WRK -d"${DUR}s" "$1" 2>&1)
+	if [ -z "${2:-}" ] && echo "$out" | grep -q 'Non-2xx'; then
+		log "wrk $1: $(echo "$out" | grep Non-2xx)"
+		return
+	fi
+	echo "$out" | grep -q 'Socket errors' && log "wrk $1: $(echo "$out" | grep 'Socket errors')"
+	echo "$out" | awk '/^Requests\/sec:/ { print $2 }'
+}
+
+# lg_field FIELD loadgen-args...: one field of loadgen's answer, nothing on error.
+lg_field() {
+	local f=$1 out
+	shift
+	if out=$(bin/loadgen "$@" 2>>"$T/loadgen.err"); then
+		echo "$out" | tr ' ' '\n' | sed -n "s/^$f=//p"
+	else
+		log "loadgen $*: $out $(tail -1 "$T/loadgen.err")"
+	fi
+}
+
+# ---------------------------------------------------------------- clusters
+log "bench ($MODE) in $T; mkv: $([ $HAVE_MKV = 1 ] && echo yes || echo missing)," \
+	"mkv-volume: $([ $HAVE_VOL = 1 ] && echo yes || echo "missing (nginx volumes instead)")"
+
+# Cluster A: three volumes of ours + a master with 3 replicas.
+VA=""
+for i in 1 2 3; do
+	p=$(free_port)
+	volume_start "va$i" "$p" || exit 1
+	VA="${VA:+$VA,}127.0.0.1:$p"
+done
+# NV: one stock nginx volume, the reference for rows 3, 5 and 6.
+NVP=$(free_port)
+nginx_start nginx-volume.conf.in nv "$NVP" || exit 1
+NV=http://127.0.0.1:$NVP
+
+MA="" MB=""
+if [ $HAVE_MKV = 1 ]; then
+	MAP=$(free_port)
+	master_start ma "$MAP" "$VA" 3 && MA=http://127.0.0.1:$MAP
+	MAPID=$LAST
+	# Master B: 1 replica over the nginx volume -- the master's own cost in
+	# a cycle, with the same volume as the reference.
+	MBP=$(free_port)
+	master_start mb "$MBP" "127.0.0.1:$NVP" 1 && MB=http://127.0.0.1:$MBP
+	MBPID=$LAST
+fi
+
+# ------------------------------------------------------- rows 1-2: redirects
+LOC="http://127.0.0.1:1/3e/d1/L2hlbGxv" MD5=5d41402abc4b2a76b9719d911017c592 KV="$VA"
+if [ -n "$MA" ]; then
+	curl -s -o /dev/null -X PUT --data-binary hello "$MA/bench/hot"
+	hdr=$(curl -s -D - -o /dev/null "$MA/bench/hot" | tr -d '\r')
+	LOC=$(echo "$hdr" | sed -n 's/^[Ll]ocation: //p')
+	MD5=$(echo "$hdr" | sed -n 's/^[Cc]ontent-[Mm]d5: //p')
+	KV=$(echo "$hdr" | sed -n 's/^[Kk]ey-[Vv]olumes: //p')
+	echo "$hdr" | head -1 | grep -q ' 302' || log "master GET /bench/hot: $(echo "$hdr" | head -1)"
+fi
+RP=$(free_port)
+nginx_start nginx-302.conf.in n302 "$RP" -e "s|@LOCATION@|$LOC|" -e "s|@MD5@|$MD5|" \
+	-e "s|@VOLUMES@|$KV|" || exit 1
+R302PID=$LAST
+R302=http://127.0.0.1:$RP
+
+log "rows 1-2: GET -> 302 / 404, $RUNS x ${DUR}s each side"
+for r in $(seq "$RUNS"); do
+	[ -n "$MA" ] && record r1 ours "$(wrk_rate "$MA/bench/hot")"
+	record r1 ref "$(wrk_rate "$R302/bench/hot")"
+	[ -n "$MA" ] && record r2 ours "$(wrk_rate "$MA/bench/missing" allow)"
+	record r2 ref "$(wrk_rate "$R302/bench/missing")"
+done
+stop "$R302PID"
+
+# ------------------------------------------------- row 3: small-value cycle
+log "row 3: PUT/GET/DELETE cycle, $CONC clients, $SMALL B, $RUNS x ${DUR}s each side"
+for r in $(seq "$RUNS"); do
+	record r3 ref "$(lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$NV")"
+	[ -n "$MB" ] && record r3 ours "$(lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MB")"
+	[ -n "$MA" ] && record r3b ours "$(lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MA")"
+done
+
+# ---------------------------------------- row 5: GET 1 MiB through redirect
+NBIG=32
+log "row 5: GET 1 MiB via redirect, $CONC clients, $RUNS x ${DUR}s each side"
+lg_field rate put -c 8 -n $NBIG -s 1048576 -p /bench/big "$NV" >/dev/null
+[ -n "$MA" ] && lg_field rate put -c 8 -n $NBIG -s 1048576 -p /bench/big "$MA" >/dev/null
+for r in $(seq "$RUNS"); do
+	[ -n "$MA" ] && record r5 ours "$(lg_field mibps get -c $CONC -d $DUR -n $NBIG -p /bench/big "$MA")"
+	record r5 ref "$(lg_field mibps get -c $CONC -d $DUR -n $NBIG -p /bench/big "$NV")"
+done
+[ -n "$MA" ] && { stop "$MAPID"; MA=""; }
+[ -n "$MB" ] && { stop "$MBPID"; MB=""; }
+
+# ------------------------------------------------- row 6: the volume alone
+if [ $HAVE_VOL = 1 ]; then
+	log "row 6: volume GET 4 KiB and 1 MiB, $RUNS x ${DUR}s each side"
+	MVP=$(free_port)
+	volume_start mv "$MVP" || exit 1
+	MV=http://127.0.0.1:$MVP
+	head -c 4096 /dev/urandom >"$T/f4k"
+	head -c 1048576 /dev/urandom >"$T/f1m"
+	for u in "$MV" "$NV"; do
+		curl -s -o /dev/null -T "$T/f4k" "$u/bench/f4k"
+		curl -s -o /dev/null -T "$T/f1m" "$u/bench/f1m"
+	done
+	for r in $(seq "$RUNS"); do
+		record r6s ours "$(wrk_rate "$MV/bench/f4k")"
+		record r6s ref "$(wrk_rate "$NV/bench/f4k")"
+		record r6l ours "$(wrk_rate "$MV/bench/f1m")"
+		record r6l ref "$(wrk_rate "$NV/bench/f1m")"
+	done
+	stop "$LAST"
+fi
+
+# -------------------------------------------------- row 4: one large PUT
+# put_big URL: "wall-seconds" of one curl -T of the big file, nothing unless 201/204.
+put_big() {
+	local out
+	out=$(curl -sS -o /dev/null -w '%{http_code} %{time_total}' -T "$T/big" "$1" 2>&1)
+	case $out in
+	201\ * | 204\ *) echo "${out#* }" ;;
+	*) log "PUT $1: $out" ;;
+	esac
+}
+# big_master NAME VOLUMES REPLICAS ROW: one PUT through a fresh master;
+# records wall time (ROW) and the master's VmHWM in MiB (ROW.rss).
+big_master() {
+	local port pid wall
+	port=$(free_port)
+	master_start "$1" "$port" "$2" "$3" || { stop "$LAST"; return; }
+	pid=$LAST
+	wall=$(put_big "http://127.0.0.1:$port/bench/large")
+	if [ -n "$wall" ]; then
+		record "$4" "$5" "$wall"
+		record "$4.rss" "$5" "$(awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")"
+	fi
+	curl -s -o /dev/null -X DELETE "http://127.0.0.1:$port/bench/large"
+	stop "$pid"
+}
+log "row 4: PUT of $BIG_MB MiB, $RUNS_BIG runs of each"
+head -c "$((BIG_MB * 1048576))" /dev/urandom >"$T/big"
+# NV2/NV3: two more nginx volumes, so the master's streaming can be seen
+# without fsync (nginx never fsyncs; mkv-volume does).
+NVS="127.0.0.1:$NVP"
+for i in 2 3; do
+	p=$(free_port)
+	nginx_start nginx-volume.conf.in "nv$i" "$p" || exit 1
+	NVS="$NVS,127.0.0.1:$p"
+done
+for r in $(seq "$RUNS_BIG"); do
+	if [ $HAVE_MKV = 1 ]; then
+		big_master m4 "$VA" 3 r4 ours
+		big_master m4 "$VA" 1 r4 ref
+		big_master m4 "$NVS" 3 r4n ours
+		big_master m4 "$NVS" 1 r4n ref
+	fi
+	record r4c ref "$(put_big "$NV/bench/large")"
+	curl -s -o /dev/null -X DELETE "$NV/bench/large"
+done
+rm -f "$T/big"
+# Row 4c compares the 3-replica PUT with one curl -T to nginx.
+grep '^r4 ours ' "$SAMPLES" | sed 's/^r4 /r4c /' >>"$SAMPLES"
+
+# --------------------------------------------- row 7: rebuild and rebalance
+GO_REBUILD=3706 GO_REBALANCE=2261
+if [ $HAVE_MKV = 1 ]; then
+	log "row 7: $KEYS keys x 3 replicas on 5 volumes: populate"
+	V5="" V3=""
+	for i in 1 2 3 4 5; do
+		P7[$i]=$(free_port)
+		V5="${V5:+$V5,}127.0.0.1:${P7[$i]}"
+		[ $i -le 3 ] && V3="${V3:+$V3,}127.0.0.1:${P7[$i]}"
+	done
+	vols7() { # vols7 DIR: start the five volumes on DIR/v1..v5
+		for i in 1 2 3 4 5; do volume_start "v7-$i" "${P7[$i]}" "$1/v$i" || return 1; V7PID[$i]=$LAST; done
+	}
+	vols7stop() { for i in 1 2 3 4 5; do stop "${V7PID[$i]}"; done; }
+	vols7 "$T/r7/pristine"
+	POP=$(lg_field rate populate -c 64 -n $KEYS -s $SMALL -volumes "$V5" -replicas 3 -subvolumes 10 -p /bench/r7)
+	log "populated at $POP files/s"
+	vols7stop
+	MOVES=$(bin/loadgen moves -n $KEYS -volumes "$V5" -to "$V3" -replicas 3 -subvolumes 10 -p /bench/r7)
+	for r in $(seq "$RUNS_BIG"); do
+		log "row 7 run $r: rebuild, rebalance 5 -> 3"
+		rm -rf "$T/r7/run" "$T/r7/db"
+		# Hard links: a volume never writes a file in place (temp + rename),
+		# so every run starts from the same bytes without copying them.
+		cp -al "$T/r7/pristine" "$T/r7/run"
+		vols7 "$T/r7/run" || break
+		t0=$(date +%s.%N)
+		if bin/mkv -volumes "$V5" -db "$T/r7/db" -replicas 3 -subvolumes 10 rebuild \
+			>"$T/rebuild.out" 2>&1; then
+			t1=$(date +%s.%N)
+			record r7b ours "$(echo "$KEYS $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
+		else
+			log "rebuild failed: $(tail -1 "$T/rebuild.out")"
+		fi
+		t0=$(date +%s.%N)
+		if bin/mkv -volumes "$V3" -db "$T/r7/db" -replicas 3 -subvolumes 10 rebalance \
+			>"$T/rebalance.out" 2>&1; then
+			t1=$(date +%s.%N)
+			moved=$(echo "$MOVES" | tr ' ' '\n' | sed -n 's/^moved=//p')
+			record r7r ours "$(echo "$moved $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
+		else
+			log "rebalance failed: $(tail -1 "$T/rebalance.out")"
+		fi
+		STRAY=$(find "$T/r7/run/v4" "$T/r7/run/v5" -type f ! -name '.*' 2>/dev/null | wc -l)
+		vols7stop
+	done
+	REBUILD_SUMMARY=$(tail -1 "$T/rebuild.out" 2>/dev/null)
+	REBALANCE_SUMMARY=$(tail -1 "$T/rebalance.out" 2>/dev/null)
+	rm -rf "$T/r7"
+	for r in $(seq "$RUNS_BIG"); do
+		record r7b ref $GO_REBUILD
+		record r7r ref $GO_REBALANCE
+	done
+fi
+
+# ------------------------------------------------------------------ table
+# stats ROW SIDE: "median min max" of the samples, nothing when none.
+stats() {
+	awk -v k="$1 $2" '$1 " " $2 == k { print $3 }' "$SAMPLES" | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), v[1], v[NR], NR }'
+}
+fmt() { awk -v x="$1" 'BEGIN { if (x >= 100) printf "%.0f", x; else if (x >= 10) printf "%.1f", x; else printf "%.2f", x }'; }
+fig() { # fig "median min max n": "median (min–max)"
+	[ -z "$1" ] && { echo "—"; return; }
+	set -- $1
+	echo "$(fmt "$1") ($(fmt "$2")–$(fmt "$3"))"
+}
+
+# row ID SUBJECT UNIT OURS_ROW REF_ROW TARGET-KIND TARGET-VALUE
+#   kind ge/le: on the ratio ours/ref; lt: on our figure; "-": none.
+TABLE=$T/table
+: >"$TABLE"
+MET=0 MISSED=0
+row() {
+	local id=$1 what=$2 unit=$3 or=$4 rr=$5 kind=$6 tv=$7 so sr ratio=— target=— met=—
+	so=$(stats "$or" ours)
+	sr=$(stats "$rr" ref)
+	if [ -n "$so" ] && [ -n "$sr" ]; then
+		ratio=$(echo "${so%% *} ${sr%% *}" | awk '{ printf "%.2f", $2 ? $1 / $2 : 0 }')
+	fi
+	case $kind in
+	ge) target="≥ $tv×" ;;
+	le) target="≤ $tv×" ;;
+	lt) target="< $tv $unit" ;;
+	esac
+	if [ -n "$so" ] && [ "$kind" != - ]; then
+		met=$(echo "${so%% *} $ratio $tv" | awk -v k="$kind" '{
+			ok = k == "ge" ? $2 >= $3 : k == "le" ? $2 <= $3 : $1 < $3
+			print ok ? "yes" : "**no**" }')
+		[ "$met" = yes ] && MET=$((MET + 1)) || MISSED=$((MISSED + 1))
+	fi
+	printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$id" "$what ($unit)" "$(fig "$so")" \
+		"$(fig "$sr")" "$ratio" "$target" "$met" >>"$TABLE"
+}
+BIGH=$([ "$BIG_MB" = 1024 ] && echo "1 GiB" || echo "$BIG_MB MiB")
+row 1 "GET → 302, existing key: mkv vs nginx \`return 302\`" "req/s" r1 r1 ge 0.9
+row 2 "GET → 404, missing key: mkv vs nginx \`return 302\`" "req/s" r2 r2 ge 0.9
+row 3a "PUT→GET→DELETE cycle, $CONC clients, 1 KiB: mkv (1 replica on that nginx) vs straight to one nginx volume" "cycles/s" r3 r3 - -
+row 3b "the same cycle: mkv (3 replicas on 3 mkv-volumes, fsync) vs straight to nginx" "cycles/s" r3b r3 - -
+row 4a "PUT $BIGH, mkv-volumes: 3 replicas vs 1 replica, wall" "s" r4 r4 le 1.3
+row 4b "PUT $BIGH, 3 replicas: master peak RSS (VmHWM) vs 1 replica" "MiB" r4.rss r4.rss lt 64
+row 4c "PUT $BIGH, 3 replicas (mkv-volumes) vs one \`curl -T\` to nginx, wall" "s" r4c r4c - -
+row 4d "PUT $BIGH, nginx volumes (no fsync): 3 replicas vs 1, wall" "s" r4n r4n le 1.3
+row 4e "PUT $BIGH, nginx volumes: master peak RSS, 3 replicas vs 1" "MiB" r4n.rss r4n.rss lt 64
+row 5 "GET 1 MiB through the redirect (client follows, $CONC clients) vs straight from nginx" "MiB/s" r5 r5 - -
+row 6a "volume alone, GET 4 KiB: mkv-volume vs nginx" "req/s" r6s r6s ge 0.8
+row 6b "volume alone, GET 1 MiB: mkv-volume vs nginx" "req/s" r6l r6l ge 0.9
+row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs Go minikeyvalue" "keys/s" r7b r7b ge 2
+row 7b "rebalance 5 → 3 volumes, vs Go minikeyvalue" "moved keys/s" r7r r7r ge 2
+
+# ------------------------------------------------------------------ report
+CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+MEM=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+DISK=$(df -T "$T" | awk 'NR == 2 { print $1 " (" $2 ")" }')
+VERS="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||'), libmicrohttpd $(pkg-config --modversion libmicrohttpd 2>/dev/null),"
+VERS="$VERS gcc $(gcc -dumpfullversion 2>/dev/null), libcurl $(curl --version | awk 'NR == 1 { print $2 }'),"
+VERS="$VERS $(wrk -v 2>&1 | awk 'NR == 1 { print $1 " " $2 }'), kernel $(uname -r)"
+REV=$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- master volume common 2>/dev/null || echo "+changes")
+
+OUT=bench/results.md
+NOTES_MARK="<!-- notes: everything below this line is kept by the bench script -->"
+NOTES=""
+[ -f "$OUT" ] && grep -qF "$NOTES_MARK" "$OUT" && NOTES=$(sed -n "/$NOTES_MARK/,\$p" "$OUT" | tail -n +2)
+{
+	echo "# mkv benchmark results"
+	echo
+	echo "Written by \`bench/run.sh\` ($MODE mode: $RUNS runs of ${DUR}s per side for rows 1-3, 5, 6;"
+	echo "$RUNS_BIG runs for rows 4 and 7) on $(date -u '+%Y-%m-%d %H:%M UTC'), mkv $REV."
+	echo
+	echo "- Machine: $(nproc) CPUs ($CPU), $MEM memory; data on $DISK; loopback only."
+	echo "- Versions: $VERS."
+	echo "- Figures: median (min–max). Ratio = mkv median / reference median (for wall times"
+	echo "  lower is better, so the target is a ceiling). Ours and the reference alternate run by run."
+	echo "- Volumes: $([ $HAVE_VOL = 1 ] && echo "mkv-volume" || echo "**nginx (bin/mkv-volume was missing)**")"
+	echo "  unless the row says otherwise; masters run \`-subvolumes 10\`. wrk: \`$WRK\`, keep-alive."
+	[ $HAVE_MKV = 1 ] || echo "- **bin/mkv was missing: master rows have no figure.**"
+	echo
+	echo "| row | what | mkv | reference | ratio | target | met |"
+	echo "|---|---|---|---|---|---|---|"
+	cat "$TABLE"
+	echo
+	if [ $HAVE_MKV = 1 ]; then
+		echo "Row 7: $(echo "$MOVES" | sed 's/ /, /g') (moved = keys that need at least one copy;"
+		echo "$SMALL bytes each, so about $(echo "$MOVES" | tr ' ' '\n' | sed -n 's/^copies=//p' |
+			awk -v s=$SMALL '{ printf "%.1f", $1 * s / 1048576 }') MiB copied); populated at ${POP:-?} files/s;"
+		echo "files left on the removed volumes after the last rebalance: ${STRAY:-?}."
+		echo "The reference is the Go original's figure on this machine (issue 4), not re-measured here."
+		echo "Last summaries: rebuild \`${REBUILD_SUMMARY:-}\`; rebalance \`${REBALANCE_SUMMARY:-}\`."
+		echo
+	fi
+	echo "$NOTES_MARK"
+	[ -n "$NOTES" ] && echo "$NOTES"
+} >"$OUT"
+mkdir -p bench/out
+cp "$SAMPLES" bench/out/samples.txt
+cat "$OUT" | sed -n "1,/$NOTES_MARK/p" | grep -vF "$NOTES_MARK"
+log "targets met: $MET, missed: $MISSED; wrote $OUT (raw samples: bench/out/samples.txt)"

@@ -1,0 +1,358 @@
+/* loadgen.c -- the load tool behind `make bench` (bench/run.sh).
+ *
+ * One process, one libcurl multi handle, -c requests in flight.  Every mode
+ * prints one line of key=value pairs on stdout (the script reads `rate=`)
+ * and exits 1 if any request got an answer it should not have.
+ *
+ *   loadgen cycle    -c 16 -d SECS -s SIZE [-p PREFIX] BASE
+ *       PUT BASE/PREFIX/<fresh key>, GET it (following a redirect, length
+ *       checked), DELETE it; repeat until SECS are up.  rate = cycles/s.
+ *   loadgen get      -c 16 -d SECS -n N [-p PREFIX] BASE
+ *       GET BASE/PREFIX/k<i> for i round robin in [0,N), following
+ *       redirects.  rate = requests/s, plus MiB/s.
+ *   loadgen put      -c 16 -n N -s SIZE [-p PREFIX] BASE
+ *       PUT N keys BASE/PREFIX/k<i>.  rate = PUTs/s.
+ *   loadgen populate -c 64 -n N -s SIZE -volumes A,B,.. [-replicas 3]
+ *                    [-subvolumes 10] [-p PREFIX]
+ *       PUT each key's blob straight to its volumes at key2path, as the
+ *       master would have placed it (SPEC §2).  rate = files/s.
+ *   loadgen moves    -n N -volumes OLD,.. -to NEW,.. [-replicas 3]
+ *                    [-subvolumes 10] [-p PREFIX]
+ *       No network: how many keys a rebalance OLD -> NEW must move, and
+ *       how many files it copies and deletes.
+ *
+ * Keys are PREFIX/k<i> (PREFIX defaults to "/bench"), plain ASCII, so they
+ * need no escaping in a URL.  Bodies are a fixed pseudo-random pattern. */
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/placement.h"
+#include "../common/util.h"
+
+enum mode { CYCLE, GET, PUT, POPULATE, MOVES };
+
+struct opts {
+	enum mode mode;
+	const char *base, *prefix;
+	int conc, replicas, subvolumes;
+	double secs;
+	long n;
+	size_t size;
+	char **vols, **to;
+	int nvol, nto;
+};
+
+/* One request in flight.  step: cycle 0 PUT, 1 GET, 2 DELETE; populate
+ * walks loc over the key's replicas. */
+struct slot {
+	CURL *h;
+	long key;
+	int step, loc;
+	size_t got;
+	char url[1024];
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+static struct opts o = { .prefix = "/bench", .conc = 16, .replicas = 3, .subvolumes = 10,
+			 .secs = 5, .n = 0, .size = 1024 };
+static char *body;
+static struct curl_slist *hdrs;
+static uint64_t t_end_ms;
+static long next_key, ops, units, errors;
+static unsigned long long bytes_in;
+
+static size_t on_data(char *p, size_t sz, size_t n, void *arg)
+{
+	(void)p;
+	((struct slot *)arg)->got += sz * n;
+	return sz * n;
+}
+
+static void key_name(long i, char *out, size_t cap)
+{
+	if (o.mode == CYCLE)
+		snprintf(out, cap, "%s/c%d-%ld", o.prefix, (int)getpid(), i);
+	else
+		snprintf(out, cap, "%s/k%ld", o.prefix, i);
+}
+
+/* Set s->url to where this step goes. */
+static void step_url(struct slot *s)
+{
+	char key[256];
+	key_name(s->key, key, sizeof(key));
+	if (o.mode != POPULATE) {
+		snprintf(s->url, sizeof(s->url), "%s%s", o.base, key);
+		return;
+	}
+	char locs[o.replicas][LOC_MAX], path[PATH_MAX_LEN];
+	placement_volumes(key, strlen(key), o.vols, o.nvol, o.replicas, o.subvolumes, locs);
+	placement_path(key, strlen(key), path);
+	snprintf(s->url, sizeof(s->url), "http://%s%s", locs[s->loc], path);
+}
+
+static void setup(struct slot *s, const char *method)
+{
+	CURL *h = s->h;
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_URL, s->url);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(h, CURLOPT_PRIVATE, s);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, s->errbuf);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	if (!strcmp(method, "PUT")) {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o.size);
+	} else if (!strcmp(method, "DELETE")) {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+	} else {
+		curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+	}
+	s->got = 0;
+	s->errbuf[0] = '\0';
+}
+
+/* Give the slot its next request; false when there is no more work. */
+static bool slot_next(struct slot *s, bool first)
+{
+	bool timed = o.mode == CYCLE || o.mode == GET;
+	if (!first && o.mode == CYCLE && s->step < 2) {
+		s->step++;
+	} else if (!first && o.mode == POPULATE && s->loc + 1 < (o.replicas < o.nvol ? o.replicas : o.nvol)) {
+		s->loc++;
+	} else {
+		if (timed && now_ms() >= t_end_ms)
+			return false;
+		if (!timed && next_key >= o.n)
+			return false;
+		s->key = o.mode == GET ? next_key++ % o.n : next_key++;
+		s->step = 0;
+		s->loc = 0;
+	}
+	step_url(s);
+	if (o.mode == CYCLE)
+		setup(s, s->step == 0 ? "PUT" : s->step == 1 ? "GET" : "DELETE");
+	else
+		setup(s, o.mode == GET ? "GET" : "PUT");
+	return true;
+}
+
+/* Did this answer do what the step asked?  nginx answers 204 to a PUT that
+ * replaced a file; mkv-volume too. */
+static bool answer_ok(struct slot *s, CURLcode rc, long status)
+{
+	if (rc != CURLE_OK)
+		return false;
+	if (o.mode == GET || (o.mode == CYCLE && s->step == 1))
+		return status == 200 && (o.mode == GET || s->got == o.size);
+	if (o.mode == CYCLE && s->step == 2)
+		return status == 204 || status == 200;
+	return status == 201 || status == 204;
+}
+
+/* A slot finished a unit of work (a cycle, a GET, a key's PUTs). */
+static bool unit_done(struct slot *s)
+{
+	if (o.mode == CYCLE)
+		return s->step == 2;
+	if (o.mode == POPULATE)
+		return s->loc + 1 >= (o.replicas < o.nvol ? o.replicas : o.nvol);
+	return true;
+}
+
+static int run(void)
+{
+	CURLM *m = curl_multi_init();
+	struct slot *slots = xcalloc((size_t)o.conc, sizeof(*slots));
+	uint64_t t0 = now_ms(), t1;
+	int active = 0, running;
+
+	body = xmalloc(o.size ? o.size : 1);
+	for (size_t i = 0; i < o.size; i++)
+		body[i] = (char)('a' + (i * 7919 + i / 13) % 26);
+	hdrs = curl_slist_append(NULL, "Expect:");
+	hdrs = curl_slist_append(hdrs, "Content-Type:");
+	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)o.conc * 4 + 8);
+	t_end_ms = t0 + (uint64_t)(o.secs * 1000);
+	for (int i = 0; i < o.conc; i++) {
+		slots[i].h = curl_easy_init();
+		if (slot_next(&slots[i], true)) {
+			curl_multi_add_handle(m, slots[i].h);
+			active++;
+		}
+	}
+	while (active > 0) {
+		CURLMsg *msg;
+		int left;
+		curl_multi_perform(m, &running);
+		while ((msg = curl_multi_info_read(m, &left))) {
+			struct slot *s;
+			long status = 0;
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+			curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
+			curl_multi_remove_handle(m, s->h);
+			ops++;
+			bytes_in += s->got;
+			if (!answer_ok(s, msg->data.result, status)) {
+				if (errors++ < 5)
+					fprintf(stderr, "loadgen: %s: status %ld, got %zu bytes %s\n",
+						s->url, status, s->got, s->errbuf);
+				s->step = 2; /* abandon this cycle */
+				s->loc = o.replicas;
+			} else if (unit_done(s)) {
+				units++;
+			}
+			if (slot_next(s, false))
+				curl_multi_add_handle(m, s->h);
+			else
+				active--;
+		}
+		if (active > 0)
+			curl_multi_poll(m, NULL, 0, 100, NULL);
+	}
+	t1 = now_ms();
+	double secs = (t1 - t0) / 1000.0;
+	if (secs <= 0)
+		secs = 0.001;
+	printf("units=%ld ops=%ld secs=%.3f rate=%.1f mibps=%.1f errors=%ld\n", units, ops, secs,
+	       units / secs, bytes_in / 1048576.0 / secs, errors);
+	for (int i = 0; i < o.conc; i++)
+		curl_easy_cleanup(slots[i].h);
+	curl_multi_cleanup(m);
+	curl_slist_free_all(hdrs);
+	free(slots);
+	free(body);
+	return errors ? 1 : 0;
+}
+
+/* Keys a rebalance from o.vols to o.to must touch. */
+static int moves(void)
+{
+	long keys = 0, moved = 0, copies = 0, deletes = 0;
+	int rold = o.replicas < o.nvol ? o.replicas : o.nvol;
+	int rnew = o.replicas < o.nto ? o.replicas : o.nto;
+	char (*a)[LOC_MAX] = xmalloc(sizeof(*a) * (size_t)rold);
+	char (*b)[LOC_MAX] = xmalloc(sizeof(*b) * (size_t)rnew);
+	for (long i = 0; i < o.n; i++) {
+		char key[256];
+		int same = 0;
+		key_name(i, key, sizeof(key));
+		placement_volumes(key, strlen(key), o.vols, o.nvol, o.replicas, o.subvolumes, a);
+		placement_volumes(key, strlen(key), o.to, o.nto, o.replicas, o.subvolumes, b);
+		for (int j = 0; j < rnew; j++)
+			for (int k = 0; k < rold; k++)
+				if (!strcmp(b[j], a[k])) {
+					same++;
+					break;
+				}
+		/* minikeyvalue compares the location lists in order */
+		bool differ = rold != rnew;
+		for (int j = 0; !differ && j < rnew; j++)
+			differ = strcmp(a[j], b[j]) != 0;
+		keys += differ;
+		moved += same < rnew;
+		copies += rnew - same;
+		deletes += rold - same;
+	}
+	printf("keys=%ld relocated=%ld moved=%ld copies=%ld deletes=%ld\n", o.n, keys, moved, copies,
+	       deletes);
+	free(a);
+	free(b);
+	return 0;
+}
+
+static int split(const char *s, char ***out)
+{
+	char *dup = xstrdup(s), *tok, *save = NULL;
+	int n = 0;
+	*out = NULL;
+	for (tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		*out = xrealloc(*out, sizeof(char *) * (size_t)(n + 1));
+		(*out)[n++] = xstrdup(tok);
+	}
+	free(dup);
+	return n;
+}
+
+static void usage(int rc)
+{
+	fprintf(rc ? stderr : stdout,
+		"usage: loadgen cycle    [-c N] [-d SECS] [-s BYTES] [-p PREFIX] BASEURL\n"
+		"       loadgen get      [-c N] [-d SECS] -n KEYS [-p PREFIX] BASEURL\n"
+		"       loadgen put      [-c N] -n KEYS [-s BYTES] [-p PREFIX] BASEURL\n"
+		"       loadgen populate [-c N] -n KEYS [-s BYTES] -volumes A,B [-replicas R] [-subvolumes S]\n"
+		"       loadgen moves    -n KEYS -volumes OLD,.. -to NEW,.. [-replicas R] [-subvolumes S]\n");
+	exit(rc);
+}
+
+int main(int argc, char **argv)
+{
+	static const char *modes[] = { "cycle", "get", "put", "populate", "moves" };
+	int i = 2;
+	uint64_t v;
+
+	log_init(argv[0]);
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
+		usage(argc < 2);
+	for (o.mode = 0; o.mode <= MOVES && strcmp(argv[1], modes[o.mode]); o.mode++)
+		;
+	if (o.mode > MOVES)
+		usage(2);
+	for (; i < argc; i++) {
+		const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		if (f[0] != '-') {
+			o.base = f;
+			continue;
+		}
+		f += f[1] == '-' ? 2 : 1;
+		if (!val)
+			die("flag -%s needs a value", f);
+		i++;
+		if (!strcmp(f, "c") && parse_u64(val, 1, 10000, &v))
+			o.conc = (int)v;
+		else if (!strcmp(f, "n") && parse_u64(val, 1, 1000000000, &v))
+			o.n = (long)v;
+		else if (!strcmp(f, "s") && parse_u64(val, 0, (uint64_t)1 << 32, &v))
+			o.size = (size_t)v;
+		else if (!strcmp(f, "d"))
+			o.secs = atof(val);
+		else if (!strcmp(f, "p"))
+			o.prefix = val;
+		else if (!strcmp(f, "replicas") && parse_u64(val, 1, 100, &v))
+			o.replicas = (int)v;
+		else if (!strcmp(f, "subvolumes") && parse_u64(val, 1, 10000, &v))
+			o.subvolumes = (int)v;
+		else if (!strcmp(f, "volumes"))
+			o.nvol = split(val, &o.vols);
+		else if (!strcmp(f, "to"))
+			o.nto = split(val, &o.to);
+		else
+			die("bad flag -%s %s", f, val);
+	}
+	if (o.secs <= 0)
+		die("-d must be positive");
+	if ((o.mode == GET || o.mode == PUT || o.mode == POPULATE || o.mode == MOVES) && o.n <= 0)
+		die("-n KEYS is required");
+	if ((o.mode == POPULATE || o.mode == MOVES) && o.nvol == 0)
+		die("-volumes is required");
+	if (o.mode == MOVES && o.nto == 0)
+		die("-to is required");
+	if (o.mode != POPULATE && o.mode != MOVES && !o.base)
+		die("BASEURL is required");
+	if (o.mode == MOVES)
+		return moves();
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	int rc = run();
+	curl_global_cleanup();
+	return rc;
+}
