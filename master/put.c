@@ -143,7 +143,6 @@ static void put_free(struct put *p)
 	EVP_MD_CTX_free(p->md5);
 	curl_multi_cleanup(p->multi);
 	pthread_mutex_destroy(&p->mu);
-	keylock_release(p->key, p->klen);
 	free(p->ring);
 	free(p->key);
 	free(p);
@@ -303,6 +302,7 @@ static void *worker(void *arg)
 	if (p->status != 201)
 		cleanup_failed(p);
 	httpc_thread_cleanup();
+	keylock_release(p->key, p->klen); /* before the client hears back */
 
 	pthread_mutex_lock(&p->mu);
 	p->finished = true;

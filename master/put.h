@@ -31,7 +31,8 @@
 struct put;
 
 /* Start writing key to locs[0..nlocs) (copied).  The caller holds key's
- * keylock and hands it over: the put releases it when all is cleaned up.  clen is the body's length,
+ * keylock and hands it over: the put releases it once all is written or
+ * cleaned up, before the result is known to the front.  clen is the body's length,
  * or -1 when unknown (chunked).  Never fails: errors surface in put_result. */
 struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg);

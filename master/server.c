@@ -55,6 +55,8 @@ struct req {
 
 	struct put *put;
 	bool put_finished;
+	char locs[RECORD_MAX_LOCS][LOC_MAX]; /* where a PUT writes */
+	int nlocs;
 };
 
 static const struct config *cfg;
@@ -157,6 +159,10 @@ static void *async_main(void *arg)
 	struct req *r = arg;
 	run_op(r);
 	httpc_thread_cleanup();
+	if (r->locked) {        /* free the key before the client hears back */
+		keylock_release(r->key, r->klen);
+		r->locked = false;
+	}
 	pthread_mutex_lock(&r->mu);
 	r->async_done = true;
 	pthread_mutex_unlock(&r->mu);
@@ -198,6 +204,7 @@ static enum MHD_Result put_begin(struct req *r)
 {
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
 	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+	const char *why;
 	size_t vlen;
 	char *v;
 
@@ -218,6 +225,9 @@ static enum MHD_Result put_begin(struct req *r)
 		if (live)
 			return send_error(r, 403, "key exists: DELETE it first");
 	}
+	r->nlocs = handle_put_locations(cfg, r->key, r->klen, r->locs, &why);
+	if (r->nlocs < 0)
+		return send_error(r, 503, why);
 	return MHD_YES;
 }
 
@@ -227,17 +237,13 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 	const char *why;
 
 	if (*size && !r->put) {
-		char locs[RECORD_MAX_LOCS][LOC_MAX];
 		char *lp[RECORD_MAX_LOCS];
-		int n = handle_put_locations(cfg, r->key, r->klen, locs, &why);
 		const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 							      "Content-Length");
 		uint64_t clen = 0;
-		if (n < 0)
-			return send_error(r, 503, why);
-		for (int i = 0; i < n; i++)
-			lp[i] = locs[i];
-		r->put = put_start(cfg, idx, r->key, r->klen, lp, n,
+		for (int i = 0; i < r->nlocs; i++)
+			lp[i] = r->locs[i];
+		r->put = put_start(cfg, idx, r->key, r->klen, lp, r->nlocs,
 				   cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1,
 				   req_wake, r);
 		r->locked = false; /* the put owns the key's lock now */
@@ -246,8 +252,10 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 		size_t took = put_feed(r->put, data, *size);
 		r->bytes += took;
 		*size -= took;
-		if (put_result(r->put, &st, &why) && st != 201)
+		if (put_result(r->put, &st, &why) && st != 201) {
+			*size = 0;
 			return send_error(r, st, why); /* a replica failed: stop reading */
+		}
 		if (*size)
 			req_wait(r);
 		return MHD_YES;

@@ -1,0 +1,569 @@
+/* check_master.c -- the master's HTTP API (SPEC §4), row by row, against a
+ * real cluster: three mkv-volumes, then three stock nginx volumes. */
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <leveldb/c.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/placement.h"
+#include "../common/record.h"
+#include "harness.h"
+
+static struct vol vols[3];
+static struct master m;
+static enum vol_kind kind;
+
+static void cluster_up(enum vol_kind k, const char *const *flags)
+{
+	kind = k;
+	for (int i = 0; i < 3; i++)
+		h_vol_start(&vols[i], k);
+	memset(&m, 0, sizeof(m));
+	h_master_start(&m, vols, 3, flags);
+}
+
+static void cluster_down(void)
+{
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&vols[i]);
+}
+
+static void up_mkv(void) { cluster_up(VOL_MKV, NULL); }
+static void up_nginx(void) { cluster_up(VOL_NGINX, NULL); }
+
+static char *url(const char *path)
+{
+	return xasprintf("%s%s", m.base, path);
+}
+
+/* A unique key per test, so tests in one cluster do not collide. */
+static char *fresh(const char *stem)
+{
+	static int n;
+	return xasprintf("/%s-%d-%d", stem, (int)getpid(), n++);
+}
+
+static long put(const char *key, const char *body, size_t len)
+{
+	struct resp r;
+	char *u = url(key);
+	long st = h_http("PUT", u, body, len, NULL, false, &r);
+	if (st >= 400)
+		ck_assert_msg(r.body.len > 0 && r.body.data[r.body.len - 1] == '\n',
+			      "%ld without a one-line reason", st);
+	h_resp_free(&r);
+	free(u);
+	return st;
+}
+
+static long req(const char *method, const char *key)
+{
+	char *u = url(key);
+	long st = h_status(method, u);
+	free(u);
+	return st;
+}
+
+START_TEST(test_put_get_delete)
+{
+	char *key = fresh("a"), *u = url(key), *md5, *vols_h, *bal, md5want[33];
+	const char *val = "hello, world";
+	struct resp r;
+
+	ck_assert_int_eq(put(key, val, strlen(val)), 201);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+	ck_assert_ptr_nonnull(r.location);
+	md5 = h_header(&r, "Content-Md5");
+	vols_h = h_header(&r, "Key-Volumes");
+	bal = h_header(&r, "Key-Balance");
+	md5_hex(val, strlen(val), md5want);
+	ck_assert_str_eq(md5, md5want);
+	ck_assert_str_eq(bal, "balanced");
+	ck_assert_ptr_nonnull(strchr(strchr(vols_h, ',') + 1, ','));
+	ck_assert_str_eq(h_header(&r, "Content-Length"), "0");
+	h_resp_free(&r);
+	/* following the redirect gives the bytes */
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_uint_eq(r.body.len, strlen(val));
+	ck_assert(!memcmp(r.body.data, val, r.body.len));
+	h_resp_free(&r);
+	ck_assert_int_eq(req("HEAD", key), 302);
+	/* existing key: 403 */
+	ck_assert_int_eq(put(key, "x", 1), 403);
+	ck_assert_int_eq(req("DELETE", key), 204);
+	ck_assert_int_eq(req("GET", key), 404);
+	ck_assert_int_eq(req("HEAD", key), 404);
+	ck_assert_int_eq(req("DELETE", key), 404);
+	/* the blob is gone from its volume */
+	ck_assert_int_eq(h_status("GET", r.location ? r.location : u), 404);
+	free(md5), free(vols_h), free(bal), free(key), free(u);
+}
+END_TEST
+
+static size_t discard(char *p, size_t s, size_t n, void *ud)
+{
+	(void)p, (void)ud;
+	return s * n;
+}
+
+START_TEST(test_empty_and_chunked)
+{
+	char *key = fresh("c"), *u = url(key);
+	struct resp r;
+	CURL *c;
+	struct curl_slist *h = NULL;
+	char big[200000];
+	FILE *f;
+	long st = 0;
+
+	ck_assert_int_eq(put(key, "", 0), 411);
+	/* a chunked body: curl -T - */
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)('a' + i % 26);
+	f = fmemopen(big, sizeof(big), "r");
+	c = curl_easy_init();
+	h = curl_slist_append(h, "Transfer-Encoding: chunked");
+	curl_easy_setopt(c, CURLOPT_URL, u);
+	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(c, CURLOPT_READDATA, f);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+	ck_assert_int_eq(st, 201);
+	fclose(f);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_uint_eq(r.body.len, sizeof(big));
+	ck_assert(!memcmp(r.body.data, big, sizeof(big)));
+	h_resp_free(&r);
+	/* an empty chunked body is empty too */
+	free(key), free(u);
+	key = fresh("c"), u = url(key);
+	f = fmemopen(big, 1, "r");
+	fgetc(f);
+	curl_easy_setopt(c, CURLOPT_URL, u);
+	curl_easy_setopt(c, CURLOPT_READDATA, f);
+	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+	ck_assert_int_eq(st, 411);
+	ck_assert_int_eq(req("GET", key), 404);
+	fclose(f);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	free(key), free(u);
+}
+END_TEST
+
+START_TEST(test_large_streaming)
+{
+	size_t n = 24u << 20;
+	char *val = xmalloc(n), *key = fresh("big"), *u = url(key), want[33], *got;
+	struct resp r;
+	for (size_t i = 0; i < n; i++)
+		val[i] = (char)(i * 2654435761u >> 13);
+	ck_assert_int_eq(put(key, val, n), 201);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_uint_eq(r.body.len, n);
+	ck_assert(!memcmp(r.body.data, val, n));
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	md5_hex(val, n, want);
+	got = h_header(&r, "Content-Md5");
+	ck_assert_str_eq(got, want);
+	h_resp_free(&r);
+	free(got), free(val), free(key), free(u);
+}
+END_TEST
+
+START_TEST(test_unlink)
+{
+	char *key = fresh("u"), *prefix = xasprintf("%s?unlinked", key), *lu = url(prefix);
+	struct resp r;
+	ck_assert_int_eq(put(key, "v1", 2), 201);
+	ck_assert_int_eq(req("UNLINK", key), 204);
+	ck_assert_int_eq(req("GET", key), 404);
+	ck_assert_int_eq(req("UNLINK", key), 404);
+	ck_assert_int_eq(h_http("GET", lu, NULL, 0, NULL, false, &r), 200);
+	ck_assert_ptr_nonnull(strstr(r.body.data, key));
+	h_resp_free(&r);
+	/* an unlinked key may be written again (as minikeyvalue allows) */
+	ck_assert_int_eq(put(key, "v2", 2), 201);
+	ck_assert_int_eq(req("GET", key), 302);
+	ck_assert_int_eq(req("UNLINK", key), 204);
+	ck_assert_int_eq(req("DELETE", key), 204);
+	ck_assert_int_eq(req("DELETE", key), 404);
+	ck_assert_int_eq(req("UNLINK", "/never-there"), 404);
+	free(key), free(prefix), free(lu);
+}
+END_TEST
+
+START_TEST(test_list_paging)
+{
+	char *stem = fresh("l"), *k, *u;
+	struct resp r;
+	char expect[256];
+	for (int i = 0; i < 5; i++) {
+		k = xasprintf("%s/%d", stem, i);
+		ck_assert_int_eq(put(k, "x", 1), 201);
+		free(k);
+	}
+	u = xasprintf("%s%s/?list&limit=2", m.base, stem);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	snprintf(expect, sizeof(expect), "{\"next\":\"%s/2\",\"keys\":[\"%s/0\",\"%s/1\"]}", stem,
+		 stem, stem);
+	ck_assert_str_eq(r.body.data, expect);
+	ck_assert_str_eq(h_header(&r, "Content-Type"), "application/json");
+	h_resp_free(&r);
+	free(u);
+	u = xasprintf("%s%s/?list&limit=2&start=%s/4", m.base, stem, stem);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	snprintf(expect, sizeof(expect), "{\"next\":\"\",\"keys\":[\"%s/4\"]}", stem);
+	ck_assert_str_eq(r.body.data, expect);
+	h_resp_free(&r);
+	free(u);
+	u = xasprintf("%s%s/?list", m.base, stem);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_ptr_nonnull(strstr(r.body.data, "/4\"]}"));
+	h_resp_free(&r);
+	free(u);
+	for (int i = 0; i < 4; i++) {
+		static const char *const bad[] = {"0", "-1", "abc", "1x"};
+		u = xasprintf("%s%s/?list&limit=%s", m.base, stem, bad[i]);
+		ck_assert_int_eq(h_status("GET", u), 400);
+		free(u);
+	}
+	free(stem);
+}
+END_TEST
+
+struct badcase {
+	const char *method, *path;
+	long status;
+};
+
+static const struct badcase bads[] = {
+	{"PUT", "/", 400},
+	{"PUT", "/%zz", 400},
+	{"PUT", "/a%00b", 400},
+	{"PUT", "/1234567%3F", 400},
+	{"PUT", "/k?x=1", 400},
+	{"DELETE", "/k?x=1", 400},
+	{"GET", "/k?x=1", 403},
+	{"GET", "/%zz", 400},
+	{"PATCH", "/k", 405},
+	{"POST", "/k", 405},
+};
+
+START_TEST(test_bad_input)
+{
+	char *u = url(bads[_i].path);
+	struct resp r;
+	const char *body = strcmp(bads[_i].method, "PUT") ? NULL : "v";
+	ck_assert_int_eq(h_http(bads[_i].method, u, body, body ? 1 : 0, NULL, false, &r),
+			 bads[_i].status);
+	ck_assert_msg(r.body.len && r.body.data[r.body.len - 1] == '\n', "no reason given");
+	if (bads[_i].status == 405) {
+		char *allow = h_header(&r, "Allow");
+		ck_assert_ptr_nonnull(allow);
+		ck_assert_ptr_nonnull(strstr(allow, "UNLINK"));
+		free(allow);
+	}
+	h_resp_free(&r);
+	free(u);
+}
+END_TEST
+
+START_TEST(test_key_lengths)
+{
+	char key[400], *u;
+	key[0] = '/';
+	memset(key + 1, 'k', 188);
+	key[189] = '\0';
+	ck_assert_int_eq(put(key, "v", 1), 201);
+	ck_assert_int_eq(req("GET", key), 302);
+	ck_assert_int_eq(req("DELETE", key), 204);
+	memset(key + 1, 'k', 189);
+	key[190] = '\0';
+	ck_assert_int_eq(put(key, "v", 1), 414);
+	ck_assert_int_eq(req("GET", key), 414);
+	/* unicode and spaces, percent-encoded */
+	u = url("/caf%C3%A9%20au%20lait");
+	ck_assert_int_eq(h_http("PUT", u, "v", 1, NULL, false, &(struct resp){0}), 201);
+	free(u);
+	ck_assert_int_eq(req("GET", "/caf%C3%A9%20au%20lait"), 302);
+	/* a key whose base64 holds '/' lives one directory deeper */
+	ck_assert_int_eq(put("/a%3Fb", "q", 1), 201);
+	ck_assert_int_eq(req("GET", "/a%3Fb"), 302);
+	ck_assert_int_eq(req("DELETE", "/a%3Fb"), 204);
+}
+END_TEST
+
+/* A PUT whose body is still arriving holds the key: another gets 409. */
+START_TEST(test_conflict)
+{
+	char *key = fresh("lock"), hdr[512];
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)m.port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	snprintf(hdr, sizeof(hdr),
+		 "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello", key);
+	ck_assert(write(fd, hdr, strlen(hdr)) > 0);
+	usleep(300000);
+	ck_assert_int_eq(put(key, "x", 1), 409);
+	ck_assert_int_eq(req("DELETE", key), 409);
+	ck_assert(write(fd, "world", 5) == 5);
+	{
+		char buf[512];
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		ck_assert(n > 0);
+		buf[n] = '\0';
+		ck_assert_ptr_nonnull(strstr(buf, " 201 "));
+	}
+	close(fd);
+	ck_assert_int_eq(req("GET", key), 302);
+	free(key);
+}
+END_TEST
+
+/* A client that goes away mid-body leaves no visible key and frees it. */
+START_TEST(test_aborted_put)
+{
+	char *key = fresh("abort"), hdr[512];
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)m.port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	snprintf(hdr, sizeof(hdr),
+		 "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nhello", key);
+	ck_assert(write(fd, hdr, strlen(hdr)) > 0);
+	usleep(200000);
+	close(fd);
+	for (int i = 0; i < 100 && put(key, "again", 5) == 409; i++)
+		usleep(50000);
+	ck_assert_int_eq(req("GET", key), 302);
+	free(key);
+}
+END_TEST
+
+START_TEST(test_volume_down)
+{
+	char *key = fresh("down"), *u = url(key);
+	char *dead = vols[0].name;
+	struct resp r;
+	ck_assert_int_eq(put(key, "v", 1), 201);
+	kill(-vols[0].pid, SIGSTOP);
+	usleep(2600000); /* > -voltimeout plus one check interval */
+	for (int i = 0; i < 30; i++) {
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+		ck_assert_msg(!strstr(r.location, dead), "redirected to a volume known down");
+		h_resp_free(&r);
+	}
+	/* replicas 3 with one volume of three down: a PUT cannot place 3 copies */
+	ck_assert_int_eq(put(fresh("down"), "v", 1), 503);
+	kill(-vols[0].pid, SIGCONT);
+	for (int i = 0; i < 60 && put(fresh("down"), "v", 1) != 201; i++)
+		usleep(100000);
+	free(key), free(u);
+}
+END_TEST
+
+START_TEST(test_all_down)
+{
+	char *key = fresh("alldown");
+	ck_assert_int_eq(put(key, "v", 1), 201);
+	for (int i = 0; i < 3; i++)
+		kill(-vols[i].pid, SIGSTOP);
+	usleep(2600000);
+	ck_assert_int_eq(req("GET", key), 503);
+	ck_assert_int_eq(req("GET", "/nope"), 404);
+	for (int i = 0; i < 3; i++)
+		kill(-vols[i].pid, SIGCONT);
+	for (int i = 0; i < 60 && req("GET", key) != 302; i++)
+		usleep(100000);
+	free(key);
+}
+END_TEST
+
+/* A record written the way minikeyvalue writes it is served unchanged. */
+START_TEST(test_mkv_format_index)
+{
+	struct vol v[3];
+	struct master mm = {0};
+	char *err = NULL, path[PATH_MAX_LEN], *u, *md5;
+	leveldb_options_t *o = leveldb_options_create();
+	leveldb_writeoptions_t *w = leveldb_writeoptions_create();
+	leveldb_t *db;
+	char *tmp = h_tmpdir();
+	struct resp r;
+	char val[512];
+
+	for (int i = 0; i < 3; i++)
+		h_vol_start(&v[i], VOL_NGINX);
+	mm.db = xasprintf("%s/db", tmp);
+	mm.log = xasprintf("%s/master.log", tmp);
+	leveldb_options_set_create_if_missing(o, 1);
+	db = leveldb_open(o, mm.db, &err);
+	ck_assert_ptr_null(err);
+	/* the blob, where minikeyvalue would have put it (replicas 1 here) */
+	placement_path("/old", 4, path);
+	u = xasprintf("http://%s/sv00%s", v[1].name, path);
+	ck_assert_int_eq(h_http("PUT", u, "legacy", 6, NULL, false, &r), 201);
+	h_resp_free(&r);
+	free(u);
+	snprintf(val, sizeof(val), "HASH%s%s/sv00", "5d41402abc4b2a76b9719d911017c592", v[1].name);
+	leveldb_put(db, w, "/old", 4, val, strlen(val), &err);
+	leveldb_put(db, w, "/gone", 5, "DELETEDlocalhost:1/sv00", 23, &err);
+	leveldb_close(db);
+	leveldb_options_destroy(o);
+	leveldb_writeoptions_destroy(w);
+
+	h_master_start(&mm, v, 3, NULL);
+	u = xasprintf("%s/old", mm.base);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+	md5 = h_header(&r, "Content-Md5");
+	ck_assert_str_eq(md5, "5d41402abc4b2a76b9719d911017c592");
+	ck_assert_ptr_nonnull(strstr(r.location, "/sv00/"));
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_str_eq(r.body.data, "legacy");
+	h_resp_free(&r);
+	free(u);
+	u = xasprintf("%s/gone", mm.base);
+	ck_assert_int_eq(h_status("GET", u), 404);
+	free(u);
+	u = xasprintf("%s/?unlinked", mm.base);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_str_eq(r.body.data, "{\"next\":\"\",\"keys\":[\"/gone\"]}");
+	h_resp_free(&r);
+	free(u), free(md5);
+	h_master_stop(&mm);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&v[i]);
+	h_rmrf(tmp);
+	free(tmp);
+}
+END_TEST
+
+/* One index, one master: a second exits at once with a clear message;
+ * SIGTERM stops the first cleanly (exit 0). */
+START_TEST(test_lock_and_sigterm)
+{
+	char *bin = h_bin("mkv"), *va = h_volumes_arg(vols, 3), port[16], *log;
+	int st;
+	pid_t p;
+	FILE *f;
+	char line[1024] = "";
+	snprintf(port, sizeof(port), "%d", h_free_port());
+	log = xasprintf("%s.second", m.log);
+	{
+		char *argv[] = {bin, "-volumes", va, "-db", m.db, "-port", port, "server", NULL};
+		p = h_spawn(argv, log);
+	}
+	waitpid(p, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	f = fopen(log, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+	fclose(f);
+	ck_assert_msg(strstr(line, "in use"), "unclear message: %s", line);
+	st = h_stop(m.pid, SIGTERM);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	m.pid = 0;
+	free(bin), free(va), free(log);
+}
+END_TEST
+
+START_TEST(test_usage)
+{
+	char *bin = h_bin("mkv");
+	int st;
+	char *argv1[] = {bin, "-nosuchflag", "server", NULL};
+	char *argv2[] = {bin, "-h", NULL};
+	char *argv3[] = {bin, "-volumes", "a:1", "server", NULL};
+	waitpid(h_spawn(argv1, "/dev/null"), &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	waitpid(h_spawn(argv2, "/dev/null"), &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	waitpid(h_spawn(argv3, "/dev/null"), &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	free(bin);
+}
+END_TEST
+
+static void up_protect(void)
+{
+	static const char *const f[] = {"-protect", "-fallback", "127.0.0.1:9", NULL};
+	cluster_up(VOL_NGINX, f);
+}
+
+START_TEST(test_protect_fallback)
+{
+	char *key = fresh("p"), *u = url("/missing%20key");
+	struct resp r;
+	ck_assert_int_eq(put(key, "v", 1), 201);
+	ck_assert_int_eq(req("DELETE", key), 403);
+	ck_assert_int_eq(req("UNLINK", key), 204);
+	ck_assert_int_eq(req("DELETE", key), 204);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+	ck_assert_str_eq(r.location, "http://127.0.0.1:9/missing%20key");
+	h_resp_free(&r);
+	free(key), free(u);
+}
+END_TEST
+
+static TCase *api_case(const char *name, void (*up)(void))
+{
+	TCase *tc = tcase_create(name);
+	tcase_set_timeout(tc, 60);
+	tcase_add_unchecked_fixture(tc, up, cluster_down);
+	tcase_add_test(tc, test_put_get_delete);
+	tcase_add_test(tc, test_empty_and_chunked);
+	tcase_add_test(tc, test_large_streaming);
+	tcase_add_test(tc, test_unlink);
+	tcase_add_test(tc, test_list_paging);
+	tcase_add_loop_test(tc, test_bad_input, 0, sizeof(bads) / sizeof(bads[0]));
+	tcase_add_test(tc, test_key_lengths);
+	tcase_add_test(tc, test_conflict);
+	tcase_add_test(tc, test_aborted_put);
+	tcase_add_test(tc, test_volume_down);
+	tcase_add_test(tc, test_all_down);
+	tcase_add_test(tc, test_lock_and_sigterm); /* last: stops the master */
+	return tc;
+}
+
+int main(void)
+{
+	Suite *s = suite_create("master");
+	TCase *tc;
+	SRunner *sr;
+	int failed;
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	signal(SIGPIPE, SIG_IGN);
+	suite_add_tcase(s, api_case("mkv-volume", up_mkv));
+	suite_add_tcase(s, api_case("nginx", up_nginx));
+	tc = tcase_create("flags");
+	tcase_set_timeout(tc, 60);
+	tcase_add_unchecked_fixture(tc, up_protect, cluster_down);
+	tcase_add_test(tc, test_protect_fallback);
+	tcase_add_test(tc, test_mkv_format_index);
+	tcase_add_test(tc, test_usage);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
