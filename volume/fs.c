@@ -1,0 +1,340 @@
+/* fs.c -- see fs.h.
+ *
+ * Write order of a PUT, which makes a crash at any point safe: the bytes go
+ * to a file with no name (O_TMPFILE) in the target's directory, its md5
+ * is stored as an xattr, fsync; only then does it get a name -- linked in
+ * directly when the target is new, else linked to a hidden temporary name
+ * and renamed over the target -- and the directory is fsynced before the
+ * 201/204.  A crash before the link leaves nothing; a crash between link
+ * and rename leaves one hidden ".mkv-tmp.*" file that listings never show;
+ * readers only ever see the old or the new whole file. */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+
+long long vol_fs_fail_after;
+static _Atomic long long fault_written;
+static _Atomic unsigned long tmp_seq;
+
+int vol_root_open(struct vol_root *r, const char *path)
+{
+	char *p = xstrdup(path);
+	for (char *s = p + 1;; s++) {          /* mkdir -p */
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+			log_msg("mkdir() \"%s\" failed (%d: %s)", p, errno, strerror(errno));
+			free(p);
+			return -1;
+		}
+		if (!(*s = c))
+			break;
+	}
+	free(p);
+	r->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r->fd < 0) {
+		log_msg("open() \"%s\" failed (%d: %s)", path, errno, strerror(errno));
+		return -1;
+	}
+	r->path = path;
+	return 0;
+}
+
+int vol_errno_status(int err, int notfound)
+{
+	switch (err) {
+	case ENOENT:
+	case ENOTDIR:
+	case ENAMETOOLONG:
+		return notfound;
+	case EACCES:
+	case EPERM:
+	case ELOOP:
+		return 403;
+	case EISDIR:
+	case ENOTEMPTY:
+	case EEXIST:
+		return 409;
+	case ENOSPC:
+	case EDQUOT:
+		return 507;
+	default:
+		return 500;
+	}
+}
+
+int vol_fs_fail(const struct vol_root *r, const char *call, const char *path, int err,
+		int notfound)
+{
+	log_msg("%s() \"%s/%s\" failed (%d: %s)", call, r->path, path, err, strerror(err));
+	return vol_errno_status(err, notfound);
+}
+
+int vol_fs_open(const struct vol_root *r, const char *path, int *fd, struct stat *st)
+{
+	/* O_NONBLOCK: a FIFO someone left in the directory must not hang us. */
+	*fd = openat(r->fd, *path ? path : ".", O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (*fd < 0)
+		return errno == ENOENT || errno == ENOTDIR ? 404
+							   : vol_fs_fail(r, "open", path, errno, 404);
+	if (fstat(*fd, st) < 0) {
+		int status = vol_fs_fail(r, "fstat", path, errno, 404);
+		close(*fd);
+		return status;
+	}
+	if (S_ISREG(st->st_mode))
+		return 200;
+	close(*fd);
+	*fd = -1;
+	return S_ISDIR(st->st_mode) ? 301 : 404;
+}
+
+struct vol_put {
+	const struct vol_root *root;
+	char *path;          /* target, relative to the root */
+	const char *base;    /* its last segment, inside path */
+	int dfd;             /* the target's directory */
+	int fd;              /* the temporary file */
+	bool named;          /* the temporary file has tmpname (no O_TMPFILE) */
+	bool existed;        /* the target existed when the PUT began */
+	bool made_dirs;      /* parents were created: fsync them all at commit */
+	char tmpname[64];
+	EVP_MD_CTX *md5;
+};
+
+static void make_tmpname(struct vol_put *p)
+{
+	snprintf(p->tmpname, sizeof(p->tmpname), ".mkv-tmp.%ld.%lu", (long)getpid(),
+		 atomic_fetch_add(&tmp_seq, 1));
+}
+
+/* Open the directory part of p->path, creating it (mkdir -p) if missing. */
+static int open_parent(struct vol_put *p)
+{
+	const char *slash = strrchr(p->path, '/');
+	char *dir = slash ? xstrndup(p->path, (size_t)(slash - p->path)) : xstrdup(".");
+	int status = 0;
+
+	p->dfd = openat(p->root->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (p->dfd < 0 && errno == ENOENT) {
+		for (char *s = dir;; s++) {
+			if (*s != '/' && *s != '\0')
+				continue;
+			char c = *s;
+			*s = '\0';
+			if (mkdirat(p->root->fd, dir, 0755) == 0)
+				p->made_dirs = true;
+			else if (errno != EEXIST)
+				status = vol_fs_fail(p->root, "mkdir", dir, errno, 409);
+			*s = c;
+			if (status || !c)
+				break;
+		}
+		if (!status)
+			p->dfd = openat(p->root->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (!status && p->dfd < 0)
+		status = vol_fs_fail(p->root, "open", dir, errno, 409);
+	free(dir);
+	return status;
+}
+
+struct vol_put *vol_put_begin(const struct vol_root *r, const char *path, int *status)
+{
+	struct vol_put *p = xcalloc(1, sizeof(*p));
+	const char *slash;
+	struct stat st;
+
+	p->root = r;
+	p->path = xstrdup(path);
+	slash = strrchr(p->path, '/');
+	p->base = slash ? slash + 1 : p->path;
+	p->dfd = p->fd = -1;
+	*status = open_parent(p);
+	if (*status)
+		goto fail;
+	if (fstatat(p->dfd, p->base, &st, 0) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			*status = 409;
+			goto fail;
+		}
+		p->existed = true;
+	}
+	p->fd = openat(p->dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	if (p->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		make_tmpname(p);
+		p->named = true;
+		p->fd = openat(p->dfd, p->tmpname, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+	}
+	if (p->fd < 0) {
+		*status = vol_fs_fail(r, "open", path, errno, 409);
+		goto fail;
+	}
+	p->md5 = EVP_MD_CTX_new();
+	if (!p->md5 || !EVP_DigestInit_ex(p->md5, EVP_md5(), NULL))
+		die("md5 init failed");
+	return p;
+fail:
+	vol_put_abort(p);
+	return NULL;
+}
+
+int vol_put_write(struct vol_put *p, const void *data, size_t n)
+{
+	const char *s = data;
+	if (!EVP_DigestUpdate(p->md5, data, n))
+		die("md5 update failed");
+	while (n > 0) {
+		ssize_t w;
+		if (vol_fs_fail_after > 0 &&
+		    atomic_fetch_add(&fault_written, (long long)n) + (long long)n > vol_fs_fail_after) {
+			errno = ENOSPC;
+			w = -1;
+		} else {
+			w = write(p->fd, s, n);
+		}
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return vol_fs_fail(p->root, "write", p->path, errno, 500);
+		}
+		s += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* fsync every directory from the root down to the target's: those created
+ * by this PUT must reach the disk before the entry naming the file does. */
+static int sync_parents(struct vol_put *p)
+{
+	char *dir = xstrdup(p->path);
+	int status = 0;
+	if (fsync(p->root->fd) < 0)
+		status = vol_fs_fail(p->root, "fsync", "", errno, 500);
+	for (char *s = strchr(dir, '/'); s && !status; s = strchr(s + 1, '/')) {
+		int fd;
+		*s = '\0';
+		fd = openat(p->root->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 || fsync(fd) < 0)
+			status = vol_fs_fail(p->root, fd < 0 ? "open" : "fsync", dir, errno, 500);
+		if (fd >= 0)
+			close(fd);
+		*s = '/';
+	}
+	free(dir);
+	return status;
+}
+
+static int link_tmpfile(struct vol_put *p, const char *name)
+{
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", p->fd);
+	return linkat(AT_FDCWD, proc, p->dfd, name, AT_SYMLINK_FOLLOW);
+}
+
+int vol_put_commit(struct vol_put *p)
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int dl = 0;
+	char hex[33];
+	int status = 0;
+
+	if (!EVP_DigestFinal_ex(p->md5, d, &dl) || dl != 16)
+		die("md5 final failed");
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	/* A filesystem without user xattrs just has no md5 to offer. */
+	if (fsetxattr(p->fd, VOL_MD5_XATTR, hex, 32, 0) < 0 && errno != ENOTSUP &&
+	    errno != EPERM && errno != EACCES)
+		vol_fs_fail(p->root, "fsetxattr", p->path, errno, 500);
+	if (fsync(p->fd) < 0) {
+		status = vol_fs_fail(p->root, "fsync", p->path, errno, 500);
+		goto out;
+	}
+	if (!p->named) {
+		if (!p->existed) {
+			if (link_tmpfile(p, p->base) == 0)
+				goto linked;
+			if (errno != EEXIST) {
+				status = vol_fs_fail(p->root, "linkat", p->path, errno, 409);
+				goto out;
+			}
+			p->existed = true;      /* someone else created it meanwhile */
+		}
+		make_tmpname(p);
+		if (link_tmpfile(p, p->tmpname) < 0) {
+			status = vol_fs_fail(p->root, "linkat", p->path, errno, 409);
+			goto out;
+		}
+		p->named = true;
+	}
+	if (renameat(p->dfd, p->tmpname, p->dfd, p->base) < 0) {
+		int err = errno;
+		log_msg("rename() \"%s/%s\" to \"%s\" failed (%d: %s)", p->root->path, p->tmpname,
+			p->path, err, strerror(err));
+		status = vol_errno_status(err, 409);
+		goto out;
+	}
+	p->named = false;
+linked:
+	if (p->made_dirs && (status = sync_parents(p)))
+		goto out;
+	if (fsync(p->dfd) < 0) {
+		status = vol_fs_fail(p->root, "fsync", p->path, errno, 500);
+		goto out;
+	}
+	status = p->existed ? 204 : 201;
+out:
+	vol_put_abort(p);
+	return status;
+}
+
+void vol_put_abort(struct vol_put *p)
+{
+	if (!p)
+		return;
+	if (p->fd >= 0)
+		close(p->fd);
+	if (p->named)
+		unlinkat(p->dfd, p->tmpname, 0);
+	if (p->dfd >= 0)
+		close(p->dfd);
+	EVP_MD_CTX_free(p->md5);
+	free(p->path);
+	free(p);
+}
+
+int vol_fs_delete(const struct vol_root *r, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int fd, status = 204;
+
+	if (unlinkat(r->fd, path, 0) < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 404;
+		return vol_fs_fail(r, "unlink", path, errno, 404);
+	}
+	/* Make the removal durable too: a blob must not come back after a crash. */
+	dir = slash ? xstrndup(path, (size_t)(slash - path)) : xstrdup(".");
+	fd = openat(r->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		status = vol_fs_fail(r, fd < 0 ? "open" : "fsync", dir, errno, 500);
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return status;
+}

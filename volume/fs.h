@@ -1,0 +1,59 @@
+/* fs.h -- everything mkv-volume does to its data directory.
+ *
+ * Paths are relative to the root (as vol_path_clean makes them) and are
+ * resolved with the *at() calls against root->fd, so nothing here can
+ * name a file outside it except through a symlink someone placed inside
+ * (subvolumes on other disks).  Functions return an HTTP status and log
+ * one line naming the failing call and file. */
+#ifndef VOL_FS_H
+#define VOL_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+
+#define VOL_MD5_XATTR "user.mkv.md5"
+
+struct vol_root {
+	int fd;             /* O_DIRECTORY fd of the data directory */
+	const char *path;   /* its name, for log lines and getxattr */
+};
+
+/* Open root->path (creating it if missing); 0 or -1 (logged). */
+int vol_root_open(struct vol_root *r, const char *path);
+
+/* The one errno -> status table.  notfound is what ENOENT/ENOTDIR mean for
+ * this request (404 for reads, 409 for a PUT whose parent is a file). */
+int vol_errno_status(int err, int notfound);
+/* Log `call() "root/path" failed (errno: text)` and return the status. */
+int vol_fs_fail(const struct vol_root *r, const char *call, const char *path, int err,
+		int notfound);
+
+/* Open a file for reading.  Returns 200 with *fd and *st set (the caller
+ * owns *fd), 301 when path is a directory, or an error status. */
+int vol_fs_open(const struct vol_root *r, const char *path, int *fd, struct stat *st);
+
+/* A PUT in progress: an unnamed temporary file in the target's directory
+ * (a hidden named one where O_TMPFILE is not supported) and the md5 of
+ * what was written so far. */
+struct vol_put;
+/* Create missing parents and the temporary file.  Returns NULL with
+ * *status set (409 when the target is a directory or a parent a file). */
+struct vol_put *vol_put_begin(const struct vol_root *r, const char *path, int *status);
+/* Append; 0, or an error status (507 when the disk is full). */
+int vol_put_write(struct vol_put *p, const void *data, size_t n);
+/* Make it durable and visible: md5 xattr, fsync, rename over the target,
+ * fsync the directory.  201 (new) or 204 (replaced), or an error status
+ * with nothing changed.  Frees p.  May block: call it off the event loop. */
+int vol_put_commit(struct vol_put *p);
+/* Forget the upload; no trace is left on disk.  Frees p (NULL is fine). */
+void vol_put_abort(struct vol_put *p);
+
+/* Remove a file and fsync its directory: 204, 404, 409 for a directory. */
+int vol_fs_delete(const struct vol_root *r, const char *path);
+
+/* Fault injection for tests: when > 0, a PUT fails with ENOSPC once it
+ * has written this many bytes in total (process-wide). */
+extern long long vol_fs_fail_after;
+
+#endif

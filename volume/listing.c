@@ -1,0 +1,252 @@
+/* listing.c -- see listing.h.
+ *
+ * nginx reads a whole directory into memory and sorts it.  We want the
+ * same order without holding 100,000 names, so the listing is produced in
+ * batches: each pass over the directory keeps only the vol_list_batch
+ * smallest entries above the last one sent, sorts and sends those.  A
+ * directory of up to vol_list_batch entries takes one pass, as in nginx;
+ * N entries take N / vol_list_batch passes of readdir, which is cheap
+ * next to the stat and xattr calls made per entry sent. */
+#include "listing.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+
+size_t vol_list_batch = 8192;
+
+struct ent {
+	bool dir;
+	char name[];
+};
+
+struct vol_list {
+	const struct vol_root *root;
+	char *path;            /* root->path "/" path "/", for getxattr */
+	DIR *d;
+	struct ent **v;        /* the current batch, sorted; up to 2 * batch while reading */
+	size_t n, i;           /* entries in v, next to send */
+	struct ent *last;      /* the last entry of the previous batch */
+	bool more;             /* entries beyond the current batch remain */
+	bool started, ended;
+	struct buf out;        /* formatted, not yet copied out */
+	size_t off;
+};
+
+/* Directories first, then names in byte order (strcmp's unsigned bytes). */
+static int ent_cmp(const struct ent *a, const struct ent *b)
+{
+	if (a->dir != b->dir)
+		return a->dir ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+static int ent_qcmp(const void *a, const void *b)
+{
+	return ent_cmp(*(struct ent *const *)a, *(struct ent *const *)b);
+}
+
+static void keep_smallest(struct vol_list *l, size_t keep)
+{
+	qsort(l->v, l->n, sizeof(*l->v), ent_qcmp);
+	while (l->n > keep) {
+		free(l->v[--l->n]);
+		l->more = true;
+	}
+}
+
+/* One pass over the directory: the next batch into l->v. */
+static int next_batch(struct vol_list *l)
+{
+	size_t batch = vol_list_batch ? vol_list_batch : 1, cap = 2 * batch;
+	struct dirent *de;
+	bool bounded = false;   /* v[batch - 1] bounds what this batch can hold */
+
+	for (size_t i = l->i; i < l->n; i++)
+		free(l->v[i]);
+	l->n = l->i = 0;
+	l->more = false;
+	if (!l->v)
+		l->v = xmalloc(cap * sizeof(*l->v));
+	rewinddir(l->d);
+	for (;;) {
+		union {
+			struct ent e;
+			char room[sizeof(struct ent) + sizeof(de->d_name)];
+		} key;
+		struct stat st;
+		size_t len;
+
+		errno = 0;
+		de = readdir(l->d);
+		if (!de)
+			break;
+		if (de->d_name[0] == '.')
+			continue;
+		if (de->d_type == DT_DIR || de->d_type == DT_REG)
+			key.e.dir = de->d_type == DT_DIR;
+		else    /* a symlink or an fs without d_type: follow it */
+			key.e.dir = fstatat(dirfd(l->d), de->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+		len = strlen(de->d_name);
+		memcpy(key.e.name, de->d_name, len + 1);
+		if (l->last && ent_cmp(&key.e, l->last) <= 0)
+			continue;               /* sent in an earlier batch */
+		if (bounded && ent_cmp(&key.e, l->v[batch - 1]) > 0) {
+			l->more = true;         /* for a later batch */
+			continue;
+		}
+		l->v[l->n] = xmalloc(sizeof(struct ent) + len + 1);
+		memcpy(l->v[l->n++], &key, sizeof(struct ent) + len + 1);
+		if (l->n == cap) {
+			keep_smallest(l, batch);
+			bounded = true;
+		}
+	}
+	if (errno) {
+		log_msg("readdir() \"%s\" failed (%d: %s)", l->path, errno, strerror(errno));
+		return -1;
+	}
+	keep_smallest(l, batch);
+	free(l->last);
+	l->last = NULL;
+	if (l->n > 0) {
+		struct ent *t = l->v[l->n - 1];
+		size_t len = strlen(t->name);
+		l->last = xmalloc(sizeof(*t) + len + 1);
+		memcpy(l->last, t, sizeof(*t) + len + 1);
+	}
+	return 0;
+}
+
+/* nginx's ngx_escape_json. */
+static void put_json(struct buf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		char e[6] = {'\\', 0, '0', '0', 0, 0};
+		if (*p == '"' || *p == '\\') {
+			e[1] = (char)*p;
+			buf_append(b, e, 2);
+		} else if (*p > 0x1f) {
+			buf_append(b, p, 1);
+		} else {
+			switch (*p) {
+			case '\n': e[1] = 'n'; break;
+			case '\r': e[1] = 'r'; break;
+			case '\t': e[1] = 't'; break;
+			case '\b': e[1] = 'b'; break;
+			case '\f': e[1] = 'f'; break;
+			default:
+				e[1] = 'u';
+				e[4] = hex[*p >> 4];
+				e[5] = hex[*p & 15];
+				buf_append(b, e, 6);
+				continue;
+			}
+			buf_append(b, e, 2);
+		}
+	}
+}
+
+/* Format one entry; false when it vanished since the directory was read. */
+static bool put_entry(struct vol_list *l, const struct ent *e)
+{
+	struct stat st;
+	struct tm tm;
+	char date[64], md5[33];
+	const char *type;
+	int fd = dirfd(l->d);
+
+	/* As nginx: follow symlinks, or describe a dangling one itself. */
+	if (fstatat(fd, e->name, &st, 0) < 0 &&
+	    ((errno != ENOENT && errno != ELOOP) || fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0))
+		return false;
+	type = S_ISDIR(st.st_mode) ? "directory" : S_ISREG(st.st_mode) ? "file" : "other";
+	gmtime_r(&st.st_mtime, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	buf_puts(&l->out, l->started ? ",\r\n{ \"name\":\"" : "\r\n{ \"name\":\"");
+	l->started = true;
+	put_json(&l->out, e->name);
+	buf_printf(&l->out, "\", \"type\":\"%s\", \"mtime\":\"%s\"", type, date);
+	if (S_ISREG(st.st_mode)) {
+		char *full = xasprintf("%s%s", l->path, e->name);
+		buf_printf(&l->out, ", \"size\":%lld", (long long)st.st_size);
+		if (getxattr(full, VOL_MD5_XATTR, md5, 32) == 32) {
+			md5[32] = '\0';
+			if (strspn(md5, "0123456789abcdef") == 32)
+				buf_printf(&l->out, ", \"md5\":\"%s\"", md5);
+		}
+		free(full);
+	}
+	buf_puts(&l->out, " }");
+	return true;
+}
+
+struct vol_list *vol_list_open(const struct vol_root *root, const char *path, int *status)
+{
+	struct vol_list *l;
+	int fd = openat(root->fd, *path ? path : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		*status = errno == ENOENT || errno == ENOTDIR
+				  ? 404
+				  : vol_fs_fail(root, "opendir", path, errno, 404);
+		return NULL;
+	}
+	l = xcalloc(1, sizeof(*l));
+	l->root = root;
+	l->d = fdopendir(fd);
+	if (!l->d)
+		die("fdopendir: %s", strerror(errno));
+	l->path = *path ? xasprintf("%s/%s/", root->path, path) : xasprintf("%s/", root->path);
+	l->more = true;         /* nothing read yet */
+	buf_puts(&l->out, "[");
+	return l;
+}
+
+ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max)
+{
+	while (l->out.len - l->off < max && !l->ended) {
+		if (l->i == l->n) {
+			if (!l->more) {
+				buf_puts(&l->out, "\r\n]");
+				l->ended = true;
+				break;
+			}
+			if (next_batch(l) < 0)
+				return -1;
+			continue;
+		}
+		put_entry(l, l->v[l->i]);
+		free(l->v[l->i++]);
+	}
+	size_t n = l->out.len - l->off;
+	if (n > max)
+		n = max;
+	memcpy(buf, l->out.data + l->off, n);
+	l->off += n;
+	if (l->off == l->out.len)
+		l->off = l->out.len = 0;
+	return (ssize_t)n;
+}
+
+void vol_list_close(struct vol_list *l)
+{
+	if (!l)
+		return;
+	for (size_t i = l->i; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	free(l->last);
+	closedir(l->d);
+	free(l->path);
+	buf_free(&l->out);
+	free(l);
+}

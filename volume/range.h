@@ -1,0 +1,18 @@
+/* range.h -- HTTP Range headers, parsed exactly as nginx 1.22 does with
+ * max_ranges 1 (see deploy/nginx), so both kinds of volume answer alike. */
+#ifndef VOL_RANGE_H
+#define VOL_RANGE_H
+
+#include <stdint.h>
+
+enum vol_range {
+	VOL_RANGE_ALL,       /* no usable Range: answer 200 with the whole file */
+	VOL_RANGE_ONE,       /* answer 206 with [*start, *start + *len) */
+	VOL_RANGE_BAD,       /* answer 416 with Content-Range: bytes * / size */
+};
+
+/* hdr may be NULL (no Range header).  Several satisfiable ranges give
+ * VOL_RANGE_ALL; unsatisfiable ones among satisfiable ones are dropped. */
+enum vol_range vol_range_parse(const char *hdr, uint64_t size, uint64_t *start, uint64_t *len);
+
+#endif

@@ -1,0 +1,440 @@
+/* server.c -- see server.h.
+ *
+ * libmicrohttpd runs an epoll thread pool.  Reads (open, fstat, sendfile)
+ * and the writes of a PUT body happen on those threads: they do not wait
+ * for the disk.  What does -- the fsyncs that make a PUT or DELETE durable
+ * -- runs on a pool of sync workers while the connection is suspended, so
+ * a slow disk never stalls the other connections of that thread.
+ *
+ * Every response is queued on the second call of the access handler or
+ * later: queued on the first, libmicrohttpd closes the connection. */
+#include "server.h"
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "fs.h"
+#include "listing.h"
+#include "path.h"
+#include "range.h"
+
+#define SYNC_WORKERS 32          /* fsyncs in flight at once */
+#define MAX_CONNECTIONS 4096
+#define IDLE_TIMEOUT_S 60
+#define CONN_MEMORY (128 * 1024) /* request line + headers + one body buffer */
+#define PATH_BYTES 4096
+
+enum method { M_GET, M_HEAD, M_PUT, M_DELETE, M_OTHER };
+
+/* A PUT, DELETE or unsupported method; GET and HEAD need no state. */
+struct req {
+	struct req *next;              /* in the sync queue */
+	struct MHD_Connection *conn;
+	enum method m;
+	int status;                    /* the answer, once known */
+	const char *why;               /* its reason, or NULL for the default */
+	bool synced;                   /* a sync worker has finished with it */
+	struct vol_put *put;
+	char path[PATH_BYTES];
+};
+
+struct vol_server {
+	struct MHD_Daemon *d;
+	struct vol_root root;
+	char *dir;
+	int port;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct req *head, *tail;       /* waiting for a sync worker */
+	bool stopping;
+	pthread_t workers[SYNC_WORKERS];
+	int nworkers;
+};
+
+static char read_marker;         /* *con_cls of a GET or HEAD */
+
+static const char *status_reason(int status)
+{
+	switch (status) {
+	case 301: return "moved to the directory's URL ending in /";
+	case 400: return "bad request";
+	case 403: return "forbidden";
+	case 404: return "not found";
+	case 405: return "method not allowed";
+	case 409: return "conflict: the path names a directory, or a parent is a file";
+	case 414: return "path too long";
+	case 415: return "no request body allowed";
+	case 416: return "requested range not satisfiable";
+	case 501: return "Content-Range in a PUT is not supported";
+	case 507: return "insufficient storage";
+	default:  return "internal server error";
+	}
+}
+
+static enum MHD_Result send_resp(struct MHD_Connection *c, int status, struct MHD_Response *resp)
+{
+	enum MHD_Result ok = MHD_queue_response(c, (unsigned int)status, resp);
+	MHD_destroy_response(resp);
+	return ok;
+}
+
+/* A one-line text/plain reason for a 3xx/4xx/5xx. */
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *why)
+{
+	char line[256];
+	int n = snprintf(line, sizeof(line), "%s\n", why ? why : status_reason(status));
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer((size_t)n, line, MHD_RESPMEM_MUST_COPY);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+	if (status == 405)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, PUT, DELETE");
+	return send_resp(c, status, resp);
+}
+
+static const char *header(struct MHD_Connection *c, const char *name)
+{
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+static ssize_t list_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	ssize_t n = vol_list_read(cls, buf, max);
+	(void)pos;
+	if (n < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	return n ? n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void list_free(void *cls)
+{
+	vol_list_close(cls);
+}
+
+static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection *c,
+				    const char *path)
+{
+	int status;
+	struct vol_list *l = vol_list_open(&s->root, path, &status);
+	struct MHD_Response *resp;
+	if (!l)
+		return send_error(c, status, NULL);
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, list_read, l,
+						 list_free);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	return send_resp(c, 200, resp);
+}
+
+/* nginx answers a directory named without its slash with a 301 to the
+ * name with it, on the Host the client used and the port we listen on. */
+static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connection *c,
+					 const char *url)
+{
+	const char *host = header(c, MHD_HTTP_HEADER_HOST);
+	size_t hl = host ? strcspn(host, ":") : 0;
+	char *loc = s->port == 80 ? xasprintf("http://%.*s%s/", (int)hl, host ? host : "", url)
+				  : xasprintf("http://%.*s:%d%s/", (int)hl, host ? host : "",
+					      s->port, url);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		strlen(status_reason(301)), (void *)status_reason(301), MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+	free(loc);
+	return send_resp(c, 301, resp);
+}
+
+static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
+				 const char *url, const char *path)
+{
+	struct MHD_Response *resp;
+	struct stat st;
+	struct tm tm;
+	char etag[64], date[64], cr[96];
+	const char *inm, *ims, *range, *ifr;
+	uint64_t start = 0, len, size;
+	enum vol_range rr;
+	int fd, status = vol_fs_open(&s->root, path, &fd, &st);
+
+	if (status == 301)
+		return send_dir_redirect(s, c, url);
+	if (status != 200)
+		return send_error(c, status, NULL);
+	size = (uint64_t)st.st_size;
+	snprintf(etag, sizeof(etag), "\"%llx-%llx\"", (unsigned long long)st.st_mtime,
+		 (unsigned long long)size);
+	gmtime_r(&st.st_mtime, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+
+	/* As nginx: If-None-Match first, else an exact If-Modified-Since. */
+	inm = header(c, MHD_HTTP_HEADER_IF_NONE_MATCH);
+	ims = header(c, MHD_HTTP_HEADER_IF_MODIFIED_SINCE);
+	if (inm ? !strcmp(inm, etag) || !strcmp(inm, "*") : ims && !strcmp(ims, date)) {
+		close(fd);
+		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+		status = 304;
+		goto headers;
+	}
+	range = header(c, MHD_HTTP_HEADER_RANGE);
+	ifr = header(c, MHD_HTTP_HEADER_IF_RANGE);
+	if (range && ifr && strcmp(ifr, ifr[0] == '"' ? etag : date))
+		range = NULL;
+	rr = vol_range_parse(range, size, &start, &len);
+	if (rr == VOL_RANGE_BAD) {
+		close(fd);
+		snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
+		resp = MHD_create_response_from_buffer(strlen(status_reason(416)),
+						       (void *)status_reason(416),
+						       MHD_RESPMEM_PERSISTENT);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+		return send_resp(c, 416, resp);
+	}
+	if (rr == VOL_RANGE_ALL)
+		len = size;
+	/* sendfile(2) from fd; libmicrohttpd closes it with the response. */
+	resp = MHD_create_response_from_fd_at_offset64(len, fd, start);
+	if (!resp) {
+		close(fd);
+		return send_error(c, 500, NULL);
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	if (rr == VOL_RANGE_ONE) {
+		snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)start,
+			 (unsigned long long)(start + len - 1), (unsigned long long)size);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+		status = 206;
+	} else {
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+	}
+headers:
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_LAST_MODIFIED, date);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+	return send_resp(c, status, resp);
+}
+
+static enum MHD_Result answer_read(struct vol_server *s, struct MHD_Connection *c,
+				   const char *url)
+{
+	char path[PATH_BYTES];
+	const char *why;
+	bool dir;
+	int status = vol_path_clean(url, path, sizeof(path), &dir, &why);
+	if (status)
+		return send_error(c, status, why);
+	return dir ? send_listing(s, c, path) : send_file(s, c, url, path);
+}
+
+static void *sync_worker(void *arg)
+{
+	struct vol_server *s = arg;
+	for (;;) {
+		struct req *r;
+		pthread_mutex_lock(&s->mu);
+		while (!s->head && !s->stopping)
+			pthread_cond_wait(&s->cv, &s->mu);
+		r = s->head;
+		if (r && !(s->head = r->next))
+			s->tail = NULL;
+		pthread_mutex_unlock(&s->mu);
+		if (!r)
+			return NULL;            /* stopping, and the queue is empty */
+		if (r->m == M_PUT) {
+			r->status = vol_put_commit(r->put);
+			r->put = NULL;
+		} else {
+			r->status = vol_fs_delete(&s->root, r->path);
+		}
+		r->synced = true;
+		MHD_resume_connection(r->conn);
+	}
+}
+
+/* Suspend the connection and hand r to a sync worker, which resumes it. */
+static bool queue_sync(struct vol_server *s, struct req *r)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->stopping) {
+		pthread_mutex_unlock(&s->mu);
+		return false;
+	}
+	MHD_suspend_connection(r->conn);
+	if (s->tail)
+		s->tail->next = r;
+	else
+		s->head = r;
+	s->tail = r;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return true;
+}
+
+static bool has_body(struct MHD_Connection *c)
+{
+	const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	return (cl && strcmp(cl, "0")) || header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+}
+
+/* First call of a PUT, DELETE or other method: decide what can be decided
+ * from the headers.  A refusal is sent once the body has been read, so
+ * the connection stays open. */
+static void begin_write(struct vol_server *s, struct req *r, const char *url)
+{
+	bool dir;
+	int status;
+
+	if (r->m == M_OTHER) {
+		r->status = 405;
+		return;
+	}
+	status = vol_path_clean(url, r->path, sizeof(r->path), &dir, &r->why);
+	if (status) {
+		r->status = status;
+		return;
+	}
+	if (r->m == M_DELETE) {
+		if (has_body(r->conn))
+			r->status = 415;
+		else if (dir)
+			r->status = 409;    /* no recursive delete here */
+		return;
+	}
+	if (dir) {
+		r->status = 409;
+		r->why = "a PUT path must not end in /";
+	} else if (header(r->conn, MHD_HTTP_HEADER_CONTENT_RANGE)) {
+		r->status = 501;
+	} else {
+		r->put = vol_put_begin(&s->root, r->path, &r->status);
+	}
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version,
+				  const char *upload, size_t *upload_size, void **con_cls)
+{
+	struct vol_server *s = cls;
+	struct req *r = *con_cls;
+	(void)version;
+
+	if (!r) {
+		if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
+			*con_cls = &read_marker;
+			return MHD_YES;
+		}
+		r = xcalloc(1, sizeof(*r));
+		r->conn = c;
+		r->m = !strcmp(method, "PUT") ? M_PUT : !strcmp(method, "DELETE") ? M_DELETE : M_OTHER;
+		*con_cls = r;
+		begin_write(s, r, url);
+		return MHD_YES;
+	}
+	if ((void *)r == &read_marker)
+		return answer_read(s, c, url);
+	if (*upload_size) {
+		if (r->put) {
+			int status = vol_put_write(r->put, upload, *upload_size);
+			if (status) {
+				/* Answer now; libmicrohttpd then closes the connection
+				 * instead of reading the rest of the body. */
+				vol_put_abort(r->put);
+				r->put = NULL;
+				*upload_size = 0;
+				return send_error(c, status, NULL);
+			}
+		}
+		*upload_size = 0;            /* anything else: the body is ignored */
+		return MHD_YES;
+	}
+	if (r->synced || r->status) {
+		if (r->status >= 300)
+			return send_error(c, r->status, r->why);
+		return send_resp(c, r->status,
+				 MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
+	}
+	/* The whole body is in (a PUT) or there is none (a DELETE). */
+	if (!queue_sync(s, r))
+		return MHD_NO;
+	return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct req *r = *con_cls;
+	(void)cls, (void)c, (void)toe;
+	if (r && (void *)r != &read_marker) {
+		vol_put_abort(r->put);      /* a PUT cut off: its temporary file goes */
+		free(r);
+	}
+	*con_cls = NULL;
+}
+
+/* The path is taken raw and decoded by vol_path_clean, in one place. */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	(void)cls, (void)c;
+	return strlen(s);
+}
+
+struct vol_server *vol_server_start(int port, const char *dir)
+{
+	struct vol_server *s = xcalloc(1, sizeof(*s));
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned int threads = ncpu > 1 ? (unsigned int)ncpu : 1;
+
+	s->dir = xstrdup(dir);
+	s->port = port;
+	if (vol_root_open(&s->root, s->dir) < 0)
+		goto fail;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	for (; s->nworkers < SYNC_WORKERS; s->nworkers++)
+		if (pthread_create(&s->workers[s->nworkers], NULL, sync_worker, s))
+			die("pthread_create failed");
+	s->d = MHD_start_daemon(
+		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
+			MHD_USE_ERROR_LOG,
+		(uint16_t)port, NULL, NULL, on_request, s,
+		MHD_OPTION_THREAD_POOL_SIZE, threads,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)IDLE_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, s,
+		MHD_OPTION_END);
+	if (!s->d) {
+		log_msg("cannot listen on port %d", port);
+		vol_server_stop(s);
+		return NULL;
+	}
+	log_msg("serving %s on port %d", s->dir, port);
+	return s;
+fail:
+	free(s->dir);
+	free(s);
+	return NULL;
+}
+
+void vol_server_stop(struct vol_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stopping = true;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	for (int i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	if (s->d)
+		MHD_stop_daemon(s->d);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	close(s->root.fd);
+	free(s->dir);
+	free(s);
+}

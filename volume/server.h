@@ -1,0 +1,14 @@
+/* server.h -- mkv-volume's HTTP front (the only file that includes
+ * microhttpd.h): SPEC §5 over one data directory. */
+#ifndef VOL_SERVER_H
+#define VOL_SERVER_H
+
+struct vol_server;
+
+/* Serve dir (created if missing) on port; 0 picks nothing, give a port.
+ * Returns NULL after logging why it could not start. */
+struct vol_server *vol_server_start(int port, const char *dir);
+/* Finish the writes being made durable, stop, free. */
+void vol_server_stop(struct vol_server *s);
+
+#endif
