@@ -1,0 +1,34 @@
+#!/bin/sh
+# `make run`: a local cluster in the foreground -- three volumes on ports
+# 3001-3003 (mkv-volume, or stock nginx with `make run VOLUMES=nginx`) and a
+# master on port 3000, all data under ./data.  Ctrl-C stops everything.
+set -e
+cd "$(dirname "$0")/.."
+kind=${1:-mkv}
+mkdir -p data
+pids=""
+cleanup() {
+	trap - INT TERM EXIT
+	[ -n "$pids" ] && kill $pids 2>/dev/null
+	wait 2>/dev/null
+	exit 0
+}
+trap cleanup INT TERM EXIT
+for i in 1 2 3; do
+	dir=data/vol$i
+	mkdir -p "$dir"
+	if [ "$kind" = nginx ]; then
+		sh deploy/nginx/mkv-nginx-volume 300$i "$dir" &
+	else
+		bin/mkv-volume -port 300$i "$dir" &
+	fi
+	pids="$pids $!"
+done
+sleep 0.3
+bin/mkv -volumes localhost:3001,localhost:3002,localhost:3003 -db data/indexdb \
+	-port 3000 "$@" server &
+pids="$pids $!"
+sleep 0.3
+echo "mkv: master on http://localhost:3000, volumes ($kind) on 3001-3003, data in ./data"
+echo "     try: curl -L -X PUT -T README.md localhost:3000/readme; curl -L localhost:3000/readme"
+wait
