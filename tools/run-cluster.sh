@@ -5,6 +5,7 @@
 set -e
 cd "$(dirname "$0")/.."
 kind=${1:-mkv}
+[ $# -gt 0 ] && shift
 mkdir -p data
 pids=""
 cleanup() {
