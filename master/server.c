@@ -55,7 +55,7 @@ struct req {
 
 	struct put *put;
 	bool put_finished;
-	char locs[RECORD_MAX_LOCS][LOC_MAX]; /* where a PUT writes */
+	char (*locs)[LOC_MAX];   /* where a PUT writes (heap, PUT only) */
 	int nlocs;
 };
 
@@ -225,6 +225,7 @@ static enum MHD_Result put_begin(struct req *r)
 		if (live)
 			return send_error(r, 403, "key exists: DELETE it first");
 	}
+	r->locs = xmalloc(sizeof(*r->locs) * RECORD_MAX_LOCS);
 	r->nlocs = handle_put_locations(cfg, r->key, r->klen, r->locs, &why);
 	if (r->nlocs < 0)
 		return send_error(r, 503, why);
@@ -426,6 +427,7 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->locked)
 		keylock_release(r->key, r->klen);
 	answer_free(&r->ans);
+	free(r->locs);
 	pthread_mutex_destroy(&r->mu);
 	free(r->uri);
 	free(r);
@@ -466,7 +468,7 @@ int server_main(const struct config *c)
 			     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
 			     MHD_OPTION_CONNECTION_TIMEOUT, 120u,
 			     MHD_OPTION_CONNECTION_LIMIT, 10000u,
-			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
 			     MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 			     MHD_OPTION_END);
 	if (!d) {
