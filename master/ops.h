@@ -1,0 +1,81 @@
+/* ops.h -- the operator commands' shared parts: moving one key (used by
+ * `mkv rebalance` and by the server's REBALANCE), and the worker pool,
+ * progress line and streaming copy that rebuild.c and rebalance.c share.
+ *
+ * Moving a key always goes in the order that survives a crash at any point:
+ *   1. copy the blob to every wanted location that the record lacks
+ *      (streamed volume -> volume; verified against HASH when known);
+ *   2. write the record with the wanted locations (HASH and DELETED kept);
+ *   3. delete the copies that are no longer wanted.
+ * Killed before 2, the old record still names complete copies; killed after
+ * 2, the new one does.  Only an unreferenced old copy can be left behind. */
+#ifndef MKV_OPS_H
+#define MKV_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct config;
+struct index;
+
+/* Move key onto key2volume(cfg) locations, for a running server (SPEC §4
+ * REBALANCE).  Returns 204 (moved, or already in place), 404 (absent or
+ * unlinked), or 500/503 with *why a static one-line reason (details are
+ * logged).  Thread-safe; the caller serialises writers of the same key (the
+ * server holds the key's lock).  Old copies are deleted a grace period after
+ * the new record is written, in the background, so that a GET redirected
+ * to an old copy just before the switch still finds it. */
+int rebalance_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		  const char **why);
+
+#define REBALANCE_UNLINKED 1   /* move unlinked keys' blobs too (not 404) */
+#define REBALANCE_NOW      2   /* delete old copies at once: nobody reads (offline) */
+/* rebalance_key with flags; *moved (may be NULL) tells whether any blob or
+ * record changed. */
+int rebalance_key_flags(const struct config *cfg, struct index *idx, const char *key,
+			size_t klen, int flags, bool *moved, const char **why);
+
+/* Wait (bounded by timeout_ms) until the background deletes queued by
+ * rebalance_key are done; returns how many are still pending.  A server
+ * calls it at shutdown (an old copy left behind is only wasted space). */
+int rebalance_drain(uint64_t timeout_ms);
+
+/* ---- shared by rebuild.c and rebalance.c (ops_util.c) ---- */
+
+/* Run fn(ctx, i) for i in [0, n) on `workers` threads; returns when all
+ * are done.  Each thread drops its httpc handle at exit. */
+void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
+
+/* Start `workers` threads running fn(ctx) each; ops_threads_join waits. */
+struct ops_threads;
+struct ops_threads *ops_threads_start(int workers, void (*fn)(void *ctx), void *ctx);
+void ops_threads_join(struct ops_threads *t);
+
+/* A progress line on stderr, redrawn every 250 ms while stderr is a
+ * terminal (and never otherwise).  line(ctx, out, n) formats the text. */
+struct ops_progress;
+struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_t n),
+					void *ctx);
+void ops_progress_stop(struct ops_progress *p);   /* clears the line */
+
+/* "1.2 s", "3 min 4 s" ... into out. */
+void ops_fmt_duration(uint64_t ms, char *out, size_t n);
+
+/* Percent-encode every byte but [A-Za-z0-9-._~] (for query values and
+ * keys in URLs; keep_slash leaves '/' raw).  Caller frees. */
+char *ops_escape(const char *s, size_t n, bool keep_slash);
+
+/* The value of response header `name` of a HEAD of url (not followed) into
+ * out (n bytes; "" when absent).  Returns the status, -1 on no answer. */
+int ops_head(const char *url, const char *name, char *out, size_t n, long timeout_ms);
+
+/* Copy the blob at src_url to each of dst_urls[0..ndst), streamed (the
+ * bytes pass through a fixed buffer, never whole in memory).  When md5 is
+ * a 32-hex string the bytes read must match it.  Returns 0, 1 when the
+ * source was missing (404) or did not match md5, -1 on other failures;
+ * err (256 bytes) gets a reason when non-zero. */
+int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
+	     long timeout_ms, char *err);
+
+#endif

@@ -1,0 +1,618 @@
+/* rebuild.c -- `mkv rebuild`: regenerate the index from the volumes'
+ * directory listings.
+ *
+ * The walk goes by hash directory rather than by volume: a key's path
+ * /xx/yy/<base64> is the same on every volume, so after discovering which
+ * roots (a volume, or a volume's svNN subvolume) hold which /xx/yy/, one
+ * task lists /xx/yy/ on every root that has it and so sees every copy of
+ * every key in it.  Each record is then written once, complete, with no
+ * read-modify-write and no lock, and memory holds one leaf at a time.
+ *
+ * Base64 names may contain '/', so a blob can sit directories below
+ * /xx/yy/; the walk recurses, rebuilds the name from the path, decodes it
+ * and keeps the file only when key2path(key) is exactly where it was found. */
+#include "mkv.h"
+#include "index.h"
+#include "ops.h"
+#include "../common/httpc.h"
+#include "../common/placement.h"
+#include "../common/record.h"
+#include "../common/util.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LIST_MAX (256u << 20)  /* largest listing we accept */
+#define TRIES 3
+#define MAX_STRAY_LOGS 10
+
+struct root {
+	char *loc;             /* "host:port" or "host:port/svNN" */
+	int vol;               /* index into cfg->volumes */
+	bool xx[256];          /* which /xx/ it has */
+	uint8_t yy[65536 / 8]; /* which /xx/yy/ it has, bit (xx<<8|yy) */
+};
+
+struct entry {
+	char *key;
+	size_t klen;
+	int root;
+	char md5[33];
+};
+
+struct rb {
+	const struct config *cfg;
+	struct index *idx, *old;
+	pthread_mutex_t mu;       /* guards roots while they are discovered */
+	struct root **roots;
+	int nroots;
+	int *pair_root;           /* phase 3 work: (root, xx) */
+	int *pair_xx;
+	uint16_t *leaves;         /* phase 4 work: xx<<8|yy */
+	atomic_ulong dirs_done, dirs_total, keys, with_md5, md5_from_old, unlinked, strays,
+		failed, conflicts, leaves_done;
+	size_t nleaves;
+	uint64_t t0, t_leaves;
+};
+
+/* ---- listings ---- */
+
+/* GET a JSON directory listing; NULL when the directory is gone (404) or
+ * on failure (then logged and counted). *gone tells which. */
+static json_t *list_dir(struct rb *rb, const char *loc, const char *path, bool *gone)
+{
+	char *enc = ops_escape(path, strlen(path), true);
+	char *url = xasprintf("http://%s%s", loc, enc);
+	char err[256] = "";
+	json_t *doc = NULL;
+	int st = -1;
+	*gone = false;
+	for (int t = 0; t < TRIES && !doc; t++) {
+		struct buf b = {0};
+		json_error_t je;
+		if (t)
+			usleep(100000u << t);
+		st = httpc_do("GET", url, NULL, 0, 60000, &b, LIST_MAX, err);
+		if (st == 404) {
+			*gone = true;
+			buf_free(&b);
+			break;
+		}
+		if (st == 200) {
+			doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
+			if (doc && !json_is_array(doc)) {
+				json_decref(doc);
+				doc = NULL;
+			}
+			if (!doc)
+				snprintf(err, sizeof(err), "not a JSON listing (autoindex_format json?)");
+		} else if (st > 0) {
+			snprintf(err, sizeof(err), "status %d", st);
+		}
+		buf_free(&b);
+	}
+	if (!doc && !*gone) {
+		log_msg("rebuild: GET %s failed: %s", url, err);
+		atomic_fetch_add(&rb->failed, 1);
+	}
+	atomic_fetch_add(&rb->dirs_done, 1);
+	free(enc);
+	free(url);
+	return doc;
+}
+
+static const char *ent_name(json_t *e, bool *is_dir, bool *is_file)
+{
+	const char *name = json_string_value(json_object_get(e, "name"));
+	const char *type = json_string_value(json_object_get(e, "type"));
+	*is_dir = type && !strcmp(type, "directory");
+	*is_file = type && !strcmp(type, "file");
+	if (!name || !*name || name[0] == '.' || strchr(name, '/'))
+		return NULL;
+	return name;
+}
+
+static int hexv(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* "5d" -> 0x5d; -1 unless exactly two lowercase hex digits (as key2path). */
+static int hash_dir(const char *s)
+{
+	if (strlen(s) != 2 || (s[0] >= 'A' && s[0] <= 'F') || (s[1] >= 'A' && s[1] <= 'F') ||
+	    hexv(s[0]) < 0 || hexv(s[1]) < 0)
+		return -1;
+	return hexv(s[0]) << 4 | hexv(s[1]);
+}
+
+static bool is_subvolume(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 4 || n > 6 || strncmp(s, "sv", 2))
+		return false;
+	for (size_t i = 2; i < n; i++)
+		if (hexv(s[i]) < 0)
+			return false;
+	return true;
+}
+
+static struct root *root_add(struct rb *rb, const char *loc, int vol)
+{
+	struct root *r = xcalloc(1, sizeof(*r));
+	r->loc = xstrdup(loc);
+	r->vol = vol;
+	pthread_mutex_lock(&rb->mu);
+	rb->roots = xrealloc(rb->roots, (size_t)(rb->nroots + 1) * sizeof(*rb->roots));
+	rb->roots[rb->nroots++] = r;
+	pthread_mutex_unlock(&rb->mu);
+	return r;
+}
+
+/* Phase 1: a volume's top directory holds /xx/ (no subvolumes) and/or svNN/. */
+static void phase_volume(void *ctx, size_t i)
+{
+	struct rb *rb = ctx;
+	const char *vol = rb->cfg->volumes[i];
+	struct root *self = NULL;
+	bool gone;
+	json_t *doc = list_dir(rb, vol, "/", &gone), *e;
+	size_t j;
+	json_array_foreach(doc, j, e) {
+		bool d, f;
+		const char *name = ent_name(e, &d, &f);
+		int x;
+		if (!name || !d)
+			continue;
+		if ((x = hash_dir(name)) >= 0) {
+			if (!self)
+				self = root_add(rb, vol, (int)i);
+			self->xx[x] = true;
+		} else if (is_subvolume(name)) {
+			char *loc = xasprintf("%s/%s", vol, name);
+			struct root *r = root_add(rb, loc, (int)i);
+			r->xx[0] = false;
+			free(loc);
+		}
+	}
+	json_decref(doc);
+}
+
+/* Phase 2: a subvolume's top directory holds /xx/. */
+static void phase_subvolume(void *ctx, size_t i)
+{
+	struct rb *rb = ctx;
+	struct root *r = rb->roots[i];
+	bool gone;
+	json_t *doc, *e;
+	size_t j;
+	if (!strchr(r->loc, '/'))
+		return;   /* a volume's own root: listed in phase 1 */
+	doc = list_dir(rb, r->loc, "/", &gone);
+	json_array_foreach(doc, j, e) {
+		bool d, f;
+		const char *name = ent_name(e, &d, &f);
+		int x;
+		if (name && d && (x = hash_dir(name)) >= 0)
+			r->xx[x] = true;
+	}
+	json_decref(doc);
+}
+
+/* Phase 3: /xx/ holds /xx/yy/. */
+static void phase_xx(void *ctx, size_t i)
+{
+	struct rb *rb = ctx;
+	struct root *r = rb->roots[rb->pair_root[i]];
+	int xx = rb->pair_xx[i];
+	char path[8];
+	bool gone;
+	json_t *doc, *e;
+	size_t j;
+	snprintf(path, sizeof(path), "/%02x/", xx);
+	doc = list_dir(rb, r->loc, path, &gone);
+	json_array_foreach(doc, j, e) {
+		bool d, f;
+		const char *name = ent_name(e, &d, &f);
+		int y;
+		if (name && d && (y = hash_dir(name)) >= 0) {
+			unsigned bit = (unsigned)(xx << 8 | y);
+			/* each (root, xx) is one task: no two threads share a byte's
+			 * xx, and yy bits of one xx live in their own 32 bytes */
+			r->yy[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+		}
+	}
+	json_decref(doc);
+}
+
+/* ---- phase 4: the leaves ---- */
+
+struct leaf {
+	struct entry *e;
+	size_t n, cap;
+};
+
+static const signed char b64v[256] = {
+	['A'] = 1, ['B'] = 2, ['C'] = 3, ['D'] = 4, ['E'] = 5, ['F'] = 6, ['G'] = 7, ['H'] = 8,
+	['I'] = 9, ['J'] = 10, ['K'] = 11, ['L'] = 12, ['M'] = 13, ['N'] = 14, ['O'] = 15,
+	['P'] = 16, ['Q'] = 17, ['R'] = 18, ['S'] = 19, ['T'] = 20, ['U'] = 21, ['V'] = 22,
+	['W'] = 23, ['X'] = 24, ['Y'] = 25, ['Z'] = 26, ['a'] = 27, ['b'] = 28, ['c'] = 29,
+	['d'] = 30, ['e'] = 31, ['f'] = 32, ['g'] = 33, ['h'] = 34, ['i'] = 35, ['j'] = 36,
+	['k'] = 37, ['l'] = 38, ['m'] = 39, ['n'] = 40, ['o'] = 41, ['p'] = 42, ['q'] = 43,
+	['r'] = 44, ['s'] = 45, ['t'] = 46, ['u'] = 47, ['v'] = 48, ['w'] = 49, ['x'] = 50,
+	['y'] = 51, ['z'] = 52, ['0'] = 53, ['1'] = 54, ['2'] = 55, ['3'] = 56, ['4'] = 57,
+	['5'] = 58, ['6'] = 59, ['7'] = 60, ['8'] = 61, ['9'] = 62, ['+'] = 63, ['/'] = 64,
+};
+
+/* Standard padded base64 into out (room for 3/4 of n); -1 if malformed. */
+static long b64_decode(const char *s, size_t n, char *out)
+{
+	size_t o = 0, pad = 0;
+	if (n == 0 || n % 4)
+		return -1;
+	if (s[n - 1] == '=')
+		pad++;
+	if (s[n - 2] == '=')
+		pad++;
+	for (size_t i = 0; i < n; i += 4) {
+		uint32_t v = 0;
+		for (size_t j = 0; j < 4; j++) {
+			unsigned char c = (unsigned char)s[i + j];
+			int d;
+			if (c == '=' && i + j >= n - pad)
+				d = 0;
+			else if ((d = b64v[c]) == 0)
+				return -1;
+			else
+				d--;
+			v = v << 6 | (uint32_t)d;
+		}
+		out[o++] = (char)(v >> 16);
+		out[o++] = (char)(v >> 8);
+		out[o++] = (char)v;
+	}
+	return (long)(o - pad);
+}
+
+static void stray(struct rb *rb, const char *loc, const char *path)
+{
+	if (atomic_fetch_add(&rb->strays, 1) < MAX_STRAY_LOGS)
+		log_msg("rebuild: skipping %s%s: not where key2path puts its name's key", loc, path);
+}
+
+/* List root's dir (path = "/xx/yy/" + rel) and everything below it. */
+static void walk(struct rb *rb, struct leaf *lf, int ri, char *path, size_t plen)
+{
+	struct root *r = rb->roots[ri];
+	bool gone;
+	json_t *doc, *e;
+	size_t j;
+	doc = list_dir(rb, r->loc, path, &gone);
+	json_array_foreach(doc, j, e) {
+		bool d, f;
+		const char *name = ent_name(e, &d, &f);
+		size_t nl = name ? strlen(name) : 0;
+		if (!name || plen + nl + 2 >= PATH_MAX_LEN + 8)
+			continue;
+		memcpy(path + plen, name, nl + 1);
+		if (d) {
+			path[plen + nl] = '/';
+			path[plen + nl + 1] = '\0';
+			atomic_fetch_add(&rb->dirs_total, 1);
+			walk(rb, lf, ri, path, plen + nl + 1);
+		} else if (f) {
+			char key[PATH_MAX_LEN], want[PATH_MAX_LEN];
+			const char *md5 = json_string_value(json_object_get(e, "md5"));
+			long kl = b64_decode(path + 7, plen + nl - 7, key);
+			struct entry *en;
+			if (kl <= 0 || kl > KEY_MAX) {
+				stray(rb, r->loc, path);
+				goto next;
+			}
+			placement_path(key, (size_t)kl, want);
+			if (strcmp(want, path)) {
+				stray(rb, r->loc, path);
+				goto next;
+			}
+			if (lf->n == lf->cap) {
+				lf->cap = lf->cap ? 2 * lf->cap : 16;
+				lf->e = xrealloc(lf->e, lf->cap * sizeof(*lf->e));
+			}
+			en = &lf->e[lf->n++];
+			en->key = xmalloc((size_t)kl + 1);
+			memcpy(en->key, key, (size_t)kl);
+			en->key[kl] = '\0';
+			en->klen = (size_t)kl;
+			en->root = ri;
+			en->md5[0] = '\0';
+			if (md5 && strlen(md5) == 32 && strspn(md5, "0123456789abcdef") == 32)
+				memcpy(en->md5, md5, 33);
+		}
+next:
+		path[plen] = '\0';
+	}
+	json_decref(doc);
+}
+
+static int by_key(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+	size_t n = x->klen < y->klen ? x->klen : y->klen;
+	int c = memcmp(x->key, y->key, n);
+	if (c)
+		return c;
+	return x->klen < y->klen ? -1 : x->klen > y->klen;
+}
+
+struct ranked {
+	int rank;
+	const char *loc;
+	const char *md5;
+};
+
+static int by_rank(const void *a, const void *b)
+{
+	const struct ranked *x = a, *y = b;
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
+	return strcmp(x->loc, y->loc);
+}
+
+/* Write the record of one key, from its copies e[0..n). */
+static void write_key(struct rb *rb, struct entry *e, size_t n)
+{
+	const struct config *cfg = rb->cfg;
+	char pref[cfg->nvol][LOC_MAX], plain[cfg->nvol][LOC_MAX];
+	struct ranked rk[n];
+	struct record r = {0};
+	char *val, *old;
+	const char *hash_from = NULL;
+	size_t vlen, olen;
+	int nv;
+
+	nv = placement_volumes(e->key, e->klen, cfg->volumes, cfg->nvol, cfg->nvol,
+			       cfg->subvolumes, pref);
+	placement_volumes(e->key, e->klen, cfg->volumes, cfg->nvol, cfg->nvol, 1, plain);
+	for (size_t i = 0; i < n; i++) {
+		const struct root *ro = rb->roots[e[i].root];
+		rk[i].loc = ro->loc;
+		rk[i].md5 = e[i].md5;
+		rk[i].rank = 2 * nv;
+		for (int j = 0; j < nv; j++) {
+			if (!strcmp(pref[j], ro->loc)) {
+				rk[i].rank = j;
+				break;
+			}
+			if (!strcmp(plain[j], cfg->volumes[ro->vol]))
+				rk[i].rank = nv + j;
+		}
+	}
+	qsort(rk, n, sizeof(rk[0]), by_rank);
+	for (size_t i = 0; i < n; i++) {
+		if (r.nlocs < RECORD_MAX_LOCS)
+			r.locs[r.nlocs++] = (char *)rk[i].loc;
+		if (!rk[i].md5[0])
+			continue;
+		if (!r.hash[0]) {
+			memcpy(r.hash, rk[i].md5, 33);
+			hash_from = rk[i].loc;
+		} else if (strcmp(r.hash, rk[i].md5) &&
+			   atomic_fetch_add(&rb->conflicts, 1) < MAX_STRAY_LOGS) {
+			log_msg("rebuild: %.*s: copies differ (md5 %s on %s, %s on %s); kept the "
+				"first", (int)e->klen, e->key, r.hash, hash_from, rk[i].md5,
+				rk[i].loc);
+		}
+	}
+	if (r.hash[0])
+		atomic_fetch_add(&rb->with_md5, 1);
+	if (rb->old && (old = index_get(rb->old, e->key, e->klen, &olen))) {
+		struct record o;
+		if (record_parse(old, olen, &o) == 0) {
+			r.deleted = o.deleted;
+			if (!r.hash[0] && o.hash[0]) {
+				memcpy(r.hash, o.hash, 33);
+				atomic_fetch_add(&rb->with_md5, 1);
+				atomic_fetch_add(&rb->md5_from_old, 1);
+			}
+		}
+		free(old);
+	}
+	if (r.deleted)
+		atomic_fetch_add(&rb->unlinked, 1);
+	val = record_encode(&r, &vlen);
+	if (index_put(rb->idx, e->key, e->klen, val, vlen) < 0)
+		atomic_fetch_add(&rb->failed, 1);
+	else
+		atomic_fetch_add(&rb->keys, 1);
+	free(val);
+}
+
+static void phase_leaf(void *ctx, size_t i)
+{
+	struct rb *rb = ctx;
+	unsigned bit = rb->leaves[i];
+	struct leaf lf = {0};
+	char path[PATH_MAX_LEN + 16];
+	for (int ri = 0; ri < rb->nroots; ri++) {
+		if (!(rb->roots[ri]->yy[bit >> 3] & (1u << (bit & 7))))
+			continue;
+		snprintf(path, sizeof(path), "/%02x/%02x/", bit >> 8, bit & 255);
+		walk(rb, &lf, ri, path, 7);
+	}
+	qsort(lf.e, lf.n, sizeof(*lf.e), by_key);
+	for (size_t a = 0, b; a < lf.n; a = b) {
+		for (b = a + 1; b < lf.n && !by_key(&lf.e[a], &lf.e[b]); b++)
+			;
+		write_key(rb, lf.e + a, b - a);
+	}
+	for (size_t j = 0; j < lf.n; j++)
+		free(lf.e[j].key);
+	free(lf.e);
+	atomic_fetch_add(&rb->leaves_done, 1);
+}
+
+static void progress_line(void *ctx, char *out, size_t n)
+{
+	struct rb *rb = ctx;
+	unsigned long done = atomic_load(&rb->dirs_done), total = atomic_load(&rb->dirs_total);
+	unsigned long keys = atomic_load(&rb->keys), ld = atomic_load(&rb->leaves_done);
+	uint64_t ms = now_ms() - rb->t0;
+	int k = snprintf(out, n, "rebuild: dirs %lu/%lu, %lu keys, %.0f keys/s", done, total,
+			 keys, ms ? (double)keys * 1000 / (double)ms : 0.0);
+	if (rb->t_leaves && ld && ld < rb->nleaves) {
+		char eta[32];
+		uint64_t lms = now_ms() - rb->t_leaves;
+		ops_fmt_duration(lms * (rb->nleaves - ld) / ld, eta, sizeof(eta));
+		snprintf(out + k, n - (size_t)k, ", ETA %s", eta);
+	}
+}
+
+static bool index_empty(struct index *idx)
+{
+	struct index_iter *it = index_iter_new(idx, "", 0);
+	bool empty = !index_iter_valid(it);
+	index_iter_free(it);
+	return empty;
+}
+
+static bool same_dir(const char *a, const char *b)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+	return realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb);
+}
+
+int rebuild_main(const struct config *cfg)
+{
+	struct rb rb = {.cfg = cfg, .t0 = now_ms()};
+	struct ops_progress *prog;
+	bool was_empty;
+	char *why = NULL, dur[32];
+	unsigned long keys, with_md5, nsub = 0;
+	uint64_t ms;
+	struct buf notes = {0};
+	int rc;
+
+	httpc_global_init();
+	if (!cfg->db || cfg->nvol < 1) {
+		log_msg("rebuild: needs -volumes and -db");
+		return 1;
+	}
+	rb.idx = index_open(cfg->db, &why);
+	if (!rb.idx) {
+		log_msg("rebuild: %s", why);
+		if (strstr(why, "in use"))
+			log_msg("rebuild: a master is serving this index: rebuild into a new -db");
+		free(why);
+		return 1;
+	}
+	was_empty = index_empty(rb.idx);
+	if (cfg->from && same_dir(cfg->from, cfg->db)) {
+		rb.old = rb.idx;
+	} else if (cfg->from) {
+		rb.old = index_open(cfg->from, &why);
+		if (!rb.old) {
+			log_msg("rebuild: -from: %s", why);
+			free(why);
+			index_close(rb.idx);
+			return 1;
+		}
+	} else if (!was_empty) {
+		rb.old = rb.idx;   /* rebuilding in place keeps its unlinked keys unlinked */
+	}
+	pthread_mutex_init(&rb.mu, NULL);
+	prog = ops_progress_start(progress_line, &rb);
+
+	atomic_store(&rb.dirs_total, (unsigned long)cfg->nvol);
+	ops_pool_run(cfg->workers, (size_t)cfg->nvol, phase_volume, &rb);
+	for (int i = 0; i < rb.nroots; i++)
+		nsub += strchr(rb.roots[i]->loc, '/') != NULL;
+	atomic_fetch_add(&rb.dirs_total, nsub);
+	ops_pool_run(cfg->workers, (size_t)rb.nroots, phase_subvolume, &rb);
+
+	{
+		size_t np = 0;
+		rb.pair_root = xcalloc((size_t)rb.nroots * 256 + 1, sizeof(int));
+		rb.pair_xx = xcalloc((size_t)rb.nroots * 256 + 1, sizeof(int));
+		for (int i = 0; i < rb.nroots; i++)
+			for (int x = 0; x < 256; x++)
+				if (rb.roots[i]->xx[x]) {
+					rb.pair_root[np] = i;
+					rb.pair_xx[np++] = x;
+				}
+		atomic_fetch_add(&rb.dirs_total, np);
+		ops_pool_run(cfg->workers, np, phase_xx, &rb);
+	}
+
+	rb.leaves = xcalloc(65536, sizeof(*rb.leaves));
+	for (unsigned bit = 0; bit < 65536; bit++) {
+		unsigned long holders = 0;
+		for (int i = 0; i < rb.nroots; i++)
+			holders += (rb.roots[i]->yy[bit >> 3] >> (bit & 7)) & 1;
+		if (holders) {
+			rb.leaves[rb.nleaves++] = (uint16_t)bit;
+			atomic_fetch_add(&rb.dirs_total, holders);
+		}
+	}
+	rb.t_leaves = now_ms();
+	ops_pool_run(cfg->workers, rb.nleaves, phase_leaf, &rb);
+	ops_progress_stop(prog);
+
+	ms = now_ms() - rb.t0;
+	keys = atomic_load(&rb.keys);
+	with_md5 = atomic_load(&rb.with_md5);
+	ops_fmt_duration(ms, dur, sizeof(dur));
+	buf_puts(&notes, "");
+	if (!cfg->from && was_empty)
+		buf_puts(&notes, "; unlinked state lives only in the index: without -from OLD_DB "
+				 "unlinked keys come back live");
+	if (atomic_load(&rb.unlinked))
+		buf_printf(&notes, "; %lu kept unlinked", atomic_load(&rb.unlinked));
+	if (with_md5 < keys)
+		buf_printf(&notes, "; %lu keys without md5: their volumes keep none (nginx), "
+				   "so their records have no HASH", keys - with_md5);
+	if (atomic_load(&rb.md5_from_old))
+		buf_printf(&notes, "; %lu md5s taken from the old index",
+			   atomic_load(&rb.md5_from_old));
+	if (!was_empty)
+		buf_puts(&notes, "; the index was not empty: records of keys not found on the "
+				 "volumes were left as they were");
+	if (atomic_load(&rb.strays))
+		buf_printf(&notes, "; %lu stray files skipped", atomic_load(&rb.strays));
+	if (atomic_load(&rb.conflicts))
+		buf_printf(&notes, "; %lu keys whose copies differ", atomic_load(&rb.conflicts));
+	if (atomic_load(&rb.failed))
+		buf_printf(&notes, "; %lu listings or writes FAILED: the index is incomplete, "
+				   "run rebuild again", atomic_load(&rb.failed));
+	log_msg("rebuild: %lu keys (%lu with md5) from %lu dirs on %d volumes (%lu subvolumes) "
+		"in %s (%.0f keys/s)%s",
+		keys, with_md5, atomic_load(&rb.dirs_done), cfg->nvol, nsub, dur,
+		ms ? (double)keys * 1000 / (double)ms : 0.0, notes.data);
+	rc = atomic_load(&rb.failed) ? 1 : 0;
+
+	buf_free(&notes);
+	for (int i = 0; i < rb.nroots; i++) {
+		free(rb.roots[i]->loc);
+		free(rb.roots[i]);
+	}
+	free(rb.roots);
+	free(rb.pair_root);
+	free(rb.pair_xx);
+	free(rb.leaves);
+	pthread_mutex_destroy(&rb.mu);
+	if (rb.old && rb.old != rb.idx)
+		index_close(rb.old);
+	index_close(rb.idx);
+	return rc;
+}

@@ -1,0 +1,632 @@
+/* check_ops.c -- `mkv rebuild` and `mkv rebalance` against a real cluster:
+ * five volumes, mkv-volume and stock nginx mixed, with subvolumes 10 and 1.
+ *
+ * Several thousand keys -- unicode, spaces, '?' (whose base64 holds '/', so
+ * the blob sits a directory deeper), 189-byte keys -- go in through a
+ * master.  Then:
+ *   - rebuild gives back the serving index record for record (HASH where a
+ *     replica is on an mkv-volume; DELETED with -from), while the master
+ *     keeps serving, and both commands refuse an index the master holds;
+ *   - rebalance offline 5 -> 3 -> 5 volumes (the second run SIGKILLed
+ *     midway, checked for losses, then rerun), and online 5 -> 4 through
+ *     the master's REBALANCE while a reader GETs through the master: every
+ *     read succeeds;
+ * and after each step every key reads back byte-identical from every
+ * location its record names, those are exactly key2volume's, and no file
+ * on any volume's disk is a stray copy. */
+#include <check.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/httpc.h"
+#include "../common/placement.h"
+#include "../common/record.h"
+#include "../master/index.h"
+#include "../master/ops.h"
+#include "harness.h"
+
+#define NKEYS 5000
+#define NVOL 5
+#define WORKERS 16
+
+struct tkey {
+	char key[KEY_MAX + 1];
+	size_t klen;
+	char *val;
+	size_t vlen;
+	char md5[33];
+	bool unlinked;
+};
+
+static struct tkey *K;
+static struct vol V[NVOL];
+static char *names[NVOL];
+static int replicas, subvolumes;
+static char *tmp;               /* scratch dir: indexes and logs */
+
+/* ---- keys ---- */
+
+static bool storable(const char *k, size_t n)
+{
+	char out[KEY_MAX + 2];
+	size_t ol;
+	const char *why;
+	if (n > KEY_MAX)
+		return false;
+	/* key_decode percent-decodes: hand it the key with '%' escaped */
+	char *enc = ops_escape(k, n, true);
+	int st = key_decode(enc, strlen(enc), out, &ol, &why);
+	free(enc);
+	return st == 0 && ol == n && !memcmp(out, k, n);
+}
+
+static bool deep(const char *k, size_t n)
+{
+	char path[PATH_MAX_LEN];
+	placement_path(k, n, path);
+	return strchr(path + 7, '/') != NULL;
+}
+
+static void make_key(int i, struct tkey *t)
+{
+	for (int salt = 0;; salt++) {
+		int n;
+		switch (i % 5) {
+		case 0:
+			n = snprintf(t->key, sizeof(t->key), "/ünï cødé/キー-%d-%d", i, salt);
+			break;
+		case 1:
+			n = snprintf(t->key, sizeof(t->key), "/with space/%d file %d.txt", i, salt);
+			break;
+		case 2: /* '?' as the 3rd byte of a base64 group encodes as '/' */
+			n = snprintf(t->key, sizeof(t->key), "/a?%d?b%d", i, salt);
+			break;
+		case 3:
+			n = snprintf(t->key, sizeof(t->key), "/long/%d-%d-", i, salt);
+			memset(t->key + n, 'x', KEY_MAX - (size_t)n);
+			n = KEY_MAX;
+			t->key[n] = '\0';
+			break;
+		default:
+			n = snprintf(t->key, sizeof(t->key), "/plain/%d/%d", i, salt);
+			break;
+		}
+		t->klen = (size_t)n;
+		if (storable(t->key, t->klen) && (i % 5 != 2 || deep(t->key, t->klen)))
+			break;
+	}
+	t->vlen = 1 + (size_t)(i * 37 % 300);
+	t->val = xmalloc(t->vlen);
+	for (size_t j = 0; j < t->vlen; j++)
+		t->val[j] = (char)((i * 131 + (int)j * 7) ^ (int)(j >> 3));
+	md5_hex(t->val, t->vlen, t->md5);
+	t->unlinked = i % 97 == 5;
+}
+
+static void keys_init(void)
+{
+	K = xcalloc(NKEYS, sizeof(*K));
+	for (int i = 0; i < NKEYS; i++)
+		make_key(i, &K[i]);
+}
+
+/* ---- running mkv ---- */
+
+/* bin/mkv -volumes <first nvol> [-db db] -replicas R -subvolumes S [extra..] cmd;
+ * returns the exit code (or -1 when killed).  kill_after_ms > 0: SIGKILL
+ * it then. */
+static int mkv(const char *cmd, int nvol, const char *db, const char *const *extra,
+	       int kill_after_ms, const char *log)
+{
+	char *bin = h_bin("mkv"), *vols = h_volumes_arg(V, nvol), rep[8], sv[8];
+	char *argv[32];
+	int n = 0, st;
+	pid_t pid;
+	snprintf(rep, sizeof(rep), "%d", replicas);
+	snprintf(sv, sizeof(sv), "%d", subvolumes);
+	argv[n++] = bin;
+	argv[n++] = "-volumes";
+	argv[n++] = vols;
+	if (db) {
+		argv[n++] = "-db";
+		argv[n++] = (char *)db;
+	}
+	argv[n++] = "-replicas";
+	argv[n++] = rep;
+	argv[n++] = "-subvolumes";
+	argv[n++] = sv;
+	for (int i = 0; extra && extra[i]; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n++] = (char *)cmd;
+	argv[n] = NULL;
+	pid = h_spawn(argv, log);
+	if (kill_after_ms > 0) {
+		usleep((useconds_t)kill_after_ms * 1000);
+		kill(pid, SIGKILL);
+	}
+	waitpid(pid, &st, 0);
+	free(bin);
+	free(vols);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool file_has(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	bool found = false;
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+static void show_log(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		fprintf(stderr, "  | %s", line);
+	fclose(f);
+}
+
+/* ---- populating through a master ---- */
+
+static struct master M;
+
+static char *key_url(const struct master *m, const struct tkey *t)
+{
+	char *enc = ops_escape(t->key, t->klen, true), *u = xasprintf("%s%s", m->base, enc);
+	free(enc);
+	return u;
+}
+
+static atomic_int put_fail;
+
+static void put_one(void *ctx, size_t i)
+{
+	struct master *m = ctx;
+	char *u = key_url(m, &K[i]), err[256];
+	int st = httpc_do("PUT", u, K[i].val, K[i].vlen, 30000, NULL, 0, err);
+	if (st == 201 && K[i].unlinked)
+		st = httpc_do("UNLINK", u, NULL, 0, 30000, NULL, 0, err) == 204 ? 201 : -2;
+	if (st != 201 && atomic_fetch_add(&put_fail, 1) < 5)
+		fprintf(stderr, "PUT/UNLINK %s: %d %s\n", u, st, st < 0 ? err : "");
+	free(u);
+}
+
+/* ---- checking a cluster ---- */
+
+static int vol_of(const char *loc, const char **sub)
+{
+	for (int v = 0; v < NVOL; v++) {
+		size_t n = strlen(names[v]);
+		if (!strncmp(loc, names[v], n) && (loc[n] == '\0' || loc[n] == '/')) {
+			*sub = loc + n;
+			return v;
+		}
+	}
+	return -1;
+}
+
+struct check {
+	struct index *idx;
+	int nvol;
+	bool require_placement;  /* records must name key2volume's locations */
+	bool unlinked_stay;      /* unlinked keys may keep their old locations */
+	atomic_int bad_record, bad_blob;
+	char **expect;           /* "v<vol><sub><path>" of every copy, sorted */
+	size_t nexpect;
+	pthread_mutex_t mu;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void check_one(void *ctx, size_t i)
+{
+	struct check *c = ctx;
+	struct tkey *t = &K[i];
+	char want[RECORD_MAX_LOCS][LOC_MAX], path[PATH_MAX_LEN];
+	struct record r;
+	size_t vlen;
+	char *val = index_get(c->idx, t->key, t->klen, &vlen);
+	int nw;
+	if (!val) {
+		if (atomic_fetch_add(&c->bad_record, 1) < 5)
+			fprintf(stderr, "key %s: no record\n", t->key);
+		return;
+	}
+	if (record_parse(val, vlen, &r) < 0)
+		r.nlocs = 0;    /* counted bad below */
+	nw = placement_volumes(t->key, t->klen, names, c->nvol, replicas, subvolumes, want);
+	bool ok = r.deleted == t->unlinked && !strcmp(r.hash, t->md5) && r.nlocs > 0;
+	if (c->require_placement && !(t->unlinked && c->unlinked_stay)) {
+		ok = ok && r.nlocs == nw;
+		for (int j = 0; ok && j < nw; j++)
+			ok = !strcmp(r.locs[j], want[j]);
+	}
+	if (!ok && atomic_fetch_add(&c->bad_record, 1) < 5)
+		fprintf(stderr, "key %s: record %.*s (want %s%s%s, deleted=%d)\n", t->key,
+			(int)vlen, val, want[0], nw > 1 ? "," : "", nw > 1 ? want[1] : "",
+			t->unlinked);
+	placement_path(t->key, t->klen, path);
+	for (int j = 0; j < r.nlocs; j++) {
+		struct buf b = {0};
+		char err[256], *u = xasprintf("http://%s%s", r.locs[j], path);
+		const char *sub;
+		int v = vol_of(r.locs[j], &sub);
+		int st = httpc_do("GET", u, NULL, 0, 30000, &b, 0, err);
+		if ((st != 200 || b.len != t->vlen || memcmp(b.data, t->val, t->vlen)) &&
+		    atomic_fetch_add(&c->bad_blob, 1) < 5)
+			fprintf(stderr, "GET %s: %d, %zu bytes (want %zu)\n", u, st, b.len, t->vlen);
+		buf_free(&b);
+		free(u);
+		if (v >= 0) {
+			char *e = xasprintf("v%d%s%s", v, sub, path);
+			pthread_mutex_lock(&c->mu);
+			c->expect[c->nexpect++] = e;
+			pthread_mutex_unlock(&c->mu);
+		}
+	}
+	free(val);
+}
+
+static struct check *walk_ctx;
+static int walk_vol, walk_strays, walk_found;
+static bool walk_clean;
+static size_t walk_root;
+
+static int walk_file(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	const char *rel = p + walk_root;
+	char *e, **hit;
+	(void)st, (void)f;
+	if (flag != FTW_F || strstr(rel, "/."))
+		return 0;
+	e = xasprintf("v%d%s", walk_vol, rel);
+	hit = bsearch(&e, walk_ctx->expect, walk_ctx->nexpect, sizeof(char *), cmp_str);
+	if (hit)
+		walk_found++;
+	else if (walk_strays++ < 5)
+		fprintf(stderr, "stray copy: %s\n", p);
+	if (!hit && walk_clean)
+		unlink(p);
+	free(e);
+	return 0;
+}
+
+/* Check the index at db against the cluster; returns the number of stray
+ * files found on the volumes' disks (removed when clean). */
+static int check_cluster_clean(const char *db, int nvol, bool placement, bool unlinked_stay,
+			       bool clean)
+{
+	struct check c = {.nvol = nvol, .require_placement = placement,
+			  .unlinked_stay = unlinked_stay};
+	char *why = NULL;
+	c.idx = index_open(db, &why);
+	ck_assert_msg(c.idx != NULL, "%s", why);
+	c.expect = xcalloc((size_t)NKEYS * RECORD_MAX_LOCS, sizeof(char *));
+	pthread_mutex_init(&c.mu, NULL);
+	ops_pool_run(WORKERS, NKEYS, check_one, &c);
+	index_close(c.idx);
+	ck_assert_int_eq(atomic_load(&c.bad_record), 0);
+	ck_assert_int_eq(atomic_load(&c.bad_blob), 0);
+
+	qsort(c.expect, c.nexpect, sizeof(char *), cmp_str);
+	walk_ctx = &c;
+	walk_strays = walk_found = 0;
+	walk_clean = clean;
+	for (int v = 0; v < NVOL; v++) {
+		walk_vol = v;
+		walk_root = strlen(V[v].dir);
+		nftw(V[v].dir, walk_file, 32, FTW_PHYS);
+	}
+	ck_assert_int_eq(walk_found, (int)c.nexpect);
+	for (size_t i = 0; i < c.nexpect; i++)
+		free(c.expect[i]);
+	free(c.expect);
+	pthread_mutex_destroy(&c.mu);
+	return walk_strays;
+}
+
+static int check_cluster(const char *db, int nvol, bool placement, bool unlinked_stay)
+{
+	return check_cluster_clean(db, nvol, placement, unlinked_stay, false);
+}
+
+/* ---- comparing indexes ---- */
+
+static bool all_nginx(const struct record *r)
+{
+	for (int i = 0; i < r->nlocs; i++) {
+		const char *sub;
+		int v = vol_of(r->locs[i], &sub);
+		if (v < 0 || V[v].kind != VOL_NGINX)
+			return false;
+	}
+	return true;
+}
+
+/* The rebuilt index equals the serving one record for record -- except that
+ * a key with no copy on an mkv-volume has no HASH, and without -from no key
+ * is unlinked. */
+static void compare_index(const char *served, const char *rebuilt, bool with_from)
+{
+	char *why = NULL;
+	struct index *a = index_open(served, &why), *b;
+	struct index_iter *ia, *ib;
+	size_t n = 0, hashed = 0;
+	ck_assert_msg(a != NULL, "%s", why);
+	b = index_open(rebuilt, &why);
+	ck_assert_msg(b != NULL, "%s", why);
+	ia = index_iter_new(a, "", 0);
+	ib = index_iter_new(b, "", 0);
+	for (; index_iter_valid(ia); index_iter_next(ia), index_iter_next(ib), n++) {
+		size_t kal, kbl, val, vbl, el;
+		const char *ka = index_iter_key(ia, &kal), *va = index_iter_value(ia, &val);
+		const char *kb, *vb;
+		char *vcopy = xmalloc(val + 1), *expect;
+		struct record r;
+		ck_assert_msg(index_iter_valid(ib), "rebuilt index lacks %.*s", (int)kal, ka);
+		kb = index_iter_key(ib, &kbl);
+		vb = index_iter_value(ib, &vbl);
+		ck_assert_msg(kal == kbl && !memcmp(ka, kb, kal), "key %.*s vs %.*s", (int)kal, ka,
+			      (int)kbl, kb);
+		memcpy(vcopy, va, val);
+		ck_assert_int_eq(record_parse(vcopy, val, &r), 0);
+		if (all_nginx(&r))
+			r.hash[0] = '\0';
+		else
+			hashed++;
+		if (!with_from)
+			r.deleted = false;
+		expect = record_encode(&r, &el);
+		ck_assert_msg(el == vbl && !memcmp(expect, vb, el), "%.*s: served %.*s, rebuilt %.*s",
+			      (int)kal, ka, (int)el, expect, (int)vbl, vb);
+		free(expect);
+		free(vcopy);
+	}
+	ck_assert_msg(!index_iter_valid(ib), "rebuilt index has extra keys");
+	ck_assert_int_eq(n, NKEYS);
+	ck_assert_uint_gt(hashed, NKEYS / 2);
+	index_iter_free(ia);
+	index_iter_free(ib);
+	index_close(a);
+	index_close(b);
+}
+
+/* ---- reads during an online rebalance ---- */
+
+struct reader {
+	atomic_bool stop;
+	atomic_int ok, fail;
+	pthread_t t;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	unsigned seed = 12345;
+	while (!atomic_load(&rd->stop)) {
+		int i = (int)(rand_r(&seed) % NKEYS);
+		struct resp r;
+		char *u;
+		if (K[i].unlinked)
+			continue;
+		u = key_url(&M, &K[i]);
+		h_http("GET", u, NULL, 0, NULL, true, &r);
+		if (r.status == 200 && r.body.len == K[i].vlen &&
+		    !memcmp(r.body.data, K[i].val, K[i].vlen)) {
+			atomic_fetch_add(&rd->ok, 1);
+		} else if (atomic_fetch_add(&rd->fail, 1) < 5) {
+			fprintf(stderr, "read during rebalance: GET %s: %ld (%zu bytes)\n", u,
+				r.status, r.body.len);
+		}
+		h_resp_free(&r);
+		free(u);
+	}
+	return NULL;
+}
+
+/* ---- the scenario ---- */
+
+static void cluster_up(void)
+{
+	static const enum vol_kind kinds[NVOL] = {VOL_MKV, VOL_NGINX, VOL_MKV, VOL_NGINX,
+						  VOL_MKV};
+	const char *only = getenv("MKV_OPS_NGINX_ONLY");
+	httpc_global_init();
+	if (!K)
+		keys_init();
+	tmp = h_tmpdir();
+	for (int v = 0; v < NVOL; v++) {
+		h_vol_start(&V[v], only && *only == '1' ? VOL_NGINX : kinds[v]);
+		names[v] = V[v].name;
+	}
+}
+
+static void cluster_down(void)
+{
+	h_master_stop(&M);
+	for (int v = 0; v < NVOL; v++)
+		h_vol_stop(&V[v]);
+	h_rmrf(tmp);
+	free(tmp);
+}
+
+static void master_up(int nvol, const char *db)
+{
+	char rep[8], sv[8];
+	const char *flags[] = {"-replicas", rep, "-subvolumes", sv, NULL};
+	snprintf(rep, sizeof(rep), "%d", replicas);
+	snprintf(sv, sizeof(sv), "%d", subvolumes);
+	memset(&M, 0, sizeof(M));
+	if (db) {
+		M.db = xstrdup(db);
+		M.log = xasprintf("%s/master.log", tmp);
+	}
+	h_master_start(&M, V, nvol, flags);
+}
+
+/* Stop the master but keep its index (h_master_stop would remove it). */
+static void master_down(void)
+{
+	h_stop(M.pid, SIGTERM);
+	M.pid = 0;
+}
+
+static uint64_t timed(uint64_t *t0)
+{
+	uint64_t now = now_ms(), d = now - *t0;
+	*t0 = now;
+	return d;
+}
+
+START_TEST(test_rebuild_rebalance)
+{
+	char *served = xasprintf("%s/served", tmp), *rebuilt = xasprintf("%s/rebuilt", tmp);
+	char *rebuilt2 = xasprintf("%s/rebuilt2", tmp), *log = xasprintf("%s/ops.log", tmp);
+	const char *from[] = {"-from", served, NULL};
+	const char *online[3] = {"-master", NULL, NULL};
+	struct reader rd = {0};
+	uint64_t t = now_ms(), took;
+	int strays, rc;
+
+	replicas = _i == 0 ? 3 : 2;
+	subvolumes = _i == 0 ? 10 : 1;
+	fprintf(stderr, "== %d keys, 5 volumes (mkv, nginx, mkv, nginx, mkv), replicas %d, "
+		"subvolumes %d\n", NKEYS, replicas, subvolumes);
+
+	/* populate through a master */
+	master_up(NVOL, served);
+	ops_pool_run(WORKERS, NKEYS, put_one, &M);
+	ck_assert_int_eq(atomic_load(&put_fail), 0);
+	fprintf(stderr, "populated in %llu ms\n", (unsigned long long)timed(&t));
+
+	/* the serving index is locked: both commands refuse it, clearly */
+	unlink(log);
+	ck_assert_int_eq(mkv("rebuild", NVOL, served, NULL, 0, log), 1);
+	ck_assert(file_has(log, "in use"));
+	unlink(log);
+	ck_assert_int_eq(mkv("rebalance", NVOL, served, NULL, 0, log), 1);
+	ck_assert(file_has(log, "in use"));
+
+	/* rebuild while the master serves: every key back, unlinked ones live */
+	unlink(log);
+	ck_assert_int_eq(mkv("rebuild", NVOL, rebuilt, NULL, 0, log), 0);
+	took = timed(&t);
+	show_log(log);
+	ck_assert(file_has(log, "unlinked"));
+	if (replicas < 3)   /* some keys then sit on nginx volumes only */
+		ck_assert(file_has(log, "(nginx)"));
+	fprintf(stderr, "rebuild: %llu ms (%.0f keys/s)\n", (unsigned long long)took,
+		took ? NKEYS * 1000.0 / (double)took : 0.0);
+	master_down();
+	compare_index(served, rebuilt, false);
+
+	/* with -from the unlinked keys stay unlinked: equal record for record */
+	unlink(log);
+	ck_assert_int_eq(mkv("rebuild", NVOL, rebuilt2, from, 0, log), 0);
+	compare_index(served, rebuilt2, true);
+	ck_assert_int_eq(check_cluster(served, NVOL, true, false), 0);
+	timed(&t);
+
+	/* offline 5 -> 3 */
+	unlink(log);
+	ck_assert_int_eq(mkv("rebalance", 3, served, NULL, 0, log), 0);
+	took = timed(&t);
+	show_log(log);
+	fprintf(stderr, "rebalance 5->3: %llu ms\n", (unsigned long long)took);
+	ck_assert_int_eq(check_cluster(served, 3, true, false), 0);
+	timed(&t);
+
+	/* 3 -> 5, SIGKILLed midway: nothing lost; then run again to the end */
+	rc = mkv("rebalance", NVOL, served, NULL, (int)(took / 3 + 1), log);
+	ck_assert_msg(rc == -1 || rc == 0, "rebalance exited %d", rc);
+	fprintf(stderr, "rebalance 3->5 %s\n", rc ? "killed midway" : "was done before the kill");
+	check_cluster(served, NVOL, false, false);
+	unlink(log);
+	ck_assert_int_eq(mkv("rebalance", NVOL, served, NULL, 0, log), 0);
+	show_log(log);
+	strays = check_cluster_clean(served, NVOL, true, false, true);
+	/* a kill between a record's update and its old copy's delete leaves
+	 * that copy behind: at most one per worker in flight */
+	ck_assert_int_le(strays, WORKERS * replicas);
+	fprintf(stderr, "rebalance 3->5 killed and rerun: %llu ms, %d leftover copies\n",
+		(unsigned long long)timed(&t), strays);
+	ck_assert(file_has(log, "keys seen"));
+
+	/* online 5 -> 4 under reads */
+	master_up(4, served);
+	online[1] = xasprintf("127.0.0.1:%d", M.port);
+	ck_assert_int_eq(pthread_create(&rd.t, NULL, reader_main, &rd), 0);
+	usleep(200000);
+	unlink(log);
+	ck_assert_int_eq(mkv("rebalance", 4, NULL, online, 0, log), 0);
+	show_log(log);
+	took = timed(&t);
+	usleep(200000);
+	atomic_store(&rd.stop, true);
+	pthread_join(rd.t, NULL);
+	fprintf(stderr, "rebalance 5->4 online: %llu ms, %d reads ok, %d failed\n",
+		(unsigned long long)took, atomic_load(&rd.ok), atomic_load(&rd.fail));
+	ck_assert_int_eq(atomic_load(&rd.fail), 0);
+	ck_assert_int_gt(atomic_load(&rd.ok), 100);
+	/* old copies go a grace period after each switch; a master that takes
+	 * no REBALANCE ?unlinked leaves unlinked keys where they were */
+	{
+		char *u = key_url(&M, &K[5]), *q = xasprintf("%s?unlinked", u);
+		bool moves_unlinked = h_status("REBALANCE", q) == 204;
+		free(u);
+		free(q);
+		master_down();
+		for (int tries = 0;; tries++) {
+			strays = check_cluster(served, 4, true, !moves_unlinked);
+			if (!strays || tries == 20)
+				break;
+			usleep(250000);
+		}
+		ck_assert_int_eq(strays, 0);
+	}
+	free((char *)online[1]);
+	free(served);
+	free(rebuilt);
+	free(rebuilt2);
+	free(log);
+}
+END_TEST
+
+Suite *ops_suite(void)
+{
+	Suite *s = suite_create("ops");
+	TCase *tc = tcase_create("rebuild_rebalance");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 240);
+	tcase_add_loop_test(tc, test_rebuild_rebalance, 0, 2);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(ops_suite());
+	int failed;
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
