@@ -123,8 +123,15 @@ void placement_path(const char *key, size_t keylen, char *out)
 	unsigned char d[16];
 	if (keylen > KEY_MAX)
 		keylen = KEY_MAX;
+	static const char hex[] = "0123456789abcdef";
 	md5(key, keylen, NULL, 0, d);
-	snprintf(out, 8, "/%02x/%02x/", d[0], d[1]);
+	out[0] = '/';
+	out[1] = hex[d[0] >> 4];
+	out[2] = hex[d[0] & 15];
+	out[3] = '/';
+	out[4] = hex[d[1] >> 4];
+	out[5] = hex[d[1] & 15];
+	out[6] = '/';
 	b64((const unsigned char *)key, keylen, out + 7);
 }
 
@@ -151,15 +158,24 @@ int placement_volumes(const char *key, size_t keylen, char *const *volumes, int 
 	}
 	qsort(sv, (size_t)nvol, sizeof(sv[0]), by_score);
 	for (int i = 0; i < n; i++) {
+		static const char hex[] = "0123456789ABCDEF";
 		const unsigned char *s = sv[i].score;
-		if (subvolumes <= 1) {
-			snprintf(out[i], LOC_MAX, "%s", volumes[sv[i].idx]);
-		} else {
-			uint32_t h = (uint32_t)s[12] << 24 | (uint32_t)s[13] << 16 |
-				     (uint32_t)s[14] << 8 | s[15];
-			snprintf(out[i], LOC_MAX, "%s/sv%02X", volumes[sv[i].idx],
-				 h % (uint32_t)subvolumes);
+		const char *v = volumes[sv[i].idx];
+		size_t vl = strlen(v);
+		uint32_t h = (uint32_t)s[12] << 24 | (uint32_t)s[13] << 16 | (uint32_t)s[14] << 8 | s[15];
+		uint32_t k = h % (uint32_t)(subvolumes > 1 ? subvolumes : 1);
+		if (vl > LOC_MAX - 8)
+			vl = LOC_MAX - 8;
+		memcpy(out[i], v, vl);
+		if (subvolumes > 1) {   /* "%s/sv%02X" */
+			memcpy(out[i] + vl, "/sv", 3);
+			vl += 3;
+			if (k > 0xff)
+				out[i][vl++] = hex[k >> 8 & 15];
+			out[i][vl++] = hex[k >> 4 & 15];
+			out[i][vl++] = hex[k & 15];
 		}
+		out[i][vl] = '\0';
 	}
 	return n;
 }

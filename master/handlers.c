@@ -113,8 +113,17 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 		goto out;
 	}
 	a->status = 302;
-	snprintf(a->location, sizeof(a->location), "http://%s%s", r.locs[pick], path);
-	snprintf(a->md5, sizeof(a->md5), "%s", r.hash);
+	{
+		size_t ll = strlen(r.locs[pick]), pl = strlen(path);
+		if (7 + ll + pl >= sizeof(a->location)) {
+			answer_error(a, 500, "index record is malformed");
+			goto out;
+		}
+		memcpy(a->location, "http://", 7);
+		memcpy(a->location + 7, r.locs[pick], ll);
+		memcpy(a->location + 7 + ll, path, pl + 1);
+	}
+	memcpy(a->md5, r.hash, sizeof(a->md5));
 	a->balance = balanced(cfg, key, klen, &r) ? "balanced" : "unbalanced";
 	a->volumes = record_join_locs(r.locs, r.nlocs);
 out:
