@@ -86,17 +86,26 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, int status, struct MH
 	return ok;
 }
 
-/* A one-line text/plain reason for a 3xx/4xx/5xx. */
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *why)
+/* A one-line text/plain reason for a 3xx/4xx/5xx, with one more header
+ * when name is not NULL. */
+static enum MHD_Result send_error_hdr(struct MHD_Connection *c, int status, const char *why,
+				      const char *name, const char *value)
 {
 	char line[256];
 	int n = snprintf(line, sizeof(line), "%s\n", why ? why : status_reason(status));
 	struct MHD_Response *resp =
 		MHD_create_response_from_buffer((size_t)n, line, MHD_RESPMEM_MUST_COPY);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
-	if (status == 405)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, PUT, DELETE");
+	if (name)
+		MHD_add_response_header(resp, name, value);
 	return send_resp(c, status, resp);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *why)
+{
+	if (status == 405)
+		return send_error_hdr(c, status, why, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, PUT, DELETE");
+	return send_error_hdr(c, status, why, NULL, NULL);
 }
 
 static const char *header(struct MHD_Connection *c, const char *name)
@@ -142,12 +151,9 @@ static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connec
 	char *loc = s->port == 80 ? xasprintf("http://%.*s%s/", (int)hl, host ? host : "", url)
 				  : xasprintf("http://%.*s:%d%s/", (int)hl, host ? host : "",
 					      s->port, url);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		strlen(status_reason(301)), (void *)status_reason(301), MHD_RESPMEM_PERSISTENT);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+	enum MHD_Result ok = send_error_hdr(c, 301, NULL, MHD_HTTP_HEADER_LOCATION, loc);
 	free(loc);
-	return send_resp(c, 301, resp);
+	return ok;
 }
 
 static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
@@ -189,12 +195,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	if (rr == VOL_RANGE_BAD) {
 		close(fd);
 		snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
-		resp = MHD_create_response_from_buffer(strlen(status_reason(416)),
-						       (void *)status_reason(416),
-						       MHD_RESPMEM_PERSISTENT);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
-		return send_resp(c, 416, resp);
+		return send_error_hdr(c, 416, NULL, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
 	}
 	if (rr == VOL_RANGE_ALL)
 		len = size;

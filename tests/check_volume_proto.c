@@ -1,0 +1,923 @@
+/* check_volume.c -- mkv-volume against SPEC §5, side by side with stock
+ * nginx (deploy/nginx): the same requests go to both and must get the same
+ * status codes, headers that matter, bytes and listings.  Then what only
+ * mkv-volume promises: md5 xattrs, durability, no temporary files, limits.
+ * The crash test is in check_volume_crash.c. */
+#include <check.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "../common/placement.h"
+#include "../volume/fs.h"
+#include "../volume/listing.h"
+#include "../volume/path.h"
+#include "../volume/range.h"
+
+/* ---------- units: path, range, listing, fs ---------- */
+
+static const struct {
+	const char *raw, *out;
+	int status;
+	bool dir;
+} paths[] = {
+	{"/", "", 0, true},
+	{"/a", "a", 0, false},
+	{"/a/", "a", 0, true},
+	{"//a//b///", "a/b", 0, true},
+	{"/./a/./b", "a/b", 0, false},
+	{"/a/.", "a", 0, true},
+	{"/67/c0/L2E/Yg==", "67/c0/L2E/Yg==", 0, false},
+	{"/67/c0/L2E/Yg%3d%3d", "67/c0/L2E/Yg==", 0, false},
+	{"/a%2fb", "a/b", 0, false},
+	{"/a%2F", "a", 0, true},
+	{"/a%20b", "a b", 0, false},
+	{"/.mkv", ".mkv", 0, false},
+	{"/..", NULL, 400, false},
+	{"/../x", NULL, 400, false},
+	{"/a/../b", NULL, 400, false},
+	{"/a/..", NULL, 400, false},
+	{"/%2e%2e/x", NULL, 400, false},
+	{"/%2E%2e", NULL, 400, false},
+	{"/a/.%2e/b", NULL, 400, false},
+	{"/a%2f..%2fb", NULL, 400, false},
+	{"/%00", NULL, 400, false},
+	{"/a%00b", NULL, 400, false},
+	{"/%zz", NULL, 400, false},
+	{"/%", NULL, 400, false},
+	{"/%a", NULL, 400, false},
+	{"a", NULL, 400, false},
+	{"/...", "...", 0, false},
+	{"/..a", "..a", 0, false},
+};
+
+START_TEST(test_path_clean)
+{
+	char out[64];
+	const char *why = NULL;
+	bool dir;
+	int st = vol_path_clean(paths[_i].raw, out, sizeof(out), &dir, &why);
+	ck_assert_msg(st == paths[_i].status, "%s: %d", paths[_i].raw, st);
+	if (st == 0) {
+		ck_assert_str_eq(out, paths[_i].out);
+		ck_assert_msg(dir == paths[_i].dir, "%s: dir %d", paths[_i].raw, dir);
+	} else {
+		ck_assert_ptr_nonnull(why);
+	}
+}
+END_TEST
+
+START_TEST(test_path_too_long)
+{
+	char out[8], raw[64];
+	const char *why;
+	bool dir;
+	ck_assert_int_eq(vol_path_clean("/abcdefg", out, sizeof(out), &dir, &why), 0);
+	ck_assert_int_eq(vol_path_clean("/abcdefgh", out, sizeof(out), &dir, &why), 414);
+	ck_assert_int_eq(vol_path_clean("/abc/def/", out, sizeof(out), &dir, &why), 0);
+	ck_assert_str_eq(out, "abc/def");
+	memset(raw, 'a', sizeof(raw) - 1);
+	raw[0] = '/';
+	raw[63] = '\0';
+	ck_assert_int_eq(vol_path_clean(raw, out, sizeof(out), &dir, &why), 414);
+}
+END_TEST
+
+/* What nginx 1.22 with max_ranges 1 answered for an 11-byte file. */
+static const struct {
+	const char *hdr;
+	enum vol_range r;
+	uint64_t start, len;
+} ranges[] = {
+	{NULL, VOL_RANGE_ALL, 0, 0},
+	{"bytes=0-3", VOL_RANGE_ONE, 0, 4},
+	{"bytes=3-", VOL_RANGE_ONE, 3, 8},
+	{"bytes=-4", VOL_RANGE_ONE, 7, 4},
+	{"bytes=5-100", VOL_RANGE_ONE, 5, 6},
+	{"bytes=-20", VOL_RANGE_ONE, 0, 11},
+	{"bytes=0-0", VOL_RANGE_ONE, 0, 1},
+	{"bytes=10-10", VOL_RANGE_ONE, 10, 1},
+	{"bytes= 1 - 2 ", VOL_RANGE_ONE, 1, 2},
+	{"Bytes=1-2", VOL_RANGE_ONE, 1, 2},
+	{"bytes=0-1,20-30", VOL_RANGE_ONE, 0, 2},
+	{"bytes=20-30,0-1", VOL_RANGE_ONE, 0, 2},
+	{"bytes=11-", VOL_RANGE_BAD, 0, 0},
+	{"bytes=20-30", VOL_RANGE_BAD, 0, 0},
+	{"bytes=-0", VOL_RANGE_BAD, 0, 0},
+	{"bytes=abc", VOL_RANGE_BAD, 0, 0},
+	{"bytes=3-1", VOL_RANGE_BAD, 0, 0},
+	{"bytes=1-2,", VOL_RANGE_BAD, 0, 0},
+	{"bytes=,1-2", VOL_RANGE_BAD, 0, 0},
+	{"bytes=1", VOL_RANGE_BAD, 0, 0},
+	{"bytes=-", VOL_RANGE_BAD, 0, 0},
+	{"bytes=1-2x", VOL_RANGE_BAD, 0, 0},
+	{"bytes=99999999999999999999-", VOL_RANGE_BAD, 0, 0},
+	{"bytes=0-1,3-4", VOL_RANGE_ALL, 0, 0},
+	{"bytes=0-1,0-20", VOL_RANGE_ALL, 0, 0},
+	{"bytes=0-0,-1", VOL_RANGE_ALL, 0, 0},
+	{"items=0-3", VOL_RANGE_ALL, 0, 0},
+	{"bytes=", VOL_RANGE_ALL, 0, 0},
+};
+
+START_TEST(test_range_parse)
+{
+	uint64_t start = 0, len = 0;
+	enum vol_range r = vol_range_parse(ranges[_i].hdr, 11, &start, &len);
+	ck_assert_msg(r == ranges[_i].r, "%s: %d", ranges[_i].hdr, r);
+	if (r == VOL_RANGE_ONE) {
+		ck_assert_uint_eq(start, ranges[_i].start);
+		ck_assert_uint_eq(len, ranges[_i].len);
+	}
+}
+END_TEST
+
+START_TEST(test_range_empty_file)
+{
+	uint64_t s, l;
+	ck_assert_int_eq(vol_range_parse("bytes=0-0", 0, &s, &l), VOL_RANGE_ALL);
+	ck_assert_int_eq(vol_range_parse("bytes=0-", 0, &s, &l), VOL_RANGE_ALL);
+	ck_assert_int_eq(vol_range_parse("bytes=-1", 0, &s, &l), VOL_RANGE_ALL);
+}
+END_TEST
+
+static char *read_listing(struct vol_root *root, const char *path, size_t chunk)
+{
+	int st;
+	struct vol_list *l = vol_list_open(root, path, &st);
+	struct buf b = {0};
+	char *tmp = xmalloc(chunk);
+	ssize_t n;
+	ck_assert_ptr_nonnull(l);
+	buf_puts(&b, "");
+	while ((n = vol_list_read(l, tmp, chunk)) > 0)
+		buf_append(&b, tmp, (size_t)n);
+	ck_assert_int_eq(n, 0);
+	vol_list_close(l);
+	free(tmp);
+	return b.data;
+}
+
+static void touch(const char *dir, const char *name)
+{
+	char *p = xasprintf("%s/%s", dir, name);
+	int fd = open(p, O_CREAT | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	free(p);
+}
+
+/* Batches of 1, 2, 3 and all must give the same bytes: directories
+ * first, then byte order, dotfiles hidden. */
+START_TEST(test_listing_batches)
+{
+	char *tmp = h_tmpdir(), *sub = xasprintf("%s/zdir", tmp), *ref = NULL;
+	struct vol_root root;
+	const char *names[] = {"b", "a", "\xc3\xa9", "B", ".hidden", "a b", "c\"d", "_"};
+	ck_assert_int_eq(vol_root_open(&root, tmp), 0);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		touch(tmp, names[i]);
+	mkdir(sub, 0755);
+	free(sub);
+	sub = xasprintf("%s/adir", tmp);
+	mkdir(sub, 0755);
+	for (size_t batch = 1; batch <= 9; batch++) {
+		char *got;
+		vol_list_batch = batch;
+		got = read_listing(&root, "", batch == 1 ? 7 : 4096);
+		if (!ref)
+			ref = got;
+		else {
+			ck_assert_str_eq(got, ref);
+			free(got);
+		}
+	}
+	vol_list_batch = 8192;
+	ck_assert_msg(strstr(ref, "\"adir\"") < strstr(ref, "\"zdir\"") &&
+			      strstr(ref, "\"zdir\"") < strstr(ref, "\"B\"") &&
+			      strstr(ref, "\"B\"") < strstr(ref, "\"_\"") &&
+			      strstr(ref, "\"_\"") < strstr(ref, "\"a\"") &&
+			      strstr(ref, "\"a\"") < strstr(ref, "\"a b\"") &&
+			      strstr(ref, "\"c\\\"d\"") < strstr(ref, "\"\xc3\xa9\""),
+		      "order: %s", ref);
+	ck_assert_ptr_null(strstr(ref, "hidden"));
+	ck_assert_int_eq(strncmp(ref, "[\r\n{ \"name\":\"adir\", \"type\":\"directory\", \"mtime\":\"", 49), 0);
+	ck_assert_int_eq(strcmp(ref + strlen(ref) - 3, "\r\n]"), 0);
+	free(ref);
+	free(sub);
+	close(root.fd);
+	h_rmrf(tmp);
+	free(tmp);
+}
+END_TEST
+
+static int count_files(const char *dir)
+{
+	int n = 0;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Disk full in the middle of a PUT: 507, and nothing left behind, not
+ * even the file it was replacing is touched. */
+START_TEST(test_put_enospc)
+{
+	char *tmp = h_tmpdir(), *dir = xasprintf("%s/ab/cd", tmp), buf[4096] = "x";
+	struct vol_root root;
+	struct vol_put *p;
+	int status;
+
+	ck_assert_int_eq(vol_root_open(&root, tmp), 0);
+	p = vol_put_begin(&root, "ab/cd/key", &status);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(vol_put_write(p, "old", 3), 0);
+	ck_assert_int_eq(vol_put_commit(p), 201);
+
+	vol_fs_fail_after = 10000;
+	p = vol_put_begin(&root, "ab/cd/key", &status);
+	ck_assert_ptr_nonnull(p);
+	for (status = 0; status == 0;)
+		status = vol_put_write(p, buf, sizeof(buf));
+	ck_assert_int_eq(status, 507);
+	vol_put_abort(p);
+	vol_fs_fail_after = 0;
+	ck_assert_int_eq(count_files(dir), 1);     /* only "key", no temporary */
+	{
+		char *k = xasprintf("%s/key", dir), got[8] = {0};
+		int fd = open(k, O_RDONLY);
+		ck_assert_int_eq(read(fd, got, sizeof(got)), 3);
+		ck_assert_str_eq(got, "old");
+		close(fd);
+		free(k);
+	}
+	/* A target that is a directory, a parent that is a file: 409. */
+	ck_assert_ptr_null(vol_put_begin(&root, "ab/cd", &status));
+	ck_assert_int_eq(status, 409);
+	ck_assert_ptr_null(vol_put_begin(&root, "ab/cd/key/x", &status));
+	ck_assert_int_eq(status, 409);
+	ck_assert_int_eq(vol_fs_delete(&root, "ab/cd/key"), 204);
+	ck_assert_int_eq(vol_fs_delete(&root, "ab/cd/key"), 404);
+	ck_assert_int_eq(vol_fs_delete(&root, "ab/cd"), 409);
+	ck_assert_int_eq(count_files(dir), 0);
+	close(root.fd);
+	h_rmrf(tmp);
+	free(tmp);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_errno_table)
+{
+	ck_assert_int_eq(vol_errno_status(ENOENT, 404), 404);
+	ck_assert_int_eq(vol_errno_status(ENOTDIR, 409), 409);
+	ck_assert_int_eq(vol_errno_status(EACCES, 404), 403);
+	ck_assert_int_eq(vol_errno_status(ENOSPC, 404), 507);
+	ck_assert_int_eq(vol_errno_status(EDQUOT, 404), 507);
+	ck_assert_int_eq(vol_errno_status(EIO, 404), 500);
+}
+END_TEST
+
+/* ---------- side by side: mkv-volume and nginx ---------- */
+
+static struct vol mkv, ngx;
+
+static char *url(const struct vol *v, const char *path)
+{
+	return xasprintf("http://%s%s", v->name, path);
+}
+
+static long req(const struct vol *v, const char *method, const char *path, const char *body,
+		size_t len, const char *hdr, struct resp *r)
+{
+	const char *hl[] = {hdr, NULL};
+	char *u = url(v, path);
+	long st = h_http(method, u, body, len, hdr ? hl : NULL, false, r);
+	free(u);
+	return st;
+}
+
+static long put(const struct vol *v, const char *path, const char *body, size_t len)
+{
+	struct resp r;
+	long st = req(v, "PUT", path, body ? body : "", len, NULL, &r);
+	h_resp_free(&r);
+	return st;
+}
+
+static char *blob(size_t n, unsigned seed)
+{
+	char *b = xmalloc(n ? n : 1);
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		b[i] = (char)(seed >> 16);
+	}
+	return b;
+}
+
+#define BIG 300000
+static char *big;
+
+static void both_start(void)
+{
+	h_vol_start(&mkv, VOL_MKV);
+	h_vol_start(&ngx, VOL_NGINX);
+	big = blob(BIG, 7);
+	for (int i = 0; i < 2; i++) {
+		struct vol *v = i ? &ngx : &mkv;
+		ck_assert_int_eq(put(v, "/67/c0/L2E/Yg==", "hello world", 11), 201);
+		ck_assert_int_eq(put(v, "/3e/d1/L2hlbGxv", big, BIG), 201);
+		ck_assert_int_eq(put(v, "/e1/e1/ZW1wdHk=", "", 0), 201);
+		ck_assert_int_eq(put(v, "/.mkv", "mkv\n", 4), 201);
+		ck_assert_int_eq(put(v, "/sv01/ab/cd/a2V5", "key", 3), 201);
+	}
+}
+
+static void both_stop(void)
+{
+	h_vol_stop(&mkv);
+	h_vol_stop(&ngx);
+	free(big);
+}
+
+/* Requests that change nothing; both servers answer alike.  mkv_status
+ * differs where SPEC §5 asks more than nginx does (any ".." refused). */
+static const struct {
+	const char *method, *path, *hdr;
+	int status, mkv_status;
+} reads[] = {
+	{"GET", "/67/c0/L2E/Yg==", NULL, 200, 0},
+	{"HEAD", "/67/c0/L2E/Yg==", NULL, 200, 0},
+	{"GET", "/67/c0/L2E/Yg%3D%3D", NULL, 200, 0},
+	{"GET", "//67//c0/./L2E/Yg==", NULL, 200, 0},
+	{"GET", "/3e/d1/L2hlbGxv", NULL, 200, 0},
+	{"GET", "/e1/e1/ZW1wdHk=", NULL, 200, 0},
+	{"GET", "/.mkv", NULL, 200, 0},
+	{"HEAD", "/.mkv", NULL, 200, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=0-3", 206, 0},
+	{"HEAD", "/67/c0/L2E/Yg==", "Range: bytes=0-3", 206, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=3-", 206, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=-4", 206, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=5-100", 206, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=-20", 206, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=10-10", 206, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=11-", 416, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=20-30", 416, 0},
+	{"HEAD", "/67/c0/L2E/Yg==", "Range: bytes=20-30", 416, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=-0", 416, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=abc", 416, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=3-1", 416, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=1-2,", 416, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=0-1,3-4", 200, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=0-1,20-30", 206, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: items=0-3", 200, 0},
+	{"GET", "/67/c0/L2E/Yg==", "Range: bytes=", 200, 0},
+	{"GET", "/3e/d1/L2hlbGxv", "Range: bytes=100000-199999", 206, 0},
+	{"GET", "/3e/d1/L2hlbGxv", "Range: bytes=-100", 206, 0},
+	{"GET", "/e1/e1/ZW1wdHk=", "Range: bytes=0-0", 200, 0},
+	{"GET", "/e1/e1/ZW1wdHk=", "Range: bytes=-1", 200, 0},
+	{"GET", "/nope", NULL, 404, 0},
+	{"HEAD", "/nope", NULL, 404, 0},
+	{"GET", "/67/c0/L2E/Yg==/", NULL, 404, 0},
+	{"GET", "/nope/", NULL, 404, 0},
+	{"GET", "/67", NULL, 301, 0},
+	{"GET", "/67/c0/L2E", NULL, 301, 0},
+	{"GET", "/67/c0/L2E/", NULL, 200, 0},
+	{"GET", "/67/", NULL, 200, 0},
+	{"GET", "/sv01/ab/", NULL, 200, 0},
+	{"GET", "/", NULL, 200, 0},
+	{"HEAD", "/67/", NULL, 200, 0},
+	{"GET", "/../67/c0/L2E/Yg==", NULL, 400, 0},
+	{"GET", "/%2e%2e/67/c0/L2E/Yg==", NULL, 400, 0},
+	{"GET", "/..", NULL, 400, 0},
+	{"GET", "/67/../../etc/passwd", NULL, 400, 0},
+	{"GET", "/%00", NULL, 400, 0},
+	{"GET", "/67/c0/L2E/Yg%00==", NULL, 400, 0},
+	{"GET", "/%zz", NULL, 400, 0},
+	{"GET", "/x/../67/c0/L2E/Yg==", NULL, 200, 400},
+	{"GET", "/x/%2e%2e/67/c0/L2E/Yg==", NULL, 200, 400},
+	{"GET", "/.nginx/nginx.conf", NULL, 404, 0},
+	{"POST", "/67/c0/L2E/Yg==", NULL, 405, 0},
+	{"OPTIONS", "/67/c0/L2E/Yg==", NULL, 405, 0},
+};
+
+static char *hdr(const struct resp *r, const char *name)
+{
+	return h_header(r, name);
+}
+
+static void same_header(const struct resp *a, const struct resp *b, const char *name)
+{
+	char *x = hdr(a, name), *y = hdr(b, name);
+	ck_assert_msg((!x && !y) || (x && y && !strcmp(x, y)), "%s: mkv %s, nginx %s", name,
+		      x ? x : "(none)", y ? y : "(none)");
+	free(x);
+	free(y);
+}
+
+/* `"<hex mtime>-<hex size>"` with the size right. */
+static void check_etag(const struct resp *r, size_t size)
+{
+	char *e = hdr(r, "ETag"), want[32];
+	ck_assert_ptr_nonnull(e);
+	snprintf(want, sizeof(want), "-%zx\"", size);
+	ck_assert_msg(e[0] == '"' && strlen(e) > strlen(want) &&
+			      !strcmp(e + strlen(e) - strlen(want), want),
+		      "etag %s", e);
+	free(e);
+}
+
+START_TEST(test_side_by_side)
+{
+	struct resp a, b;
+	const char *m = reads[_i].method, *p = reads[_i].path;
+	long sa = req(&mkv, m, p, NULL, 0, reads[_i].hdr, &a);
+	long sb = req(&ngx, m, p, NULL, 0, reads[_i].hdr, &b);
+	int want = reads[_i].mkv_status ? reads[_i].mkv_status : reads[_i].status;
+
+	ck_assert_msg(sb == reads[_i].status, "nginx %s %s (%s): %ld", m, p, reads[_i].hdr, sb);
+	ck_assert_msg(sa == want, "mkv %s %s (%s): %ld", m, p, reads[_i].hdr, sa);
+	if (sa != sb)
+		goto out;
+	same_header(&a, &b, "Content-Range");
+	if (sa == 200 || sa == 206) {
+		same_header(&a, &b, "Content-Type");
+		same_header(&a, &b, "Accept-Ranges");
+		if (p[strlen(p) - 1] != '/') {
+			char *lm = hdr(&a, "Last-Modified");
+			same_header(&a, &b, "Content-Length");
+			ck_assert_ptr_nonnull(lm);
+			ck_assert_msg(strlen(lm) == 29 && !strcmp(lm + 25, " GMT"), "%s", lm);
+			free(lm);
+			check_etag(&a, strstr(p, "L2hlbGxv") ? BIG : strstr(p, "ZW1w") ? 0 : strstr(p, ".mkv") ? 4 : 11);
+			check_etag(&b, strstr(p, "L2hlbGxv") ? BIG : strstr(p, "ZW1w") ? 0 : strstr(p, ".mkv") ? 4 : 11);
+			ck_assert_uint_eq(a.body.len, b.body.len);
+			ck_assert(!memcmp(a.body.data, b.body.data, a.body.len));
+		}
+	}
+	if (sa == 301) {
+		char *la = hdr(&a, "Location"), *lb = hdr(&b, "Location");
+		char *wa = xasprintf("http://%s%s/", mkv.name, p), *wb = xasprintf("http://%s%s/", ngx.name, p);
+		ck_assert_str_eq(la, wa);
+		ck_assert_str_eq(lb, wb);
+		free(la), free(lb), free(wa), free(wb);
+	}
+	if (sa >= 400 && strcmp(m, "HEAD")) {
+		char *ct = hdr(&a, "Content-Type");
+		ck_assert_str_eq(ct, "text/plain");
+		ck_assert_msg(a.body.len > 1 && a.body.data[a.body.len - 1] == '\n' &&
+				      !memchr(a.body.data, '\n', a.body.len - 1),
+			      "one-line reason");
+		free(ct);
+	}
+	if (sa == 405) {
+		char *al = hdr(&a, "Allow");
+		ck_assert_ptr_nonnull(al);
+		free(al);
+	}
+out:
+	h_resp_free(&a);
+	h_resp_free(&b);
+}
+END_TEST
+
+/* Give every entry under dir the same mtime, so listings of the two
+ * servers can be compared byte for byte. */
+static int set_mtime(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	struct timespec ts[2] = {{1000000000, 0}, {1000000000, 0}};
+	(void)st, (void)flag, (void)f;
+	if (!strstr(p, "/.nginx"))
+		utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW);
+	return 0;
+}
+
+/* mkv-volume's listing less its "md5" fields. */
+static void strip_md5(struct buf *b)
+{
+	char *p;
+	while ((p = strstr(b->data, ", \"md5\":\""))) {
+		size_t n = strlen(", \"md5\":\"") + 32 + 1;
+		memmove(p, p + n, b->len - (size_t)(p - b->data) - n + 1);
+		b->len -= n;
+	}
+}
+
+static void same_listing(const char *path)
+{
+	struct resp a, b;
+	nftw(mkv.dir, set_mtime, 16, FTW_PHYS);
+	nftw(ngx.dir, set_mtime, 16, FTW_PHYS);
+	ck_assert_int_eq(req(&mkv, "GET", path, NULL, 0, NULL, &a), 200);
+	ck_assert_int_eq(req(&ngx, "GET", path, NULL, 0, NULL, &b), 200);
+	strip_md5(&a.body);
+	ck_assert_msg(a.body.len == b.body.len && !memcmp(a.body.data, b.body.data, a.body.len),
+		      "%s\nmkv:   %.300s\nnginx: %.300s", path, a.body.data, b.body.data);
+	h_resp_free(&a);
+	h_resp_free(&b);
+}
+
+START_TEST(test_listings_equal)
+{
+	const char *names[] = {"Z", "_", "a b", "a\"b", "c\\d", "e\x01" "f", "g\tn\nr", "\xc3\xa9",
+			       "x%20y", ".hidden"};
+	for (int i = 0; i < 2; i++) {
+		struct vol *v = i ? &ngx : &mkv;
+		char *w = xasprintf("%s/w", v->dir), *l;
+		mkdir(w, 0755);
+		for (size_t j = 0; j < sizeof(names) / sizeof(names[0]); j++)
+			touch(w, names[j]);
+		l = xasprintf("%s/dd", w);
+		mkdir(l, 0755);
+		free(l);
+		l = xasprintf("%s/ldir", w);
+		ck_assert_int_eq(symlink("dd", l), 0);
+		free(l);
+		l = xasprintf("%s/dangling", w);
+		ck_assert_int_eq(symlink("nowhere", l), 0);
+		free(l);
+		free(w);
+	}
+	same_listing("/");
+	same_listing("/w/");
+	same_listing("/67/c0/");
+	same_listing("/67/c0/L2E/");
+	same_listing("/sv01/ab/cd/");
+}
+END_TEST
+
+/* A directory of 30,000 entries (several listing batches), generated on
+ * disk for both servers: the same bytes. */
+START_TEST(test_big_listing)
+{
+	for (int i = 0; i < 2; i++) {
+		struct vol *v = i ? &ngx : &mkv;
+		char *d = xasprintf("%s/big", v->dir);
+		mkdir(d, 0755);
+		for (int j = 0; j < 30000; j++) {
+			char name[32];
+			snprintf(name, sizeof(name), j % 1000 ? "%08x" : "d%07x", j * 2654435761u);
+			if (j % 1000)
+				touch(d, name);
+			else {
+				char *s = xasprintf("%s/%s", d, name);
+				mkdir(s, 0755);
+				free(s);
+			}
+		}
+		free(d);
+	}
+	same_listing("/big/");
+}
+END_TEST
+
+/* Writes, in order, on both. */
+START_TEST(test_writes_side_by_side)
+{
+	static const struct {
+		const char *method, *path, *body, *hdr;
+		int status;
+	} w[] = {
+		{"PUT", "/67/c0/L2E/Yg==", "replaced", NULL, 204},
+		{"GET", "/67/c0/L2E/Yg==", NULL, NULL, 200},
+		{"PUT", "/a/b/c/d/e/f", "deep", NULL, 201},
+		{"PUT", "/a/b/", "x", NULL, 409},
+		{"PUT", "/a/b", "x", NULL, 409},
+		{"PUT", "/cr", "x", "Content-Range: bytes 0-0/1", 501},
+		{"DELETE", "/a/b/c/d/e/f", NULL, NULL, 204},
+		{"DELETE", "/a/b/c/d/e/f", NULL, NULL, 404},
+		{"GET", "/a/b/c/d/e/f", NULL, NULL, 404},
+		{"DELETE", "/a/b", NULL, NULL, 409},
+		{"DELETE", "/nope", NULL, NULL, 404},
+		{"DELETE", "/67/c0/L2E/Yg==", "body", NULL, 415},
+		{"DELETE", "/../x", NULL, NULL, 400},
+		{"PUT", "/%2e%2e/x", "x", NULL, 400},
+		{"PUT", "/x%00", "x", NULL, 400},
+		{"PUT", "/sv02/.mkv", "m", NULL, 201},
+		{"GET", "/sv02/.mkv", NULL, NULL, 200},
+		{"PUT", "/chunked", "chunky", "Transfer-Encoding: chunked", 201},
+		{"GET", "/chunked", NULL, NULL, 200},
+		{"PUT", "/zero", "", NULL, 201},
+		{"GET", "/zero", NULL, NULL, 200},
+	};
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+		struct resp a, b;
+		size_t len = w[i].body ? strlen(w[i].body) : 0;
+		long sa = req(&mkv, w[i].method, w[i].path, w[i].body, len, w[i].hdr, &a);
+		long sb = req(&ngx, w[i].method, w[i].path, w[i].body, len, w[i].hdr, &b);
+		ck_assert_msg(sa == w[i].status && sb == w[i].status, "%s %s: mkv %ld nginx %ld",
+			      w[i].method, w[i].path, sa, sb);
+		if (sa == 200)
+			ck_assert(a.body.len == b.body.len &&
+				  !memcmp(a.body.data, b.body.data, a.body.len));
+		h_resp_free(&a);
+		h_resp_free(&b);
+	}
+	same_listing("/a/b/c/d/e/");
+	same_listing("/");
+}
+END_TEST
+
+/* Conditional requests against each server's own validators. */
+START_TEST(test_conditional)
+{
+	for (int i = 0; i < 2; i++) {
+		struct vol *v = i ? &ngx : &mkv;
+		struct resp r;
+		char *etag, *lm, h[128];
+		ck_assert_int_eq(req(v, "GET", "/3e/d1/L2hlbGxv", NULL, 0, NULL, &r), 200);
+		etag = hdr(&r, "ETag");
+		lm = hdr(&r, "Last-Modified");
+		h_resp_free(&r);
+		snprintf(h, sizeof(h), "If-None-Match: %s", etag);
+		ck_assert_int_eq(req(v, "GET", "/3e/d1/L2hlbGxv", NULL, 0, h, &r), 304);
+		h_resp_free(&r);
+		snprintf(h, sizeof(h), "If-Modified-Since: %s", lm);
+		ck_assert_int_eq(req(v, "GET", "/3e/d1/L2hlbGxv", NULL, 0, h, &r), 304);
+		h_resp_free(&r);
+		snprintf(h, sizeof(h), "If-None-Match: \"other\"");
+		ck_assert_int_eq(req(v, "GET", "/3e/d1/L2hlbGxv", NULL, 0, h, &r), 200);
+		h_resp_free(&r);
+		free(etag);
+		free(lm);
+	}
+}
+END_TEST
+
+/* ---------- mkv-volume only ---------- */
+
+static struct vol solo;
+static void solo_start(void)
+{
+	h_vol_start(&solo, VOL_MKV);
+}
+static void solo_stop(void)
+{
+	h_vol_stop(&solo);
+}
+
+/* md5 as an xattr and in the listing, for plain, nested and chunked PUTs. */
+START_TEST(test_md5)
+{
+	static const char *paths[] = {"/5d/41/aGVsbG8=", "/67/c0/L2E/Yg==", "/md5/chunked"};
+	for (int i = 0; i < 3; i++) {
+		size_t n = 100000 + (size_t)i * 77777;
+		char *b = blob(n, (unsigned)i + 100), want[33], got[40] = {0}, *f, *dir, *needle;
+		struct resp r;
+		const char *hl[] = {"Transfer-Encoding: chunked", NULL};
+		char *u = url(&solo, paths[i]);
+		md5_hex(b, n, want);
+		ck_assert_int_eq(h_http("PUT", u, b, n, i == 2 ? hl : NULL, false, &r), 201);
+		h_resp_free(&r);
+		f = xasprintf("%s%s", solo.dir, paths[i]);
+		ck_assert_int_eq(getxattr(f, VOL_MD5_XATTR, got, sizeof(got)), 32);
+		ck_assert_str_eq(got, want);
+		dir = xstrndup(paths[i], (size_t)(strrchr(paths[i], '/') - paths[i] + 1));
+		ck_assert_int_eq(req(&solo, "GET", dir, NULL, 0, NULL, &r), 200);
+		needle = xasprintf("\"name\":\"%s\", \"type\":\"file\", \"mtime\":\"", strrchr(paths[i], '/') + 1);
+		ck_assert_ptr_nonnull(strstr(r.body.data, needle));
+		free(needle);
+		needle = xasprintf(", \"size\":%zu, \"md5\":\"%s\" }", n, want);
+		ck_assert_msg(strstr(r.body.data, needle) != NULL, "%s", r.body.data);
+		h_resp_free(&r);
+		/* A replacement gets the new md5. */
+		ck_assert_int_eq(h_http("PUT", u, "x", 1, NULL, false, &r), 204);
+		h_resp_free(&r);
+		md5_hex("x", 1, want);
+		ck_assert_int_eq(getxattr(f, VOL_MD5_XATTR, got, sizeof(got)), 32);
+		ck_assert_str_eq(got, want);
+		free(b), free(f), free(dir), free(needle), free(u);
+	}
+}
+END_TEST
+
+static int connect_to(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+static void send_all(int fd, const char *s, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+static int hidden_files(const char *dir)
+{
+	int n = 0;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (!strncmp(de->d_name, ".mkv-tmp", 8))
+			n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* A PUT cut off mid-body leaves nothing; a slow client stalls nobody. */
+START_TEST(test_cut_and_slow)
+{
+	const char *head = "PUT /cut/off/file HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n";
+	int fd = connect_to(solo.port), slow;
+	char *dir = xasprintf("%s/cut/off", solo.dir);
+	uint64_t t0;
+
+	send_all(fd, head, strlen(head));
+	send_all(fd, "partial body", 12);
+	usleep(100000);
+	close(fd);
+	/* The server notices at once; poll briefly for the cleanup. */
+	for (int i = 0; i < 50 && count_files(dir) != 0; i++)
+		usleep(20000);
+	ck_assert_int_eq(count_files(dir), 0);
+	{
+		char *u = url(&solo, "/cut/off/file");
+		ck_assert_int_eq(h_status("GET", u), 404);
+		free(u);
+	}
+
+	/* One connection stalls mid-body; others are served meanwhile. */
+	slow = connect_to(solo.port);
+	send_all(slow, head, strlen(head));
+	send_all(slow, "some", 4);
+	t0 = now_ms();
+	for (int i = 0; i < 50; i++) {
+		char *u = url(&solo, "/.mkv-nothing");
+		ck_assert_int_eq(h_status("GET", u), 404);
+		free(u);
+	}
+	ck_assert_uint_lt(now_ms() - t0, 3000);
+	close(slow);
+	ck_assert_int_eq(hidden_files(dir), 0);
+	free(dir);
+}
+END_TEST
+
+/* Garbage and oversized requests are answered or closed; the server lives. */
+START_TEST(test_hostile_input)
+{
+	const char *bad[] = {
+		"GARBAGE\r\n\r\n",
+		"GET /%00 HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET http://x/../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: x\r\nRange: bytes=99999999999999999999999-\r\n\r\n",
+		"PUT /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"PUT /y HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+	};
+	char *huge = xmalloc(300000), *u;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int fd = connect_to(solo.port);
+		char reply[512] = {0};
+		send_all(fd, bad[i], strlen(bad[i]));
+		shutdown(fd, SHUT_WR);
+		ck_assert_int_ge(recv(fd, reply, sizeof(reply) - 1, 0), 0);
+		close(fd);
+	}
+	/* 300 KB of headers: refused (431 or a close), memory stays bounded. */
+	{
+		int fd = connect_to(solo.port), n;
+		char reply[64] = {0};
+		n = snprintf(huge, 300000, "GET / HTTP/1.1\r\nHost: x\r\nX: ");
+		memset(huge + n, 'a', 299000 - (size_t)n);
+		memcpy(huge + 299000, "\r\n\r\n", 5);
+		send_all(fd, huge, strlen(huge));
+		recv(fd, reply, sizeof(reply) - 1, 0);
+		ck_assert_msg(!strncmp(reply, "HTTP/1.1 4", 10) || !reply[0], "%s", reply);
+		close(fd);
+	}
+	free(huge);
+	ck_assert_int_eq(kill(solo.pid, 0), 0);
+	u = url(&solo, "/");
+	ck_assert_int_eq(h_status("GET", u), 200);
+	free(u);
+	ck_assert_int_eq(hidden_files(solo.dir), 0);
+}
+END_TEST
+
+/* A subvolume that is a symlink to another disk is followed. */
+START_TEST(test_symlinked_subvolume)
+{
+	char *other = h_tmpdir(), *link = xasprintf("%s/sv07", solo.dir), *f;
+	struct resp r;
+	struct stat st;
+	ck_assert_int_eq(symlink(other, link), 0);
+	ck_assert_int_eq(put(&solo, "/sv07/.mkv", "m", 1), 201);
+	ck_assert_int_eq(put(&solo, "/sv07/3e/d1/L2hlbGxv", "hi", 2), 201);
+	f = xasprintf("%s/3e/d1/L2hlbGxv", other);
+	ck_assert_int_eq(stat(f, &st), 0);
+	ck_assert_int_eq(st.st_size, 2);
+	ck_assert_int_eq(req(&solo, "GET", "/sv07/3e/d1/L2hlbGxv", NULL, 0, NULL, &r), 200);
+	ck_assert_int_eq(r.body.len, 2);
+	h_resp_free(&r);
+	ck_assert_int_eq(req(&solo, "GET", "/", NULL, 0, NULL, &r), 200);
+	ck_assert_ptr_nonnull(strstr(r.body.data, "{ \"name\":\"sv07\", \"type\":\"directory\""));
+	h_resp_free(&r);
+	ck_assert_int_eq(req(&solo, "DELETE", "/sv07/3e/d1/L2hlbGxv", NULL, 0, NULL, &r), 204);
+	h_resp_free(&r);
+	ck_assert_int_ne(stat(f, &st), 0);
+	unlink(link);
+	h_rmrf(other);
+	free(other), free(link), free(f);
+}
+END_TEST
+
+static int run(const char *const argv[])
+{
+	int st;
+	pid_t pid = h_spawn((char *const *)argv, "/dev/null");
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_flags_and_signals)
+{
+	char *bin = h_bin("mkv-volume"), *tmp = h_tmpdir(), *dir = xasprintf("%s/new/data", tmp);
+	char port[16];
+	int p = h_free_port(), st;
+	pid_t pid;
+	ck_assert_int_eq(run((const char *[]){bin, "-h", NULL}), 0);
+	ck_assert_int_eq(run((const char *[]){bin, "--help", NULL}), 0);
+	ck_assert_int_ne(run((const char *[]){bin, "-bogus", dir, NULL}), 0);
+	ck_assert_int_ne(run((const char *[]){bin, "-port", "x", dir, NULL}), 0);
+	ck_assert_int_ne(run((const char *[]){bin, NULL}), 0);
+	snprintf(port, sizeof(port), "%d", p);
+	pid = h_spawn((char *[]){bin, "--port", port, dir, NULL}, "/dev/null");
+	ck_assert(h_wait_port(p, 5000));
+	ck_assert_int_eq(access(dir, F_OK), 0);      /* created, parents too */
+	st = h_stop(pid, SIGINT);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	h_rmrf(tmp);
+	free(bin), free(tmp), free(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("volume");
+	TCase *unit = tcase_create("units"), *side = tcase_create("side by side");
+	TCase *solo_tc = tcase_create("mkv-volume");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_loop_test(unit, test_path_clean, 0, sizeof(paths) / sizeof(paths[0]));
+	tcase_add_test(unit, test_path_too_long);
+	tcase_add_loop_test(unit, test_range_parse, 0, sizeof(ranges) / sizeof(ranges[0]));
+	tcase_add_test(unit, test_range_empty_file);
+	tcase_add_test(unit, test_listing_batches);
+	tcase_add_test(unit, test_put_enospc);
+	tcase_add_test(unit, test_errno_table);
+	suite_add_tcase(s, unit);
+
+	tcase_add_unchecked_fixture(side, both_start, both_stop);
+	tcase_set_timeout(side, 60);
+	tcase_add_loop_test(side, test_side_by_side, 0, sizeof(reads) / sizeof(reads[0]));
+	tcase_add_test(side, test_listings_equal);
+	tcase_add_test(side, test_big_listing);
+	tcase_add_test(side, test_conditional);
+	tcase_add_test(side, test_writes_side_by_side);
+	suite_add_tcase(s, side);
+
+	tcase_add_unchecked_fixture(solo_tc, solo_start, solo_stop);
+	tcase_set_timeout(solo_tc, 60);
+	tcase_add_test(solo_tc, test_md5);
+	tcase_add_test(solo_tc, test_cut_and_slow);
+	tcase_add_test(solo_tc, test_hostile_input);
+	tcase_add_test(solo_tc, test_symlinked_subvolume);
+	tcase_add_test(solo_tc, test_flags_and_signals);
+	suite_add_tcase(s, solo_tc);
+
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
