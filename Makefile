@@ -19,6 +19,8 @@ ifeq ($(SANITIZE),1)
 else
   B := build
 endif
+# Test code may leak; the servers it starts must not.
+SANENV := $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0 MKV_CHILD_ASAN_OPTIONS=detect_leaks=1:exitcode=23,)
 # Binaries the tests run: bin/ normally, build-san/bin with SANITIZE=1.
 BIN := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
 
@@ -73,7 +75,7 @@ $(B)/tests/harness.o: tests/harness.c
 # Each suite runs on its own; all run even if one fails; any failure fails.
 test: all $(TESTS)
 	@fail=0; for t in $(TESTS); do \
-	  echo "== $$t"; MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $$t || fail=1; \
+	  echo "== $$t"; MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV) $$t || fail=1; \
 	done; exit $$fail
 
 # A local cluster: three volumes (mkv-volume, or VOLUMES=nginx) and a master.
