@@ -37,7 +37,7 @@ VOLUME_LIB := $(call obj,$(filter-out volume/main.c,$(VOLUME_SRC)))
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,bin/%,$(TOOL_SRC))
 
-.PHONY: all deps run test bench fuzz clean
+.PHONY: all deps run test bench clean
 all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
 
 deps:
@@ -88,5 +88,8 @@ bench: all
 
 clean:
 	rm -rf build build-san bin
+
+# libFuzzer targets: `make fuzz` (rules in fuzz/fuzz.mk).
+-include fuzz/fuzz.mk
 
 -include $(shell find build build-san -name '*.d' 2>/dev/null)
