@@ -19,6 +19,8 @@ static const char usage[] =
 	"  -md5sum=BOOL      record each value's md5 (default true)\n"
 	"  -voltimeout D     volume check timeout, e.g. 1s, 500ms (default 1s)\n"
 	"  -puttimeout D     a replica write with no progress this long fails (default 60s)\n"
+	"  -idletimeout D    close a client connection silent this long (default 60s)\n"
+	"  -maxconns N       client connections served at once (default 10000)\n"
 	"  -headcheck        HEAD the blob before each redirect (minikeyvalue's behaviour)\n"
 	"  -workers N        parallel requests of rebuild/rebalance (default 16)\n"
 	"  -from DIR         rebuild: keep unlinked keys of this old index unlinked\n"
@@ -69,6 +71,7 @@ int main(int argc, char **argv)
 	struct config c = {
 		.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
 		.voltimeout_ms = 1000, .puttimeout_ms = 60000, .workers = 16,
+		.idletimeout_ms = 60000, .maxconns = 10000,
 	};
 	const char *cmd = NULL, *volumes = NULL;
 
@@ -129,7 +132,12 @@ int main(int argc, char **argv)
 		} else if (!strcmp(name, "puttimeout")) {
 			if (!parse_duration_ms(val, &c.puttimeout_ms))
 				bad("invalid duration for -puttimeout: %s", val);
-		} else if (!strcmp(name, "workers"))
+		} else if (!strcmp(name, "idletimeout")) {
+			if (!parse_duration_ms(val, &c.idletimeout_ms) || c.idletimeout_ms < 1000)
+				bad("invalid duration for -idletimeout (at least 1s): %s", val);
+		} else if (!strcmp(name, "maxconns"))
+			c.maxconns = parse_int(name, val, 1, 1000000);
+		else if (!strcmp(name, "workers"))
 			c.workers = parse_int(name, val, 1, 1024);
 		else if (!strcmp(name, "from"))
 			c.from = val;

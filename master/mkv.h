@@ -24,6 +24,8 @@ struct config {
 	const char *from;         /* -from OLD_DB (rebuild) */
 	const char *master;       /* -master host:port (online rebalance) */
 	uint64_t puttimeout_ms;   /* -puttimeout: a stalled replica write fails after this */
+	uint64_t idletimeout_ms;  /* -idletimeout: a silent client connection is closed */
+	int maxconns;             /* -maxconns: connections served at once */
 };
 
 int server_main(const struct config *cfg);

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE"
@@ -435,6 +436,18 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	atomic_fetch_sub(&inflight, 1);
 }
 
+/* Room for -maxconns clients plus volumes and the index. */
+static void raise_nofile(rlim_t want)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur < want)
+		log_msg("open file limit is %llu: fewer than -maxconns clients can connect",
+			(unsigned long long)rl.rlim_cur);
+}
+
 int server_main(const struct config *c)
 {
 	struct MHD_Daemon *d;
@@ -445,6 +458,7 @@ int server_main(const struct config *c)
 	unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
 
 	cfg = c;
+	raise_nofile((rlim_t)cfg->maxconns + 256);
 	idx = index_open(cfg->db, &why);
 	if (!idx) {
 		log_msg("%s", why);
@@ -466,8 +480,8 @@ int server_main(const struct config *c)
 			     MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 			     MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 			     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-			     MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-			     MHD_OPTION_CONNECTION_LIMIT, 10000u,
+			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->idletimeout_ms / 1000),
+			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->maxconns,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
 			     MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 			     MHD_OPTION_END);
