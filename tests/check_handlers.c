@@ -1,0 +1,165 @@
+/* check_handlers.c -- the master's handlers without sockets: list paging
+ * over a real LevelDB index, JSON escaping, DELETE/UNLINK record states. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../master/handlers.h"
+#include "../master/index.h"
+#include "harness.h"
+
+static struct index *idx;
+static char *dir;
+static struct config cfg = {.replicas = 1, .subvolumes = 1, .puttimeout_ms = 1000};
+
+static void setup(void)
+{
+	char *why = NULL, *db;
+	static const char *const recs[][2] = {
+		{"/a", "HASH5d41402abc4b2a76b9719d911017c592v:1"},
+		{"/b/1", "v:1"},
+		{"/b/2", "DELETEDv:1"},
+		{"/b/3", "v:1"},
+		{"/b/4", "v:1"},
+		{"/c", "DELETEDHASH5d41402abc4b2a76b9719d911017c592v:1"},
+	};
+	dir = h_tmpdir();
+	db = xasprintf("%s/db", dir);
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (size_t i = 0; i < sizeof(recs) / sizeof(recs[0]); i++)
+		ck_assert_int_eq(index_put(idx, recs[i][0], strlen(recs[i][0]), recs[i][1],
+					   strlen(recs[i][1])), 0);
+	free(db);
+}
+
+static void teardown(void)
+{
+	index_close(idx);
+	h_rmrf(dir);
+	free(dir);
+}
+
+struct listcase {
+	const char *prefix, *query;
+	int status;
+	const char *body;
+};
+
+static const struct listcase lists[] = {
+	{"/", "list", 200, "{\"next\":\"\",\"keys\":[\"/a\",\"/b/1\",\"/b/3\",\"/b/4\"]}"},
+	{"/", "unlinked", 200, "{\"next\":\"\",\"keys\":[\"/b/2\",\"/c\"]}"},
+	{"/b/", "list", 200, "{\"next\":\"\",\"keys\":[\"/b/1\",\"/b/3\",\"/b/4\"]}"},
+	{"/b/", "list&limit=1", 200, "{\"next\":\"/b/3\",\"keys\":[\"/b/1\"]}"},
+	{"/b/", "list&limit=2", 200, "{\"next\":\"/b/4\",\"keys\":[\"/b/1\",\"/b/3\"]}"},
+	{"/b/", "list&limit=1&start=/b/3", 200, "{\"next\":\"/b/4\",\"keys\":[\"/b/3\"]}"},
+	{"/b/", "list&limit=1&start=%2Fb%2F4", 200, "{\"next\":\"\",\"keys\":[\"/b/4\"]}"},
+	{"/b/", "list&start=/a", 200, "{\"next\":\"\",\"keys\":[\"/b/1\",\"/b/3\",\"/b/4\"]}"},
+	{"/b/", "list&start=/z", 200, "{\"next\":\"\",\"keys\":[]}"},
+	{"/zz", "list", 200, "{\"next\":\"\",\"keys\":[]}"},
+	{"/", "list&limit=0", 400, NULL},
+	{"/", "list&limit=-3", 400, NULL},
+	{"/", "list&limit=", 400, NULL},
+	{"/", "list&limit=99999999999999999999999", 400, NULL},
+	{"/", "list&start=%zz", 400, NULL},
+};
+
+START_TEST(test_list)
+{
+	const struct listcase *c = &lists[_i];
+	struct answer a = {0};
+	handle_list(idx, c->prefix, strlen(c->prefix), c->query, &a);
+	ck_assert_int_eq(a.status, c->status);
+	if (c->body)
+		ck_assert_str_eq(a.body.data, c->body);
+	else
+		ck_assert_msg(a.body.len > 1 && a.body.data[a.body.len - 1] == '\n', "no reason");
+	answer_free(&a);
+}
+END_TEST
+
+START_TEST(test_json_string)
+{
+	static const struct {
+		const char *in;
+		size_t n;
+		const char *out;
+	} cases[] = {
+		{"plain", 5, "\"plain\""},
+		{"q\"b\\", 4, "\"q\\\"b\\\\\""},
+		{"\n\x01", 2, "\"\\u000a\\u0001\""},
+		{"caf\xc3\xa9", 5, "\"caf\xc3\xa9\""},
+		{"bad\xff", 4, "\"bad\\ufffd\""},
+		{"\xc3", 1, "\"\\ufffd\""},
+		{"\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\""}, /* a surrogate */
+		{"a\0b", 3, "\"a\\u0000b\""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct buf b = {0};
+		buf_puts(&b, "");
+		json_string(&b, cases[i].in, cases[i].n);
+		ck_assert_str_eq(b.data, cases[i].out);
+		buf_free(&b);
+	}
+}
+END_TEST
+
+START_TEST(test_unlink_states)
+{
+	struct answer a = {0};
+	size_t n;
+	char *v;
+	handle_delete(&cfg, idx, "/a", 2, true, &a);
+	ck_assert_int_eq(a.status, 204);
+	answer_free(&a);
+	v = index_get(idx, "/a", 2, &n);
+	ck_assert_str_eq(v, "DELETEDHASH5d41402abc4b2a76b9719d911017c592v:1");
+	free(v);
+	memset(&a, 0, sizeof(a));
+	handle_delete(&cfg, idx, "/a", 2, true, &a);
+	ck_assert_int_eq(a.status, 404);
+	answer_free(&a);
+	memset(&a, 0, sizeof(a));
+	handle_delete(&cfg, idx, "/nope", 5, false, &a);
+	ck_assert_int_eq(a.status, 404);
+	answer_free(&a);
+}
+END_TEST
+
+START_TEST(test_get_deleted_is_404)
+{
+	struct answer a = {0};
+	handle_get(&cfg, idx, "/c", 2, "/c", &a);
+	ck_assert_int_eq(a.status, 404);
+	answer_free(&a);
+	memset(&a, 0, sizeof(a));
+	handle_get(&cfg, idx, "/a", 2, "/a", &a);
+	ck_assert_int_eq(a.status, 302);
+	ck_assert_str_eq(a.location, "http://v:1/06/39/L2E=");
+	ck_assert_str_eq(a.md5, "5d41402abc4b2a76b9719d911017c592");
+	ck_assert_str_eq(a.volumes, "v:1");
+	answer_free(&a);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("handlers");
+	TCase *tc = tcase_create("index");
+	SRunner *sr;
+	int failed;
+	static char *vols[] = {"v:1"};
+	cfg.volumes = vols;
+	cfg.nvol = 1;
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_loop_test(tc, test_list, 0, sizeof(lists) / sizeof(lists[0]));
+	tcase_add_test(tc, test_json_string);
+	tcase_add_test(tc, test_unlink_states);
+	tcase_add_test(tc, test_get_deleted_is_404);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
