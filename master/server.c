@@ -414,7 +414,8 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!r)
 		return;
 	if (cfg->verbose)
-		log_msg("%s %s %d %llu %llums%s", op_name(r->op), r->uri, r->ans.status,
+		log_msg("%s %s%s%s %d %llu %llums%s", op_name(r->op), r->uri, r->query ? "?" : "",
+			r->query ? r->query : "", r->ans.status,
 			(unsigned long long)(r->op == OP_PUT ? r->bytes : r->ans.body.len),
 			(unsigned long long)(now_ms() - r->start_ms),
 			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");

@@ -524,6 +524,33 @@ START_TEST(test_protect_fallback)
 }
 END_TEST
 
+/* -headcheck: minikeyvalue's HEAD before each redirect; a blob that is
+ * gone from every volume is then 404 rather than a redirect to nothing. */
+START_TEST(test_headcheck)
+{
+	static const char *const f[] = {"-headcheck", "-replicas", "2", NULL};
+	struct master hm = {0};
+	struct resp r;
+	char *u, *locs, path[PATH_MAX_LEN];
+	h_master_start(&hm, vols, 3, f);
+	u = xasprintf("%s/hc", hm.base);
+	ck_assert_int_eq(h_http("PUT", u, "v", 1, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+	locs = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	placement_path("/hc", 3, path);
+	for (char *l = strtok(locs, ","); l; l = strtok(NULL, ",")) {
+		char *b = xasprintf("http://%s%s", l, path);
+		ck_assert_int_eq(h_status("DELETE", b), 204);
+		free(b);
+	}
+	ck_assert_int_eq(h_status("GET", u), 404);
+	free(u), free(locs);
+	h_master_stop(&hm);
+}
+END_TEST
+
 static TCase *api_case(const char *name, void (*up)(void))
 {
 	TCase *tc = tcase_create(name);
@@ -558,6 +585,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_unchecked_fixture(tc, up_protect, cluster_down);
 	tcase_add_test(tc, test_protect_fallback);
+	tcase_add_test(tc, test_headcheck);
 	tcase_add_test(tc, test_mkv_format_index);
 	tcase_add_test(tc, test_usage);
 	suite_add_tcase(s, tc);
