@@ -43,6 +43,7 @@ struct put {
 	size_t cap;
 	uint64_t head;         /* bytes taken from the client */
 	bool eof, aborted, want_space, released, finished;
+	int npaused;           /* replicas waiting for body bytes */
 	int refs;
 
 	EVP_MD_CTX *md5;
@@ -114,6 +115,7 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
 			return 0;
 		}
 		r->paused = true;
+		p->npaused++;
 		pthread_mutex_unlock(&p->mu);
 		return CURL_READFUNC_PAUSE;
 	}
@@ -224,6 +226,7 @@ static void transfer(struct put *p)
 				continue;
 			if (r->paused && (p->head > r->pos || p->eof)) {
 				r->paused = false;
+				p->npaused--;
 				r->active_ms = now_ms();
 				unpause[nun++] = r;
 			} else if (!r->paused && timeout && now_ms() - r->active_ms > timeout) {
@@ -353,6 +356,7 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
 size_t put_feed(struct put *p, const char *data, size_t n)
 {
 	size_t room;
+	bool wake;
 	pthread_mutex_lock(&p->mu);
 	if (p->finished) {              /* failed early: swallow the rest */
 		pthread_mutex_unlock(&p->mu);
@@ -366,8 +370,9 @@ size_t put_feed(struct put *p, const char *data, size_t n)
 	ring_copy_in(p, data, n);
 	EVP_DigestUpdate(p->md5, data, n);
 	p->head += n;
+	wake = n && p->npaused; /* a busy worker finds the bytes by itself */
 	pthread_mutex_unlock(&p->mu);
-	if (n)
+	if (wake)
 		curl_multi_wakeup(p->multi);
 	return n;
 }
