@@ -457,6 +457,37 @@ START_TEST(test_mkv_format_index)
 }
 END_TEST
 
+/* A subvolume whose disk was swapped for an empty one (its marker is gone)
+ * is down: readers are sent to the other replicas. */
+START_TEST(test_swapped_disk)
+{
+	char *key = fresh("swap"), *u = url(key), *locs, *first, *cmd;
+	struct resp r;
+	int port = 0;
+	ck_assert_int_eq(put(key, "v", 1), 201);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+	locs = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	first = strtok(locs, ",");
+	sscanf(strchr(first, ':') + 1, "%d", &port);
+	for (int i = 0; i < 3; i++) {
+		if (vols[i].port != port)
+			continue;
+		cmd = xasprintf("rm -rf '%s/%s'", vols[i].dir, strchr(first, '/') + 1);
+		ck_assert_int_eq(system(cmd), 0);
+		free(cmd);
+	}
+	usleep(2600000);
+	for (int i = 0; i < 30; i++) {
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+		ck_assert_msg(strncmp(r.location + 7, first, strlen(first)),
+			      "redirected to swapped subvolume %s", first);
+		h_resp_free(&r);
+	}
+	free(key), free(u), free(locs);
+}
+END_TEST
+
 /* One index, one master: a second exits at once with a clear message;
  * SIGTERM stops the first cleanly (exit 0). */
 START_TEST(test_lock_and_sigterm)
@@ -567,6 +598,7 @@ static TCase *api_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_aborted_put);
 	tcase_add_test(tc, test_volume_down);
 	tcase_add_test(tc, test_all_down);
+	tcase_add_test(tc, test_swapped_disk);
 	tcase_add_test(tc, test_lock_and_sigterm); /* last: stops the master */
 	return tc;
 }
