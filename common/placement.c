@@ -91,8 +91,8 @@ static size_t b64(const unsigned char *in, size_t n, char *out)
 
 int key_decode(const char *src, size_t n, char *out, size_t *outlen, const char **why)
 {
-	char path[PATH_MAX_LEN];
-	const char *b;
+	char b[PATH_MAX_LEN];
+	size_t bl;
 	if (pct_decode(src, n, out, outlen, 0) < 0) {
 		*why = "invalid percent-encoding in key";
 		return 400;
@@ -109,9 +109,8 @@ int key_decode(const char *src, size_t n, char *out, size_t *outlen, const char 
 		*why = "key must be at least 2 bytes (\"/\" alone is not a key)";
 		return 400;
 	}
-	placement_path(out, *outlen, path);
-	b = path + 7;
-	if (b[strlen(b) - 1] == '/' || strstr(b, "//")) {
+	bl = b64((const unsigned char *)out, *outlen, b);
+	if (b[bl - 1] == '/' || memmem(b, bl, "//", 2)) {
 		*why = "key's base64 name ends in '/' or holds '//': no volume can store it";
 		return 400;
 	}
