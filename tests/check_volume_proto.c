@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <regex.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,9 +24,11 @@
 
 #include "harness.h"
 #include "../common/placement.h"
+#include "../volume/date.h"
 #include "../volume/fs.h"
 #include "../volume/listing.h"
 #include "../volume/path.h"
+#include "../volume/server.h"
 #include "../volume/range.h"
 
 /* ---------- units: path, range, listing, fs ---------- */
@@ -283,6 +286,21 @@ START_TEST(test_put_enospc)
 	h_rmrf(tmp);
 	free(tmp);
 	free(dir);
+}
+END_TEST
+
+/* Our date formatter agrees with gmtime + strftime everywhere. */
+START_TEST(test_http_date)
+{
+	for (int64_t t = -5000000000LL; t < 8000000000LL; t += 86399 * 37 + 12345) {
+		char got[VOL_DATE_LEN], want[64];
+		struct tm tm;
+		time_t tt = (time_t)t;
+		gmtime_r(&tt, &tm);
+		strftime(want, sizeof(want), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		vol_http_date(tt, got);
+		ck_assert_str_eq(got, want);
+	}
 }
 END_TEST
 
@@ -850,6 +868,146 @@ START_TEST(test_symlinked_subvolume)
 }
 END_TEST
 
+/* ---------- in-process server, with faults injected ---------- */
+
+static struct vol_server *inproc;
+static char *inproc_dir;
+static char inproc_base[64];
+static int inproc_port;
+
+static void inproc_start(void)
+{
+	char *tmp = h_tmpdir();
+	inproc_dir = xasprintf("%s/data", tmp);
+	free(tmp);
+	inproc_port = h_free_port();
+	snprintf(inproc_base, sizeof(inproc_base), "http://127.0.0.1:%d", inproc_port);
+	inproc = vol_server_start(inproc_port, inproc_dir);
+	ck_assert_ptr_nonnull(inproc);
+}
+
+static void inproc_stop(void)
+{
+	char *parent = xstrdup(inproc_dir);
+	vol_server_stop(inproc);
+	*strrchr(parent, '/') = '\0';
+	h_rmrf(parent);
+	free(parent);
+	free(inproc_dir);
+}
+
+static int count_tree(const char *dir)
+{
+	int n = 0;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char *p;
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		p = xasprintf("%s/%s", dir, de->d_name);
+		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+			n += count_tree(p);
+		else
+			n++;
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Disk full mid-body over HTTP: 507 at once, nothing on disk. */
+START_TEST(test_enospc_http)
+{
+	size_t n = 2 << 20;
+	char *b = blob(n, 3), *u = xasprintf("%s/ab/cd/full", inproc_base);
+	struct resp r;
+	vol_fs_fail_after = 300000;
+	ck_assert_int_eq(h_http("PUT", u, b, n, NULL, false, &r), 507);
+	ck_assert_ptr_nonnull(strstr(r.body.data, "insufficient storage"));
+	h_resp_free(&r);
+	ck_assert_int_eq(count_tree(inproc_dir), 0);
+	vol_fs_fail_after = 0;
+	ck_assert_int_eq(h_http("PUT", u, b, n, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(count_tree(inproc_dir), 1);
+	free(b), free(u);
+}
+END_TEST
+
+static void *slow_put(void *arg)
+{
+	char *u = xasprintf("%s/slow/%d", inproc_base, (int)(intptr_t)arg);
+	struct resp r;
+	long st = h_http("PUT", u, "data", 4, NULL, false, &r);
+	h_resp_free(&r);
+	free(u);
+	return (void *)(intptr_t)st;
+}
+
+/* PUTs waiting on a slow disk (1.5 s per fsync) stall no other request:
+ * more of them than the server has threads, and GETs still fly. */
+START_TEST(test_slow_disk_stalls_nobody)
+{
+	pthread_t t[8];
+	uint64_t t0;
+	char *u = xasprintf("%s/", inproc_base);
+	vol_fs_slow_sync_ms = 1500;
+	t0 = now_ms();
+	for (int i = 0; i < 8; i++)
+		pthread_create(&t[i], NULL, slow_put, (void *)(intptr_t)i);
+	usleep(200000);
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_eq(h_status("GET", u), 200);
+	ck_assert_uint_lt(now_ms() - t0, 1200);
+	for (int i = 0; i < 8; i++) {
+		void *st;
+		pthread_join(t[i], &st);
+		ck_assert_int_eq((int)(intptr_t)st, 201);
+	}
+	ck_assert_uint_ge(now_ms() - t0, 1500);
+	vol_fs_slow_sync_ms = 0;
+	free(u);
+}
+END_TEST
+
+/* Several requests on one connection, refusals included, all answered
+ * in order (keep-alive survives a 404, a 409 with a body, a 416). */
+START_TEST(test_keep_alive)
+{
+	const char *reqs =
+		"PUT /ka/x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
+		"GET /ka/x HTTP/1.1\r\nHost: h\r\n\r\n"
+		"GET /ka/none HTTP/1.1\r\nHost: h\r\n\r\n"
+		"PUT /ka/ HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
+		"GET /ka/x HTTP/1.1\r\nHost: h\r\nRange: bytes=9-\r\n\r\n"
+		"DELETE /ka/x HTTP/1.1\r\nHost: h\r\n\r\n"
+		"GET /ka/x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+	const char *want[] = {"HTTP/1.1 201", "HTTP/1.1 200", "HTTP/1.1 404", "HTTP/1.1 409",
+			      "HTTP/1.1 416", "HTTP/1.1 204", "HTTP/1.1 404"};
+	struct buf got = {0};
+	char tmp[4096];
+	ssize_t n;
+	const char *p;
+	int fd = connect_to(inproc_port);
+	send_all(fd, reqs, strlen(reqs));
+	while ((n = recv(fd, tmp, sizeof(tmp), 0)) > 0)
+		buf_append(&got, tmp, (size_t)n);
+	buf_append(&got, "", 1);
+	close(fd);
+	p = got.data;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		p = strstr(p, "HTTP/1.1 ");
+		ck_assert_msg(p && !strncmp(p, want[i], strlen(want[i])), "reply %zu: %.40s", i,
+			      p ? p : "(none)");
+		p++;
+	}
+	buf_free(&got);
+}
+END_TEST
+
 static int run(const char *const argv[])
 {
 	int st;
@@ -895,6 +1053,7 @@ int main(void)
 	tcase_add_test(unit, test_listing_batches);
 	tcase_add_test(unit, test_put_enospc);
 	tcase_add_test(unit, test_errno_table);
+	tcase_add_test(unit, test_http_date);
 	suite_add_tcase(s, unit);
 
 	tcase_add_unchecked_fixture(side, both_start, both_stop);
@@ -914,6 +1073,16 @@ int main(void)
 	tcase_add_test(solo_tc, test_symlinked_subvolume);
 	tcase_add_test(solo_tc, test_flags_and_signals);
 	suite_add_tcase(s, solo_tc);
+
+	{
+		TCase *inp = tcase_create("in-process");
+		tcase_add_checked_fixture(inp, inproc_start, inproc_stop);
+		tcase_set_timeout(inp, 30);
+		tcase_add_test(inp, test_enospc_http);
+		tcase_add_test(inp, test_slow_disk_stalls_nobody);
+		tcase_add_test(inp, test_keep_alive);
+		suite_add_tcase(s, inp);
+	}
 
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

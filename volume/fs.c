@@ -23,6 +23,7 @@
 #include "../common/util.h"
 
 long long vol_fs_fail_after;
+unsigned vol_fs_slow_sync_ms;
 static _Atomic long long fault_written;
 static _Atomic unsigned long tmp_seq;
 
@@ -260,6 +261,8 @@ int vol_put_commit(struct vol_put *p)
 	if (fsetxattr(p->fd, VOL_MD5_XATTR, hex, 32, 0) < 0 && errno != ENOTSUP &&
 	    errno != EPERM && errno != EACCES)
 		vol_fs_fail(p->root, "fsetxattr", p->path, errno, 500);
+	if (vol_fs_slow_sync_ms)
+		usleep(vol_fs_slow_sync_ms * 1000u);
 	if (fsync(p->fd) < 0) {
 		status = vol_fs_fail(p->root, "fsync", p->path, errno, 500);
 		goto out;

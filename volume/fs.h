@@ -52,8 +52,10 @@ void vol_put_abort(struct vol_put *p);
 /* Remove a file and fsync its directory: 204, 404, 409 for a directory. */
 int vol_fs_delete(const struct vol_root *r, const char *path);
 
-/* Fault injection for tests: when > 0, a PUT fails with ENOSPC once it
- * has written this many bytes in total (process-wide). */
+/* Fault injection for tests (process-wide): when > 0, a PUT fails with
+ * ENOSPC once this many bytes were written in total; every commit first
+ * sleeps vol_fs_slow_sync_ms, as on a slow disk. */
 extern long long vol_fs_fail_after;
+extern unsigned vol_fs_slow_sync_ms;
 
 #endif

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "date.h"
 
 size_t vol_list_batch = 8192;
 
@@ -160,8 +161,7 @@ static void put_json(struct buf *b, const char *s)
 static bool put_entry(struct vol_list *l, const struct ent *e)
 {
 	struct stat st;
-	struct tm tm;
-	char date[64], md5[33];
+	char date[VOL_DATE_LEN], md5[33];
 	const char *type;
 	int fd = dirfd(l->d);
 
@@ -170,8 +170,7 @@ static bool put_entry(struct vol_list *l, const struct ent *e)
 	    ((errno != ENOENT && errno != ELOOP) || fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0))
 		return false;
 	type = S_ISDIR(st.st_mode) ? "directory" : S_ISREG(st.st_mode) ? "file" : "other";
-	gmtime_r(&st.st_mtime, &tm);
-	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	vol_http_date(st.st_mtime, date);
 	buf_puts(&l->out, l->started ? ",\r\n{ \"name\":\"" : "\r\n{ \"name\":\"");
 	l->started = true;
 	put_json(&l->out, e->name);

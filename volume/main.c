@@ -1,4 +1,5 @@
 /* main.c -- mkv-volume: flags, signals, and the server of server.c. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@ static const char usage[] =
 
 static void bad_usage(const char *why)
 {
-	fprintf(stderr, "mkv-volume: %s\n%s", why, usage);
+	fprintf(stderr, "mkv-volume: %s\n%.*s", why, (int)(strchr(usage, '\n') - usage + 1), usage);
 	exit(2);
 }
 
@@ -41,7 +42,7 @@ int main(int argc, char **argv)
 		if (!strcmp(a, "h") || !strcmp(a, "help")) {
 			fputs(usage, stdout);
 			return 0;
-		} else if (!strncmp(a, "port", eq ? (size_t)(eq - a) : strlen(a)) && (eq ? eq - a : (long)strlen(a)) == 4) {
+		} else if (!strncmp(a, "port", 4) && (a[4] == '\0' || a[4] == '=')) {
 			if (eq)
 				port_s = eq + 1;
 			else if (++i < argc)

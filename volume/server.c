@@ -12,6 +12,7 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "date.h"
 #include "fs.h"
 #include "listing.h"
 #include "path.h"
@@ -29,7 +31,7 @@
 #define SYNC_WORKERS 32          /* fsyncs in flight at once */
 #define MAX_CONNECTIONS 4096
 #define IDLE_TIMEOUT_S 60
-#define CONN_MEMORY (128 * 1024) /* request line + headers + one body buffer */
+#define CONN_MEMORY (32 * 1024)  /* request line + headers + one body buffer */
 #define PATH_BYTES 4096
 
 enum method { M_GET, M_HEAD, M_PUT, M_DELETE, M_OTHER };
@@ -161,8 +163,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 {
 	struct MHD_Response *resp;
 	struct stat st;
-	struct tm tm;
-	char etag[64], date[64], cr[96];
+	char etag[64], date[VOL_DATE_LEN], cr[96];
 	const char *inm, *ims, *range, *ifr;
 	uint64_t start = 0, len, size;
 	enum vol_range rr;
@@ -175,8 +176,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	size = (uint64_t)st.st_size;
 	snprintf(etag, sizeof(etag), "\"%llx-%llx\"", (unsigned long long)st.st_mtime,
 		 (unsigned long long)size);
-	gmtime_r(&st.st_mtime, &tm);
-	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	vol_http_date(st.st_mtime, date);
 
 	/* As nginx: If-None-Match first, else an exact If-Modified-Since. */
 	inm = header(c, MHD_HTTP_HEADER_IF_NONE_MATCH);
@@ -339,18 +339,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if ((void *)r == &read_marker)
 		return answer_read(s, c, url);
 	if (*upload_size) {
+		/* libmicrohttpd cannot answer mid-body: after a failed write the
+		 * rest of the body is read and dropped, then the error is sent. */
 		if (r->put) {
-			int status = vol_put_write(r->put, upload, *upload_size);
-			if (status) {
-				/* Answer now; libmicrohttpd then closes the connection
-				 * instead of reading the rest of the body. */
+			r->status = vol_put_write(r->put, upload, *upload_size);
+			if (r->status) {
 				vol_put_abort(r->put);
 				r->put = NULL;
-				*upload_size = 0;
-				return send_error(c, status, NULL);
 			}
 		}
-		*upload_size = 0;            /* anything else: the body is ignored */
+		*upload_size = 0;
 		return MHD_YES;
 	}
 	if (r->synced || r->status) {
@@ -375,6 +373,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		free(r);
 	}
 	*con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	log_msg("libmicrohttpd: %s", line);
 }
 
 /* The path is taken raw and decoded by vol_path_clean, in one place. */
@@ -403,6 +410,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
 			MHD_USE_ERROR_LOG,
 		(uint16_t)port, NULL, NULL, on_request, s,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
 		MHD_OPTION_THREAD_POOL_SIZE, threads,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)IDLE_TIMEOUT_S,
