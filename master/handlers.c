@@ -351,7 +351,7 @@ int handle_put_locations(const struct config *cfg, const char *key, size_t klen,
 			memcpy(out[n++], order[i], LOC_MAX);
 	free(order);
 	if (n < want) {
-		*why = "fewer volumes are up than -replicas";
+		*why = "fewer volumes are up than -replicas: cannot place every copy";
 		return -1;
 	}
 	return n;

@@ -25,11 +25,16 @@ for i in 1 2 3; do
 	fi
 	pids="$pids $!"
 done
-sleep 0.3
+sleep 0.5
+for p in $pids; do
+	kill -0 "$p" 2>/dev/null || { echo "mkv: a volume failed to start (port in use?)" >&2; exit 1; }
+done
 bin/mkv -volumes localhost:3001,localhost:3002,localhost:3003 -db data/indexdb \
 	-port 3000 "$@" server &
-pids="$pids $!"
-sleep 0.3
+master=$!
+pids="$pids $master"
+sleep 0.5
+kill -0 "$master" 2>/dev/null || { echo "mkv: the master failed to start" >&2; exit 1; }
 echo "mkv: master on http://localhost:3000, volumes ($kind) on 3001-3003, data in ./data"
 echo "     try: curl -L -X PUT -T README.md localhost:3000/readme; curl -L localhost:3000/readme"
 wait
