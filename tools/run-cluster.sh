@@ -9,10 +9,11 @@ kind=${1:-mkv}
 mkdir -p data
 pids=""
 cleanup() {
+	st=$?
 	trap - INT TERM EXIT
 	[ -n "$pids" ] && kill $pids 2>/dev/null
 	wait 2>/dev/null
-	exit 0
+	exit $st
 }
 trap cleanup INT TERM EXIT
 for i in 1 2 3; do
