@@ -428,6 +428,9 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	if (r->locked)
 		keylock_release(r->key, r->klen);
+	/* req_wake may still be between MHD_resume_connection and its unlock. */
+	pthread_mutex_lock(&r->mu);
+	pthread_mutex_unlock(&r->mu);
 	answer_free(&r->ans);
 	free(r->locs);
 	pthread_mutex_destroy(&r->mu);
