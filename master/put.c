@@ -347,6 +347,7 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
 	p->refs = 2;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 512 * 1024); /* many may run at once */
 	if (pthread_create(&t, &attr, worker, p))
 		die("pthread_create failed");
 	pthread_attr_destroy(&attr);

@@ -192,6 +192,7 @@ static enum MHD_Result run_async(struct req *r)
 	pthread_mutex_unlock(&r->mu);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 512 * 1024); /* many may run at once */
 	if (pthread_create(&t, &attr, async_main, r))
 		die("pthread_create failed");
 	pthread_attr_destroy(&attr);
