@@ -348,8 +348,14 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 512 * 1024); /* many may run at once */
-	if (pthread_create(&t, &attr, worker, p))
-		die("pthread_create failed");
+	if (pthread_create(&t, &attr, worker, p)) {
+		log_msg("pthread_create failed: out of threads");
+		p->status = 503;
+		snprintf(p->why, sizeof(p->why), "server busy: no thread for this write");
+		p->finished = true;
+		p->refs = 1;
+		keylock_release(p->key, p->klen);
+	}
 	pthread_attr_destroy(&attr);
 	return p;
 }

@@ -185,16 +185,20 @@ static enum MHD_Result run_async(struct req *r)
 		req_wait(r);
 		return MHD_YES;
 	}
-	r->async_started = true;
-	pthread_mutex_lock(&r->mu);
-	r->suspended = true;
-	MHD_suspend_connection(r->conn);
-	pthread_mutex_unlock(&r->mu);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 512 * 1024); /* many may run at once */
-	if (pthread_create(&t, &attr, async_main, r))
-		die("pthread_create failed");
+	pthread_mutex_lock(&r->mu); /* async_main's wake waits for the suspend */
+	if (pthread_create(&t, &attr, async_main, r)) {
+		pthread_mutex_unlock(&r->mu);
+		pthread_attr_destroy(&attr);
+		log_msg("pthread_create failed: out of threads");
+		return send_error(r, 503, "server busy: no thread for this request");
+	}
+	r->async_started = true;
+	r->suspended = true;
+	MHD_suspend_connection(r->conn);
+	pthread_mutex_unlock(&r->mu);
 	pthread_attr_destroy(&attr);
 	return MHD_YES;
 }
