@@ -135,7 +135,7 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 {
 	struct record r;
 	size_t vlen, elen;
-	char *v = index_get(idx, key, klen, &vlen), *enc, path[PATH_MAX_LEN];
+	char *v = index_get(idx, key, klen, &vlen), *enc = NULL, path[PATH_MAX_LEN];
 	bool failed = false;
 
 	if (!v || (unlink && record_parse(v, vlen, &r) == 0 && r.deleted)) {
@@ -150,15 +150,16 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 		answer_error(a, 403, "-protect is set: UNLINK the key before DELETE");
 		goto out;
 	}
-	/* Soft-delete first: from here on nothing is served, whatever fails. */
+	/* Soft-delete first: from here on nothing is served, whatever fails.
+	 * UNLINK is answered on this write, so it is synced; DELETE's final
+	 * synced delete covers it. */
 	r.deleted = true;
 	enc = record_encode(&r, &elen);
-	if (index_put(idx, key, klen, enc, elen) < 0) {
-		free(enc);
+	if ((unlink ? index_put(idx, key, klen, enc, elen)
+		    : index_put_nosync(idx, key, klen, enc, elen)) < 0) {
 		answer_error(a, 500, "index write failed");
 		goto out;
 	}
-	free(enc);
 	if (!unlink) {
 		placement_path(key, klen, path);
 		for (int i = 0; i < r.nlocs; i++) {
@@ -173,6 +174,7 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 			}
 		}
 		if (failed) {
+			index_put(idx, key, klen, enc, elen); /* make the unlink durable */
 			answer_error(a, 500, "a volume refused the delete; the key stays unlinked");
 			goto out;
 		}
@@ -183,6 +185,7 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 	}
 	a->status = 204;
 out:
+	free(enc);
 	free(v);
 }
 

@@ -11,6 +11,7 @@ struct index {
 	leveldb_options_t *opts;
 	leveldb_readoptions_t *ropts;
 	leveldb_writeoptions_t *wopts;
+	leveldb_writeoptions_t *wopts_nosync;
 	leveldb_cache_t *cache;
 };
 
@@ -41,6 +42,7 @@ struct index *index_open(const char *path, char **why)
 	idx->ropts = leveldb_readoptions_create();
 	idx->wopts = leveldb_writeoptions_create();
 	leveldb_writeoptions_set_sync(idx->wopts, 1);
+	idx->wopts_nosync = leveldb_writeoptions_create();
 	return idx;
 }
 
@@ -53,6 +55,7 @@ void index_close(struct index *idx)
 	leveldb_cache_destroy(idx->cache);
 	leveldb_readoptions_destroy(idx->ropts);
 	leveldb_writeoptions_destroy(idx->wopts);
+	leveldb_writeoptions_destroy(idx->wopts_nosync);
 	free(idx);
 }
 
@@ -74,16 +77,28 @@ char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen)
 	return out;
 }
 
-int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
+static int put(struct index *idx, const leveldb_writeoptions_t *o, const char *key, size_t klen,
+	       const char *val, size_t vlen)
 {
 	char *err = NULL;
-	leveldb_put(idx->db, idx->wopts, key, klen, val, vlen, &err);
+	leveldb_put(idx->db, o, key, klen, val, vlen, &err);
 	if (err) {
 		log_msg("leveldb_put failed: %s", err);
 		leveldb_free(err);
 		return -1;
 	}
 	return 0;
+}
+
+int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
+{
+	return put(idx, idx->wopts, key, klen, val, vlen);
+}
+
+int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
+		     size_t vlen)
+{
+	return put(idx, idx->wopts_nosync, key, klen, val, vlen);
 }
 
 int index_delete(struct index *idx, const char *key, size_t klen)

@@ -170,7 +170,10 @@ static int write_record(struct put *p, bool deleted, const char *hash)
 	for (int i = 0; i < p->nlocs; i++)
 		r.locs[i] = p->locs[i];
 	v = record_encode(&r, &len);
-	rc = index_put(p->idx, p->key, p->klen, v, len);
+	/* The DELETED record needs no sync of its own: the live record's sync
+	 * covers it, and lost alone it only leaves unreferenced bytes. */
+	rc = deleted ? index_put_nosync(p->idx, p->key, p->klen, v, len)
+		     : index_put(p->idx, p->key, p->klen, v, len);
 	free(v);
 	return rc;
 }
