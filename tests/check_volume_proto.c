@@ -979,7 +979,7 @@ START_TEST(test_keep_alive)
 {
 	const char *reqs =
 		"PUT /ka/x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
-		"GET /ka/x HTTP/1.1\r\nHost: h\r\n\r\n"
+		"GET /ka/x HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbody"
 		"GET /ka/none HTTP/1.1\r\nHost: h\r\n\r\n"
 		"PUT /ka/ HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
 		"GET /ka/x HTTP/1.1\r\nHost: h\r\nRange: bytes=9-\r\n\r\n"

@@ -336,8 +336,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		begin_write(s, r, url);
 		return MHD_YES;
 	}
-	if ((void *)r == &read_marker)
+	if ((void *)r == &read_marker) {
+		if (*upload_size) {          /* a GET with a body: ignore it */
+			*upload_size = 0;
+			return MHD_YES;
+		}
 		return answer_read(s, c, url);
+	}
 	if (*upload_size) {
 		/* libmicrohttpd cannot answer mid-body: after a failed write the
 		 * rest of the body is read and dropped, then the error is sent. */
