@@ -2,10 +2,19 @@
 #include "httpc.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+/* A thread keeps its handle (and so its connections to the volumes) until
+ * httpc_thread_cleanup, which parks it here for the next short-lived
+ * thread: a request thread then reuses warm connections instead of
+ * connecting anew. */
+#define IDLE_MAX 64
 static __thread CURL *tl_curl;
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURL *idle[IDLE_MAX];
+static int nidle;
 
 struct sink {
 	struct buf *b;
@@ -24,9 +33,33 @@ void httpc_global_init(void)
 
 void httpc_thread_cleanup(void)
 {
-	if (tl_curl)
-		curl_easy_cleanup(tl_curl);
+	CURL *c = tl_curl;
 	tl_curl = NULL;
+	if (!c)
+		return;
+	pthread_mutex_lock(&idle_mu);
+	if (nidle < IDLE_MAX) {
+		idle[nidle++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&idle_mu);
+	if (c)
+		curl_easy_cleanup(c);
+}
+
+static CURL *handle(void)
+{
+	if (tl_curl)
+		return tl_curl;
+	pthread_mutex_lock(&idle_mu);
+	if (nidle)
+		tl_curl = idle[--nidle];
+	pthread_mutex_unlock(&idle_mu);
+	if (!tl_curl)
+		tl_curl = curl_easy_init();
+	if (!tl_curl)
+		die("curl_easy_init failed");
+	return tl_curl;
 }
 
 static size_t on_write(char *p, size_t size, size_t n, void *ud)
@@ -63,11 +96,7 @@ int httpc_do(const char *method, const char *url, const void *body, size_t bodyl
 	CURL *c;
 	CURLcode rc;
 
-	if (!tl_curl)
-		tl_curl = curl_easy_init();
-	c = tl_curl;
-	if (!c)
-		die("curl_easy_init failed");
+	c = handle();
 	curl_easy_reset(c);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);

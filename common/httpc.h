@@ -1,6 +1,7 @@
 /* httpc.h -- small blocking HTTP client on libcurl, for talking to volumes.
  *
- * Each thread keeps one curl handle so connections to volumes are reused.
+ * Each thread keeps one curl handle so connections to volumes are reused;
+ * handles of threads that end are reused by the next ones.
  * Only this module (and the streaming parts of master/) include curl.h. */
 #ifndef MKV_HTTPC_H
 #define MKV_HTTPC_H
@@ -24,7 +25,8 @@ int httpc_do(const char *method, const char *url, const void *body, size_t bodyl
  * Caller frees. */
 char *httpc_escape_path(const char *path);
 
-/* Drop this thread's cached handle (call at thread exit). */
+/* Give this thread's handle back (call at thread exit): it is parked,
+ * connections and all, for the next thread that needs one. */
 void httpc_thread_cleanup(void);
 
 #endif

@@ -2,6 +2,7 @@
  * multi interface. */
 #include "put.h"
 #include "keylock.h"
+#include "spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/record.h"
@@ -15,6 +16,41 @@
 #include <string.h>
 
 #define RING_MAX (4u << 20)
+#define MULTI_IDLE_MAX 64
+
+/* Multi handles hold the connection cache: parked ones keep their
+ * connections to the volumes warm for the next PUT. */
+static pthread_mutex_t multi_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURLM *multi_idle[MULTI_IDLE_MAX];
+static int nmulti_idle;
+
+static CURLM *multi_get(void)
+{
+	CURLM *m = NULL;
+	pthread_mutex_lock(&multi_mu);
+	if (nmulti_idle)
+		m = multi_idle[--nmulti_idle];
+	pthread_mutex_unlock(&multi_mu);
+	if (!m) {
+		m = curl_multi_init();
+		if (!m)
+			die("curl_multi_init failed");
+		curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, 64L);
+	}
+	return m;
+}
+
+static void multi_put(CURLM *m)
+{
+	pthread_mutex_lock(&multi_mu);
+	if (nmulti_idle < MULTI_IDLE_MAX) {
+		multi_idle[nmulti_idle++] = m;
+		m = NULL;
+	}
+	pthread_mutex_unlock(&multi_mu);
+	if (m)
+		curl_multi_cleanup(m);
+}
 
 struct replica {
 	struct put *p;
@@ -143,7 +179,7 @@ static void put_free(struct put *p)
 		free(p->rep[i].url);
 	}
 	EVP_MD_CTX_free(p->md5);
-	curl_multi_cleanup(p->multi);
+	multi_put(p->multi);
 	pthread_mutex_destroy(&p->mu);
 	free(p->ring);
 	free(p->key);
@@ -262,7 +298,7 @@ static void cleanup_failed(struct put *p)
 		index_delete(p->idx, p->key, p->klen);
 }
 
-static void *worker(void *arg)
+static void worker(void *arg)
 {
 	struct put *p = arg;
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
@@ -307,7 +343,6 @@ static void *worker(void *arg)
 	}
 	if (p->status != 201)
 		cleanup_failed(p);
-	httpc_thread_cleanup();
 	keylock_release(p->key, p->klen); /* before the client hears back */
 
 	pthread_mutex_lock(&p->mu);
@@ -316,15 +351,12 @@ static void *worker(void *arg)
 		p->wake(p->arg);
 	pthread_mutex_unlock(&p->mu);
 	unref(p);
-	return NULL;
 }
 
 struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg)
 {
 	struct put *p = xcalloc(1, sizeof(*p));
-	pthread_t t;
-	pthread_attr_t attr;
 
 	pthread_mutex_init(&p->mu, NULL);
 	p->cfg = cfg;
@@ -341,17 +373,14 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
 	p->clen = clen;
 	p->cap = clen >= 0 && (uint64_t)clen < RING_MAX ? (size_t)clen + 1 : RING_MAX;
 	p->ring = xmalloc(p->cap);
-	p->multi = curl_multi_init();
+	p->multi = multi_get();
 	p->md5 = EVP_MD_CTX_new();
 	if (!p->md5 || !EVP_DigestInit_ex(p->md5, EVP_md5(), NULL))
 		die("md5 init failed");
 	p->wake = wake;
 	p->arg = arg;
 	p->refs = 2;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 512 * 1024); /* many may run at once */
-	if (pthread_create(&t, &attr, worker, p)) {
+	if (spawn(worker, p) < 0) {
 		log_msg("pthread_create failed: out of threads");
 		p->status = 503;
 		snprintf(p->why, sizeof(p->why), "server busy: no thread for this write");
@@ -359,7 +388,6 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
 		p->refs = 1;
 		keylock_release(p->key, p->klen);
 	}
-	pthread_attr_destroy(&attr);
 	return p;
 }
 

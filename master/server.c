@@ -14,6 +14,7 @@
 #include "mkv.h"
 #include "ops.h"
 #include "put.h"
+#include "spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/record.h"
@@ -155,11 +156,10 @@ static void run_op(struct req *r)
 	}
 }
 
-static void *async_main(void *arg)
+static void async_main(void *arg)
 {
 	struct req *r = arg;
 	run_op(r);
-	httpc_thread_cleanup();
 	if (r->locked) {        /* free the key before the client hears back */
 		keylock_release(r->key, r->klen);
 		r->locked = false;
@@ -168,13 +168,10 @@ static void *async_main(void *arg)
 	r->async_done = true;
 	pthread_mutex_unlock(&r->mu);
 	req_wake(r);
-	return NULL;
 }
 
 static enum MHD_Result run_async(struct req *r)
 {
-	pthread_t t;
-	pthread_attr_t attr;
 	bool done;
 	pthread_mutex_lock(&r->mu);
 	done = r->async_done;
@@ -185,13 +182,9 @@ static enum MHD_Result run_async(struct req *r)
 		req_wait(r);
 		return MHD_YES;
 	}
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 512 * 1024); /* many may run at once */
 	pthread_mutex_lock(&r->mu); /* async_main's wake waits for the suspend */
-	if (pthread_create(&t, &attr, async_main, r)) {
+	if (spawn(async_main, r) < 0) {
 		pthread_mutex_unlock(&r->mu);
-		pthread_attr_destroy(&attr);
 		log_msg("pthread_create failed: out of threads");
 		return send_error(r, 503, "server busy: no thread for this request");
 	}
@@ -199,7 +192,6 @@ static enum MHD_Result run_async(struct req *r)
 	r->suspended = true;
 	MHD_suspend_connection(r->conn);
 	pthread_mutex_unlock(&r->mu);
-	pthread_attr_destroy(&attr);
 	return MHD_YES;
 }
 
