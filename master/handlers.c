@@ -229,7 +229,7 @@ void json_string(struct buf *b, const char *s, size_t n)
 			p++;
 		} else {
 			/* Copy a well-formed UTF-8 sequence, else U+FFFD for one byte. */
-			int len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+			int len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
 			bool ok = len && end - p >= len;
 			for (int i = 1; ok && i < len; i++)
 				ok = (p[i] & 0xc0) == 0x80;

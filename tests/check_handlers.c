@@ -93,6 +93,7 @@ START_TEST(test_json_string)
 		{"\xc3", 1, "\"\\ufffd\""},
 		{"\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\""}, /* a surrogate */
 		{"a\0b", 3, "\"a\\u0000b\""},
+		{"\xf8\x80\x80", 3, "\"\\ufffd\\ufffd\\ufffd\""}, /* 0xf5..0xff lead nothing */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct buf b = {0};
