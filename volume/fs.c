@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+
+#define PUT_BUF (128 * 1024)
 
 long long vol_fs_fail_after;
 unsigned vol_fs_slow_sync_ms;
@@ -113,6 +116,8 @@ struct vol_put {
 	bool made_dirs;      /* parents were created: fsync them all at commit */
 	char tmpname[64];
 	EVP_MD_CTX *md5;
+	size_t buffered;     /* bytes waiting in buf */
+	char buf[PUT_BUF];   /* the body arrives in small pieces: write big ones */
 };
 
 static void make_tmpname(struct vol_put *p)
@@ -154,10 +159,11 @@ static int open_parent(struct vol_put *p)
 
 struct vol_put *vol_put_begin(const struct vol_root *r, const char *path, int *status)
 {
-	struct vol_put *p = xcalloc(1, sizeof(*p));
+	struct vol_put *p = xmalloc(sizeof(*p));
 	const char *slash;
 	struct stat st;
 
+	memset(p, 0, offsetof(struct vol_put, buf));
 	p->root = r;
 	p->path = xstrdup(path);
 	slash = strrchr(p->path, '/');
@@ -192,11 +198,8 @@ fail:
 	return NULL;
 }
 
-int vol_put_write(struct vol_put *p, const void *data, size_t n)
+static int write_all(struct vol_put *p, const char *s, size_t n)
 {
-	const char *s = data;
-	if (!EVP_DigestUpdate(p->md5, data, n))
-		die("md5 update failed");
 	while (n > 0) {
 		ssize_t w;
 		if (vol_fs_fail_after > 0 &&
@@ -214,6 +217,23 @@ int vol_put_write(struct vol_put *p, const void *data, size_t n)
 		s += w;
 		n -= (size_t)w;
 	}
+	return 0;
+}
+
+int vol_put_write(struct vol_put *p, const void *data, size_t n)
+{
+	if (!EVP_DigestUpdate(p->md5, data, n))
+		die("md5 update failed");
+	if (p->buffered + n > sizeof(p->buf)) {
+		int status = write_all(p, p->buf, p->buffered);
+		p->buffered = 0;
+		if (status)
+			return status;
+		if (n >= sizeof(p->buf))
+			return write_all(p, data, n);
+	}
+	memcpy(p->buf + p->buffered, data, n);
+	p->buffered += n;
 	return 0;
 }
 
@@ -253,6 +273,8 @@ int vol_put_commit(struct vol_put *p)
 	char hex[33];
 	int status = 0;
 
+	if ((status = write_all(p, p->buf, p->buffered)))
+		goto out;
 	if (!EVP_DigestFinal_ex(p->md5, d, &dl) || dl != 16)
 		die("md5 final failed");
 	for (int i = 0; i < 16; i++)
