@@ -123,10 +123,14 @@ int h_stop(pid_t pid, int sig)
 	uint64_t end;
 	if (pid <= 0)
 		return 0;
-	kill(pid, sig);
+	/* h_spawn made pid a process group leader: signal the whole group, so
+	 * that nginx's workers go with their master even on SIGKILL. */
+	if (kill(-pid, sig) < 0)
+		kill(pid, sig);
 	end = now_ms() + 5000;
 	while (waitpid(pid, &st, WNOHANG) == 0) {
 		if (now_ms() > end) {
+			kill(-pid, SIGKILL);
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);
 			break;
