@@ -1031,7 +1031,33 @@ START_TEST(test_flags_and_signals)
 	pid = h_spawn((char *[]){bin, "--port", port, dir, NULL}, "/dev/null");
 	ck_assert(h_wait_port(p, 5000));
 	ck_assert_int_eq(access(dir, F_OK), 0);      /* created, parents too */
-	st = h_stop(pid, SIGINT);
+	{
+		/* Some traffic first, so that a clean exit (and, under
+		 * SANITIZE=1, no leak) means something. */
+		struct vol v = {.port = p};
+		struct resp r;
+		int fd;
+		const char *cut = "PUT /c/d HTTP/1.1\r\nHost: x\r\nContent-Length: 99\r\n\r\nabc";
+		v.name = xasprintf("127.0.0.1:%d", p);
+		ck_assert_int_eq(put(&v, "/ab/cd/x", "data", 4), 201);
+		ck_assert_int_eq(req(&v, "GET", "/ab/cd/x", NULL, 0, "Range: bytes=1-2", &r), 206);
+		h_resp_free(&r);
+		ck_assert_int_eq(req(&v, "GET", "/ab/", NULL, 0, NULL, &r), 200);
+		h_resp_free(&r);
+		ck_assert_int_eq(req(&v, "GET", "/%00", NULL, 0, NULL, &r), 400);
+		h_resp_free(&r);
+		ck_assert_int_eq(req(&v, "DELETE", "/ab/cd/x", NULL, 0, NULL, &r), 204);
+		h_resp_free(&r);
+		fd = connect_to(p);
+		send_all(fd, cut, strlen(cut));
+		close(fd);
+		fd = connect_to(p);          /* and one left open */
+		send_all(fd, cut, strlen(cut));
+		usleep(50000);
+		free(v.name);
+		st = h_stop(pid, SIGINT);
+		close(fd);
+	}
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	h_rmrf(tmp);
 	free(bin), free(tmp), free(dir);
