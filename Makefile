@@ -6,11 +6,13 @@
 PKGS    := libmicrohttpd libcurl jansson libcrypto check
 CC      ?= cc
 OPT     ?= -O2
-CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP \
+# Deferred (=, not :=): on a fresh machine pkg-config and the libraries
+# arrive with `deps`, which runs before anything is compiled.
+CFLAGS   = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS  := $(shell pkg-config --libs libmicrohttpd libcurl jansson libcrypto 2>/dev/null) \
+LDLIBS   = $(shell pkg-config --libs libmicrohttpd libcurl jansson libcrypto 2>/dev/null) \
            -lleveldb -lpthread -lm
-TESTLIBS := $(shell pkg-config --libs check 2>/dev/null)
+TESTLIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 ifeq ($(SANITIZE),1)
   CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
