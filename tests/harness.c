@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,18 +202,12 @@ char *h_volumes_arg(struct vol *vols, int nvol)
 	return b.data;
 }
 
-void h_master_start(struct master *m, struct vol *vols, int nvol, const char *const *flags)
+/* Spawn the master on m->port over m->db and wait for it to listen. */
+static void master_spawn(struct master *m, struct vol *vols, int nvol, const char *const *flags)
 {
 	char *bin = h_bin("mkv"), *volarg = h_volumes_arg(vols, nvol), port[16];
 	char *argv[64];
 	int n = 0;
-	if (!m->db) {
-		char *tmp = h_tmpdir();
-		m->db = xasprintf("%s/db", tmp);
-		m->log = xasprintf("%s/master.log", tmp);
-		free(tmp);
-	}
-	m->port = h_free_port();
 	snprintf(port, sizeof(port), "%d", m->port);
 	snprintf(m->base, sizeof(m->base), "http://127.0.0.1:%d", m->port);
 	argv[n++] = bin;
@@ -231,6 +226,26 @@ void h_master_start(struct master *m, struct vol *vols, int nvol, const char *co
 		die("master on port %d did not start (see %s)", m->port, m->log);
 	free(bin);
 	free(volarg);
+}
+
+void h_master_start(struct master *m, struct vol *vols, int nvol, const char *const *flags)
+{
+	if (!m->db) {
+		char *tmp = h_tmpdir();
+		m->db = xasprintf("%s/db", tmp);
+		m->log = xasprintf("%s/master.log", tmp);
+		free(tmp);
+	}
+	m->port = h_free_port();
+	master_spawn(m, vols, nvol, flags);
+}
+
+void h_master_restart(struct master *m, struct vol *vols, int nvol, const char *const *flags)
+{
+	h_stop(m->pid, SIGTERM);
+	/* The old process may still hold the index's LOCK for a moment after
+	 * it is reaped by someone else; h_stop waited for it. */
+	master_spawn(m, vols, nvol, flags);
 }
 
 void h_master_stop(struct master *m)
@@ -354,4 +369,124 @@ long h_status(const char *method, const char *url)
 	long s = h_http(method, url, NULL, 0, NULL, false, &r);
 	h_resp_free(&r);
 	return s;
+}
+
+/* ---- raw sockets ---- */
+
+int h_connect(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+bool h_send(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		c += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/* Is the response in b complete?  *status gets its code once known. */
+static bool resp_complete(const struct buf *b, long *status, bool head)
+{
+	const char *hend, *cl;
+	size_t hl;
+	if (!b->len || !(hend = memmem(b->data, b->len, "\r\n\r\n", 4)))
+		return false;
+	if (b->len < 12 || strncmp(b->data, "HTTP/1.", 7))
+		return false;
+	*status = strtol(b->data + 9, NULL, 10);
+	hl = (size_t)(hend - b->data) + 4;
+	if (head || *status == 204 || *status == 304 || (*status >= 100 && *status < 200))
+		return true;
+	cl = strcasestr(b->data, "\r\nContent-Length:");
+	if (cl && cl < hend)
+		return b->len >= hl + strtoul(cl + 17, NULL, 10);
+	cl = strcasestr(b->data, "\r\nTransfer-Encoding: chunked");
+	if (cl && cl < hend)
+		return memmem(b->data + hl, b->len - hl, "0\r\n\r\n", 5) != NULL;
+	return false; /* read to close */
+}
+
+long h_recv_resp(int fd, struct buf *out, int timeout_ms, bool head)
+{
+	struct buf b = {0};
+	long status = 0;
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	bool closed = false;
+	buf_puts(&b, "");
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char chunk[16384];
+		ssize_t r;
+		int64_t left = (int64_t)(end - now_ms());
+		if (resp_complete(&b, &status, head))
+			break;
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
+			if (!status && !resp_complete(&b, &status, head) && b.len < 12)
+				status = -1;   /* no answer in time: a hang */
+			break;
+		}
+		r = recv(fd, chunk, sizeof(chunk), 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			closed = true;
+			break;
+		}
+		buf_append(&b, chunk, (size_t)r);
+	}
+	if (!status && b.len >= 12 && !strncmp(b.data, "HTTP/1.", 7))
+		status = strtol(b.data + 9, NULL, 10);
+	if (closed && !status)
+		status = 0;
+	if (out)
+		*out = b;
+	else
+		buf_free(&b);
+	return status;
+}
+
+long h_raw(int port, const void *req, size_t n, struct buf *out, int timeout_ms)
+{
+	int fd = h_connect(port);
+	long st;
+	if (fd < 0)
+		return -2;
+	h_send(fd, req, n);   /* the server may answer and close before all is sent */
+	st = h_recv_resp(fd, out, timeout_ms, n >= 5 && !memcmp(req, "HEAD ", 5));
+	close(fd);
+	return st;
+}
+
+long h_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kib = strtol(line + 6, NULL, 10);
+	fclose(f);
+	return kib;
 }

@@ -56,6 +56,8 @@ struct master {
 	char base[64]; /* "http://127.0.0.1:port" */
 };
 void h_master_start(struct master *m, struct vol *vols, int nvol, const char *const *flags);
+/* Restart m (stopped, killed or running) on the same port and db. */
+void h_master_restart(struct master *m, struct vol *vols, int nvol, const char *const *flags);
 void h_master_stop(struct master *m);
 /* The -volumes argument for vols ("127.0.0.1:p1,127.0.0.1:p2,..."); caller frees. */
 char *h_volumes_arg(struct vol *vols, int nvol);
@@ -77,5 +79,20 @@ void h_resp_free(struct resp *r);
 
 /* Convenience: status of a request with no body, response discarded. */
 long h_status(const char *method, const char *url);
+
+/* Raw TCP, for requests no HTTP client would send.  h_connect: a
+ * blocking socket to 127.0.0.1:port, -1 on failure.  h_send: all of p,
+ * false once the peer has closed. */
+int h_connect(int port);
+bool h_send(int fd, const void *p, size_t n);
+/* Read one response (headers, then the body by Content-Length or chunked,
+ * or to close; head: no body).  Returns its status; 0 when the peer
+ * closed without answering; -1 when nothing came within timeout_ms (the
+ * connection hangs).  out (may be NULL) gets the raw bytes: buf_free it. */
+long h_recv_resp(int fd, struct buf *out, int timeout_ms, bool head);
+/* Connect, send req, read the response, close.  -2: no connection. */
+long h_raw(int port, const void *req, size_t n, struct buf *out, int timeout_ms);
+/* VmRSS of pid in KiB, -1 if unknown. */
+long h_rss_kib(pid_t pid);
 
 #endif
