@@ -17,8 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -29,7 +28,7 @@
 #include "range.h"
 
 #define SYNC_WORKERS 32          /* fsyncs in flight at once */
-#define MAX_CONNECTIONS 4096
+#define MAX_CONNECTIONS 16384    /* or what the fd limit allows: 2 fds each */
 #define IDLE_TIMEOUT_S 60
 #define CONN_MEMORY (32 * 1024)  /* request line + headers + one body buffer */
 #define PATH_BYTES 4096
@@ -400,7 +399,18 @@ struct vol_server *vol_server_start(int port, const char *dir)
 {
 	struct vol_server *s = xcalloc(1, sizeof(*s));
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned int threads = ncpu > 1 ? (unsigned int)ncpu : 1;
+	unsigned int threads = ncpu > 1 ? (unsigned int)ncpu : 1, conns = MAX_CONNECTIONS;
+	struct rlimit nofile;
+
+	/* Beyond its limit libmicrohttpd stops accepting: clients then hang in
+	 * the listen backlog.  Take as many descriptors as we may. */
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+		getrlimit(RLIMIT_NOFILE, &nofile);
+		if (nofile.rlim_cur < 2 * (rlim_t)conns + 256)
+			conns = nofile.rlim_cur > 512 ? (unsigned int)(nofile.rlim_cur - 256) / 2 : 128;
+	}
 
 	s->dir = xstrdup(dir);
 	s->port = port;
@@ -417,7 +427,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		(uint16_t)port, NULL, NULL, on_request, s,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
 		MHD_OPTION_THREAD_POOL_SIZE, threads,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS,
+		MHD_OPTION_CONNECTION_LIMIT, conns,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)IDLE_TIMEOUT_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
