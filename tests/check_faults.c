@@ -1,0 +1,636 @@
+/* check_faults.c -- the store on its worst day:
+ *   crash:     kill -9 a volume during 200 concurrent PUTs through the
+ *              master, then kill -9 the master; restart both: every 201
+ *              reads back byte-identical, every 5xx is absent or whole.
+ *   disk full: a volume on a 16 MiB tmpfs; PUTs until it fills answer 5xx
+ *              naming the cause, earlier keys stay intact, a failed key is
+ *              not visible.
+ *   hung:      a SIGSTOPped volume (mkv-volume, then nginx) costs a GET
+ *              nothing once the checker marked it down, and a PUT at most
+ *              about -puttimeout.
+ *   avail:     5 volumes, one down: 200 PUTs (replicas 3) succeed,
+ *              unbalanced; `mkv rebalance` after it returns balances all.
+ * Mounting needs root: without it the disk-full test says so and skips. */
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/placement.h"
+#include "harness.h"
+
+#define MAXVOL 5
+
+/* ---- helpers ---- */
+
+static char *body_of(int i, size_t n)
+{
+	unsigned seed = (unsigned)i * 2654435761u + 7;
+	char *b = xmalloc(n);
+	for (size_t j = 0; j < n; j++) {
+		seed = seed * 1103515245u + 12345u;
+		b[j] = (char)(seed >> 16);
+	}
+	return b;
+}
+
+static char *murl(const struct master *m, const char *key)
+{
+	return xasprintf("%s%s", m->base, key);
+}
+
+/* Wait until the master's checker has seen every volume (a PUT stops
+ * answering 503), bounded. */
+static void wait_cluster(const struct master *m)
+{
+	char *u = murl(m, "/probe-ready");
+	long st = 0;
+	for (int i = 0; i < 200; i++) {
+		struct resp r;
+		st = h_http("PUT", u, "x", 1, NULL, false, &r);
+		h_resp_free(&r);
+		if (st == 201 || st == 403)
+			break;
+		usleep(50000);
+	}
+	ck_assert_msg(st == 201 || st == 403, "cluster not ready: PUT gave %ld", st);
+	free(u);
+}
+
+/* GET key through the master; 404 -> *found false.  Otherwise the value
+ * must be exactly want[0..n) (when want is given), and each of its
+ * replicas must hold it whole.  Retries while volumes come back (503). */
+static void expect_value(const struct master *m, const char *key, const char *want, size_t n,
+			 bool *found, char **balance)
+{
+	char *u = murl(m, key), *vols;
+	struct resp r;
+	long st = 0;
+	for (int i = 0; i < 100; i++) {
+		st = h_http("GET", u, NULL, 0, NULL, false, &r);
+		if (st != 503)
+			break;
+		h_resp_free(&r);
+		usleep(100000);
+	}
+	ck_assert_msg(st == 302 || st == 404, "GET %s: %ld", key, st);
+	*found = st == 302;
+	if (balance)
+		*balance = h_header(&r, "Key-Balance");
+	vols = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	if (*found) {
+		char *path = xmalloc(PATH_MAX_LEN), *save = NULL;
+		placement_path(key, strlen(key), path);
+		ck_assert_ptr_nonnull(vols);
+		for (char *v = strtok_r(vols, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
+			char *bu = xasprintf("http://%s%s", v, path);
+			struct resp b;
+			long bs = h_http("GET", bu, NULL, 0, NULL, false, &b);
+			ck_assert_msg(bs == 200, "%s: replica %s answers %ld", key, v, bs);
+			if (want)
+				ck_assert_msg(b.body.len == n && !memcmp(b.body.data, want, n),
+					      "%s: replica %s holds %zu bytes that are not the %zu "
+					      "acknowledged", key, v, b.body.len, n);
+			else
+				ck_assert_msg(b.body.len == n, "%s: replica %s holds %zu of %zu bytes "
+					      "(partial)", key, v, b.body.len, n);
+			h_resp_free(&b);
+			free(bu);
+		}
+		free(path);
+	}
+	free(vols);
+	free(u);
+}
+
+/* ---- crash: kill -9 a volume during PUTs, then the master ---- */
+
+#define NPUT 200
+#define PUT_SIZE (64 * 1024)
+
+struct job {
+	char key[64];
+	char *data;
+	size_t off;
+	long status;
+	char err[CURL_ERROR_SIZE];
+};
+
+static size_t job_read(char *p, size_t s, size_t n, void *ud)
+{
+	struct job *j = ud;
+	size_t len = s * n < PUT_SIZE - j->off ? s * n : PUT_SIZE - j->off;
+	memcpy(p, j->data + j->off, len);
+	j->off += len;
+	return len;
+}
+
+static size_t job_discard(char *p, size_t s, size_t n, void *ud)
+{
+	(void)p, (void)ud;
+	return s * n;
+}
+
+START_TEST(test_crash_during_puts)
+{
+	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "500ms",
+					    "-puttimeout", "5s", NULL};
+	struct vol vols[4];
+	struct master m = {0};
+	struct job *jobs = xcalloc(NPUT, sizeof(*jobs));
+	CURLM *multi = curl_multi_init();
+	int running = 1, done = 0, ok = 0, failed = 0, lost = 0, visible_failed = 0;
+	bool killed = false;
+
+	for (int i = 0; i < 4; i++)
+		h_vol_start(&vols[i], VOL_MKV);
+	h_master_start(&m, vols, 4, flags);
+	wait_cluster(&m);
+
+	curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 32L);
+	for (int i = 0; i < NPUT; i++) {
+		struct job *j = &jobs[i];
+		CURL *c = curl_easy_init();
+		char *u;
+		snprintf(j->key, sizeof(j->key), "/crash/%d-%d", (int)getpid(), i);
+		j->data = body_of(i, PUT_SIZE);
+		u = murl(&m, j->key);
+		curl_easy_setopt(c, CURLOPT_URL, u);
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, job_read);
+		curl_easy_setopt(c, CURLOPT_READDATA, j);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)PUT_SIZE);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, job_discard);
+		curl_easy_setopt(c, CURLOPT_PRIVATE, j);
+		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, j->err);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_multi_add_handle(multi, c);
+		free(u);
+	}
+	while (running) {
+		CURLMsg *msg;
+		int q;
+		curl_multi_perform(multi, &running);
+		while ((msg = curl_multi_info_read(multi, &q))) {
+			struct job *j;
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&j);
+			j->status = -1;
+			if (msg->data.result == CURLE_OK)
+				curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &j->status);
+			curl_multi_remove_handle(multi, msg->easy_handle);
+			curl_easy_cleanup(msg->easy_handle);
+			done++;
+		}
+		if (!killed && done >= NPUT / 4) {
+			h_stop(vols[1].pid, SIGKILL);   /* mid-load */
+			killed = true;
+		}
+		curl_multi_poll(multi, NULL, 0, 100, NULL);
+	}
+	curl_multi_cleanup(multi);
+	h_stop(m.pid, SIGKILL);
+	m.pid = 0;
+
+	h_vol_restart(&vols[1]);
+	h_master_restart(&m, vols, 4, flags);
+	wait_cluster(&m);
+	for (int i = 0; i < NPUT; i++) {
+		bool found;
+		if (jobs[i].status == 201) {
+			expect_value(&m, jobs[i].key, jobs[i].data, PUT_SIZE, &found, NULL);
+			ck_assert_msg(found, "%s was acknowledged (201) and is gone", jobs[i].key);
+			ok++;
+		} else {
+			ck_assert_msg(jobs[i].status >= 500 || jobs[i].status == -1,
+				      "%s: PUT answered %ld", jobs[i].key, jobs[i].status);
+			/* absent, or complete on every replica it names */
+			expect_value(&m, jobs[i].key, jobs[i].data, PUT_SIZE, &found, NULL);
+			failed += jobs[i].status >= 500;
+			lost += jobs[i].status == -1;
+			visible_failed += found;
+		}
+	}
+	fprintf(stderr, "crash: %d PUTs: %d acknowledged and intact, %d 5xx (%d of them whole "
+		"and visible), %d without an answer\n", NPUT, ok, failed, visible_failed, lost);
+	for (int i = 0; i < NPUT; i++)
+		free(jobs[i].data);
+	free(jobs);
+	h_master_stop(&m);
+	for (int i = 0; i < 4; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
+/* ---- disk full ---- */
+
+static char *mnt;          /* the tmpfs mount point, or NULL */
+static char mount_err[256];
+
+static void mount_small(void)
+{
+	char *tmp = h_tmpdir();
+	mnt = xasprintf("%s/small", tmp);
+	free(tmp);
+	mkdir(mnt, 0755);
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=16m") < 0) {
+		snprintf(mount_err, sizeof(mount_err), "mount -t tmpfs -o size=16m tmpfs %s: %s",
+			 mnt, strerror(errno));
+		rmdir(mnt);
+		free(mnt);
+		mnt = NULL;
+	}
+}
+
+static void umount_small(void)
+{
+	char *parent;
+	if (!mnt)
+		return;
+	if (umount(mnt) < 0)
+		umount2(mnt, MNT_DETACH);   /* a server still dying holds it */
+	rmdir(mnt);
+	parent = xstrdup(mnt);
+	*strrchr(parent, '/') = '\0';
+	rmdir(parent);
+	free(parent);
+	free(mnt);
+	mnt = NULL;
+}
+
+/* Is the answer a 5xx that says the disk is full? */
+static bool says_full(long st, const struct resp *r)
+{
+	return st >= 500 && (st == 507 || strcasestr(r->body.data, "space") ||
+			     strcasestr(r->body.data, "storage") || strstr(r->body.data, "507"));
+}
+
+START_TEST(test_disk_full)
+{
+	enum { MAXPUT = 40, SZ = 1 << 20 };
+	struct vol v;
+	struct master m = {0};
+	const char *old = getenv("TMPDIR");
+	char *saved = old ? xstrdup(old) : NULL, *keys[MAXPUT], *bodies[MAXPUT];
+	static const char *const flags[] = {"-replicas", "1", "-voltimeout", "500ms", NULL};
+	int n = 0, first_fail = -1;
+	long st = 0;
+	struct resp r;
+
+	if (!mnt) {
+		fprintf(stderr, "disk full: SKIPPED: %s\n", mount_err);
+		ck_assert_msg(geteuid() != 0, "cannot mount a small tmpfs as root: %s", mount_err);
+		return;
+	}
+	/* The volume's data directory on the small filesystem. */
+	setenv("TMPDIR", mnt, 1);
+	h_vol_start(&v, VOL_MKV);
+	if (saved)
+		setenv("TMPDIR", saved, 1);
+	else
+		unsetenv("TMPDIR");
+	h_master_start(&m, &v, 1, flags);
+	wait_cluster(&m);
+
+	/* Straight to the volume first: 507, nothing left behind. */
+	for (int i = 0; i < MAXPUT; i++) {
+		char *u = xasprintf("http://%s/direct/%d", v.name, i), *b = body_of(i, SZ);
+		st = h_http("PUT", u, b, SZ, NULL, false, &r);
+		if (st != 201) {
+			ck_assert_msg(says_full(st, &r), "volume PUT on a full disk: %ld %s", st,
+				      r.body.data);
+			h_resp_free(&r);
+			ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+			h_resp_free(&r);
+			free(u), free(b);
+			break;
+		}
+		h_resp_free(&r);
+		free(u), free(b);
+	}
+	ck_assert_msg(st != 201, "16 MiB took %d MiB: the filesystem never filled", MAXPUT);
+	for (int i = 0; i < MAXPUT; i++) {      /* room again for the master's turn */
+		char *u = xasprintf("http://%s/direct/%d", v.name, i);
+		h_http("DELETE", u, NULL, 0, NULL, false, &r);
+		h_resp_free(&r);
+		free(u);
+	}
+
+	/* Through the master. */
+	for (; n < MAXPUT; n++) {
+		char *u;
+		keys[n] = xasprintf("/full/%d-%d", (int)getpid(), n);
+		bodies[n] = body_of(n + 1000, SZ);
+		u = murl(&m, keys[n]);
+		st = h_http("PUT", u, bodies[n], SZ, NULL, false, &r);
+		free(u);
+		if (st != 201) {
+			ck_assert_msg(says_full(st, &r), "PUT on a full disk: %ld, reason \"%s\" "
+				      "does not name the cause", st, r.body.data);
+			fprintf(stderr, "disk full: PUT %d answered %ld: %s", n, st, r.body.data);
+			first_fail = n++;
+			h_resp_free(&r);
+			break;
+		}
+		h_resp_free(&r);
+	}
+	ck_assert_msg(first_fail >= 0, "the filesystem never filled");
+	for (int i = 0; i < n; i++) {
+		bool found;
+		expect_value(&m, keys[i], bodies[i], SZ, &found, NULL);
+		if (i == first_fail)
+			ck_assert_msg(!found, "%s failed (disk full) but is visible", keys[i]);
+		else
+			ck_assert_msg(found, "%s (stored before the disk filled) is gone", keys[i]);
+	}
+	/* Once space is freed, writes work again: nothing leaked it. */
+	{
+		char *u = murl(&m, keys[0]), *k = xasprintf("/full/after-%d", (int)getpid());
+		ck_assert_int_eq(h_http("DELETE", u, NULL, 0, NULL, false, &r), 204);
+		h_resp_free(&r);
+		free(u);
+		u = murl(&m, k);
+		st = h_http("PUT", u, bodies[0], SZ, NULL, false, &r);
+		ck_assert_msg(st == 201, "PUT after freeing 1 MiB: %ld %s", st, r.body.data);
+		h_resp_free(&r);
+		free(u);
+		free(k);
+	}
+	for (int i = 0; i < n; i++)
+		free(keys[i]), free(bodies[i]);
+	h_master_stop(&m);
+	h_vol_stop(&v);
+	free(saved);
+}
+END_TEST
+
+/* ---- a hung volume ---- */
+
+/* Is location loc ("host:port/svNN" or "host:port") on volume name? */
+static bool on_vol(const char *loc, const char *name)
+{
+	size_t l = strlen(name);
+	return !strncmp(loc, name, l) && (loc[l] == '/' || loc[l] == '\0');
+}
+
+/* A key whose first `replicas` places include (want_on true) or exclude
+ * volume `name`. */
+static char *key_placed(const char *stem, char **names, int nvol, int replicas, const char *name,
+			bool want_on, int *counter)
+{
+	char (*locs)[LOC_MAX] = xmalloc((size_t)nvol * LOC_MAX);
+	for (;;) {
+		char *k = xasprintf("/%s-%d-%d", stem, (int)getpid(), (*counter)++);
+		bool on = false;
+		int n = placement_volumes(k, strlen(k), names, nvol, replicas, 10, locs);
+		for (int i = 0; i < n; i++)
+			on |= on_vol(locs[i], name);
+		if (on == want_on) {
+			free(locs);
+			return k;
+		}
+		free(k);
+	}
+}
+
+START_TEST(test_hung_volume)
+{
+	static const char *const flags[] = {"-replicas", "2", "-puttimeout", "2s",
+					    "-voltimeout", "500ms", NULL};
+	struct vol vols[3];
+	struct master m = {0};
+	char *names[3], *on0[10];
+	int counter = 0;
+	struct resp r;
+	uint64_t t0, worst = 0;
+	long st;
+
+	h_vol_start(&vols[0], _i ? VOL_NGINX : VOL_MKV);   /* the one that hangs */
+	h_vol_start(&vols[1], VOL_MKV);
+	h_vol_start(&vols[2], VOL_MKV);
+	for (int i = 0; i < 3; i++)
+		names[i] = vols[i].name;
+	h_master_start(&m, vols, 3, flags);
+	wait_cluster(&m);
+	for (int i = 0; i < 10; i++) {
+		char *u;
+		on0[i] = key_placed("hung", names, 3, 2, names[0], true, &counter);
+		u = murl(&m, on0[i]);
+		ck_assert_int_eq(h_http("PUT", u, "value", 5, NULL, false, &r), 201);
+		h_resp_free(&r);
+		free(u);
+	}
+
+	ck_assert_int_eq(kill(-vols[0].pid, SIGSTOP), 0);
+	/* At once, before the checker notices: a PUT that writes to the hung
+	 * volume gives up after about -puttimeout. */
+	{
+		char *k = key_placed("hung-put", names, 3, 2, names[0], true, &counter);
+		char *u = murl(&m, k);
+		t0 = now_ms();
+		st = h_http("PUT", u, "value", 5, NULL, false, &r);
+		fprintf(stderr, "hung (%s): PUT at once: %ld after %llu ms: %s",
+			_i ? "nginx" : "mkv-volume", st, (unsigned long long)(now_ms() - t0),
+			st == 201 ? "\n" : r.body.data);
+		ck_assert_msg(st == 201 || st >= 500, "PUT to a hung volume: %ld", st);
+		/* -puttimeout plus slack for the check granularity */
+		ck_assert_msg(now_ms() - t0 < 3500, "PUT to a hung volume took %llu ms "
+			      "(-puttimeout 2s)", (unsigned long long)(now_ms() - t0));
+		h_resp_free(&r);
+		if (st != 201) {   /* not acknowledged: not visible */
+			bool found;
+			ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+			h_resp_free(&r);
+			(void)found;
+		}
+		free(u), free(k);
+	}
+	/* Within a few check rounds the volume is down: GETs of keys with a
+	 * replica there cost nothing and go to the other replica. */
+	usleep(3000000);
+	for (int round = 0; round < 5; round++)
+		for (int i = 0; i < 10; i++) {
+			char *u = murl(&m, on0[i]);
+			t0 = now_ms();
+			st = h_http("GET", u, NULL, 0, NULL, false, &r);
+			if (now_ms() - t0 > worst)
+				worst = now_ms() - t0;
+			ck_assert_msg(st == 302, "GET with one replica hung: %ld", st);
+			ck_assert_msg(r.location && !strstr(r.location, names[0]),
+				      "GET redirected to the hung volume: %s", r.location);
+			h_resp_free(&r);
+			free(u);
+		}
+	ck_assert_msg(worst < 200, "a GET took %llu ms with a hung volume marked down",
+		      (unsigned long long)worst);
+	/* And PUTs go around it, fast. */
+	for (int i = 0; i < 5; i++) {
+		char *k = key_placed("hung-after", names, 3, 2, names[0], true, &counter);
+		char *u = murl(&m, k);
+		t0 = now_ms();
+		st = h_http("PUT", u, "value", 5, NULL, false, &r);
+		ck_assert_msg(st == 201, "PUT with a volume marked down: %ld %s", st, r.body.data);
+		ck_assert_msg(now_ms() - t0 < 1000, "PUT with a volume marked down took %llu ms",
+			      (unsigned long long)(now_ms() - t0));
+		h_resp_free(&r);
+		free(u), free(k);
+	}
+	fprintf(stderr, "hung (%s): slowest GET once marked down: %llu ms\n",
+		_i ? "nginx" : "mkv-volume", (unsigned long long)worst);
+	kill(-vols[0].pid, SIGCONT);
+	for (int i = 0; i < 10; i++)
+		free(on0[i]);
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
+/* ---- write availability, then rebalance ---- */
+
+START_TEST(test_write_availability)
+{
+	enum { N = 200 };
+	static const char *const flags[] = {"-replicas", "3", "-voltimeout", "500ms", NULL};
+	struct vol vols[5];
+	struct master m = {0};
+	char *keys[N], *names[5], *volarg, *bin;
+	int unbalanced = 0, counter = 0;
+	struct resp r;
+
+	for (int i = 0; i < 5; i++) {
+		h_vol_start(&vols[i], VOL_MKV);
+		names[i] = vols[i].name;
+	}
+	h_master_start(&m, vols, 5, flags);
+	wait_cluster(&m);
+	h_stop(vols[2].pid, SIGTERM);       /* down, its data kept */
+	/* Wait until the master knows: a PUT homed on the dead volume succeeds. */
+	{
+		char *k = key_placed("avail-probe", names, 5, 3, names[2], true, &counter);
+		char *u = murl(&m, k);
+		long st = 0;
+		for (int i = 0; i < 100; i++) {
+			st = h_http("PUT", u, "x", 1, NULL, false, &r);
+			h_resp_free(&r);
+			if (st == 201)
+				break;
+			usleep(100000);
+		}
+		ck_assert_msg(st == 201, "PUT with one of 5 volumes down: %ld", st);
+		free(u), free(k);
+	}
+	for (int i = 0; i < N; i++) {
+		char *u, *b = body_of(i, 1000 + (size_t)i);
+		long st;
+		keys[i] = xasprintf("/avail/%d-%d", (int)getpid(), i);
+		u = murl(&m, keys[i]);
+		st = h_http("PUT", u, b, 1000 + (size_t)i, NULL, false, &r);
+		ck_assert_msg(st == 201, "PUT %s with one of 5 volumes down: %ld %s", keys[i], st,
+			      r.body.data);
+		h_resp_free(&r);
+		free(u), free(b);
+	}
+	for (int i = 0; i < N; i++) {
+		char *b = body_of(i, 1000 + (size_t)i), *bal = NULL;
+		bool found, homed = false;
+		char (*locs)[LOC_MAX] = xmalloc(3 * LOC_MAX);
+		int n = placement_volumes(keys[i], strlen(keys[i]), names, 5, 3, 10, locs);
+		for (int j = 0; j < n; j++)
+			homed |= on_vol(locs[j], names[2]);
+		expect_value(&m, keys[i], b, 1000 + (size_t)i, &found, &bal);
+		ck_assert_msg(found, "%s not readable", keys[i]);
+		ck_assert_msg(bal && !strcmp(bal, homed ? "unbalanced" : "balanced"),
+			      "%s: Key-Balance %s, want %s", keys[i], bal ? bal : "(none)",
+			      homed ? "unbalanced" : "balanced");
+		unbalanced += homed;
+		free(bal), free(b), free(locs);
+	}
+	ck_assert_msg(unbalanced > 0, "no key was homed on the stopped volume");
+
+	/* The volume returns; rebalance offline (the master stopped). */
+	h_vol_restart(&vols[2]);
+	h_stop(m.pid, SIGTERM);
+	volarg = h_volumes_arg(vols, 5);
+	bin = h_bin("mkv");
+	{
+		char *argv[] = {bin, "-volumes", volarg, "-db", m.db, "-replicas", "3", "rebalance",
+				NULL};
+		int wst = 0;
+		pid_t pid = h_spawn(argv, m.log);
+		uint64_t end = now_ms() + 60000;
+		while (waitpid(pid, &wst, WNOHANG) == 0 && now_ms() < end)
+			usleep(20000);
+		if (now_ms() >= end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &wst, 0);
+			ck_abort_msg("mkv rebalance did not finish in 60 s (see %s)", m.log);
+		}
+		ck_assert_msg(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+			      "mkv rebalance failed (status %d, see %s)", wst, m.log);
+	}
+	h_master_restart(&m, vols, 5, flags);
+	wait_cluster(&m);
+	for (int i = 0; i < N; i++) {
+		char *b = body_of(i, 1000 + (size_t)i), *bal = NULL;
+		bool found;
+		expect_value(&m, keys[i], b, 1000 + (size_t)i, &found, &bal);
+		ck_assert_msg(found, "%s not readable after rebalance", keys[i]);
+		ck_assert_msg(bal && !strcmp(bal, "balanced"), "%s: Key-Balance %s after rebalance",
+			      keys[i], bal ? bal : "(none)");
+		free(bal), free(b), free(keys[i]);
+	}
+	fprintf(stderr, "avail: %d PUTs with a volume down, %d unbalanced, all balanced after "
+		"rebalance\n", N, unbalanced);
+	free(volarg), free(bin);
+	h_master_stop(&m);
+	for (int i = 0; i < 5; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("faults");
+	SRunner *sr;
+	TCase *tc;
+	int failed;
+
+	curl_global_init(CURL_GLOBAL_ALL);
+	signal(SIGPIPE, SIG_IGN);
+	tc = tcase_create("crash");
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, test_crash_during_puts);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("disk full");
+	tcase_set_timeout(tc, 60);
+	tcase_add_unchecked_fixture(tc, mount_small, umount_small);
+	tcase_add_test(tc, test_disk_full);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("hung volume");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_hung_volume, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("write availability");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_write_availability);
+	suite_add_tcase(s, tc);
+	atexit(umount_small);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	umount_small();
+	return failed ? 1 : 0;
+}
