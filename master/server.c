@@ -508,6 +508,14 @@ int server_main(const struct config *c)
 	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
 		usleep(10000);
 	MHD_stop_daemon(d);
+	/* Writers cut off by the stop are still cleaning up, on the index. */
+	while (spawn_busy() > 0 && now_ms() < deadline + 10000)
+		usleep(10000);
+	if (spawn_busy() > 0) {
+		log_msg("stopping with %d writes unfinished; their records stay DELETED",
+			spawn_busy());
+		_exit(1);
+	}
 	health_stop();
 	index_close(idx);
 	return 0;

@@ -19,7 +19,7 @@ struct job {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct job *head, **tail = &head;
-static int idle, queued;
+static int idle, queued, busy;
 
 static void *loop(void *arg)
 {
@@ -32,6 +32,7 @@ static void *loop(void *arg)
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += IDLE_SECONDS;
 		pthread_mutex_lock(&mu);
+		busy--;
 		idle++;
 		while (!head) {
 			if (pthread_cond_timedwait(&cv, &mu, &until) == ETIMEDOUT && !head)
@@ -64,6 +65,7 @@ int spawn(void (*fn)(void *), void *arg)
 	j->arg = arg;
 	j->next = NULL;
 	pthread_mutex_lock(&mu);
+	busy++;
 	if (idle > queued) {      /* someone is waiting for exactly this */
 		*tail = j;
 		tail = &j->next;
@@ -80,7 +82,19 @@ int spawn(void (*fn)(void *), void *arg)
 	pthread_attr_destroy(&attr);
 	if (rc) {
 		free(j);
+		pthread_mutex_lock(&mu);
+		busy--;
+		pthread_mutex_unlock(&mu);
 		return -1;
 	}
 	return 0;
+}
+
+int spawn_busy(void)
+{
+	int n;
+	pthread_mutex_lock(&mu);
+	n = busy;
+	pthread_mutex_unlock(&mu);
+	return n;
 }

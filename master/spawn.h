@@ -9,5 +9,7 @@
 /* Run fn(arg) on an idle cached thread, or a new one.  0, or -1 when no
  * thread could be created (nothing runs then). */
 int spawn(void (*fn)(void *), void *arg);
+/* How many spawned functions are still running. */
+int spawn_busy(void);
 
 #endif
