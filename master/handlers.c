@@ -209,6 +209,15 @@ static const char *param(const char *q, const char *name, size_t *vlen, bool *pr
 	return NULL;
 }
 
+bool is_list_query(const char *query)
+{
+	size_t n;
+	bool list, unlinked;
+	param(query, "list", &n, &list);
+	param(query, "unlinked", &n, &unlinked);
+	return list || unlinked;
+}
+
 void json_string(struct buf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";

@@ -32,6 +32,8 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 /* DELETE (unlink=false) or UNLINK. */
 void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   bool unlink, struct answer *a);
+/* Does the raw query string ask for ?list or ?unlinked? */
+bool is_list_query(const char *query);
 /* ?list / ?unlinked on prefix; query is the raw query string. */
 void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
 		 struct answer *a);

@@ -342,9 +342,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	case OP_HEAD:
 		if (r->query) {
 			/* ?list and ?unlinked take any prefix, "/" included */
-			bool list = !strncmp(r->query, "list", 4) || !strncmp(r->query, "unlinked", 8) ||
-				    strstr(r->query, "&list") || strstr(r->query, "&unlinked");
-			if (!list)
+			if (!is_list_query(r->query))
 				return send_error(r, 403, "unknown query: only ?list and ?unlinked");
 			if (r->async_started)
 				return run_async(r);
