@@ -341,15 +341,21 @@ static void worker(void *arg)
 		else
 			p->status = 201;
 	}
-	if (p->status != 201)
-		cleanup_failed(p);
-	keylock_release(p->key, p->klen); /* before the client hears back */
-
+	/* A success frees the key before the client hears back (so its next
+	 * request on the key is not refused); a failure is told at once, and
+	 * the key stays locked while what was written is removed, which may
+	 * wait on the very volume that failed. */
+	if (p->status == 201)
+		keylock_release(p->key, p->klen);
 	pthread_mutex_lock(&p->mu);
 	p->finished = true;
 	if (!p->released)
 		p->wake(p->arg);
 	pthread_mutex_unlock(&p->mu);
+	if (p->status != 201) {
+		cleanup_failed(p);
+		keylock_release(p->key, p->klen);
+	}
 	unref(p);
 }
 
