@@ -16,6 +16,7 @@
 #include <string.h>
 
 #define RING_MAX (4u << 20)
+#define WAKE_BYTES (256u << 10)
 #define MULTI_IDLE_MAX 64
 
 /* Multi handles hold the connection cache: parked ones keep their
@@ -414,7 +415,11 @@ size_t put_feed(struct put *p, const char *data, size_t n)
 	ring_copy_in(p, data, n);
 	EVP_DigestUpdate(p->md5, data, n);
 	p->head += n;
-	wake = n && p->npaused; /* a busy worker finds the bytes by itself */
+	/* A busy worker finds the bytes by itself; a waiting one is woken for
+	 * a good batch (or a full ring), not for every piece the client sends:
+	 * the wakeups, not the bytes, would cost the most. */
+	wake = n && p->npaused &&
+	       (p->head - tail_of(p) >= WAKE_BYTES || p->cap - (p->head - tail_of(p)) < WAKE_BYTES);
 	pthread_mutex_unlock(&p->mu);
 	if (wake)
 		curl_multi_wakeup(p->multi);
