@@ -62,6 +62,10 @@ int main(int argc, char **argv)
 	if (!parse_u64(port_s, 1, 65535, &port))
 		bad_usage("bad port");
 
+	/* Without TZ, glibc re-reads /etc/localtime whenever libmicrohttpd
+	 * asks for the time: an open, read and close on every request. */
+	if (!getenv("TZ"))
+		setenv("TZ", ":/etc/localtime", 1);
 	/* Block the stop signals before any thread starts, then wait for one. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
