@@ -34,9 +34,13 @@ WRK="wrk -t2 -c100"
 for t in wrk nginx curl; do
 	command -v $t >/dev/null || { echo "bench: $t not installed (make deps)" >&2; exit 1; }
 done
-[ -x bin/loadgen ] || make -s bin/loadgen || exit 1
-HAVE_MKV=0; [ -x bin/mkv ] && HAVE_MKV=1
-HAVE_VOL=0; [ -x bin/mkv-volume ] && HAVE_VOL=1
+# BENCH_BIN: where mkv, mkv-volume and loadgen are (default bin/).
+BIN=${BENCH_BIN:-$ROOT/bin}
+[ -x "$BIN/loadgen" ] || make -s bin/loadgen || exit 1
+# A binary counts once it answers -h with its usage (not a placeholder).
+usable() { [ -x "$1" ] && "$1" -h 2>&1 | grep -qi usage; }
+HAVE_MKV=0; usable "$BIN/mkv" && HAVE_MKV=1
+HAVE_VOL=0; usable "$BIN/mkv-volume" && HAVE_VOL=1
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/mkv-bench.XXXXXX") || exit 1
 SAMPLES=$T/samples
@@ -47,7 +51,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	for p in $PIDS; do kill "$p" 2>/dev/null; done
 	for p in $PIDS; do wait "$p" 2>/dev/null; done
-	rm -rf "$T"
+	if [ -n "${BENCH_KEEP:-}" ]; then echo "bench: kept $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
 trap 'echo "bench: interrupted" >&2; exit 130' INT
@@ -112,12 +116,12 @@ nginx_start() {
 	wait_http "$port"
 }
 
-# A volume of our kind when bin/mkv-volume exists, else nginx.
+# A volume of our kind when $BIN/mkv-volume exists, else nginx.
 volume_start() {
 	local name=$1 port=$2 dir=${3:-$T/$1/data}
 	mkdir -p "$dir"
 	if [ $HAVE_VOL = 1 ]; then
-		spawn "$name" bin/mkv-volume -port "$port" "$dir"
+		spawn "$name" "$BIN/mkv-volume" -port "$port" "$dir"
 		wait_http "$port"
 	else
 		nginx_start nginx-volume.conf.in "$name" "$port" -e "s|$T/$name/data|$dir|g"
@@ -129,7 +133,7 @@ volume_start() {
 master_start() {
 	local name=$1 port=$2 vols=$3 rep=$4 i
 	rm -rf "$T/$name.db"
-	spawn "$name" bin/mkv -volumes "$vols" -db "$T/$name.db" -port "$port" \
+	spawn "$name" "$BIN/mkv" -volumes "$vols" -db "$T/$name.db" -port "$port" \
 		-replicas "$rep" -subvolumes 10 server
 	wait_http "$port" || return 1
 	for i in $(seq 100); do
@@ -159,15 +163,20 @@ wrk_rate() {
 	echo "$out" | awk '/^Requests\/sec:/ { print $2 }'
 }
 
-# lg_field FIELD loadgen-args...: one field of loadgen's answer, nothing on error.
+# lg_field FIELD loadgen-args...: one field of loadgen's answer.  Failed
+# requests are logged and counted in LG_ERRORS (the rate still counts only
+# the cycles that went right); nothing when loadgen gave no answer.
 lg_field() {
 	local f=$1 out
 	shift
-	if out=$(bin/loadgen "$@" 2>>"$T/loadgen.err"); then
-		echo "$out" | tr ' ' '\n' | sed -n "s/^$f=//p"
-	else
-		log "loadgen $*: $out $(tail -1 "$T/loadgen.err")"
-	fi
+	out=$("$BIN/loadgen" "$@" 2>"$T/loadgen.err")
+	case $out in
+	*errors=0) ;;
+	*errors=*) log "loadgen $1 ${*: -1}: $(echo "$out" | sed 's/.*errors=//') failed, e.g. $(head -1 "$T/loadgen.err")"
+		echo "$1 ${*: -1}: $(echo "$out" | sed 's/.*errors=//') failed, e.g. $(head -1 "$T/loadgen.err")" >>"$T/errors" ;;
+	*) log "loadgen $*: no answer: $(tail -1 "$T/loadgen.err")"; return ;;
+	esac
+	echo "$out" | tr ' ' '\n' | sed -n "s/^$f=//p"
 }
 
 # ---------------------------------------------------------------- clusters
@@ -240,6 +249,69 @@ for r in $(seq "$RUNS"); do
 	[ -n "$MA" ] && record r5 ours "$(lg_field mibps get -c $CONC -d $DUR -n $NBIG -p /bench/big "$MA")"
 	record r5 ref "$(lg_field mibps get -c $CONC -d $DUR -n $NBIG -p /bench/big "$NV")"
 done
+# -------------------------------------------------- row 4: one large PUT
+# put_big URL: wall seconds of one curl -T of the big file; nothing unless
+# 201/204.  Then the blob is deleted and the page cache written back, so
+# that one side's dirty pages are not flushed during the other's run.
+put_big() {
+	local out
+	out=$(curl -sS -o /dev/null -w '%{http_code} %{time_total}' -T "$T/big" "$1" 2>&1)
+	case $out in
+	201\ * | 204\ *) echo "${out#* }" ;;
+	*) log "PUT $1: $out" ;;
+	esac
+	curl -s -o /dev/null -X DELETE "$1"
+	sync
+}
+# big_master URL PID ROW SIDE: one PUT through a running master; records
+# the wall time (ROW) and the master's peak RSS during it (ROW.rss, MiB:
+# VmHWM, reset just before through clear_refs).
+big_master() {
+	local wall
+	echo 5 >"/proc/$2/clear_refs" 2>/dev/null
+	wall=$(put_big "$1/bench/large")
+	[ -n "$wall" ] || return
+	record "$3" "$4" "$wall"
+	record "$3.rss" "$4" "$(awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$2/status")"
+}
+log "row 4: PUT of $BIG_MB MiB, $RUNS_BIG runs of each"
+head -c "$((BIG_MB * 1048576))" /dev/urandom >"$T/big"
+# NV2/NV3: two more nginx volumes, so the master's streaming can be seen
+# without fsync (nginx never fsyncs; mkv-volume does).
+NVS="127.0.0.1:$NVP"
+for i in 2 3; do
+	p=$(free_port)
+	nginx_start nginx-volume.conf.in "nv$i" "$p" || exit 1
+	NVS="$NVS,127.0.0.1:$p"
+done
+M4=""
+if [ -n "$MA" ]; then
+	# The 3-replica master over our volumes is MA; three more masters.
+	for m in "m41 $VA 1" "m43n $NVS 3" "m41n $NVS 1"; do
+		set -- $m
+		p=$(free_port)
+		master_start "$1" "$p" "$2" "$3" || { M4=""; break; }
+		M4="$M4 http://127.0.0.1:$p $LAST"
+	done
+fi
+for r in $(seq "$RUNS_BIG"); do
+	if [ -n "$M4" ]; then
+		set -- $M4
+		big_master "$MA" "$MAPID" r4 ours
+		big_master "$1" "$2" r4 ref
+		big_master "$3" "$4" r4n ours
+		big_master "$5" "$6" r4n ref
+	fi
+	record r4c ref "$(put_big "$NV/bench/large")"
+done
+rm -f "$T/big"
+# Row 4c compares the 3-replica PUT with one curl -T to nginx.
+grep '^r4 ours ' "$SAMPLES" | sed 's/^r4 /r4c /' >>"$SAMPLES"
+# Masters are done: the volume rows run alone.
+if [ -n "$M4" ]; then
+	set -- $M4
+	stop "$2"; stop "$4"; stop "$6"
+fi
 [ -n "$MA" ] && { stop "$MAPID"; MA=""; }
 [ -n "$MB" ] && { stop "$MBPID"; MB=""; }
 
@@ -264,101 +336,55 @@ if [ $HAVE_VOL = 1 ]; then
 	stop "$LAST"
 fi
 
-# -------------------------------------------------- row 4: one large PUT
-# put_big URL: "wall-seconds" of one curl -T of the big file, nothing unless 201/204.
-put_big() {
-	local out
-	out=$(curl -sS -o /dev/null -w '%{http_code} %{time_total}' -T "$T/big" "$1" 2>&1)
-	case $out in
-	201\ * | 204\ *) echo "${out#* }" ;;
-	*) log "PUT $1: $out" ;;
-	esac
-}
-# big_master NAME VOLUMES REPLICAS ROW: one PUT through a fresh master;
-# records wall time (ROW) and the master's VmHWM in MiB (ROW.rss).
-big_master() {
-	local port pid wall
-	port=$(free_port)
-	master_start "$1" "$port" "$2" "$3" || { stop "$LAST"; return; }
-	pid=$LAST
-	wall=$(put_big "http://127.0.0.1:$port/bench/large")
-	if [ -n "$wall" ]; then
-		record "$4" "$5" "$wall"
-		record "$4.rss" "$5" "$(awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")"
-	fi
-	curl -s -o /dev/null -X DELETE "http://127.0.0.1:$port/bench/large"
-	stop "$pid"
-}
-log "row 4: PUT of $BIG_MB MiB, $RUNS_BIG runs of each"
-head -c "$((BIG_MB * 1048576))" /dev/urandom >"$T/big"
-# NV2/NV3: two more nginx volumes, so the master's streaming can be seen
-# without fsync (nginx never fsyncs; mkv-volume does).
-NVS="127.0.0.1:$NVP"
-for i in 2 3; do
-	p=$(free_port)
-	nginx_start nginx-volume.conf.in "nv$i" "$p" || exit 1
-	NVS="$NVS,127.0.0.1:$p"
-done
-for r in $(seq "$RUNS_BIG"); do
-	if [ $HAVE_MKV = 1 ]; then
-		big_master m4 "$VA" 3 r4 ours
-		big_master m4 "$VA" 1 r4 ref
-		big_master m4 "$NVS" 3 r4n ours
-		big_master m4 "$NVS" 1 r4n ref
-	fi
-	record r4c ref "$(put_big "$NV/bench/large")"
-	curl -s -o /dev/null -X DELETE "$NV/bench/large"
-done
-rm -f "$T/big"
-# Row 4c compares the 3-replica PUT with one curl -T to nginx.
-grep '^r4 ours ' "$SAMPLES" | sed 's/^r4 /r4c /' >>"$SAMPLES"
-
 # --------------------------------------------- row 7: rebuild and rebalance
 GO_REBUILD=3706 GO_REBALANCE=2261
 if [ $HAVE_MKV = 1 ]; then
 	log "row 7: $KEYS keys x 3 replicas on 5 volumes: populate"
-	V5="" V3=""
+	V5="" V3="" D5=""
 	for i in 1 2 3 4 5; do
 		P7[$i]=$(free_port)
 		V5="${V5:+$V5,}127.0.0.1:${P7[$i]}"
 		[ $i -le 3 ] && V3="${V3:+$V3,}127.0.0.1:${P7[$i]}"
+		D5="${D5:+$D5,}$T/r7/vols/v$i"
 	done
 	vols7() { # vols7 DIR: start the five volumes on DIR/v1..v5
 		for i in 1 2 3 4 5; do volume_start "v7-$i" "${P7[$i]}" "$1/v$i" || return 1; V7PID[$i]=$LAST; done
 	}
 	vols7stop() { for i in 1 2 3 4 5; do stop "${V7PID[$i]}"; done; }
-	vols7 "$T/r7/pristine"
-	POP=$(lg_field rate populate -c 64 -n $KEYS -s $SMALL -volumes "$V5" -replicas 3 -subvolumes 10 -p /bench/r7)
+	# The blobs go straight into the (not yet running) volumes' directories,
+	# laid out as mkv-volume lays them out, md5 xattr included.
+	POP=$(lg_field rate populate -n $KEYS -s $SMALL -volumes "$V5" -replicas 3 -subvolumes 10 \
+		-p /bench/r7 -dirs "$D5")
 	log "populated at $POP files/s"
-	vols7stop
-	MOVES=$(bin/loadgen moves -n $KEYS -volumes "$V5" -to "$V3" -replicas 3 -subvolumes 10 -p /bench/r7)
+	MOVES=$("$BIN/loadgen" moves -n $KEYS -volumes "$V5" -to "$V3" -replicas 3 -subvolumes 10 -p /bench/r7)
+	BACK=$("$BIN/loadgen" moves -n $KEYS -volumes "$V3" -to "$V5" -replicas 3 -subvolumes 10 -p /bench/r7)
+	field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+	# timed NAME ROW COUNT mkv-args...: run mkv, record COUNT/wall-seconds.
+	timed() {
+		local name=$1 row=$2 n=$3 t0 t1
+		shift 3
+		t0=$(date +%s.%N)
+		if "$BIN/mkv" -replicas 3 -subvolumes 10 "$@" >"$T/$name.out" 2>&1; then
+			t1=$(date +%s.%N)
+			record "$row" ours "$(echo "$n $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
+		else
+			log "$name failed: $(tail -1 "$T/$name.out")"
+		fi
+	}
+	vols7 "$T/r7/vols" || exit 1
+	# Each run: rebuild a fresh index from the five volumes, rebalance onto
+	# three, then back onto five -- which puts every blob back where the
+	# populate put it, so the next run starts from the same state without
+	# copying the volumes.
 	for r in $(seq "$RUNS_BIG"); do
-		log "row 7 run $r: rebuild, rebalance 5 -> 3"
-		rm -rf "$T/r7/run" "$T/r7/db"
-		# Hard links: a volume never writes a file in place (temp + rename),
-		# so every run starts from the same bytes without copying them.
-		cp -al "$T/r7/pristine" "$T/r7/run"
-		vols7 "$T/r7/run" || break
-		t0=$(date +%s.%N)
-		if bin/mkv -volumes "$V5" -db "$T/r7/db" -replicas 3 -subvolumes 10 rebuild \
-			>"$T/rebuild.out" 2>&1; then
-			t1=$(date +%s.%N)
-			record r7b ours "$(echo "$KEYS $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
-		else
-			log "rebuild failed: $(tail -1 "$T/rebuild.out")"
-		fi
-		t0=$(date +%s.%N)
-		if bin/mkv -volumes "$V3" -db "$T/r7/db" -replicas 3 -subvolumes 10 rebalance \
-			>"$T/rebalance.out" 2>&1; then
-			t1=$(date +%s.%N)
-			moved=$(echo "$MOVES" | tr ' ' '\n' | sed -n 's/^moved=//p')
-			record r7r ours "$(echo "$moved $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
-		else
-			log "rebalance failed: $(tail -1 "$T/rebalance.out")"
-		fi
-		STRAY=$(find "$T/r7/run/v4" "$T/r7/run/v5" -type f ! -name '.*' 2>/dev/null | wc -l)
-		vols7stop
+		log "row 7 run $r: rebuild, rebalance 5 -> 3, rebalance 3 -> 5"
+		rm -rf "$T/r7/db"
+		timed rebuild r7b $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
+		timed rebalance r7r "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
+		STRAY=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
+		timed rebalance-back r7x "$(field moved "$BACK")" -volumes "$V5" -db "$T/r7/db" rebalance
 	done
+	vols7stop
 	REBUILD_SUMMARY=$(tail -1 "$T/rebuild.out" 2>/dev/null)
 	REBALANCE_SUMMARY=$(tail -1 "$T/rebalance.out" 2>/dev/null)
 	rm -rf "$T/r7"
@@ -422,6 +448,7 @@ row 6a "volume alone, GET 4 KiB: mkv-volume vs nginx" "req/s" r6s r6s ge 0.8
 row 6b "volume alone, GET 1 MiB: mkv-volume vs nginx" "req/s" r6l r6l ge 0.9
 row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs Go minikeyvalue" "keys/s" r7b r7b ge 2
 row 7b "rebalance 5 → 3 volumes, vs Go minikeyvalue" "moved keys/s" r7r r7r ge 2
+row 7c "rebalance 3 → 5 volumes (adding two), vs Go's 5 → 3 figure" "moved keys/s" r7x r7r - -
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -455,9 +482,10 @@ NOTES=""
 	cat "$TABLE"
 	echo
 	if [ $HAVE_MKV = 1 ]; then
-		echo "Row 7: $(echo "$MOVES" | sed 's/ /, /g') (moved = keys that need at least one copy;"
+		echo "Row 7: 5 → 3: $(echo "$MOVES" | sed 's/ /, /g'); 3 → 5: $(echo "$BACK" | sed 's/ /, /g')"
+		echo "(moved = keys that need at least one copy;"
 		echo "$SMALL bytes each, so about $(echo "$MOVES" | tr ' ' '\n' | sed -n 's/^copies=//p' |
-			awk -v s=$SMALL '{ printf "%.1f", $1 * s / 1048576 }') MiB copied); populated at ${POP:-?} files/s;"
+			awk -v s=$SMALL '{ printf "%.1f", $1 * s / 1048576 }') MiB copied); populated straight on disk at ${POP:-?} files/s;"
 		echo "files left on the removed volumes after the last rebalance: ${STRAY:-?}."
 		echo "The reference is the Go original's figure on this machine (issue 4), not re-measured here."
 		echo "Last summaries: rebuild \`${REBUILD_SUMMARY:-}\`; rebalance \`${REBALANCE_SUMMARY:-}\`."

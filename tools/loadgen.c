@@ -13,9 +13,13 @@
  *   loadgen put      -c 16 -n N -s SIZE [-p PREFIX] BASE
  *       PUT N keys BASE/PREFIX/k<i>.  rate = PUTs/s.
  *   loadgen populate -c 64 -n N -s SIZE -volumes A,B,.. [-replicas 3]
- *                    [-subvolumes 10] [-p PREFIX]
+ *                    [-subvolumes 10] [-p PREFIX] [-dirs D1,D2,..]
  *       PUT each key's blob straight to its volumes at key2path, as the
- *       master would have placed it (SPEC §2).  rate = files/s.
+ *       master would have placed it (SPEC §2).  rate = files/s.  With
+ *       -dirs (one data directory per volume, in -volumes order) the files
+ *       are written straight into the directories instead, as mkv-volume
+ *       lays them out (md5 in the user.mkv.md5 xattr), without fsync: the
+ *       fast way to fill volumes that are not running yet.
  *   loadgen moves    -n N -volumes OLD,.. -to NEW,.. [-replicas 3]
  *                    [-subvolumes 10] [-p PREFIX]
  *       No network: how many keys a rebalance OLD -> NEW must move, and
@@ -24,10 +28,14 @@
  * Keys are PREFIX/k<i> (PREFIX defaults to "/bench"), plain ASCII, so they
  * need no escaping in a URL.  Bodies are a fixed pseudo-random pattern. */
 #include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "../common/placement.h"
@@ -42,8 +50,8 @@ struct opts {
 	double secs;
 	long n;
 	size_t size;
-	char **vols, **to;
-	int nvol, nto;
+	char **vols, **to, **dirs;
+	int nvol, nto, ndirs;
 };
 
 /* One request in flight.  step: cycle 0 PUT, 1 GET, 2 DELETE; populate
@@ -95,6 +103,13 @@ static void step_url(struct slot *s)
 	snprintf(s->url, sizeof(s->url), "http://%s%s", locs[s->loc], path);
 }
 
+static const char *step_method(const struct slot *s)
+{
+	if (o.mode == CYCLE)
+		return s->step == 0 ? "PUT" : s->step == 1 ? "GET" : "DELETE";
+	return o.mode == GET ? "GET" : "PUT";
+}
+
 static void setup(struct slot *s, const char *method)
 {
 	CURL *h = s->h;
@@ -138,10 +153,7 @@ static bool slot_next(struct slot *s, bool first)
 		s->loc = 0;
 	}
 	step_url(s);
-	if (o.mode == CYCLE)
-		setup(s, s->step == 0 ? "PUT" : s->step == 1 ? "GET" : "DELETE");
-	else
-		setup(s, o.mode == GET ? "GET" : "PUT");
+	setup(s, step_method(s));
 	return true;
 }
 
@@ -205,8 +217,8 @@ static int run(void)
 			bytes_in += s->got;
 			if (!answer_ok(s, msg->data.result, status)) {
 				if (errors++ < 5)
-					fprintf(stderr, "loadgen: %s: status %ld, got %zu bytes %s\n",
-						s->url, status, s->got, s->errbuf);
+					fprintf(stderr, "loadgen: %s %s: status %ld, got %zu bytes %s\n",
+						step_method(s), s->url, status, s->got, s->errbuf);
 				s->step = 2; /* abandon this cycle */
 				s->loc = o.replicas;
 			} else if (unit_done(s)) {
@@ -233,6 +245,70 @@ static int run(void)
 	free(slots);
 	free(body);
 	return errors ? 1 : 0;
+}
+
+/* mkdir -p of path's parent directories. */
+static void make_parents(char *path)
+{
+	for (char *q = strchr(path + 1, '/'); q; q = strchr(q + 1, '/')) {
+		*q = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			die("mkdir %s: %s", path, strerror(errno));
+		*q = '/';
+	}
+}
+
+/* populate -dirs: each key's replicas as files in the volumes' directories,
+ * named as mkv-volume names them (volume/fs.h: md5 in VOL_MD5_XATTR). */
+static int populate_dirs(void)
+{
+	uint64_t t0 = now_ms();
+	long files = 0;
+	char md5[33];
+	int r = o.replicas < o.nvol ? o.replicas : o.nvol;
+	char (*locs)[LOC_MAX] = xmalloc(sizeof(*locs) * (size_t)r);
+
+	if (o.ndirs != o.nvol)
+		die("-dirs needs one directory per volume (%d, not %d)", o.nvol, o.ndirs);
+	body = xmalloc(o.size ? o.size : 1);
+	for (size_t i = 0; i < o.size; i++)
+		body[i] = (char)('a' + (i * 7919 + i / 13) % 26);
+	md5_hex(body, o.size, md5);
+	for (long k = 0; k < o.n; k++) {
+		char key[256], path[PATH_MAX_LEN], file[4096];
+		key_name(k, key, sizeof(key));
+		placement_path(key, strlen(key), path);
+		placement_volumes(key, strlen(key), o.vols, o.nvol, o.replicas, o.subvolumes, locs);
+		for (int j = 0; j < r; j++) {
+			int v, fd;
+			size_t vl = 0;
+			for (v = 0; v < o.nvol; v++) {
+				vl = strlen(o.vols[v]);
+				if (!strncmp(locs[j], o.vols[v], vl) && (locs[j][vl] == '/' || !locs[j][vl]))
+					break;
+			}
+			if (v == o.nvol)
+				die("location %s names no volume", locs[j]);
+			snprintf(file, sizeof(file), "%s%s%s", o.dirs[v], locs[j] + vl, path);
+			fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (fd < 0 && errno == ENOENT) {
+				make_parents(file);
+				fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			}
+			if (fd < 0 || write(fd, body, o.size) != (ssize_t)o.size)
+				die("write %s: %s", file, strerror(errno));
+			if (fsetxattr(fd, "user.mkv.md5", md5, 32, 0) < 0 && errno != ENOTSUP)
+				die("fsetxattr %s: %s", file, strerror(errno));
+			close(fd);
+			files++;
+		}
+	}
+	double secs = (now_ms() - t0) / 1000.0;
+	printf("units=%ld ops=%ld secs=%.3f rate=%.1f mibps=%.1f errors=0\n", files, files, secs,
+	       files / (secs > 0 ? secs : 0.001), files * (double)o.size / 1048576.0 / (secs > 0 ? secs : 0.001));
+	free(locs);
+	free(body);
+	return 0;
 }
 
 /* Keys a rebalance from o.vols to o.to must touch. */
@@ -291,6 +367,7 @@ static void usage(int rc)
 		"       loadgen get      [-c N] [-d SECS] -n KEYS [-p PREFIX] BASEURL\n"
 		"       loadgen put      [-c N] -n KEYS [-s BYTES] [-p PREFIX] BASEURL\n"
 		"       loadgen populate [-c N] -n KEYS [-s BYTES] -volumes A,B [-replicas R] [-subvolumes S]\n"
+		"                        [-dirs DIR_A,DIR_B]\n"
 		"       loadgen moves    -n KEYS -volumes OLD,.. -to NEW,.. [-replicas R] [-subvolumes S]\n");
 	exit(rc);
 }
@@ -336,6 +413,8 @@ int main(int argc, char **argv)
 			o.nvol = split(val, &o.vols);
 		else if (!strcmp(f, "to"))
 			o.nto = split(val, &o.to);
+		else if (!strcmp(f, "dirs"))
+			o.ndirs = split(val, &o.dirs);
 		else
 			die("bad flag -%s %s", f, val);
 	}
@@ -351,6 +430,8 @@ int main(int argc, char **argv)
 		die("BASEURL is required");
 	if (o.mode == MOVES)
 		return moves();
+	if (o.mode == POPULATE && o.ndirs)
+		return populate_dirs();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	int rc = run();
 	curl_global_cleanup();
