@@ -671,6 +671,34 @@ START_TEST(test_idle_dropped)
 }
 END_TEST
 
+/* A slowloris client sends a byte now and then, so it is never idle; like
+ * nginx's client_header_timeout, the whole request head must arrive within
+ * the timeout (-idletimeout, 2 s here), or the client is dropped. */
+START_TEST(test_slow_headers_dropped)
+{
+	static const char req[] = "GET /ok HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	int fd = h_connect(m.port);
+	uint64_t t0 = now_ms();
+	bool dropped = false;
+	ck_assert_int_ge(fd, 0);
+	for (size_t i = 0; i < sizeof(req) - 1 && now_ms() - t0 < 10000; i++) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char c[512];
+		if (!h_send(fd, req + i, 1) ||
+		    (poll(&p, 1, 250) == 1 && recv(fd, c, sizeof(c), 0) <= 0)) {
+			dropped = true;
+			break;
+		}
+	}
+	fprintf(stderr, "master slow headers: %s after %llu ms\n", dropped ? "dropped" : "still open",
+		(unsigned long long)(now_ms() - t0));
+	close(fd);
+	ck_assert_msg(dropped && now_ms() - t0 < 6000, "a client dribbling its headers was kept "
+		      "%llu ms (-idletimeout 2s)", (unsigned long long)(now_ms() - t0));
+	alive("slow headers");
+}
+END_TEST
+
 START_TEST(test_rss_bounded)
 {
 	long kib = h_rss_kib(m.pid);
@@ -700,6 +728,7 @@ int main(void)
 	tcase_add_test(tc, test_range_on_master);
 	tcase_add_test(tc, test_slowloris);
 	tcase_add_test(tc, test_idle_dropped);
+	tcase_add_test(tc, test_slow_headers_dropped);
 	tcase_add_test(tc, test_idle_connections);
 	tcase_add_test(tc, test_rss_bounded);
 	suite_add_tcase(s, tc);
