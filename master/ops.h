@@ -70,6 +70,24 @@ char *ops_escape(const char *s, size_t n, bool keep_slash);
  * out (n bytes; "" when absent).  Returns the status, -1 on no answer. */
 int ops_head(const char *url, const char *name, char *out, size_t n, long timeout_ms);
 
+/* Many GETs in flight on one thread (curl multi): cheaper than a thread
+ * per request when there are hundreds of thousands of small ones.
+ *   more(ctx) is called while fewer than `concurrency` GETs are in flight
+ *   or queued; it queues work with ops_fetch_add and returns 1, or returns
+ *   0 for "nothing right now" or -1 for "nothing ever again".
+ *   done(ctx, req, status, body, len, err) gets each answer (status -1 and
+ *   err on no answer) and may queue more.
+ * ops_fetch_run returns when more() said -1 and nothing is left.  Bodies
+ * past max bytes fail the GET. */
+struct ops_fetch;
+struct ops_fetch *ops_fetch_new(int concurrency, size_t max);
+void ops_fetch_add(struct ops_fetch *f, const char *url, void *req);
+void ops_fetch_run(struct ops_fetch *f, int (*more)(void *ctx),
+		   void (*done)(void *ctx, void *req, int status, const char *body, size_t len,
+				const char *err),
+		   void *ctx);
+void ops_fetch_free(struct ops_fetch *f);
+
 /* Copy the blob at src_url to each of dst_urls[0..ndst), streamed (the
  * bytes pass through a fixed buffer, never whole in memory).  When md5 is
  * a 32-hex string the bytes read must match it.  Returns 0, 1 when the

@@ -31,6 +31,8 @@
 #define LIST_MAX (256u << 20)  /* largest listing we accept */
 #define TRIES 3
 #define MAX_STRAY_LOGS 10
+#define LEAVES_OPEN 4096       /* leaves listed but not yet written */
+#define WRITERS 8              /* threads writing records (synced puts) */
 
 struct root {
 	char *loc;             /* "host:port" or "host:port/svNN" */
@@ -49,15 +51,21 @@ struct entry {
 struct rb {
 	const struct config *cfg;
 	struct index *idx, *old;
-	pthread_mutex_t mu;       /* guards roots while they are discovered */
+	pthread_mutex_t mu;       /* guards roots while they are discovered, then
+				   * the writer queue */
 	struct root **roots;
 	int nroots;
 	int *pair_root;           /* phase 3 work: (root, xx) */
 	int *pair_xx;
+	size_t npairs, next_pair;
 	uint16_t *leaves;         /* phase 4 work: xx<<8|yy */
+	size_t nleaves, next_leaf;
+	struct ops_fetch *fetch;
+	pthread_cond_t cv;        /* with mu: the writer queue */
+	struct leaf *whead, *wtail;
+	bool fetch_done;
 	atomic_ulong dirs_done, dirs_total, keys, with_md5, md5_from_old, unlinked, strays,
-		failed, conflicts, leaves_done;
-	size_t nleaves;
+		failed, conflicts, leaves_done, leaves_open;
 	uint64_t t0, t_leaves;
 };
 
@@ -211,39 +219,6 @@ static void phase_subvolume(void *ctx, size_t i)
 	json_decref(doc);
 }
 
-/* Phase 3: /xx/ holds /xx/yy/. */
-static void phase_xx(void *ctx, size_t i)
-{
-	struct rb *rb = ctx;
-	struct root *r = rb->roots[rb->pair_root[i]];
-	int xx = rb->pair_xx[i];
-	char path[8];
-	bool gone;
-	json_t *doc, *e;
-	size_t j;
-	snprintf(path, sizeof(path), "/%02x/", xx);
-	doc = list_dir(rb, r->loc, path, &gone);
-	json_array_foreach(doc, j, e) {
-		bool d, f;
-		const char *name = ent_name(e, &d, &f);
-		int y;
-		if (name && d && (y = hash_dir(name)) >= 0) {
-			unsigned bit = (unsigned)(xx << 8 | y);
-			/* each (root, xx) is one task: no two threads share a byte's
-			 * xx, and yy bits of one xx live in their own 32 bytes */
-			r->yy[bit >> 3] |= (uint8_t)(1u << (bit & 7));
-		}
-	}
-	json_decref(doc);
-}
-
-/* ---- phase 4: the leaves ---- */
-
-struct leaf {
-	struct entry *e;
-	size_t n, cap;
-};
-
 static const signed char b64v[256] = {
 	['A'] = 1, ['B'] = 2, ['C'] = 3, ['D'] = 4, ['E'] = 5, ['F'] = 6, ['G'] = 7, ['H'] = 8,
 	['I'] = 9, ['J'] = 10, ['K'] = 11, ['L'] = 12, ['M'] = 13, ['N'] = 14, ['O'] = 15,
@@ -286,64 +261,233 @@ static long b64_decode(const char *s, size_t n, char *out)
 	return (long)(o - pad);
 }
 
+/* ---- phases 3 and 4: many listings in flight on one thread ---- */
+
+struct leaf {
+	uint16_t bit;             /* xx<<8|yy */
+	int pending;              /* listings not yet answered */
+	struct entry *e;
+	size_t n, cap;
+	struct leaf *next;        /* writer queue */
+};
+
+/* One listing: /xx/ (phase 3, leaf NULL) or a directory at or below
+ * /xx/yy/ of a leaf (phase 4). */
+struct lreq {
+	int root;
+	int xx;
+	struct leaf *leaf;
+	char path[PATH_MAX_LEN + 16];
+	size_t plen;
+	int tries;
+};
+
+static void lreq_add(struct rb *rb, struct lreq *q)
+{
+	char *enc = ops_escape(q->path, q->plen, true);
+	char *url = xasprintf("http://%s%s", rb->roots[q->root]->loc, enc);
+	ops_fetch_add(rb->fetch, url, q);
+	free(url);
+	free(enc);
+}
+
+/* The JSON array of a listing's answer, or NULL: gone (404), or failed for
+ * good (logged, counted).  *retry: ask again. */
+static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *body, size_t len,
+		       const char *err, bool *retry)
+{
+	json_t *doc = NULL;
+	char why[256];
+	*retry = false;
+	if (status == 404) {
+		atomic_fetch_add(&rb->dirs_done, 1);
+		return NULL;
+	}
+	if (status == 200) {
+		json_error_t je;
+		doc = json_loadb(body, len, 0, &je);
+		if (doc && json_is_array(doc)) {
+			atomic_fetch_add(&rb->dirs_done, 1);
+			return doc;
+		}
+		json_decref(doc);
+		snprintf(why, sizeof(why), "not a JSON listing (autoindex_format json?)");
+	} else if (status > 0) {
+		snprintf(why, sizeof(why), "status %d", status);
+	} else {
+		snprintf(why, sizeof(why), "%s", err);
+	}
+	if (++q->tries < TRIES) {
+		*retry = true;
+		return NULL;
+	}
+	log_msg("rebuild: GET http://%s%s failed: %s", rb->roots[q->root]->loc, q->path, why);
+	atomic_fetch_add(&rb->failed, 1);
+	atomic_fetch_add(&rb->dirs_done, 1);
+	return NULL;
+}
+
+/* Phase 3: /xx/ holds /xx/yy/. */
+static int more_xx(void *ctx)
+{
+	struct rb *rb = ctx;
+	struct lreq *q;
+	if (rb->next_pair >= rb->npairs)
+		return -1;
+	q = xcalloc(1, sizeof(*q));
+	q->root = rb->pair_root[rb->next_pair];
+	q->xx = rb->pair_xx[rb->next_pair++];
+	q->plen = (size_t)snprintf(q->path, sizeof(q->path), "/%02x/", q->xx);
+	lreq_add(rb, q);
+	return 1;
+}
+
+static void done_xx(void *ctx, void *req, int status, const char *body, size_t len,
+		    const char *err)
+{
+	struct rb *rb = ctx;
+	struct lreq *q = req;
+	struct root *r = rb->roots[q->root];
+	bool retry;
+	json_t *doc = listing(rb, q, status, body, len, err, &retry), *e;
+	size_t j;
+	if (retry) {
+		lreq_add(rb, q);
+		return;
+	}
+	json_array_foreach(doc, j, e) {
+		bool d, f;
+		const char *name = ent_name(e, &d, &f);
+		int y;
+		if (name && d && (y = hash_dir(name)) >= 0) {
+			unsigned bit = (unsigned)(q->xx << 8 | y);
+			r->yy[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+		}
+	}
+	json_decref(doc);
+	free(q);
+}
+
+/* Phase 4: every root's /xx/yy/ of one leaf, and the directories below. */
+static void writer_push(struct rb *rb, struct leaf *lf)
+{
+	pthread_mutex_lock(&rb->mu);
+	lf->next = NULL;
+	if (rb->wtail)
+		rb->wtail->next = lf;
+	else
+		rb->whead = lf;
+	rb->wtail = lf;
+	pthread_cond_signal(&rb->cv);
+	pthread_mutex_unlock(&rb->mu);
+}
+
+static int more_leaf(void *ctx)
+{
+	struct rb *rb = ctx;
+	struct leaf *lf;
+	unsigned bit;
+	if (rb->next_leaf >= rb->nleaves)
+		return -1;
+	if (atomic_load(&rb->leaves_open) >= LEAVES_OPEN)
+		return 0;   /* the writers are behind */
+	bit = rb->leaves[rb->next_leaf++];
+	lf = xcalloc(1, sizeof(*lf));
+	lf->bit = (uint16_t)bit;
+	atomic_fetch_add(&rb->leaves_open, 1);
+	for (int ri = 0; ri < rb->nroots; ri++) {
+		struct lreq *q;
+		if (!(rb->roots[ri]->yy[bit >> 3] & (1u << (bit & 7))))
+			continue;
+		q = xcalloc(1, sizeof(*q));
+		q->root = ri;
+		q->leaf = lf;
+		q->plen = (size_t)snprintf(q->path, sizeof(q->path), "/%02x/%02x/", bit >> 8,
+					   bit & 255);
+		lf->pending++;
+		lreq_add(rb, q);
+	}
+	if (!lf->pending)
+		writer_push(rb, lf);
+	return 1;
+}
+
 static void stray(struct rb *rb, const char *loc, const char *path)
 {
 	if (atomic_fetch_add(&rb->strays, 1) < MAX_STRAY_LOGS)
 		log_msg("rebuild: skipping %s%s: not where key2path puts its name's key", loc, path);
 }
 
-/* List root's dir (path = "/xx/yy/" + rel) and everything below it. */
-static void walk(struct rb *rb, struct leaf *lf, int ri, char *path, size_t plen)
+/* A file at path (below /xx/yy/) on root ri: keep it when its name decodes
+ * to a key that key2path puts exactly there. */
+static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, const char *md5)
 {
-	struct root *r = rb->roots[ri];
-	bool gone;
-	json_t *doc, *e;
+	char key[PATH_MAX_LEN], want[PATH_MAX_LEN];
+	long kl = b64_decode(path + 7, strlen(path + 7), key);
+	struct entry *en;
+	if (kl <= 0 || kl > KEY_MAX) {
+		stray(rb, rb->roots[ri]->loc, path);
+		return;
+	}
+	placement_path(key, (size_t)kl, want);
+	if (strcmp(want, path)) {
+		stray(rb, rb->roots[ri]->loc, path);
+		return;
+	}
+	if (lf->n == lf->cap) {
+		lf->cap = lf->cap ? 2 * lf->cap : 16;
+		lf->e = xrealloc(lf->e, lf->cap * sizeof(*lf->e));
+	}
+	en = &lf->e[lf->n++];
+	en->key = xmalloc((size_t)kl + 1);
+	memcpy(en->key, key, (size_t)kl);
+	en->key[kl] = '\0';
+	en->klen = (size_t)kl;
+	en->root = ri;
+	en->md5[0] = '\0';
+	if (md5 && strlen(md5) == 32 && strspn(md5, "0123456789abcdef") == 32)
+		memcpy(en->md5, md5, 33);
+}
+
+static void done_leaf(void *ctx, void *req, int status, const char *body, size_t len,
+		      const char *err)
+{
+	struct rb *rb = ctx;
+	struct lreq *q = req;
+	struct leaf *lf = q->leaf;
+	bool retry;
+	json_t *doc = listing(rb, q, status, body, len, err, &retry), *e;
 	size_t j;
-	doc = list_dir(rb, r->loc, path, &gone);
+	if (retry) {
+		lreq_add(rb, q);
+		return;
+	}
 	json_array_foreach(doc, j, e) {
 		bool d, f;
 		const char *name = ent_name(e, &d, &f);
 		size_t nl = name ? strlen(name) : 0;
-		if (!name || plen + nl + 2 >= PATH_MAX_LEN + 8)
-			continue;
-		memcpy(path + plen, name, nl + 1);
+		if (!name || q->plen + nl + 2 > PATH_MAX_LEN)
+			continue;   /* longer than any key's path */
 		if (d) {
-			path[plen + nl] = '/';
-			path[plen + nl + 1] = '\0';
+			struct lreq *sub = xcalloc(1, sizeof(*sub));
+			sub->root = q->root;
+			sub->leaf = lf;
+			sub->plen = (size_t)snprintf(sub->path, sizeof(sub->path), "%s%s/", q->path,
+						     name);
+			lf->pending++;
 			atomic_fetch_add(&rb->dirs_total, 1);
-			walk(rb, lf, ri, path, plen + nl + 1);
+			lreq_add(rb, sub);
 		} else if (f) {
-			char key[PATH_MAX_LEN], want[PATH_MAX_LEN];
-			const char *md5 = json_string_value(json_object_get(e, "md5"));
-			long kl = b64_decode(path + 7, plen + nl - 7, key);
-			struct entry *en;
-			if (kl <= 0 || kl > KEY_MAX) {
-				stray(rb, r->loc, path);
-				goto next;
-			}
-			placement_path(key, (size_t)kl, want);
-			if (strcmp(want, path)) {
-				stray(rb, r->loc, path);
-				goto next;
-			}
-			if (lf->n == lf->cap) {
-				lf->cap = lf->cap ? 2 * lf->cap : 16;
-				lf->e = xrealloc(lf->e, lf->cap * sizeof(*lf->e));
-			}
-			en = &lf->e[lf->n++];
-			en->key = xmalloc((size_t)kl + 1);
-			memcpy(en->key, key, (size_t)kl);
-			en->key[kl] = '\0';
-			en->klen = (size_t)kl;
-			en->root = ri;
-			en->md5[0] = '\0';
-			if (md5 && strlen(md5) == 32 && strspn(md5, "0123456789abcdef") == 32)
-				memcpy(en->md5, md5, 33);
+			char path[PATH_MAX_LEN + 16];
+			snprintf(path, sizeof(path), "%s%s", q->path, name);
+			leaf_file(rb, lf, q->root, path,
+				  json_string_value(json_object_get(e, "md5")));
 		}
-next:
-		path[plen] = '\0';
 	}
 	json_decref(doc);
+	free(q);
+	if (--lf->pending == 0)
+		writer_push(rb, lf);
 }
 
 static int by_key(const void *a, const void *b)
@@ -439,28 +583,38 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 	free(val);
 }
 
-static void phase_leaf(void *ctx, size_t i)
+/* The writers: sort one leaf's copies by key and write each key's record.
+ * Several threads, so LevelDB can group their synced writes. */
+static void writer_main(void *ctx)
 {
 	struct rb *rb = ctx;
-	unsigned bit = rb->leaves[i];
-	struct leaf lf = {0};
-	char path[PATH_MAX_LEN + 16];
-	for (int ri = 0; ri < rb->nroots; ri++) {
-		if (!(rb->roots[ri]->yy[bit >> 3] & (1u << (bit & 7))))
-			continue;
-		snprintf(path, sizeof(path), "/%02x/%02x/", bit >> 8, bit & 255);
-		walk(rb, &lf, ri, path, 7);
+	for (;;) {
+		struct leaf *lf;
+		pthread_mutex_lock(&rb->mu);
+		while (!rb->whead && !rb->fetch_done)
+			pthread_cond_wait(&rb->cv, &rb->mu);
+		lf = rb->whead;
+		if (lf) {
+			rb->whead = lf->next;
+			if (!rb->whead)
+				rb->wtail = NULL;
+		}
+		pthread_mutex_unlock(&rb->mu);
+		if (!lf)
+			break;
+		qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
+		for (size_t a = 0, b; a < lf->n; a = b) {
+			for (b = a + 1; b < lf->n && !by_key(&lf->e[a], &lf->e[b]); b++)
+				;
+			write_key(rb, lf->e + a, b - a);
+		}
+		for (size_t j = 0; j < lf->n; j++)
+			free(lf->e[j].key);
+		free(lf->e);
+		free(lf);
+		atomic_fetch_sub(&rb->leaves_open, 1);
+		atomic_fetch_add(&rb->leaves_done, 1);
 	}
-	qsort(lf.e, lf.n, sizeof(*lf.e), by_key);
-	for (size_t a = 0, b; a < lf.n; a = b) {
-		for (b = a + 1; b < lf.n && !by_key(&lf.e[a], &lf.e[b]); b++)
-			;
-		write_key(rb, lf.e + a, b - a);
-	}
-	for (size_t j = 0; j < lf.n; j++)
-		free(lf.e[j].key);
-	free(lf.e);
-	atomic_fetch_add(&rb->leaves_done, 1);
 }
 
 static void progress_line(void *ctx, char *out, size_t n)
@@ -497,6 +651,7 @@ int rebuild_main(const struct config *cfg)
 {
 	struct rb rb = {.cfg = cfg, .t0 = now_ms()};
 	struct ops_progress *prog;
+	struct ops_threads *writers;
 	bool was_empty;
 	char *why = NULL, dur[32];
 	unsigned long keys, with_md5, nsub = 0;
@@ -532,6 +687,7 @@ int rebuild_main(const struct config *cfg)
 		rb.old = rb.idx;   /* rebuilding in place keeps its unlinked keys unlinked */
 	}
 	pthread_mutex_init(&rb.mu, NULL);
+	pthread_cond_init(&rb.cv, NULL);
 	prog = ops_progress_start(progress_line, &rb);
 
 	atomic_store(&rb.dirs_total, (unsigned long)cfg->nvol);
@@ -541,19 +697,17 @@ int rebuild_main(const struct config *cfg)
 	atomic_fetch_add(&rb.dirs_total, nsub);
 	ops_pool_run(cfg->workers, (size_t)rb.nroots, phase_subvolume, &rb);
 
-	{
-		size_t np = 0;
-		rb.pair_root = xcalloc((size_t)rb.nroots * 256 + 1, sizeof(int));
-		rb.pair_xx = xcalloc((size_t)rb.nroots * 256 + 1, sizeof(int));
-		for (int i = 0; i < rb.nroots; i++)
-			for (int x = 0; x < 256; x++)
-				if (rb.roots[i]->xx[x]) {
-					rb.pair_root[np] = i;
-					rb.pair_xx[np++] = x;
-				}
-		atomic_fetch_add(&rb.dirs_total, np);
-		ops_pool_run(cfg->workers, np, phase_xx, &rb);
-	}
+	rb.pair_root = xcalloc((size_t)rb.nroots * 256 + 1, sizeof(int));
+	rb.pair_xx = xcalloc((size_t)rb.nroots * 256 + 1, sizeof(int));
+	for (int i = 0; i < rb.nroots; i++)
+		for (int x = 0; x < 256; x++)
+			if (rb.roots[i]->xx[x]) {
+				rb.pair_root[rb.npairs] = i;
+				rb.pair_xx[rb.npairs++] = x;
+			}
+	atomic_fetch_add(&rb.dirs_total, rb.npairs);
+	rb.fetch = ops_fetch_new(cfg->workers, LIST_MAX);
+	ops_fetch_run(rb.fetch, more_xx, done_xx, &rb);
 
 	rb.leaves = xcalloc(65536, sizeof(*rb.leaves));
 	for (unsigned bit = 0; bit < 65536; bit++) {
@@ -566,7 +720,14 @@ int rebuild_main(const struct config *cfg)
 		}
 	}
 	rb.t_leaves = now_ms();
-	ops_pool_run(cfg->workers, rb.nleaves, phase_leaf, &rb);
+	writers = ops_threads_start(WRITERS, writer_main, &rb);
+	ops_fetch_run(rb.fetch, more_leaf, done_leaf, &rb);
+	pthread_mutex_lock(&rb.mu);
+	rb.fetch_done = true;
+	pthread_cond_broadcast(&rb.cv);
+	pthread_mutex_unlock(&rb.mu);
+	ops_threads_join(writers);
+	ops_fetch_free(rb.fetch);
 	ops_progress_stop(prog);
 
 	ms = now_ms() - rb.t0;
@@ -611,6 +772,7 @@ int rebuild_main(const struct config *cfg)
 	free(rb.pair_xx);
 	free(rb.leaves);
 	pthread_mutex_destroy(&rb.mu);
+	pthread_cond_destroy(&rb.cv);
 	if (rb.old && rb.old != rb.idx)
 		index_close(rb.old);
 	index_close(rb.idx);

@@ -34,7 +34,8 @@
 
 #define NKEYS_DEFAULT 5000
 #define NVOL 5
-#define WORKERS 16
+#define WORKERS 16              /* the -workers of every mkv run */
+#define CLIENTS 48              /* the suite's own parallel requests */
 #define GRACE_WAIT_MS 3000      /* the master deletes old copies 2 s after a move */
 
 struct tkey {
@@ -233,7 +234,7 @@ static void populate(const char *db)
 	char *why = NULL;
 	pop_idx = index_open(db, &why);
 	ck_assert_msg(pop_idx != NULL, "%s", why);
-	ops_pool_run(WORKERS, (size_t)nkeys, put_one, NULL);
+	ops_pool_run(CLIENTS, (size_t)nkeys, put_one, NULL);
 	index_close(pop_idx);
 	ck_assert_int_eq(atomic_load(&put_fail), 0);
 }
@@ -353,7 +354,7 @@ static int check_cluster_clean(const char *db, int nvol, bool placement, bool un
 	ck_assert_msg(c.idx != NULL, "%s", why);
 	c.expect = xcalloc((size_t)nkeys * RECORD_MAX_LOCS, sizeof(char *));
 	pthread_mutex_init(&c.mu, NULL);
-	ops_pool_run(WORKERS, nkeys, check_one, &c);
+	ops_pool_run(CLIENTS, (size_t)nkeys, check_one, &c);
 	index_close(c.idx);
 	ck_assert_int_eq(atomic_load(&c.bad_record), 0);
 	ck_assert_int_eq(atomic_load(&c.bad_blob), 0);
@@ -523,7 +524,19 @@ static void master_down(void)
 {
 	h_stop(M.pid, SIGTERM);
 	M.pid = 0;
+	free(M.db);
+	free(M.log);
+	M.db = M.log = NULL;
 }
+
+/* mkv(...) must exit 0; its log is shown when it does not. */
+#define MKV_OK(cmd, nvol, db, extra, log)                                  \
+	do {                                                               \
+		int rc_ = mkv(cmd, nvol, db, extra, 0, log);               \
+		if (rc_ != 0)                                              \
+			show_log(log);                                     \
+		ck_assert_msg(rc_ == 0, "mkv %s exited %d", cmd, rc_);     \
+	} while (0)
 
 static uint64_t timed(uint64_t *t0)
 {
@@ -563,7 +576,7 @@ START_TEST(test_rebuild_rebalance)
 
 	/* rebuild while the master serves: every key back, unlinked ones live */
 	unlink(log);
-	ck_assert_int_eq(mkv("rebuild", NVOL, rebuilt, NULL, 0, log), 0);
+	MKV_OK("rebuild", NVOL, rebuilt, NULL, log);
 	took = timed(&t);
 	show_log(log);
 	ck_assert(file_has(log, "unlinked"));
@@ -576,14 +589,14 @@ START_TEST(test_rebuild_rebalance)
 
 	/* with -from the unlinked keys stay unlinked: equal record for record */
 	unlink(log);
-	ck_assert_int_eq(mkv("rebuild", NVOL, rebuilt2, from, 0, log), 0);
+	MKV_OK("rebuild", NVOL, rebuilt2, from, log);
 	compare_index(served, rebuilt2, true);
 	ck_assert_int_eq(check_cluster(served, NVOL, true, false), 0);
 	timed(&t);
 
 	/* offline 5 -> 3 */
 	unlink(log);
-	ck_assert_int_eq(mkv("rebalance", 3, served, NULL, 0, log), 0);
+	MKV_OK("rebalance", 3, served, NULL, log);
 	took = timed(&t);
 	show_log(log);
 	fprintf(stderr, "rebalance 5->3: %llu ms\n", (unsigned long long)took);
@@ -596,7 +609,7 @@ START_TEST(test_rebuild_rebalance)
 	fprintf(stderr, "rebalance 3->5 %s\n", rc ? "killed midway" : "was done before the kill");
 	check_cluster(served, NVOL, false, false);
 	unlink(log);
-	ck_assert_int_eq(mkv("rebalance", NVOL, served, NULL, 0, log), 0);
+	MKV_OK("rebalance", NVOL, served, NULL, log);
 	show_log(log);
 	strays = check_cluster_clean(served, NVOL, true, false, true);
 	/* a kill between a record's update and its old copy's delete leaves
@@ -612,7 +625,7 @@ START_TEST(test_rebuild_rebalance)
 	ck_assert_int_eq(pthread_create(&rd.t, NULL, reader_main, &rd), 0);
 	usleep(200000);
 	unlink(log);
-	ck_assert_int_eq(mkv("rebalance", 4, NULL, online, 0, log), 0);
+	MKV_OK("rebalance", 4, NULL, online, log);
 	show_log(log);
 	took = timed(&t);
 	usleep(200000);
