@@ -53,7 +53,9 @@ static int parse_int(const char *name, const char *v, int min, int max)
 	return (int)n;
 }
 
-static void split_volumes(struct config *c, const char *list)
+/* Returns the buffer the volume names point into (caller frees it and
+ * c->volumes). */
+static char *split_volumes(struct config *c, const char *list)
 {
 	char *s = xstrdup(list), *tok, *save = NULL;
 	c->nvol = 0;
@@ -64,6 +66,7 @@ static void split_volumes(struct config *c, const char *list)
 				bad("volume %s given twice", tok);
 		c->volumes[c->nvol++] = tok;
 	}
+	return s;
 }
 
 int main(int argc, char **argv)
@@ -74,6 +77,8 @@ int main(int argc, char **argv)
 		.idletimeout_ms = 60000, .maxconns = 10000,
 	};
 	const char *cmd = NULL, *volumes = NULL;
+	char *volbuf;
+	int rc;
 
 	log_init("mkv");
 	for (int i = 1; i < argc; i++) {
@@ -152,7 +157,7 @@ int main(int argc, char **argv)
 		bad("unknown command %s", cmd);
 	if (!volumes || !*volumes)
 		bad("-volumes is required%s", "");
-	split_volumes(&c, volumes);
+	volbuf = split_volumes(&c, volumes);
 	if (!c.nvol)
 		bad("-volumes is required%s", "");
 	if (!c.db && !(c.master && !strcmp(cmd, "rebalance")))
@@ -161,8 +166,12 @@ int main(int argc, char **argv)
 		bad("need at least as many volumes as -replicas%s", "");
 
 	if (!strcmp(cmd, "server"))
-		return server_main(&c);
-	if (!strcmp(cmd, "rebuild"))
-		return rebuild_main(&c);
-	return rebalance_main(&c);
+		rc = server_main(&c);
+	else if (!strcmp(cmd, "rebuild"))
+		rc = rebuild_main(&c);
+	else
+		rc = rebalance_main(&c);
+	free(c.volumes);
+	free(volbuf);
+	return rc;
 }
