@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE"
@@ -36,6 +37,7 @@ enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_OTHER 
 
 struct req {
 	struct MHD_Connection *conn;
+	struct conn *sock;       /* its connection's entry */
 	char *uri;               /* raw, with the query */
 	char *query;             /* into uri, after '?', or NULL */
 	enum op op;
@@ -64,6 +66,24 @@ struct req {
 static const struct config *cfg;
 static struct index *idx;
 static atomic_int inflight;
+
+/* Every open client connection, so that one dribbling its request head
+ * (slowloris: never idle, so libmicrohttpd's timeout never fires) can be
+ * cut off once -idletimeout has passed without a complete head, as nginx's
+ * client_header_timeout does.  The reaper shuts the socket down; the
+ * connection's own thread then sees the end and closes it. */
+struct conn {
+	struct conn *prev, *next;
+	int fd;
+	atomic_ullong since_ms;   /* waiting for a request head since */
+	atomic_bool in_request;   /* a head arrived; the request runs */
+	bool cut;
+};
+
+static pthread_mutex_t conns_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct conn conns = {.prev = &conns, .next = &conns};
+static pthread_t reaper_thread;
+static atomic_bool reaper_stop;
 
 /* ---- suspension ---- */
 
@@ -320,7 +340,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	(void)cls, (void)url, (void)version;
 
 	if (r->calls++ == 0) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 		r->conn = conn;
+		r->sock = ci ? ci->socket_context : NULL;
+		if (r->sock)
+			atomic_store(&r->sock->in_request, true);
 		req_parse(r, method);
 		if (r->op == OP_PUT)
 			return put_begin(r);
@@ -423,6 +448,10 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	if (r->locked)
 		keylock_release(r->key, r->klen);
+	if (r->sock) {
+		atomic_store(&r->sock->since_ms, now_ms());
+		atomic_store(&r->sock->in_request, false);
+	}
 	/* req_wake may still be between MHD_resume_connection and its unlock. */
 	pthread_mutex_lock(&r->mu);
 	pthread_mutex_unlock(&r->mu);
@@ -433,6 +462,53 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(r);
 	*con_cls = NULL;
 	atomic_fetch_sub(&inflight, 1);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct conn *k = *socket_context;
+	(void)cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		k = xcalloc(1, sizeof(*k));
+		k->fd = ci ? ci->connect_fd : -1;
+		atomic_store(&k->since_ms, now_ms());
+		pthread_mutex_lock(&conns_mu);
+		k->next = &conns;
+		k->prev = conns.prev;
+		conns.prev->next = k;
+		conns.prev = k;
+		pthread_mutex_unlock(&conns_mu);
+		*socket_context = k;
+	} else if (k) {
+		pthread_mutex_lock(&conns_mu);
+		k->prev->next = k->next;
+		k->next->prev = k->prev;
+		pthread_mutex_unlock(&conns_mu);
+		free(k);
+		*socket_context = NULL;
+	}
+}
+
+static void *reaper(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&reaper_stop)) {
+		uint64_t now = now_ms();
+		pthread_mutex_lock(&conns_mu);
+		for (struct conn *k = conns.next; k != &conns; k = k->next) {
+			if (k->cut || k->fd < 0 || atomic_load(&k->in_request) ||
+			    now - atomic_load(&k->since_ms) < cfg->idletimeout_ms)
+				continue;
+			shutdown(k->fd, SHUT_RDWR);
+			k->cut = true;
+		}
+		pthread_mutex_unlock(&conns_mu);
+		usleep(250000);
+	}
+	return NULL;
 }
 
 /* Room for -maxconns clients plus volumes and the index. */
@@ -479,6 +555,7 @@ int server_main(const struct config *c)
 			     MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 			     MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 			     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->idletimeout_ms / 1000),
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->maxconns,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
@@ -490,6 +567,8 @@ int server_main(const struct config *c)
 		index_close(idx);
 		return 1;
 	}
+	if (pthread_create(&reaper_thread, NULL, reaper, NULL))
+		die("pthread_create failed");
 	if (cfg->verbose)
 		log_msg("listening on port %d, %d volumes, replicas %d, subvolumes %d", cfg->port,
 			cfg->nvol, cfg->replicas, cfg->subvolumes);
@@ -505,6 +584,8 @@ int server_main(const struct config *c)
 	deadline = now_ms() + 10000;
 	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
 		usleep(10000);
+	atomic_store(&reaper_stop, true);
+	pthread_join(reaper_thread, NULL);
 	MHD_stop_daemon(d);
 	/* Writers cut off by the stop are still cleaning up, on the index. */
 	while (spawn_busy() > 0 && now_ms() < deadline + 10000)
