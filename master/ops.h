@@ -92,7 +92,8 @@ void ops_fetch_free(struct ops_fetch *f);
  * bytes pass through a fixed buffer, never whole in memory).  When md5 is
  * a 32-hex string the bytes read must match it.  Returns 0, 1 when the
  * source was missing (404) or did not match md5, -1 on other failures;
- * err (256 bytes) gets a reason when non-zero. */
+ * err (256 bytes) gets a reason when non-zero.  ndst <= OPS_COPY_MAXDST. */
+#define OPS_COPY_MAXDST 16
 int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
 	     long timeout_ms, char *err);
 

@@ -202,7 +202,7 @@ char *ops_escape(const char *s, size_t n, bool keep_slash)
  * renames only a complete body). */
 
 #define COPY_BUF (256 * 1024)
-#define COPY_MAXDST 16
+#define COPY_MAXDST OPS_COPY_MAXDST
 
 struct copy;
 struct put_src {

@@ -199,13 +199,19 @@ int rebalance_key_flags(const struct config *cfg, struct index *idx, const char 
 			rc = 500;
 			goto out;
 		}
-		for (int i = 0; i < r.nlocs && got != 0; i++) {
-			char *src = xasprintf("http://%s%s", r.locs[i], path);
-			got = ops_copy(src, dst, ndst, r.hash[0] ? r.hash : NULL, tmo, err);
+		/* ops_copy feeds at most OPS_COPY_MAXDST destinations at once */
+		for (int d = 0; d < ndst; d += OPS_COPY_MAXDST) {
+			int nd = ndst - d < OPS_COPY_MAXDST ? ndst - d : OPS_COPY_MAXDST;
+			got = 1;
+			for (int i = 0; i < r.nlocs && got > 0; i++) {
+				char *src = xasprintf("http://%s%s", r.locs[i], path);
+				got = ops_copy(src, dst + d, nd, r.hash[0] ? r.hash : NULL, tmo,
+					       err);
+				if (got)
+					log_msg("rebalance: %s", err);
+				free(src);
+			}
 			if (got)
-				log_msg("rebalance: %s", err);
-			free(src);
-			if (got < 0)
 				break;
 		}
 		if (got) {
@@ -388,7 +394,13 @@ static void online_one(void *ctx, size_t i)
 			goto done;
 	}
 	url = xasprintf("%s%s%s", r->master, enc, r->unlinked[i] ? "?unlinked" : "");
-	st = httpc_do("REBALANCE", url, NULL, 0, 0, NULL, 0, err);
+	/* 409: a PUT or DELETE of the key is running; it ends soon */
+	for (int tries = 0;; tries++) {
+		st = httpc_do("REBALANCE", url, NULL, 0, 0, NULL, 0, err);
+		if (st != 409 || tries == 20)
+			break;
+		usleep(50000);
+	}
 	free(url);
 	if (st == 204) {
 		atomic_fetch_add(&r->moved, 1);
@@ -413,9 +425,6 @@ static int online_pass(struct run *r, bool unlinked)
 {
 	char *start = xstrdup("");
 	int rc = 0;
-	r->keys = xcalloc(PAGE, sizeof(*r->keys));
-	r->klens = xcalloc(PAGE, sizeof(*r->klens));
-	r->unlinked = xcalloc(PAGE, sizeof(*r->unlinked));
 	for (;;) {
 		struct buf b = {0};
 		char err[256], *url, *enc = ops_escape(start, strlen(start), false);
@@ -447,7 +456,10 @@ static int online_pass(struct run *r, bool unlinked)
 			rc = -1;
 			break;
 		}
-		for (size_t i = 0; i < json_array_size(keys) && n < PAGE; i++) {
+		r->keys = xcalloc(json_array_size(keys) + 1, sizeof(*r->keys));
+		r->klens = xcalloc(json_array_size(keys) + 1, sizeof(*r->klens));
+		r->unlinked = xcalloc(json_array_size(keys) + 1, sizeof(*r->unlinked));
+		for (size_t i = 0; i < json_array_size(keys); i++) {
 			json_t *k = json_array_get(keys, i);
 			if (!json_is_string(k))
 				continue;
@@ -456,18 +468,22 @@ static int online_pass(struct run *r, bool unlinked)
 			memcpy(r->keys[n], json_string_value(k), r->klens[n] + 1);
 			r->unlinked[n++] = unlinked;
 		}
+		if (*start && !strcmp(start, json_string_value(next))) {
+			log_msg("rebalance: the master's listing does not advance past %s", start);
+			rc = -1;
+		}
 		free(start);
 		start = xstrdup(json_string_value(next));
 		json_decref(doc);
 		ops_pool_run(r->cfg->workers, n, online_one, r);
 		free_batch(r, n);
-		if (!*start)
+		free(r->keys);
+		free(r->klens);
+		free(r->unlinked);
+		if (!*start || rc)
 			break;
 	}
 	free(start);
-	free(r->keys);
-	free(r->klens);
-	free(r->unlinked);
 	return rc;
 }
 
