@@ -59,14 +59,13 @@ trap 'exit 143' TERM
 
 log() { printf '%s  %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# A port in 20000-32767 (below the ephemeral range) that nothing holds.
+# A port in 20000-32767 (below the ephemeral range) that nobody listens on.
 free_port() {
 	local p
 	while :; do
 		p=$((20000 + RANDOM % 12768))
 		case " $USED_PORTS " in *" $p "*) continue ;; esac
-		if python3 -c "import socket,sys;s=socket.socket();s.bind(('127.0.0.1',$p))" 2>/dev/null ||
-			! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			USED_PORTS="$USED_PORTS $p"
 			echo $p
 			return
@@ -75,14 +74,14 @@ free_port() {
 }
 USED_PORTS=""
 
-# Wait until something answers HTTP on the port (any status).
-wait_http() {
+# Wait until something accepts connections on the port (10 s at most).
+wait_port() {
 	local i
 	for i in $(seq 200); do
-		[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/" 2>/dev/null)" != 000 ] && return 0
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
 		sleep 0.05
 	done
-	log "nothing answers on port $1"
+	log "nothing listens on port $1"
 	return 1
 }
 
@@ -113,7 +112,7 @@ nginx_start() {
 	sed -e "s|@USER@|$USER_LINE|" -e "s|@DIR@|$d|g" -e "s|@DATA@|$d/data|g" \
 		-e "s|@PORT@|$port|g" "$@" "bench/$tmpl" >"$d/nginx.conf"
 	spawn "$name" nginx -e "$d/error.log" -p "$d" -c "$d/nginx.conf"
-	wait_http "$port"
+	wait_port "$port"
 }
 
 # A volume of our kind when $BIN/mkv-volume exists, else nginx.
@@ -122,7 +121,7 @@ volume_start() {
 	mkdir -p "$dir"
 	if [ $HAVE_VOL = 1 ]; then
 		spawn "$name" "$BIN/mkv-volume" -port "$port" "$dir"
-		wait_http "$port"
+		wait_port "$port"
 	else
 		nginx_start nginx-volume.conf.in "$name" "$port" -e "s|$T/$name/data|$dir|g"
 	fi
@@ -135,7 +134,7 @@ master_start() {
 	rm -rf "$T/$name.db"
 	spawn "$name" "$BIN/mkv" -volumes "$vols" -db "$T/$name.db" -port "$port" \
 		-replicas "$rep" -subvolumes 10 server
-	wait_http "$port" || return 1
+	wait_port "$port" || return 1
 	for i in $(seq 100); do
 		case $(curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary x \
 			"http://127.0.0.1:$port/bench/probe") in
@@ -286,8 +285,8 @@ for i in 2 3; do
 done
 M4=""
 if [ -n "$MA" ]; then
-	# The 3-replica master over our volumes is MA; three more masters.
-	for m in "m41 $VA 1" "m43n $NVS 3" "m41n $NVS 1"; do
+	# Fresh masters, so that each one's peak RSS is its PUT's.
+	for m in "m43 $VA 3" "m41 $VA 1" "m43n $NVS 3" "m41n $NVS 1"; do
 		set -- $m
 		p=$(free_port)
 		master_start "$1" "$p" "$2" "$3" || { M4=""; break; }
@@ -297,10 +296,10 @@ fi
 for r in $(seq "$RUNS_BIG"); do
 	if [ -n "$M4" ]; then
 		set -- $M4
-		big_master "$MA" "$MAPID" r4 ours
-		big_master "$1" "$2" r4 ref
-		big_master "$3" "$4" r4n ours
-		big_master "$5" "$6" r4n ref
+		big_master "$1" "$2" r4 ours
+		big_master "$3" "$4" r4 ref
+		big_master "$5" "$6" r4n ours
+		big_master "$7" "$8" r4n ref
 	fi
 	record r4c ref "$(put_big "$NV/bench/large")"
 done
@@ -310,7 +309,7 @@ grep '^r4 ours ' "$SAMPLES" | sed 's/^r4 /r4c /' >>"$SAMPLES"
 # Masters are done: the volume rows run alone.
 if [ -n "$M4" ]; then
 	set -- $M4
-	stop "$2"; stop "$4"; stop "$6"
+	stop "$2"; stop "$4"; stop "$6"; stop "$8"
 fi
 [ -n "$MA" ] && { stop "$MAPID"; MA=""; }
 [ -n "$MB" ] && { stop "$MBPID"; MB=""; }
@@ -383,6 +382,9 @@ if [ $HAVE_MKV = 1 ]; then
 		timed rebalance r7r "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
 		STRAY=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
 		timed rebalance-back r7x "$(field moved "$BACK")" -volumes "$V5" -db "$T/r7/db" rebalance
+		# Deleting blobs leaves their hash directories: drop the empty ones so
+		# that the next rebuild walks what the first one walked.
+		find "$T/r7/vols" -mindepth 3 -type d -empty -delete 2>/dev/null
 	done
 	vols7stop
 	REBUILD_SUMMARY=$(tail -1 "$T/rebuild.out" 2>/dev/null)
