@@ -243,7 +243,7 @@ static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static void tls_free(void *p)
 {
 	struct ops_tls *t = p;
-	curl_easy_cleanup(t->get);
+	curl_easy_cleanup(t->get);   /* NULL is fine */
 	for (int i = 0; i < COPY_MAXDST; i++)
 		curl_easy_cleanup(t->put[i]);
 	curl_easy_cleanup(t->head);
@@ -265,18 +265,23 @@ static struct ops_tls *tls(void)
 	t = pthread_getspecific(tls_key);
 	if (t)
 		return t;
+	/* handles are made on first use: a server thread that moves one key
+	 * needs one GET and a PUT per new location, not all of them */
 	t = xcalloc(1, sizeof(*t));
 	t->multi = curl_multi_init();
-	t->get = curl_easy_init();
-	t->head = curl_easy_init();
-	for (int i = 0; i < COPY_MAXDST; i++)
-		t->put[i] = curl_easy_init();
 	t->hdrs = curl_slist_append(NULL, "Expect:");
-	if (!t->multi || !t->get || !t->head || !t->put[COPY_MAXDST - 1] || !t->hdrs)
+	if (!t->multi || !t->hdrs)
 		die("curl init failed");
 	curl_multi_setopt(t->multi, CURLMOPT_MAXCONNECTS, 64L);
 	pthread_setspecific(tls_key, t);
 	return t;
+}
+
+static CURL *tls_handle(CURL **h)
+{
+	if (!*h && !(*h = curl_easy_init()))
+		die("curl_easy_init failed");
+	return *h;
 }
 
 static void copy_buf_compact(struct copy *c)
@@ -408,15 +413,20 @@ int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *m
 	CURLcode get_rc = CURLE_OK, put_rc[COPY_MAXDST];
 	bool put_done[COPY_MAXDST] = {0}, puts_added = false, get_finished = false;
 	int rc = 0, running;
+	struct ops_tls *t;
+	CURLM *tl_multi;
+	CURL *tl_get, **tl_put;
 
 	if (ndst > COPY_MAXDST) {
 		snprintf(err, 256, "more than %d destinations", COPY_MAXDST);
 		return -1;
 	}
-	struct ops_tls *t = tls();
-	CURLM *tl_multi = t->multi;
-	CURL *tl_get = t->get, **tl_put = t->put;
-
+	t = tls();
+	tl_multi = t->multi;
+	tl_get = tls_handle(&t->get);
+	tl_put = t->put;
+	for (int i = 0; i < ndst; i++)
+		tls_handle(&tl_put[i]);
 	c.get = tl_get;
 	c.cap = COPY_BUF;
 	c.buf = xmalloc(c.cap);
@@ -579,7 +589,7 @@ int ops_head(const char *url, const char *name, char *out, size_t n, long timeou
 {
 	struct hdr_want w = {name, out, n};
 	long status = -1;
-	CURL *tl_head = tls()->head;
+	CURL *tl_head = tls_handle(&tls()->head);
 	out[0] = '\0';
 	curl_easy_reset(tl_head);
 	curl_easy_setopt(tl_head, CURLOPT_URL, url);
