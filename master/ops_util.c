@@ -410,7 +410,7 @@ int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *m
 	     long timeout_ms, char *err)
 {
 	struct copy c = {.clen = -1, .status = 0};
-	CURLcode get_rc = CURLE_OK, put_rc[COPY_MAXDST];
+	CURLcode get_rc = CURLE_OK, put_rc[COPY_MAXDST] = {CURLE_OK};
 	bool put_done[COPY_MAXDST] = {0}, puts_added = false, get_finished = false;
 	int rc = 0, running;
 	struct ops_tls *t;
