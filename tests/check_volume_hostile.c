@@ -597,6 +597,21 @@ START_TEST(test_rss_bounded)
 }
 END_TEST
 
+/* Last: the volume stops cleanly on SIGTERM after the barrage, and its log
+ * holds no sanitizer report (under SANITIZE=1: no memory error, no leak). */
+START_TEST(test_clean_exit)
+{
+	char *log, *path = xasprintf("%s.log", v.dir);
+	ck_assert_int_eq(kill(v.pid, SIGTERM), 0);
+	ck_assert_msg(h_wait_gone(v.pid, 15000), "the volume did not exit on SIGTERM");
+	log = h_read_file(path);
+	ck_assert_msg(!strstr(log, "Sanitizer") && !strstr(log, "runtime error"),
+		      "the volume's log after the barrage holds a sanitizer report:\n%s", log);
+	free(log);
+	free(path);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("volume hostile input");
@@ -616,6 +631,7 @@ int main(void)
 	tcase_add_test(tc, test_slowloris);
 	tcase_add_test(tc, test_idle_connections);
 	tcase_add_test(tc, test_rss_bounded);
+	tcase_add_test(tc, test_clean_exit);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -490,3 +490,41 @@ long h_rss_kib(pid_t pid)
 	fclose(f);
 	return kib;
 }
+
+bool h_wait_gone(pid_t pid, int timeout_ms)
+{
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	do {
+		char path[64], st[512];
+		FILE *f;
+		size_t n;
+		const char *rp;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		f = fopen(path, "r");
+		if (!f)
+			return true;
+		n = fread(st, 1, sizeof(st) - 1, f);
+		fclose(f);
+		st[n] = '\0';
+		rp = strrchr(st, ')');       /* "pid (comm) S ..." */
+		if (rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'))
+			return true;
+		usleep(10000);
+	} while (now_ms() < end);
+	return false;
+}
+
+char *h_read_file(const char *path)
+{
+	struct buf b = {0};
+	char chunk[4096];
+	size_t n;
+	FILE *f = fopen(path, "r");
+	buf_puts(&b, "");
+	if (!f)
+		return b.data;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		buf_append(&b, chunk, n);
+	fclose(f);
+	return b.data;
+}

@@ -92,6 +92,11 @@ bool h_send(int fd, const void *p, size_t n);
 long h_recv_resp(int fd, struct buf *out, int timeout_ms, bool head);
 /* Connect, send req, read the response, close.  -2: no connection. */
 long h_raw(int port, const void *req, size_t n, struct buf *out, int timeout_ms);
+/* Has pid exited (gone, or a zombie its parent has not reaped)?  Waits up
+ * to timeout_ms.  Works for processes another process started. */
+bool h_wait_gone(pid_t pid, int timeout_ms);
+/* The whole file as a string ("" when unreadable); caller frees. */
+char *h_read_file(const char *path);
 /* VmRSS of pid in KiB, -1 if unknown. */
 long h_rss_kib(pid_t pid);
 
