@@ -32,7 +32,7 @@
 #define TRIES 3
 #define MAX_STRAY_LOGS 10
 #define LEAVES_OPEN 4096       /* leaves listed but not yet written */
-#define WRITERS 8              /* threads writing records (synced puts) */
+#define WRITERS 16             /* threads writing records: LevelDB groups their synced puts */
 
 struct root {
 	char *loc;             /* "host:port" or "host:port/svNN" */
