@@ -1,12 +1,14 @@
 /* check_ops.c -- `mkv rebuild` and `mkv rebalance` against a real cluster:
  * five volumes, mkv-volume and stock nginx mixed, with subvolumes 10 and 1.
  *
- * Several thousand keys -- unicode, spaces, '?' (whose base64 holds '/', so
- * the blob sits a directory deeper), 189-byte keys -- go in through a
- * master.  Then:
- *   - rebuild gives back the serving index record for record (HASH where a
- *     replica is on an mkv-volume; DELETED with -from), while the master
- *     keeps serving, and both commands refuse an index the master holds;
+ * 5,000 keys -- unicode, spaces, '?' (whose base64 holds '/', so the blob
+ * sits a directory deeper), 189-byte keys -- are written as a master's PUT
+ * leaves them (blobs on key2volume's locations, records with HASH, 1% of
+ * them unlinked).  Then:
+ *   - rebuild, while the master keeps serving, gives back the serving index
+ *     record for record (without -from: HASH only where a copy is on an
+ *     mkv-volume, and no key unlinked; with -from: identical), and both
+ *     commands refuse an index the master holds;
  *   - rebalance offline 5 -> 3 -> 5 volumes (the second run SIGKILLed
  *     midway, checked for losses, then rerun), and online 5 -> 4 through
  *     the master's REBALANCE while a reader GETs through the master: every
