@@ -9,8 +9,13 @@
 # directory, and always stopped and removed on exit.  Nothing here asserts:
 # a missed target is a row that says "no".
 #
-# --quick: 3 runs, short durations, 256 MiB for row 4, 10,000 keys for row
-# 7; about 2 minutes.  The full run takes about 12.
+# Full run: 5 runs of 3 s per side for the rate rows, 3 runs of a 1 GiB
+# PUT (row 4) and of rebuild + rebalance over 100,000 keys (row 7).
+# --quick: 3 runs of 2 s, 256 MiB, 10,000 keys.  How long either takes
+# depends mostly on how fast `mkv rebuild` and `mkv rebalance` are (row 7).
+#
+# Environment: BENCH_BIN=DIR takes mkv, mkv-volume and loadgen from DIR
+# (default bin/); BENCH_KEEP=1 keeps the temporary directory (logs).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -25,7 +30,7 @@ esac
 if [ $QUICK = 1 ]; then
 	MODE=quick RUNS=3 RUNS_BIG=3 DUR=2 BIG_MB=256 KEYS=10000
 else
-	MODE=full RUNS=5 RUNS_BIG=3 DUR=5 BIG_MB=1024 KEYS=100000
+	MODE=full RUNS=5 RUNS_BIG=3 DUR=3 BIG_MB=1024 KEYS=100000
 fi
 CONC=16          # clients for the loadgen rows (3 and 5)
 SMALL=1024       # bytes per value in rows 3 and 7
@@ -169,6 +174,7 @@ lg_field() {
 	local f=$1 out
 	shift
 	out=$("$BIN/loadgen" "$@" 2>"$T/loadgen.err")
+	[ -n "${LG_TAG:-}" ] && echo "$LG_TAG $out" >>"$T/lg.log"
 	case $out in
 	*errors=0) ;;
 	*errors=*) log "loadgen $1 ${*: -1}: $(echo "$out" | sed 's/.*errors=//') failed, e.g. $(head -1 "$T/loadgen.err")"
@@ -234,9 +240,9 @@ stop "$R302PID"
 # ------------------------------------------------- row 3: small-value cycle
 log "row 3: PUT/GET/DELETE cycle, $CONC clients, $SMALL B, $RUNS x ${DUR}s each side"
 for r in $(seq "$RUNS"); do
-	record r3 ref "$(lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$NV")"
-	[ -n "$MB" ] && record r3 ours "$(lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MB")"
-	[ -n "$MA" ] && record r3b ours "$(lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MA")"
+	record r3 ref "$(LG_TAG=nginx lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$NV")"
+	[ -n "$MB" ] && record r3 ours "$(LG_TAG=3a lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MB")"
+	[ -n "$MA" ] && record r3b ours "$(LG_TAG=3b lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MA")"
 done
 
 # ---------------------------------------- row 5: GET 1 MiB through redirect
@@ -356,7 +362,6 @@ if [ $HAVE_MKV = 1 ]; then
 		-p /bench/r7 -dirs "$D5")
 	log "populated at $POP files/s"
 	MOVES=$("$BIN/loadgen" moves -n $KEYS -volumes "$V5" -to "$V3" -replicas 3 -subvolumes 10 -p /bench/r7)
-	BACK=$("$BIN/loadgen" moves -n $KEYS -volumes "$V3" -to "$V5" -replicas 3 -subvolumes 10 -p /bench/r7)
 	field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 	# timed NAME ROW COUNT mkv-args...: run mkv, record COUNT/wall-seconds.
 	timed() {
@@ -372,18 +377,18 @@ if [ $HAVE_MKV = 1 ]; then
 	}
 	vols7 "$T/r7/vols" || exit 1
 	# Each run: rebuild a fresh index from the five volumes, rebalance onto
-	# three, then back onto five -- which puts every blob back where the
-	# populate put it, so the next run starts from the same state without
-	# copying the volumes.
+	# three; then loadgen puts the files back on disk where the populate
+	# put them (and the hash directories the rebalance emptied are
+	# dropped), so the next run starts from the same state.
 	for r in $(seq "$RUNS_BIG"); do
-		log "row 7 run $r: rebuild, rebalance 5 -> 3, rebalance 3 -> 5"
+		log "row 7 run $r: rebuild, rebalance 5 -> 3"
 		rm -rf "$T/r7/db"
 		timed rebuild r7b $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
 		timed rebalance r7r "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
 		STRAY=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
-		timed rebalance-back r7x "$(field moved "$BACK")" -volumes "$V5" -db "$T/r7/db" rebalance
-		# Deleting blobs leaves their hash directories: drop the empty ones so
-		# that the next rebuild walks what the first one walked.
+		[ "$r" = "$RUNS_BIG" ] && break
+		"$BIN/loadgen" restore -n $KEYS -s $SMALL -volumes "$V5" -to "$V3" -replicas 3 \
+			-subvolumes 10 -p /bench/r7 -dirs "$D5" >/dev/null || break
 		find "$T/r7/vols" -mindepth 3 -type d -empty -delete 2>/dev/null
 	done
 	vols7stop
@@ -450,7 +455,6 @@ row 6a "volume alone, GET 4 KiB: mkv-volume vs nginx" "req/s" r6s r6s ge 0.8
 row 6b "volume alone, GET 1 MiB: mkv-volume vs nginx" "req/s" r6l r6l ge 0.9
 row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs Go minikeyvalue" "keys/s" r7b r7b ge 2
 row 7b "rebalance 5 → 3 volumes, vs Go minikeyvalue" "moved keys/s" r7r r7r ge 2
-row 7c "rebalance 3 → 5 volumes (adding two), vs Go's 5 → 3 figure" "moved keys/s" r7x r7r - -
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -483,9 +487,22 @@ NOTES=""
 	echo "|---|---|---|---|---|---|---|"
 	cat "$TABLE"
 	echo
+	if [ -s "$T/lg.log" ]; then
+		echo "Row 3, mean latency of each step (median over runs), PUT / GET / DELETE in ms:"
+		for tag in nginx 3a 3b; do
+			grep -q "^$tag " "$T/lg.log" || continue
+			printf '%s' "$tag: "
+			for f in put_ms get_ms delete_ms; do
+				grep "^$tag " "$T/lg.log" | tr ' ' '\n' | sed -n "s/^$f=//p" | sort -g |
+					awk '{ v[NR] = $1 } END { printf "%s", NR ? v[int((NR + 1) / 2)] : "?" }'
+				[ $f = delete_ms ] || printf ' / '
+			done
+			echo ";"
+		done
+		echo
+	fi
 	if [ $HAVE_MKV = 1 ]; then
-		echo "Row 7: 5 → 3: $(echo "$MOVES" | sed 's/ /, /g'); 3 → 5: $(echo "$BACK" | sed 's/ /, /g')"
-		echo "(moved = keys that need at least one copy;"
+		echo "Row 7: $(echo "$MOVES" | sed 's/ /, /g') (moved = keys that need at least one copy;"
 		echo "$SMALL bytes each, so about $(echo "$MOVES" | tr ' ' '\n' | sed -n 's/^copies=//p' |
 			awk -v s=$SMALL '{ printf "%.1f", $1 * s / 1048576 }') MiB copied); populated straight on disk at ${POP:-?} files/s;"
 		echo "files left on the removed volumes after the last rebalance: ${STRAY:-?}."

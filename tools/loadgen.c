@@ -24,6 +24,11 @@
  *                    [-subvolumes 10] [-p PREFIX]
  *       No network: how many keys a rebalance OLD -> NEW must move, and
  *       how many files it copies and deletes.
+ *   loadgen restore  -n N -volumes OLD,.. -to NEW,.. -dirs D1,.. [-s SIZE]
+ *                    [-replicas 3] [-subvolumes 10] [-p PREFIX]
+ *       Undo a rebalance OLD -> NEW on disk, as populate -dirs made it
+ *       (NEW's volumes must be among OLD's; -dirs in OLD's order): remove
+ *       the copies it made, write back the ones it deleted.
  *
  * Keys are PREFIX/k<i> (PREFIX defaults to "/bench"), plain ASCII, so they
  * need no escaping in a URL.  Bodies are a fixed pseudo-random pattern. */
@@ -41,7 +46,7 @@
 #include "../common/placement.h"
 #include "../common/util.h"
 
-enum mode { CYCLE, GET, PUT, POPULATE, MOVES };
+enum mode { CYCLE, GET, PUT, POPULATE, MOVES, RESTORE };
 
 struct opts {
 	enum mode mode;
@@ -71,6 +76,8 @@ static char *body;
 static struct curl_slist *hdrs;
 static uint64_t t_end_ms;
 static long next_key, ops, units, errors;
+static double step_us[3];  /* cycle: total microseconds spent in PUT, GET, DELETE */
+static long step_n[3];
 static unsigned long long bytes_in;
 
 static size_t on_data(char *p, size_t sz, size_t n, void *arg)
@@ -215,6 +222,12 @@ static int run(void)
 			curl_multi_remove_handle(m, s->h);
 			ops++;
 			bytes_in += s->got;
+			if (o.mode == CYCLE) {
+				curl_off_t us = 0;
+				curl_easy_getinfo(s->h, CURLINFO_TOTAL_TIME_T, &us);
+				step_us[s->step] += (double)us;
+				step_n[s->step]++;
+			}
 			if (!answer_ok(s, msg->data.result, status)) {
 				if (errors++ < 5)
 					fprintf(stderr, "loadgen: %s %s: status %ld, got %zu bytes %s\n",
@@ -236,8 +249,13 @@ static int run(void)
 	double secs = (t1 - t0) / 1000.0;
 	if (secs <= 0)
 		secs = 0.001;
-	printf("units=%ld ops=%ld secs=%.3f rate=%.1f mibps=%.1f errors=%ld\n", units, ops, secs,
-	       units / secs, bytes_in / 1048576.0 / secs, errors);
+	printf("units=%ld ops=%ld secs=%.3f rate=%.1f mibps=%.1f", units, ops, secs, units / secs,
+	       bytes_in / 1048576.0 / secs);
+	if (o.mode == CYCLE)
+		for (int i = 0; i < 3; i++)
+			printf(" %s_ms=%.2f", i == 0 ? "put" : i == 1 ? "get" : "delete",
+			       step_n[i] ? step_us[i] / step_n[i] / 1000.0 : 0.0);
+	printf(" errors=%ld\n", errors);
 	for (int i = 0; i < o.conc; i++)
 		curl_easy_cleanup(slots[i].h);
 	curl_multi_cleanup(m);
@@ -258,6 +276,42 @@ static void make_parents(char *path)
 	}
 }
 
+/* The file that holds key's blob at location loc ("host:port[/svNN]"),
+ * in the -dirs directory of loc's volume. */
+static void blob_file(const char *key, const char *loc, char *file, size_t cap)
+{
+	char path[PATH_MAX_LEN];
+	int v;
+	size_t vl = 0;
+	for (v = 0; v < o.nvol; v++) {
+		vl = strlen(o.vols[v]);
+		if (!strncmp(loc, o.vols[v], vl) && (loc[vl] == '/' || !loc[vl]))
+			break;
+	}
+	if (v == o.nvol)
+		die("location %s names no volume", loc);
+	placement_path(key, strlen(key), path);
+	snprintf(file, cap, "%s%s%s", o.dirs[v], loc + vl, path);
+}
+
+/* Write body (o.size bytes, md5 hex) as key's blob at loc. */
+static void blob_write(const char *key, const char *loc, const char *md5)
+{
+	char file[4096];
+	int fd;
+	blob_file(key, loc, file, sizeof(file));
+	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == ENOENT) {
+		make_parents(file);
+		fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	}
+	if (fd < 0 || write(fd, body, o.size) != (ssize_t)o.size)
+		die("write %s: %s", file, strerror(errno));
+	if (fsetxattr(fd, "user.mkv.md5", md5, 32, 0) < 0 && errno != ENOTSUP)
+		die("fsetxattr %s: %s", file, strerror(errno));
+	close(fd);
+}
+
 /* populate -dirs: each key's replicas as files in the volumes' directories,
  * named as mkv-volume names them (volume/fs.h: md5 in VOL_MD5_XATTR). */
 static int populate_dirs(void)
@@ -275,38 +329,66 @@ static int populate_dirs(void)
 		body[i] = (char)('a' + (i * 7919 + i / 13) % 26);
 	md5_hex(body, o.size, md5);
 	for (long k = 0; k < o.n; k++) {
-		char key[256], path[PATH_MAX_LEN], file[4096];
+		char key[256];
 		key_name(k, key, sizeof(key));
-		placement_path(key, strlen(key), path);
 		placement_volumes(key, strlen(key), o.vols, o.nvol, o.replicas, o.subvolumes, locs);
-		for (int j = 0; j < r; j++) {
-			int v, fd;
-			size_t vl = 0;
-			for (v = 0; v < o.nvol; v++) {
-				vl = strlen(o.vols[v]);
-				if (!strncmp(locs[j], o.vols[v], vl) && (locs[j][vl] == '/' || !locs[j][vl]))
-					break;
-			}
-			if (v == o.nvol)
-				die("location %s names no volume", locs[j]);
-			snprintf(file, sizeof(file), "%s%s%s", o.dirs[v], locs[j] + vl, path);
-			fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-			if (fd < 0 && errno == ENOENT) {
-				make_parents(file);
-				fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-			}
-			if (fd < 0 || write(fd, body, o.size) != (ssize_t)o.size)
-				die("write %s: %s", file, strerror(errno));
-			if (fsetxattr(fd, "user.mkv.md5", md5, 32, 0) < 0 && errno != ENOTSUP)
-				die("fsetxattr %s: %s", file, strerror(errno));
-			close(fd);
-			files++;
-		}
+		for (int j = 0; j < r; j++, files++)
+			blob_write(key, locs[j], md5);
 	}
 	double secs = (now_ms() - t0) / 1000.0;
 	printf("units=%ld ops=%ld secs=%.3f rate=%.1f mibps=%.1f errors=0\n", files, files, secs,
 	       files / (secs > 0 ? secs : 0.001), files * (double)o.size / 1048576.0 / (secs > 0 ? secs : 0.001));
 	free(locs);
+	free(body);
+	return 0;
+}
+
+/* restore: put the files back where populate -dirs placed them for o.vols
+ * after a rebalance onto o.to moved them. */
+static int restore(void)
+{
+	int rold = o.replicas < o.nvol ? o.replicas : o.nvol;
+	int rnew = o.replicas < o.nto ? o.replicas : o.nto;
+	char (*a)[LOC_MAX] = xmalloc(sizeof(*a) * (size_t)rold);
+	char (*b)[LOC_MAX] = xmalloc(sizeof(*b) * (size_t)rnew);
+	long removed = 0, written = 0;
+	char md5[33], file[4096];
+
+	if (o.ndirs != o.nvol)
+		die("-dirs needs one directory per volume (%d, not %d)", o.nvol, o.ndirs);
+	body = xmalloc(o.size ? o.size : 1);
+	for (size_t i = 0; i < o.size; i++)
+		body[i] = (char)('a' + (i * 7919 + i / 13) % 26);
+	md5_hex(body, o.size, md5);
+	for (long i = 0; i < o.n; i++) {
+		char key[256];
+		key_name(i, key, sizeof(key));
+		placement_volumes(key, strlen(key), o.vols, o.nvol, o.replicas, o.subvolumes, a);
+		placement_volumes(key, strlen(key), o.to, o.nto, o.replicas, o.subvolumes, b);
+		for (int j = 0; j < rnew; j++) {
+			int k;
+			for (k = 0; k < rold && strcmp(b[j], a[k]); k++)
+				;
+			if (k < rold)
+				continue;
+			blob_file(key, b[j], file, sizeof(file));
+			if (unlink(file) == 0)
+				removed++;
+			else if (errno != ENOENT)
+				die("unlink %s: %s", file, strerror(errno));
+		}
+		for (int k = 0; k < rold; k++) {
+			struct stat st;
+			blob_file(key, a[k], file, sizeof(file));
+			if (stat(file, &st) == 0)
+				continue;
+			blob_write(key, a[k], md5);
+			written++;
+		}
+	}
+	printf("removed=%ld written=%ld\n", removed, written);
+	free(a);
+	free(b);
 	free(body);
 	return 0;
 }
@@ -368,22 +450,24 @@ static void usage(int rc)
 		"       loadgen put      [-c N] -n KEYS [-s BYTES] [-p PREFIX] BASEURL\n"
 		"       loadgen populate [-c N] -n KEYS [-s BYTES] -volumes A,B [-replicas R] [-subvolumes S]\n"
 		"                        [-dirs DIR_A,DIR_B]\n"
-		"       loadgen moves    -n KEYS -volumes OLD,.. -to NEW,.. [-replicas R] [-subvolumes S]\n");
+		"       loadgen moves    -n KEYS -volumes OLD,.. -to NEW,.. [-replicas R] [-subvolumes S]\n"
+		"       loadgen restore  -n KEYS -volumes OLD,.. -to NEW,.. -dirs DIR,.. [-s BYTES]\n"
+		"                        [-replicas R] [-subvolumes S]\n");
 	exit(rc);
 }
 
 int main(int argc, char **argv)
 {
-	static const char *modes[] = { "cycle", "get", "put", "populate", "moves" };
+	static const char *modes[] = { "cycle", "get", "put", "populate", "moves", "restore" };
 	int i = 2;
 	uint64_t v;
 
 	log_init(argv[0]);
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
 		usage(argc < 2);
-	for (o.mode = 0; o.mode <= MOVES && strcmp(argv[1], modes[o.mode]); o.mode++)
+	for (o.mode = 0; o.mode <= RESTORE && strcmp(argv[1], modes[o.mode]); o.mode++)
 		;
-	if (o.mode > MOVES)
+	if (o.mode > RESTORE)
 		usage(2);
 	for (; i < argc; i++) {
 		const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -420,16 +504,20 @@ int main(int argc, char **argv)
 	}
 	if (o.secs <= 0)
 		die("-d must be positive");
-	if ((o.mode == GET || o.mode == PUT || o.mode == POPULATE || o.mode == MOVES) && o.n <= 0)
+	if (o.mode != CYCLE && o.n <= 0)
 		die("-n KEYS is required");
-	if ((o.mode == POPULATE || o.mode == MOVES) && o.nvol == 0)
+	if (o.mode >= POPULATE && o.nvol == 0)
 		die("-volumes is required");
-	if (o.mode == MOVES && o.nto == 0)
+	if (o.mode >= MOVES && o.nto == 0)
 		die("-to is required");
-	if (o.mode != POPULATE && o.mode != MOVES && !o.base)
+	if (o.mode == RESTORE && o.ndirs == 0)
+		die("-dirs is required");
+	if (o.mode < POPULATE && !o.base)
 		die("BASEURL is required");
 	if (o.mode == MOVES)
 		return moves();
+	if (o.mode == RESTORE)
+		return restore();
 	if (o.mode == POPULATE && o.ndirs)
 		return populate_dirs();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
