@@ -69,9 +69,11 @@ static void *deleter(void *arg)
 			dq.tail = NULL;
 		pthread_mutex_unlock(&dq.mu);
 		st = httpc_do("DELETE", p->url, NULL, 0, 30000, NULL, 0, err);
+		if (st > 0)
+			snprintf(err, sizeof(err), "status %d", st);
 		if (st != 204 && st != 200 && st != 404)
 			log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind",
-				p->url, st < 0 ? err : "bad status");
+				p->url, err);
 		free(p->url);
 		free(p);
 		pthread_mutex_lock(&dq.mu);
@@ -257,8 +259,9 @@ int rebalance_key_flags(const struct config *cfg, struct index *idx, const char 
 		}
 		st = httpc_do("DELETE", url, NULL, 0, 30000, NULL, 0, err);
 		if (st != 204 && st != 200 && st != 404) {
-			log_msg("rebalance: DELETE %s failed (%s)", url,
-				st < 0 ? err : "bad status");
+			if (st > 0)
+				snprintf(err, sizeof(err), "status %d", st);
+			log_msg("rebalance: DELETE %s failed (%s)", url, err);
 			*why = left_behind;
 			rc = 500;
 		}
