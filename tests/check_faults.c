@@ -197,6 +197,7 @@ START_TEST(test_crash_during_puts)
 		}
 		if (!killed && done >= NPUT / 4) {
 			h_stop(vols[1].pid, SIGKILL);   /* mid-load */
+			vols[1].pid = 0;
 			killed = true;
 		}
 		if (_i == 1 && m.pid && done >= NPUT * 3 / 5) {
@@ -209,7 +210,7 @@ START_TEST(test_crash_during_puts)
 	h_stop(m.pid, SIGKILL);                 /* (round 0: after the load) */
 	m.pid = 0;
 
-	h_vol_restart(&vols[1]);
+	h_vol_respawn(&vols[1]);
 	h_master_restart(&m, vols, 4, flags);
 	wait_cluster(&m);
 	for (int i = 0; i < NPUT; i++) {
@@ -557,6 +558,7 @@ START_TEST(test_write_availability)
 	h_master_start(&m, vols, 5, flags);
 	wait_cluster(&m);
 	h_stop(vols[2].pid, SIGTERM);       /* down, its data kept */
+	vols[2].pid = 0;
 	/* Wait until the master knows: a PUT homed on the dead volume succeeds. */
 	{
 		char *k = key_placed("avail-probe", names, 5, 3, names[2], true, &counter);
@@ -601,8 +603,9 @@ START_TEST(test_write_availability)
 	ck_assert_msg(unbalanced > 0, "no key was homed on the stopped volume");
 
 	/* The volume returns; rebalance offline (the master stopped). */
-	h_vol_restart(&vols[2]);
+	h_vol_respawn(&vols[2]);
 	h_stop(m.pid, SIGTERM);
+	m.pid = 0;
 	volarg = h_volumes_arg(vols, 5);
 	bin = h_bin("mkv");
 	{

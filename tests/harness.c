@@ -141,9 +141,12 @@ int h_stop(pid_t pid, int sig)
 	return st;
 }
 
-static void vol_spawn(struct vol *v)
+/* Start v's server and wait until it listens.  Returns false (the child
+ * reaped) when it exits first, e.g. because its port is taken. */
+static bool vol_try_spawn(struct vol *v, const char *log)
 {
-	char port[16], *log = xasprintf("%s.log", v->dir);
+	char port[16];
+	uint64_t end = now_ms() + 10000;
 	snprintf(port, sizeof(port), "%d", v->port);
 	if (v->kind == VOL_MKV) {
 		char *bin = h_bin("mkv-volume");
@@ -156,8 +159,39 @@ static void vol_spawn(struct vol *v)
 		v->pid = h_spawn(argv, log);
 		free(script);
 	}
-	if (!h_wait_port(v->port, 10000))
+	while (now_ms() < end) {
+		int st;
+		if (h_wait_port(v->port, 20))
+			return true;
+		if (waitpid(v->pid, &st, WNOHANG) == v->pid) {
+			v->pid = 0;
+			return false;
+		}
+	}
+	return false;
+}
+
+static void vol_spawn(struct vol *v)
+{
+	char *log = xasprintf("%s.log", v->dir);
+	if (!vol_try_spawn(v, log))
 		die("volume on port %d did not start (see %s)", v->port, log);
+	free(log);
+}
+
+void h_vol_respawn(struct vol *v)
+{
+	char *log = xasprintf("%s.log", v->dir);
+	h_stop(v->pid, SIGTERM);
+	v->pid = 0;
+	/* The port is in the ephemeral range: while the server was down an
+	 * outgoing connection may have taken it as its local port.  It is
+	 * free again once that connection ends. */
+	for (int i = 0; !vol_try_spawn(v, log); i++) {
+		if (i == 50)
+			die("volume on port %d did not restart (see %s)", v->port, log);
+		usleep(200000);
+	}
 	free(log);
 }
 
@@ -202,8 +236,11 @@ char *h_volumes_arg(struct vol *vols, int nvol)
 	return b.data;
 }
 
-/* Spawn the master on m->port over m->db and wait for it to listen. */
-static void master_spawn(struct master *m, struct vol *vols, int nvol, const char *const *flags)
+/* Spawn the master on m->port over m->db and wait for it to listen.
+ * retry: when it exits first (its port taken by an outgoing connection's
+ * local port while it was down), try again for up to 10 s. */
+static void master_spawn(struct master *m, struct vol *vols, int nvol, const char *const *flags,
+			 bool retry)
 {
 	char *bin = h_bin("mkv"), *volarg = h_volumes_arg(vols, nvol), port[16];
 	char *argv[64];
@@ -221,9 +258,22 @@ static void master_spawn(struct master *m, struct vol *vols, int nvol, const cha
 		argv[n++] = (char *)flags[i];
 	argv[n++] = "server";
 	argv[n] = NULL;
-	m->pid = h_spawn(argv, m->log);
-	if (!h_wait_port(m->port, 10000))
-		die("master on port %d did not start (see %s)", m->port, m->log);
+	for (int attempt = 0;; attempt++) {
+		uint64_t end = now_ms() + 10000;
+		bool up = false, exited = false;
+		m->pid = h_spawn(argv, m->log);
+		while (!up && !exited && now_ms() < end) {
+			int st;
+			up = h_wait_port(m->port, 20);
+			exited = !up && waitpid(m->pid, &st, WNOHANG) == m->pid;
+		}
+		if (up)
+			break;
+		if (!retry || !exited || attempt == 50)
+			die("master on port %d did not start (see %s)", m->port, m->log);
+		m->pid = 0;
+		usleep(200000);
+	}
 	free(bin);
 	free(volarg);
 }
@@ -237,15 +287,14 @@ void h_master_start(struct master *m, struct vol *vols, int nvol, const char *co
 		free(tmp);
 	}
 	m->port = h_free_port();
-	master_spawn(m, vols, nvol, flags);
+	master_spawn(m, vols, nvol, flags, false);
 }
 
 void h_master_restart(struct master *m, struct vol *vols, int nvol, const char *const *flags)
 {
-	h_stop(m->pid, SIGTERM);
-	/* The old process may still hold the index's LOCK for a moment after
-	 * it is reaped by someone else; h_stop waited for it. */
-	master_spawn(m, vols, nvol, flags);
+	h_stop(m->pid, SIGTERM);   /* waits: the index's LOCK is free after */
+	m->pid = 0;
+	master_spawn(m, vols, nvol, flags, true);
 }
 
 void h_master_stop(struct master *m)

@@ -45,6 +45,10 @@ void h_vol_start(struct vol *v, enum vol_kind kind);
 /* Restart on the same port and directory. */
 void h_vol_restart(struct vol *v);
 void h_vol_stop(struct vol *v);
+/* Like h_vol_restart, but when the old port is taken for a while (by an
+ * outgoing connection's local port, while the server was down) it keeps
+ * trying for 10 s instead of failing. */
+void h_vol_respawn(struct vol *v);
 
 /* A master on a fresh port over the given volumes; extra flags appended
  * (NULL-terminated list, may be NULL). */
@@ -56,7 +60,8 @@ struct master {
 	char base[64]; /* "http://127.0.0.1:port" */
 };
 void h_master_start(struct master *m, struct vol *vols, int nvol, const char *const *flags);
-/* Restart m (stopped, killed or running) on the same port and db. */
+/* Restart m (stopped, killed or running) on the same port and db; like
+ * h_vol_respawn, it retries while the port is taken. */
 void h_master_restart(struct master *m, struct vol *vols, int nvol, const char *const *flags);
 void h_master_stop(struct master *m);
 /* The -volumes argument for vols ("127.0.0.1:p1,127.0.0.1:p2,..."); caller frees. */
