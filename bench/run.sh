@@ -24,7 +24,7 @@ QUICK=0
 case "${1:-}" in
 --quick) QUICK=1 ;;
 "") ;;
--h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
 *) echo "usage: bench/run.sh [--quick]" >&2; exit 2 ;;
 esac
 if [ $QUICK = 1 ]; then
@@ -64,7 +64,8 @@ trap 'exit 143' TERM
 
 log() { printf '%s  %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# A port in 20000-32767 (below the ephemeral range) that nobody listens on.
+# FREE = a port in 20000-32767 (below the ephemeral range) that nobody
+# listens on and that this script has not handed out before.
 free_port() {
 	local p
 	while :; do
@@ -72,7 +73,7 @@ free_port() {
 		case " $USED_PORTS " in *" $p "*) continue ;; esac
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			USED_PORTS="$USED_PORTS $p"
-			echo $p
+			FREE=$p
 			return
 		fi
 	done
@@ -191,23 +192,23 @@ log "bench ($MODE) in $T; mkv: $([ $HAVE_MKV = 1 ] && echo yes || echo missing),
 # Cluster A: three volumes of ours + a master with 3 replicas.
 VA=""
 for i in 1 2 3; do
-	p=$(free_port)
+	free_port; p=$FREE
 	volume_start "va$i" "$p" || exit 1
 	VA="${VA:+$VA,}127.0.0.1:$p"
 done
 # NV: one stock nginx volume, the reference for rows 3, 5 and 6.
-NVP=$(free_port)
+free_port; NVP=$FREE
 nginx_start nginx-volume.conf.in nv "$NVP" || exit 1
 NV=http://127.0.0.1:$NVP
 
 MA="" MB=""
 if [ $HAVE_MKV = 1 ]; then
-	MAP=$(free_port)
+	free_port; MAP=$FREE
 	master_start ma "$MAP" "$VA" 3 && MA=http://127.0.0.1:$MAP
 	MAPID=$LAST
 	# Master B: 1 replica over the nginx volume -- the master's own cost in
 	# a cycle, with the same volume as the reference.
-	MBP=$(free_port)
+	free_port; MBP=$FREE
 	master_start mb "$MBP" "127.0.0.1:$NVP" 1 && MB=http://127.0.0.1:$MBP
 	MBPID=$LAST
 fi
@@ -222,7 +223,7 @@ if [ -n "$MA" ]; then
 	KV=$(echo "$hdr" | sed -n 's/^[Kk]ey-[Vv]olumes: //p')
 	echo "$hdr" | head -1 | grep -q ' 302' || log "master GET /bench/hot: $(echo "$hdr" | head -1)"
 fi
-RP=$(free_port)
+free_port; RP=$FREE
 nginx_start nginx-302.conf.in n302 "$RP" -e "s|@LOCATION@|$LOC|" -e "s|@MD5@|$MD5|" \
 	-e "s|@VOLUMES@|$KV|" || exit 1
 R302PID=$LAST
@@ -285,7 +286,7 @@ head -c "$((BIG_MB * 1048576))" /dev/urandom >"$T/big"
 # without fsync (nginx never fsyncs; mkv-volume does).
 NVS="127.0.0.1:$NVP"
 for i in 2 3; do
-	p=$(free_port)
+	free_port; p=$FREE
 	nginx_start nginx-volume.conf.in "nv$i" "$p" || exit 1
 	NVS="$NVS,127.0.0.1:$p"
 done
@@ -294,7 +295,7 @@ if [ -n "$MA" ]; then
 	# Fresh masters, so that each one's peak RSS is its PUT's.
 	for m in "m43 $VA 3" "m41 $VA 1" "m43n $NVS 3" "m41n $NVS 1"; do
 		set -- $m
-		p=$(free_port)
+		free_port; p=$FREE
 		master_start "$1" "$p" "$2" "$3" || { M4=""; break; }
 		M4="$M4 http://127.0.0.1:$p $LAST"
 	done
@@ -323,7 +324,7 @@ fi
 # ------------------------------------------------- row 6: the volume alone
 if [ $HAVE_VOL = 1 ]; then
 	log "row 6: volume GET 4 KiB and 1 MiB, $RUNS x ${DUR}s each side"
-	MVP=$(free_port)
+	free_port; MVP=$FREE
 	volume_start mv "$MVP" || exit 1
 	MV=http://127.0.0.1:$MVP
 	head -c 4096 /dev/urandom >"$T/f4k"
@@ -347,7 +348,7 @@ if [ $HAVE_MKV = 1 ]; then
 	log "row 7: $KEYS keys x 3 replicas on 5 volumes: populate"
 	V5="" V3="" D5=""
 	for i in 1 2 3 4 5; do
-		P7[$i]=$(free_port)
+		free_port; P7[$i]=$FREE
 		V5="${V5:+$V5,}127.0.0.1:${P7[$i]}"
 		[ $i -le 3 ] && V3="${V3:+$V3,}127.0.0.1:${P7[$i]}"
 		D5="${D5:+$D5,}$T/r7/vols/v$i"
