@@ -1,6 +1,7 @@
 /* check_handlers.c -- the master's handlers without sockets: list paging
  * over a real LevelDB index, JSON escaping, DELETE/UNLINK record states. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +144,26 @@ START_TEST(test_get_deleted_is_404)
 }
 END_TEST
 
+/* More than 1,000,000 keys without a limit: 413, and a limit pages them. */
+START_TEST(test_list_too_many)
+{
+	struct answer a = {0};
+	char key[32];
+	for (int i = 0; i <= 1000000; i++) {
+		int n = snprintf(key, sizeof(key), "/many/%07d", i);
+		ck_assert_int_eq(index_put_nosync(idx, key, (size_t)n, "v:1", 3), 0);
+	}
+	handle_list(idx, "/many/", 6, "list", &a);
+	ck_assert_int_eq(a.status, 413);
+	answer_free(&a);
+	memset(&a, 0, sizeof(a));
+	handle_list(idx, "/many/", 6, "list&limit=3&start=/many/0999999", &a);
+	ck_assert_int_eq(a.status, 200);
+	ck_assert_str_eq(a.body.data, "{\"next\":\"\",\"keys\":[\"/many/0999999\",\"/many/1000000\"]}");
+	answer_free(&a);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("handlers");
@@ -157,6 +178,8 @@ int main(void)
 	tcase_add_test(tc, test_json_string);
 	tcase_add_test(tc, test_unlink_states);
 	tcase_add_test(tc, test_get_deleted_is_404);
+	tcase_add_test(tc, test_list_too_many);
+	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
