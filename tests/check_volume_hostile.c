@@ -314,6 +314,32 @@ START_TEST(test_many_headers)
 }
 END_TEST
 
+/* Many query arguments in a short URL (2 KB, 1,000 arguments) are
+ * answered (or refused) at once, not left hanging until the idle timeout.
+ * (libmicrohttpd stalls when the arguments overflow the connection's
+ * memory pool.) */
+START_TEST(test_many_query_args)
+{
+	static const int counts[] = {1000, 5000};
+	static const char *const heads[] = {"GET /ok/file?a", "PUT /q/x?a", "DELETE /q/y?a"};
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+		for (size_t k = 0; k < sizeof(heads) / sizeof(heads[0]); k++) {
+			char *args = repeat("&a", (size_t)counts[i]), *what;
+			char *req = xasprintf("%s%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s",
+					      heads[k], args, k == 1 ? 5 : 0, k == 1 ? "hello" : "");
+			uint64_t t0 = now_ms();
+			long st = h_raw(v.port, req, strlen(req), NULL, 1000);
+			what = xasprintf("%s with %d query arguments", heads[k], counts[i]);
+			ck_assert_msg(st != -1 && now_ms() - t0 < 1000,
+				      "%s: no answer in %llu ms (hangs until the idle timeout)", what,
+				      (unsigned long long)(now_ms() - t0));
+			ck_assert_msg(st == 0 || (st >= 200 && st < 500), "%s: got %ld", what, st);
+			free(what), free(req), free(args);
+		}
+	alive("many query arguments");
+}
+END_TEST
+
 START_TEST(test_lying_content_length)
 {
 	struct buf out = {0};
@@ -624,6 +650,7 @@ int main(void)
 	tcase_add_test(tc, test_nul_and_encoding);
 	tcase_add_test(tc, test_huge_request_line);
 	tcase_add_test(tc, test_many_headers);
+	tcase_add_test(tc, test_many_query_args);
 	tcase_add_test(tc, test_lying_content_length);
 	tcase_add_test(tc, test_garbage);
 	tcase_add_test(tc, test_unknown_methods);
