@@ -138,12 +138,16 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 	char *v = index_get(idx, key, klen, &vlen), *enc = NULL, path[PATH_MAX_LEN];
 	bool failed = false;
 
-	if (!v || (unlink && record_parse(v, vlen, &r) == 0 && r.deleted)) {
-		answer_error(a, 404, unlink ? "key not found or already unlinked" : "key not found");
+	if (!v) {
+		answer_error(a, 404, "key not found");
 		goto out;
 	}
 	if (record_parse(v, vlen, &r) < 0) {
 		answer_error(a, 500, "index record is malformed");
+		goto out;
+	}
+	if (unlink && r.deleted) {
+		answer_error(a, 404, "key already unlinked");
 		goto out;
 	}
 	if (!unlink && cfg->protect && !r.deleted) {

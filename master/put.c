@@ -281,6 +281,24 @@ static void transfer(struct put *p)
 	}
 }
 
+/* With a known length the replicas can be done before the front has seen
+ * the end of the body (and so before the md5 is final): wait for it. */
+static void await_eof(struct put *p)
+{
+	while (!p->status) {
+		bool eof, aborted;
+		pthread_mutex_lock(&p->mu);
+		eof = p->eof;
+		aborted = p->aborted;
+		pthread_mutex_unlock(&p->mu);
+		if (aborted)
+			fail(p, 500, "%s%s", "client went away", "");
+		if (eof || aborted)
+			return;
+		curl_multi_poll(p->multi, NULL, 0, 100, NULL);
+	}
+}
+
 /* Remove what a failed put wrote; keep the DELETED record if that fails. */
 static void cleanup_failed(struct put *p)
 {
@@ -327,6 +345,7 @@ static void worker(void *arg)
 			curl_multi_add_handle(p->multi, r->h);
 		}
 		transfer(p);
+		await_eof(p);
 	}
 	for (int i = 0; i < p->nlocs; i++) {
 		if (p->rep[i].h) {

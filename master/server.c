@@ -165,7 +165,10 @@ static void run_op(struct req *r)
 		handle_delete(cfg, idx, r->key, r->klen, r->op == OP_UNLINK, &r->ans);
 		break;
 	case OP_REBALANCE:
-		st = rebalance_key(cfg, idx, r->key, r->klen, &why);
+		/* ?unlinked: move an unlinked key's blob too (online rebalance) */
+		st = r->query ? rebalance_key_flags(cfg, idx, r->key, r->klen, REBALANCE_UNLINKED,
+						    NULL, &why)
+			      : rebalance_key(cfg, idx, r->key, r->klen, &why);
 		if (st == 204)
 			r->ans.status = 204;
 		else
@@ -388,7 +391,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	case OP_REBALANCE:
 		if (r->async_started)
 			return run_async(r);
-		if (r->query)
+		if (r->query && !(r->op == OP_REBALANCE && !strcmp(r->query, "unlinked")))
 			return send_error(r, 400, "this method takes no query string");
 		if (r->key_status)
 			return send_error(r, r->key_status, r->key_why);
@@ -587,6 +590,7 @@ int server_main(const struct config *c)
 	atomic_store(&reaper_stop, true);
 	pthread_join(reaper_thread, NULL);
 	MHD_stop_daemon(d);
+	rebalance_drain(5000); /* old copies waiting out REBALANCE's grace period */
 	/* Writers cut off by the stop are still cleaning up, on the index. */
 	while (spawn_busy() > 0 && now_ms() < deadline + 10000)
 		usleep(10000);

@@ -111,6 +111,15 @@ START_TEST(test_unlink_states)
 	struct answer a = {0};
 	size_t n;
 	char *v;
+	/* every location survives an UNLINK */
+	ck_assert_int_eq(index_put(idx, "/m", 2, "HASH5d41402abc4b2a76b9719d911017c592a:1,b:2,c:3", 47), 0);
+	handle_delete(&cfg, idx, "/m", 2, true, &a);
+	ck_assert_int_eq(a.status, 204);
+	answer_free(&a);
+	memset(&a, 0, sizeof(a));
+	v = index_get(idx, "/m", 2, &n);
+	ck_assert_str_eq(v, "DELETEDHASH5d41402abc4b2a76b9719d911017c592a:1,b:2,c:3");
+	free(v);
 	handle_delete(&cfg, idx, "/a", 2, true, &a);
 	ck_assert_int_eq(a.status, 204);
 	answer_free(&a);

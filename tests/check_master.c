@@ -118,6 +118,25 @@ static size_t discard(char *p, size_t s, size_t n, void *ud)
 	return s * n;
 }
 
+/* Every acknowledged PUT records its md5, however quickly the replicas
+ * finish (they may be done before the master has seen the body's end). */
+START_TEST(test_md5_always_recorded)
+{
+	for (int i = 0; i < 40; i++) {
+		char *key = fresh("md5"), *u = url(key), *md5, want[33], val[64];
+		struct resp r;
+		int n = snprintf(val, sizeof(val), "value %d", i);
+		ck_assert_int_eq(put(key, val, (size_t)n), 201);
+		ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+		md5 = h_header(&r, "Content-Md5");
+		md5_hex(val, (size_t)n, want);
+		ck_assert_msg(md5 && !strcmp(md5, want), "PUT %d recorded md5 %s", i, md5 ? md5 : "(none)");
+		h_resp_free(&r);
+		free(md5), free(key), free(u);
+	}
+}
+END_TEST
+
 START_TEST(test_empty_and_chunked)
 {
 	char *key = fresh("c"), *u = url(key);
@@ -588,6 +607,7 @@ static TCase *api_case(const char *name, void (*up)(void))
 	tcase_set_timeout(tc, 60);
 	tcase_add_unchecked_fixture(tc, up, cluster_down);
 	tcase_add_test(tc, test_put_get_delete);
+	tcase_add_test(tc, test_md5_always_recorded);
 	tcase_add_test(tc, test_empty_and_chunked);
 	tcase_add_test(tc, test_large_streaming);
 	tcase_add_test(tc, test_unlink);
