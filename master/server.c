@@ -274,10 +274,10 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 		size_t took = put_feed(r->put, data, *size);
 		r->bytes += took;
 		*size -= took;
-		if (put_result(r->put, &st, &why) && st != 201) {
-			*size = 0;
-			return send_error(r, st, why); /* a replica failed: stop reading */
-		}
+		/* A failed put swallows the rest of the body (put_feed takes it
+		 * all), and the answer waits for its end: answering mid-body and
+		 * closing with unread bytes makes the kernel reset the connection,
+		 * which can destroy the answer before the client reads it. */
 		if (*size)
 			req_wait(r);
 		return MHD_YES;
