@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE"
+#define QUERY_ARGS_MAX 100
 
 enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_OTHER };
 
@@ -342,6 +343,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	struct req *r = *con_cls;
 	(void)cls, (void)url, (void)version;
 
+	if (!r)                      /* refused in on_uri */
+		return MHD_NO;
+
 	if (r->calls++ == 0) {
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -406,8 +410,24 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-	struct req *r = xcalloc(1, sizeof(*r));
-	(void)cls, (void)conn;
+	struct req *r;
+	const char *q = strchr(uri, '?');
+	int args = 0;
+	(void)cls;
+	/* libmicrohttpd 0.9.75 has stored every query argument in the
+	 * connection's small memory pool by now; a few hundred exhaust it and
+	 * the connection stalls with no answer.  No request of ours has more
+	 * than four: cut such a connection off at once. */
+	for (; q && *q; q++)
+		args += *q == '&';
+	if (args > QUERY_ARGS_MAX) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci)
+			shutdown(ci->connect_fd, SHUT_RDWR);
+		return NULL;
+	}
+	r = xcalloc(1, sizeof(*r));
 	r->uri = xstrdup(uri);
 	r->start_ms = now_ms();
 	pthread_mutex_init(&r->mu, NULL);
