@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -395,6 +396,28 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
+/* libmicrohttpd 0.9.75 stores every query argument in the connection's
+ * memory pool before it calls this; a few hundred exhaust it and the
+ * connection stalls with no answer until the idle timeout.  A volume needs
+ * no query at all: cut such a connection off at once. */
+#define QUERY_ARGS_MAX 100
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	const char *q = strchr(uri, '?');
+	int args = 0;
+	(void)cls;
+	for (; q && *q; q++)
+		args += *q == '&';
+	if (args > QUERY_ARGS_MAX) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci)
+			shutdown(ci->connect_fd, SHUT_RDWR);
+	}
+	return NULL;
+}
+
 struct vol_server *vol_server_start(int port, const char *dir)
 {
 	struct vol_server *s = xcalloc(1, sizeof(*s));
@@ -432,6 +455,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, s,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 		MHD_OPTION_END);
 	if (!s->d) {
 		log_msg("cannot listen on port %d", port);
