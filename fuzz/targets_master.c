@@ -441,9 +441,9 @@ void fuzz_query(const uint8_t *data, size_t n)
 	free(back);
 	free(esc);
 
-	/* json_string: valid JSON whose value is the input with each byte
+	/* json_append_string: valid JSON whose value is the input with each byte
 	 * that is not part of well-formed UTF-8 replaced by U+FFFD. */
-	json_string(&j, in, n);
+	json_append_string(&j, in, n);
 	for (size_t i = 0; i < n;) {
 		size_t l = ref_utf8(data + i, n - i);
 		if (l) {

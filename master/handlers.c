@@ -222,7 +222,7 @@ bool is_list_query(const char *query)
 	return list || unlinked;
 }
 
-void json_string(struct buf *b, const char *s, size_t n)
+void json_append_string(struct buf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)s, *end = p + n;
@@ -339,10 +339,10 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 		}
 		if (count++)
 			buf_append(&keys, ",", 1);
-		json_string(&keys, k, klen);
+		json_append_string(&keys, k, klen);
 	}
 	buf_puts(&a->body, "{\"next\":");
-	json_string(&a->body, next ? next : "", next ? nextlen : 0);
+	json_append_string(&a->body, next ? next : "", next ? nextlen : 0);
 	buf_puts(&a->body, ",\"keys\":[");
 	buf_append(&a->body, keys.data, keys.len);
 	buf_puts(&a->body, "]}");

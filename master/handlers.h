@@ -44,6 +44,6 @@ int handle_put_locations(const struct config *cfg, const char *key, size_t klen,
 			 char (*out)[LOC_MAX], const char **why);
 /* Append s[0..n) to b as a JSON string (quotes included; invalid UTF-8
  * becomes U+FFFD, as Go's encoding/json does). */
-void json_string(struct buf *b, const char *s, size_t n);
+void json_append_string(struct buf *b, const char *s, size_t n);
 
 #endif

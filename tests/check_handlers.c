@@ -99,7 +99,7 @@ START_TEST(test_json_string)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct buf b = {0};
 		buf_puts(&b, "");
-		json_string(&b, cases[i].in, cases[i].n);
+		json_append_string(&b, cases[i].in, cases[i].n);
 		ck_assert_str_eq(b.data, cases[i].out);
 		buf_free(&b);
 	}
