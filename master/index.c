@@ -101,6 +101,20 @@ int index_put_nosync(struct index *idx, const char *key, size_t klen, const char
 	return put(idx, idx->wopts_nosync, key, klen, val, vlen);
 }
 
+int index_sync(struct index *idx)
+{
+	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	char *err = NULL;
+	leveldb_write(idx->db, idx->wopts, b, &err); /* an empty synced write syncs the log */
+	leveldb_writebatch_destroy(b);
+	if (err) {
+		log_msg("leveldb_write (sync) failed: %s", err);
+		leveldb_free(err);
+		return -1;
+	}
+	return 0;
+}
+
 int index_delete(struct index *idx, const char *key, size_t klen)
 {
 	char *err = NULL;

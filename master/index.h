@@ -28,6 +28,10 @@ int index_delete(struct index *idx, const char *key, size_t klen);
 int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
 		     size_t vlen);
 
+/* Make every write so far durable (one fsync for any number of
+ * index_put_nosync).  0 or -1 (logged). */
+int index_sync(struct index *idx);
+
 /* Iterate keys >= start in byte order.  The key/value pointers stay valid
  * until the next index_iter_next/free. */
 struct index_iter *index_iter_new(struct index *idx, const char *start, size_t slen);

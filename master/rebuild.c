@@ -576,7 +576,9 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 	if (r.deleted)
 		atomic_fetch_add(&rb->unlinked, 1);
 	val = record_encode(&r, &vlen);
-	if (index_put(rb->idx, e->key, e->klen, val, vlen) < 0)
+	/* Not synced one by one: a rebuild that dies is simply run again, and
+	 * the end of the run syncs them all at once. */
+	if (index_put_nosync(rb->idx, e->key, e->klen, val, vlen) < 0)
 		atomic_fetch_add(&rb->failed, 1);
 	else
 		atomic_fetch_add(&rb->keys, 1);
@@ -730,6 +732,8 @@ int rebuild_main(const struct config *cfg)
 	ops_fetch_free(rb.fetch);
 	ops_progress_stop(prog);
 
+	if (index_sync(rb.idx) < 0)
+		atomic_fetch_add(&rb.failed, 1);
 	ms = now_ms() - rb.t0;
 	keys = atomic_load(&rb.keys);
 	with_md5 = atomic_load(&rb.with_md5);
