@@ -395,7 +395,6 @@ if [ $HAVE_MKV = 1 ]; then
 	vols7stop
 	REBUILD_SUMMARY=$(tail -1 "$T/rebuild.out" 2>/dev/null)
 	REBALANCE_SUMMARY=$(tail -1 "$T/rebalance.out" 2>/dev/null)
-	rm -rf "$T/r7"
 	for r in $(seq "$RUNS_BIG"); do
 		record r7b ref $GO_REBUILD
 		record r7r ref $GO_REBALANCE
@@ -492,7 +491,11 @@ NOTES=""
 		echo "Row 3, mean latency of each step (median over runs), PUT / GET / DELETE in ms:"
 		for tag in nginx 3a 3b; do
 			grep -q "^$tag " "$T/lg.log" || continue
-			printf '%s' "$tag: "
+			case $tag in
+			nginx) printf 'straight to nginx: ' ;;
+			3a) printf 'row 3a, mkv with 1 replica on that nginx: ' ;;
+			3b) printf 'row 3b, mkv with 3 replicas on mkv-volumes: ' ;;
+			esac
 			for f in put_ms get_ms delete_ms; do
 				grep "^$tag " "$T/lg.log" | tr ' ' '\n' | sed -n "s/^$f=//p" | sort -g |
 					awk '{ v[NR] = $1 } END { printf "%s", NR ? v[int((NR + 1) / 2)] : "?" }'
