@@ -47,6 +47,11 @@ usable() { [ -x "$1" ] && "$1" -h 2>&1 | grep -qi usage; }
 HAVE_MKV=0; usable "$BIN/mkv" && HAVE_MKV=1
 HAVE_VOL=0; usable "$BIN/mkv-volume" && HAVE_VOL=1
 
+# The source the binaries were built from, taken now: the tree may move on
+# while the run lasts.
+REV=$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- master volume common 2>/dev/null || echo "+changes")
+[ -n "${BENCH_BIN:-}" ] && REV="binaries from $BENCH_BIN (tree at $REV)"
+
 T=$(mktemp -d "${TMPDIR:-/tmp}/mkv-bench.XXXXXX") || exit 1
 SAMPLES=$T/samples
 : >"$SAMPLES"
@@ -463,7 +468,6 @@ DISK=$(df -T "$T" | awk 'NR == 2 { print $1 " (" $2 ")" }')
 VERS="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||'), libmicrohttpd $(pkg-config --modversion libmicrohttpd 2>/dev/null),"
 VERS="$VERS gcc $(gcc -dumpfullversion 2>/dev/null), libcurl $(curl --version | awk 'NR == 1 { print $2 }'),"
 VERS="$VERS $(wrk -v 2>&1 | awk 'NR == 1 { print $1 " " $2 }'), kernel $(uname -r)"
-REV=$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- master volume common 2>/dev/null || echo "+changes")
 
 OUT=bench/results.md
 NOTES_MARK="<!-- notes: everything below this line is kept by the bench script -->"
