@@ -36,17 +36,6 @@ void md5_hex(const void *data, size_t n, char out[33])
 	out[32] = '\0';
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_space)
 {
 	size_t o = 0;
@@ -55,8 +44,8 @@ static int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int 
 			int h, l;
 			if (i + 2 >= n)
 				return -1;
-			h = hexval(src[i + 1]);
-			l = hexval(src[i + 2]);
+			h = hex_value(src[i + 1]);
+			l = hex_value(src[i + 2]);
 			if (h < 0 || l < 0)
 				return -1;
 			out[o++] = (char)(h << 4 | l);

@@ -26,6 +26,9 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Milliseconds from a monotonic clock. */
 uint64_t now_ms(void);
 
+/* The value of one hex digit (either case), or -1. */
+int hex_value(int c);
+
 /* Parse a whole decimal string into [min,max]; false on "", "-1",
  * "12x", overflow. */
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);

@@ -126,24 +126,13 @@ static const char *ent_name(json_t *e, bool *is_dir, bool *is_file)
 	return name;
 }
 
-static int hexv(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* "5d" -> 0x5d; -1 unless exactly two lowercase hex digits (as key2path). */
 static int hash_dir(const char *s)
 {
 	if (strlen(s) != 2 || (s[0] >= 'A' && s[0] <= 'F') || (s[1] >= 'A' && s[1] <= 'F') ||
-	    hexv(s[0]) < 0 || hexv(s[1]) < 0)
+	    hex_value(s[0]) < 0 || hex_value(s[1]) < 0)
 		return -1;
-	return hexv(s[0]) << 4 | hexv(s[1]);
+	return hex_value(s[0]) << 4 | hex_value(s[1]);
 }
 
 static bool is_subvolume(const char *s)
@@ -152,7 +141,7 @@ static bool is_subvolume(const char *s)
 	if (n < 4 || n > 6 || strncmp(s, "sv", 2))
 		return false;
 	for (size_t i = 2; i < n; i++)
-		if (hexv(s[i]) < 0)
+		if (hex_value(s[i]) < 0)
 			return false;
 	return true;
 }

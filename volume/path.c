@@ -1,16 +1,6 @@
 /* path.c -- see path.h. */
 #include "path.h"
-
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+#include "../common/util.h"
 
 /* Decoding happens before splitting into segments, so "%2e%2e" is "..",
  * "%2f" is a separator and "%00" is caught like a raw NUL: nothing can
@@ -29,7 +19,7 @@ int vol_path_clean(const char *raw, char *out, size_t outsz, bool *dir, const ch
 	for (const unsigned char *p = (const unsigned char *)raw;; p++) {
 		int c = *p;
 		if (c == '%') {
-			int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
+			int hi = hex_value(p[1]), lo = hi < 0 ? -1 : hex_value(p[2]);
 			if (lo < 0) {
 				*why = "bad percent-encoding";
 				return 400;
