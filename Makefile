@@ -41,7 +41,7 @@ VOLUME_LIB := $(call obj,$(filter-out volume/main.c,$(VOLUME_SRC)))
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,bin/%,$(TOOL_SRC))
 
-.PHONY: all deps run test bench clean
+.PHONY: all deps run test valgrind bench clean
 all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
 
 deps:
@@ -80,6 +80,14 @@ $(B)/tests/harness.o: tests/harness.c
 test: all $(TESTS)
 	@fail=0; for t in $(TESTS); do \
 	  echo "== $$t"; MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV) $$t || fail=1; \
+	done; exit $$fail
+
+# The unit suites (no servers) under valgrind's memcheck, in-process.
+VALGRIND_SUITES := check_placement check_handlers check_fuzz check_volume_fuzz
+valgrind: all $(patsubst %,$(B)/tests/%,$(VALGRIND_SUITES))
+	@fail=0; for t in $(VALGRIND_SUITES); do echo "== valgrind $$t"; \
+	  CK_FORK=no MKV_ROOT=$(CURDIR) valgrind -q --error-exitcode=9 --leak-check=full \
+	    --errors-for-leak-kinds=definite --show-possibly-lost=no $(B)/tests/$$t || fail=1; \
 	done; exit $$fail
 
 # A local cluster: three volumes (mkv-volume, or VOLUMES=nginx) and a master.
