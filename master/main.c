@@ -21,6 +21,7 @@ static const char usage[] =
 	"  -puttimeout D     a replica write with no progress this long fails (default 60s)\n"
 	"  -idletimeout D    close a client connection silent this long (default 60s)\n"
 	"  -maxconns N       client connections served at once (default 10000)\n"
+	"  -maxsize BYTES    largest value a PUT may store, else 413 (default: no limit)\n"
 	"  -headcheck        HEAD the blob before each redirect (minikeyvalue's behaviour)\n"
 	"  -workers N        parallel requests of rebuild/rebalance (default 16)\n"
 	"  -from DIR         rebuild: keep unlinked keys of this old index unlinked\n"
@@ -142,7 +143,10 @@ int main(int argc, char **argv)
 				bad("invalid duration for -idletimeout (at least 1s): %s", val);
 		} else if (!strcmp(name, "maxconns"))
 			c.maxconns = parse_int(name, val, 1, 1000000);
-		else if (!strcmp(name, "workers"))
+		else if (!strcmp(name, "maxsize")) {
+			if (!parse_u64(val, 0, UINT64_MAX, &c.maxsize))
+				bad("invalid value for -maxsize: %s", val);
+		} else if (!strcmp(name, "workers"))
 			c.workers = parse_int(name, val, 1, 1024);
 		else if (!strcmp(name, "from"))
 			c.from = val;

@@ -60,6 +60,7 @@ struct req {
 
 	struct put *put;
 	bool put_finished;
+	bool too_big;            /* the body went past -maxsize */
 	char (*locs)[LOC_MAX];   /* where a PUT writes (heap, PUT only) */
 	int nlocs;
 };
@@ -227,6 +228,7 @@ static enum MHD_Result put_begin(struct req *r)
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
 	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding");
 	const char *why;
+	uint64_t clen;
 	size_t vlen;
 	char *v;
 
@@ -236,6 +238,8 @@ static enum MHD_Result put_begin(struct req *r)
 		return send_error(r, r->key_status, r->key_why);
 	if ((!cl && !te) || (cl && !strcmp(cl, "0")))
 		return send_error(r, 411, "PUT needs a non-empty body");
+	if (cl && cfg->maxsize && !(parse_u64(cl, 0, UINT64_MAX, &clen) && clen <= cfg->maxsize))
+		return send_error(r, 413, "value larger than -maxsize");
 	if (!keylock_try(r->key, r->klen))
 		return send_error(r, 409, "another write of this key is in progress");
 	r->locked = true;
@@ -271,6 +275,13 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 				   req_wake, r);
 		r->locked = false; /* the put owns the key's lock now */
 	}
+	if (*size && cfg->maxsize && r->bytes + *size > cfg->maxsize) {
+		if (!r->too_big)          /* chunked past -maxsize: drop what was written */
+			put_abort(r->put);
+		r->too_big = true;
+		*size = 0;
+		return MHD_YES;
+	}
 	if (*size) {
 		size_t took = put_feed(r->put, data, *size);
 		r->bytes += took;
@@ -285,6 +296,8 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 	}
 	if (!r->put)
 		return send_error(r, 411, "PUT needs a non-empty body");
+	if (r->too_big)
+		return send_error(r, 413, "value larger than -maxsize");
 	if (!r->put_finished) {
 		put_finish(r->put);
 		r->put_finished = true;
