@@ -124,20 +124,3 @@ int httpc_do(const char *method, const char *url, const void *body, size_t bodyl
 		return -1;
 	return (int)status;
 }
-
-char *httpc_escape_path(const char *path)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	struct buf b = {0};
-	buf_puts(&b, "");
-	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || strchr("/-._~=+", *p)) {
-			buf_append(&b, p, 1);
-		} else {
-			char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-			buf_append(&b, e, 3);
-		}
-	}
-	return b.data;
-}

@@ -21,10 +21,6 @@ void httpc_global_init(void);
 int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
 	     long timeout_ms, struct buf *resp, size_t resp_max, char *err);
 
-/* Percent-encode the bytes that cannot appear raw in a URL path ('/' kept).
- * Caller frees. */
-char *httpc_escape_path(const char *path);
-
 /* Give this thread's handle back (call at thread exit): it is parked,
  * connections and all, for the next thread that needs one. */
 void httpc_thread_cleanup(void);
