@@ -11,7 +11,7 @@
 #
 # Full run: 5 runs of 3 s per side for the rate rows, 3 runs of a 1 GiB
 # PUT (row 4) and of rebuild + rebalance over 100,000 keys (row 7).
-# --quick: 3 runs of 2 s, 256 MiB, 10,000 keys.  How long either takes
+# --quick: 3 runs of 1 s, 256 MiB, 4,000 keys (about 2 minutes quiet).  How long either takes
 # depends mostly on how fast `mkv rebuild` and `mkv rebalance` are (row 7).
 #
 # Environment: BENCH_BIN=DIR takes mkv, mkv-volume and loadgen from DIR
@@ -28,7 +28,7 @@ case "${1:-}" in
 *) echo "usage: bench/run.sh [--quick]" >&2; exit 2 ;;
 esac
 if [ $QUICK = 1 ]; then
-	MODE=quick RUNS=3 RUNS_BIG=3 DUR=2 BIG_MB=256 KEYS=10000
+	MODE=quick RUNS=3 RUNS_BIG=3 DUR=1 BIG_MB=256 KEYS=4000
 else
 	MODE=full RUNS=5 RUNS_BIG=3 DUR=3 BIG_MB=1024 KEYS=100000
 fi
