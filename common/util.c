@@ -103,6 +103,14 @@ uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+bool uri_has_too_many_args(const char *uri)
+{
+	int args = 0;
+	for (const char *q = strchr(uri, '?'); q && *q; q++)
+		args += *q == '&';
+	return args > 100;
+}
+
 int hex_value(int c)
 {
 	if (c >= '0' && c <= '9')

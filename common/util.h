@@ -26,6 +26,12 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Milliseconds from a monotonic clock. */
 uint64_t now_ms(void);
 
+/* More query arguments than any request of ours needs?  libmicrohttpd
+ * 0.9.75 stores each one in the connection's small memory pool before the
+ * URI callback runs; a few hundred exhaust it and the connection stalls
+ * with no answer, so both servers cut such a connection off at once. */
+bool uri_has_too_many_args(const char *uri);
+
 /* The value of one hex digit (either case), or -1. */
 int hex_value(int c);
 

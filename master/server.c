@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE"
-#define QUERY_ARGS_MAX 100
 
 enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_OTHER };
 
@@ -424,16 +423,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	struct req *r;
-	const char *q = strchr(uri, '?');
-	int args = 0;
 	(void)cls;
-	/* libmicrohttpd 0.9.75 has stored every query argument in the
-	 * connection's small memory pool by now; a few hundred exhaust it and
-	 * the connection stalls with no answer.  No request of ours has more
-	 * than four: cut such a connection off at once. */
-	for (; q && *q; q++)
-		args += *q == '&';
-	if (args > QUERY_ARGS_MAX) {
+	if (uri_has_too_many_args(uri)) {
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		if (ci)

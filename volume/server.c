@@ -396,20 +396,11 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
-/* libmicrohttpd 0.9.75 stores every query argument in the connection's
- * memory pool before it calls this; a few hundred exhaust it and the
- * connection stalls with no answer until the idle timeout.  A volume needs
- * no query at all: cut such a connection off at once. */
-#define QUERY_ARGS_MAX 100
-
+/* Cut off a request with absurdly many query arguments (see util.h). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
-	const char *q = strchr(uri, '?');
-	int args = 0;
 	(void)cls;
-	for (; q && *q; q++)
-		args += *q == '&';
-	if (args > QUERY_ARGS_MAX) {
+	if (uri_has_too_many_args(uri)) {
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		if (ci)
