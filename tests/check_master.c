@@ -333,10 +333,8 @@ END_TEST
 START_TEST(test_conflict)
 {
 	char *key = fresh("lock"), hdr[512];
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)m.port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	int fd = h_connect(m.port);
+	ck_assert_int_ge(fd, 0);
 	snprintf(hdr, sizeof(hdr),
 		 "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello", key);
 	ck_assert(write(fd, hdr, strlen(hdr)) > 0);
@@ -361,10 +359,8 @@ END_TEST
 START_TEST(test_aborted_put)
 {
 	char *key = fresh("abort"), hdr[512];
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)m.port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	int fd = h_connect(m.port);
+	ck_assert_int_ge(fd, 0);
 	snprintf(hdr, sizeof(hdr),
 		 "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nhello", key);
 	ck_assert(write(fd, hdr, strlen(hdr)) > 0);
