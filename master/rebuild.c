@@ -4,9 +4,18 @@
  * The walk goes by hash directory rather than by volume: a key's path
  * /xx/yy/<base64> is the same on every volume, so after discovering which
  * roots (a volume, or a volume's svNN subvolume) hold which /xx/yy/, one
- * task lists /xx/yy/ on every root that has it and so sees every copy of
- * every key in it.  Each record is then written once, complete, with no
- * read-modify-write and no lock, and memory holds one leaf at a time.
+ * task lists a unit -- /xx/yy/, or the whole /xx/ where it is sparse -- on
+ * every root that has it and so sees every copy of every key in it.  Each
+ * record is then written once, complete, with no read-modify-write and no
+ * lock, and memory holds a few units at a time.
+ *
+ * The unit's listings ask for `?recursive`: mkv-volume then answers with
+ * every file below the directory in one response; nginx ignores the
+ * argument and answers the plain listing, whose directories are listed in
+ * turn.  A sparse /xx/ (few /xx/yy/ on any root: small volumes, or many
+ * subvolumes) is one unit, so on mkv-volumes it costs one request per root
+ * instead of one per /xx/yy/; a dense one is split by /xx/yy/ so that a
+ * unit never holds much more than 1/65536 of the keys.
  *
  * Base64 names may contain '/', so a blob can sit directories below
  * /xx/yy/; the walk recurses, rebuilds the name from the path, decodes it
@@ -33,6 +42,8 @@
 #define MAX_STRAY_LOGS 10
 #define LEAVES_OPEN 4096       /* leaves listed but not yet written */
 #define WRITERS 16             /* threads writing records: LevelDB groups their synced puts */
+#define SPARSE_YY 128          /* a /xx/ with at most this many /xx/yy/ on every root is
+				* listed as one unit: about as many keys per root */
 
 struct root {
 	char *loc;             /* "host:port" or "host:port/svNN" */
@@ -58,7 +69,7 @@ struct rb {
 	int *pair_root;           /* phase 3 work: (root, xx) */
 	int *pair_xx;
 	size_t npairs, next_pair;
-	uint16_t *leaves;         /* phase 4 work: xx<<8|yy */
+	struct unit *units;       /* phase 4 work */
 	size_t nleaves, next_leaf;
 	struct ops_fetch *fetch;
 	pthread_cond_t cv;        /* with mu: the writer queue */
@@ -121,8 +132,8 @@ static const char *ent_name(json_t *e, bool *is_dir, bool *is_file)
 	const char *type = json_string_value(json_object_get(e, "type"));
 	*is_dir = type && !strcmp(type, "directory");
 	*is_file = type && !strcmp(type, "file");
-	if (!name || !*name || name[0] == '.' || strchr(name, '/'))
-		return NULL;
+	if (!name || !*name || name[0] == '.')
+		return NULL;   /* a name with '/' comes from a recursive listing */
 	return name;
 }
 
@@ -252,16 +263,21 @@ static long b64_decode(const char *s, size_t n, char *out)
 
 /* ---- phases 3 and 4: many listings in flight on one thread ---- */
 
+struct unit {
+	uint8_t xx;
+	int16_t yy;               /* -1: all of /xx/ */
+};
+
 struct leaf {
-	uint16_t bit;             /* xx<<8|yy */
+	struct unit u;
 	int pending;              /* listings not yet answered */
 	struct entry *e;
 	size_t n, cap;
 	struct leaf *next;        /* writer queue */
 };
 
-/* One listing: /xx/ (phase 3, leaf NULL) or a directory at or below
- * /xx/yy/ of a leaf (phase 4). */
+/* One listing: /xx/ (phase 3, leaf NULL) or a directory of a unit, at or
+ * below its /xx/yy/ or /xx/ (phase 4, recursive where the volume can). */
 struct lreq {
 	int root;
 	int xx;
@@ -274,7 +290,8 @@ struct lreq {
 static void lreq_add(struct rb *rb, struct lreq *q)
 {
 	char *enc = ops_escape(q->path, q->plen, true);
-	char *url = xasprintf("http://%s%s", rb->roots[q->root]->loc, enc);
+	char *url = xasprintf("http://%s%s%s", rb->roots[q->root]->loc, enc,
+			      q->leaf ? "?recursive" : "");
 	ops_fetch_add(rb->fetch, url, q);
 	free(url);
 	free(enc);
@@ -371,28 +388,40 @@ static void writer_push(struct rb *rb, struct leaf *lf)
 	pthread_mutex_unlock(&rb->mu);
 }
 
+/* Does root r hold /xx/yy/ (yy >= 0), or any /xx/yy/ (yy < 0)? */
+static bool holds(const struct root *r, struct unit u)
+{
+	if (u.yy >= 0) {
+		unsigned bit = (unsigned)(u.xx << 8 | u.yy);
+		return r->yy[bit >> 3] & (1u << (bit & 7));
+	}
+	for (int b = 0; b < 32; b++)
+		if (r->yy[u.xx * 32 + b])
+			return true;
+	return false;
+}
+
 static int more_leaf(void *ctx)
 {
 	struct rb *rb = ctx;
 	struct leaf *lf;
-	unsigned bit;
 	if (rb->next_leaf >= rb->nleaves)
 		return -1;
 	if (atomic_load(&rb->leaves_open) >= LEAVES_OPEN)
 		return 0;   /* the writers are behind */
-	bit = rb->leaves[rb->next_leaf++];
 	lf = xcalloc(1, sizeof(*lf));
-	lf->bit = (uint16_t)bit;
+	lf->u = rb->units[rb->next_leaf++];
 	atomic_fetch_add(&rb->leaves_open, 1);
 	for (int ri = 0; ri < rb->nroots; ri++) {
 		struct lreq *q;
-		if (!(rb->roots[ri]->yy[bit >> 3] & (1u << (bit & 7))))
+		if (!holds(rb->roots[ri], lf->u))
 			continue;
 		q = xcalloc(1, sizeof(*q));
 		q->root = ri;
 		q->leaf = lf;
-		q->plen = (size_t)snprintf(q->path, sizeof(q->path), "/%02x/%02x/", bit >> 8,
-					   bit & 255);
+		q->plen = lf->u.yy < 0 ? (size_t)snprintf(q->path, sizeof(q->path), "/%02x/", lf->u.xx)
+				       : (size_t)snprintf(q->path, sizeof(q->path), "/%02x/%02x/",
+							  lf->u.xx, lf->u.yy);
 		lf->pending++;
 		lreq_add(rb, q);
 	}
@@ -408,7 +437,9 @@ static void stray(struct rb *rb, const char *loc, const char *path)
 }
 
 /* A file at path (below /xx/yy/) on root ri: keep it when its name decodes
- * to a key that key2path puts exactly there. */
+ * to a key that key2path puts exactly there.  (A recursive listing names
+ * files by their path below the listed directory, so path may have come
+ * in pieces; the exact match is what makes it safe.) */
 static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, const char *md5)
 {
 	char key[PATH_MAX_LEN], want[PATH_MAX_LEN];
@@ -457,7 +488,7 @@ static void done_leaf(void *ctx, void *req, int status, const char *body, size_t
 		size_t nl = name ? strlen(name) : 0;
 		if (!name || q->plen + nl + 2 > PATH_MAX_LEN)
 			continue;   /* longer than any key's path */
-		if (d) {
+		if (d && !strchr(name, '/')) {
 			struct lreq *sub = xcalloc(1, sizeof(*sub));
 			sub->root = q->root;
 			sub->leaf = lf;
@@ -700,14 +731,32 @@ int rebuild_main(const struct config *cfg)
 	rb.fetch = ops_fetch_new(cfg->workers, LIST_MAX);
 	ops_fetch_run(rb.fetch, more_xx, done_xx, &rb);
 
-	rb.leaves = xcalloc(65536, sizeof(*rb.leaves));
-	for (unsigned bit = 0; bit < 65536; bit++) {
-		unsigned long holders = 0;
-		for (int i = 0; i < rb.nroots; i++)
-			holders += (rb.roots[i]->yy[bit >> 3] >> (bit & 7)) & 1;
-		if (holders) {
-			rb.leaves[rb.nleaves++] = (uint16_t)bit;
-			atomic_fetch_add(&rb.dirs_total, holders);
+	rb.units = xcalloc(65536, sizeof(*rb.units));
+	for (int x = 0; x < 256; x++) {
+		int most = 0, holders = 0;
+		for (int i = 0; i < rb.nroots; i++) {
+			int n = 0;
+			for (int b = 0; b < 32; b++)
+				n += __builtin_popcount(rb.roots[i]->yy[x * 32 + b]);
+			most = n > most ? n : most;
+			holders += n > 0;
+		}
+		if (most == 0)
+			continue;
+		if (most <= SPARSE_YY) {
+			rb.units[rb.nleaves++] = (struct unit){(uint8_t)x, -1};
+			atomic_fetch_add(&rb.dirs_total, (unsigned long)holders);
+			continue;
+		}
+		for (int y = 0; y < 256; y++) {
+			struct unit u = {(uint8_t)x, (int16_t)y};
+			holders = 0;
+			for (int i = 0; i < rb.nroots; i++)
+				holders += holds(rb.roots[i], u);
+			if (holders) {
+				rb.units[rb.nleaves++] = u;
+				atomic_fetch_add(&rb.dirs_total, (unsigned long)holders);
+			}
 		}
 	}
 	rb.t_leaves = now_ms();
@@ -763,7 +812,7 @@ int rebuild_main(const struct config *cfg)
 	free(rb.roots);
 	free(rb.pair_root);
 	free(rb.pair_xx);
-	free(rb.leaves);
+	free(rb.units);
 	pthread_mutex_destroy(&rb.mu);
 	pthread_cond_destroy(&rb.cv);
 	if (rb.old && rb.old != rb.idx)

@@ -160,7 +160,7 @@ END_TEST
 static char *read_listing(struct vol_root *root, const char *path, size_t chunk)
 {
 	int st;
-	struct vol_list *l = vol_list_open(root, path, &st);
+	struct vol_list *l = vol_list_open(root, path, false, &st);
 	struct buf b = {0};
 	char *tmp = xmalloc(chunk);
 	ssize_t n;

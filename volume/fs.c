@@ -113,7 +113,8 @@ struct vol_put {
 	int fd;              /* the temporary file */
 	bool named;          /* the temporary file has tmpname (no O_TMPFILE) */
 	bool existed;        /* the target existed when the PUT began */
-	bool made_dirs;      /* parents were created: fsync them all at commit */
+	size_t made_at;      /* parents were created from path[made_at] down (0: none):
+			      * their entries are fsynced at commit */
 	char tmpname[64];
 	EVP_MD_CTX *md5;
 	size_t buffered;     /* bytes waiting in buf */
@@ -140,9 +141,11 @@ static int open_parent(struct vol_put *p)
 				continue;
 			char c = *s;
 			*s = '\0';
-			if (mkdirat(p->root->fd, dir, 0755) == 0)
-				p->made_dirs = true;
-			else if (errno != EEXIST)
+			if (mkdirat(p->root->fd, dir, 0755) == 0) {
+				const char *sl = strrchr(dir, '/');
+				if (!p->made_at)
+					p->made_at = (size_t)(sl ? sl - dir + 1 : 0) + 1;
+			} else if (errno != EEXIST)
 				status = vol_fs_fail(p->root, "mkdir", dir, errno, 409);
 			*s = c;
 			if (status || !c)
@@ -237,16 +240,25 @@ int vol_put_write(struct vol_put *p, const void *data, size_t n)
 	return 0;
 }
 
-/* fsync every directory from the root down to the target's: those created
- * by this PUT must reach the disk before the entry naming the file does. */
+/* The directories this PUT created must reach the disk before the entry
+ * naming the file does: fsync the parent of the first one made and every
+ * one made below it, but the target's own directory (fsynced after the
+ * link anyway). */
 static int sync_parents(struct vol_put *p)
 {
+	size_t start = p->made_at - 1;        /* where the first made dir's name starts */
+	const char *last = strrchr(p->path, '/');
 	char *dir = xstrdup(p->path);
 	int status = 0;
-	if (fsync(p->root->fd) < 0)
+	if (start == 0 && fsync(p->root->fd) < 0)
 		status = vol_fs_fail(p->root, "fsync", "", errno, 500);
 	for (char *s = strchr(dir, '/'); s && !status; s = strchr(s + 1, '/')) {
+		size_t q = (size_t)(s - dir);
 		int fd;
+		if (q == (size_t)(last - p->path))
+			break;                    /* the target's own directory */
+		if (q + 1 < start)
+			continue;                 /* above the first made dir's parent */
 		*s = '\0';
 		fd = openat(p->root->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0 || fsync(fd) < 0)
@@ -315,7 +327,7 @@ int vol_put_commit(struct vol_put *p)
 	}
 	p->named = false;
 linked:
-	if (p->made_dirs && (status = sync_parents(p)))
+	if (p->made_at && (status = sync_parents(p)))
 		goto out;
 	if (fsync(p->dfd) < 0) {
 		status = vol_fs_fail(p->root, "fsync", p->path, errno, 500);

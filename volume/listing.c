@@ -6,7 +6,15 @@
  * smallest entries above the last one sent, sorts and sends those.  A
  * directory of up to vol_list_batch entries takes one pass, as in nginx;
  * N entries take N / vol_list_batch passes of readdir, which is cheap
- * next to the stat and xattr calls made per entry sent. */
+ * next to the stat and xattr calls made per entry sent.
+ *
+ * `?recursive` (mkv-volume only; nginx ignores the argument and answers
+ * the plain listing) lists every file below the directory instead, named
+ * by its path from there ("5d/aGVsbG8="), in directory order, without
+ * directory entries: one request instead of one per directory, which is
+ * what lets `mkv rebuild` walk a sparse volume quickly.  Symlinks are
+ * followed as in the plain listing, but never into a directory already
+ * being walked, so a link loop ends. */
 #include "listing.h"
 
 #include <dirent.h>
@@ -24,6 +32,16 @@
 
 size_t vol_list_batch = 8192;
 
+#define DEEP_MAX 64            /* directory levels a recursive listing descends */
+#define REL_MAX 4096           /* longest relative name it reports */
+
+struct level {
+	DIR *d;
+	size_t plen;           /* the length of this level's prefix in rel */
+	dev_t dev;
+	ino_t ino;
+};
+
 struct ent {
 	bool dir;
 	char name[];
@@ -40,6 +58,11 @@ struct vol_list {
 	bool started, ended;
 	struct buf out;        /* formatted, not yet copied out */
 	size_t off;
+	/* recursive listings */
+	bool deep;
+	int depth;             /* levels open; level[0].d is d */
+	struct level level[DEEP_MAX];
+	char rel[REL_MAX];     /* the current name, relative to the listed dir */
 };
 
 /* Directories first, then names in byte order (strcmp's unsigned bytes). */
@@ -157,26 +180,26 @@ static void put_json(struct buf *b, const char *s)
 	}
 }
 
-/* Format one entry; false when it vanished since the directory was read. */
-static bool put_entry(struct vol_list *l, const struct ent *e)
+/* Format one entry, name in directory dfd, shown as `shown` (the path
+ * from the listed directory); false when it vanished since it was read. */
+static bool put_entry(struct vol_list *l, int dfd, const char *name, const char *shown)
 {
 	struct stat st;
 	char date[VOL_DATE_LEN], md5[33];
 	const char *type;
-	int fd = dirfd(l->d);
 
 	/* As nginx: follow symlinks, or describe a dangling one itself. */
-	if (fstatat(fd, e->name, &st, 0) < 0 &&
-	    ((errno != ENOENT && errno != ELOOP) || fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0))
+	if (fstatat(dfd, name, &st, 0) < 0 &&
+	    ((errno != ENOENT && errno != ELOOP) || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0))
 		return false;
 	type = S_ISDIR(st.st_mode) ? "directory" : S_ISREG(st.st_mode) ? "file" : "other";
 	vol_http_date(st.st_mtime, date);
 	buf_puts(&l->out, l->started ? ",\r\n{ \"name\":\"" : "\r\n{ \"name\":\"");
 	l->started = true;
-	put_json(&l->out, e->name);
+	put_json(&l->out, shown);
 	buf_printf(&l->out, "\", \"type\":\"%s\", \"mtime\":\"%s\"", type, date);
 	if (S_ISREG(st.st_mode)) {
-		char *full = xasprintf("%s%s", l->path, e->name);
+		char *full = xasprintf("%s%s", l->path, shown);
 		buf_printf(&l->out, ", \"size\":%lld", (long long)st.st_size);
 		if (getxattr(full, VOL_MD5_XATTR, md5, 32) == 32) {
 			md5[32] = '\0';
@@ -189,7 +212,85 @@ static bool put_entry(struct vol_list *l, const struct ent *e)
 	return true;
 }
 
-struct vol_list *vol_list_open(const struct vol_root *root, const char *path, int *status)
+/* Enter directory `name` of the current level, unless it is already being
+ * walked (a symlink loop) or too deep. */
+static void deep_enter(struct vol_list *l, const char *name, size_t len)
+{
+	struct level *up = &l->level[l->depth - 1], *lv;
+	struct stat st;
+	int fd;
+	if (l->depth == DEEP_MAX || up->plen + len + 2 > sizeof(l->rel))
+		return;
+	fd = openat(dirfd(up->d), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (int i = 0; i < l->depth; i++)
+		if (l->level[i].dev == st.st_dev && l->level[i].ino == st.st_ino) {
+			close(fd);
+			return;
+		}
+	lv = &l->level[l->depth++];
+	lv->d = fdopendir(fd);
+	if (!lv->d)
+		die("fdopendir: %s", strerror(errno));
+	lv->dev = st.st_dev;
+	lv->ino = st.st_ino;
+	memcpy(l->rel + up->plen, name, len);
+	l->rel[up->plen + len] = '/';
+	lv->plen = up->plen + len + 1;
+}
+
+/* The next file of a recursive listing into l->out: 1, or 0 at the end,
+ * -1 on a read error. */
+static int deep_next(struct vol_list *l)
+{
+	for (;;) {
+		struct level *lv = &l->level[l->depth - 1];
+		struct dirent *de;
+		struct stat st;
+		size_t len;
+		bool dir;
+
+		errno = 0;
+		de = readdir(lv->d);
+		if (!de) {
+			if (errno) {
+				log_msg("readdir() \"%s%.*s\" failed (%d: %s)", l->path, (int)lv->plen,
+					l->rel, errno, strerror(errno));
+				return -1;
+			}
+			if (l->depth == 1)
+				return 0;
+			closedir(lv->d);
+			l->depth--;
+			continue;
+		}
+		if (de->d_name[0] == '.')
+			continue;
+		len = strlen(de->d_name);
+		if (de->d_type == DT_DIR || de->d_type == DT_REG)
+			dir = de->d_type == DT_DIR;
+		else if (fstatat(dirfd(lv->d), de->d_name, &st, 0) == 0)
+			dir = S_ISDIR(st.st_mode);
+		else
+			continue;
+		if (dir) {
+			deep_enter(l, de->d_name, len);
+			continue;
+		}
+		if (lv->plen + len + 1 > sizeof(l->rel))
+			continue;
+		memcpy(l->rel + lv->plen, de->d_name, len + 1);
+		if (put_entry(l, dirfd(lv->d), de->d_name, l->rel))
+			return 1;
+	}
+}
+
+struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bool deep,
+			       int *status)
 {
 	struct vol_list *l;
 	int fd = openat(root->fd, *path ? path : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -206,6 +307,16 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, in
 		die("fdopendir: %s", strerror(errno));
 	l->path = *path ? xasprintf("%s/%s/", root->path, path) : xasprintf("%s/", root->path);
 	l->more = true;         /* nothing read yet */
+	if (deep) {
+		struct stat st;
+		l->deep = true;
+		l->depth = 1;
+		l->level[0].d = l->d;
+		if (fstat(fd, &st) == 0) {
+			l->level[0].dev = st.st_dev;
+			l->level[0].ino = st.st_ino;
+		}
+	}
 	buf_puts(&l->out, "[");
 	return l;
 }
@@ -213,6 +324,16 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, in
 ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max)
 {
 	while (l->out.len - l->off < max && !l->ended) {
+		if (l->deep) {
+			int r = deep_next(l);
+			if (r < 0)
+				return -1;
+			if (r == 0) {
+				buf_puts(&l->out, "\r\n]");
+				l->ended = true;
+			}
+			continue;
+		}
 		if (l->i == l->n) {
 			if (!l->more) {
 				buf_puts(&l->out, "\r\n]");
@@ -223,7 +344,7 @@ ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max)
 				return -1;
 			continue;
 		}
-		put_entry(l, l->v[l->i]);
+		put_entry(l, dirfd(l->d), l->v[l->i]->name, l->v[l->i]->name);
 		free(l->v[l->i++]);
 	}
 	size_t n = l->out.len - l->off;
@@ -244,6 +365,8 @@ void vol_list_close(struct vol_list *l)
 		free(l->v[i]);
 	free(l->v);
 	free(l->last);
+	while (l->depth > 1)
+		closedir(l->level[--l->depth].d);
 	closedir(l->d);
 	free(l->path);
 	buf_free(&l->out);

@@ -1,19 +1,24 @@
 /* listing.h -- `GET /dir/`: the JSON listing of nginx's autoindex_format
  * json, byte for byte (directories first, then byte order of names;
  * dotfiles hidden; symlinks followed), plus "md5" on files that carry the
- * xattr.  Streamed: memory stays bounded however large the directory. */
+ * xattr.  Streamed: memory stays bounded however large the directory.
+ * Recursive (deep): every file below the directory, named by its path from
+ * it, and no directory entries (see listing.c). */
 #ifndef VOL_LISTING_H
 #define VOL_LISTING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include "fs.h"
 
 struct vol_list;
 
-/* Open the directory path ("" for the root).  Returns NULL with *status
- * set (404 when missing or not a directory).  root must outlive the list. */
-struct vol_list *vol_list_open(const struct vol_root *root, const char *path, int *status);
+/* Open the directory path ("" for the root), for a recursive listing when
+ * deep.  Returns NULL with *status set (404 when missing or not a
+ * directory).  root must outlive the list. */
+struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bool deep,
+			       int *status);
 /* Copy up to max bytes of the listing into buf.  Returns the count, 0 at
  * the end, -1 on a read error (logged). */
 ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max);

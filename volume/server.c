@@ -133,7 +133,9 @@ static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection 
 				    const char *path)
 {
 	int status;
-	struct vol_list *l = vol_list_open(&s->root, path, &status);
+	bool deep = MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "recursive",
+						       strlen("recursive"), NULL, NULL) == MHD_YES;
+	struct vol_list *l = vol_list_open(&s->root, path, deep, &status);
 	struct MHD_Response *resp;
 	if (!l)
 		return send_error(c, status, NULL);
