@@ -141,8 +141,14 @@ static enum MHD_Result send_answer(struct req *r)
 	return ret;
 }
 
+/* An error ends the request's write, if it took the key's lock: the key is
+ * freed before the client hears back, so its next request finds it free. */
 static enum MHD_Result send_error(struct req *r, int status, const char *why)
 {
+	if (r->locked) {
+		keylock_release(r->key, r->klen);
+		r->locked = false;
+	}
 	answer_error(&r->ans, status, why);
 	return send_answer(r);
 }
