@@ -362,6 +362,14 @@ if [ $HAVE_MKV = 1 ]; then
 		for i in 1 2 3 4 5; do volume_start "v7-$i" "${P7[$i]}" "$1/v$i" || return 1; V7PID[$i]=$LAST; done
 	}
 	vols7stop() { for i in 1 2 3 4 5; do stop "${V7PID[$i]}"; done; }
+	# The same five directories served by stock nginx (row 7c, 7d).
+	ngx7() {
+		for i in 1 2 3 4 5; do
+			nginx_start nginx-volume.conf.in "n7-$i" "${P7[$i]}" \
+				-e "s|$T/n7-$i/data|$1/v$i|g" || return 1
+			V7PID[$i]=$LAST
+		done
+	}
 	# The blobs go straight into the (not yet running) volumes' directories,
 	# laid out as mkv-volume lays them out, md5 xattr included.
 	POP=$(lg_field rate populate -n $KEYS -s $SMALL -volumes "$V5" -replicas 3 -subvolumes 10 \
@@ -381,28 +389,48 @@ if [ $HAVE_MKV = 1 ]; then
 			log "$name failed: $(tail -1 "$T/$name.out")"
 		fi
 	}
-	vols7 "$T/r7/vols" || exit 1
+	restore7() {
+		"$BIN/loadgen" restore -n $KEYS -s $SMALL -volumes "$V5" -to "$V3" -replicas 3 \
+			-subvolumes 10 -p /bench/r7 -dirs "$D5" >/dev/null || return 1
+		find "$T/r7/vols" -mindepth 3 -type d -empty -delete 2>/dev/null
+		return 0
+	}
 	# Each run: rebuild a fresh index from the five volumes, rebalance onto
-	# three; then loadgen puts the files back on disk where the populate
-	# put them (and the hash directories the rebalance emptied are
-	# dropped), so the next run starts from the same state.
+	# three -- on mkv-volumes, then on nginx serving the same directories;
+	# after each rebalance loadgen puts the files back on disk where the
+	# populate put them (and the hash directories the rebalance emptied are
+	# dropped), so the next one starts from the same state.
 	for r in $(seq "$RUNS_BIG"); do
-		log "row 7 run $r: rebuild, rebalance 5 -> 3"
+		log "row 7 run $r: rebuild, rebalance 5 -> 3 on mkv-volumes"
+		vols7 "$T/r7/vols" || exit 1
 		rm -rf "$T/r7/db"
 		timed rebuild r7b $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
 		timed rebalance r7r "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
 		STRAY=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
+		vols7stop
+		restore7 || break
+		log "row 7 run $r: rebuild, rebalance 5 -> 3 on nginx"
+		ngx7 "$T/r7/vols" || exit 1
+		rm -rf "$T/r7/db"
+		timed rebuild-nginx r7bn $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
+		timed rebalance-nginx r7rn "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
+		STRAYN=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
+		vols7stop
 		[ "$r" = "$RUNS_BIG" ] && break
-		"$BIN/loadgen" restore -n $KEYS -s $SMALL -volumes "$V5" -to "$V3" -replicas 3 \
-			-subvolumes 10 -p /bench/r7 -dirs "$D5" >/dev/null || break
-		find "$T/r7/vols" -mindepth 3 -type d -empty -delete 2>/dev/null
+		restore7 || break
 	done
-	vols7stop
+	# What the disk allows: synced 1 KiB writes per second (each PUT to an
+	# mkv-volume and each DELETE needs at least one).
+	SYNCS=$(cd "$T" && dd if=/dev/zero of=ddprobe bs=1k count=2000 oflag=dsync 2>&1 |
+		awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "s,") print int(2000 / $(i - 1)) }')
+	rm -f "$T/ddprobe"
 	REBUILD_SUMMARY=$(tail -1 "$T/rebuild.out" 2>/dev/null)
 	REBALANCE_SUMMARY=$(tail -1 "$T/rebalance.out" 2>/dev/null)
+	REBUILDN_SUMMARY=$(tail -1 "$T/rebuild-nginx.out" 2>/dev/null)
+	REBALANCEN_SUMMARY=$(tail -1 "$T/rebalance-nginx.out" 2>/dev/null)
 	for r in $(seq "$RUNS_BIG"); do
-		record r7b ref $GO_REBUILD
-		record r7r ref $GO_REBALANCE
+		for k in r7b r7bn; do record $k ref $GO_REBUILD; done
+		for k in r7r r7rn; do record $k ref $GO_REBALANCE; done
 	done
 fi
 
@@ -459,7 +487,9 @@ row 5 "GET 1 MiB through the redirect (client follows, $CONC clients) vs straigh
 row 6a "volume alone, GET 4 KiB: mkv-volume vs nginx" "req/s" r6s r6s ge 0.8
 row 6b "volume alone, GET 1 MiB: mkv-volume vs nginx" "req/s" r6l r6l ge 0.9
 row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs Go minikeyvalue" "keys/s" r7b r7b ge 2
-row 7b "rebalance 5 → 3 volumes, vs Go minikeyvalue" "moved keys/s" r7r r7r ge 2
+row 7b "rebalance 5 → 3 mkv-volumes (each copy and delete fsynced), vs Go minikeyvalue" "moved keys/s" r7r r7r ge 2
+row 7c "rebuild, the same files on 5 nginx volumes, vs Go minikeyvalue" "keys/s" r7bn r7bn ge 2
+row 7d "rebalance 5 → 3 nginx volumes (no fsync), vs Go minikeyvalue" "moved keys/s" r7rn r7rn ge 2
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -513,9 +543,12 @@ NOTES=""
 		echo "Row 7: $(echo "$MOVES" | sed 's/ /, /g') (moved = keys that need at least one copy;"
 		echo "$SMALL bytes each, so about $(echo "$MOVES" | tr ' ' '\n' | sed -n 's/^copies=//p' |
 			awk -v s=$SMALL '{ printf "%.1f", $1 * s / 1048576 }') MiB copied); populated straight on disk at ${POP:-?} files/s;"
-		echo "files left on the removed volumes after the last rebalance: ${STRAY:-?}."
+		echo "files left on the removed volumes after the last rebalance: ${STRAY:-?} (mkv-volumes), ${STRAYN:-?} (nginx)."
+		echo "This disk takes ${SYNCS:-?} synced 1 KiB writes/s (\`dd oflag=dsync\`): the ceiling of row 7b,"
+		echo "where each moved key costs about $(echo "$MOVES" | awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } printf "%.1f", v["moved"] ? (v["copies"] + v["deletes"]) / v["moved"] : 0 }') PUTs + DELETEs, each fsynced at least once."
 		echo "The reference is the Go original's figure on this machine (issue 4), not re-measured here."
-		echo "Last summaries: rebuild \`${REBUILD_SUMMARY:-}\`; rebalance \`${REBALANCE_SUMMARY:-}\`."
+		echo "Last summaries: rebuild \`${REBUILD_SUMMARY:-}\`; rebalance \`${REBALANCE_SUMMARY:-}\`;"
+		echo "on nginx: rebuild \`${REBUILDN_SUMMARY:-}\`; rebalance \`${REBALANCEN_SUMMARY:-}\`."
 		echo
 	fi
 	echo "$NOTES_MARK"

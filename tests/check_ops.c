@@ -662,6 +662,70 @@ START_TEST(test_rebuild_rebalance)
 }
 END_TEST
 
+/* A dense /xx/ (more than half its /xx/yy/ present) is walked /xx/yy/ by
+ * /xx/yy/, a sparse one as a whole: 600 keys whose path starts /3c/ and 40
+ * anywhere, two replicas on an mkv-volume and an nginx, all come back. */
+START_TEST(test_rebuild_dense)
+{
+	enum { DENSE = 600, SPARSE = 40 };
+	struct tkey *t = xcalloc(DENSE + SPARSE, sizeof(*t));
+	char *db = xasprintf("%s/dense.db", tmp), *log = xasprintf("%s/dense.log", tmp), *why;
+	struct index *idx;
+	struct index_iter *it;
+	int n = 0, count = 0;
+	replicas = 2;
+	subvolumes = 1;
+	for (long i = 0; n < DENSE + SPARSE; i++) {
+		char path[PATH_MAX_LEN];
+		t[n].klen = (size_t)snprintf(t[n].key, sizeof(t[n].key), "dense/%ld", i);
+		placement_path(t[n].key, t[n].klen, path);
+		if (n >= DENSE || !strncmp(path, "/3c/", 4)) {
+			if (n >= DENSE && !strncmp(path, "/3c/", 4))
+				continue;
+			t[n].val = xasprintf("value of %s", t[n].key);
+			t[n].vlen = strlen(t[n].val);
+			md5_hex(t[n].val, t[n].vlen, t[n].md5);
+			for (int v = 0; v < 2; v++) {
+				char *url = xasprintf("http://%s%s", V[v].name, path), err[256];
+				ck_assert_int_eq(httpc_do("PUT", url, t[n].val, t[n].vlen, 10000, NULL,
+							  0, err) / 100, 2);
+				free(url);
+			}
+			n++;
+		}
+	}
+	ck_assert_int_eq(mkv("rebuild", 2, db, NULL, 0, log), 0);
+	show_log(log);
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (int i = 0; i < n; i++) {
+		char want[2][LOC_MAX];
+		struct record r;
+		size_t vlen;
+		char *v = index_get(idx, t[i].key, t[i].klen, &vlen);
+		ck_assert_msg(v != NULL, "%s not rebuilt", t[i].key);
+		ck_assert_int_eq(record_parse(v, vlen, &r), 0);
+		placement_volumes(t[i].key, t[i].klen, names, 2, 2, 1, want);
+		ck_assert_int_eq(r.nlocs, 2);
+		ck_assert_str_eq(r.locs[0], want[0]);
+		ck_assert_str_eq(r.locs[1], want[1]);
+		ck_assert_str_eq(r.hash, t[i].md5);   /* from the mkv-volume's copy */
+		free(v);
+	}
+	it = index_iter_new(idx, "", 0);
+	for (; index_iter_valid(it); index_iter_next(it))
+		count++;
+	index_iter_free(it);
+	ck_assert_int_eq(count, n);
+	index_close(idx);
+	for (int i = 0; i < n; i++)
+		free(t[i].val);
+	free(t);
+	free(db);
+	free(log);
+}
+END_TEST
+
 Suite *ops_suite(void)
 {
 	Suite *s = suite_create("ops");
@@ -669,6 +733,11 @@ Suite *ops_suite(void)
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
 	tcase_set_timeout(tc, 900);   /* SANITIZE=1 on a busy machine is slow */
 	tcase_add_loop_test(tc, test_rebuild_rebalance, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("rebuild_dense");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_rebuild_dense);
 	suite_add_tcase(s, tc);
 	return s;
 }
