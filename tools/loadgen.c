@@ -27,8 +27,8 @@
  *   loadgen restore  -n N -volumes OLD,.. -to NEW,.. -dirs D1,.. [-s SIZE]
  *                    [-replicas 3] [-subvolumes 10] [-p PREFIX]
  *       Undo a rebalance OLD -> NEW on disk, as populate -dirs made it
- *       (NEW's volumes must be among OLD's; -dirs in OLD's order): remove
- *       the copies it made, write back the ones it deleted.
+ *       (NEW's volumes must be among OLD's; -dirs in OLD's order): the
+ *       copies it made are renamed back to where it deleted old ones.
  *
  * Keys are PREFIX/k<i> (PREFIX defaults to "/bench"), plain ASCII, so they
  * need no escaping in a URL.  Bodies are a fixed pseudo-random pattern. */
@@ -344,15 +344,18 @@ static int populate_dirs(void)
 }
 
 /* restore: put the files back where populate -dirs placed them for o.vols
- * after a rebalance onto o.to moved them. */
+ * after a rebalance onto o.to moved them: each copy at a new location
+ * that populate did not use is renamed to an old location that lacks one
+ * (no new inode, no data written: cheap, and the md5 xattr goes along);
+ * an old location left without a file gets a fresh one. */
 static int restore(void)
 {
 	int rold = o.replicas < o.nvol ? o.replicas : o.nvol;
 	int rnew = o.replicas < o.nto ? o.replicas : o.nto;
 	char (*a)[LOC_MAX] = xmalloc(sizeof(*a) * (size_t)rold);
 	char (*b)[LOC_MAX] = xmalloc(sizeof(*b) * (size_t)rnew);
-	long removed = 0, written = 0;
-	char md5[33], file[4096];
+	long renamed = 0, removed = 0, written = 0;
+	char md5[33], from[4096], to[4096];
 
 	if (o.ndirs != o.nvol)
 		die("-dirs needs one directory per volume (%d, not %d)", o.nvol, o.ndirs);
@@ -362,31 +365,51 @@ static int restore(void)
 	md5_hex(body, o.size, md5);
 	for (long i = 0; i < o.n; i++) {
 		char key[256];
+		int k = 0;
 		key_name(i, key, sizeof(key));
 		placement_volumes(key, strlen(key), o.vols, o.nvol, o.replicas, o.subvolumes, a);
 		placement_volumes(key, strlen(key), o.to, o.nto, o.replicas, o.subvolumes, b);
 		for (int j = 0; j < rnew; j++) {
-			int k;
-			for (k = 0; k < rold && strcmp(b[j], a[k]); k++)
+			struct stat st;
+			int m;
+			for (m = 0; m < rold && strcmp(b[j], a[m]); m++)
 				;
-			if (k < rold)
-				continue;
-			blob_file(key, b[j], file, sizeof(file));
-			if (unlink(file) == 0)
+			if (m < rold)
+				continue;            /* populate put a copy here too */
+			blob_file(key, b[j], from, sizeof(from));
+			/* the next old location without its file */
+			for (; k < rold; k++) {
+				blob_file(key, a[k], to, sizeof(to));
+				if (stat(to, &st) < 0)
+					break;
+			}
+			if (k < rold) {
+				if (rename(from, to) < 0 && errno == ENOENT) {
+					make_parents(to);
+					if (rename(from, to) < 0 && errno != ENOENT)
+						die("rename %s: %s", from, strerror(errno));
+				}
+				if (stat(to, &st) == 0 && stat(from, &st) < 0) {
+					renamed++;
+					k++;
+					continue;
+				}
+			}
+			if (unlink(from) == 0)
 				removed++;
 			else if (errno != ENOENT)
-				die("unlink %s: %s", file, strerror(errno));
+				die("unlink %s: %s", from, strerror(errno));
 		}
-		for (int k = 0; k < rold; k++) {
+		for (k = 0; k < rold; k++) {
 			struct stat st;
-			blob_file(key, a[k], file, sizeof(file));
-			if (stat(file, &st) == 0)
+			blob_file(key, a[k], to, sizeof(to));
+			if (stat(to, &st) == 0)
 				continue;
 			blob_write(key, a[k], md5);
 			written++;
 		}
 	}
-	printf("removed=%ld written=%ld\n", removed, written);
+	printf("renamed=%ld removed=%ld written=%ld\n", renamed, removed, written);
 	free(a);
 	free(b);
 	free(body);
