@@ -583,6 +583,79 @@ START_TEST(test_listings_equal)
 }
 END_TEST
 
+static int count_str(const char *s, const char *what)
+{
+	int n = 0;
+	for (const char *p = s; (p = strstr(p, what)); p++)
+		n++;
+	return n;
+}
+
+/* `?recursive`: mkv-volume lists every file below the directory, by its
+ * path from there, hidden names skipped, symlinks followed but never round
+ * a loop; nginx ignores the argument (rebuild relies on both). */
+START_TEST(test_recursive_listing)
+{
+	const char *dirs[] = {"r", "r/ab", "r/ab/cd", "r/ab/cd/L2E", "r/.hid", "r/ef"};
+	const char *files[] = {"r/top", "r/ab/f2", "r/ab/cd/f1", "r/ab/cd/L2E/x\"q", "r/.hid/no",
+			       "r/ab/.dot"};
+	struct resp a, b;
+	for (int i = 0; i < 2; i++) {
+		struct vol *v = i ? &ngx : &mkv;
+		char *l;
+		for (size_t j = 0; j < sizeof(dirs) / sizeof(dirs[0]); j++) {
+			char *d = xasprintf("%s/%s", v->dir, dirs[j]);
+			mkdir(d, 0755);
+			free(d);
+		}
+		for (size_t j = 0; j < sizeof(files) / sizeof(files[0]); j++)
+			touch(v->dir, files[j]);
+		l = xasprintf("%s/r/ab/cd/up", v->dir);
+		ck_assert_int_eq(symlink("../..", l), 0);    /* a loop back to r/ */
+		free(l);
+		l = xasprintf("%s/r/ef/self", v->dir);
+		ck_assert_int_eq(symlink(".", l), 0);
+		free(l);
+		l = xasprintf("%s/r/ef/lf", v->dir);
+		ck_assert_int_eq(symlink("../top", l), 0);   /* a link to a file */
+		free(l);
+	}
+	ck_assert_int_eq(put(&mkv, "/r/ab/cd/put", "hello", 5), 201);
+	ck_assert_int_eq(req(&mkv, "GET", "/r/?recursive", NULL, 0, NULL, &a), 200);
+	ck_assert_int_eq(count_str(a.body.data, "\"type\":\"file\""), 6);
+	ck_assert_int_eq(count_str(a.body.data, "\"type\":"), 6);
+	ck_assert_ptr_nonnull(strstr(a.body.data, "{ \"name\":\"top\", \"type\":\"file\""));
+	ck_assert_ptr_nonnull(strstr(a.body.data, "{ \"name\":\"ab/f2\", \"type\":\"file\""));
+	ck_assert_ptr_nonnull(strstr(a.body.data, "{ \"name\":\"ab/cd/f1\""));
+	ck_assert_ptr_nonnull(strstr(a.body.data, "{ \"name\":\"ab/cd/L2E/x\\\"q\""));
+	ck_assert_ptr_nonnull(strstr(a.body.data, "{ \"name\":\"ef/lf\", \"type\":\"file\""));
+	/* what was PUT carries its md5 (of "hello") */
+	ck_assert_ptr_nonnull(strstr(a.body.data, "{ \"name\":\"ab/cd/put\""));
+	ck_assert_ptr_nonnull(strstr(a.body.data, "\"md5\":\"5d41402abc4b2a76b9719d911017c592\""));
+	ck_assert_ptr_null(strstr(a.body.data, "hid"));
+	ck_assert_ptr_null(strstr(a.body.data, "dot"));
+	ck_assert_int_eq(strncmp(a.body.data, "[\r\n{ \"name\":\"", 13), 0);
+	ck_assert_int_eq(strcmp(a.body.data + a.body.len - 3, "\r\n]"), 0);
+	h_resp_free(&a);
+	/* a file, a missing directory, traversal: as without the argument */
+	ck_assert_int_eq(req(&mkv, "GET", "/r/top?recursive", NULL, 0, NULL, &a), 200);
+	ck_assert_int_eq(a.body.len, 0);
+	h_resp_free(&a);
+	ck_assert_int_eq(req(&mkv, "GET", "/nope/?recursive", NULL, 0, NULL, &a), 404);
+	h_resp_free(&a);
+	ck_assert_int_ge(req(&mkv, "GET", "/r/../../?recursive", NULL, 0, NULL, &a), 400);
+	h_resp_free(&a);
+	/* nginx: the argument changes nothing */
+	ck_assert_int_eq(req(&ngx, "GET", "/r/?recursive", NULL, 0, NULL, &a), 200);
+	ck_assert_int_eq(req(&ngx, "GET", "/r/", NULL, 0, NULL, &b), 200);
+	ck_assert_int_eq(a.body.len, b.body.len);
+	ck_assert_int_eq(memcmp(a.body.data, b.body.data, a.body.len), 0);
+	ck_assert_ptr_nonnull(strstr(a.body.data, "{ \"name\":\"ab\", \"type\":\"directory\""));
+	h_resp_free(&a);
+	h_resp_free(&b);
+}
+END_TEST
+
 /* A directory of 30,000 entries (several listing batches), generated on
  * disk for both servers: the same bytes. */
 START_TEST(test_big_listing)
@@ -1087,6 +1160,7 @@ int main(void)
 	tcase_add_loop_test(side, test_side_by_side, 0, sizeof(reads) / sizeof(reads[0]));
 	tcase_add_test(side, test_listings_equal);
 	tcase_add_test(side, test_big_listing);
+	tcase_add_test(side, test_recursive_listing);
 	tcase_add_test(side, test_conditional);
 	tcase_add_test(side, test_writes_side_by_side);
 	suite_add_tcase(s, side);
