@@ -59,8 +59,7 @@ struct vol_list {
 	struct buf out;        /* formatted, not yet copied out */
 	size_t off;
 	/* recursive listings */
-	bool deep;
-	int depth;             /* levels open; level[0].d is d */
+	int depth;             /* levels open, level[0].d being d (0: a plain listing) */
 	struct level level[DEEP_MAX];
 	char rel[REL_MAX];     /* the current name, relative to the listed dir */
 };
@@ -212,6 +211,21 @@ static bool put_entry(struct vol_list *l, int dfd, const char *name, const char 
 	return true;
 }
 
+/* The next entry of a plain listing into l->out: 1, or 0 at the end, -1
+ * on a read error. */
+static int plain_next(struct vol_list *l)
+{
+	while (l->i == l->n) {
+		if (!l->more)
+			return 0;
+		if (next_batch(l) < 0)
+			return -1;
+	}
+	put_entry(l, dirfd(l->d), l->v[l->i]->name, l->v[l->i]->name);
+	free(l->v[l->i++]);
+	return 1;
+}
+
 /* Enter directory `name` of the current level, unless it is already being
  * walked (a symlink loop) or too deep. */
 static void deep_enter(struct vol_list *l, const char *name, size_t len)
@@ -309,7 +323,6 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bo
 	l->more = true;         /* nothing read yet */
 	if (deep) {
 		struct stat st;
-		l->deep = true;
 		l->depth = 1;
 		l->level[0].d = l->d;
 		if (fstat(fd, &st) == 0) {
@@ -324,28 +337,13 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bo
 ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max)
 {
 	while (l->out.len - l->off < max && !l->ended) {
-		if (l->deep) {
-			int r = deep_next(l);
-			if (r < 0)
-				return -1;
-			if (r == 0) {
-				buf_puts(&l->out, "\r\n]");
-				l->ended = true;
-			}
-			continue;
+		int r = l->depth ? deep_next(l) : plain_next(l);
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			buf_puts(&l->out, "\r\n]");
+			l->ended = true;
 		}
-		if (l->i == l->n) {
-			if (!l->more) {
-				buf_puts(&l->out, "\r\n]");
-				l->ended = true;
-				break;
-			}
-			if (next_batch(l) < 0)
-				return -1;
-			continue;
-		}
-		put_entry(l, dirfd(l->d), l->v[l->i]->name, l->v[l->i]->name);
-		free(l->v[l->i++]);
 	}
 	size_t n = l->out.len - l->off;
 	if (n > max)
