@@ -113,8 +113,8 @@ struct vol_put {
 	int fd;              /* the temporary file */
 	bool named;          /* the temporary file has tmpname (no O_TMPFILE) */
 	bool existed;        /* the target existed when the PUT began */
-	size_t made_at;      /* parents were created from path[made_at] down (0: none):
-			      * their entries are fsynced at commit */
+	bool made_dirs;      /* parents were created: their entries are fsynced at commit */
+	size_t made_parent;  /* the length of the first made one's parent (0: the root) */
 	char tmpname[64];
 	EVP_MD_CTX *md5;
 	size_t buffered;     /* bytes waiting in buf */
@@ -143,8 +143,9 @@ static int open_parent(struct vol_put *p)
 			*s = '\0';
 			if (mkdirat(p->root->fd, dir, 0755) == 0) {
 				const char *sl = strrchr(dir, '/');
-				if (!p->made_at)
-					p->made_at = (size_t)(sl ? sl - dir + 1 : 0) + 1;
+				if (!p->made_dirs)
+					p->made_parent = sl ? (size_t)(sl - dir) : 0;
+				p->made_dirs = true;
 			} else if (errno != EEXIST)
 				status = vol_fs_fail(p->root, "mkdir", dir, errno, 409);
 			*s = c;
@@ -246,18 +247,17 @@ int vol_put_write(struct vol_put *p, const void *data, size_t n)
  * link anyway). */
 static int sync_parents(struct vol_put *p)
 {
-	size_t start = p->made_at - 1;        /* where the first made dir's name starts */
 	const char *last = strrchr(p->path, '/');
 	char *dir = xstrdup(p->path);
 	int status = 0;
-	if (start == 0 && fsync(p->root->fd) < 0)
+	if (p->made_parent == 0 && fsync(p->root->fd) < 0)
 		status = vol_fs_fail(p->root, "fsync", "", errno, 500);
 	for (char *s = strchr(dir, '/'); s && !status; s = strchr(s + 1, '/')) {
 		size_t q = (size_t)(s - dir);
 		int fd;
 		if (q == (size_t)(last - p->path))
 			break;                    /* the target's own directory */
-		if (q + 1 < start)
+		if (q < p->made_parent)
 			continue;                 /* above the first made dir's parent */
 		*s = '\0';
 		fd = openat(p->root->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -327,7 +327,7 @@ int vol_put_commit(struct vol_put *p)
 	}
 	p->named = false;
 linked:
-	if (p->made_at && (status = sync_parents(p)))
+	if (p->made_dirs && (status = sync_parents(p)))
 		goto out;
 	if (fsync(p->dfd) < 0) {
 		status = vol_fs_fail(p->root, "fsync", p->path, errno, 500);
