@@ -41,7 +41,7 @@
 #define TRIES 3
 #define MAX_STRAY_LOGS 10
 #define LEAVES_OPEN 4096       /* leaves listed but not yet written */
-#define WRITERS 16             /* threads writing records: LevelDB groups their synced puts */
+#define WRITERS 16             /* threads sorting units and writing their records */
 #define SPARSE_YY 128          /* a /xx/ with at most this many /xx/yy/ on every root is
 				* listed as one unit: about as many keys per root */
 
@@ -388,17 +388,23 @@ static void writer_push(struct rb *rb, struct leaf *lf)
 	pthread_mutex_unlock(&rb->mu);
 }
 
+/* How many /xx/yy/ root r holds. */
+static int count_yy(const struct root *r, int xx)
+{
+	int n = 0;
+	for (int b = 0; b < 32; b++)
+		n += __builtin_popcount(r->yy[xx * 32 + b]);
+	return n;
+}
+
 /* Does root r hold /xx/yy/ (yy >= 0), or any /xx/yy/ (yy < 0)? */
 static bool holds(const struct root *r, struct unit u)
 {
-	if (u.yy >= 0) {
-		unsigned bit = (unsigned)(u.xx << 8 | u.yy);
-		return r->yy[bit >> 3] & (1u << (bit & 7));
-	}
-	for (int b = 0; b < 32; b++)
-		if (r->yy[u.xx * 32 + b])
-			return true;
-	return false;
+	unsigned bit;
+	if (u.yy < 0)
+		return count_yy(r, u.xx) > 0;
+	bit = (unsigned)(u.xx << 8 | u.yy);
+	return r->yy[bit >> 3] & (1u << (bit & 7));
 }
 
 static int more_leaf(void *ctx)
@@ -735,9 +741,7 @@ int rebuild_main(const struct config *cfg)
 	for (int x = 0; x < 256; x++) {
 		int most = 0, holders = 0;
 		for (int i = 0; i < rb.nroots; i++) {
-			int n = 0;
-			for (int b = 0; b < 32; b++)
-				n += __builtin_popcount(rb.roots[i]->yy[x * 32 + b]);
+			int n = count_yy(rb.roots[i], x);
 			most = n > most ? n : most;
 			holders += n > 0;
 		}
