@@ -187,6 +187,16 @@ static bool unit_done(struct slot *s)
 	return true;
 }
 
+/* The value every request sends (o.size bytes), and its md5 when asked. */
+static void make_body(char md5[33])
+{
+	body = xmalloc(o.size ? o.size : 1);
+	for (size_t i = 0; i < o.size; i++)
+		body[i] = (char)('a' + (i * 7919 + i / 13) % 26);
+	if (md5)
+		md5_hex(body, o.size, md5);
+}
+
 static int run(void)
 {
 	CURLM *m = curl_multi_init();
@@ -194,9 +204,7 @@ static int run(void)
 	uint64_t t0 = now_ms(), t1;
 	int active = 0, running;
 
-	body = xmalloc(o.size ? o.size : 1);
-	for (size_t i = 0; i < o.size; i++)
-		body[i] = (char)('a' + (i * 7919 + i / 13) % 26);
+	make_body(NULL);
 	hdrs = curl_slist_append(NULL, "Expect:");
 	hdrs = curl_slist_append(hdrs, "Content-Type:");
 	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)o.conc * 4 + 8);
@@ -324,10 +332,7 @@ static int populate_dirs(void)
 
 	if (o.ndirs != o.nvol)
 		die("-dirs needs one directory per volume (%d, not %d)", o.nvol, o.ndirs);
-	body = xmalloc(o.size ? o.size : 1);
-	for (size_t i = 0; i < o.size; i++)
-		body[i] = (char)('a' + (i * 7919 + i / 13) % 26);
-	md5_hex(body, o.size, md5);
+	make_body(md5);
 	for (long k = 0; k < o.n; k++) {
 		char key[256];
 		key_name(k, key, sizeof(key));
@@ -359,10 +364,7 @@ static int restore(void)
 
 	if (o.ndirs != o.nvol)
 		die("-dirs needs one directory per volume (%d, not %d)", o.nvol, o.ndirs);
-	body = xmalloc(o.size ? o.size : 1);
-	for (size_t i = 0; i < o.size; i++)
-		body[i] = (char)('a' + (i * 7919 + i / 13) % 26);
-	md5_hex(body, o.size, md5);
+	make_body(md5);
 	for (long i = 0; i < o.n; i++) {
 		char key[256];
 		int k = 0;
