@@ -124,6 +124,42 @@ static size_t discard(char *p, size_t s, size_t n, void *ud)
 	return s * n;
 }
 
+struct chunks {
+	const char *p;
+	size_t left;
+};
+
+static size_t chunk_read(char *out, size_t s, size_t n, void *ud)
+{
+	struct chunks *c = ud;
+	size_t k = s * n < c->left ? s * n : c->left;
+	memcpy(out, c->p, k);
+	c->p += k;
+	c->left -= k;
+	return k;
+}
+
+/* PUT url with data[0..n) as a chunked body (curl -T -): the status, or
+ * -1 when the exchange failed. */
+static long put_chunked(const char *url, const char *data, size_t n)
+{
+	struct chunks ch = {data, n};
+	struct curl_slist *h = curl_slist_append(NULL, "Transfer-Encoding: chunked");
+	CURL *c = curl_easy_init();
+	long st = -1;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(c, CURLOPT_READFUNCTION, chunk_read);
+	curl_easy_setopt(c, CURLOPT_READDATA, &ch);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return st;
+}
+
 /* Every acknowledged PUT records its md5, however quickly the replicas
  * finish (they may be done before the master has seen the body's end). */
 START_TEST(test_md5_always_recorded)
@@ -147,28 +183,13 @@ START_TEST(test_empty_and_chunked)
 {
 	char *key = fresh("c"), *u = url(key);
 	struct resp r;
-	CURL *c;
-	struct curl_slist *h = NULL;
 	char big[200000];
-	FILE *f;
-	long st = 0;
 
 	ck_assert_int_eq(put(key, "", 0), 411);
 	/* a chunked body: curl -T - */
 	for (size_t i = 0; i < sizeof(big); i++)
 		big[i] = (char)('a' + i % 26);
-	f = fmemopen(big, sizeof(big), "r");
-	c = curl_easy_init();
-	h = curl_slist_append(h, "Transfer-Encoding: chunked");
-	curl_easy_setopt(c, CURLOPT_URL, u);
-	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-	curl_easy_setopt(c, CURLOPT_READDATA, f);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-	ck_assert_int_eq(st, 201);
-	fclose(f);
+	ck_assert_int_eq(put_chunked(u, big, sizeof(big)), 201);
 	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
 	ck_assert_uint_eq(r.body.len, sizeof(big));
 	ck_assert(!memcmp(r.body.data, big, sizeof(big)));
@@ -176,17 +197,8 @@ START_TEST(test_empty_and_chunked)
 	/* an empty chunked body is empty too */
 	free(key), free(u);
 	key = fresh("c"), u = url(key);
-	f = fmemopen(big, 1, "r");
-	fgetc(f);
-	curl_easy_setopt(c, CURLOPT_URL, u);
-	curl_easy_setopt(c, CURLOPT_READDATA, f);
-	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-	ck_assert_int_eq(st, 411);
+	ck_assert_int_eq(put_chunked(u, big, 0), 411);
 	ck_assert_int_eq(req("GET", key), 404);
-	fclose(f);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
 	free(key), free(u);
 }
 END_TEST
@@ -611,9 +623,6 @@ START_TEST(test_maxsize)
 	struct master mm = {0};
 	struct resp r;
 	char *u, *big = "0123456789ABCDEFGHIJ";
-	CURL *c;
-	struct curl_slist *h = NULL;
-	FILE *fp;
 	long st = 0;
 	h_master_start(&mm, vols, 3, f);
 	u = xasprintf("%s/small", mm.base);
@@ -623,20 +632,7 @@ START_TEST(test_maxsize)
 	u = xasprintf("%s/big", mm.base);
 	ck_assert_int_eq(h_http("PUT", u, big, 11, NULL, false, &r), 413);
 	h_resp_free(&r);
-	fp = fmemopen(big, 20, "r");
-	c = curl_easy_init();
-	h = curl_slist_append(h, "Transfer-Encoding: chunked");
-	curl_easy_setopt(c, CURLOPT_URL, u);
-	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-	curl_easy_setopt(c, CURLOPT_READDATA, fp);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-	ck_assert_int_eq(st, 413);
-	fclose(fp);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
+	ck_assert_int_eq(put_chunked(u, big, 20), 413);
 	ck_assert_int_eq(h_status("GET", u), 404);
 	free(u);
 	u = xasprintf("%s/?unlinked", mm.base);
