@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,12 +216,17 @@ static int write_record(struct put *p, bool deleted, const char *hash)
 	return rc;
 }
 
-static void fail(struct put *p, int status, const char *fmt, const char *a, const char *b)
+static void fail(struct put *p, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void fail(struct put *p, int status, const char *fmt, ...)
 {
+	va_list ap;
 	if (p->status)
 		return;
 	p->status = status;
-	snprintf(p->why, sizeof(p->why), fmt, a, b);
+	va_start(ap, fmt);
+	vsnprintf(p->why, sizeof(p->why), fmt, ap);
+	va_end(ap);
 }
 
 /* Drive the uploads until every replica is done or the put fails. */
@@ -246,12 +252,9 @@ static void transfer(struct put *p)
 				     r->err[0] ? r->err : curl_easy_strerror(m->data.result));
 			} else {
 				curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->status);
-				if (r->status < 200 || r->status > 299) {
-					char st[16];
-					snprintf(st, sizeof(st), "%ld", r->status);
+				if (r->status < 200 || r->status > 299)
 					fail(p, r->status == 507 ? 507 : 500,
-					     "replica %s answered %s", r->url, st);
-				}
+					     "replica %s answered %ld", r->url, r->status);
 			}
 		}
 		if (!running || p->status)
@@ -259,7 +262,7 @@ static void transfer(struct put *p)
 
 		pthread_mutex_lock(&p->mu);
 		if (p->aborted)
-			fail(p, 500, "%s%s", "client went away", "");
+			fail(p, 500, "client went away");
 		for (int i = 0; i < p->nlocs && !p->status; i++) {
 			struct replica *r = &p->rep[i];
 			if (r->done)
@@ -270,7 +273,7 @@ static void transfer(struct put *p)
 				r->active_ms = now_ms();
 				unpause[nun++] = r;
 			} else if (!r->paused && timeout && now_ms() - r->active_ms > timeout) {
-				fail(p, 504, "replica %s: no progress for -puttimeout%s", r->url, "");
+				fail(p, 504, "replica %s: no progress for -puttimeout", r->url);
 			}
 		}
 		pthread_mutex_unlock(&p->mu);
@@ -292,7 +295,7 @@ static void await_eof(struct put *p)
 		aborted = p->aborted;
 		pthread_mutex_unlock(&p->mu);
 		if (aborted)
-			fail(p, 500, "%s%s", "client went away", "");
+			fail(p, 500, "client went away");
 		if (eof || aborted)
 			return;
 		curl_multi_poll(p->multi, NULL, 0, 100, NULL);
@@ -323,7 +326,7 @@ static void worker(void *arg)
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
 
 	if (write_record(p, true, NULL) < 0) {
-		fail(p, 500, "index write failed%s%s", "", "");
+		fail(p, 500, "index write failed");
 	} else {
 		for (int i = 0; i < p->nlocs; i++) {
 			struct replica *r = &p->rep[i];
@@ -357,7 +360,7 @@ static void worker(void *arg)
 
 	if (!p->status) {
 		if (write_record(p, false, p->cfg->md5sum ? p->hash : NULL) < 0)
-			fail(p, 500, "index write failed%s%s", "", "");
+			fail(p, 500, "index write failed");
 		else
 			p->status = 201;
 	}
