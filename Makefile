@@ -37,7 +37,7 @@ TOOL_SRC   := $(wildcard tools/*.c)
 obj = $(patsubst %.c,$(B)/%.o,$(1))
 COMMON_OBJ := $(call obj,$(COMMON_SRC))
 MASTER_LIB := $(call obj,$(filter-out master/main.c,$(MASTER_SRC)))
-VOLUME_LIB := $(call obj,$(filter-out volume/main.c,$(VOLUME_SRC)))
+VOLUME_LIB := $(call obj,$(filter-out volume/main.c volume/interpose.c,$(VOLUME_SRC)))
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,bin/%,$(TOOL_SRC))
 
@@ -55,7 +55,7 @@ $(BIN)/mkv: $(B)/master/main.o $(MASTER_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BIN)/mkv-volume: $(B)/volume/main.o $(VOLUME_LIB) $(COMMON_OBJ)
+$(BIN)/mkv-volume: $(B)/volume/main.o $(B)/volume/interpose.o $(VOLUME_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 

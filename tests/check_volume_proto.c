@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -728,6 +729,77 @@ START_TEST(test_writes_side_by_side)
 }
 END_TEST
 
+/* Bodies of several sendfile calls, whole and in ranges, one after another
+ * on one keep-alive connection: mkv-volume widens libmicrohttpd's sendfile
+ * calls and sends each header with its body (volume/wire.c), and must
+ * never send a byte past a range's end, nor leave a response waiting for a
+ * push (each would stall 200 ms).  HEAD, 304 and 404 answers come between. */
+START_TEST(test_large_bodies)
+{
+	enum { N = 3 * 1024 * 1024 + 5 };
+	static const struct {
+		const char *method, *hdr;
+		long status;
+		size_t from, to;           /* the body: big[from, to) */
+	} q[] = {
+		{"GET", NULL, 200, 0, N},
+		{"HEAD", NULL, 200, 0, 0},
+		{"GET", "Range: bytes=100-2500000", 206, 100, 2500001},
+		{"GET", "Range: bytes=-1500000", 206, N - 1500000, N},
+		{"GET", "Range: bytes=131072-262143", 206, 131072, 262144},
+		{"GET", "Range: bytes=131072-262144", 206, 131072, 262145},
+		{"GET", "Range: bytes=131072-262145", 206, 131072, 262146},
+		{"GET", "Range: bytes=1048576-", 206, 1048576, N},
+		{"GET", "If-None-Match: *", 304, 0, 0},
+		{"GET", "Range: bytes=0-0", 206, 0, 1},
+		{"GET", NULL, 200, 0, N},
+	};
+	char *b = blob(N, 77);
+	const struct vol *vs[] = {&mkv, &ngx};
+	ck_assert_int_eq(put(&mkv, "/big/3m", b, N), 201);
+	ck_assert_int_eq(put(&ngx, "/big/3m", b, N), 201);
+	for (int v = 0; v < 2; v++) {
+		int fd = h_connect(vs[v]->port);
+		struct timespec t0, t1;
+		ck_assert_int_ge(fd, 0);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int round = 0; round < 4; round++) {
+			for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+				char *rq = xasprintf("%s /big/%s HTTP/1.1\r\nHost: h\r\n%s%s\r\n",
+						     q[i].method, i == 8 && round ? "none" : "3m",
+						     q[i].hdr ? q[i].hdr : "", q[i].hdr ? "\r\n" : "");
+				struct buf out = {0};
+				long want = i == 8 && round ? 404 : q[i].status;
+				long st;
+				char *body;
+				ck_assert(h_send(fd, rq, strlen(rq)));
+				st = h_recv_resp(fd, &out, 10000, q[i].method[0] == 'H');
+				ck_assert_msg(st == want, "%s: %s %s: %ld, want %ld",
+					      vs[v] == &mkv ? "mkv-volume" : "nginx", q[i].method,
+					      q[i].hdr ? q[i].hdr : "", st, want);
+				buf_append(&out, "", 1);
+				body = strstr(out.data, "\r\n\r\n") + 4;
+				if (want != 404) {
+					size_t n = out.len - 1 - (size_t)(body - out.data);
+					ck_assert_msg(n == q[i].to - q[i].from &&
+						      !memcmp(body, b + q[i].from, n),
+						      "%s %s: %zu bytes, want %zu", q[i].method,
+						      q[i].hdr ? q[i].hdr : "", n, q[i].to - q[i].from);
+				}
+				buf_free(&out);
+				free(rq);
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		close(fd);
+		/* 44 answers; one stalled push alone would cost 200 ms. */
+		ck_assert_msg(t1.tv_sec - t0.tv_sec < 6, "44 answers took %ld s",
+			      (long)(t1.tv_sec - t0.tv_sec));
+	}
+	free(b);
+}
+END_TEST
+
 /* Conditional requests against each server's own validators. */
 START_TEST(test_conditional)
 {
@@ -1163,6 +1235,7 @@ int main(void)
 	tcase_add_test(side, test_recursive_listing);
 	tcase_add_test(side, test_conditional);
 	tcase_add_test(side, test_writes_side_by_side);
+	tcase_add_test(side, test_large_bodies);
 	suite_add_tcase(s, side);
 
 	tcase_add_unchecked_fixture(solo_tc, solo_start, solo_stop);

@@ -27,6 +27,7 @@
 #include "listing.h"
 #include "path.h"
 #include "range.h"
+#include "wire.h"
 
 #define SYNC_WORKERS 32          /* fsyncs in flight at once */
 #define MAX_CONNECTIONS 16384    /* or what the fd limit allows: 2 fds each */
@@ -61,7 +62,8 @@ struct vol_server {
 	int nworkers;
 };
 
-static char read_marker;         /* *con_cls of a GET or HEAD */
+static char get_marker;          /* *con_cls of a GET */
+static char head_marker;         /* ... of a HEAD */
 
 static const char *status_reason(int status)
 {
@@ -161,7 +163,7 @@ static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connec
 }
 
 static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
-				 const char *url, const char *path)
+				 const char *url, const char *path, bool head)
 {
 	struct MHD_Response *resp;
 	struct stat st;
@@ -216,6 +218,12 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	} else {
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
 	}
+	if (!head && len > 0) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci)
+			wire_file_body(ci->connect_fd, fd, start + len);
+	}
 headers:
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_LAST_MODIFIED, date);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
@@ -223,7 +231,7 @@ headers:
 }
 
 static enum MHD_Result answer_read(struct vol_server *s, struct MHD_Connection *c,
-				   const char *url)
+				   const char *url, bool head)
 {
 	char path[PATH_BYTES];
 	const char *why;
@@ -231,7 +239,7 @@ static enum MHD_Result answer_read(struct vol_server *s, struct MHD_Connection *
 	int status = vol_path_clean(url, path, sizeof(path), &dir, &why);
 	if (status)
 		return send_error(c, status, why);
-	return dir ? send_listing(s, c, path) : send_file(s, c, url, path);
+	return dir ? send_listing(s, c, path) : send_file(s, c, url, path, head);
 }
 
 static void *sync_worker(void *arg)
@@ -328,7 +336,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 	if (!r) {
 		if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
-			*con_cls = &read_marker;
+			*con_cls = method[0] == 'G' ? &get_marker : &head_marker;
 			return MHD_YES;
 		}
 		r = xcalloc(1, sizeof(*r));
@@ -338,12 +346,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		begin_write(s, r, url);
 		return MHD_YES;
 	}
-	if ((void *)r == &read_marker) {
+	if ((void *)r == &get_marker || (void *)r == &head_marker) {
 		if (*upload_size) {          /* a GET with a body: ignore it */
 			*upload_size = 0;
 			return MHD_YES;
 		}
-		return answer_read(s, c, url);
+		return answer_read(s, c, url, (void *)r == &head_marker);
 	}
 	if (*upload_size) {
 		/* libmicrohttpd cannot answer mid-body: after a failed write the
@@ -375,11 +383,22 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
 	struct req *r = *con_cls;
 	(void)cls, (void)c, (void)toe;
-	if (r && (void *)r != &read_marker) {
+	if (r && (void *)r != &get_marker && (void *)r != &head_marker) {
 		vol_put_abort(r->put);      /* a PUT cut off: its temporary file goes */
 		free(r);
 	}
 	*con_cls = NULL;
+}
+
+/* A new connection may have a closed one's socket number. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	const union MHD_ConnectionInfo *ci;
+	(void)cls, (void)socket_context;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED &&
+	    (ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)))
+		wire_reset(ci->connect_fd);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -427,6 +446,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		if (nofile.rlim_cur < 2 * (rlim_t)conns + 256)
 			conns = nofile.rlim_cur > 512 ? (unsigned int)(nofile.rlim_cur - 256) / 2 : 128;
 	}
+	wire_init(getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? (unsigned long)nofile.rlim_cur : 1024);
 
 	s->dir = xstrdup(dir);
 	s->port = port;
@@ -447,6 +467,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)IDLE_TIMEOUT_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, s,
 		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 		MHD_OPTION_END);

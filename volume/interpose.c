@@ -1,0 +1,41 @@
+/* interpose.c -- bin/mkv-volume's own send, setsockopt and sendfile64,
+ * which libmicrohttpd's calls reach before libc's.  Each asks wire.c what
+ * to change (usually nothing) and calls libc's.  Linked into the binary
+ * only: the test suites that run a volume in-process keep libc's. */
+#include <dlfcn.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#include "../common/util.h"
+#include "wire.h"
+
+static ssize_t (*libc_send)(int, const void *, size_t, int);
+static int (*libc_setsockopt)(int, int, int, const void *, socklen_t);
+static ssize_t (*libc_sendfile64)(int, int, off_t *, size_t);
+
+__attribute__((constructor)) static void find_libc(void)
+{
+	libc_send = (ssize_t(*)(int, const void *, size_t, int))dlsym(RTLD_NEXT, "send");
+	libc_setsockopt = (int (*)(int, int, int, const void *, socklen_t))dlsym(RTLD_NEXT,
+										   "setsockopt");
+	libc_sendfile64 = (ssize_t(*)(int, int, off_t *, size_t))dlsym(RTLD_NEXT, "sendfile64");
+	if (!libc_send || !libc_setsockopt || !libc_sendfile64)
+		die("cannot find send, setsockopt or sendfile64 in libc");
+}
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	return libc_send(fd, buf, len, wire_send_flags(fd, flags));
+}
+
+int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+{
+	if (wire_skip_push(fd, level, opt, val, len))
+		return 0;
+	return libc_setsockopt(fd, level, opt, val, len);
+}
+
+ssize_t sendfile64(int out_fd, int in_fd, off_t *off, size_t count)
+{
+	return libc_sendfile64(out_fd, in_fd, off, wire_sendfile_count(in_fd, off, count));
+}
