@@ -62,7 +62,12 @@ cleanup() {
 	trap - EXIT INT TERM
 	for p in $PIDS; do kill "$p" 2>/dev/null; done
 	for p in $PIDS; do wait "$p" 2>/dev/null; done
-	if [ -n "${BENCH_KEEP:-}" ]; then echo "bench: kept $T" >&2; else rm -rf "$T"; fi
+	if [ -n "${BENCH_KEEP:-}" ]; then echo "bench: kept $T" >&2; return; fi
+	# Row 7's 300,000 files: one rm per volume at once takes 60% of the
+	# time one rm for all of them takes here.
+	for d in "$T"/r7/vols/v*; do [ -d "$d" ] && rm -rf "$d" & done
+	wait
+	rm -rf "$T"
 }
 trap cleanup EXIT
 trap 'echo "bench: interrupted" >&2; exit 130' INT
@@ -392,9 +397,7 @@ if [ $HAVE_MKV = 1 ]; then
 	}
 	restore7() {
 		"$BIN/loadgen" restore -n $KEYS -s $SMALL -volumes "$V5" -to "$V3" -replicas 3 \
-			-subvolumes 10 -p /bench/r7 -dirs "$D5" >/dev/null || return 1
-		find "$T/r7/vols" -mindepth 3 -type d -empty -delete 2>/dev/null
-		return 0
+			-subvolumes 10 -p /bench/r7 -dirs "$D5" >/dev/null
 	}
 	# Each run: rebuild a fresh index from the five volumes, rebalance onto
 	# three -- on mkv-volumes, then on nginx serving the same directories;
@@ -407,7 +410,8 @@ if [ $HAVE_MKV = 1 ]; then
 		rm -rf "$T/r7/db"
 		timed rebuild r7b $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
 		timed rebalance r7r "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
-		STRAY=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
+		[ "$r" = "$RUNS_BIG" ] &&
+			STRAY=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
 		vols7stop
 		restore7 || break
 		log "row 7 run $r: rebuild, rebalance 5 -> 3 on nginx"
@@ -415,7 +419,8 @@ if [ $HAVE_MKV = 1 ]; then
 		rm -rf "$T/r7/db"
 		timed rebuild-nginx r7bn $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
 		timed rebalance-nginx r7rn "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
-		STRAYN=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
+		[ "$r" = "$RUNS_BIG" ] &&
+			STRAYN=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
 		vols7stop
 		[ "$r" = "$RUNS_BIG" ] && break
 		restore7 || break

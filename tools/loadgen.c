@@ -285,8 +285,9 @@ static void make_parents(char *path)
 }
 
 /* The file that holds key's blob at location loc ("host:port[/svNN]"),
- * in the -dirs directory of loc's volume. */
-static void blob_file(const char *key, const char *loc, char *file, size_t cap)
+ * in the -dirs directory of loc's volume.  Returns the length of its
+ * (sub)volume's directory: what is below it is placement's. */
+static size_t blob_file(const char *key, const char *loc, char *file, size_t cap)
 {
 	char path[PATH_MAX_LEN];
 	int v;
@@ -300,6 +301,19 @@ static void blob_file(const char *key, const char *loc, char *file, size_t cap)
 		die("location %s names no volume", loc);
 	placement_path(key, strlen(key), path);
 	snprintf(file, cap, "%s%s%s", o.dirs[v], loc + vl, path);
+	return strlen(o.dirs[v]) + strlen(loc + vl);
+}
+
+/* file has gone: remove the directories it leaves empty, up to its
+ * (sub)volume's, which stays (top is blob_file's answer). */
+static void drop_empty_dirs(char *file, size_t top)
+{
+	char *slash;
+	while ((slash = strrchr(file, '/')) && (size_t)(slash - file) > top) {
+		*slash = '\0';
+		if (rmdir(file) < 0)
+			break;
+	}
 }
 
 /* Write body (o.size bytes, md5 hex) as key's blob at loc. */
@@ -351,8 +365,9 @@ static int populate_dirs(void)
 /* restore: put the files back where populate -dirs placed them for o.vols
  * after a rebalance onto o.to moved them: each copy at a new location
  * that populate did not use is renamed to an old location that lacks one
- * (no new inode, no data written: cheap, and the md5 xattr goes along);
- * an old location left without a file gets a fresh one. */
+ * (no new inode, no data written: cheap, and the md5 xattr goes along)
+ * and the directories it leaves empty go; an old location left without a
+ * file gets a fresh one. */
 static int restore(void)
 {
 	int rold = o.replicas < o.nvol ? o.replicas : o.nvol;
@@ -378,7 +393,7 @@ static int restore(void)
 				;
 			if (m < rold)
 				continue;            /* populate put a copy here too */
-			blob_file(key, b[j], from, sizeof(from));
+			size_t top = blob_file(key, b[j], from, sizeof(from));
 			/* the next old location without its file */
 			for (; k < rold; k++) {
 				blob_file(key, a[k], to, sizeof(to));
@@ -394,6 +409,7 @@ static int restore(void)
 				if (stat(to, &st) == 0 && stat(from, &st) < 0) {
 					renamed++;
 					k++;
+					drop_empty_dirs(from, top);
 					continue;
 				}
 			}
@@ -401,6 +417,7 @@ static int restore(void)
 				removed++;
 			else if (errno != ENOENT)
 				die("unlink %s: %s", from, strerror(errno));
+			drop_empty_dirs(from, top);
 		}
 		for (k = 0; k < rold; k++) {
 			struct stat st;
