@@ -37,5 +37,5 @@ int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 
 ssize_t sendfile64(int out_fd, int in_fd, off_t *off, size_t count)
 {
-	return libc_sendfile64(out_fd, in_fd, off, wire_sendfile_count(in_fd, off, count));
+	return libc_sendfile64(out_fd, in_fd, off, wire_sendfile_count(out_fd, in_fd, off, count));
 }

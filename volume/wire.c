@@ -96,9 +96,10 @@ bool wire_skip_push(int sock, int level, int opt, const void *val, socklen_t len
 	return false;
 }
 
-size_t wire_sendfile_count(int file_fd, const off_t *off, size_t count)
+size_t wire_sendfile_count(int sock, int file_fd, const off_t *off, size_t count)
 {
 	uint64_t left;
+	wire_reset(sock);                    /* the body has begun: headers are done */
 	if (count != MHD_CHUNK || !off || *off < 0 || !tracked(file_fd) ||
 	    body_end[file_fd] <= (uint64_t)*off)
 		return count;
