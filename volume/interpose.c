@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include "../common/util.h"
 #include "wire.h"
@@ -30,8 +32,16 @@ ssize_t send(int fd, const void *buf, size_t len, int flags)
 
 int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
-	if (wire_skip_push(fd, level, opt, val, len))
+	int off = 0;
+	switch (wire_setsockopt(fd, level, opt, val, len)) {
+	case WIRE_SKIP:
 		return 0;
+	case WIRE_UNCORK_TOO:
+		libc_setsockopt(fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
+		break;
+	case WIRE_PASS:
+		break;
+	}
 	return libc_setsockopt(fd, level, opt, val, len);
 }
 

@@ -2,10 +2,11 @@
  *
  * libmicrohttpd 0.9.75 sends a file response as: the header alone, pushed
  * to the network at once, then the body in 128 KiB sendfile calls under
- * TCP_CORK.  nginx sends the header and up to 1 MiB of body under one cork.
- * On loopback that difference halves what a client can fetch of 1 MiB
- * files (bench row 6b: 0.57x nginx under wrk), for two reasons measured
- * with ss and nstat:
+ * TCP_CORK, and pushes the end by setting TCP_NODELAY, leaving the socket
+ * corked for good.  nginx corks, sends the header and up to 1 MiB of body,
+ * and uncorks.  On loopback that difference halves what a client can fetch
+ * of 1 MiB files (bench row 6b: 0.57x nginx under wrk), for three reasons
+ * measured with ss, nstat and the servers' CPU times:
  *   - The client's receive buffer never grows.  Linux takes a receive RTT
  *     sample only from a full-sized segment that echoes a new timestamp;
  *     every response's first segment is the small header, so the samples
@@ -14,14 +15,18 @@
  *   - 128 KiB per call interleaves eight sends per MiB with the event loop.
  *     nginx limited to 128 KiB chunks loses a third of its rate the same
  *     way.
- * libmicrohttpd has no option for either, so interpose.c wraps the three
+ *   - On a socket that stays corked, the server's kernel time per 1 MiB
+ *     response was twice nginx's (0.40 ms against 0.21), the same system
+ *     calls notwithstanding; uncorked after each body it is nginx's.
+ * libmicrohttpd has no option for any of them, so interpose.c wraps the three
  * calls it makes (send, setsockopt, sendfile64) in bin/mkv-volume, and
  * these functions decide, per descriptor, what they change:
  *   - a file body's header goes with MSG_MORE and the one push that
  *     follows it is skipped, so the header leaves with the body;
  *   - a 128 KiB sendfile of a body is widened to at most 1 MiB, never past
  *     the body's end and always one byte short of it, so that
- *     libmicrohttpd's own last call, the one that pushes, still happens.
+ *     libmicrohttpd's own last call, the one that pushes, still happens;
+ *   - that push, a TCP_NODELAY after a body, uncorks the socket as well.
  * Anything else passes unchanged.  A descriptor is touched by one
  * libmicrohttpd thread at a time, so the tables need no lock. */
 #include "wire.h"
@@ -36,7 +41,7 @@
 #define WIRE_CHUNK (1024 * 1024)     /* nginx's sendfile_max_chunk here */
 #define MAX_FDS (1u << 20)
 
-enum { IDLE, HEADER_NEXT, PUSH_NEXT };
+enum { IDLE, HEADER_NEXT, PUSH_NEXT, BODY };
 
 static unsigned char *sock_state;    /* by socket descriptor */
 static uint64_t *body_end;           /* by file descriptor */
@@ -82,24 +87,28 @@ int wire_send_flags(int sock, int flags)
 	return flags;
 }
 
-bool wire_skip_push(int sock, int level, int opt, const void *val, socklen_t len)
+enum wire_opt wire_setsockopt(int sock, int level, int opt, const void *val, socklen_t len)
 {
-	int on;
-	if (!tracked(sock) || sock_state[sock] != PUSH_NEXT || level != IPPROTO_TCP ||
+	int on, st;
+	if (!tracked(sock) || (st = sock_state[sock]) == IDLE || level != IPPROTO_TCP ||
 	    len != sizeof(on))
-		return false;
+		return WIRE_PASS;
 	memcpy(&on, val, sizeof(on));
-	if ((opt == TCP_NODELAY && on) || (opt == TCP_CORK && !on)) {
-		sock_state[sock] = IDLE;
-		return true;
-	}
-	return false;
+	if (!((opt == TCP_NODELAY && on) || (opt == TCP_CORK && !on)))
+		return WIRE_PASS;            /* not a push */
+	sock_state[sock] = IDLE;
+	if (st == PUSH_NEXT)
+		return WIRE_SKIP;
+	if (st == BODY && opt == TCP_NODELAY)
+		return WIRE_UNCORK_TOO;
+	return WIRE_PASS;
 }
 
 size_t wire_sendfile_count(int sock, int file_fd, const off_t *off, size_t count)
 {
 	uint64_t left;
-	wire_reset(sock);                    /* the body has begun: headers are done */
+	if (tracked(sock))                   /* the body has begun: its push comes next */
+		sock_state[sock] = tracked(file_fd) && body_end[file_fd] ? BODY : IDLE;
 	if (count != MHD_CHUNK || !off || *off < 0 || !tracked(file_fd) ||
 	    body_end[file_fd] <= (uint64_t)*off)
 		return count;

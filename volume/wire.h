@@ -18,7 +18,8 @@ void wire_file_body(int sock, int file_fd, uint64_t end);
 
 /* The decisions behind the wrappers in interpose.c. */
 int wire_send_flags(int sock, int flags);
-bool wire_skip_push(int sock, int level, int opt, const void *val, socklen_t len);
+enum wire_opt { WIRE_PASS, WIRE_SKIP, WIRE_UNCORK_TOO };
+enum wire_opt wire_setsockopt(int sock, int level, int opt, const void *val, socklen_t len);
 size_t wire_sendfile_count(int sock, int file_fd, const off_t *off, size_t count);
 
 #endif
