@@ -334,7 +334,7 @@ fi
 
 # ------------------------------------------------- row 6: the volume alone
 if [ $HAVE_VOL = 1 ]; then
-	log "row 6: volume GET 4 KiB and 1 MiB, $RUNS x ${DUR}s each side"
+	log "row 6: volume GET 4 KiB and 1 MiB, $RUNS x ${DUR}s each side; PUT 64 MiB, $RUNS each"
 	free_port; MVP=$FREE
 	volume_start mv "$MVP" || exit 1
 	MV=http://127.0.0.1:$MVP
@@ -350,6 +350,18 @@ if [ $HAVE_VOL = 1 ]; then
 		record r6l ours "$(wrk_rate "$MV/bench/f1m")"
 		record r6l ref "$(wrk_rate "$NV/bench/f1m")"
 	done
+	# PUT of 64 MiB, each to a new name: MiB/s by curl's total time, which
+	# for mkv-volume includes its fsyncs (nginx makes none).
+	head -c $((64 << 20)) /dev/urandom >"$T/f64m"
+	put_rate() {
+		curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -T "$T/f64m" "$1" |
+			awk '$1 == 201 && $2 > 0 { printf "%.1f", 64 / $2 }'
+	}
+	for r in $(seq "$RUNS"); do
+		record r6p ours "$(put_rate "$MV/bench/p64-$r")"
+		record r6p ref "$(put_rate "$NV/bench/p64-$r")"
+	done
+	rm -f "$T/f64m"
 	stop "$LAST"
 fi
 
@@ -492,6 +504,7 @@ row 4e "PUT $BIGH, nginx volumes: master peak RSS, 3 replicas vs 1" "MiB" r4n.rs
 row 5 "GET 1 MiB through the redirect (client follows, $CONC clients) vs straight from nginx" "MiB/s" r5 r5 - -
 row 6a "volume alone, GET 4 KiB: mkv-volume vs nginx" "req/s" r6s r6s ge 0.8
 row 6b "volume alone, GET 1 MiB: mkv-volume vs nginx" "req/s" r6l r6l ge 0.9
+row 6c "volume alone, PUT 64 MiB to a new name: mkv-volume (fsyncs) vs nginx (does not)" "MiB/s" r6p r6p - -
 row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs Go minikeyvalue" "keys/s" r7b r7b ge 2
 row 7b "rebalance 5 → 3 mkv-volumes (each copy and delete fsynced), vs Go minikeyvalue" "moved keys/s" r7r r7r ge 2
 row 7c "rebuild, the same files on 5 nginx volumes, vs Go minikeyvalue" "keys/s" r7bn r7bn ge 2
