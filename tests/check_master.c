@@ -118,45 +118,14 @@ START_TEST(test_put_get_delete)
 }
 END_TEST
 
-static size_t discard(char *p, size_t s, size_t n, void *ud)
-{
-	(void)p, (void)ud;
-	return s * n;
-}
-
-struct chunks {
-	const char *p;
-	size_t left;
-};
-
-static size_t chunk_read(char *out, size_t s, size_t n, void *ud)
-{
-	struct chunks *c = ud;
-	size_t k = s * n < c->left ? s * n : c->left;
-	memcpy(out, c->p, k);
-	c->p += k;
-	c->left -= k;
-	return k;
-}
-
 /* PUT url with data[0..n) as a chunked body (curl -T -): the status, or
  * -1 when the exchange failed. */
 static long put_chunked(const char *url, const char *data, size_t n)
 {
-	struct chunks ch = {data, n};
-	struct curl_slist *h = curl_slist_append(NULL, "Transfer-Encoding: chunked");
-	CURL *c = curl_easy_init();
-	long st = -1;
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-	curl_easy_setopt(c, CURLOPT_READFUNCTION, chunk_read);
-	curl_easy_setopt(c, CURLOPT_READDATA, &ch);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
+	const char *te[] = {"Transfer-Encoding: chunked", NULL};
+	struct resp r;
+	long st = h_http("PUT", url, data, n, te, false, &r);
+	h_resp_free(&r);
 	return st;
 }
 

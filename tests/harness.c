@@ -341,6 +341,7 @@ long h_http(const char *method, const char *url, const void *body, size_t len,
 	struct curl_slist *hl = NULL;
 	struct src src = {body, len};
 	char *loc = NULL;
+	bool chunked = false;
 	CURLcode rc;
 	memset(r, 0, sizeof(*r));
 	buf_puts(&r->body, "");
@@ -354,8 +355,10 @@ long h_http(const char *method, const char *url, const void *body, size_t len,
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
 	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
-	for (int i = 0; headers && headers[i]; i++)
+	for (int i = 0; headers && headers[i]; i++) {
 		hl = curl_slist_append(hl, headers[i]);
+		chunked |= !strcasecmp(headers[i], "Transfer-Encoding: chunked");
+	}
 	hl = curl_slist_append(hl, "Expect:");
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
 	if (!strcmp(method, "HEAD")) {
@@ -364,7 +367,8 @@ long h_http(const char *method, const char *url, const void *body, size_t len,
 		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
 		curl_easy_setopt(c, CURLOPT_READDATA, &src);
-		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)len);
+		if (!chunked)             /* else the length is unknown, as curl -T - */
+			curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)len);
 		if (strcmp(method, "PUT"))
 			curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	} else if (strcmp(method, "GET")) {

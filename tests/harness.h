@@ -69,7 +69,9 @@ char *h_volumes_arg(struct vol *vols, int nvol);
 
 /* One HTTP exchange.  body/len is the request body (NULL for none);
  * headers is a NULL-terminated list of "Name: value" (may be NULL).
- * follow: follow redirects.  Returns the status, -1 on transport error. */
+ * follow: follow redirects.  With "Transfer-Encoding: chunked" among the
+ * headers the body goes chunked, its length unannounced (curl -T -).
+ * Returns the status, -1 on transport error. */
 struct resp {
 	long status;
 	struct buf body;
