@@ -435,7 +435,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 	struct vol_server *s = xcalloc(1, sizeof(*s));
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned int threads = ncpu > 1 ? (unsigned int)ncpu : 1, conns = MAX_CONNECTIONS;
-	struct rlimit nofile;
+	struct rlimit nofile = {1024, 1024};   /* if getrlimit fails */
 
 	/* Beyond its limit libmicrohttpd stops accepting: clients then hang in
 	 * the listen backlog.  Take as many descriptors as we may. */
@@ -446,7 +446,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		if (nofile.rlim_cur < 2 * (rlim_t)conns + 256)
 			conns = nofile.rlim_cur > 512 ? (unsigned int)(nofile.rlim_cur - 256) / 2 : 128;
 	}
-	wire_init(getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? (unsigned long)nofile.rlim_cur : 1024);
+	wire_init((unsigned long)nofile.rlim_cur);
 
 	s->dir = xstrdup(dir);
 	s->port = port;

@@ -91,7 +91,7 @@ enum wire_opt wire_setsockopt(int sock, int level, int opt, const void *val, soc
 {
 	int on, st;
 	if (!tracked(sock) || (st = sock_state[sock]) == IDLE || level != IPPROTO_TCP ||
-	    len != sizeof(on))
+	    !val || len != sizeof(on))
 		return WIRE_PASS;
 	memcpy(&on, val, sizeof(on));
 	if (!((opt == TCP_NODELAY && on) || (opt == TCP_CORK && !on)))
