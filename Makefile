@@ -25,7 +25,8 @@ endif
 # hunts memory errors, not scale: check_ops moves 1,500 keys there (5,000 in
 # the plain run), which keeps CI's two runs within its time.
 SANENV := $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0 MKV_CHILD_ASAN_OPTIONS=detect_leaks=1:exitcode=23 MKV_OPS_KEYS=1500,)
-# Binaries the tests run: bin/ normally, build-san/bin with SANITIZE=1.
+# Binaries (and tools) the tests run: bin/ normally, build-san/bin with
+# SANITIZE=1, so that a sanitizer run never replaces what bench/ runs.
 BIN := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
 
 COMMON_SRC := $(wildcard common/*.c)
@@ -39,7 +40,7 @@ COMMON_OBJ := $(call obj,$(COMMON_SRC))
 MASTER_LIB := $(call obj,$(filter-out master/main.c,$(MASTER_SRC)))
 VOLUME_LIB := $(call obj,$(filter-out volume/main.c volume/interpose.c,$(VOLUME_SRC)))
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
-TOOLS      := $(patsubst tools/%.c,bin/%,$(TOOL_SRC))
+TOOLS      := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
 
 .PHONY: all deps run test valgrind bench clean
 all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
@@ -59,7 +60,7 @@ $(BIN)/mkv-volume: $(B)/volume/main.o $(B)/volume/interpose.o $(VOLUME_LIB) $(CO
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-bin/%: $(B)/tools/%.o $(COMMON_OBJ)
+$(BIN)/%: $(B)/tools/%.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
