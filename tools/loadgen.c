@@ -35,6 +35,8 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,7 @@
 #include <unistd.h>
 
 #include "../common/placement.h"
+#include "../common/record.h"
 #include "../common/util.h"
 
 enum mode { CYCLE, GET, PUT, POPULATE, MOVES, RESTORE };
@@ -334,30 +337,75 @@ static void blob_write(const char *key, const char *loc, const char *md5)
 	close(fd);
 }
 
+/* The -dirs modes wait on the disk more than they compute (here each
+ * unlink and rmdir waits for a discard): DISK_THREADS of them work at
+ * once, each on the keys whose hash directory (/xx/) it owns, so that
+ * no two threads ever create or remove the same directory. */
+#define DISK_THREADS 8
+
+struct disk_job {
+	void (*one)(const char *key, char md5[33]);
+	char *md5;
+	int t;
+};
+
+static void *disk_thread(void *arg)
+{
+	struct disk_job *j = arg;
+	char key[256], path[PATH_MAX_LEN];
+	for (long k = 0; k < o.n; k++) {
+		key_name(k, key, sizeof(key));
+		placement_path(key, strlen(key), path);   /* "/xx/yy/..." */
+		if (strtol((char[3]){path[1], path[2], '\0'}, NULL, 16) % DISK_THREADS == j->t)
+			j->one(key, j->md5);
+	}
+	return NULL;
+}
+
+static void disk_run(void (*one)(const char *key, char md5[33]), char md5[33])
+{
+	pthread_t th[DISK_THREADS];
+	struct disk_job jobs[DISK_THREADS];
+	if (o.ndirs != o.nvol)
+		die("-dirs needs one directory per volume (%d, not %d)", o.nvol, o.ndirs);
+	for (int t = 0; t < DISK_THREADS; t++) {
+		jobs[t] = (struct disk_job){one, md5, t};
+		if (pthread_create(&th[t], NULL, disk_thread, &jobs[t]))
+			die("pthread_create failed");
+	}
+	for (int t = 0; t < DISK_THREADS; t++)
+		pthread_join(th[t], NULL);
+}
+
+static _Atomic long files, renamed, removed, written;
+
+/* At most RECORD_MAX_LOCS replicas: what a record can name. */
+static int replicas(void)
+{
+	return o.replicas < RECORD_MAX_LOCS ? o.replicas : RECORD_MAX_LOCS;
+}
+
 /* populate -dirs: each key's replicas as files in the volumes' directories,
  * named as mkv-volume names them (volume/fs.h: md5 in VOL_MD5_XATTR). */
+static void populate_key(const char *key, char md5[33])
+{
+	char locs[RECORD_MAX_LOCS][LOC_MAX];
+	int r = placement_volumes(key, strlen(key), o.vols, o.nvol, replicas(), o.subvolumes,
+				  locs);
+	for (int j = 0; j < r; j++, files++)
+		blob_write(key, locs[j], md5);
+}
+
 static int populate_dirs(void)
 {
 	uint64_t t0 = now_ms();
-	long files = 0;
 	char md5[33];
-	int r = o.replicas < o.nvol ? o.replicas : o.nvol;
-	char (*locs)[LOC_MAX] = xmalloc(sizeof(*locs) * (size_t)r);
-
-	if (o.ndirs != o.nvol)
-		die("-dirs needs one directory per volume (%d, not %d)", o.nvol, o.ndirs);
 	make_body(md5);
-	for (long k = 0; k < o.n; k++) {
-		char key[256];
-		key_name(k, key, sizeof(key));
-		placement_volumes(key, strlen(key), o.vols, o.nvol, o.replicas, o.subvolumes, locs);
-		for (int j = 0; j < r; j++, files++)
-			blob_write(key, locs[j], md5);
-	}
+	disk_run(populate_key, md5);
 	double secs = (now_ms() - t0) / 1000.0;
-	printf("units=%ld ops=%ld secs=%.3f rate=%.1f mibps=%.1f errors=0\n", files, files, secs,
-	       files / (secs > 0 ? secs : 0.001), files * (double)o.size / 1048576.0 / (secs > 0 ? secs : 0.001));
-	free(locs);
+	printf("units=%ld ops=%ld secs=%.3f rate=%.1f mibps=%.1f errors=0\n", (long)files,
+	       (long)files, secs, files / (secs > 0 ? secs : 0.001),
+	       files * (double)o.size / 1048576.0 / (secs > 0 ? secs : 0.001));
 	free(body);
 	return 0;
 }
@@ -368,69 +416,65 @@ static int populate_dirs(void)
  * (no new inode, no data written: cheap, and the md5 xattr goes along)
  * and the directories it leaves empty go; an old location left without a
  * file gets a fresh one. */
+static void restore_key(const char *key, char md5[33])
+{
+	char a[RECORD_MAX_LOCS][LOC_MAX], b[RECORD_MAX_LOCS][LOC_MAX];
+	char from[4096], to[4096];
+	int k = 0;
+	int rold = placement_volumes(key, strlen(key), o.vols, o.nvol, replicas(),
+				     o.subvolumes, a);
+	int rnew = placement_volumes(key, strlen(key), o.to, o.nto, replicas(), o.subvolumes,
+				     b);
+	for (int j = 0; j < rnew; j++) {
+		struct stat st;
+		int m;
+		for (m = 0; m < rold && strcmp(b[j], a[m]); m++)
+			;
+		if (m < rold)
+			continue;            /* populate put a copy here too */
+		size_t top = blob_file(key, b[j], from, sizeof(from));
+		/* the next old location without its file */
+		for (; k < rold; k++) {
+			blob_file(key, a[k], to, sizeof(to));
+			if (stat(to, &st) < 0)
+				break;
+		}
+		if (k < rold) {
+			if (rename(from, to) < 0 && errno == ENOENT) {
+				make_parents(to);
+				if (rename(from, to) < 0 && errno != ENOENT)
+					die("rename %s: %s", from, strerror(errno));
+			}
+			if (stat(to, &st) == 0 && stat(from, &st) < 0) {
+				renamed++;
+				k++;
+				drop_empty_dirs(from, top);
+				continue;
+			}
+		}
+		if (unlink(from) == 0)
+			removed++;
+		else if (errno != ENOENT)
+			die("unlink %s: %s", from, strerror(errno));
+		drop_empty_dirs(from, top);
+	}
+	for (k = 0; k < rold; k++) {
+		struct stat st;
+		blob_file(key, a[k], to, sizeof(to));
+		if (stat(to, &st) == 0)
+			continue;
+		blob_write(key, a[k], md5);
+		written++;
+	}
+}
+
 static int restore(void)
 {
-	int rold = o.replicas < o.nvol ? o.replicas : o.nvol;
-	int rnew = o.replicas < o.nto ? o.replicas : o.nto;
-	char (*a)[LOC_MAX] = xmalloc(sizeof(*a) * (size_t)rold);
-	char (*b)[LOC_MAX] = xmalloc(sizeof(*b) * (size_t)rnew);
-	long renamed = 0, removed = 0, written = 0;
-	char md5[33], from[4096], to[4096];
-
-	if (o.ndirs != o.nvol)
-		die("-dirs needs one directory per volume (%d, not %d)", o.nvol, o.ndirs);
+	char md5[33];
 	make_body(md5);
-	for (long i = 0; i < o.n; i++) {
-		char key[256];
-		int k = 0;
-		key_name(i, key, sizeof(key));
-		placement_volumes(key, strlen(key), o.vols, o.nvol, o.replicas, o.subvolumes, a);
-		placement_volumes(key, strlen(key), o.to, o.nto, o.replicas, o.subvolumes, b);
-		for (int j = 0; j < rnew; j++) {
-			struct stat st;
-			int m;
-			for (m = 0; m < rold && strcmp(b[j], a[m]); m++)
-				;
-			if (m < rold)
-				continue;            /* populate put a copy here too */
-			size_t top = blob_file(key, b[j], from, sizeof(from));
-			/* the next old location without its file */
-			for (; k < rold; k++) {
-				blob_file(key, a[k], to, sizeof(to));
-				if (stat(to, &st) < 0)
-					break;
-			}
-			if (k < rold) {
-				if (rename(from, to) < 0 && errno == ENOENT) {
-					make_parents(to);
-					if (rename(from, to) < 0 && errno != ENOENT)
-						die("rename %s: %s", from, strerror(errno));
-				}
-				if (stat(to, &st) == 0 && stat(from, &st) < 0) {
-					renamed++;
-					k++;
-					drop_empty_dirs(from, top);
-					continue;
-				}
-			}
-			if (unlink(from) == 0)
-				removed++;
-			else if (errno != ENOENT)
-				die("unlink %s: %s", from, strerror(errno));
-			drop_empty_dirs(from, top);
-		}
-		for (k = 0; k < rold; k++) {
-			struct stat st;
-			blob_file(key, a[k], to, sizeof(to));
-			if (stat(to, &st) == 0)
-				continue;
-			blob_write(key, a[k], md5);
-			written++;
-		}
-	}
-	printf("renamed=%ld removed=%ld written=%ld\n", renamed, removed, written);
-	free(a);
-	free(b);
+	disk_run(restore_key, md5);
+	printf("renamed=%ld removed=%ld written=%ld\n", (long)renamed, (long)removed,
+	       (long)written);
 	free(body);
 	return 0;
 }
