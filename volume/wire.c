@@ -69,10 +69,12 @@ void wire_reset(int sock)
 
 void wire_file_body(int sock, int file_fd, uint64_t end)
 {
-	if (!tracked(sock) || !tracked(file_fd))
-		return;
-	body_end[file_fd] = end;
-	sock_state[sock] = HEADER_NEXT;
+	/* Each on its own: a socket beyond the table must not leave the file
+	 * descriptor with a closed file's end, which widening would trust. */
+	if (tracked(file_fd))
+		body_end[file_fd] = end;
+	if (tracked(sock))
+		sock_state[sock] = HEADER_NEXT;
 }
 
 int wire_send_flags(int sock, int flags)
