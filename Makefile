@@ -48,7 +48,8 @@ all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
 deps:
 	@tools/deps.sh
 
-$(B)/%.o: %.c
+# Order-only on deps: with -j, nothing compiles before the headers are installed.
+$(B)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -73,7 +74,7 @@ $(B)/tests/%: $(B)/tests/%.o $(B)/tests/harness.o $(MASTER_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(TESTLIBS) $(LDLIBS) -o $@
 
-$(B)/tests/harness.o: tests/harness.c
+$(B)/tests/harness.o: tests/harness.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
