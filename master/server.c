@@ -31,9 +31,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE"
+#define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE, RELINK"
 
-enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_OTHER };
+enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_RELINK, OP_OTHER };
 
 struct req {
 	struct MHD_Connection *conn;
@@ -170,6 +170,9 @@ static void run_op(struct req *r)
 	case OP_DELETE:
 	case OP_UNLINK:
 		handle_delete(cfg, idx, r->key, r->klen, r->op == OP_UNLINK, &r->ans);
+		break;
+	case OP_RELINK:
+		handle_relink(cfg, idx, r->key, r->klen, &r->ans);
 		break;
 	case OP_REBALANCE:
 		/* ?unlinked: move an unlinked key's blob too (online rebalance) */
@@ -334,6 +337,8 @@ static enum op op_of(const char *m)
 		return OP_UNLINK;
 	if (!strcmp(m, "REBALANCE"))
 		return OP_REBALANCE;
+	if (!strcmp(m, "RELINK"))
+		return OP_RELINK;
 	return OP_OTHER;
 }
 
@@ -411,6 +416,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	case OP_DELETE:
 	case OP_UNLINK:
 	case OP_REBALANCE:
+	case OP_RELINK:
 		if (r->async_started)
 			return run_async(r);
 		if (r->query && !(r->op == OP_REBALANCE && !strcmp(r->query, "unlinked")))
@@ -455,7 +461,7 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 static const char *op_name(enum op op)
 {
 	static const char *const names[] = {"GET", "HEAD", "PUT", "DELETE", "UNLINK", "REBALANCE",
-					    "OTHER"};
+					    "RELINK", "OTHER"};
 	return names[op];
 }
 
