@@ -21,10 +21,10 @@
  * in flight's files are kept whatever their place: the master does not
  * say where they are).  Offline (-db) it is the index's.
  *
- * -unlinked online DELETEs each key of ?unlinked through the master, which
- * refuses (409) a key whose PUT is still running; a key RELINKed meanwhile
- * is live and skipped, and with the master's -protect a DELETE of a live key
- * is refused even in a race. */
+ * -unlinked online sends `DELETE /key?unlinked` for each key of ?unlinked:
+ * the master deletes it only if it is still unlinked (a key RELINKed, or
+ * whose PUT finished, since the listing is refused, 403) and not being
+ * written (409). */
 #include "mkv.h"
 #include "index.h"
 #include "ops.h"
@@ -64,7 +64,7 @@ struct gc {
 	char **keys;              /* -unlinked: this page */
 	size_t *klens;
 	atomic_ulong files, orphans, tmps, young, rekept, deleted, failed, unlinked,
-		unlinked_gone, examples, dirs;
+		unlinked_gone, unlinked_busy, examples, dirs;
 	atomic_ullong orphan_bytes, tmp_bytes;
 	uint64_t t0;
 };
@@ -359,21 +359,22 @@ static void unlinked_online_one(void *ctx, size_t i)
 {
 	struct gc *g = ctx;
 	char *enc = ops_escape(g->keys[i], g->klens[i], true), err[256];
-	char *url = xasprintf("%s%s", g->master, enc);
+	char *url = xasprintf("%s%s?unlinked", g->master, enc);
 	int st;
 	atomic_fetch_add(&g->unlinked, 1);
 	if (!g->cfg->delete_)
 		goto out;
-	st = httpc_do("HEAD", url, NULL, 0, TIMEOUT_MS, NULL, 0, err);
-	if (st == 302)
-		goto out;                        /* RELINKed since the listing */
+	/* ?unlinked: the master refuses (403) a key live again -- RELINKed, or
+	 * its PUT done since the listing -- and (409) one whose PUT runs */
 	st = httpc_do("DELETE", url, NULL, 0, 0, NULL, 0, err);
-	if (st == 204) {
+	if (st == 204 || st == 404) {
 		atomic_fetch_add(&g->unlinked_gone, 1);
-	} else if (st != 404 && st != 409 && st != 403) {   /* 409: a PUT in flight */
+	} else if (st == 403 || st == 409) {
+		atomic_fetch_add(&g->unlinked_busy, 1);
+	} else {
 		if (st > 0)
 			snprintf(err, sizeof(err), "the master answered %d", st);
-		log_msg("gc: DELETE %.*s: %s", (int)g->klens[i], g->keys[i], err);
+		log_msg("gc: DELETE %.*s?unlinked: %s", (int)g->klens[i], g->keys[i], err);
 		atomic_fetch_add(&g->failed, 1);
 	}
 out:
@@ -549,8 +550,9 @@ int gc_main(const struct config *cfg)
 		cfg->delete_ ? "deleted" : "deleted (a dry run: -delete removes them)",
 		atomic_load(&g.failed), dur, rc ? "; stopped early, see above" : "");
 	if (cfg->unlinked)
-		log_msg("gc: %lu unlinked keys, %lu removed%s", atomic_load(&g.unlinked),
-			atomic_load(&g.unlinked_gone),
+		log_msg("gc: %lu unlinked keys, %lu removed, %lu live again or being written%s",
+			atomic_load(&g.unlinked), atomic_load(&g.unlinked_gone),
+			atomic_load(&g.unlinked_busy),
 			cfg->delete_ ? "" : " (a dry run: -delete removes them)");
 	for (size_t i = 0; i < g.nunits; i++)
 		free(g.units[i].loc);
@@ -565,5 +567,6 @@ int gc_main(const struct config *cfg)
 	if (atomic_load(&g.deleted) + atomic_load(&g.rekept) <
 	    atomic_load(&g.orphans) + atomic_load(&g.tmps))
 		return 1;
-	return atomic_load(&g.unlinked) > atomic_load(&g.unlinked_gone) ? 1 : 0;
+	return atomic_load(&g.unlinked) >
+		       atomic_load(&g.unlinked_gone) + atomic_load(&g.unlinked_busy) ? 1 : 0;
 }

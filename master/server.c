@@ -169,7 +169,14 @@ static void run_op(struct req *r)
 		break;
 	case OP_DELETE:
 	case OP_UNLINK:
-		handle_delete(cfg, idx, r->key, r->klen, r->op == OP_UNLINK, &r->ans);
+		if (r->query) {
+			/* DELETE ?unlinked (mkv gc): as with -protect, never a live key */
+			struct config c = *cfg;
+			c.protect = true;
+			handle_delete(&c, idx, r->key, r->klen, false, &r->ans);
+		} else {
+			handle_delete(cfg, idx, r->key, r->klen, r->op == OP_UNLINK, &r->ans);
+		}
 		break;
 	case OP_RELINK:
 		handle_relink(cfg, idx, r->key, r->klen, &r->ans);
@@ -419,7 +426,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	case OP_RELINK:
 		if (r->async_started)
 			return run_async(r);
-		if (r->query && !(r->op == OP_REBALANCE && !strcmp(r->query, "unlinked")))
+		if (r->query && !((r->op == OP_REBALANCE || r->op == OP_DELETE) &&
+				  !strcmp(r->query, "unlinked")))
 			return send_error(r, 400, "this method takes no query string");
 		if (r->key_status)
 			return send_error(r, r->key_status, r->key_why);
