@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LIST_MAX (256u << 20)
 #define PAGE 1000
@@ -111,7 +112,13 @@ static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 		struct buf b = {0};
 		int st, rc = -1;
 		url = xasprintf("%s%s", g->master, enc);
-		st = ops_head_info(url, TIMEOUT_MS, &h, err);
+		for (int tries = 0; tries < 4; tries++) {   /* 503: no replica up, for now */
+			if (tries)
+				usleep(250000u << tries);
+			st = ops_head_info(url, TIMEOUT_MS, &h, err);
+			if (st != 503 && st >= 0)
+				break;
+		}
 		free(url);
 		if (st == 302 && h.volumes[0]) {
 			struct record r = {0};

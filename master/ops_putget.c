@@ -161,16 +161,20 @@ static void put_one(void *ctx, size_t i)
 		atomic_fetch_add(&g->failed, 1);
 		goto out;
 	}
-	/* 409: another write of the key is running (a parallel put?); it ends soon */
-	for (int tries = 0; tries < 20; tries++) {
+	/* 409: another write of the key is running (a parallel put?), it ends
+	 * soon; 503 or no answer: a volume or the master is busy, try again */
+	for (int tries = 0, soft = 0; tries < 20; tries++) {
 		if (tries) {
-			usleep(100000);
+			usleep(soft ? 250000u << soft : 100000u);
 			if (lseek(fd, 0, SEEK_SET) < 0)
 				break;
 		}
 		status = ops_stream_put(url, fd, (uint64_t)st.st_size, md5, err);
-		if (status != 409)
-			break;
+		if (status == 409)
+			continue;
+		if ((status == 503 || status < 0) && soft++ < 3)
+			continue;
+		break;
 	}
 	if (status == 201) {
 		atomic_fetch_add(&g->files, 1);
@@ -186,7 +190,13 @@ static void put_one(void *ctx, size_t i)
 		goto out;
 	}
 	/* The key exists: the same bytes, or not? */
-	status = ops_head_info(url, TIMEOUT_MS, &h, err);
+	for (int tries = 0; tries < 4; tries++) {
+		if (tries)
+			usleep(250000u << tries);
+		status = ops_head_info(url, TIMEOUT_MS, &h, err);
+		if (status != 503 && status >= 0)
+			break;
+	}
 	if (status != 302 || !file_md5(path, md5)) {
 		if (status > 0)
 			snprintf(err, sizeof(err), "HEAD answered %d", status);
@@ -318,7 +328,16 @@ static void get_one(void *ctx, size_t i)
 		atomic_fetch_add(&g->failed, 1);
 		goto out;
 	}
-	status = ops_stream_get(url, true, fd, false, md5, &size, hdr, err);
+	for (int tries = 0; tries < 4; tries++) {
+		if (tries) {   /* a busy volume or master: again, from the start */
+			usleep(250000u << tries);
+			if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+				break;
+		}
+		status = ops_stream_get(url, true, fd, false, md5, &size, hdr, err);
+		if (status != 503 && status >= 0 && status < 500)
+			break;
+	}
 	if (status == 404) {      /* deleted since the listing */
 		unlink(tmp);
 		goto out;

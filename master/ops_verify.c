@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BATCH 4096
 #define PAGE 1000
@@ -107,7 +108,14 @@ static int master_record(struct vr *v, const char *key, size_t klen, char *buf, 
 {
 	char *enc = ops_escape(key, klen, true), *url = xasprintf("%s%s", v->master, enc), err[256];
 	struct ops_head_info h;
-	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
+	int st = -1;
+	for (int tries = 0; tries < 4; tries++) {   /* 503: no replica up, for now */
+		if (tries)
+			usleep(250000u << tries);
+		st = ops_head_info(url, TIMEOUT_MS, &h, err);
+		if (st != 503 && st >= 0)
+			break;
+	}
 	free(url);
 	free(enc);
 	if (st == 404)
