@@ -2,8 +2,9 @@
  * of files in and out of the store through a running master, in parallel.
  *
  * put: every regular file under DIR becomes key PREFIX/<relative path>.
- * Each file is PUT straight away (one request for a new key); a 403 says
- * the key exists, and then its Content-Md5 decides: the same md5 is a
+ * Each file is PUT straight away (one request for a new key; a file of
+ * 1 MiB or more is HEADed first); a 403 says the key exists, and then its
+ * Content-Md5 decides: the same md5 is a
  * skip, another is reported and left alone (put never overwrites).  So a
  * rerun after an interruption sends only what is missing.
  *
@@ -33,6 +34,7 @@
 #define PAGE 1000
 #define MAX_LOGS 20          /* problems logged one by one; the rest counted */
 #define TIMEOUT_MS 60000
+#define ASK_FIRST (1 << 20)  /* put: HEAD before sending a file this big */
 
 struct pg {
 	const struct config *cfg;
@@ -161,6 +163,14 @@ static void put_one(void *ctx, size_t i)
 		atomic_fetch_add(&g->failed, 1);
 		goto out;
 	}
+	/* A big file is sent only when the key is absent: asking first costs a
+	 * round trip, sending it in vain costs the whole file (the master
+	 * answers 403 only after the body). */
+	if (st.st_size >= ASK_FIRST) {
+		status = ops_head_info(url, TIMEOUT_MS, &h, err);
+		if (status == 302)
+			goto exists;
+	}
 	/* 409: another write of the key is running (a parallel put?), it ends
 	 * soon; 503 or no answer: a volume or the master is busy, try again */
 	for (int tries = 0, soft = 0; tries < 20; tries++) {
@@ -189,6 +199,7 @@ static void put_one(void *ctx, size_t i)
 		atomic_fetch_add(&g->failed, 1);
 		goto out;
 	}
+exists:
 	/* The key exists: the same bytes, or not? */
 	for (int tries = 0; tries < 4; tries++) {
 		if (tries)

@@ -637,7 +637,14 @@ static void make_tree(const char *root)
 			mkdir(p, 0755);
 			*s = '/';
 		}
-		write_file(p, v, n > 20000 ? 20000 : n);   /* keep the tree small */
+		if (i == 1) {      /* one big file: put asks before sending it */
+			free(v);
+			n = 1536 * 1024;
+			v = xmalloc(n);
+			for (size_t j = 0; j < n; j++)
+				v[j] = (char)(j * 2654435761u >> 13);
+		}
+		write_file(p, v, i == 1 || n <= 20000 ? n : 20000);   /* keep the tree small */
 		free(v);
 		free(p);
 		free(rel);
