@@ -506,6 +506,81 @@ static int unlinked_offline(struct gc *g)
 	return 0;
 }
 
+/* ---- the volumes' names ----
+ *
+ * Records name volumes as -volumes spelled them when the key was written.
+ * Given another spelling of the same server (localhost vs 127.0.0.1), or a
+ * list missing a volume that records still name, every file would look
+ * unnamed, and -delete would empty the cluster.  So a sample of records is
+ * read first, and a record naming a volume outside -volumes stops -delete. */
+
+#define SAMPLE 200
+
+static bool known_volume(const struct config *cfg, const char *loc)
+{
+	for (int i = 0; i < cfg->nvol; i++) {
+		size_t n = strlen(cfg->volumes[i]);
+		if (!strncmp(loc, cfg->volumes[i], n) && (loc[n] == '\0' || loc[n] == '/'))
+			return true;
+	}
+	return false;
+}
+
+/* 0 when every sampled location is on a -volumes volume, else -1 (logged). */
+static int check_names(struct gc *g)
+{
+	const struct config *cfg = g->cfg;
+	char *stranger = NULL;
+	if (!g->master) {
+		struct index_iter *it = index_iter_new(g->idx, "", 0);
+		for (int n = 0; n < SAMPLE && index_iter_valid(it) && !stranger;
+		     n++, index_iter_next(it)) {
+			size_t vl;
+			const char *v = index_iter_value(it, &vl);
+			char *copy = xstrndup(v, vl);
+			struct record r;
+			if (record_parse(copy, vl, &r) == 0)
+				for (int i = 0; i < r.nlocs && !stranger; i++)
+					if (!known_volume(cfg, r.locs[i]))
+						stranger = xstrdup(r.locs[i]);
+			free(copy);
+		}
+		index_iter_free(it);
+	} else {
+		struct buf b = {0};
+		char err[256], *url = xasprintf("%s/?list&limit=%d", g->master, SAMPLE);
+		json_error_t je;
+		json_t *doc = NULL, *keys, *k;
+		size_t i;
+		if (httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err) == 200)
+			doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
+		free(url);
+		buf_free(&b);
+		keys = doc ? json_object_get(doc, "keys") : NULL;
+		json_array_foreach(keys, i, k) {
+			char *enc = ops_escape(json_string_value(k), json_string_length(k), true);
+			struct ops_head_info h;
+			url = xasprintf("%s%s", g->master, enc);
+			if (ops_head_info(url, TIMEOUT_MS, &h, err) == 302)
+				for (char *s = h.volumes, *save = NULL, *t;
+				     !stranger && (t = strtok_r(s, ",", &save)); s = NULL)
+					if (!known_volume(cfg, t))
+						stranger = xstrdup(t);
+			free(url);
+			free(enc);
+			if (stranger)
+				break;
+		}
+		json_decref(doc);
+	}
+	if (!stranger)
+		return 0;
+	log_msg("gc: a record names %s, which is on none of -volumes: with another spelling of "
+		"a volume's name (or a volume left out) every file would look unnamed", stranger);
+	free(stranger);
+	return -1;
+}
+
 /* ---- the command ---- */
 
 static void progress_line(void *ctx, char *out, size_t n)
@@ -537,6 +612,18 @@ int gc_main(const struct config *cfg)
 				"-master host:port");
 		free(why);
 		return 1;
+	}
+	if (check_names(&g) < 0) {
+		if (cfg->delete_) {
+			log_msg("gc: nothing deleted: give -volumes exactly as the master has them "
+				"(and rebalance away from volumes taken out)");
+			free(g.master);
+			if (g.idx)
+				index_close(g.idx);
+			pthread_mutex_destroy(&g.mu);
+			return 1;
+		}
+		log_msg("gc: what this dry run calls orphans may not be");
 	}
 	p = ops_progress_start(progress_line, &g);
 	if (cfg->unlinked)

@@ -542,6 +542,20 @@ START_TEST(test_gc)
 	for (int i = 0; i < norphans; i++)
 		ck_assert_msg(access(orphans[i], F_OK) == 0, "dry run removed %s", orphans[i]);
 
+	/* the same volumes spelled otherwise: gc refuses to delete anything */
+	{
+		char *vols = xasprintf("localhost:%d,localhost:%d,localhost:%d", V[0].port,
+				       V[1].port, V[2].port);
+		const char *args[] = {"-volumes", vols, "-replicas", REPLICAS, "-subvolumes",
+				      SUBVOLUMES, "-master", M.base + 7, "-puttimeout", "1s",
+				      "-delete", "gc", NULL};
+		ck_assert_int_eq(mkv_run(false, args, log, 0), 1);
+		ck_assert(log_has(log, "on none of -volumes"));
+		for (int i = 0; i < norphans; i++)
+			ck_assert_msg(access(orphans[i], F_OK) == 0, "removed %s", orphans[i]);
+		free(vols);
+	}
+
 	/* -delete while PUTs run */
 	for (int t = 0; t < 3; t++) {
 		memset(&loads[t], 0, sizeof(loads[t]));
