@@ -11,8 +11,9 @@
 #
 # Full run: 3 runs of 2 s per side for the rate rows, 3 runs of a 1 GiB
 # PUT (row 4) and of rebuild + rebalance over 100,000 keys on mkv-volumes
-# and on nginx (row 7); about 17 minutes here, most of it row 7.
-# --quick: 3 runs of 1 s, 128 MiB, 2,000 keys (under 2 minutes quiet).  How long either takes
+# and on nginx (row 7), 3 runs of mkv put vs curl of 20,000 files (row 8);
+# about 17 minutes here before row 8 was added, most of it row 7.
+# --quick: 3 runs of 1 s, 128 MiB, 2,000 keys, 2,000 files (under 2 minutes quiet).  How long either takes
 # depends mostly on how fast `mkv rebuild` and `mkv rebalance` are (row 7).
 #
 # Environment: BENCH_BIN=DIR takes mkv, mkv-volume and loadgen from DIR
@@ -328,6 +329,53 @@ if [ -n "$M4" ]; then
 	set -- $M4
 	stop "$2"; stop "$4"; stop "$6"; stop "$8"
 fi
+# ------------------------------- row 8: mkv put, and verify on either volume
+# 8a: a tree of 4 KiB files into cluster A (3 replicas on mkv-volumes, each
+# write fsynced) by `mkv put` vs what scripts do, one `curl -T` per file
+# through xargs -P16; files/s, each run to a new prefix.  8b: `mkv verify`
+# over the same keys on mkv-volumes (hashed on the volume) vs on three nginx
+# volumes (streamed to verify); keys/s from verify's summary.
+if [ -n "$MA" ]; then
+	NPUT=$([ $QUICK = 1 ] && echo 2000 || echo 20000)
+	log "row 8: $NPUT files of 4 KiB: mkv put vs xargs -P16 curl -T, $RUNS_BIG runs each; verify"
+	mkdir -p "$T/r8/files"
+	head -c $((NPUT * 4096)) /dev/urandom | (cd "$T/r8/files" && split -b 4096 -d -a 6 - f)
+	rate8() { # rate8 N T0 T1: files/s
+		echo "$1 $2 $3" | awk '{ printf "%.0f", $1 / ($3 - $2) }'
+	}
+	for r in $(seq "$RUNS_BIG"); do
+		t0=$(date +%s.%N)
+		if "$BIN/mkv" -master "127.0.0.1:$MAP" -workers 16 put "$T/r8/files" "/bench/p$r" \
+			>"$T/r8-put.out" 2>&1; then
+			record r8 ours "$(rate8 "$NPUT" "$t0" "$(date +%s.%N)")"
+		else
+			log "mkv put failed: $(tail -1 "$T/r8-put.out")"
+		fi
+		t0=$(date +%s.%N)
+		if (cd "$T/r8/files" && ls | xargs -P16 -I{} curl -sf -o /dev/null -T {} "$MA/bench/c$r/{}"); then
+			record r8 ref "$(rate8 "$NPUT" "$t0" "$(date +%s.%N)")"
+		else
+			log "xargs curl -T: some PUT failed"
+		fi
+	done
+	PUT_SUMMARY=$(tail -1 "$T/r8-put.out")
+	free_port; M8P=$FREE
+	if master_start m8n "$M8P" "$NVS" 3; then
+		M8PID=$LAST
+		"$BIN/mkv" -master "127.0.0.1:$M8P" put "$T/r8/files" /bench/p1 >/dev/null 2>&1
+		vrate() { # vrate HOST:PORT VOLUMES: keys/s of one verify
+			"$BIN/mkv" -volumes "$2" -replicas 3 -subvolumes 10 -master "$1" verify 2>&1 |
+				tail -1 | sed -n 's/.*(\([0-9]*\) keys\/s.*/\1/p'
+		}
+		for r in $(seq "$RUNS_BIG"); do
+			record r8v ours "$(vrate "127.0.0.1:$MAP" "$VA")"
+			record r8v ref "$(vrate "127.0.0.1:$M8P" "$NVS")"
+		done
+		stop "$M8PID"
+	fi
+	rm -rf "$T/r8"
+fi
+
 [ -n "$MA" ] && { stop "$MAPID"; MA=""; }
 [ -n "$MB" ] && { stop "$MBPID"; MB=""; }
 
@@ -509,6 +557,8 @@ row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs Go minikeyvalue" 
 row 7b "rebalance 5 → 3 mkv-volumes (each copy and delete fsynced), vs Go minikeyvalue" "moved keys/s" r7r r7r ge 2
 row 7c "rebuild, the same files on 5 nginx volumes, vs Go minikeyvalue" "keys/s" r7bn r7bn ge 2
 row 7d "rebalance 5 → 3 nginx volumes (no fsync), vs Go minikeyvalue" "moved keys/s" r7rn r7rn ge 2
+row 8a "\`mkv put\` of ${NPUT:-?} files of 4 KiB (3 replicas, mkv-volumes) vs \`xargs -P16 curl -T\`" "files/s" r8 r8 ge 3
+row 8b "\`mkv verify\`, 3 replicas: on mkv-volumes (hashed there) vs on nginx volumes (streamed)" "keys/s" r8v r8v - -
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -533,7 +583,7 @@ NOTES=""
 	echo "# mkv benchmark results"
 	echo
 	echo "Written by \`bench/run.sh\` ($MODE mode: $RUNS runs of ${DUR}s per side for rows 1-3, 5, 6;"
-	echo "$RUNS_BIG runs for rows 4 and 7) on $(date -u '+%Y-%m-%d %H:%M UTC'), mkv $REV."
+	echo "$RUNS_BIG runs for rows 4, 7 and 8) on $(date -u '+%Y-%m-%d %H:%M UTC'), mkv $REV."
 	echo
 	echo "- Machine: $(nproc) CPUs ($CPU), $MEM memory; data on $DISK; loopback only."
 	echo "- Versions: $VERS."
@@ -579,6 +629,7 @@ NOTES=""
 		echo "on nginx: rebuild \`${REBUILDN_SUMMARY:-}\`; rebalance \`${REBALANCEN_SUMMARY:-}\`."
 		echo
 	fi
+	[ -n "${PUT_SUMMARY:-}" ] && echo "Row 8a, the last \`mkv put\`: \`$PUT_SUMMARY\`." && echo
 	echo "$NOTES_MARK"
 	[ -n "$NOTES" ] && echo "$NOTES"
 } >"$OUT"
