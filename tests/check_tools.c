@@ -2,6 +2,9 @@
  * against real clusters: three volumes, all mkv-volume or all stock nginx
  * (the loop tests run once on each), and a master with -replicas 2.
  *
+ *   - mkv-volume's HEAD ?md5 hashes the bytes on disk now (not the md5
+ *     xattr), nginx answers it as a plain HEAD; ?recursive&tmp shows the
+ *     hidden .mkv-tmp. files that other listings hide;
  *   - RELINK: live -> 204, unlinked -> 204 and served again, absent -> 404,
  *     an interrupted PUT's record with a replica missing -> 409; 405 lists it;
  *   - verify: a replica's bytes corrupted on disk (the mkv-volume's md5
@@ -13,6 +16,8 @@
  *     naming other places) and stale hidden temporary files are found by
  *     the dry run and removed by gc -delete while a load of PUTs runs, and
  *     afterwards every key written reads back intact (verify is clean);
+ *     -volumes spelled otherwise makes -delete refuse; offline (-db)
+ *     -unlinked -delete removes an unlinked key's bytes and record;
  *   - put/get: a tree with nested directories and names that need
  *     percent-escaping, each interrupted (SIGKILL) and resumed, comes back
  *     byte for byte; a rerun skips everything; a file changed locally is
@@ -276,6 +281,98 @@ START_TEST(test_relink)
 	free(u);
 	free(absent);
 	cluster_down();
+}
+END_TEST
+
+/* ---- the volume's part: HEAD ?md5 and ?recursive&tmp ---- */
+
+static long vol_req(const struct vol *v, const char *method, const char *path, const char *body,
+		    struct resp *r)
+{
+	char *u = xasprintf("http://%s%s", v->name, path);
+	long st = h_http(method, u, body, body ? strlen(body) : 0, NULL, false, r);
+	free(u);
+	return st;
+}
+
+START_TEST(test_volume_md5)
+{
+	struct vol mv, nv;
+	struct resp r;
+	char *f, *md5;
+	httpc_global_init();
+	h_vol_start(&mv, VOL_MKV);
+	h_vol_start(&nv, VOL_NGINX);
+	ck_assert_int_eq(vol_req(&mv, "PUT", "/ab/cd/blob", "hello", &r), 201);
+	h_resp_free(&r);
+	/* the md5 of the bytes, with a HEAD's headers and no body */
+	ck_assert_int_eq(vol_req(&mv, "HEAD", "/ab/cd/blob?md5", NULL, &r), 200);
+	md5 = h_header(&r, "Content-Md5");
+	ck_assert_str_eq(md5, "5d41402abc4b2a76b9719d911017c592");
+	free(md5);
+	md5 = h_header(&r, "Content-Length");
+	ck_assert_str_eq(md5, "5");
+	free(md5);
+	ck_assert_uint_eq(r.body.len, 0);
+	h_resp_free(&r);
+	/* the bytes changed on disk behind the volume's back (its md5 xattr
+	 * still says "hello"): the answer is of what is there now */
+	f = xasprintf("%s/ab/cd/blob", mv.dir);
+	{
+		int fd = open(f, O_WRONLY);
+		ck_assert_int_eq(pwrite(fd, "j", 1, 0), 1);
+		close(fd);
+	}
+	ck_assert_int_eq(vol_req(&mv, "HEAD", "/ab/cd/blob?md5", NULL, &r), 200);
+	md5 = h_header(&r, "Content-Md5");
+	ck_assert_str_ne(md5, "5d41402abc4b2a76b9719d911017c592");
+	{
+		char want[33];
+		md5_hex("jello", 5, want);
+		ck_assert_str_eq(md5, want);
+	}
+	free(md5);
+	h_resp_free(&r);
+	ck_assert_int_eq(vol_req(&mv, "HEAD", "/ab/cd/none?md5", NULL, &r), 404);
+	h_resp_free(&r);
+	ck_assert_int_ge(vol_req(&mv, "HEAD", "/ab/?md5", NULL, &r), 300);
+	h_resp_free(&r);
+	ck_assert_int_ge(vol_req(&mv, "HEAD", "/../x?md5", NULL, &r), 400);
+	h_resp_free(&r);
+	/* a GET ?md5 is a GET */
+	ck_assert_int_eq(vol_req(&mv, "GET", "/ab/cd/blob?md5", NULL, &r), 200);
+	ck_assert_str_eq(r.body.data, "jello");
+	h_resp_free(&r);
+	/* nginx: a plain HEAD, no Content-Md5 (verify then streams) */
+	ck_assert_int_eq(vol_req(&nv, "PUT", "/ab/cd/blob", "hello", &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(vol_req(&nv, "HEAD", "/ab/cd/blob?md5", NULL, &r), 200);
+	ck_assert_ptr_null(h_header(&r, "Content-Md5"));
+	h_resp_free(&r);
+
+	/* hidden temporary files: only ?recursive&tmp shows them */
+	free(f);
+	f = xasprintf("%s/ab/cd/.mkv-tmp.1.2", mv.dir);
+	write_file(f, "x", 1);
+	free(f);
+	f = xasprintf("%s/ab/cd/.other", mv.dir);
+	write_file(f, "x", 1);
+	ck_assert_int_eq(vol_req(&mv, "GET", "/ab/?recursive", NULL, &r), 200);
+	ck_assert_ptr_null(strstr(r.body.data, ".mkv-tmp"));
+	h_resp_free(&r);
+	ck_assert_int_eq(vol_req(&mv, "GET", "/ab/?recursive&tmp", NULL, &r), 200);
+	ck_assert_ptr_nonnull(strstr(r.body.data, "\"cd/.mkv-tmp.1.2\""));
+	ck_assert_ptr_nonnull(strstr(r.body.data, "\"cd/blob\""));
+	ck_assert_ptr_null(strstr(r.body.data, ".other"));
+	h_resp_free(&r);
+	ck_assert_int_eq(vol_req(&mv, "GET", "/ab/cd/?tmp", NULL, &r), 200);   /* plain: no */
+	ck_assert_ptr_null(strstr(r.body.data, ".mkv-tmp"));
+	h_resp_free(&r);
+	ck_assert_int_eq(vol_req(&mv, "DELETE", "/ab/cd/.mkv-tmp.1.2", NULL, &r), 204);
+	h_resp_free(&r);
+	free(f);
+	h_vol_stop(&mv);
+	h_vol_stop(&nv);
 }
 END_TEST
 
@@ -621,6 +718,35 @@ START_TEST(test_gc)
 			ck_abort_msg("want %s", want);
 		}
 	}
+
+	/* offline, the master stopped: an unlinked key goes, bytes and record */
+	{
+		char *u = key_url("/g/5"), *files[2], *why = NULL;
+		struct index *idx;
+		size_t vlen;
+		key_locs("/g/5", locs, &nl);
+		ck_assert_int_eq(nl, 2);
+		for (int j = 0; j < 2; j++)
+			files[j] = replica_file("/g/5", locs[j]);
+		ck_assert_int_eq(h_status("UNLINK", u), 204);
+		h_stop(M.pid, SIGTERM);
+		M.pid = 0;
+		const char *off[] = {"-db", M.db, "-unlinked", "-delete", "gc", NULL};
+		rc = mkv_run(true, off, log, 0);
+		if (rc != 0 || !log_has(log, "1 unlinked keys, 1 removed"))
+			show_log(log);
+		ck_assert_int_eq(rc, 0);
+		for (int j = 0; j < 2; j++) {
+			ck_assert_msg(access(files[j], F_OK) != 0, "%s left", files[j]);
+			free(files[j]);
+		}
+		idx = index_open(M.db, &why);
+		ck_assert_msg(idx != NULL, "%s", why);
+		ck_assert_ptr_null(index_get(idx, "/g/5", 4, &vlen));
+		ck_assert_ptr_nonnull(index_get(idx, "/g/6", 4, &vlen));   /* leaked: test code */
+		index_close(idx);
+		free(u);
+	}
 	free(log);
 	cluster_down();
 }
@@ -802,7 +928,11 @@ END_TEST
 Suite *tools_suite(void)
 {
 	Suite *s = suite_create("tools");
-	TCase *tc = tcase_create("relink");
+	TCase *tc = tcase_create("volume_md5");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_volume_md5);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("relink");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_relink);
 	suite_add_tcase(s, tc);
