@@ -127,6 +127,20 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
  * Returns the status, or -1 with err. */
 int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *err);
 
+/* One page of the master's GET PREFIX?list (or ?unlinked), from *start
+ * ("" for the first): the keys, heap copies, in pg; *start (heap, freed
+ * and replaced) becomes where the next page starts, "" after the last.
+ * Returns 0, or -1 after logging "<who>: <why>" (pg is then empty).
+ * ops_page_free frees the keys and arrays. */
+struct ops_page {
+	char **keys;
+	size_t *klens;
+	size_t n;
+};
+int ops_list_page(const char *master, const char *prefix, bool unlinked, char **start,
+		  struct ops_page *pg, const char *who);
+void ops_page_free(struct ops_page *pg);
+
 /* Where verify and gc find records: "http://host:port" of -master, or
  * NULL (offline).  Caller frees. */
 char *ops_master_url(const char *master);

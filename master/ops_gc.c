@@ -44,7 +44,6 @@
 #include <unistd.h>
 
 #define LIST_MAX (256u << 20)
-#define PAGE 1000
 #define EXAMPLES 10
 #define TIMEOUT_MS 60000L
 #define TMP_PREFIX ".mkv-tmp."   /* volume/fs.h's VOL_TMP_PREFIX */
@@ -392,51 +391,21 @@ out:
 static int unlinked_online(struct gc *g)
 {
 	char *start = xstrdup("");
+	struct ops_page pg;
 	int rc = 0;
-	for (;;) {
-		struct buf b = {0};
-		char err[256], *es = ops_escape(start, strlen(start), false), *url;
-		json_error_t je;
-		json_t *doc, *keys, *next;
-		size_t n = 0;
-		int st;
-		url = xasprintf("%s/?unlinked&limit=%d%s%s", g->master, PAGE,
-				*start ? "&start=" : "", es);
-		free(es);
-		st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err);
-		free(url);
-		doc = st == 200 ? json_loadb(b.data ? b.data : "", b.len, 0, &je) : NULL;
-		buf_free(&b);
-		keys = doc ? json_object_get(doc, "keys") : NULL;
-		next = doc ? json_object_get(doc, "next") : NULL;
-		if (!json_is_array(keys) || !json_is_string(next)) {
-			log_msg("gc: the master's ?unlinked listing failed (%d)", st);
-			json_decref(doc);
+	do {
+		if (ops_list_page(g->master, "", true, &start, &pg, "gc") < 0) {
 			rc = -1;
 			break;
 		}
-		g->keys = xcalloc(json_array_size(keys) + 1, sizeof(*g->keys));
-		g->klens = xcalloc(json_array_size(keys) + 1, sizeof(*g->klens));
-		for (size_t i = 0; i < json_array_size(keys); i++) {
-			json_t *k = json_array_get(keys, i);
-			if (!json_is_string(k))
-				continue;
-			g->klens[n] = json_string_length(k);
-			g->keys[n] = xstrndup(json_string_value(k), g->klens[n]);
-			n++;
-		}
-		free(start);
-		start = xstrdup(json_string_value(next));
-		json_decref(doc);
-		ops_pool_run(g->cfg->workers, n, unlinked_online_one, g);
-		for (size_t i = 0; i < n; i++)
-			free(g->keys[i]);
-		free(g->keys);
-		free(g->klens);
-		if (!*start)
-			break;
-	}
+		g->keys = pg.keys;
+		g->klens = pg.klens;
+		ops_pool_run(g->cfg->workers, pg.n, unlinked_online_one, g);
+		ops_page_free(&pg);
+	} while (*start);
 	free(start);
+	g->keys = NULL;
+	g->klens = NULL;
 	return rc;
 }
 

@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <jansson.h>
 #include <openssl/evp.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,7 +30,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PAGE 1000
 #define MAX_LOGS 20          /* problems logged one by one; the rest counted */
 #define TIMEOUT_MS 60000
 #define ASK_FIRST (1 << 20)  /* put: HEAD before sending a file this big */
@@ -42,6 +40,7 @@ struct pg {
 	char *prefix;            /* the key prefix, no trailing '/' ("" for "/") */
 	char *dir;               /* the local directory, no trailing '/' */
 	char **names;            /* put: relative paths; get: this page's keys */
+	size_t *klens;           /* get: their lengths */
 	size_t n;
 	atomic_ulong files, bytes, skipped, differ, failed, logged;
 	uint64_t t0;
@@ -316,7 +315,7 @@ static void get_one(void *ctx, size_t i)
 	uint64_t size;
 	int fd = -1, status;
 
-	if (!safe_rel(rel)) {
+	if (strlen(key) != g->klens[i] || !safe_rel(rel)) {
 		problem(g, "%s: %s: %s", key, "not a safe file name below the directory, skipped");
 		atomic_fetch_add(&g->failed, 1);
 		goto out;
@@ -414,57 +413,18 @@ int get_main(const struct config *cfg)
 	g.master = ops_master_url(cfg->master);
 	lp = xasprintf("%s/", g.prefix);
 	p = ops_progress_start(progress_line, &g);
-	for (;;) {
-		struct buf b = {0};
-		char err[256], *url, *es = ops_escape(start, strlen(start), false);
-		char *ep = ops_escape(lp, strlen(lp), true);
-		json_error_t je;
-		json_t *doc, *keys, *next;
-		int st;
-		url = xasprintf("%s%s?list&limit=%d%s%s", g.master, ep, PAGE,
-				*start ? "&start=" : "", es);
-		st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err);
-		free(es);
-		free(ep);
-		if (st != 200) {
-			log_msg("get: GET %s: %s", url, st < 0 ? err : "failed");
-			if (st > 0)
-				log_msg("get: the master answered %d", st);
-			free(url);
-			buf_free(&b);
+	do {
+		struct ops_page pg;
+		if (ops_list_page(g.master, lp, false, &start, &pg, "get") < 0) {
 			rc = -1;
 			break;
 		}
-		free(url);
-		doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-		buf_free(&b);
-		keys = doc ? json_object_get(doc, "keys") : NULL;
-		next = doc ? json_object_get(doc, "next") : NULL;
-		if (!json_is_array(keys) || !json_is_string(next)) {
-			log_msg("get: the master's key listing is not {\"next\":..,\"keys\":[..]}");
-			json_decref(doc);
-			rc = -1;
-			break;
-		}
-		g.names = xcalloc(json_array_size(keys) + 1, sizeof(*g.names));
-		g.n = 0;
-		for (size_t i = 0; i < json_array_size(keys); i++) {
-			json_t *k = json_array_get(keys, i);
-			/* a key with a NUL byte cannot be a file name */
-			if (json_is_string(k) && strlen(json_string_value(k)) == json_string_length(k))
-				g.names[g.n++] = xstrdup(json_string_value(k));
-		}
-		free(start);
-		start = xstrdup(json_string_value(next));
-		json_decref(doc);
+		g.names = pg.keys;
+		g.klens = pg.klens;
+		g.n = pg.n;
 		ops_pool_run(cfg->workers, g.n, get_one, &g);
-		for (size_t i = 0; i < g.n; i++)
-			free(g.names[i]);
-		free(g.names);
-		g.names = NULL;
-		if (!*start)
-			break;
-	}
+		ops_page_free(&pg);
+	} while (*start);
 	ops_progress_stop(p);
 	rc = summary(&g) || rc ? 1 : 0;
 	free(lp);

@@ -2,10 +2,12 @@
  * that reads the headers the tools need, and the -rate token bucket: what
  * verify, put and get share.  See ops.h. */
 #include "ops.h"
+#include "../common/httpc.h"
 #include "../common/util.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <jansson.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -341,4 +343,69 @@ char *ops_master_url(const char *m)
 	if (u[strlen(u) - 1] == '/')
 		u[strlen(u) - 1] = '\0';
 	return u;
+}
+
+/* ---- the master's key listing ---- */
+
+#define PAGE 1000
+
+int ops_list_page(const char *master, const char *prefix, bool unlinked, char **start,
+		  struct ops_page *pg, const char *who)
+{
+	struct buf b = {0};
+	char err[256], *url, *es = ops_escape(*start, strlen(*start), false);
+	char *ep = ops_escape(prefix, strlen(prefix), true);
+	json_error_t je;
+	json_t *doc = NULL, *keys, *next;
+	int st, rc = -1;
+
+	memset(pg, 0, sizeof(*pg));
+	url = xasprintf("%s%s?%s&limit=%d%s%s", master, *ep ? ep : "/",
+			unlinked ? "unlinked" : "list", PAGE, **start ? "&start=" : "", es);
+	free(es);
+	free(ep);
+	st = httpc_do("GET", url, NULL, 0, 60000, &b, 0, err);
+	if (st != 200) {
+		if (st > 0)
+			snprintf(err, sizeof(err), "the master answered %d", st);
+		log_msg("%s: GET %s: %s", who, url, err);
+		goto out;
+	}
+	doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
+	keys = doc ? json_object_get(doc, "keys") : NULL;
+	next = doc ? json_object_get(doc, "next") : NULL;
+	if (!json_is_array(keys) || !json_is_string(next)) {
+		log_msg("%s: the master's key listing is not {\"next\":..,\"keys\":[..]}", who);
+		goto out;
+	}
+	if (**start && !strcmp(*start, json_string_value(next))) {
+		log_msg("%s: the master's listing does not advance past %s", who, *start);
+		goto out;
+	}
+	pg->keys = xcalloc(json_array_size(keys) + 1, sizeof(*pg->keys));
+	pg->klens = xcalloc(json_array_size(keys) + 1, sizeof(*pg->klens));
+	for (size_t i = 0; i < json_array_size(keys); i++) {
+		json_t *k = json_array_get(keys, i);
+		if (!json_is_string(k))
+			continue;
+		pg->klens[pg->n] = json_string_length(k);
+		pg->keys[pg->n++] = xstrndup(json_string_value(k), json_string_length(k));
+	}
+	free(*start);
+	*start = xstrdup(json_string_value(next));
+	rc = 0;
+out:
+	json_decref(doc);
+	buf_free(&b);
+	free(url);
+	return rc;
+}
+
+void ops_page_free(struct ops_page *pg)
+{
+	for (size_t i = 0; i < pg->n; i++)
+		free(pg->keys[i]);
+	free(pg->keys);
+	free(pg->klens);
+	memset(pg, 0, sizeof(*pg));
 }

@@ -26,7 +26,6 @@
 #include "../common/record.h"
 #include "../common/util.h"
 
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,7 +34,6 @@
 #include <unistd.h>
 
 #define BATCH 4096
-#define PAGE 1000
 #define MAX_LOGS 20
 #define HASH_TIMEOUT_MS (3600 * 1000L)   /* a volume hashing a huge blob */
 #define TIMEOUT_MS 60000L
@@ -319,55 +317,18 @@ static int run_offline(struct vr *v)
 static int run_online(struct vr *v)
 {
 	char *start = xstrdup("");
+	struct ops_page pg;
 	int rc = 0;
-	for (;;) {
-		struct buf b = {0};
-		char err[256], *es = ops_escape(start, strlen(start), false), *url;
-		json_error_t je;
-		json_t *doc, *keys, *next;
-		size_t n = 0;
-		int st;
-		url = xasprintf("%s/?list&limit=%d%s%s", v->master, PAGE, *start ? "&start=" : "", es);
-		free(es);
-		st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err);
-		if (st != 200) {
-			log_msg("verify: GET %s: %s", url, st < 0 ? err : "failed");
-			free(url);
-			buf_free(&b);
+	do {
+		if (ops_list_page(v->master, "", false, &start, &pg, "verify") < 0) {
 			rc = -1;
 			break;
 		}
-		free(url);
-		doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-		buf_free(&b);
-		keys = doc ? json_object_get(doc, "keys") : NULL;
-		next = doc ? json_object_get(doc, "next") : NULL;
-		if (!json_is_array(keys) || !json_is_string(next)) {
-			log_msg("verify: the master's key listing is not {\"next\":..,\"keys\":[..]}");
-			json_decref(doc);
-			rc = -1;
-			break;
-		}
-		v->keys = xcalloc(json_array_size(keys) + 1, sizeof(*v->keys));
-		v->klens = xcalloc(json_array_size(keys) + 1, sizeof(*v->klens));
-		for (size_t i = 0; i < json_array_size(keys); i++) {
-			json_t *k = json_array_get(keys, i);
-			if (!json_is_string(k))
-				continue;
-			v->klens[n] = json_string_length(k);
-			v->keys[n] = xstrndup(json_string_value(k), v->klens[n]);
-			n++;
-		}
-		free(start);
-		start = xstrdup(json_string_value(next));
-		json_decref(doc);
-		ops_pool_run(v->cfg->workers, n, online_one, v);
-		free_batch(v, n);
-		free(v->keys);
-		free(v->klens);
-		if (!*start)
-			break;
-	}
+		v->keys = pg.keys;
+		v->klens = pg.klens;
+		ops_pool_run(v->cfg->workers, pg.n, online_one, v);
+		ops_page_free(&pg);
+	} while (*start);
 	free(start);
 	return rc;
 }

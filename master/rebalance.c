@@ -8,7 +8,6 @@
 #include "../common/record.h"
 #include "../common/util.h"
 
-#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,7 +19,6 @@
 #define GRACE_MS 2000          /* old copies outlive the switch this long (online) */
 #define DELETERS 4
 #define BATCH 8192             /* keys handed to the workers at a time */
-#define PAGE 1000              /* keys per ?list page (online) */
 
 /* ---- background deletes of old copies (online) ---- */
 
@@ -433,76 +431,31 @@ done:
 static int online_pass(struct run *r, bool unlinked)
 {
 	char *start = xstrdup("");
+	struct ops_page pg;
 	int rc = 0;
-	for (;;) {
-		struct buf b = {0};
-		char err[256], *url, *enc = ops_escape(start, strlen(start), false);
-		json_error_t je;
-		json_t *doc, *keys, *next;
-		size_t n = 0;
-		int st;
-		url = xasprintf("%s/?%s&limit=%d%s%s", r->master, unlinked ? "unlinked" : "list",
-				PAGE, *start ? "&start=" : "", enc);
-		st = httpc_do("GET", url, NULL, 0, 60000, &b, 0, err);
-		free(enc);
-		if (st != 200) {
-			log_msg("rebalance: GET %s: %s", url, st < 0 ? err : "failed");
-			if (st > 0)
-				log_msg("rebalance: the master answered %d", st);
-			free(url);
-			buf_free(&b);
+	do {
+		if (ops_list_page(r->master, "", unlinked, &start, &pg, "rebalance") < 0) {
 			rc = -1;
 			break;
 		}
-		free(url);
-		doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-		buf_free(&b);
-		keys = doc ? json_object_get(doc, "keys") : NULL;
-		next = doc ? json_object_get(doc, "next") : NULL;
-		if (!json_is_array(keys) || !json_is_string(next)) {
-			log_msg("rebalance: the master's key listing is not {\"next\":..,\"keys\":[..]}");
-			json_decref(doc);
-			rc = -1;
-			break;
-		}
-		r->keys = xcalloc(json_array_size(keys) + 1, sizeof(*r->keys));
-		r->klens = xcalloc(json_array_size(keys) + 1, sizeof(*r->klens));
-		r->unlinked = xcalloc(json_array_size(keys) + 1, sizeof(*r->unlinked));
-		for (size_t i = 0; i < json_array_size(keys); i++) {
-			json_t *k = json_array_get(keys, i);
-			if (!json_is_string(k))
-				continue;
-			r->klens[n] = json_string_length(k);
-			r->keys[n] = xmalloc(r->klens[n] + 1);
-			memcpy(r->keys[n], json_string_value(k), r->klens[n] + 1);
-			r->unlinked[n++] = unlinked;
-		}
-		if (*start && !strcmp(start, json_string_value(next))) {
-			log_msg("rebalance: the master's listing does not advance past %s", start);
-			rc = -1;
-		}
-		free(start);
-		start = xstrdup(json_string_value(next));
-		json_decref(doc);
-		ops_pool_run(r->cfg->workers, n, online_one, r);
-		free_batch(r, n);
-		free(r->keys);
-		free(r->klens);
+		r->keys = pg.keys;
+		r->klens = pg.klens;
+		r->unlinked = xcalloc(pg.n + 1, sizeof(*r->unlinked));
+		for (size_t i = 0; i < pg.n; i++)
+			r->unlinked[i] = unlinked;
+		ops_pool_run(r->cfg->workers, pg.n, online_one, r);
+		ops_page_free(&pg);
 		free(r->unlinked);
-		if (!*start || rc)
-			break;
-	}
+	} while (*start);
 	free(start);
 	return rc;
 }
 
 static int run_online(struct run *r)
 {
-	const char *m = r->cfg->master;
-	r->master = strstr(m, "://") ? xstrdup(m) : xasprintf("http://%s", m);
-	if (r->master[strlen(r->master) - 1] == '/')
-		r->master[strlen(r->master) - 1] = '\0';
-	int rc = online_pass(r, false);
+	int rc;
+	r->master = ops_master_url(r->cfg->master);
+	rc = online_pass(r, false);
 	if (rc == 0)
 		rc = online_pass(r, true);
 	free(r->master);
