@@ -1,6 +1,7 @@
 /* ops.h -- the operator commands' shared parts: moving one key (used by
  * `mkv rebalance` and by the server's REBALANCE), and the worker pool,
- * progress line and streaming copy that rebuild.c and rebalance.c share.
+ * progress line, streaming copy, streamed transfers and key listing that
+ * rebuild, rebalance, verify, gc, put and get share.
  *
  * Moving a key always goes in the order that survives a crash at any point:
  *   1. copy the blob to every wanted location that the record lacks
@@ -66,10 +67,6 @@ void ops_fmt_duration(uint64_t ms, char *out, size_t n);
  * keys in URLs; keep_slash leaves '/' raw).  Caller frees. */
 char *ops_escape(const char *s, size_t n, bool keep_slash);
 
-/* The value of response header `name` of a HEAD of url (not followed) into
- * out (n bytes; "" when absent).  Returns the status, -1 on no answer. */
-int ops_head(const char *url, const char *name, char *out, size_t n, long timeout_ms);
-
 /* Many GETs in flight on one thread (curl multi): cheaper than a thread
  * per request when there are hundreds of thousands of small ones.
  *   more(ctx) is called while fewer than `concurrency` GETs are in flight
@@ -111,6 +108,7 @@ struct ops_head_info {
 	char md5[33];            /* Content-Md5 when 32 lowercase hex, else "" */
 	char volumes[1024];      /* Key-Volumes (the master), "" when absent */
 	char lastmod[64];        /* Last-Modified, "" when absent */
+	char balance[32];        /* Key-Balance (the master), "" when absent */
 };
 /* Returns the status, or -1 with err (256 bytes) when no answer came. */
 int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err);

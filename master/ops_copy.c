@@ -1,5 +1,5 @@
-/* ops_copy.c -- the streaming volume-to-volume copy of rebalance, and a
- * HEAD that reads one header.  See ops.h. */
+/* ops_copy.c -- the streaming volume-to-volume copy of rebalance and
+ * verify -fix.  See ops.h. */
 #include "ops.h"
 #include "../common/util.h"
 
@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* ---- streaming copy ----
  *
@@ -58,7 +57,7 @@ struct copy {
  * by a pthread key destructor when the thread exits. */
 struct ops_tls {
 	CURLM *multi;
-	CURL *get, *put[COPY_MAXDST], *head;
+	CURL *get, *put[COPY_MAXDST];
 	struct curl_slist *hdrs;
 };
 static pthread_key_t tls_key;
@@ -70,7 +69,6 @@ static void tls_free(void *p)
 	curl_easy_cleanup(t->get);   /* NULL is fine */
 	for (int i = 0; i < COPY_MAXDST; i++)
 		curl_easy_cleanup(t->put[i]);
-	curl_easy_cleanup(t->head);
 	curl_multi_cleanup(t->multi);
 	curl_slist_free_all(t->hdrs);
 	free(t);
@@ -384,46 +382,4 @@ int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *m
 		EVP_MD_CTX_free(c.md);
 	free(c.buf);
 	return rc;
-}
-
-/* ---- HEAD with one header ---- */
-
-struct hdr_want {
-	const char *name;
-	char *out;
-	size_t n;
-};
-
-static size_t head_header(char *p, size_t size, size_t n, void *ud)
-{
-	struct hdr_want *w = ud;
-	size_t len = size * n, nl = strlen(w->name);
-	if (len > nl + 1 && !strncasecmp(p, w->name, nl) && p[nl] == ':') {
-		const char *v = p + nl + 1, *end = p + len;
-		while (v < end && (*v == ' ' || *v == '\t'))
-			v++;
-		while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-			end--;
-		snprintf(w->out, w->n, "%.*s", (int)(end - v), v);
-	}
-	return len;
-}
-
-int ops_head(const char *url, const char *name, char *out, size_t n, long timeout_ms)
-{
-	struct hdr_want w = {name, out, n};
-	long status = -1;
-	CURL *tl_head = tls_handle(&tls()->head);
-	out[0] = '\0';
-	curl_easy_reset(tl_head);
-	curl_easy_setopt(tl_head, CURLOPT_URL, url);
-	curl_easy_setopt(tl_head, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(tl_head, CURLOPT_NOBODY, 1L);
-	curl_easy_setopt(tl_head, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(tl_head, CURLOPT_HEADERFUNCTION, head_header);
-	curl_easy_setopt(tl_head, CURLOPT_HEADERDATA, &w);
-	if (curl_easy_perform(tl_head) != CURLE_OK)
-		return -1;
-	curl_easy_getinfo(tl_head, CURLINFO_RESPONSE_CODE, &status);
-	return (int)status;
 }

@@ -134,7 +134,8 @@ static size_t head_header(char *p, size_t size, size_t n, void *ud)
 	if (header_is(p, len, "Content-Length", num, sizeof(num)))
 		i->size = (int64_t)strtoll(num, NULL, 10);
 	else if (!header_is(p, len, "Content-Md5", i->md5, sizeof(i->md5)) &&
-		 !header_is(p, len, "Key-Volumes", i->volumes, sizeof(i->volumes)))
+		 !header_is(p, len, "Key-Volumes", i->volumes, sizeof(i->volumes)) &&
+		 !header_is(p, len, "Key-Balance", i->balance, sizeof(i->balance)))
 		header_is(p, len, "Last-Modified", i->lastmod, sizeof(i->lastmod));
 	return len;
 }

@@ -388,16 +388,17 @@ static int run_offline(struct run *r)
 static void online_one(void *ctx, size_t i)
 {
 	struct run *r = ctx;
-	char *enc = ops_escape(r->keys[i], r->klens[i], true), *url, bal[32], err[256];
+	char *enc = ops_escape(r->keys[i], r->klens[i], true), *url, err[256];
+	struct ops_head_info h;
 	int st;
 	if (!r->unlinked[i]) {
 		/* A key already where it belongs is left alone. */
 		url = xasprintf("%s%s", r->master, enc);
-		st = ops_head(url, "Key-Balance", bal, sizeof(bal), 30000);
+		st = ops_head_info(url, 30000, &h, err);
 		free(url);
 		if (st == 404)
 			goto done;     /* deleted meanwhile */
-		if (!strcmp(bal, "balanced"))
+		if (!strcmp(h.balance, "balanced"))
 			goto done;
 	}
 	url = xasprintf("%s%s%s", r->master, enc, r->unlinked[i] ? "?unlinked" : "");
