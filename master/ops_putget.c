@@ -94,7 +94,6 @@ static char *trim_slashes(const char *s)
 /* md5 of a file by path, into out; false on error (errno kept). */
 static bool file_md5(const char *path, char out[33])
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char d[16], buf[64 * 1024];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	EVP_MD_CTX *md;
@@ -114,11 +113,7 @@ static bool file_md5(const char *path, char out[33])
 	close(fd);
 	EVP_DigestFinal_ex(md, d, NULL);
 	EVP_MD_CTX_free(md);
-	for (int i = 0; i < 16; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[32] = '\0';
+	ops_md5_hex(d, out);
 	return r == 0;
 }
 
