@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 static const char *prog = "mkv";
@@ -200,4 +201,11 @@ void buf_free(struct buf *b)
 	free(b->data);
 	b->data = NULL;
 	b->len = b->cap = 0;
+}
+
+void conn_close_if_eof(int fd)
+{
+	char c;
+	if (fd >= 0 && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+		shutdown(fd, SHUT_RDWR);
 }

@@ -32,6 +32,15 @@ uint64_t now_ms(void);
  * with no answer, so both servers cut such a connection off at once. */
 bool uri_has_too_many_args(const char *uri);
 
+/* Call after each answer on a client connection.  libmicrohttpd 0.9.75
+ * with epoll takes a short read to mean the socket is drained, so a FIN
+ * that arrived with the request raises no new event, and a client that
+ * half-closed after its request (nc -N, some proxies) would wait for the
+ * idle timeout to see the connection end.  When the peer has half-closed
+ * and sent nothing more, shut the socket down: that wakes libmicrohttpd,
+ * which then closes it. */
+void conn_close_if_eof(int fd);
+
 /* The value of one hex digit (either case), or -1. */
 int hex_value(int c);
 

@@ -484,6 +484,8 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->sock) {
 		atomic_store(&r->sock->since_ms, now_ms());
 		atomic_store(&r->sock->in_request, false);
+		if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+			conn_close_if_eof(r->sock->fd);
 	}
 	/* req_wake may still be between MHD_resume_connection and its unlock. */
 	pthread_mutex_lock(&r->mu);

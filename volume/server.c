@@ -382,12 +382,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct req *r = *con_cls;
-	(void)cls, (void)c, (void)toe;
+	const union MHD_ConnectionInfo *ci;
+	(void)cls;
 	if (r && (void *)r != &get_marker && (void *)r != &head_marker) {
 		vol_put_abort(r->put);      /* a PUT cut off: its temporary file goes */
 		free(r);
 	}
 	*con_cls = NULL;
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK &&
+	    (ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)))
+		conn_close_if_eof(ci->connect_fd);
 }
 
 /* A new connection may have a closed one's socket number. */
