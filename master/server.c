@@ -120,6 +120,8 @@ static enum MHD_Result send_answer(struct req *r)
 	struct answer *a = &r->ans;
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
+	if (r->op == OP_HEAD && a->status >= 300)
+		a->body.len = 0;   /* as minikeyvalue: a HEAD error says Content-Length: 0 */
 	resp = MHD_create_response_from_buffer(a->body.len, a->body.data ? a->body.data : "",
 					       MHD_RESPMEM_MUST_COPY);
 	if (a->location[0])

@@ -112,6 +112,21 @@ START_TEST(test_put_get_delete)
 	ck_assert_int_eq(req("GET", key), 404);
 	ck_assert_int_eq(req("HEAD", key), 404);
 	ck_assert_int_eq(req("DELETE", key), 404);
+	{       /* HEAD errors say Content-Length: 0, as minikeyvalue's do */
+		static const char *const heads[][2] = {{"/nokey", "404"}, {"/a%zz", "400"},
+						       {"/k?bogus", "403"}};
+		for (size_t i = 0; i < 3; i++) {
+			struct resp hr;
+			char *hu = xasprintf("%s%s", m.base, heads[i][0]), *cl;
+			long st = h_http("HEAD", hu, NULL, 0, NULL, false, &hr);
+			ck_assert_int_eq(st, atol(heads[i][1]));
+			cl = h_header(&hr, "Content-Length");
+			ck_assert_msg(cl && !strcmp(cl, "0"), "HEAD %s: Content-Length %s",
+				      heads[i][0], cl ? cl : "(none)");
+			free(cl), free(hu);
+			h_resp_free(&hr);
+		}
+	}
 	/* the blob is gone from its volume */
 	ck_assert_int_eq(h_status("GET", r.location ? r.location : u), 404);
 	free(md5), free(vols_h), free(bal), free(key), free(u);

@@ -509,6 +509,12 @@ START_TEST(test_side_by_side)
 			      "one-line reason");
 		free(ct);
 	}
+	if (sa >= 400 && !strcmp(m, "HEAD")) {   /* as minikeyvalue: no body, and says so */
+		char *cl = hdr(&a, "Content-Length");
+		ck_assert_msg(cl && !strcmp(cl, "0"), "HEAD %s %ld: Content-Length %s", p, sa,
+			      cl ? cl : "(none)");
+		free(cl);
+	}
 	if (sa == 405) {
 		char *al = hdr(&a, "Allow");
 		ck_assert_ptr_nonnull(al);

@@ -91,25 +91,34 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, int status, struct MH
 }
 
 /* A one-line text/plain reason for a 3xx/4xx/5xx, with one more header
- * when name is not NULL. */
-static enum MHD_Result send_error_hdr(struct MHD_Connection *c, int status, const char *why,
-				      const char *name, const char *value)
+ * when name is not NULL.  To a HEAD, no body: Content-Length: 0, as
+ * minikeyvalue answers every HEAD error. */
+static enum MHD_Result send_error_hdr(struct MHD_Connection *c, bool head, int status,
+				      const char *why, const char *name, const char *value)
 {
 	char line[256];
-	int n = snprintf(line, sizeof(line), "%s\n", why ? why : status_reason(status));
+	int n = head ? 0 : snprintf(line, sizeof(line), "%s\n", why ? why : status_reason(status));
 	struct MHD_Response *resp =
 		MHD_create_response_from_buffer((size_t)n, line, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+	if (!head)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
 	if (name)
 		MHD_add_response_header(resp, name, value);
 	return send_resp(c, status, resp);
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *why)
+static enum MHD_Result send_error_to(struct MHD_Connection *c, bool head, int status,
+				     const char *why)
 {
 	if (status == 405)
-		return send_error_hdr(c, status, why, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, PUT, DELETE");
-	return send_error_hdr(c, status, why, NULL, NULL);
+		return send_error_hdr(c, head, status, why, MHD_HTTP_HEADER_ALLOW,
+				      "GET, HEAD, PUT, DELETE");
+	return send_error_hdr(c, head, status, why, NULL, NULL);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *why)
+{
+	return send_error_to(c, false, status, why);
 }
 
 static const char *header(struct MHD_Connection *c, const char *name)
@@ -132,7 +141,7 @@ static void list_free(void *cls)
 }
 
 static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection *c,
-				    const char *path)
+				    const char *path, bool head)
 {
 	int status;
 	bool deep = MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "recursive",
@@ -140,7 +149,7 @@ static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection 
 	struct vol_list *l = vol_list_open(&s->root, path, deep, &status);
 	struct MHD_Response *resp;
 	if (!l)
-		return send_error(c, status, NULL);
+		return send_error_to(c, head, status, NULL);
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, list_read, l,
 						 list_free);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -150,14 +159,14 @@ static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection 
 /* nginx answers a directory named without its slash with a 301 to the
  * name with it, on the Host the client used and the port we listen on. */
 static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connection *c,
-					 const char *url)
+					 const char *url, bool head)
 {
 	const char *host = header(c, MHD_HTTP_HEADER_HOST);
 	size_t hl = host ? strcspn(host, ":") : 0;
 	char *loc = s->port == 80 ? xasprintf("http://%.*s%s/", (int)hl, host ? host : "", url)
 				  : xasprintf("http://%.*s:%d%s/", (int)hl, host ? host : "",
 					      s->port, url);
-	enum MHD_Result ok = send_error_hdr(c, 301, NULL, MHD_HTTP_HEADER_LOCATION, loc);
+	enum MHD_Result ok = send_error_hdr(c, head, 301, NULL, MHD_HTTP_HEADER_LOCATION, loc);
 	free(loc);
 	return ok;
 }
@@ -174,9 +183,9 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	int fd, status = vol_fs_open(&s->root, path, &fd, &st);
 
 	if (status == 301)
-		return send_dir_redirect(s, c, url);
+		return send_dir_redirect(s, c, url, head);
 	if (status != 200)
-		return send_error(c, status, NULL);
+		return send_error_to(c, head, status, NULL);
 	size = (uint64_t)st.st_size;
 	snprintf(etag, sizeof(etag), "\"%llx-%llx\"", (unsigned long long)st.st_mtime,
 		 (unsigned long long)size);
@@ -199,7 +208,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	if (rr == VOL_RANGE_BAD) {
 		close(fd);
 		snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
-		return send_error_hdr(c, 416, NULL, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+		return send_error_hdr(c, head, 416, NULL, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
 	}
 	if (rr == VOL_RANGE_ALL)
 		len = size;
@@ -207,7 +216,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	resp = MHD_create_response_from_fd_at_offset64(len, fd, start);
 	if (!resp) {
 		close(fd);
-		return send_error(c, 500, NULL);
+		return send_error_to(c, head, 500, NULL);
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
 	if (rr == VOL_RANGE_ONE) {
@@ -238,8 +247,8 @@ static enum MHD_Result answer_read(struct vol_server *s, struct MHD_Connection *
 	bool dir;
 	int status = vol_path_clean(url, path, sizeof(path), &dir, &why);
 	if (status)
-		return send_error(c, status, why);
-	return dir ? send_listing(s, c, path) : send_file(s, c, url, path, head);
+		return send_error_to(c, head, status, why);
+	return dir ? send_listing(s, c, path, head) : send_file(s, c, url, path, head);
 }
 
 static void *sync_worker(void *arg)
