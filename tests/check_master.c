@@ -269,6 +269,28 @@ START_TEST(test_list_paging)
 }
 END_TEST
 
+/* ?list is byte for byte what Go's encoding/json writes. */
+START_TEST(test_list_escaping)
+{
+	static const char *const sent[] = {"/1%3Ca%3E%26b", "/2new%0Aline%09t", "/3%E2%80%A8"};
+	char *stem = fresh("esc"), *u, expect[512];
+	struct resp r;
+	for (int i = 0; i < 3; i++) {
+		char *k = xasprintf("%s%s", stem, sent[i]);
+		ck_assert_int_eq(put(k, "x", 1), 201);
+		free(k);
+	}
+	u = xasprintf("%s%s/?list", m.base, stem);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	snprintf(expect, sizeof(expect),
+		 "{\"next\":\"\",\"keys\":[\"%s/1\\u003ca\\u003e\\u0026b\","
+		 "\"%s/2new\\nline\\tt\",\"%s/3\\u2028\"]}", stem, stem, stem);
+	ck_assert_str_eq(r.body.data, expect);
+	h_resp_free(&r);
+	free(u), free(stem);
+}
+END_TEST
+
 struct badcase {
 	const char *method, *path;
 	long status;
@@ -645,6 +667,7 @@ static TCase *api_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_large_streaming);
 	tcase_add_test(tc, test_unlink);
 	tcase_add_test(tc, test_list_paging);
+	tcase_add_test(tc, test_list_escaping);
 	tcase_add_loop_test(tc, test_bad_input, 0, sizeof(bads) / sizeof(bads[0]));
 	tcase_add_test(tc, test_key_lengths);
 	tcase_add_test(tc, test_conflict);
