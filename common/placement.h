@@ -1,5 +1,5 @@
 /* placement.h -- keys, and where their bytes live.  Bit-exact with
- * minikeyvalue (SPEC §2): changing any of this strands existing data.
+ * minikeyvalue (docs/protocol.md §2): changing any of this strands existing data.
  *
  * A key is arbitrary bytes (usually starting with '/').  Nothing here
  * allocates except where noted. */

@@ -1,5 +1,5 @@
 /* handlers.c -- see handlers.h.  The semantics follow minikeyvalue's
- * server.go, with SPEC §4's additions. */
+ * server.go, with docs/protocol.md §4's additions. */
 #include "handlers.h"
 #include "../common/httpc.h"
 #include "../common/record.h"

@@ -6,7 +6,8 @@
  * that waits on a volume or fsyncs the index runs elsewhere while the
  * connection is suspended: PUT on its put's worker (put.c), the rest on a
  * thread of its own.  Responses are queued on the handler's second call or
- * later, never the first, which would cost keep-alive (NOTES.md). */
+ * later, never the first: libmicrohttpd answers a response queued on the
+ * first call with "Connection: close", which costs keep-alive. */
 #include "handlers.h"
 #include "health.h"
 #include "index.h"

@@ -1,4 +1,4 @@
-/* check_master.c -- the master's HTTP API (SPEC §4), row by row, against a
+/* check_master.c -- the master's HTTP API (docs/protocol.md §4), row by row, against a
  * real cluster: three mkv-volumes, then three stock nginx volumes. */
 #include <check.h>
 #include <curl/curl.h>

@@ -1,5 +1,5 @@
 /* check_placement.c -- placement and record codec, pinned by every vector
- * in SPEC §2-3 (changing these strands existing data). */
+ * in docs/protocol.md §2-3 (changing these strands existing data). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>

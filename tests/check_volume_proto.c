@@ -1,4 +1,4 @@
-/* check_volume.c -- mkv-volume against SPEC §5, side by side with stock
+/* check_volume.c -- mkv-volume against docs/protocol.md §5, side by side with stock
  * nginx (deploy/nginx): the same requests go to both and must get the same
  * status codes, headers that matter, bytes and listings.  Then what only
  * mkv-volume promises: md5 xattrs, durability, no temporary files, limits.
@@ -380,7 +380,7 @@ static void both_stop(void)
 }
 
 /* Requests that change nothing; both servers answer alike.  mkv_status
- * differs where SPEC §5 asks more than nginx does (any ".." refused). */
+ * differs where docs/protocol.md §5 asks more than nginx does (any ".." refused). */
 static const struct {
 	const char *method, *path, *hdr;
 	int status, mkv_status;
