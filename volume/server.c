@@ -459,7 +459,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		if (nofile.rlim_cur < 2 * (rlim_t)conns + 256)
 			conns = nofile.rlim_cur > 512 ? (unsigned int)(nofile.rlim_cur - 256) / 2 : 128;
 	}
-	wire_init((unsigned long)nofile.rlim_cur);
+	wire_init((unsigned long)nofile.rlim_cur, MHD_get_version());
 
 	s->dir = xstrdup(dir);
 	s->port = port;
