@@ -209,3 +209,11 @@ void conn_close_if_eof(int fd)
 	if (fd >= 0 && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
 		shutdown(fd, SHUT_RDWR);
 }
+
+/* The process never calls setlocale, so %a and %b are English. */
+void http_date(time_t t, char out[HTTP_DATE_LEN])
+{
+	struct tm tm;
+	if (!gmtime_r(&t, &tm) || !strftime(out, HTTP_DATE_LEN, "%a, %d %b %Y %H:%M:%S GMT", &tm))
+		strcpy(out, "Thu, 01 Jan 1970 00:00:00 GMT");
+}

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
@@ -22,6 +23,10 @@ void log_init(const char *progname);
 void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* log_msg then exit(1). */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* An HTTP date, "Sun, 06 Nov 1994 08:49:37 GMT" (29 characters). */
+#define HTTP_DATE_LEN 30
+void http_date(time_t t, char out[HTTP_DATE_LEN]);
 
 /* Milliseconds from a monotonic clock. */
 uint64_t now_ms(void);

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "../common/util.h"
-#include "date.h"
 #include "fs.h"
 #include "listing.h"
 #include "path.h"
@@ -176,7 +175,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 {
 	struct MHD_Response *resp;
 	struct stat st;
-	char etag[64], date[VOL_DATE_LEN], cr[96];
+	char etag[64], date[HTTP_DATE_LEN], cr[96];
 	const char *inm, *ims, *range, *ifr;
 	uint64_t start = 0, len, size;
 	enum vol_range rr;
@@ -189,7 +188,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	size = (uint64_t)st.st_size;
 	snprintf(etag, sizeof(etag), "\"%llx-%llx\"", (unsigned long long)st.st_mtime,
 		 (unsigned long long)size);
-	vol_http_date(st.st_mtime, date);
+	http_date(st.st_mtime, date);
 
 	/* As nginx: If-None-Match first, else an exact If-Modified-Since. */
 	inm = header(c, MHD_HTTP_HEADER_IF_NONE_MATCH);
