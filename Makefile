@@ -27,8 +27,9 @@ else
 endif
 # Test code may leak; the servers it starts must not.  The sanitizer run
 # hunts memory errors, not scale: check_ops moves 1,500 keys there (5,000 in
-# the plain run), which keeps CI's two runs within its time.
-SANENV := $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0 MKV_CHILD_ASAN_OPTIONS=detect_leaks=1:exitcode=23 MKV_OPS_KEYS=1500,)
+# the plain run) and check_tools puts and gets a tree of 500 files (2,000),
+# which keeps CI's two runs within its time.
+SANENV := $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0 MKV_CHILD_ASAN_OPTIONS=detect_leaks=1:exitcode=23 MKV_OPS_KEYS=1500 MKV_TOOLS_FILES=500,)
 # Binaries (and tools) the tests run: bin/ normally, build-san/bin with
 # SANITIZE=1, so that a sanitizer run never replaces what bench/ runs.
 BIN := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)

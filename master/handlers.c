@@ -193,6 +193,52 @@ out:
 	free(v);
 }
 
+void handle_relink(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		   struct answer *a)
+{
+	struct record r;
+	size_t vlen, elen;
+	char *v = index_get(idx, key, klen, &vlen), *enc = NULL, path[PATH_MAX_LEN];
+
+	if (!v) {
+		answer_error(a, 404, "key not found");
+		return;
+	}
+	if (record_parse(v, vlen, &r) < 0) {
+		answer_error(a, 500, "index record is malformed");
+		goto out;
+	}
+	if (!r.deleted) {
+		a->status = 204;
+		goto out;
+	}
+	/* An UNLINK keeps HASH; a PUT that never finished has none.  Without
+	 * one, relink only when every replica is there. */
+	if (!r.hash[0]) {
+		placement_path(key, klen, path);
+		for (int i = 0; i < r.nlocs; i++) {
+			char url[LOC_MAX + PATH_MAX_LEN + 16];
+			snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
+			if (httpc_do("HEAD", url, NULL, 0, (long)cfg->puttimeout_ms, NULL, 0, NULL) !=
+			    200) {
+				answer_error(a, 409, "a replica is missing: the record is an "
+						     "interrupted PUT's, not an UNLINK's");
+				goto out;
+			}
+		}
+	}
+	r.deleted = false;
+	enc = record_encode(&r, &elen);
+	if (index_put(idx, key, klen, enc, elen) < 0) {
+		answer_error(a, 500, "index write failed");
+		goto out;
+	}
+	a->status = 204;
+out:
+	free(enc);
+	free(v);
+}
+
 /* One query parameter's value (raw), or NULL; *present says whether the
  * name occurs at all. */
 static const char *param(const char *q, const char *name, size_t *vlen, bool *present)

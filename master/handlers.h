@@ -32,6 +32,11 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 /* DELETE (unlink=false) or UNLINK. */
 void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   bool unlink, struct answer *a);
+/* RELINK: an unlinked key live again (204; 204 when already live; 404
+ * when absent; 409 when the record has no HASH -- an interrupted PUT's --
+ * and a replica is missing). */
+void handle_relink(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		   struct answer *a);
 /* Does the raw query string ask for ?list or ?unlinked? */
 bool is_list_query(const char *query);
 /* ?list / ?unlinked on prefix; query is the raw query string. */

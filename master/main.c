@@ -1,5 +1,6 @@
 /* main.c -- `mkv`: minikeyvalue's command line (single or double dash,
- * "-flag value" or "-flag=value"), then one of server, rebuild, rebalance. */
+ * "-flag value" or "-flag=value"), then one of server, rebuild, rebalance,
+ * verify, gc, put, get. */
 #include "mkv.h"
 #include "../common/util.h"
 
@@ -9,6 +10,10 @@
 
 static const char usage[] =
 	"usage: mkv -volumes host:port,... -db DIR [flags] server|rebuild|rebalance\n"
+	"       mkv -volumes host:port,... -master H:P|-db DIR [-fix] [-rate MB/s] verify\n"
+	"       mkv -volumes host:port,... -master H:P|-db DIR [-delete] [-unlinked] gc\n"
+	"       mkv -master H:P [-workers N] put DIR /prefix\n"
+	"       mkv -master H:P [-workers N] get /prefix DIR\n"
 	"  -volumes LIST     volume servers, comma separated (required)\n"
 	"  -db DIR           LevelDB index directory (required, but not for rebalance -master)\n"
 	"  -port N           master port (default 3000)\n"
@@ -23,9 +28,13 @@ static const char usage[] =
 	"  -maxconns N       client connections served at once (default 10000)\n"
 	"  -maxsize BYTES    largest value a PUT may store, else 413 (default: no limit)\n"
 	"  -headcheck        HEAD the blob before each redirect (minikeyvalue's behaviour)\n"
-	"  -workers N        parallel requests of rebuild/rebalance (default 16)\n"
+	"  -workers N        parallel requests of the commands but server (default 16)\n"
 	"  -from DIR         rebuild: keep unlinked keys of this old index unlinked\n"
-	"  -master H:P       rebalance: drive a running master (REBALANCE per key)\n"
+	"  -master H:P       rebalance, verify, gc, put, get: work through a running master\n"
+	"  -fix              verify: re-copy missing and corrupt replicas from good ones\n"
+	"  -rate MB/s        verify: read at most this many MB/s in all (default: no cap)\n"
+	"  -delete           gc: remove what it finds (default: a dry run)\n"
+	"  -unlinked         gc: also remove unlinked keys, bytes and record\n"
 	"  -v                log one line per request\n";
 
 static void bad(const char *fmt, const char *arg)
@@ -79,15 +88,18 @@ int main(int argc, char **argv)
 	};
 	const char *cmd = NULL, *volumes = NULL;
 	char *volbuf;
-	int rc;
+	int rc, nargs = 0;
 
 	log_init("mkv");
 	for (int i = 1; i < argc; i++) {
 		char *a = argv[i], *name, *val;
-		if (a[0] != '-' || !a[1]) {
-			if (cmd)
+		if (a[0] != '-' || !a[1] || nargs) {
+			if (!cmd)
+				cmd = a;
+			else if (nargs < 2 && (!strcmp(cmd, "put") || !strcmp(cmd, "get")))
+				c.args[nargs++] = a;   /* operands: after them, no flags */
+			else
 				bad("unexpected argument %s", a);
-			cmd = a;
 			continue;
 		}
 		name = a + 1 + (a[1] == '-');
@@ -109,6 +121,18 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(name, "headcheck")) {
 			c.headcheck = parse_bool(name, val);
+			continue;
+		}
+		if (!strcmp(name, "fix")) {
+			c.fix = parse_bool(name, val);
+			continue;
+		}
+		if (!strcmp(name, "delete")) {
+			c.delete_ = parse_bool(name, val);
+			continue;
+		}
+		if (!strcmp(name, "unlinked")) {
+			c.unlinked = parse_bool(name, val);
 			continue;
 		}
 		if (!strcmp(name, "v") || !strcmp(name, "verbose")) {
@@ -152,20 +176,40 @@ int main(int argc, char **argv)
 			c.from = val;
 		else if (!strcmp(name, "master"))
 			c.master = val;
+		else if (!strcmp(name, "rate")) {
+			char *end;
+			double mb = strtod(val, &end);
+			if (end == val || *end || !(mb > 0 && mb < 1e9))
+				bad("invalid value for -rate (MB/s): %s", val);
+			c.rate = (uint64_t)(mb * 1e6);
+		}
 		else
 			bad("flag provided but not defined: -%s", name);
 	}
 	if (!cmd)
-		bad("missing command (server, rebuild or rebalance)%s", "");
-	if (strcmp(cmd, "server") && strcmp(cmd, "rebuild") && strcmp(cmd, "rebalance"))
+		bad("missing command (server, rebuild, rebalance, verify, gc, put or get)%s", "");
+	if (strcmp(cmd, "server") && strcmp(cmd, "rebuild") && strcmp(cmd, "rebalance") &&
+	    strcmp(cmd, "verify") && strcmp(cmd, "gc") && strcmp(cmd, "put") && strcmp(cmd, "get"))
 		bad("unknown command %s", cmd);
+	if (!strcmp(cmd, "put") || !strcmp(cmd, "get")) {
+		/* the master knows the volumes: put and get need only it */
+		if (!c.master)
+			bad("%s needs -master host:port", cmd);
+		if (nargs != 2)
+			bad(!strcmp(cmd, "put") ? "usage: mkv -master H:P put DIR /prefix%s"
+						: "usage: mkv -master H:P get /prefix DIR%s", "");
+		return !strcmp(cmd, "put") ? put_main(&c) : get_main(&c);
+	}
 	if (!volumes || !*volumes)
 		bad("-volumes is required%s", "");
 	volbuf = split_volumes(&c, volumes);
 	if (!c.nvol)
 		bad("-volumes is required%s", "");
-	if (!c.db && !(c.master && !strcmp(cmd, "rebalance")))
+	if (!c.db && !(c.master && (!strcmp(cmd, "rebalance") || !strcmp(cmd, "verify") ||
+				     !strcmp(cmd, "gc"))))
 		bad("-db is required%s", "");
+	if (c.db && c.master && (!strcmp(cmd, "verify") || !strcmp(cmd, "gc")))
+		bad("give -master (online) or -db (offline), not both%s", "");
 	if (c.nvol < c.replicas)
 		bad("need at least as many volumes as -replicas%s", "");
 
@@ -173,6 +217,10 @@ int main(int argc, char **argv)
 		rc = server_main(&c);
 	else if (!strcmp(cmd, "rebuild"))
 		rc = rebuild_main(&c);
+	else if (!strcmp(cmd, "verify"))
+		rc = verify_main(&c);
+	else if (!strcmp(cmd, "gc"))
+		rc = gc_main(&c);
 	else
 		rc = rebalance_main(&c);
 	free(c.volumes);

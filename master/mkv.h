@@ -27,10 +27,19 @@ struct config {
 	uint64_t idletimeout_ms;  /* -idletimeout: a silent client connection is closed */
 	int maxconns;             /* -maxconns: connections served at once */
 	uint64_t maxsize;         /* -maxsize: largest value a PUT may store (0 = any) */
+	bool fix;                 /* -fix (verify) */
+	bool delete_;             /* -delete (gc) */
+	bool unlinked;            /* -unlinked (gc) */
+	uint64_t rate;            /* -rate MB/s (verify), as bytes/s; 0 = no cap */
+	const char *args[2];      /* put DIR PREFIX, get PREFIX DIR */
 };
 
 int server_main(const struct config *cfg);
 int rebuild_main(const struct config *cfg);
 int rebalance_main(const struct config *cfg);
+int verify_main(const struct config *cfg);
+int gc_main(const struct config *cfg);
+int put_main(const struct config *cfg);
+int get_main(const struct config *cfg);
 
 #endif

@@ -97,4 +97,38 @@ void ops_fetch_free(struct ops_fetch *f);
 int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
 	     long timeout_ms, char *err);
 
+/* ---- streamed transfers for verify, put and get (ops_stream.c) ---- */
+
+/* -rate: all reads that ask (rate=true below, or ops_rate_take) share at
+ * most bytes_per_s (0: no cap).  Call before the workers start. */
+void ops_rate_init(uint64_t bytes_per_s);
+/* Book n bytes read; sleeps while the reads are ahead of the rate. */
+void ops_rate_take(uint64_t n);
+
+/* What a HEAD answered: the first response's headers, not followed. */
+struct ops_head_info {
+	int64_t size;            /* Content-Length, -1 when absent */
+	char md5[33];            /* Content-Md5 when 32 lowercase hex, else "" */
+	char volumes[1024];      /* Key-Volumes (the master), "" when absent */
+	char lastmod[64];        /* Last-Modified, "" when absent */
+};
+/* Returns the status, or -1 with err (256 bytes) when no answer came. */
+int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err);
+
+/* GET url (following redirects when follow), body streamed into fd (-1:
+ * nowhere) through a small buffer; md5 and *size of the body of a 200.
+ * hdr_md5 gets the Content-Md5 of the first response (the master's, when
+ * following), "" when none.  rate: the bytes count against -rate.
+ * Returns the final status, or -1; err (256 bytes) says why when not 200. */
+int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33],
+		   uint64_t *size, char hdr_md5[33], char *err);
+
+/* PUT size bytes read from fd to url, streamed; md5 of what was sent.
+ * Returns the status, or -1 with err. */
+int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *err);
+
+/* Where verify and gc find records: "http://host:port" of -master, or
+ * NULL (offline).  Caller frees. */
+char *ops_master_url(const char *master);
+
 #endif

@@ -32,9 +32,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE"
+#define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE, RELINK"
 
-enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_OTHER };
+enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_RELINK, OP_OTHER };
 
 struct req {
 	struct MHD_Connection *conn;
@@ -172,7 +172,17 @@ static void run_op(struct req *r)
 		break;
 	case OP_DELETE:
 	case OP_UNLINK:
-		handle_delete(cfg, idx, r->key, r->klen, r->op == OP_UNLINK, &r->ans);
+		if (r->query) {
+			/* DELETE ?unlinked (mkv gc): as with -protect, never a live key */
+			struct config c = *cfg;
+			c.protect = true;
+			handle_delete(&c, idx, r->key, r->klen, false, &r->ans);
+		} else {
+			handle_delete(cfg, idx, r->key, r->klen, r->op == OP_UNLINK, &r->ans);
+		}
+		break;
+	case OP_RELINK:
+		handle_relink(cfg, idx, r->key, r->klen, &r->ans);
 		break;
 	case OP_REBALANCE:
 		/* ?unlinked: move an unlinked key's blob too (online rebalance) */
@@ -337,6 +347,8 @@ static enum op op_of(const char *m)
 		return OP_UNLINK;
 	if (!strcmp(m, "REBALANCE"))
 		return OP_REBALANCE;
+	if (!strcmp(m, "RELINK"))
+		return OP_RELINK;
 	return OP_OTHER;
 }
 
@@ -414,9 +426,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	case OP_DELETE:
 	case OP_UNLINK:
 	case OP_REBALANCE:
+	case OP_RELINK:
 		if (r->async_started)
 			return run_async(r);
-		if (r->query && !(r->op == OP_REBALANCE && !strcmp(r->query, "unlinked")))
+		if (r->query && !((r->op == OP_REBALANCE || r->op == OP_DELETE) &&
+				  !strcmp(r->query, "unlinked")))
 			return send_error(r, 400, "this method takes no query string");
 		if (r->key_status)
 			return send_error(r, r->key_status, r->key_why);
@@ -458,7 +472,7 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 static const char *op_name(enum op op)
 {
 	static const char *const names[] = {"GET", "HEAD", "PUT", "DELETE", "UNLINK", "REBALANCE",
-					    "OTHER"};
+					    "RELINK", "OTHER"};
 	return names[op];
 }
 

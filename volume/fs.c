@@ -105,6 +105,46 @@ int vol_fs_open(const struct vol_root *r, const char *path, int *fd, struct stat
 	return S_ISDIR(st->st_mode) ? 301 : 404;
 }
 
+int vol_fs_md5(const struct vol_root *r, const char *path, int *fd, struct stat *st,
+	       char hex[33])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char d[EVP_MAX_MD_SIZE], *buf;
+	unsigned int dl = 0;
+	EVP_MD_CTX *md;
+	ssize_t n;
+	int status = vol_fs_open(r, path, fd, st);
+	if (status != 200)
+		return status;
+	md = EVP_MD_CTX_new();
+	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
+		die("md5 init failed");
+	buf = xmalloc(PUT_BUF);
+	while ((n = read(*fd, buf, PUT_BUF)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		EVP_DigestUpdate(md, buf, (size_t)n);
+	}
+	free(buf);
+	if (n < 0 || lseek(*fd, 0, SEEK_SET) < 0) {
+		status = vol_fs_fail(r, n < 0 ? "read" : "lseek", path, errno, 404);
+		close(*fd);
+		*fd = -1;
+	} else {
+		if (!EVP_DigestFinal_ex(md, d, &dl) || dl != 16)
+			die("md5 final failed");
+		for (int i = 0; i < 16; i++) {
+			hex[2 * i] = digits[d[i] >> 4];
+			hex[2 * i + 1] = digits[d[i] & 15];
+		}
+		hex[32] = '\0';
+	}
+	EVP_MD_CTX_free(md);
+	return status;
+}
+
 struct vol_put {
 	const struct vol_root *root;
 	char *path;          /* target, relative to the root */
@@ -123,7 +163,7 @@ struct vol_put {
 
 static void make_tmpname(struct vol_put *p)
 {
-	snprintf(p->tmpname, sizeof(p->tmpname), ".mkv-tmp.%ld.%lu", (long)getpid(),
+	snprintf(p->tmpname, sizeof(p->tmpname), VOL_TMP_PREFIX "%ld.%lu", (long)getpid(),
 		 atomic_fetch_add(&tmp_seq, 1));
 }
 

@@ -33,6 +33,13 @@ int vol_fs_fail(const struct vol_root *r, const char *call, const char *path, in
  * owns *fd), 301 when path is a directory, or an error status. */
 int vol_fs_open(const struct vol_root *r, const char *path, int *fd, struct stat *st);
 
+/* Open a file and read it whole for its md5 (the bytes, never the xattr:
+ * what `mkv verify` asks).  Returns 200 with *fd (rewound; the caller
+ * owns it), *st and hex set, 301 for a directory, or an error status.
+ * Reads the whole file: call it off the event loop. */
+int vol_fs_md5(const struct vol_root *r, const char *path, int *fd, struct stat *st,
+	       char hex[33]);
+
 /* A PUT in progress: an unnamed temporary file in the target's directory
  * (a hidden named one where O_TMPFILE is not supported) and the md5 of
  * what was written so far. */
@@ -48,6 +55,10 @@ int vol_put_write(struct vol_put *p, const void *data, size_t n);
 int vol_put_commit(struct vol_put *p);
 /* Forget the upload; no trace is left on disk.  Frees p (NULL is fine). */
 void vol_put_abort(struct vol_put *p);
+
+/* Hidden temporary files (a crash between link and rename leaves one)
+ * start with this; `mkv gc` finds them with `?recursive&tmp`. */
+#define VOL_TMP_PREFIX ".mkv-tmp."
 
 /* Remove a file and fsync its directory: 204, 404, 409 for a directory. */
 int vol_fs_delete(const struct vol_root *r, const char *path);

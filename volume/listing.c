@@ -55,6 +55,7 @@ struct vol_list {
 	struct ent *last;      /* the last entry of the previous batch */
 	bool more;             /* entries beyond the current batch remain */
 	bool started, ended;
+	bool tmp;              /* recursive: show VOL_TMP_PREFIX files */
 	struct buf out;        /* formatted, not yet copied out */
 	size_t off;
 	/* recursive listings */
@@ -281,7 +282,8 @@ static int deep_next(struct vol_list *l)
 			l->depth--;
 			continue;
 		}
-		if (de->d_name[0] == '.')
+		if (de->d_name[0] == '.' &&
+		    !(l->tmp && !strncmp(de->d_name, VOL_TMP_PREFIX, strlen(VOL_TMP_PREFIX))))
 			continue;
 		len = strlen(de->d_name);
 		if (de->d_type == DT_DIR || de->d_type == DT_REG)
@@ -331,6 +333,11 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bo
 	}
 	buf_puts(&l->out, "[");
 	return l;
+}
+
+void vol_list_show_tmp(struct vol_list *l)
+{
+	l->tmp = true;
 }
 
 ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max)

@@ -19,6 +19,8 @@ struct vol_list;
  * directory).  root must outlive the list. */
 struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bool deep,
 			       int *status);
+/* A recursive listing shows hidden temporary files (VOL_TMP_PREFIX) too. */
+void vol_list_show_tmp(struct vol_list *l);
 /* Copy up to max bytes of the listing into buf.  Returns the count, 0 at
  * the end, -1 on a read error (logged). */
 ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max);

@@ -34,7 +34,7 @@
 #define CONN_MEMORY (32 * 1024)  /* request line + headers + one body buffer */
 #define PATH_BYTES 4096
 
-enum method { M_GET, M_HEAD, M_PUT, M_DELETE, M_OTHER };
+enum method { M_GET, M_HEAD, M_PUT, M_DELETE, M_MD5, M_OTHER };
 
 /* A PUT, DELETE or unsupported method; GET and HEAD need no state. */
 struct req {
@@ -45,6 +45,9 @@ struct req {
 	const char *why;               /* its reason, or NULL for the default */
 	bool synced;                   /* a sync worker has finished with it */
 	struct vol_put *put;
+	int fd;                        /* M_MD5: the file, once hashed */
+	struct stat st;
+	char md5[33];
 	char path[PATH_BYTES];
 };
 
@@ -139,16 +142,23 @@ static void list_free(void *cls)
 	vol_list_close(cls);
 }
 
+static bool has_arg(struct MHD_Connection *c, const char *name)
+{
+	return MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, name, strlen(name), NULL,
+					     NULL) == MHD_YES;
+}
+
 static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection *c,
 				    const char *path, bool head)
 {
 	int status;
-	bool deep = MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "recursive",
-						       strlen("recursive"), NULL, NULL) == MHD_YES;
+	bool deep = has_arg(c, "recursive");
 	struct vol_list *l = vol_list_open(&s->root, path, deep, &status);
 	struct MHD_Response *resp;
 	if (!l)
 		return send_error_to(c, head, status, NULL);
+	if (deep && has_arg(c, "tmp"))
+		vol_list_show_tmp(l);
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, list_read, l,
 						 list_free);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -267,6 +277,8 @@ static void *sync_worker(void *arg)
 		if (r->m == M_PUT) {
 			r->status = vol_put_commit(r->put);
 			r->put = NULL;
+		} else if (r->m == M_MD5) {
+			r->status = vol_fs_md5(&s->root, r->path, &r->fd, &r->st, r->md5);
 		} else {
 			r->status = vol_fs_delete(&s->root, r->path);
 		}
@@ -294,6 +306,24 @@ static bool queue_sync(struct vol_server *s, struct req *r)
 	return true;
 }
 
+/* `HEAD /path?md5` (mkv verify): the md5 of the bytes, read just now by a
+ * sync worker, as Content-Md5; the other headers as a HEAD's.  nginx
+ * ignores the argument and answers a plain HEAD, without Content-Md5. */
+static enum MHD_Result send_md5(struct req *r)
+{
+	char date[HTTP_DATE_LEN];
+	struct MHD_Response *resp =
+		MHD_create_response_from_fd_at_offset64((uint64_t)r->st.st_size, r->fd, 0);
+	if (!resp)
+		return send_error(r->conn, 500, NULL);
+	r->fd = -1;                    /* the response closes it */
+	http_date(r->st.st_mtime, date);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_LAST_MODIFIED, date);
+	MHD_add_response_header(resp, "Content-Md5", r->md5);
+	return send_resp(r->conn, 200, resp);
+}
+
 static bool has_body(struct MHD_Connection *c)
 {
 	const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -310,6 +340,12 @@ static void begin_write(struct vol_server *s, struct req *r, const char *url)
 
 	if (r->m == M_OTHER) {
 		r->status = 405;
+		return;
+	}
+	if (r->m == M_MD5) {
+		status = vol_path_clean(url, r->path, sizeof(r->path), &dir, &r->why);
+		if (status || dir)
+			r->status = status ? status : 404;
 		return;
 	}
 	status = vol_path_clean(url, r->path, sizeof(r->path), &dir, &r->why);
@@ -343,13 +379,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)version;
 
 	if (!r) {
-		if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
+		bool md5 = !strcmp(method, "HEAD") && has_arg(c, "md5");
+		if (!md5 && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
 			*con_cls = method[0] == 'G' ? &get_marker : &head_marker;
 			return MHD_YES;
 		}
 		r = xcalloc(1, sizeof(*r));
 		r->conn = c;
-		r->m = !strcmp(method, "PUT") ? M_PUT : !strcmp(method, "DELETE") ? M_DELETE : M_OTHER;
+		r->fd = -1;
+		r->m = md5 ? M_MD5
+		     : !strcmp(method, "PUT") ? M_PUT
+		     : !strcmp(method, "DELETE") ? M_DELETE : M_OTHER;
 		*con_cls = r;
 		begin_write(s, r, url);
 		return MHD_YES;
@@ -374,6 +414,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (r->m == M_MD5 && r->status == 200)
+		return send_md5(r);
 	if (r->synced || r->status) {
 		if (r->status >= 300)
 			return send_error(c, r->status, r->why);
@@ -394,6 +436,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)cls;
 	if (r && (void *)r != &get_marker && (void *)r != &head_marker) {
 		vol_put_abort(r->put);      /* a PUT cut off: its temporary file goes */
+		if (r->fd >= 0)
+			close(r->fd);
 		free(r);
 	}
 	*con_cls = NULL;

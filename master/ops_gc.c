@@ -1,0 +1,666 @@
+/* ops_gc.c -- `mkv gc`: find (and with -delete remove) what takes space
+ * on the volumes but is no key's: files that no record names at the place
+ * they sit (a crash mid-PUT, a failed cleanup, an interrupted rebalance),
+ * and mkv-volume's hidden temporary files (VOL_TMP_PREFIX) left by a crash.
+ * -unlinked also removes unlinked keys, bytes and record.
+ *
+ * Safe beside a running master.  A PUT writes its record (DELETED, naming
+ * its locations) before any byte, and a volume shows a blob only once it
+ * is complete, so a file of a write in flight is always named by a
+ * record -- except one that a PUT starting after gc looked replaces.  gc
+ * therefore never touches a file younger than the grace period, two
+ * -puttimeouts (2 min by default; give gc the master's -puttimeout or a
+ * longer one), and removes one only in this order: a fresh HEAD of the
+ * file says it is older than the grace period, then the record (asked
+ * just now) does not name it, then the DELETE.  What is left is a PUT of
+ * that very key starting and completing between gc's last look and its
+ * DELETE, a round trip: verify would report that replica missing.
+ *
+ * Online (-master) a record is the master's answer: a HEAD (Key-Volumes)
+ * and, for a key that is not live, `?unlinked` (an unlinked key's or a PUT
+ * in flight's files are kept whatever their place: the master does not
+ * say where they are).  Offline (-db) it is the index's.
+ *
+ * -unlinked online sends `DELETE /key?unlinked` for each key of ?unlinked:
+ * the master deletes it only if it is still unlinked (a key RELINKed, or
+ * whose PUT finished, since the listing is refused, 403) and not being
+ * written (409). */
+#include "mkv.h"
+#include "index.h"
+#include "ops.h"
+#include "../common/httpc.h"
+#include "../common/placement.h"
+#include "../common/record.h"
+#include "../common/util.h"
+
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIST_MAX (256u << 20)
+#define PAGE 1000
+#define EXAMPLES 10
+#define TIMEOUT_MS 60000L
+#define TMP_PREFIX ".mkv-tmp."   /* volume/fs.h's VOL_TMP_PREFIX */
+
+struct unit {
+	char *loc;
+	int xx;                   /* -1: the root itself (find /xx/ and svNN/) */
+};
+
+struct gc {
+	const struct config *cfg;
+	char *master;             /* online */
+	struct index *idx;        /* offline */
+	uint64_t grace_s;
+	pthread_mutex_t mu;
+	struct unit *units;
+	size_t nunits, cap;
+	char **keys;              /* -unlinked: this page */
+	size_t *klens;
+	atomic_ulong files, orphans, tmps, young, rekept, deleted, failed, unlinked,
+		unlinked_gone, unlinked_busy, examples, dirs;
+	atomic_ullong orphan_bytes, tmp_bytes;
+	uint64_t t0;
+};
+
+static void add_unit(struct gc *g, const char *loc, int xx)
+{
+	pthread_mutex_lock(&g->mu);
+	if (g->nunits == g->cap) {
+		g->cap = g->cap ? 2 * g->cap : 256;
+		g->units = xrealloc(g->units, g->cap * sizeof(*g->units));
+	}
+	g->units[g->nunits].loc = xstrdup(loc);
+	g->units[g->nunits++].xx = xx;
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* ---- what records say ---- */
+
+static bool has_loc(const struct record *r, const char *loc)
+{
+	for (int i = 0; i < r->nlocs; i++)
+		if (!strcmp(r->locs[i], loc))
+			return true;
+	return false;
+}
+
+/* Does a record name key's blob at loc?  1 yes, 0 no, -1 cannot tell
+ * (then the file is kept). */
+static int named(struct gc *g, const char *key, size_t klen, const char *loc)
+{
+	if (!g->master) {
+		size_t vlen;
+		struct record r;
+		char *v = index_get(g->idx, key, klen, &vlen);
+		int rc;
+		if (!v)
+			return 0;
+		rc = record_parse(v, vlen, &r) < 0 ? -1 : has_loc(&r, loc);
+		free(v);
+		return rc;
+	} else {
+		char *enc = ops_escape(key, klen, true), *url, err[256];
+		struct ops_head_info h;
+		struct buf b = {0};
+		int st, rc = -1;
+		url = xasprintf("%s%s", g->master, enc);
+		for (int tries = 0; tries < 4; tries++) {   /* 503: no replica up, for now */
+			if (tries)
+				usleep(250000u << tries);
+			st = ops_head_info(url, TIMEOUT_MS, &h, err);
+			if (st != 503 && st >= 0)
+				break;
+		}
+		free(url);
+		if (st == 302 && h.volumes[0]) {
+			struct record r = {0};
+			for (char *s = h.volumes, *save = NULL, *t; (t = strtok_r(s, ",", &save));
+			     s = NULL)
+				if (r.nlocs < RECORD_MAX_LOCS)
+					r.locs[r.nlocs++] = t;
+			rc = has_loc(&r, loc);
+		} else if (st == 404) {
+			/* not live: is it unlinked (or a PUT in flight)? */
+			json_t *doc, *keys, *k;
+			json_error_t je;
+			url = xasprintf("%s%s?unlinked&limit=1", g->master, enc);
+			st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err);
+			free(url);
+			doc = st == 200 ? json_loadb(b.data ? b.data : "", b.len, 0, &je) : NULL;
+			keys = doc ? json_object_get(doc, "keys") : NULL;
+			if (json_is_array(keys)) {
+				k = json_array_get(keys, 0);
+				rc = json_is_string(k) && json_string_length(k) == klen &&
+				     !memcmp(json_string_value(k), key, klen);
+			}
+			json_decref(doc);
+			buf_free(&b);
+		}
+		free(enc);
+		return rc;
+	}
+}
+
+/* ---- the walk ---- */
+
+static time_t http_time(const char *s)
+{
+	struct tm tm = {0};
+	if (!s || !strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm))
+		return 0;       /* unknown: as young as can be (kept) */
+	return timegm(&tm);
+}
+
+static bool old_enough(struct gc *g, time_t mtime)
+{
+	time_t now = time(NULL);
+	return mtime > 0 && now > mtime && (uint64_t)(now - mtime) >= g->grace_s;
+}
+
+/* key2path's inverse: the key whose blob sits at path, or -1 when none
+ * would (then the file is no blob at all). */
+static long path_key(const char *path, char *key)
+{
+	char want[PATH_MAX_LEN];
+	const char *b = path + 7;
+	size_t n = strlen(path) < 7 ? 0 : strlen(b), pad = 0;
+	int len;
+	if (n == 0 || n % 4 || n > 4 * ((KEY_MAX + 2) / 3))
+		return -1;
+	pad = (b[n - 1] == '=') + (b[n - 2] == '=');
+	len = EVP_DecodeBlock((unsigned char *)key, (const unsigned char *)b, (int)n);
+	if (len < 0 || (size_t)len < pad || (size_t)len - pad < 1)
+		return -1;
+	len -= (int)pad;
+	placement_path(key, (size_t)len, want);
+	return strcmp(want, path) ? -1 : len;
+}
+
+static void example(struct gc *g, const char *what, const char *loc, const char *path,
+		    long long size)
+{
+	if (atomic_fetch_add(&g->examples, 1) < EXAMPLES)
+		log_msg("gc: %s http://%s%s (%lld bytes)", what, loc, path, size);
+}
+
+/* Remove one file: a fresh look at its age and its record, then DELETE. */
+static void remove_file(struct gc *g, const char *loc, const char *path, const char *key,
+			long klen)
+{
+	char *enc = ops_escape(path, strlen(path), true);
+	char *url = xasprintf("http://%s%s", loc, enc), err[256];
+	struct ops_head_info h;
+	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
+	if (st == 404)
+		goto out;
+	if (st != 200 || !old_enough(g, http_time(h.lastmod)) ||
+	    (key && named(g, key, (size_t)klen, loc) != 0)) {
+		atomic_fetch_add(&g->rekept, 1);   /* changed since it was listed: kept */
+		goto out;
+	}
+	st = httpc_do("DELETE", url, NULL, 0, TIMEOUT_MS, NULL, 0, err);
+	if (st == 204 || st == 200 || st == 404) {
+		atomic_fetch_add(&g->deleted, 1);
+	} else {
+		if (st > 0)
+			snprintf(err, sizeof(err), "status %d", st);
+		log_msg("gc: DELETE %s failed: %s", url, err);
+		atomic_fetch_add(&g->failed, 1);
+	}
+out:
+	free(url);
+	free(enc);
+}
+
+static void consider(struct gc *g, const char *loc, const char *path, long long size,
+		     time_t mtime)
+{
+	const char *base = strrchr(path, '/') + 1;
+	char key[PATH_MAX_LEN];
+	long klen = -1;
+	atomic_fetch_add(&g->files, 1);
+	if (!strncmp(base, TMP_PREFIX, strlen(TMP_PREFIX))) {
+		if (!old_enough(g, mtime)) {
+			atomic_fetch_add(&g->young, 1);
+			return;
+		}
+		atomic_fetch_add(&g->tmps, 1);
+		atomic_fetch_add(&g->tmp_bytes, (unsigned long long)size);
+		example(g, "stale temporary file", loc, path, size);
+	} else {
+		if ((klen = path_key(path, key)) > 0) {
+			int n = named(g, key, (size_t)klen, loc);
+			if (n != 0) {
+				if (n < 0)
+					atomic_fetch_add(&g->failed, 1);
+				return;
+			}
+		}
+		if (!old_enough(g, mtime)) {
+			atomic_fetch_add(&g->young, 1);
+			return;
+		}
+		atomic_fetch_add(&g->orphans, 1);
+		atomic_fetch_add(&g->orphan_bytes, (unsigned long long)size);
+		example(g, klen > 0 ? "no record names" : "not a blob's path:", loc, path, size);
+	}
+	if (g->cfg->delete_)
+		remove_file(g, loc, path, klen > 0 ? key : NULL, klen);
+}
+
+/* GET a listing (recursive and with temporary files, where the volume
+ * can); NULL on 404 or failure (logged, counted). */
+static json_t *list(struct gc *g, const char *loc, const char *path, const char *args)
+{
+	char *enc = ops_escape(path, strlen(path), true);
+	char *url = xasprintf("http://%s%s%s", loc, enc, args), err[256] = "";
+	struct buf b = {0};
+	json_t *doc = NULL;
+	json_error_t je;
+	int st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, LIST_MAX, err);
+	atomic_fetch_add(&g->dirs, 1);
+	if (st == 200) {
+		doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
+		if (!json_is_array(doc)) {
+			json_decref(doc);
+			doc = NULL;
+			snprintf(err, sizeof(err), "not a JSON listing");
+		}
+	} else if (st > 0) {
+		snprintf(err, sizeof(err), "status %d", st);
+	}
+	if (!doc && st != 404) {
+		log_msg("gc: GET %s failed: %s: not looked at", url, err);
+		atomic_fetch_add(&g->failed, 1);
+	}
+	buf_free(&b);
+	free(url);
+	free(enc);
+	return doc;
+}
+
+static void walk(struct gc *g, const char *loc, const char *path, int depth)
+{
+	json_t *doc = list(g, loc, path, "?recursive&tmp"), *e;
+	size_t i;
+	json_array_foreach(doc, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *type = json_string_value(json_object_get(e, "type"));
+		char *sub;
+		if (!name || !type || !*name)
+			continue;
+		sub = xasprintf("%s%s", path, name);
+		if (!strcmp(type, "directory") && depth < 64) {
+			char *d = xasprintf("%s/", sub);
+			walk(g, loc, d, depth + 1);   /* nginx: no recursive listings */
+			free(d);
+		} else if (!strcmp(type, "file")) {
+			json_t *sz = json_object_get(e, "size");
+			consider(g, loc, sub,
+				 json_is_integer(sz) ? (long long)json_integer_value(sz) : 0,
+				 http_time(json_string_value(json_object_get(e, "mtime"))));
+		}
+		free(sub);
+	}
+	json_decref(doc);
+}
+
+static bool hash_dir(const char *s)
+{
+	return strlen(s) == 2 && strspn(s, "0123456789abcdef") == 2;
+}
+
+static bool subvolume_dir(const char *s)
+{
+	size_t n = strlen(s);
+	return n >= 4 && n <= 6 && !strncmp(s, "sv", 2) &&
+	       strspn(s + 2, "0123456789abcdefABCDEF") == n - 2;
+}
+
+/* A root: its /xx/ become units, its svNN/ roots in turn (a volume's). */
+static void walk_root(struct gc *g, const char *loc, bool volume)
+{
+	json_t *doc = list(g, loc, "/", ""), *e;
+	size_t i;
+	json_array_foreach(doc, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *type = json_string_value(json_object_get(e, "type"));
+		if (!name || !type || strcmp(type, "directory"))
+			continue;
+		if (hash_dir(name)) {
+			add_unit(g, loc, (int)strtol(name, NULL, 16));
+		} else if (volume && subvolume_dir(name)) {
+			char *sv = xasprintf("%s/%s", loc, name);
+			walk_root(g, sv, false);
+			free(sv);
+		}
+	}
+	json_decref(doc);
+}
+
+static void root_one(void *ctx, size_t i)
+{
+	struct gc *g = ctx;
+	walk_root(g, g->cfg->volumes[i], true);
+}
+
+static void unit_one(void *ctx, size_t i)
+{
+	struct gc *g = ctx;
+	char path[8];
+	snprintf(path, sizeof(path), "/%02x/", g->units[i].xx);
+	walk(g, g->units[i].loc, path, 0);
+}
+
+/* ---- -unlinked ---- */
+
+static void unlinked_online_one(void *ctx, size_t i)
+{
+	struct gc *g = ctx;
+	char *enc = ops_escape(g->keys[i], g->klens[i], true), err[256];
+	char *url = xasprintf("%s%s?unlinked", g->master, enc);
+	int st;
+	atomic_fetch_add(&g->unlinked, 1);
+	if (!g->cfg->delete_)
+		goto out;
+	/* ?unlinked: the master refuses (403) a key live again -- RELINKed, or
+	 * its PUT done since the listing -- and (409) one whose PUT runs */
+	st = httpc_do("DELETE", url, NULL, 0, 0, NULL, 0, err);
+	if (st == 204 || st == 404) {
+		atomic_fetch_add(&g->unlinked_gone, 1);
+	} else if (st == 403 || st == 409) {
+		atomic_fetch_add(&g->unlinked_busy, 1);
+	} else {
+		if (st > 0)
+			snprintf(err, sizeof(err), "the master answered %d", st);
+		log_msg("gc: DELETE %.*s?unlinked: %s", (int)g->klens[i], g->keys[i], err);
+		atomic_fetch_add(&g->failed, 1);
+	}
+out:
+	free(url);
+	free(enc);
+}
+
+static int unlinked_online(struct gc *g)
+{
+	char *start = xstrdup("");
+	int rc = 0;
+	for (;;) {
+		struct buf b = {0};
+		char err[256], *es = ops_escape(start, strlen(start), false), *url;
+		json_error_t je;
+		json_t *doc, *keys, *next;
+		size_t n = 0;
+		int st;
+		url = xasprintf("%s/?unlinked&limit=%d%s%s", g->master, PAGE,
+				*start ? "&start=" : "", es);
+		free(es);
+		st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err);
+		free(url);
+		doc = st == 200 ? json_loadb(b.data ? b.data : "", b.len, 0, &je) : NULL;
+		buf_free(&b);
+		keys = doc ? json_object_get(doc, "keys") : NULL;
+		next = doc ? json_object_get(doc, "next") : NULL;
+		if (!json_is_array(keys) || !json_is_string(next)) {
+			log_msg("gc: the master's ?unlinked listing failed (%d)", st);
+			json_decref(doc);
+			rc = -1;
+			break;
+		}
+		g->keys = xcalloc(json_array_size(keys) + 1, sizeof(*g->keys));
+		g->klens = xcalloc(json_array_size(keys) + 1, sizeof(*g->klens));
+		for (size_t i = 0; i < json_array_size(keys); i++) {
+			json_t *k = json_array_get(keys, i);
+			if (!json_is_string(k))
+				continue;
+			g->klens[n] = json_string_length(k);
+			g->keys[n] = xstrndup(json_string_value(k), g->klens[n]);
+			n++;
+		}
+		free(start);
+		start = xstrdup(json_string_value(next));
+		json_decref(doc);
+		ops_pool_run(g->cfg->workers, n, unlinked_online_one, g);
+		for (size_t i = 0; i < n; i++)
+			free(g->keys[i]);
+		free(g->keys);
+		free(g->klens);
+		if (!*start)
+			break;
+	}
+	free(start);
+	return rc;
+}
+
+/* Offline: the master is stopped, nothing is in flight. */
+static void unlinked_offline_one(void *ctx, size_t i)
+{
+	struct gc *g = ctx;
+	char path[PATH_MAX_LEN], err[256];
+	size_t vlen;
+	struct record r;
+	char *v = index_get(g->idx, g->keys[i], g->klens[i], &vlen);
+	bool ok = true;
+	if (!v || record_parse(v, vlen, &r) < 0 || !r.deleted) {
+		free(v);
+		return;
+	}
+	atomic_fetch_add(&g->unlinked, 1);
+	if (!g->cfg->delete_) {
+		free(v);
+		return;
+	}
+	placement_path(g->keys[i], g->klens[i], path);
+	for (int j = 0; j < r.nlocs; j++) {
+		char *enc = ops_escape(path, strlen(path), true);
+		char *url = xasprintf("http://%s%s", r.locs[j], enc);
+		int st = httpc_do("DELETE", url, NULL, 0, TIMEOUT_MS, NULL, 0, err);
+		if (st != 204 && st != 200 && st != 404) {
+			if (st > 0)
+				snprintf(err, sizeof(err), "status %d", st);
+			log_msg("gc: DELETE %s failed: %s", url, err);
+			ok = false;
+		}
+		free(url);
+		free(enc);
+	}
+	if (ok && index_delete(g->idx, g->keys[i], g->klens[i]) == 0)
+		atomic_fetch_add(&g->unlinked_gone, 1);
+	else
+		atomic_fetch_add(&g->failed, 1);
+	free(v);
+}
+
+static int unlinked_offline(struct gc *g)
+{
+	struct index_iter *it = index_iter_new(g->idx, "", 0);
+	size_t n = 0, cap = 0;
+	/* the DELETED keys first, then work on them (not while iterating) */
+	for (; index_iter_valid(it); index_iter_next(it)) {
+		size_t kl, vl;
+		const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl);
+		if (vl < 7 || memcmp(v, "DELETED", 7))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			g->keys = xrealloc(g->keys, cap * sizeof(*g->keys));
+			g->klens = xrealloc(g->klens, cap * sizeof(*g->klens));
+		}
+		g->keys[n] = xstrndup(k, kl);
+		g->klens[n++] = kl;
+	}
+	index_iter_free(it);
+	ops_pool_run(g->cfg->workers, n, unlinked_offline_one, g);
+	for (size_t i = 0; i < n; i++)
+		free(g->keys[i]);
+	free(g->keys);
+	free(g->klens);
+	return 0;
+}
+
+/* ---- the volumes' names ----
+ *
+ * Records name volumes as -volumes spelled them when the key was written.
+ * Given another spelling of the same server (localhost vs 127.0.0.1), or a
+ * list missing a volume that records still name, every file would look
+ * unnamed, and -delete would empty the cluster.  So a sample of records is
+ * read first, and a record naming a volume outside -volumes stops -delete. */
+
+#define SAMPLE 200
+
+static bool known_volume(const struct config *cfg, const char *loc)
+{
+	for (int i = 0; i < cfg->nvol; i++) {
+		size_t n = strlen(cfg->volumes[i]);
+		if (!strncmp(loc, cfg->volumes[i], n) && (loc[n] == '\0' || loc[n] == '/'))
+			return true;
+	}
+	return false;
+}
+
+/* 0 when every sampled location is on a -volumes volume, else -1 (logged). */
+static int check_names(struct gc *g)
+{
+	const struct config *cfg = g->cfg;
+	char *stranger = NULL;
+	if (!g->master) {
+		struct index_iter *it = index_iter_new(g->idx, "", 0);
+		for (int n = 0; n < SAMPLE && index_iter_valid(it) && !stranger;
+		     n++, index_iter_next(it)) {
+			size_t vl;
+			const char *v = index_iter_value(it, &vl);
+			char *copy = xstrndup(v, vl);
+			struct record r;
+			if (record_parse(copy, vl, &r) == 0)
+				for (int i = 0; i < r.nlocs && !stranger; i++)
+					if (!known_volume(cfg, r.locs[i]))
+						stranger = xstrdup(r.locs[i]);
+			free(copy);
+		}
+		index_iter_free(it);
+	} else {
+		struct buf b = {0};
+		char err[256], *url = xasprintf("%s/?list&limit=%d", g->master, SAMPLE);
+		json_error_t je;
+		json_t *doc = NULL, *keys, *k;
+		size_t i;
+		if (httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err) == 200)
+			doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
+		free(url);
+		buf_free(&b);
+		keys = doc ? json_object_get(doc, "keys") : NULL;
+		json_array_foreach(keys, i, k) {
+			char *enc = ops_escape(json_string_value(k), json_string_length(k), true);
+			struct ops_head_info h;
+			url = xasprintf("%s%s", g->master, enc);
+			if (ops_head_info(url, TIMEOUT_MS, &h, err) == 302)
+				for (char *s = h.volumes, *save = NULL, *t;
+				     !stranger && (t = strtok_r(s, ",", &save)); s = NULL)
+					if (!known_volume(cfg, t))
+						stranger = xstrdup(t);
+			free(url);
+			free(enc);
+			if (stranger)
+				break;
+		}
+		json_decref(doc);
+	}
+	if (!stranger)
+		return 0;
+	log_msg("gc: a record names %s, which is on none of -volumes: with another spelling of "
+		"a volume's name (or a volume left out) every file would look unnamed", stranger);
+	free(stranger);
+	return -1;
+}
+
+/* ---- the command ---- */
+
+static void progress_line(void *ctx, char *out, size_t n)
+{
+	struct gc *g = ctx;
+	snprintf(out, n, "gc: %lu dirs, %lu files, %lu orphans, %lu temporary, %lu deleted, "
+		 "%lu failed", atomic_load(&g->dirs), atomic_load(&g->files),
+		 atomic_load(&g->orphans), atomic_load(&g->tmps), atomic_load(&g->deleted),
+		 atomic_load(&g->failed));
+}
+
+int gc_main(const struct config *cfg)
+{
+	struct gc g = {.cfg = cfg, .t0 = now_ms()};
+	struct ops_progress *p;
+	char dur[32], *why = NULL;
+	int rc = 0;
+
+	httpc_global_init();
+	pthread_mutex_init(&g.mu, NULL);
+	g.grace_s = 2 * cfg->puttimeout_ms / 1000;
+	if (g.grace_s < 2)
+		g.grace_s = 2;
+	g.master = ops_master_url(cfg->master);
+	if (!g.master && !(g.idx = index_open(cfg->db, &why))) {
+		log_msg("gc: %s", why);
+		if (strstr(why, "in use"))
+			log_msg("gc: a master is serving this index: run gc online with "
+				"-master host:port");
+		free(why);
+		return 1;
+	}
+	if (check_names(&g) < 0) {
+		if (cfg->delete_) {
+			log_msg("gc: nothing deleted: give -volumes exactly as the master has them "
+				"(and rebalance away from volumes taken out)");
+			free(g.master);
+			if (g.idx)
+				index_close(g.idx);
+			pthread_mutex_destroy(&g.mu);
+			return 1;
+		}
+		log_msg("gc: what this dry run calls orphans may not be");
+	}
+	p = ops_progress_start(progress_line, &g);
+	if (cfg->unlinked)
+		rc = g.master ? unlinked_online(&g) : unlinked_offline(&g);
+	if (cfg->unlinked && !g.master && cfg->delete_)
+		index_sync(g.idx);
+	ops_pool_run(cfg->workers, (size_t)cfg->nvol, root_one, &g);
+	ops_pool_run(cfg->workers, g.nunits, unit_one, &g);
+	ops_progress_stop(p);
+
+	ops_fmt_duration(now_ms() - g.t0, dur, sizeof(dur));
+	log_msg("gc: %lu files in %lu dirs: %lu orphans (%.1f MB), %lu stale temporary files "
+		"(%.1f MB), %lu younger than %llu s kept, %lu %s, %lu failed in %s%s",
+		atomic_load(&g.files), atomic_load(&g.dirs), atomic_load(&g.orphans),
+		(double)atomic_load(&g.orphan_bytes) / 1e6, atomic_load(&g.tmps),
+		(double)atomic_load(&g.tmp_bytes) / 1e6, atomic_load(&g.young),
+		(unsigned long long)g.grace_s, atomic_load(&g.deleted),
+		cfg->delete_ ? "deleted" : "deleted (a dry run: -delete removes them)",
+		atomic_load(&g.failed), dur, rc ? "; stopped early, see above" : "");
+	if (cfg->unlinked)
+		log_msg("gc: %lu unlinked keys, %lu removed, %lu live again or being written%s",
+			atomic_load(&g.unlinked), atomic_load(&g.unlinked_gone),
+			atomic_load(&g.unlinked_busy),
+			cfg->delete_ ? "" : " (a dry run: -delete removes them)");
+	for (size_t i = 0; i < g.nunits; i++)
+		free(g.units[i].loc);
+	free(g.units);
+	free(g.master);
+	if (g.idx)
+		index_close(g.idx);
+	pthread_mutex_destroy(&g.mu);
+	/* left wrong: a failure, or garbage that is still there (a dry run's) */
+	if (rc || atomic_load(&g.failed))
+		return 1;
+	if (atomic_load(&g.deleted) + atomic_load(&g.rekept) <
+	    atomic_load(&g.orphans) + atomic_load(&g.tmps))
+		return 1;
+	return atomic_load(&g.unlinked) >
+		       atomic_load(&g.unlinked_gone) + atomic_load(&g.unlinked_busy) ? 1 : 0;
+}

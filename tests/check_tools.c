@@ -1,0 +1,832 @@
+/* check_tools.c -- RELINK, `mkv verify`, `mkv gc`, `mkv put` and `mkv get`
+ * against real clusters: three volumes, all mkv-volume or all stock nginx
+ * (the loop tests run once on each), and a master with -replicas 2.
+ *
+ *   - RELINK: live -> 204, unlinked -> 204 and served again, absent -> 404,
+ *     an interrupted PUT's record with a replica missing -> 409; 405 lists it;
+ *   - verify: a replica's bytes corrupted on disk (the mkv-volume's md5
+ *     xattr left as it was) and another replica deleted are both found,
+ *     -fix repairs both, byte for byte, and the next verify is clean --
+ *     online and offline (-db), and with -rate;
+ *   - gc: a master killed (-9) mid-PUT leaves a DELETED record that gc
+ *     -unlinked finds and removes; orphan blobs (no record, or a record
+ *     naming other places) and stale hidden temporary files are found by
+ *     the dry run and removed by gc -delete while a load of PUTs runs, and
+ *     afterwards every key written reads back intact (verify is clean);
+ *   - put/get: a tree with nested directories and names that need
+ *     percent-escaping, each interrupted (SIGKILL) and resumed, comes back
+ *     byte for byte; a rerun skips everything; a file changed locally is
+ *     reported, not uploaded.
+ * MKV_TOOLS_FILES sets the tree's size (default 2,000 files). */
+#include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/httpc.h"
+#include "../common/placement.h"
+#include "../common/record.h"
+#include "../master/index.h"
+#include "../master/ops.h"
+#include "harness.h"
+
+#define NVOL 3
+#define REPLICAS "2"
+#define SUBVOLUMES "2"
+
+static struct vol V[NVOL];
+static struct master M;
+static char *tmp;
+static const char *master_flags[] = {"-replicas", REPLICAS, "-subvolumes", SUBVOLUMES, NULL};
+
+static void cluster_up_kind(enum vol_kind kind)
+{
+	httpc_global_init();
+	tmp = h_tmpdir();
+	for (int v = 0; v < NVOL; v++)
+		h_vol_start(&V[v], kind);
+	memset(&M, 0, sizeof(M));
+	h_master_start(&M, V, NVOL, master_flags);
+}
+
+static void cluster_down(void)
+{
+	h_master_stop(&M);
+	for (int v = 0; v < NVOL; v++)
+		h_vol_stop(&V[v]);
+	h_rmrf(tmp);
+	free(tmp);
+}
+
+static void show_log(const char *path)
+{
+	char *s = h_read_file(path);
+	fprintf(stderr, "---- %s\n%s----\n", path, s);
+	free(s);
+}
+
+static bool log_has(const char *path, const char *needle)
+{
+	char *s = h_read_file(path);
+	bool found = strstr(s, needle) != NULL;
+	free(s);
+	return found;
+}
+
+/* bin/mkv [-volumes ...] args... ; the exit code (-1 when killed).
+ * kill_after_ms > 0: SIGKILL it then, if it still runs. */
+static int mkv_run(bool volumes, const char *const *args, const char *log, int kill_after_ms)
+{
+	char *bin = h_bin("mkv"), *vols = h_volumes_arg(V, NVOL);
+	char *argv[40];
+	int n = 0, st;
+	pid_t pid;
+	argv[n++] = bin;
+	if (volumes) {
+		argv[n++] = "-volumes";
+		argv[n++] = vols;
+		argv[n++] = "-replicas";
+		argv[n++] = REPLICAS;
+		argv[n++] = "-subvolumes";
+		argv[n++] = SUBVOLUMES;
+	}
+	for (int i = 0; args[i]; i++)
+		argv[n++] = (char *)args[i];
+	argv[n] = NULL;
+	unlink(log);
+	pid = h_spawn(argv, log);
+	if (kill_after_ms > 0) {
+		uint64_t end = now_ms() + (uint64_t)kill_after_ms;
+		while (now_ms() < end && waitpid(pid, &st, WNOHANG) == 0)
+			usleep(2000);
+		if (now_ms() >= end)
+			kill(pid, SIGKILL);
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		st = 0;
+	free(bin);
+	free(vols);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *key_url(const char *key)
+{
+	char *enc = ops_escape(key, strlen(key), true), *u = xasprintf("%s%s", M.base, enc);
+	free(enc);
+	return u;
+}
+
+static long put_key(const char *key, const void *val, size_t n)
+{
+	struct resp r;
+	char *u = key_url(key);
+	long st = h_http("PUT", u, val, n, NULL, false, &r);
+	h_resp_free(&r);
+	free(u);
+	return st;
+}
+
+/* The file on disk of key's replica at loc ("127.0.0.1:port[/svNN]"). */
+static char *replica_file(const char *key, const char *loc)
+{
+	char path[PATH_MAX_LEN];
+	placement_path(key, strlen(key), path);
+	for (int v = 0; v < NVOL; v++) {
+		size_t n = strlen(V[v].name);
+		if (!strncmp(loc, V[v].name, n) && (loc[n] == '/' || !loc[n]))
+			return xasprintf("%s%s%s", V[v].dir, loc + n, path);
+	}
+	ck_abort_msg("location %s is no volume's", loc);
+	return NULL;
+}
+
+/* The key's locations, from the master's Key-Volumes; n gets the count. */
+static void key_locs(const char *key, char locs[][LOC_MAX], int *n)
+{
+	struct resp r;
+	char *u = key_url(key), *kv, *save = NULL;
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	kv = h_header(&r, "Key-Volumes");
+	ck_assert_ptr_nonnull(kv);
+	*n = 0;
+	for (char *t = strtok_r(kv, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		snprintf(locs[(*n)++], LOC_MAX, "%s", t);
+	free(kv);
+	h_resp_free(&r);
+	free(u);
+}
+
+static char *file_bytes(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	struct buf b = {0};
+	char chunk[65536];
+	size_t got;
+	buf_puts(&b, "");
+	if (!f) {
+		*n = (size_t)-1;
+		return b.data;
+	}
+	while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		buf_append(&b, chunk, got);
+	fclose(f);
+	*n = b.len;
+	return b.data;
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	ck_assert_msg(f != NULL, "fopen %s", path);
+	ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+	fclose(f);
+}
+
+/* An mtime an hour ago: older than any grace period of gc's. */
+static void make_old(const char *path)
+{
+	struct timespec ts[2];
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= 3600;
+	ts[1] = ts[0];
+	ck_assert_msg(utimensat(AT_FDCWD, path, ts, 0) == 0, "utimensat %s", path);
+}
+
+static char *value(int i, size_t *n)
+{
+	/* sizes from one byte to ~300 KiB: nginx's copies stream through
+	 * verify's buffer in many pieces */
+	size_t len = i % 7 == 0 ? 300000 + (size_t)i : 1 + (size_t)(i * 131 % 5000);
+	char *v = xmalloc(len);
+	for (size_t j = 0; j < len; j++)
+		v[j] = (char)((i * 7 + (int)j * 13) ^ (int)(j >> 5));
+	*n = len;
+	return v;
+}
+
+/* ---- RELINK ---- */
+
+START_TEST(test_relink)
+{
+	struct resp r;
+	char *u, *absent, *allow, path[PATH_MAX_LEN], *why = NULL;
+	cluster_up_kind(VOL_MKV);
+	u = key_url("/re link");
+	absent = key_url("/absent");
+	ck_assert_int_eq(put_key("/re link", "hello", 5), 201);
+	ck_assert_int_eq(h_status("RELINK", u), 204);          /* live: nothing to do */
+	ck_assert_int_eq(h_status("UNLINK", u), 204);
+	ck_assert_int_eq(h_status("GET", u), 404);
+	ck_assert_int_eq(h_status("RELINK", u), 204);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_str_eq(r.body.data, "hello");
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("RELINK", absent), 404);
+	ck_assert_int_eq(h_http("BREW", u, NULL, 0, NULL, false, &r), 405);
+	allow = h_header(&r, "Allow");
+	ck_assert_ptr_nonnull(strstr(allow, "RELINK"));
+	free(allow);
+	h_resp_free(&r);
+	{
+		char *q = xasprintf("%s?x", u);
+		ck_assert_int_eq(h_status("RELINK", q), 400);
+		free(q);
+	}
+
+	/* A crashed PUT's record: DELETED, no HASH, its bytes never arrived. */
+	h_stop(M.pid, SIGTERM);
+	{
+		struct index *idx = index_open(M.db, &why);
+		char *v;
+		size_t vlen;
+		ck_assert_msg(idx != NULL, "%s", why);
+		v = xasprintf("DELETED%s,%s", V[0].name, V[1].name);
+		ck_assert_int_eq(index_put(idx, "/crashed", 8, v, strlen(v)), 0);
+		free(v);
+		index_close(idx);
+		(void)vlen;
+	}
+	h_master_restart(&M, V, NVOL, master_flags);
+	{
+		char *c = key_url("/crashed");
+		ck_assert_int_eq(h_status("RELINK", c), 409);
+		ck_assert_int_eq(h_status("GET", c), 404);
+		/* once every replica is there, it may come back */
+		placement_path("/crashed", 8, path);
+		for (int v = 0; v < 2; v++) {
+			char *bu = xasprintf("http://%s%s", V[v].name, path);
+			struct resp pr;
+			ck_assert_int_eq(h_http("PUT", bu, "x", 1, NULL, false, &pr), 201);
+			h_resp_free(&pr);
+			free(bu);
+		}
+		ck_assert_int_eq(h_status("RELINK", c), 204);
+		ck_assert_int_eq(h_status("GET", c), 302);
+		free(c);
+	}
+	free(u);
+	free(absent);
+	cluster_down();
+}
+END_TEST
+
+/* ---- verify ---- */
+
+#define VKEYS 60
+
+static void verify_clean(const char *log, const char *const *extra)
+{
+	const char *args[12];
+	int n = 0;
+	for (int i = 0; extra && extra[i]; i++)
+		args[n++] = extra[i];
+	args[n++] = "verify";
+	args[n] = NULL;
+	if (mkv_run(true, args, log, 0) != 0) {
+		show_log(log);
+		ck_abort_msg("verify found problems in a clean cluster");
+	}
+	ck_assert(log_has(log, "0 missing, 0 corrupt, 0 fixed, 0 failed"));
+}
+
+START_TEST(test_verify)
+{
+	enum vol_kind kind = _i ? VOL_NGINX : VOL_MKV;
+	char key[64], locs[RECORD_MAX_LOCS][LOC_MAX], *log, *corrupt_file, *gone_file;
+	char *orig_c, *orig_g;
+	size_t oc, og, n;
+	int nl;
+	cluster_up_kind(kind);
+	log = xasprintf("%s/verify.log", tmp);
+	for (int i = 0; i < VKEYS; i++) {
+		char *v = value(i, &n);
+		snprintf(key, sizeof(key), "/v/%d %s", i, i % 3 ? "plain" : "?ü");
+		ck_assert_int_eq(put_key(key, v, n), 201);
+		free(v);
+	}
+	const char *online[] = {"-master", M.base + 7, NULL};
+	verify_clean(log, online);
+
+	/* key 7 (300 KB): one replica's bytes changed in place, size and (on
+	 * an mkv-volume) md5 xattr unchanged; key 8: one replica deleted */
+	snprintf(key, sizeof(key), "/v/%d %s", 7, "plain");
+	key_locs(key, locs, &nl);
+	ck_assert_int_eq(nl, 2);
+	corrupt_file = replica_file(key, locs[1]);
+	orig_c = file_bytes(corrupt_file, &oc);
+	ck_assert_uint_gt(oc, 1000);
+	{
+		int fd = open(corrupt_file, O_WRONLY);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, "CORRUPT", 7, 1000), 7);
+		close(fd);
+	}
+	snprintf(key, sizeof(key), "/v/%d %s", 8, "plain");
+	key_locs(key, locs, &nl);
+	gone_file = replica_file(key, locs[0]);
+	orig_g = file_bytes(gone_file, &og);
+	ck_assert_int_eq(unlink(gone_file), 0);
+
+	{
+		const char *args[] = {"-master", M.base + 7, "verify", NULL};
+		ck_assert_int_eq(mkv_run(true, args, log, 0), 1);
+		if (!log_has(log, "1 missing, 1 corrupt, 0 fixed")) {
+			show_log(log);
+			ck_abort_msg("verify did not find the missing and the corrupt replica");
+		}
+	}
+	{
+		const char *args[] = {"-master", M.base + 7, "-fix", "-workers", "4", "verify", NULL};
+		int rc = mkv_run(true, args, log, 0);
+		if (rc != 0 || !log_has(log, "1 missing, 1 corrupt, 2 fixed, 0 failed")) {
+			show_log(log);
+			ck_abort_msg("verify -fix did not repair both replicas (exit %d)", rc);
+		}
+	}
+	{
+		size_t n1, n2;
+		char *b1 = file_bytes(corrupt_file, &n1), *b2 = file_bytes(gone_file, &n2);
+		ck_assert_uint_eq(n1, oc);
+		ck_assert_mem_eq(b1, orig_c, oc);
+		ck_assert_uint_eq(n2, og);
+		ck_assert_mem_eq(b2, orig_g, og);
+		free(b1);
+		free(b2);
+	}
+	verify_clean(log, online);
+	{
+		const char *rated[] = {"-master", M.base + 7, "-rate", "50", NULL};
+		verify_clean(log, rated);
+	}
+
+	/* Offline: the master stopped, the same from the index; both copies
+	 * of a key bad leaves nothing to fix from, and verify says so. */
+	h_stop(M.pid, SIGTERM);
+	M.pid = 0;
+	{
+		const char *offline[] = {"-db", M.db, NULL};
+		verify_clean(log, offline);
+	}
+	snprintf(key, sizeof(key), "/v/%d %s", 14, "plain");
+	{
+		char path[PATH_MAX_LEN];
+		int bad = 0;
+		placement_path(key, strlen(key), path);
+		/* every copy of key 14, wherever it is */
+		for (int v = 0; v < NVOL; v++)
+			for (int s = -1; s < 2; s++) {
+				char *f = s < 0 ? xasprintf("%s%s", V[v].dir, path)
+						: xasprintf("%s/sv%02X%s", V[v].dir, s, path);
+				int fd = open(f, O_WRONLY);
+				if (fd >= 0) {
+					ck_assert_int_eq(pwrite(fd, "X", 1, 0), 1);
+					close(fd);
+					bad++;
+				}
+				free(f);
+			}
+		ck_assert_int_eq(bad, 2);
+		const char *args[] = {"-db", M.db, "-fix", "verify", NULL};
+		ck_assert_int_eq(mkv_run(true, args, log, 0), 1);
+		if (!log_has(log, "0 missing, 2 corrupt, 0 fixed, 2 failed") ||
+		    !log_has(log, "no good copy")) {
+			show_log(log);
+			ck_abort_msg("verify -fix with no good copy");
+		}
+	}
+	free(orig_c);
+	free(orig_g);
+	free(corrupt_file);
+	free(gone_file);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
+/* ---- gc ---- */
+
+struct load {
+	atomic_bool stop;
+	atomic_int done, failed;
+	int base;
+};
+
+static void *load_main(void *arg)
+{
+	struct load *l = arg;
+	char key[64];
+	for (int i = 0; !atomic_load(&l->stop); i++) {
+		size_t n;
+		char *v = value(l->base + i, &n);
+		snprintf(key, sizeof(key), "/load/%d", l->base + i);
+		if (put_key(key, v, n) == 201)
+			atomic_fetch_add(&l->done, 1);
+		else
+			atomic_fetch_add(&l->failed, 1);
+		free(v);
+	}
+	return NULL;
+}
+
+/* PUT a value to a volume directly: a blob that no record names. */
+static void volume_put(int v, const char *path, const char *val)
+{
+	struct resp r;
+	char *u = xasprintf("http://%s%s", V[v].name, path);
+	ck_assert_int_ge(h_http("PUT", u, val, strlen(val), NULL, false, &r), 201);
+	h_resp_free(&r);
+	free(u);
+}
+
+START_TEST(test_gc)
+{
+	enum vol_kind kind = _i ? VOL_NGINX : VOL_MKV;
+	char key[64], locs[RECORD_MAX_LOCS][LOC_MAX], path[PATH_MAX_LEN], *log, *f;
+	char *orphans[8];
+	int norphans = 0, nl;
+	struct load loads[3];
+	pthread_t lt[3];
+	cluster_up_kind(kind);
+	log = xasprintf("%s/gc.log", tmp);
+	for (int i = 0; i < 40; i++) {
+		size_t n;
+		char *v = value(i, &n);
+		snprintf(key, sizeof(key), "/g/%d", i);
+		ck_assert_int_eq(put_key(key, v, n), 201);
+		free(v);
+	}
+
+	/* kill -9 mid-PUT: half a body sent, the master dies */
+	{
+		static char body[65536];
+		char *req = xasprintf("PUT /crash/mid HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+				      "\r\n", 1 << 20);
+		int fd = h_connect(M.port);
+		struct resp r;
+		char *ul = xasprintf("%s/crash/?unlinked", M.base);
+		ck_assert_int_ge(fd, 0);
+		memset(body, 'c', sizeof(body));
+		ck_assert(h_send(fd, req, strlen(req)));
+		ck_assert(h_send(fd, body, sizeof(body)));
+		for (int t = 0; t < 500; t++) {   /* its DELETED record is written */
+			h_http("GET", ul, NULL, 0, NULL, false, &r);
+			bool there = strstr(r.body.data, "/crash/mid") != NULL;
+			h_resp_free(&r);
+			if (there)
+				break;
+			usleep(10000);
+		}
+		h_stop(M.pid, SIGKILL);
+		close(fd);
+		free(req);
+		free(ul);
+		h_master_restart(&M, V, NVOL, master_flags);
+	}
+
+	/* orphans: a blob with no record (a failed cleanup); a real key's copy
+	 * at a place its record does not name (an interrupted rebalance); a
+	 * file that is no blob's path; a stale hidden temp file (mkv-volume) */
+	placement_path("/orphan one", 10, path);
+	volume_put(0, path, "orphan one");
+	orphans[norphans++] = xasprintf("%s%s", V[0].dir, path);
+	snprintf(key, sizeof(key), "/g/%d", 3);
+	key_locs(key, locs, &nl);
+	placement_path(key, strlen(key), path);
+	for (int v = 0; v < NVOL; v++) {
+		bool used = false;
+		for (int j = 0; j < nl; j++)
+			used |= !strncmp(locs[j], V[v].name, strlen(V[v].name));
+		if (!used) {
+			char *p = xasprintf("/sv01%s", path);
+			volume_put(v, p, "stale copy");
+			orphans[norphans++] = xasprintf("%s%s", V[v].dir, p);
+			free(p);
+			break;
+		}
+	}
+	volume_put(1, "/ab/cd/not-a-blob", "junk");
+	orphans[norphans++] = xasprintf("%s/ab/cd/not-a-blob", V[1].dir);
+	if (kind == VOL_MKV) {
+		f = xasprintf("%s/ab/cd/.mkv-tmp.99.1", V[1].dir);
+		write_file(f, "half", 4);
+		orphans[norphans++] = f;
+	}
+	for (int i = 0; i < norphans; i++)
+		make_old(orphans[i]);
+	/* and one just made: younger than the grace period, kept */
+	placement_path("/orphan young", 12, path);
+	volume_put(2, path, "young");
+	f = xasprintf("%s%s", V[2].dir, path);
+
+	const char *dry[] = {"-master", M.base + 7, "-puttimeout", "5s", "-unlinked", "gc", NULL};
+	ck_assert_int_eq(mkv_run(true, dry, log, 0), 1);
+	{
+		char want[96];
+		snprintf(want, sizeof(want), "%d orphans", norphans - (kind == VOL_MKV));
+		if (!log_has(log, want) ||
+		    !log_has(log, kind == VOL_MKV ? "1 stale temporary" : "0 stale temporary") ||
+		    !log_has(log, "1 younger than 10 s kept") || !log_has(log, "1 unlinked keys")) {
+			show_log(log);
+			ck_abort_msg("gc's dry run did not find what it should");
+		}
+	}
+	for (int i = 0; i < norphans; i++)
+		ck_assert_msg(access(orphans[i], F_OK) == 0, "dry run removed %s", orphans[i]);
+
+	/* the same volumes spelled otherwise: gc refuses to delete anything */
+	{
+		char *vols = xasprintf("localhost:%d,localhost:%d,localhost:%d", V[0].port,
+				       V[1].port, V[2].port);
+		const char *args[] = {"-volumes", vols, "-replicas", REPLICAS, "-subvolumes",
+				      SUBVOLUMES, "-master", M.base + 7, "-puttimeout", "1s",
+				      "-delete", "gc", NULL};
+		ck_assert_int_eq(mkv_run(false, args, log, 0), 1);
+		ck_assert(log_has(log, "on none of -volumes"));
+		for (int i = 0; i < norphans; i++)
+			ck_assert_msg(access(orphans[i], F_OK) == 0, "removed %s", orphans[i]);
+		free(vols);
+	}
+
+	/* -delete while PUTs run */
+	for (int t = 0; t < 3; t++) {
+		memset(&loads[t], 0, sizeof(loads[t]));
+		loads[t].base = t * 100000;
+		ck_assert_int_eq(pthread_create(&lt[t], NULL, load_main, &loads[t]), 0);
+	}
+	usleep(300000);
+	const char *del1[] = {"-master", M.base + 7, "-puttimeout", "5s", "-unlinked", "-delete",
+			      "gc", NULL};
+	int rc = mkv_run(true, del1, log, 0);
+	if (rc != 0)
+		show_log(log);
+	ck_assert_msg(access(f, F_OK) == 0, "gc -delete removed a young file");
+	/* again with a grace of 2 s, once the load's first files are past it:
+	 * then their records, not their age, keep them */
+	usleep(2500000);
+	const char *del2[] = {"-master", M.base + 7, "-puttimeout", "1s", "-unlinked", "-delete",
+			      "gc", NULL};
+	int rc2 = mkv_run(true, del2, log, 0);
+	for (int t = 0; t < 3; t++) {
+		atomic_store(&loads[t].stop, true);
+		pthread_join(lt[t], NULL);
+	}
+	if (rc != 0 || rc2 != 0)
+		show_log(log);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(rc2, 0);
+	for (int i = 0; i < norphans; i++) {
+		ck_assert_msg(access(orphans[i], F_OK) != 0, "gc -delete left %s", orphans[i]);
+		free(orphans[i]);
+	}
+	ck_assert_msg(access(f, F_OK) != 0, "gc -delete left %s once it was old", f);
+	free(f);
+	{
+		char *u = key_url("/crash/mid");
+		ck_assert_int_eq(h_status("GET", u), 404);
+		free(u);
+		struct resp r;
+		char *ul = xasprintf("%s/?unlinked", M.base);
+		h_http("GET", ul, NULL, 0, NULL, false, &r);
+		ck_assert_str_eq(r.body.data, "{\"next\":\"\",\"keys\":[]}");
+		h_resp_free(&r);
+		free(ul);
+	}
+	/* nothing the load or the setup wrote was lost */
+	for (int t = 0; t < 3; t++) {
+		ck_assert_int_eq(atomic_load(&loads[t].failed), 0);
+		ck_assert_int_gt(atomic_load(&loads[t].done), 0);
+	}
+	const char *ver[] = {"-master", M.base + 7, "verify", NULL};
+	rc = mkv_run(true, ver, log, 0);
+	if (rc != 0)
+		show_log(log);
+	ck_assert_int_eq(rc, 0);
+	{
+		char want[64];
+		int total = 40;
+		for (int t = 0; t < 3; t++)
+			total += atomic_load(&loads[t].done);
+		snprintf(want, sizeof(want), "verify: %d keys, %d replicas", total, 2 * total);
+		if (!log_has(log, want)) {
+			show_log(log);
+			ck_abort_msg("want %s", want);
+		}
+	}
+	free(log);
+	cluster_down();
+}
+END_TEST
+
+/* ---- put / get ---- */
+
+static int nfiles = 2000;
+
+/* The i-th file's relative path: nested directories, names that need
+ * percent-escaping, and '?' (whose key's base64 may hold '/'). */
+static char *tree_name(int i)
+{
+	static const char *const dirs[] = {"a", "a/b", "a/b/c d", "ünï/cødé", "x%y/z&w",
+					   "q?r#s", "p+q/[brackets]", "deep/1/2/3/4/5"};
+	return xasprintf("%s/f %d%s", dirs[i % 8], i,
+			 i % 5 == 0 ? "?.bin" : i % 5 == 1 ? "%20.txt" : i % 5 == 2 ? " ü" : "");
+}
+
+static void make_tree(const char *root)
+{
+	for (int i = 0; i < nfiles; i++) {
+		char *rel = tree_name(i), *p = xasprintf("%s/%s", root, rel);
+		size_t n;
+		char *v = value(i + 1, &n);
+		for (char *s = strchr(p + strlen(root) + 1, '/'); s; s = strchr(s + 1, '/')) {
+			*s = '\0';
+			mkdir(p, 0755);
+			*s = '/';
+		}
+		if (i == 1) {      /* one big file: put asks before sending it */
+			free(v);
+			n = 1536 * 1024;
+			v = xmalloc(n);
+			for (size_t j = 0; j < n; j++)
+				v[j] = (char)(j * 2654435761u >> 13);
+		}
+		write_file(p, v, i == 1 || n <= 20000 ? n : 20000);   /* keep the tree small */
+		free(v);
+		free(p);
+		free(rel);
+	}
+}
+
+static int count_files_in;
+static int count_one(const char *p, const struct stat *st, int type, struct FTW *f)
+{
+	(void)p, (void)st, (void)f;
+	count_files_in += type == FTW_F;
+	return 0;
+}
+
+static int count_files(const char *root)
+{
+	count_files_in = 0;
+	nftw(root, count_one, 32, FTW_PHYS);
+	return count_files_in;
+}
+
+/* Every file of the tree at a is in b, byte for byte, and b has no more. */
+static void same_tree(const char *a, const char *b)
+{
+	for (int i = 0; i < nfiles; i++) {
+		char *rel = tree_name(i), *pa = xasprintf("%s/%s", a, rel);
+		char *pb = xasprintf("%s/%s", b, rel);
+		size_t na, nb;
+		char *x = file_bytes(pa, &na), *y = file_bytes(pb, &nb);
+		ck_assert_msg(na == nb && !memcmp(x, y, na), "%s differs from %s", pb, pa);
+		free(x);
+		free(y);
+		free(pa);
+		free(pb);
+		free(rel);
+	}
+	ck_assert_int_eq(count_files(b), nfiles);
+}
+
+START_TEST(test_putget)
+{
+	char *src, *dst, *log, *args_dir;
+	int rc;
+	const char *e = getenv("MKV_TOOLS_FILES");
+	if (e && atoi(e) > 0)
+		nfiles = atoi(e);
+	cluster_up_kind(_i ? VOL_NGINX : VOL_MKV);
+	src = xasprintf("%s/src", tmp);
+	dst = xasprintf("%s/dst", tmp);
+	log = xasprintf("%s/putget.log", tmp);
+	mkdir(src, 0755);
+	make_tree(src);
+	args_dir = src;
+
+	/* interrupted, then resumed: everything arrives, nothing twice */
+	const char *put[] = {"-master", M.base + 7, "-workers", "8", "put", args_dir,
+			     "/ds/set 1", NULL};
+	rc = mkv_run(false, put, log, 300);
+	ck_assert(rc == -1 || rc == 0);
+	rc = mkv_run(false, put, log, 0);
+	if (rc != 0)
+		show_log(log);
+	ck_assert_int_eq(rc, 0);
+	ck_assert(log_has(log, " 0 differ, 0 failed"));
+	rc = mkv_run(false, put, log, 0);
+	{
+		char want[64];
+		snprintf(want, sizeof(want), "put: 0 files, 0.0 MB, %d skipped", nfiles);
+		if (rc != 0 || !log_has(log, want)) {
+			show_log(log);
+			ck_abort_msg("a rerun of put did not skip every file");
+		}
+	}
+	/* a key is the prefix and the file's path, percent-escaped on the wire */
+	{
+		char *u = key_url("/ds/set 1/q?r#s/f 5?.bin");
+		ck_assert_int_eq(h_status("HEAD", u), 302);
+		free(u);
+	}
+
+	const char *get[] = {"-master", M.base + 7, "-workers", "8", "get", "/ds/set 1/", dst,
+			     NULL};
+	rc = mkv_run(false, get, log, 200);
+	ck_assert(rc == -1 || rc == 0);
+	rc = mkv_run(false, get, log, 0);
+	if (rc != 0)
+		show_log(log);
+	ck_assert_int_eq(rc, 0);
+	same_tree(src, dst);
+	rc = mkv_run(false, get, log, 0);
+	{
+		char want[64];
+		snprintf(want, sizeof(want), "get: 0 files, 0.0 MB, %d skipped", nfiles);
+		if (rc != 0 || !log_has(log, want)) {
+			show_log(log);
+			ck_abort_msg("a rerun of get did not skip every file");
+		}
+	}
+	/* a damaged local file is fetched again */
+	{
+		char *rel = tree_name(3), *p = xasprintf("%s/%s", dst, rel);
+		write_file(p, "damaged", 7);
+		rc = mkv_run(false, get, log, 0);
+		ck_assert_int_eq(rc, 0);
+		ck_assert(log_has(log, "get: 1 files"));
+		same_tree(src, dst);
+		/* changed locally: put reports it and does not overwrite */
+		write_file(p, "changed", 7);
+		const char *put2[] = {"-master", M.base + 7, "put", dst, "/ds/set 1", NULL};
+		rc = mkv_run(false, put2, log, 0);
+		if (rc != 1 || !log_has(log, "1 differ, 0 failed")) {
+			show_log(log);
+			ck_abort_msg("put of a changed file: exit %d", rc);
+		}
+		char *key = xasprintf("/ds/set 1/%s", rel), *u = key_url(key);
+		struct resp r;
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+		ck_assert_int_ne(r.body.len, 7);
+		h_resp_free(&r);
+		free(u);
+		free(key);
+		free(p);
+		free(rel);
+	}
+	/* bad usage */
+	{
+		const char *bad1[] = {"-master", M.base + 7, "put", src, NULL};
+		const char *bad2[] = {"put", src, "/x", NULL};
+		const char *bad3[] = {"-master", M.base + 7, "put", "/nonexistent/dir", "/x", NULL};
+		ck_assert_int_eq(mkv_run(false, bad1, log, 0), 2);
+		ck_assert_int_eq(mkv_run(false, bad2, log, 0), 2);
+		ck_assert_int_eq(mkv_run(false, bad3, log, 0), 1);
+	}
+	free(src);
+	free(dst);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
+Suite *tools_suite(void)
+{
+	Suite *s = suite_create("tools");
+	TCase *tc = tcase_create("relink");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_relink);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("verify");
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_verify, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("gc");
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_gc, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("putget");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_putget, 0, 2);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(tools_suite());
+	int failed;
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
