@@ -10,8 +10,12 @@ OPT     ?= -O2
 # arrive with `deps`, which runs before anything is compiled.
 CFLAGS   = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS   = $(shell pkg-config --libs libmicrohttpd libcurl jansson libcrypto 2>/dev/null) \
-           -lleveldb -lpthread -lm
+# Each program links what it calls: the master all of it, mkv-volume no
+# LevelDB or jansson, the tools neither those nor libmicrohttpd.
+libs     = $(shell pkg-config --libs $(1) 2>/dev/null) -lpthread -lm
+LDLIBS   = $(call libs,libmicrohttpd libcurl jansson libcrypto) -lleveldb
+VOL_LIBS = $(call libs,libmicrohttpd libcurl libcrypto)
+TOOL_LIBS = $(call libs,libcurl libcrypto)
 TESTLIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 ifeq ($(SANITIZE),1)
@@ -60,16 +64,16 @@ $(BIN)/mkv: $(B)/master/main.o $(MASTER_LIB) $(COMMON_OBJ)
 
 $(BIN)/mkv-volume: $(B)/volume/main.o $(B)/volume/interpose.o $(VOLUME_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $^ $(VOL_LIBS) -o $@
 
 $(BIN)/%: $(B)/tools/%.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $^ $(TOOL_LIBS) -o $@
 
 # Suites named check_volume* link the volume's code; the others the master's.
 $(B)/tests/check_volume%: $(B)/tests/check_volume%.o $(B)/tests/harness.o $(VOLUME_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(TESTLIBS) $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $^ $(TESTLIBS) $(VOL_LIBS) -o $@
 
 $(B)/tests/%: $(B)/tests/%.o $(B)/tests/harness.o $(MASTER_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)

@@ -78,6 +78,19 @@ static size_t b64(const unsigned char *in, size_t n, char *out)
 	return (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
 }
 
+long placement_name_key(const char *name, size_t n, char *out)
+{
+	int len;
+	if (n == 0 || n % 4 || n / 4 * 3 > KEY_MAX + 2)
+		return -1;
+	len = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)name, (int)n);
+	if (len < 0)
+		return -1;
+	/* EVP_DecodeBlock counts the padding as bytes */
+	len -= (name[n - 1] == '=') + (name[n - 2] == '=');
+	return len >= 2 && len <= KEY_MAX ? len : -1;   /* keys are 2..KEY_MAX bytes */
+}
+
 int key_decode(const char *src, size_t n, char *out, size_t *outlen, const char **why)
 {
 	char b[PATH_MAX_LEN];

@@ -1,5 +1,5 @@
 /* placement.h -- keys, and where their bytes live.  Bit-exact with
- * minikeyvalue (SPEC §2): changing any of this strands existing data.
+ * minikeyvalue (docs/protocol.md §2): changing any of this strands existing data.
  *
  * A key is arbitrary bytes (usually starting with '/').  Nothing here
  * allocates except where noted. */
@@ -30,6 +30,11 @@ int query_decode(const char *src, size_t n, char *out, size_t *outlen);
  * (PATH_MAX_LEN bytes; keys longer than KEY_MAX are truncated -- callers
  * validate first). */
 void placement_path(const char *key, size_t keylen, char *out);
+/* The key a blob's file name (the base64 after "/xx/yy/", n bytes) stands
+ * for, into out (PATH_MAX_LEN bytes): its length, or -1 when the name is
+ * not padded standard base64 of 2 to KEY_MAX bytes.  Whether the name
+ * sits where placement_path puts that key is the caller's check. */
+long placement_name_key(const char *name, size_t n, char *out);
 
 /* The first `replicas` locations for key among volumes[0..nvol) in
  * rendezvous order (md5(key||volume), highest first, stable), each as

@@ -1,4 +1,4 @@
-/* record.h -- the index value format, bit-exact with minikeyvalue (SPEC §3):
+/* record.h -- the index value format, bit-exact with minikeyvalue (docs/protocol.md §3):
  *   ["DELETED"] ["HASH" <32 hex>] loc1,loc2,...
  */
 #ifndef MKV_RECORD_H

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 static const char *prog = "mkv";
@@ -200,4 +201,19 @@ void buf_free(struct buf *b)
 	free(b->data);
 	b->data = NULL;
 	b->len = b->cap = 0;
+}
+
+void conn_close_if_eof(int fd)
+{
+	char c;
+	if (fd >= 0 && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+		shutdown(fd, SHUT_RDWR);
+}
+
+/* The process never calls setlocale, so %a and %b are English. */
+void http_date(time_t t, char out[HTTP_DATE_LEN])
+{
+	struct tm tm;
+	if (!gmtime_r(&t, &tm) || !strftime(out, HTTP_DATE_LEN, "%a, %d %b %Y %H:%M:%S GMT", &tm))
+		strcpy(out, "Thu, 01 Jan 1970 00:00:00 GMT");
 }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
@@ -23,6 +24,10 @@ void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* log_msg then exit(1). */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* An HTTP date, "Sun, 06 Nov 1994 08:49:37 GMT" (29 characters). */
+#define HTTP_DATE_LEN 30
+void http_date(time_t t, char out[HTTP_DATE_LEN]);
+
 /* Milliseconds from a monotonic clock. */
 uint64_t now_ms(void);
 
@@ -31,6 +36,15 @@ uint64_t now_ms(void);
  * URI callback runs; a few hundred exhaust it and the connection stalls
  * with no answer, so both servers cut such a connection off at once. */
 bool uri_has_too_many_args(const char *uri);
+
+/* Call after each answer on a client connection.  libmicrohttpd 0.9.75
+ * with epoll takes a short read to mean the socket is drained, so a FIN
+ * that arrived with the request raises no new event, and a client that
+ * half-closed after its request (nc -N, some proxies) would wait for the
+ * idle timeout to see the connection end.  When the peer has half-closed
+ * and sent nothing more, shut the socket down: that wakes libmicrohttpd,
+ * which then closes it. */
+void conn_close_if_eof(int fd);
 
 /* The value of one hex digit (either case), or -1. */
 int hex_value(int c);

@@ -1,6 +1,6 @@
 /* targets_master.c -- fuzz targets for the master's and common/'s parsers
  * (see targets.h).  Every property is checked against a small reference
- * written here from SPEC §2/§3 rather than from the code under test. */
+ * written here from docs/protocol.md §2/§3 rather than from the code under test. */
 #include "targets.h"
 #include "../common/placement.h"
 #include "../common/record.h"
@@ -209,7 +209,7 @@ void fuzz_key(const uint8_t *data, size_t n)
 	dec = xmalloc(rawlen + 1);
 	ref = xmalloc(rawlen + 1);
 
-	/* What SPEC §2 says the status is, in key_decode's order. */
+	/* What docs/protocol.md §2 says the status is, in key_decode's order. */
 	rl = ref_decode((const uint8_t *)raw, rawlen, false, ref);
 	if (rl < 0 || memchr(ref, '\0', (size_t)rl))
 		expect = 400;

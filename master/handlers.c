@@ -1,5 +1,5 @@
 /* handlers.c -- see handlers.h.  The semantics follow minikeyvalue's
- * server.go, with SPEC §4's additions. */
+ * server.go, with docs/protocol.md §4's additions. */
 #include "handlers.h"
 #include "../common/httpc.h"
 #include "../common/record.h"
@@ -275,11 +275,11 @@ void json_append_string(struct buf *b, const char *s, size_t n)
 	buf_append(b, "\"", 1);
 	while (p < end) {
 		unsigned c = *p;
-		if (c == '"' || c == '\\') {
-			char e[2] = {'\\', (char)c};
+		if (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t') {
+			char e[2] = {'\\', c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : (char)c};
 			buf_append(b, e, 2);
 			p++;
-		} else if (c < 0x20) {
+		} else if (c < 0x20 || c == '<' || c == '>' || c == '&') {
 			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
 			buf_append(b, e, 6);
 			p++;
@@ -296,7 +296,10 @@ void json_append_string(struct buf *b, const char *s, size_t n)
 				ok = false;
 			if (ok && len == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] > 0x8f)))
 				ok = false;
-			if (ok) {
+			if (ok && len == 3 && c == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+				buf_puts(b, p[2] == 0xa8 ? "\\u2028" : "\\u2029");
+				p += 3;
+			} else if (ok) {
 				buf_append(b, p, (size_t)len);
 				p += len;
 			} else {

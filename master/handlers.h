@@ -47,8 +47,10 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
  * the count, or -1 with *why when fewer than -replicas are up. */
 int handle_put_locations(const struct config *cfg, const char *key, size_t klen,
 			 char (*out)[LOC_MAX], const char **why);
-/* Append s[0..n) to b as a JSON string (quotes included; invalid UTF-8
- * becomes U+FFFD, as Go's encoding/json does). */
+/* Append s[0..n) to b as a JSON string (quotes included), byte for byte
+ * as Go's encoding/json writes it: \n \r \t short, other controls and
+ * < > & as \u00XX, U+2028/U+2029 escaped, each byte of invalid UTF-8 as
+ * \ufffd. */
 void json_append_string(struct buf *b, const char *s, size_t n);
 
 #endif

@@ -20,7 +20,7 @@
 struct config;
 struct index;
 
-/* Move key onto key2volume(cfg) locations, for a running server (SPEC §4
+/* Move key onto key2volume(cfg) locations, for a running server (docs/protocol.md §4
  * REBALANCE).  Returns 204 (moved, or already in place), 404 (absent or
  * unlinked), or 500/503 with *why a static one-line reason (details are
  * logged).  Thread-safe; the caller serialises writers of the same key (the

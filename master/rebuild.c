@@ -219,48 +219,6 @@ static void phase_subvolume(void *ctx, size_t i)
 	json_decref(doc);
 }
 
-static const signed char b64v[256] = {
-	['A'] = 1, ['B'] = 2, ['C'] = 3, ['D'] = 4, ['E'] = 5, ['F'] = 6, ['G'] = 7, ['H'] = 8,
-	['I'] = 9, ['J'] = 10, ['K'] = 11, ['L'] = 12, ['M'] = 13, ['N'] = 14, ['O'] = 15,
-	['P'] = 16, ['Q'] = 17, ['R'] = 18, ['S'] = 19, ['T'] = 20, ['U'] = 21, ['V'] = 22,
-	['W'] = 23, ['X'] = 24, ['Y'] = 25, ['Z'] = 26, ['a'] = 27, ['b'] = 28, ['c'] = 29,
-	['d'] = 30, ['e'] = 31, ['f'] = 32, ['g'] = 33, ['h'] = 34, ['i'] = 35, ['j'] = 36,
-	['k'] = 37, ['l'] = 38, ['m'] = 39, ['n'] = 40, ['o'] = 41, ['p'] = 42, ['q'] = 43,
-	['r'] = 44, ['s'] = 45, ['t'] = 46, ['u'] = 47, ['v'] = 48, ['w'] = 49, ['x'] = 50,
-	['y'] = 51, ['z'] = 52, ['0'] = 53, ['1'] = 54, ['2'] = 55, ['3'] = 56, ['4'] = 57,
-	['5'] = 58, ['6'] = 59, ['7'] = 60, ['8'] = 61, ['9'] = 62, ['+'] = 63, ['/'] = 64,
-};
-
-/* Standard padded base64 into out (room for 3/4 of n); -1 if malformed. */
-static long b64_decode(const char *s, size_t n, char *out)
-{
-	size_t o = 0, pad = 0;
-	if (n == 0 || n % 4)
-		return -1;
-	if (s[n - 1] == '=')
-		pad++;
-	if (s[n - 2] == '=')
-		pad++;
-	for (size_t i = 0; i < n; i += 4) {
-		uint32_t v = 0;
-		for (size_t j = 0; j < 4; j++) {
-			unsigned char c = (unsigned char)s[i + j];
-			int d;
-			if (c == '=' && i + j >= n - pad)
-				d = 0;
-			else if ((d = b64v[c]) == 0)
-				return -1;
-			else
-				d--;
-			v = v << 6 | (uint32_t)d;
-		}
-		out[o++] = (char)(v >> 16);
-		out[o++] = (char)(v >> 8);
-		out[o++] = (char)v;
-	}
-	return (long)(o - pad);
-}
-
 /* ---- phases 3 and 4: many listings in flight on one thread ---- */
 
 struct unit {
@@ -449,7 +407,7 @@ static void stray(struct rb *rb, const char *loc, const char *path)
 static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, const char *md5)
 {
 	char key[PATH_MAX_LEN], want[PATH_MAX_LEN];
-	long kl = b64_decode(path + 7, strlen(path + 7), key);
+	long kl = placement_name_key(path + 7, strlen(path + 7), key);
 	struct entry *en;
 	if (kl <= 0 || kl > KEY_MAX) {
 		stray(rb, rb->roots[ri]->loc, path);

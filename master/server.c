@@ -6,7 +6,8 @@
  * that waits on a volume or fsyncs the index runs elsewhere while the
  * connection is suspended: PUT on its put's worker (put.c), the rest on a
  * thread of its own.  Responses are queued on the handler's second call or
- * later, never the first, which would cost keep-alive (NOTES.md). */
+ * later, never the first: libmicrohttpd answers a response queued on the
+ * first call with "Connection: close", which costs keep-alive. */
 #include "handlers.h"
 #include "health.h"
 #include "index.h"
@@ -120,6 +121,8 @@ static enum MHD_Result send_answer(struct req *r)
 	struct answer *a = &r->ans;
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
+	if (r->op == OP_HEAD && a->status >= 300)
+		a->body.len = 0;   /* as minikeyvalue: a HEAD error says Content-Length: 0 */
 	resp = MHD_create_response_from_buffer(a->body.len, a->body.data ? a->body.data : "",
 					       MHD_RESPMEM_MUST_COPY);
 	if (a->location[0])
@@ -498,6 +501,8 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->sock) {
 		atomic_store(&r->sock->since_ms, now_ms());
 		atomic_store(&r->sock->in_request, false);
+		if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+			conn_close_if_eof(r->sock->fd);
 	}
 	/* req_wake may still be between MHD_resume_connection and its unlock. */
 	pthread_mutex_lock(&r->mu);

@@ -237,7 +237,7 @@ START_TEST(test_crash_during_puts)
 		} else {
 			ck_assert_msg(jobs[i].status >= 500 || jobs[i].status == -1,
 				      "%s: PUT answered %ld", jobs[i].key, jobs[i].status);
-			/* SPEC §4: a 5xx leaves the key invisible.  -1 (no answer:
+			/* docs/protocol.md §4: a 5xx leaves the key invisible.  -1 (no answer:
 			 * the master was killed, or hung up after answering early):
 			 * absent, or complete on every replica it names. */
 			expect_value(&m, jobs[i].key, jobs[i].data, PUT_SIZE, &found, NULL);
@@ -292,7 +292,7 @@ END_TEST
 /* ---- a failed PUT is answered ---- */
 
 /* A volume dies in the middle of a large PUT: the client gets the 5xx and
- * its reason (SPEC §4), not a reset connection.  (The master answers
+ * its reason (docs/protocol.md §4), not a reset connection.  (The master answers
  * before the body is all in; closing the socket then with unread bytes
  * makes the kernel send RST, which can destroy the answer before the
  * client reads it -- nginx drains for this, its lingering_close.) */

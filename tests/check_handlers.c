@@ -88,7 +88,13 @@ START_TEST(test_json_string)
 	} cases[] = {
 		{"plain", 5, "\"plain\""},
 		{"q\"b\\", 4, "\"q\\\"b\\\\\""},
-		{"\n\x01", 2, "\"\\u000a\\u0001\""},
+		/* what Go 1.19's json.Marshal writes for each */
+		{"\n\x01\r\t\b\f\x1f\x7f", 8, "\"\\n\\u0001\\r\\t\\u0008\\u000c\\u001f\x7f\""},
+		{"<a>&b", 5, "\"\\u003ca\\u003e\\u0026b\""},
+		{"\xe2\x80\xa8x\xe2\x80\xa9", 7, "\"\\u2028x\\u2029\""},
+		{"\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},
+		{"\xc0\xaf", 2, "\"\\ufffd\\ufffd\""},
+		{"\xe0\x9f\xbf", 3, "\"\\ufffd\\ufffd\\ufffd\""},
 		{"caf\xc3\xa9", 5, "\"caf\xc3\xa9\""},
 		{"bad\xff", 4, "\"bad\\ufffd\""},
 		{"\xc3", 1, "\"\\ufffd\""},

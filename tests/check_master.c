@@ -1,4 +1,4 @@
-/* check_master.c -- the master's HTTP API (SPEC §4), row by row, against a
+/* check_master.c -- the master's HTTP API (docs/protocol.md §4), row by row, against a
  * real cluster: three mkv-volumes, then three stock nginx volumes. */
 #include <check.h>
 #include <curl/curl.h>
@@ -112,6 +112,21 @@ START_TEST(test_put_get_delete)
 	ck_assert_int_eq(req("GET", key), 404);
 	ck_assert_int_eq(req("HEAD", key), 404);
 	ck_assert_int_eq(req("DELETE", key), 404);
+	{       /* HEAD errors say Content-Length: 0, as minikeyvalue's do */
+		static const char *const heads[][2] = {{"/nokey", "404"}, {"/a%zz", "400"},
+						       {"/k?bogus", "403"}};
+		for (size_t i = 0; i < 3; i++) {
+			struct resp hr;
+			char *hu = xasprintf("%s%s", m.base, heads[i][0]), *cl;
+			long st = h_http("HEAD", hu, NULL, 0, NULL, false, &hr);
+			ck_assert_int_eq(st, atol(heads[i][1]));
+			cl = h_header(&hr, "Content-Length");
+			ck_assert_msg(cl && !strcmp(cl, "0"), "HEAD %s: Content-Length %s",
+				      heads[i][0], cl ? cl : "(none)");
+			free(cl), free(hu);
+			h_resp_free(&hr);
+		}
+	}
 	/* the blob is gone from its volume */
 	ck_assert_int_eq(h_status("GET", r.location ? r.location : u), 404);
 	free(md5), free(vols_h), free(bal), free(key), free(u);
@@ -251,6 +266,28 @@ START_TEST(test_list_paging)
 		free(u);
 	}
 	free(stem);
+}
+END_TEST
+
+/* ?list is byte for byte what Go's encoding/json writes. */
+START_TEST(test_list_escaping)
+{
+	static const char *const sent[] = {"/1%3Ca%3E%26b", "/2new%0Aline%09t", "/3%E2%80%A8"};
+	char *stem = fresh("esc"), *u, expect[512];
+	struct resp r;
+	for (int i = 0; i < 3; i++) {
+		char *k = xasprintf("%s%s", stem, sent[i]);
+		ck_assert_int_eq(put(k, "x", 1), 201);
+		free(k);
+	}
+	u = xasprintf("%s%s/?list", m.base, stem);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	snprintf(expect, sizeof(expect),
+		 "{\"next\":\"\",\"keys\":[\"%s/1\\u003ca\\u003e\\u0026b\","
+		 "\"%s/2new\\nline\\tt\",\"%s/3\\u2028\"]}", stem, stem, stem);
+	ck_assert_str_eq(r.body.data, expect);
+	h_resp_free(&r);
+	free(u), free(stem);
 }
 END_TEST
 
@@ -630,6 +667,7 @@ static TCase *api_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_large_streaming);
 	tcase_add_test(tc, test_unlink);
 	tcase_add_test(tc, test_list_paging);
+	tcase_add_test(tc, test_list_escaping);
 	tcase_add_loop_test(tc, test_bad_input, 0, sizeof(bads) / sizeof(bads[0]));
 	tcase_add_test(tc, test_key_lengths);
 	tcase_add_test(tc, test_conflict);

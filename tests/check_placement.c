@@ -1,5 +1,5 @@
 /* check_placement.c -- placement and record codec, pinned by every vector
- * in SPEC §2-3 (changing these strands existing data). */
+ * in docs/protocol.md §2-3 (changing these strands existing data). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +124,27 @@ START_TEST(test_key_length)
 }
 END_TEST
 
+/* A blob's file name back to its key (rebuild). */
+START_TEST(test_name_key)
+{
+	static const char *const keys[] = {"hello", "helloworld", "/a?b", "/a/b/c.jpg", "xy"};
+	static const char *const bad[] = {"", "aGVsbG8", "aGV$bG8=", "a===", "====", "aGVsbG8=x"};
+	char path[PATH_MAX_LEN], key[PATH_MAX_LEN], longkey[KEY_MAX + 1];
+	long n;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		placement_path(keys[i], strlen(keys[i]), path);
+		n = placement_name_key(path + 7, strlen(path + 7), key);
+		ck_assert_int_eq(n, (long)strlen(keys[i]));
+		ck_assert(!memcmp(key, keys[i], (size_t)n));
+	}
+	memset(longkey, 'k', sizeof(longkey));
+	placement_path(longkey, KEY_MAX, path);
+	ck_assert_int_eq(placement_name_key(path + 7, strlen(path + 7), key), KEY_MAX);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(placement_name_key(bad[i], strlen(bad[i]), key) < 0, "%s", bad[i]);
+}
+END_TEST
+
 START_TEST(test_record_roundtrip)
 {
 	static const char *const recs[] = {
@@ -178,6 +199,7 @@ int main(void)
 	tcase_add_test(tc, test_subvolumes_one);
 	tcase_add_loop_test(tc, test_key_decode, 0, sizeof(keys) / sizeof(keys[0]));
 	tcase_add_test(tc, test_key_length);
+	tcase_add_test(tc, test_name_key);
 	tcase_add_test(tc, test_record_roundtrip);
 	tcase_add_test(tc, test_record_fields);
 	tcase_add_test(tc, test_md5_hex);

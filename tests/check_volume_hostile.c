@@ -456,6 +456,20 @@ START_TEST(test_garbage)
 }
 END_TEST
 
+/* Every request is answered, and a half-closed connection closed right
+ * after its answer, whatever came before on other connections. */
+START_TEST(test_junk_then_good)
+{
+	static const char good[] = "GET /nokey HTTP/1.1\r\nHost: x\r\n\r\n";
+	const char *why;
+	int bad = h_junk_rounds(v.port, good, 100, false, &why);
+	ck_assert_msg(bad == 0, "%d of 1,200 good requests: %s", bad, why);
+	bad = h_junk_rounds(v.port, good, 100, true, &why);
+	ck_assert_msg(bad == 0, "half-closed, %d of 1,200 good requests: %s", bad, why);
+	alive("junk then good requests");
+}
+END_TEST
+
 START_TEST(test_unknown_methods)
 {
 	static const char *const ms[] = {"FOO", "PROPFIND", "MKCOL", "TRACE", "OPTIONS", "PATCH",
@@ -657,6 +671,7 @@ int main(void)
 	tcase_add_test(tc, test_many_query_args);
 	tcase_add_test(tc, test_lying_content_length);
 	tcase_add_test(tc, test_garbage);
+	tcase_add_test(tc, test_junk_then_good);
 	tcase_add_test(tc, test_unknown_methods);
 	tcase_add_test(tc, test_malformed_range);
 	tcase_add_test(tc, test_slowloris);

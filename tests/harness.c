@@ -528,6 +528,68 @@ long h_raw(int port, const void *req, size_t n, struct buf *out, int timeout_ms)
 	return st;
 }
 
+/* Did the peer close fd within timeout_ms (nothing more but the end)? */
+static bool closed_within(int fd, int timeout_ms)
+{
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char c[512];
+		int64_t left = (int64_t)(end - now_ms());
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return false;
+		if (recv(fd, c, sizeof(c), 0) <= 0)
+			return true;
+	}
+}
+
+int h_junk_rounds(int port, const char *good, int rounds, bool half_close, const char **why)
+{
+	static char nuls[1004];
+	static const char *const junk[] = {
+		"GET\r\n\r\n", "GET /\r\n\r\n", "GET / HTTP/9.9\r\n\r\n",
+		"GET / FOO/1.1\r\n\r\n", "\r\n\r\n", "x\r\n\r\n",
+		"GET /a HTTP/1.1\r\nNo colon\r\n\r\n", "GET /a HTTP/1.1\r\n: v\r\n\r\n",
+		"GET /a HTTP/1.1\r\n folded: h\r\n\r\n", "PUT /a HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+		"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", nuls,
+	};
+	size_t nj = sizeof(junk) / sizeof(junk[0]);
+	int bad = 0;
+	memcpy(nuls + 1000, "\r\n\r\n", 4);
+	*why = NULL;
+	for (int round = 0; round < rounds; round++) {
+		for (size_t j = 0; j < nj; j++) {
+			int a = h_connect(port), b = h_connect(port);
+			long st;
+			bool ok;
+			if (a >= 0)
+				h_send(a, junk[j], junk[j] == nuls ? sizeof(nuls) : strlen(junk[j]));
+			if (b < 0) {
+				if (a >= 0)
+					close(a);
+				bad++;
+				*why = *why ? *why : "no connection";
+				continue;
+			}
+			h_send(b, good, strlen(good));
+			if (half_close)
+				shutdown(b, SHUT_WR);
+			st = h_recv_resp(b, NULL, 1000, !strncmp(good, "HEAD ", 5));
+			ok = st > 0 && (!half_close || closed_within(b, 1000));
+			if (!ok) {
+				bad++;
+				if (!*why)
+					*why = st <= 0 ? "no answer within 1 s"
+						       : "half-closed connection still open 1 s after the answer";
+			}
+			close(b);
+			if (a >= 0)
+				close(a);
+		}
+	}
+	return bad;
+}
+
 long h_rss_kib(pid_t pid)
 {
 	char path[64], line[256];

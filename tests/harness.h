@@ -99,6 +99,12 @@ bool h_send(int fd, const void *p, size_t n);
 long h_recv_resp(int fd, struct buf *out, int timeout_ms, bool head);
 /* Connect, send req, read the response, close.  -2: no connection. */
 long h_raw(int port, const void *req, size_t n, struct buf *out, int timeout_ms);
+/* rounds x a dozen malformed request heads, each sent on a connection of
+ * its own and followed by the good request good on another, half-closed
+ * after sending when half_close.  Returns how many good requests were not
+ * answered within 1 s, or (half_close) whose connection then stayed open
+ * past 1 s; *why describes the first such failure (static). */
+int h_junk_rounds(int port, const char *good, int rounds, bool half_close, const char **why);
 /* Has pid exited (gone, or a zombie its parent has not reaped)?  Waits up
  * to timeout_ms.  Works for processes another process started. */
 bool h_wait_gone(pid_t pid, int timeout_ms);

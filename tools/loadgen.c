@@ -15,7 +15,7 @@
  *   loadgen populate -c 64 -n N -s SIZE -volumes A,B,.. [-replicas 3]
  *                    [-subvolumes 10] [-p PREFIX] [-dirs D1,D2,..]
  *       PUT each key's blob straight to its volumes at key2path, as the
- *       master would have placed it (SPEC §2).  rate = files/s.  With
+ *       master would have placed it (docs/protocol.md §2).  rate = files/s.  With
  *       -dirs (one data directory per volume, in -volumes order) the files
  *       are written straight into the directories instead, as mkv-volume
  *       lays them out (md5 in the user.mkv.md5 xattr), without fsync: the

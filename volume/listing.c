@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #include "../common/util.h"
-#include "date.h"
 
 size_t vol_list_batch = 8192;
 
@@ -185,7 +184,7 @@ static void put_json(struct buf *b, const char *s)
 static bool put_entry(struct vol_list *l, int dfd, const char *name, const char *shown)
 {
 	struct stat st;
-	char date[VOL_DATE_LEN], md5[33];
+	char date[HTTP_DATE_LEN], md5[33];
 	const char *type;
 
 	/* As nginx: follow symlinks, or describe a dangling one itself. */
@@ -193,7 +192,7 @@ static bool put_entry(struct vol_list *l, int dfd, const char *name, const char 
 	    ((errno != ENOENT && errno != ELOOP) || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0))
 		return false;
 	type = S_ISDIR(st.st_mode) ? "directory" : S_ISREG(st.st_mode) ? "file" : "other";
-	vol_http_date(st.st_mtime, date);
+	http_date(st.st_mtime, date);
 	buf_puts(&l->out, l->started ? ",\r\n{ \"name\":\"" : "\r\n{ \"name\":\"");
 	l->started = true;
 	put_json(&l->out, shown);

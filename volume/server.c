@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "../common/util.h"
-#include "date.h"
 #include "fs.h"
 #include "listing.h"
 #include "path.h"
@@ -94,25 +93,34 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, int status, struct MH
 }
 
 /* A one-line text/plain reason for a 3xx/4xx/5xx, with one more header
- * when name is not NULL. */
-static enum MHD_Result send_error_hdr(struct MHD_Connection *c, int status, const char *why,
-				      const char *name, const char *value)
+ * when name is not NULL.  To a HEAD, no body: Content-Length: 0, as
+ * minikeyvalue answers every HEAD error. */
+static enum MHD_Result send_error_hdr(struct MHD_Connection *c, bool head, int status,
+				      const char *why, const char *name, const char *value)
 {
 	char line[256];
-	int n = snprintf(line, sizeof(line), "%s\n", why ? why : status_reason(status));
+	int n = head ? 0 : snprintf(line, sizeof(line), "%s\n", why ? why : status_reason(status));
 	struct MHD_Response *resp =
 		MHD_create_response_from_buffer((size_t)n, line, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+	if (!head)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
 	if (name)
 		MHD_add_response_header(resp, name, value);
 	return send_resp(c, status, resp);
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *why)
+static enum MHD_Result send_error_to(struct MHD_Connection *c, bool head, int status,
+				     const char *why)
 {
 	if (status == 405)
-		return send_error_hdr(c, status, why, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, PUT, DELETE");
-	return send_error_hdr(c, status, why, NULL, NULL);
+		return send_error_hdr(c, head, status, why, MHD_HTTP_HEADER_ALLOW,
+				      "GET, HEAD, PUT, DELETE");
+	return send_error_hdr(c, head, status, why, NULL, NULL);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *why)
+{
+	return send_error_to(c, false, status, why);
 }
 
 static const char *header(struct MHD_Connection *c, const char *name)
@@ -141,14 +149,14 @@ static bool has_arg(struct MHD_Connection *c, const char *name)
 }
 
 static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection *c,
-				    const char *path)
+				    const char *path, bool head)
 {
 	int status;
 	bool deep = has_arg(c, "recursive");
 	struct vol_list *l = vol_list_open(&s->root, path, deep, &status);
 	struct MHD_Response *resp;
 	if (!l)
-		return send_error(c, status, NULL);
+		return send_error_to(c, head, status, NULL);
 	if (deep && has_arg(c, "tmp"))
 		vol_list_show_tmp(l);
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, list_read, l,
@@ -160,14 +168,14 @@ static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection 
 /* nginx answers a directory named without its slash with a 301 to the
  * name with it, on the Host the client used and the port we listen on. */
 static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connection *c,
-					 const char *url)
+					 const char *url, bool head)
 {
 	const char *host = header(c, MHD_HTTP_HEADER_HOST);
 	size_t hl = host ? strcspn(host, ":") : 0;
 	char *loc = s->port == 80 ? xasprintf("http://%.*s%s/", (int)hl, host ? host : "", url)
 				  : xasprintf("http://%.*s:%d%s/", (int)hl, host ? host : "",
 					      s->port, url);
-	enum MHD_Result ok = send_error_hdr(c, 301, NULL, MHD_HTTP_HEADER_LOCATION, loc);
+	enum MHD_Result ok = send_error_hdr(c, head, 301, NULL, MHD_HTTP_HEADER_LOCATION, loc);
 	free(loc);
 	return ok;
 }
@@ -177,20 +185,20 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 {
 	struct MHD_Response *resp;
 	struct stat st;
-	char etag[64], date[VOL_DATE_LEN], cr[96];
+	char etag[64], date[HTTP_DATE_LEN], cr[96];
 	const char *inm, *ims, *range, *ifr;
 	uint64_t start = 0, len, size;
 	enum vol_range rr;
 	int fd, status = vol_fs_open(&s->root, path, &fd, &st);
 
 	if (status == 301)
-		return send_dir_redirect(s, c, url);
+		return send_dir_redirect(s, c, url, head);
 	if (status != 200)
-		return send_error(c, status, NULL);
+		return send_error_to(c, head, status, NULL);
 	size = (uint64_t)st.st_size;
 	snprintf(etag, sizeof(etag), "\"%llx-%llx\"", (unsigned long long)st.st_mtime,
 		 (unsigned long long)size);
-	vol_http_date(st.st_mtime, date);
+	http_date(st.st_mtime, date);
 
 	/* As nginx: If-None-Match first, else an exact If-Modified-Since. */
 	inm = header(c, MHD_HTTP_HEADER_IF_NONE_MATCH);
@@ -209,7 +217,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	if (rr == VOL_RANGE_BAD) {
 		close(fd);
 		snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
-		return send_error_hdr(c, 416, NULL, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+		return send_error_hdr(c, head, 416, NULL, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
 	}
 	if (rr == VOL_RANGE_ALL)
 		len = size;
@@ -217,7 +225,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	resp = MHD_create_response_from_fd_at_offset64(len, fd, start);
 	if (!resp) {
 		close(fd);
-		return send_error(c, 500, NULL);
+		return send_error_to(c, head, 500, NULL);
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
 	if (rr == VOL_RANGE_ONE) {
@@ -248,8 +256,8 @@ static enum MHD_Result answer_read(struct vol_server *s, struct MHD_Connection *
 	bool dir;
 	int status = vol_path_clean(url, path, sizeof(path), &dir, &why);
 	if (status)
-		return send_error(c, status, why);
-	return dir ? send_listing(s, c, path) : send_file(s, c, url, path, head);
+		return send_error_to(c, head, status, why);
+	return dir ? send_listing(s, c, path, head) : send_file(s, c, url, path, head);
 }
 
 static void *sync_worker(void *arg)
@@ -303,13 +311,13 @@ static bool queue_sync(struct vol_server *s, struct req *r)
  * ignores the argument and answers a plain HEAD, without Content-Md5. */
 static enum MHD_Result send_md5(struct req *r)
 {
-	char date[VOL_DATE_LEN];
+	char date[HTTP_DATE_LEN];
 	struct MHD_Response *resp =
 		MHD_create_response_from_fd_at_offset64((uint64_t)r->st.st_size, r->fd, 0);
 	if (!resp)
 		return send_error(r->conn, 500, NULL);
 	r->fd = -1;                    /* the response closes it */
-	vol_http_date(r->st.st_mtime, date);
+	http_date(r->st.st_mtime, date);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_LAST_MODIFIED, date);
 	MHD_add_response_header(resp, "Content-Md5", r->md5);
@@ -424,7 +432,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct req *r = *con_cls;
-	(void)cls, (void)c, (void)toe;
+	const union MHD_ConnectionInfo *ci;
+	(void)cls;
 	if (r && (void *)r != &get_marker && (void *)r != &head_marker) {
 		vol_put_abort(r->put);      /* a PUT cut off: its temporary file goes */
 		if (r->fd >= 0)
@@ -432,6 +441,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		free(r);
 	}
 	*con_cls = NULL;
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK &&
+	    (ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)))
+		conn_close_if_eof(ci->connect_fd);
 }
 
 /* A new connection may have a closed one's socket number. */
@@ -490,7 +502,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		if (nofile.rlim_cur < 2 * (rlim_t)conns + 256)
 			conns = nofile.rlim_cur > 512 ? (unsigned int)(nofile.rlim_cur - 256) / 2 : 128;
 	}
-	wire_init((unsigned long)nofile.rlim_cur);
+	wire_init((unsigned long)nofile.rlim_cur, MHD_get_version());
 
 	s->dir = xstrdup(dir);
 	s->port = port;

@@ -1,5 +1,5 @@
 /* server.h -- mkv-volume's HTTP front (the only file that includes
- * microhttpd.h): SPEC §5 over one data directory. */
+ * microhttpd.h): docs/protocol.md §5 over one data directory. */
 #ifndef VOL_SERVER_H
 #define VOL_SERVER_H
 

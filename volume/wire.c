@@ -28,7 +28,9 @@
  *     libmicrohttpd's own last call, the one that pushes, still happens;
  *   - that push, a TCP_NODELAY after a body, uncorks the socket as well.
  * Anything else passes unchanged.  A descriptor is touched by one
- * libmicrohttpd thread at a time, so the tables need no lock. */
+ * libmicrohttpd thread at a time, so the tables need no lock.  All of this
+ * depends on 0.9.75's private call order: wire_init turns it off for any
+ * other version, and then every call goes to libc as it came. */
 #include "wire.h"
 
 #include <netinet/in.h>
@@ -52,10 +54,16 @@ static bool tracked(int fd)
 	return fd >= 0 && (unsigned int)fd < nfds;
 }
 
-void wire_init(unsigned long max_fds)
+void wire_init(unsigned long max_fds, const char *mhd_version)
 {
 	if (nfds)
 		return;                      /* a second server in the process */
+	if (!mhd_version || strcmp(mhd_version, WIRE_MHD_VERSION)) {
+		log_msg("libmicrohttpd %s, not %s: file bodies go out as libmicrohttpd sends "
+			"them (slower for large files than nginx)",
+			mhd_version ? mhd_version : "(unknown)", WIRE_MHD_VERSION);
+		return;                      /* nothing tracked: every call passes */
+	}
 	nfds = max_fds < MAX_FDS ? (unsigned int)max_fds : MAX_FDS;
 	sock_state = xcalloc(nfds, sizeof(*sock_state));
 	body_end = xcalloc(nfds, sizeof(*body_end));

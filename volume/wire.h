@@ -8,8 +8,12 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-/* Descriptors from 0 to max_fds - 1 may be tuned; call once. */
-void wire_init(unsigned long max_fds);
+/* Descriptors from 0 to max_fds - 1 may be tuned; call once, with the
+ * version of libmicrohttpd running.  The tuning follows the call order of
+ * the version it was measured against (WIRE_MHD_VERSION); with any other,
+ * nothing is changed (libc's behaviour), and the log says so. */
+#define WIRE_MHD_VERSION "0.9.75"
+void wire_init(unsigned long max_fds, const char *mhd_version);
 /* A connection on socket fd sock starts: forget what its number held. */
 void wire_reset(int sock);
 /* A GET's answer on sock is a header, then file_fd's bytes up to offset end
