@@ -34,7 +34,6 @@
 #include "../common/util.h"
 
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -169,16 +168,12 @@ static bool old_enough(struct gc *g, time_t mtime)
 static long path_key(const char *path, char *key)
 {
 	char want[PATH_MAX_LEN];
-	const char *b = path + 7;
-	size_t n = strlen(path) < 7 ? 0 : strlen(b), pad = 0;
-	int len;
-	if (n == 0 || n % 4 || n > 4 * ((KEY_MAX + 2) / 3))
+	long len;
+	if (strlen(path) <= 7)
 		return -1;
-	pad = (b[n - 1] == '=') + (b[n - 2] == '=');
-	len = EVP_DecodeBlock((unsigned char *)key, (const unsigned char *)b, (int)n);
-	if (len < 0 || (size_t)len < pad || (size_t)len - pad < 1)
+	len = placement_name_key(path + 7, strlen(path + 7), key);
+	if (len < 0)
 		return -1;
-	len -= (int)pad;
 	placement_path(key, (size_t)len, want);
 	return strcmp(want, path) ? -1 : len;
 }
