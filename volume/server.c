@@ -29,6 +29,7 @@
 #include "wire.h"
 
 #define SYNC_WORKERS 32          /* fsyncs in flight at once */
+#define HASH_WORKERS 4           /* HEAD ?md5 files being read at once */
 #define MAX_CONNECTIONS 16384    /* or what the fd limit allows: 2 fds each */
 #define IDLE_TIMEOUT_S 60
 #define CONN_MEMORY (32 * 1024)  /* request line + headers + one body buffer */
@@ -62,6 +63,12 @@ struct vol_server {
 	bool stopping;
 	pthread_t workers[SYNC_WORKERS];
 	int nworkers;
+	/* HEAD ?md5 (mkv verify) reads whole files: a queue and threads of
+	 * their own, so a verify never holds up the fsyncs of writes */
+	pthread_cond_t hcv;            /* with mu */
+	struct req *hhead, *htail;
+	pthread_t hashers[HASH_WORKERS];
+	int nhashers;
 };
 
 static char get_marker;          /* *con_cls of a GET */
@@ -116,11 +123,6 @@ static enum MHD_Result send_error_to(struct MHD_Connection *c, bool head, int st
 		return send_error_hdr(c, head, status, why, MHD_HTTP_HEADER_ALLOW,
 				      "GET, HEAD, PUT, DELETE");
 	return send_error_hdr(c, head, status, why, NULL, NULL);
-}
-
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *why)
-{
-	return send_error_to(c, false, status, why);
 }
 
 static const char *header(struct MHD_Connection *c, const char *name)
@@ -277,8 +279,6 @@ static void *sync_worker(void *arg)
 		if (r->m == M_PUT) {
 			r->status = vol_put_commit(r->put);
 			r->put = NULL;
-		} else if (r->m == M_MD5) {
-			r->status = vol_fs_md5(&s->root, r->path, &r->fd, &r->st, r->md5);
 		} else {
 			r->status = vol_fs_delete(&s->root, r->path);
 		}
@@ -287,7 +287,28 @@ static void *sync_worker(void *arg)
 	}
 }
 
-/* Suspend the connection and hand r to a sync worker, which resumes it. */
+static void *hash_worker(void *arg)
+{
+	struct vol_server *s = arg;
+	for (;;) {
+		struct req *r;
+		pthread_mutex_lock(&s->mu);
+		while (!s->hhead && !s->stopping)
+			pthread_cond_wait(&s->hcv, &s->mu);
+		r = s->hhead;
+		if (r && !(s->hhead = r->next))
+			s->htail = NULL;
+		pthread_mutex_unlock(&s->mu);
+		if (!r)
+			return NULL;
+		r->status = vol_fs_md5(&s->root, r->path, &r->fd, &r->st, r->md5);
+		r->synced = true;
+		MHD_resume_connection(r->conn);
+	}
+}
+
+/* Suspend the connection and hand r to a sync worker (a hash worker for
+ * HEAD ?md5), which resumes it. */
 static bool queue_sync(struct vol_server *s, struct req *r)
 {
 	pthread_mutex_lock(&s->mu);
@@ -296,6 +317,16 @@ static bool queue_sync(struct vol_server *s, struct req *r)
 		return false;
 	}
 	MHD_suspend_connection(r->conn);
+	if (r->m == M_MD5) {
+		if (s->htail)
+			s->htail->next = r;
+		else
+			s->hhead = r;
+		s->htail = r;
+		pthread_cond_signal(&s->hcv);
+		pthread_mutex_unlock(&s->mu);
+		return true;
+	}
 	if (s->tail)
 		s->tail->next = r;
 	else
@@ -315,7 +346,7 @@ static enum MHD_Result send_md5(struct req *r)
 	struct MHD_Response *resp =
 		MHD_create_response_from_fd_at_offset64((uint64_t)r->st.st_size, r->fd, 0);
 	if (!resp)
-		return send_error(r->conn, 500, NULL);
+		return send_error_to(r->conn, true, 500, NULL);
 	r->fd = -1;                    /* the response closes it */
 	http_date(r->st.st_mtime, date);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
@@ -418,7 +449,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return send_md5(r);
 	if (r->synced || r->status) {
 		if (r->status >= 300)
-			return send_error(c, r->status, r->why);
+			return send_error_to(c, r->m == M_MD5, r->status, r->why);
 		return send_resp(c, r->status,
 				 MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
 	}
@@ -513,6 +544,10 @@ struct vol_server *vol_server_start(int port, const char *dir)
 	for (; s->nworkers < SYNC_WORKERS; s->nworkers++)
 		if (pthread_create(&s->workers[s->nworkers], NULL, sync_worker, s))
 			die("pthread_create failed");
+	pthread_cond_init(&s->hcv, NULL);
+	for (; s->nhashers < HASH_WORKERS; s->nhashers++)
+		if (pthread_create(&s->hashers[s->nhashers], NULL, hash_worker, s))
+			die("pthread_create failed");
 	s->d = MHD_start_daemon(
 		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
 			MHD_USE_ERROR_LOG,
@@ -545,13 +580,17 @@ void vol_server_stop(struct vol_server *s)
 	pthread_mutex_lock(&s->mu);
 	s->stopping = true;
 	pthread_cond_broadcast(&s->cv);
+	pthread_cond_broadcast(&s->hcv);
 	pthread_mutex_unlock(&s->mu);
 	for (int i = 0; i < s->nworkers; i++)
 		pthread_join(s->workers[i], NULL);
+	for (int i = 0; i < s->nhashers; i++)
+		pthread_join(s->hashers[i], NULL);
 	if (s->d)
 		MHD_stop_daemon(s->d);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
+	pthread_cond_destroy(&s->hcv);
 	close(s->root.fd);
 	free(s->dir);
 	free(s);
