@@ -83,7 +83,7 @@ START_TEST(test_page_lists_only_tested_rows)
 	int rows = 0;
 	for (const char *p = doc; (p = strstr(p, "\n| D")); p++)
 		rows++;
-	ck_assert_int_eq(rows, 14);
+	ck_assert_int_eq(rows, 15);
 }
 END_TEST
 
@@ -113,6 +113,15 @@ START_TEST(test_requests)
 	is("D7", req("GET", "/?list&limit=0", NULL, 0, NULL, NULL), 400);
 	is("D7", req("GET", "/?list&limit=-1", NULL, 0, NULL, NULL), 400);
 	is("D8", req("HEAD", "/?list", NULL, 0, NULL, NULL), 200);
+	/* D15: DELETE ?unlinked deletes only an unlinked key */
+	ck_assert_int_eq(req("PUT", "/d15", "x", 1, NULL, NULL), 201);
+	is("D15", req("DELETE", "/d15?unlinked", NULL, 0, NULL, NULL), 403);
+	ck_assert_int_eq(req("GET", "/d15", NULL, 0, NULL, NULL), 302);
+	ck_assert_int_eq(req("UNLINK", "/d15", NULL, 0, NULL, NULL), 204);
+	is("D15", req("DELETE", "/d15?unlinked", NULL, 0, NULL, NULL), 204);
+	ck_assert_int_eq(req("GET", "/d15?unlinked", NULL, 0, NULL, &r), 200);
+	ck_assert_str_eq(r.body.data, "{\"next\":\"\",\"keys\":[]}");   /* record gone */
+	h_resp_free(&r);
 	/* D14: a reason on every error, none to HEAD */
 	st = req("GET", "/d14", NULL, 0, NULL, &r);
 	ck_assert_msg(r.body.len > 1 && r.body.data[r.body.len - 1] == '\n', "no reason");
