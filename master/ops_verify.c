@@ -214,12 +214,13 @@ static void verify_key(struct vr *v, const char *key, size_t klen, struct record
 			goto out;
 		}
 	}
-	{
-		int got = 1;
+	/* ops_copy feeds at most OPS_COPY_MAXDST destinations at once */
+	for (int d = 0; d < nbad; d += OPS_COPY_MAXDST) {
+		int nd = nbad - d < OPS_COPY_MAXDST ? nbad - d : OPS_COPY_MAXDST, got = 1;
 		for (int i = 0; i < r->nlocs && got; i++) {
 			if (st[i] != ST_GOOD)
 				continue;
-			got = ops_copy(urls[i], bad, nbad, want, TIMEOUT_MS, err);
+			got = ops_copy(urls[i], bad + d, nd, want, TIMEOUT_MS, err);
 			if (got)
 				note(v, "%.*s: copy from %s: %s", (int)klen, key, urls[i], err);
 		}
