@@ -14,6 +14,8 @@
 #include "mkv.h"
 #include "ops.h"
 #include "put.h"
+#include "meta.h"
+#include "s3.h"
 #include "spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
@@ -31,7 +33,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE"
+#define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE, REPLACE"
 
 enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_OTHER };
 
@@ -48,6 +50,8 @@ struct req {
 	int key_status;          /* 0, or 400/414 from key_decode */
 	const char *key_why;
 	bool locked;             /* holds key's keylock */
+	bool replace;            /* REPLACE: a PUT that may overwrite */
+	struct s3req *s3;        /* an S3 request: s3.c answers it */
 
 	struct answer ans;
 	bool answered;           /* ans is ready to send */
@@ -253,7 +257,7 @@ static enum MHD_Result put_begin(struct req *r)
 		struct record rec;
 		bool live = record_parse(v, vlen, &rec) == 0 && !rec.deleted;
 		free(v);
-		if (live)
+		if (live && !r->replace)
 			return send_error(r, 403, "key exists: DELETE it first");
 	}
 	r->locs = xmalloc(sizeof(*r->locs) * RECORD_MAX_LOCS);
@@ -275,9 +279,9 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 		uint64_t clen = 0;
 		for (int i = 0; i < r->nlocs; i++)
 			lp[i] = r->locs[i];
-		r->put = put_start(cfg, idx, r->key, r->klen, lp, r->nlocs,
-				   cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1,
-				   req_wake, r);
+		r->put = (r->replace ? put_start_replace : put_start)(
+			cfg, idx, r->key, r->klen, lp, r->nlocs,
+			cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1, req_wake, r);
 		r->locked = false; /* the put owns the key's lock now */
 	}
 	if (*size && cfg->maxsize && r->bytes + *size > cfg->maxsize) {
@@ -342,6 +346,10 @@ static void req_parse(struct req *r, const char *method)
 {
 	size_t plen;
 	r->op = op_of(method);
+	if (!strcmp(method, "REPLACE")) {
+		r->op = OP_PUT;
+		r->replace = true;
+	}
 	r->query = strchr(r->uri, '?');
 	if (r->query)
 		*r->query++ = '\0';
@@ -372,10 +380,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		if (r->sock)
 			atomic_store(&r->sock->in_request, true);
 		req_parse(r, method);
+		if (s3_is_request(conn, method, r->query)) {
+			r->s3 = s3_new(conn, method, r->uri, r->query);
+			return MHD_YES;
+		}
 		if (r->op == OP_PUT)
 			return put_begin(r);
 		return MHD_YES;
 	}
+	if (r->s3)
+		return (enum MHD_Result)s3_handler(r->s3, data, size);
 	if (r->answered) {          /* answered early; swallow the rest */
 		*size = 0;
 		return MHD_YES;
@@ -472,6 +486,8 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 			(unsigned long long)(r->op == OP_PUT ? r->bytes : r->ans.body.len),
 			(unsigned long long)(now_ms() - r->start_ms),
 			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
+	if (r->s3)
+		s3_done(r->s3);
 	if (r->put) {
 		int st;
 		const char *w;
@@ -573,6 +589,12 @@ int server_main(const struct config *c)
 		free(why);
 		return 1;
 	}
+	if (meta_open(cfg->db) < 0) {
+		index_close(idx);
+		return 1;
+	}
+	meta_sweep_replaces(idx);
+	s3_init(cfg, idx);
 	httpc_global_init();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -597,6 +619,7 @@ int server_main(const struct config *c)
 	if (!d) {
 		log_msg("cannot listen on port %d", cfg->port);
 		health_stop();
+		meta_close();
 		index_close(idx);
 		return 1;
 	}
@@ -630,6 +653,7 @@ int server_main(const struct config *c)
 		_exit(1);
 	}
 	health_stop();
+	meta_close();
 	index_close(idx);
 	return 0;
 }
