@@ -45,7 +45,7 @@ enum s3op {
 	S3_BAD, S3_UNSUPPORTED, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
 	S3_BUCKET_DELETE, S3_BUCKET_LOCATION, S3_BUCKET_VERSIONING, S3_LIST, S3_LIST_UPLOADS,
 	S3_DELETE_MANY, S3_GET, S3_PUT, S3_DELETE, S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE,
-	S3_MPU_ABORT, S3_MPU_LIST_PARTS
+	S3_MPU_ABORT, S3_MPU_LIST_PARTS, S3_COPY
 };
 
 /* aws-chunked framing: "<hex size>[;ext]\r\n<data>\r\n" ... "0[;ext]\r\n"
@@ -808,10 +808,6 @@ static bool put_prepare(struct s3req *s)
 	bool known;
 	int n;
 
-	if (header(s, "X-Amz-Copy-Source")) {
-		s3_error(s, 501, "NotImplemented", "CopyObject is not supported");
-		return true;
-	}
 	s->aws_chunked = (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
 	cl = s->aws_chunked ? header(s, "X-Amz-Decoded-Content-Length") : header(s, "Content-Length");
 	known = cl && parse_u64(cl, 0, INT64_MAX, &clen);
@@ -1293,7 +1289,7 @@ static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t si
 		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
 		if (curl_easy_perform(h) == CURLE_OK) {
 			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-			if (st == 200 && f->got == size)
+			if (st == 200 && (size == UINT64_MAX || f->got == size))
 				rc = 0;
 		}
 	}
@@ -1302,16 +1298,109 @@ static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t si
 	return rc;
 }
 
+/* Write s->key (REPLACE) from the bytes of keys[0..n), in order, streamed
+ * from their volumes (sizes[i] each; UINT64_MAX = unknown).  etag: what
+ * the metadata keeps (NULL: the md5).  200, or a status with *why. */
+static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *klens,
+		      const uint64_t *sizes, int n, uint64_t total, const char *etag,
+		      const char **why)
+{
+	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
+	struct feeder f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	int np, st;
+
+	if (!lock_key(s->key, s->klen)) {
+		*why = "another write of this key is in progress";
+		return 503;
+	}
+	np = handle_put_locations(cfg, s->key, s->klen, locs, why);
+	if (np < 0) {
+		keylock_release(s->key, s->klen);
+		return 503;
+	}
+	for (int i = 0; i < np; i++)
+		lp[i] = locs[i];
+	f.p = put_start_replace(cfg, idx, s->key, s->klen, lp, np,
+				total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake, &f);
+	if (etag)
+		put_set_etag(f.p, etag);
+	for (int i = 0; i < n; i++) {
+		f.got = 0;
+		if (copy_part(&f, keys[i], klens[i], sizes[i]) < 0) {
+			put_abort(f.p);
+			break;
+		}
+	}
+	put_finish(f.p);
+	while (!put_result(f.p, &st, why))
+		feeder_wait(&f);
+	if (st == 201)
+		snprintf(s->etag, sizeof(s->etag), "%s", etag ? etag : put_md5(f.p));
+	else
+		snprintf(s->range, sizeof(s->range), "%s", *why); /* outlives the put */
+	put_release(f.p);
+	if (st != 201)
+		*why = s->range;
+	return st == 201 ? 200 : st >= 500 ? st : 500;
+}
+
+static void do_copy(struct s3req *s)
+{
+	const char *src = header(s, "X-Amz-Copy-Source"), *why;
+	char key[KEY_MAX * 3 + 8], *v, iso[32], when[40];
+	char (*keys)[KEY_MAX + 1] = xmalloc(sizeof(*keys));
+	size_t n = strcspn(src, "?"), klen;
+	struct buf path = {0};
+	struct record r;
+	struct meta m;
+	int st;
+	uint64_t size;
+
+	buf_puts(&path, "/");
+	buf_append(&path, src[0] == '/' ? src + 1 : src, src[0] == '/' ? n - 1 : n);
+	st = path.len > KEY_MAX * 3 ? 414 : key_decode(path.data, path.len, key, &klen, &why);
+	buf_free(&path);
+	if (st) {
+		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source is not a valid key");
+		goto out;
+	}
+	if (!live_record(key, klen, &v, &r)) {
+		s3_error(s, 404, "NoSuchKey", "The specified key does not exist.");
+		goto out;
+	}
+	free(v);
+	bool known = meta_get(key, klen, &m);
+	size = known ? m.size : UINT64_MAX;
+	if (klen == s->klen && !memcmp(key, s->key, klen)) {
+		/* a copy onto itself changes metadata only, which mkv does not keep */
+		snprintf(s->etag, sizeof(s->etag), "%s", known && m.etag[0] ? m.etag : r.hash);
+	} else {
+		memcpy(keys[0], key, klen);
+		st = write_from(s, keys, &klen, &size, 1, size,
+				known && strchr(m.etag, '-') ? m.etag : NULL, &why);
+		if (st != 200) {
+			s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
+			goto out;
+		}
+	}
+	s3_iso_time((int64_t)time(NULL), iso);
+	(void)when;
+	xml_start(s, 200);
+	buf_printf(&s->body, "<CopyObjectResult xmlns=\"" XMLNS "\"><LastModified>%s</LastModified>"
+			     "<ETag>&quot;%s&quot;</ETag></CopyObjectResult>", iso, s->etag);
+out:
+	free(keys);
+}
+
 static void do_mpu_complete(struct s3req *s)
 {
 	char *up = param(s, "uploadId"), *k = upload_key(up, NULL);
 	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len, *why;
-	int *nums = xmalloc(PARTS_MAX * sizeof(int)), n = 0, last = 0, np;
+	int *nums = xmalloc(PARTS_MAX * sizeof(int)), n = 0, last = 0;
 	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t)), total = 0;
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS], etag[META_ETAG_MAX];
+	char etag[META_ETAG_MAX];
 	unsigned char d[16];
-	struct feeder f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 	int st;
 
 	EVP_DigestInit_ex(md, EVP_md5(), NULL);
@@ -1372,39 +1461,19 @@ static void do_mpu_complete(struct s3req *s)
 		snprintf(etag + 2 * i, 3, "%02x", d[i]);
 	snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
 
-	if (!lock_key(s->key, s->klen)) {
-		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
-		goto out;
-	}
-	np = handle_put_locations(cfg, s->key, s->klen, locs, &why);
-	if (np < 0) {
-		keylock_release(s->key, s->klen);
-		s3_error(s, 503, "ServiceUnavailable", why);
-		goto out;
-	}
-	for (int i = 0; i < np; i++)
-		lp[i] = locs[i];
-	f.p = put_start_replace(cfg, idx, s->key, s->klen, lp, np, (int64_t)total, feeder_wake, &f);
-	put_set_etag(f.p, etag);
-	for (int i = 0; i < n; i++) {
-		char pk[KEY_MAX + 1];
-		size_t pkl;
-		part_key(up, nums[i], pk, &pkl);
-		f.got = 0;
-		if (copy_part(&f, pk, pkl, sizes[i]) < 0) {
-			put_abort(f.p);
-			break;
+	{
+		char (*keys)[KEY_MAX + 1] = xmalloc((size_t)n * sizeof(*keys));
+		size_t *klens = xmalloc((size_t)n * sizeof(size_t));
+		for (int i = 0; i < n; i++)
+			part_key(up, nums[i], keys[i], &klens[i]);
+		st = write_from(s, keys, klens, sizes, n, total, etag, &why);
+		free(keys);
+		free(klens);
+		if (st != 200) {
+			s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
+			goto out;
 		}
 	}
-	put_finish(f.p);
-	while (!put_result(f.p, &st, &why))
-		feeder_wait(&f);
-	if (st != 201) {
-		s3_error(s, 500, "InternalError", why);
-		put_release(f.p);
-		goto out;
-	}
-	put_release(f.p);
 	meta_raw_delete('u', up, 32);
 	drop_parts(up);
 	xml_start(s, 200);
@@ -1497,6 +1566,9 @@ static void async_main(void *arg)
 	case S3_MPU_COMPLETE:
 		do_mpu_complete(s);
 		break;
+	case S3_COPY:
+		do_copy(s);
+		break;
 	default:
 		s3_error(s, 501, "NotImplemented", "not supported");
 	}
@@ -1581,6 +1653,11 @@ static void classify(struct s3req *s)
 		s->op = S3_MPU_LIST_PARTS;
 	else if (!strcmp(m, "GET") || s->head)
 		s->op = S3_GET;
+	else if (!strcmp(m, "PUT") && header(s, "X-Amz-Copy-Source") &&
+		 (has(s, "partNumber") || has(s, "uploadId")))
+		s3_error(s, 501, "NotImplemented", "UploadPartCopy is not supported");
+	else if (!strcmp(m, "PUT") && header(s, "X-Amz-Copy-Source"))
+		s->op = S3_COPY;
 	else if (!strcmp(m, "PUT") && (has(s, "partNumber") || has(s, "uploadId")))
 		s->op = S3_MPU_PART;
 	else if (!strcmp(m, "PUT"))
