@@ -140,6 +140,7 @@ bool s3_is_request(struct MHD_Connection *c, const char *method, const char *que
 	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 	if ((auth && (!strncmp(auth, "AWS4-HMAC-SHA256", 16) || !strncmp(auth, "AWS ", 4))) ||
 	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Amz-Date") ||
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Amz-Decoded-Content-Length") ||
 	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Amz-Content-Sha256"))
 		return true;
 	if (!query)
@@ -861,7 +862,7 @@ static enum MHD_Result put_run(struct s3req *s, const char *data, size_t *size)
 	if (!s->prepared) {
 		s->prepared = true;
 		if (put_prepare(s))
-			return s_send(s);
+			return s3_handler(s, data, size); /* answered once the body is in */
 	}
 	/* what was decoded but not yet taken goes first */
 	while (s->poff < s->pending.len) {
@@ -1696,8 +1697,15 @@ int s3_handler(struct s3req *s, const char *data, size_t *size)
 		*size = 0;
 		return MHD_YES;
 	}
-	if (s->status) /* refused before the body */
+	if (s->status) {
+		/* Refused before the body: libmicrohttpd queues an answer only
+		 * once the whole body is in, so the rest is swallowed first. */
+		if (*size) {
+			*size = 0;
+			return MHD_YES;
+		}
 		return s_send(s);
+	}
 	if (s->op == S3_PUT || s->op == S3_MPU_PART)
 		return put_run(s, data, size);
 	if (*size) {
