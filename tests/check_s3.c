@@ -479,6 +479,25 @@ START_TEST(test_restart)
 	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
 	ck_assert(r.body.len == 3 && !memcmp(r.body.data, "abc", 3));
 	h_resp_free(&r);
+	free(p);
+
+	/* `mkv rebuild` into an empty index restores sizes (and times) */
+	{
+		char *bin = h_bin("mkv"), *va = h_volumes_arg(vols, 3), *cmd;
+		h_stop(m.pid, SIGTERM);
+		m.pid = 0;
+		cmd = xasprintf("rm -rf '%s' && '%s' -volumes %s -db '%s' rebuild >/dev/null 2>&1",
+				m.db, bin, va, m.db);
+		ck_assert_int_eq(system(cmd), 0);
+		free(cmd), free(bin), free(va);
+	}
+	h_master_restart(&m, vols, 3, NULL);
+	p = xasprintf("%s?list-type=2", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<Key>sized</Key>") && has(&r, "<Size>5</Size>") &&
+		  has(&r, "<Key>mp</Key>") && has(&r, "<Size>3</Size>"));
+	ck_assert(!has(&r, "<LastModified>1970"));
+	h_resp_free(&r);
 	free(p), free(id), free(b);
 }
 END_TEST
