@@ -245,7 +245,10 @@ static void transfer(struct put *p)
 	int running = 1;
 	uint64_t timeout = p->cfg->puttimeout_ms;
 
-	while (running && !p->status) {
+	/* A REPLACE drives every replica to its end even after one fails:
+	 * what each holds (old bytes or new) decides what the record says. */
+	while (running && (!p->status || p->replace)) {
+		bool stalled = false;
 		struct replica *unpause[RECORD_MAX_LOCS];
 		int nun = 0, left;
 		CURLMsg *m;
@@ -267,13 +270,13 @@ static void transfer(struct put *p)
 					     "replica %s answered %ld", r->url, r->status);
 			}
 		}
-		if (!running || p->status)
+		if (!running || (p->status && !p->replace))
 			break;
 
 		pthread_mutex_lock(&p->mu);
 		if (p->aborted)
 			fail(p, 500, "client went away");
-		for (int i = 0; i < p->nlocs && !p->status; i++) {
+		for (int i = 0; i < p->nlocs && (!p->status || p->replace); i++) {
 			struct replica *r = &p->rep[i];
 			if (r->done)
 				continue;
@@ -284,9 +287,12 @@ static void transfer(struct put *p)
 				unpause[nun++] = r;
 			} else if (!r->paused && timeout && now_ms() - r->active_ms > timeout) {
 				fail(p, 504, "replica %s: no progress for -puttimeout", r->url);
+				stalled = true;
 			}
 		}
 		pthread_mutex_unlock(&p->mu);
+		if (stalled)
+			break;
 		for (int i = 0; i < nun; i++)
 			curl_easy_pause(unpause[i]->h, CURLPAUSE_CONT);
 		if (!nun)

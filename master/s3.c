@@ -41,6 +41,8 @@
 #define CHUNK_LINE_MAX 4096
 #define NHDR 12
 
+enum { BAD_FRAMING = 1, BAD_SIZE };
+
 enum s3op {
 	S3_BAD, S3_UNSUPPORTED, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
 	S3_BUCKET_DELETE, S3_BUCKET_LOCATION, S3_BUCKET_VERSIONING, S3_LIST, S3_LIST_UPLOADS,
@@ -96,6 +98,8 @@ struct s3req {
 	struct chunkdec dec;
 	struct buf pending;           /* decoded bytes the put has not taken yet */
 	size_t poff;
+	uint64_t fed;                 /* body bytes (decoded) so far */
+	int bad;                      /* BAD_*: the body is refused */
 
 	/* GetObject */
 	bool stream;
@@ -854,6 +858,14 @@ static bool put_prepare(struct s3req *s)
 	return false;
 }
 
+/* The body went wrong mid-way: stop the put (the old value stays). */
+static void put_refuse(struct s3req *s, int why)
+{
+	if (!s->bad)
+		put_abort(s->put);
+	s->bad = why;
+}
+
 static enum MHD_Result put_run(struct s3req *s, const char *data, size_t *size)
 {
 	int st;
@@ -875,29 +887,39 @@ static enum MHD_Result put_run(struct s3req *s, const char *data, size_t *size)
 	}
 	s->pending.len = s->poff = 0;
 	if (*size) {
+		size_t took = *size;
 		if (s->aws_chunked) {
-			if (!dec_feed(s, data, *size) && !s->in_too_big) {
-				s->in_too_big = true; /* reused: the framing is bad */
-				put_abort(s->put);
-			}
+			if (!dec_feed(s, data, *size))
+				put_refuse(s, BAD_FRAMING);
+			took = s->pending.len;
+		}
+		if (cfg->maxsize && s->fed + took > cfg->maxsize) {
+			put_refuse(s, BAD_SIZE);
+			s->pending.len = 0;
+		}
+		if (s->bad || s->aws_chunked) {
+			s->fed += s->bad ? 0 : took;
 			*size = 0;
 			return MHD_YES;
 		}
-		size_t took = put_feed(s->put, data, *size);
+		took = put_feed(s->put, data, *size);
+		s->fed += took;
 		*size -= took;
 		if (*size)
 			s_wait(s);
 		return MHD_YES;
 	}
-	if (s->in_too_big || (s->aws_chunked && s->dec.st != DEC_DONE)) {
-		if (!s->in_too_big)
-			put_abort(s->put);
-		s->in_too_big = true;
+	if (s->aws_chunked && s->dec.st != DEC_DONE)
+		put_refuse(s, BAD_FRAMING);
+	if (s->bad) {
 		if (!put_result(s->put, &st, &why)) {
 			s_wait(s);
 			return MHD_YES;
 		}
-		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
+		if (s->bad == BAD_SIZE)
+			s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
+		else
+			s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
 		return s_send(s);
 	}
 	if (!s->put_finished) {

@@ -4,6 +4,7 @@
  * (boto3, aws, rclone, s3cmd: tests/s3_clients.py). */
 #include <check.h>
 #include <curl/curl.h>
+#include <leveldb/c.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -502,6 +503,83 @@ START_TEST(test_restart)
 }
 END_TEST
 
+/* What a failed REPLACE leaves, on a cluster of the test's own. */
+START_TEST(test_replace_failures)
+{
+	struct vol v[3];
+	struct master mm = {0};
+	struct resp r;
+	char *u, *h, *path;
+	long st;
+	for (int i = 0; i < 3; i++)
+		h_vol_start(&v[i], VOL_MKV);
+	h_master_start(&mm, v, 3, NULL);
+	u = xasprintf("%s/rf/key", mm.base);
+	ck_assert_int_eq(h_http("PUT", u, "old", 3, NULL, false, &r), 201);
+	h_resp_free(&r);
+
+	/* a volume dies: the REPLACE either places the copy elsewhere (201)
+	 * or says it is partly done; the new value is what is served */
+	h_stop(v[0].pid, SIGTERM);
+	v[0].pid = 0;
+	st = h_http("REPLACE", u, "new!", 4, NULL, false, &r);
+	ck_assert_msg(st == 201 || (st >= 500 && strstr(r.body.data, "partly done")),
+		      "REPLACE with a volume down: %ld %s", st, r.body.data ? r.body.data : "");
+	h_resp_free(&r);
+	if (st != 201) { /* the record names the two new copies only */
+		ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+		h = h_header(&r, "Key-Volumes");
+		ck_assert_ptr_nonnull(h);
+		ck_assert_ptr_nonnull(strchr(h, ','));
+		ck_assert_ptr_null(strchr(strchr(h, ',') + 1, ','));
+		free(h);
+		h = h_header(&r, "Key-Balance");
+		ck_assert_str_eq(h, "unbalanced");
+		free(h);
+		h_resp_free(&r);
+	}
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, SIGNED, false, &r), 200); /* any live copy */
+	ck_assert_msg(r.body.len == 4 && !memcmp(r.body.data, "new!", 4), "after %ld: read %zu bytes",
+		      st, r.body.len);
+	h_resp_free(&r);
+
+	/* a crash mid-REPLACE (its marker in the sidecar) unlinks the key at
+	 * the next start: copies that may differ are never served */
+	h_stop(mm.pid, SIGKILL);
+	mm.pid = 0;
+	path = xasprintf("%s/mkv-meta", mm.db);
+	{
+		leveldb_options_t *o = leveldb_options_create();
+		leveldb_writeoptions_t *w = leveldb_writeoptions_create();
+		char *err = NULL;
+		leveldb_t *db = leveldb_open(o, path, &err);
+		ck_assert_msg(db && !err, "open sidecar: %s", err ? err : "");
+		leveldb_put(db, w, "r/rf/key", 8, "", 0, &err);
+		ck_assert_ptr_null(err);
+		leveldb_close(db);
+		leveldb_writeoptions_destroy(w);
+		leveldb_options_destroy(o);
+	}
+	free(path);
+	h_vol_respawn(&v[0]);
+	h_master_restart(&mm, v, 3, NULL);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+	h_resp_free(&r);
+	h = xasprintf("%s/rf/?unlinked", mm.base);
+	ck_assert_int_eq(h_http("GET", h, NULL, 0, NULL, false, &r), 200);
+	ck_assert(has(&r, "\"/rf/key\""));
+	h_resp_free(&r);
+	free(h);
+	h = xasprintf("%s/rf/key", mm.base);
+	ck_assert_int_eq(h_status("RELINK", h) == 204 || h_status("DELETE", h) == 204, 1);
+	free(h);
+	free(u);
+	h_master_stop(&mm);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&v[i]);
+}
+END_TEST
+
 /* boto3, the aws CLI, rclone and s3cmd against this cluster. */
 START_TEST(test_clients)
 {
@@ -547,6 +625,12 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	suite_add_tcase(s, s3_case("mkv-volume", up_mkv));
 	suite_add_tcase(s, s3_case("nginx", up_nginx));
+	{
+		TCase *tc = tcase_create("failures");
+		tcase_set_timeout(tc, 60);
+		tcase_add_test(tc, test_replace_failures);
+		suite_add_tcase(s, tc);
+	}
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
