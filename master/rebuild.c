@@ -654,7 +654,8 @@ static void writer_main(void *ctx)
 		pthread_mutex_unlock(&rb->mu);
 		if (!lf)
 			break;
-		qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
+		if (lf->n) /* a leaf of empty directories has no array */
+			qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
 		for (size_t a = 0, b; a < lf->n; a = b) {
 			for (b = a + 1; b < lf->n && !by_key(&lf->e[a], &lf->e[b]); b++)
 				;

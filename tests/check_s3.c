@@ -466,7 +466,16 @@ START_TEST(test_restart)
 	free(p);
 	h_master_restart(&m, vols, 3, NULL);
 	p = xasprintf("%s?list-type=2", b);
-	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	for (int i = 0; i < 50 && s3("GET", p, NULL, 0, NULL, &r) != 200; i++) {
+		h_resp_free(&r);
+		usleep(100000);
+	}
+	if (r.status != 200) {
+		char *log = h_read_file(m.log);
+		size_t n = strlen(log);
+		ck_abort_msg("list after restart: %ld; master log: %s", r.status,
+			     log + (n > 2000 ? n - 2000 : 0));
+	}
 	ck_assert(has(&r, "<Key>sized</Key>") && has(&r, "<Size>5</Size>"));
 	h_resp_free(&r);
 	free(p);
