@@ -530,10 +530,39 @@ static size_t on_body(char *b, size_t size, size_t n, void *ud)
 	return done;
 }
 
+/* Easy handles kept between GETs, and with them their connections to the
+ * volumes. */
+#define CURL_IDLE_MAX 32
+static pthread_mutex_t curl_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURL *curl_idle[CURL_IDLE_MAX];
+static int ncurl_idle;
+
+static CURL *curl_get(void)
+{
+	CURL *h = NULL;
+	pthread_mutex_lock(&curl_mu);
+	if (ncurl_idle)
+		h = curl_idle[--ncurl_idle];
+	pthread_mutex_unlock(&curl_mu);
+	return h ? h : curl_easy_init();
+}
+
+static void curl_put(CURL *h)
+{
+	pthread_mutex_lock(&curl_mu);
+	if (ncurl_idle < CURL_IDLE_MAX) {
+		curl_idle[ncurl_idle++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&curl_mu);
+	if (h)
+		curl_easy_cleanup(h);
+}
+
 static void stream_main(void *arg)
 {
 	struct s3req *s = arg;
-	CURL *h = curl_easy_init();
+	CURL *h = curl_get();
 	struct curl_slist *hl = NULL;
 	int start = s->nurls ? (int)(now_ms() % (uint64_t)s->nurls) : 0;
 	bool missing = true;
@@ -572,7 +601,10 @@ static void stream_main(void *arg)
 		}
 	}
 	curl_slist_free_all(hl);
-	curl_easy_cleanup(h);
+	if (s->failed || s->gone)
+		curl_easy_cleanup(h); /* its connection may be mid-body */
+	else
+		curl_put(h);
 	pthread_mutex_lock(&s->mu);
 	if (!s->hdr_done)
 		s->vstatus = missing ? 404 : 503;
@@ -1293,7 +1325,7 @@ static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t si
 	if (!live_record(key, klen, &v, &r))
 		return -1;
 	placement_path(key, klen, path);
-	h = curl_easy_init();
+	h = curl_get();
 	for (int i = 0; i < r.nlocs && rc < 0; i++) {
 		char url[LOC_MAX + PATH_MAX_LEN + 16];
 		long st = 0;
@@ -1316,7 +1348,10 @@ static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t si
 				rc = 0;
 		}
 	}
-	curl_easy_cleanup(h);
+	if (rc == 0)
+		curl_put(h);
+	else
+		curl_easy_cleanup(h);
 	free(v);
 	return rc;
 }
