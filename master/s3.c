@@ -36,7 +36,7 @@
 
 #define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define XML_BODY_MAX (2u << 20)   /* DeleteObjects (1,000 keys), CompleteMultipartUpload */
-#define RING_CAP (1u << 20)
+#define RING_CAP (256u << 10)
 #define PARTS_MAX 10000
 #define CHUNK_LINE_MAX 4096
 #define NHDR 12
