@@ -105,7 +105,12 @@ bool meta_get(const char *key, size_t klen, struct meta *m)
 
 void meta_delete(const char *key, size_t klen)
 {
-	meta_raw_delete('m', key, klen);
+	char *k;
+	if (!db)
+		return;
+	k = name_of('m', key, klen);
+	index_delete_nosync(db, k, klen + 1); /* lost alone, it leaves a stale entry no listing reads */
+	free(k);
 }
 
 void meta_sweep_replaces(struct index *idx)

@@ -873,7 +873,7 @@ static bool put_prepare(struct s3req *s)
 		memcpy(s->target, s->key, s->klen);
 		s->tlen = s->klen;
 	}
-	if (!lock_key(s->target, s->tlen)) {
+	if (!keylock_try(s->target, s->tlen)) { /* a poll thread: no waiting here */
 		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
 		return true;
 	}
