@@ -87,20 +87,103 @@ void meta_put(const char *key, size_t klen, const struct meta *m)
 	meta_raw_put('m', key, klen, v, false);
 }
 
+static bool parse(const char *v, size_t vlen, struct meta *m)
+{
+	char tmp[128];
+	int n = 0;
+	memset(m, 0, sizeof(*m));
+	if (vlen >= sizeof(tmp))
+		return false;
+	memcpy(tmp, v, vlen);
+	tmp[vlen] = '\0';
+	if (sscanf(tmp, "%" SCNu64 " %" SCNd64 " %n", &m->size, &m->mtime, &n) < 2 || !n)
+		return false;
+	snprintf(m->etag, sizeof(m->etag), "%s", tmp + n);
+	return true;
+}
+
 bool meta_get(const char *key, size_t klen, struct meta *m)
 {
 	char *v = meta_raw_get('m', key, klen);
-	int n = 0;
-	memset(m, 0, sizeof(*m));
-	if (!v)
-		return false;
-	if (sscanf(v, "%" SCNu64 " %" SCNd64 " %n", &m->size, &m->mtime, &n) < 2 || !n) {
-		free(v);
-		return false;
-	}
-	snprintf(m->etag, sizeof(m->etag), "%s", v + n);
+	bool ok = v && parse(v, strlen(v), m);
+	if (!ok)
+		memset(m, 0, sizeof(*m));
 	free(v);
-	return true;
+	return ok;
+}
+
+struct meta_cursor {
+	struct index_iter *it;
+	char *want;
+	size_t cap;
+};
+
+struct meta_cursor *meta_cursor_new(void)
+{
+	struct meta_cursor *c;
+	if (!db)
+		return NULL;
+	c = xcalloc(1, sizeof(*c));
+	return c;
+}
+
+static int cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+	return c ? c : (al > bl) - (al < bl);
+}
+
+bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct meta *m)
+{
+	size_t cl = 0, vl;
+	const char *ck = NULL, *v;
+	memset(m, 0, sizeof(*m));
+	if (!c)
+		return false;
+	if (c->cap < klen + 1) {
+		c->cap = klen + 64;
+		c->want = xrealloc(c->want, c->cap);
+	}
+	c->want[0] = 'm';
+	memcpy(c->want + 1, key, klen);
+	/* Asked in ascending order: a step or two forward usually lands on
+	 * the entry; otherwise one seek. */
+	for (int step = 0; c->it && index_iter_valid(c->it) && step < 4; step++) {
+		ck = index_iter_key(c->it, &cl);
+		if (cmp(ck, cl, c->want, klen + 1) >= 0)
+			break;
+		index_iter_next(c->it);
+		ck = NULL;
+	}
+	if (c->it && index_iter_valid(c->it)) {
+		ck = index_iter_key(c->it, &cl);
+		if (cmp(ck, cl, c->want, klen + 1) < 0)
+			ck = NULL;
+	} else {
+		ck = NULL;
+	}
+	if (!ck) {
+		if (c->it)
+			index_iter_free(c->it);
+		c->it = index_iter_new(db, c->want, klen + 1);
+		if (!index_iter_valid(c->it))
+			return false;
+		ck = index_iter_key(c->it, &cl);
+	}
+	if (cmp(ck, cl, c->want, klen + 1))
+		return false;
+	v = index_iter_value(c->it, &vl);
+	return parse(v, vl, m);
+}
+
+void meta_cursor_free(struct meta_cursor *c)
+{
+	if (!c)
+		return;
+	if (c->it)
+		index_iter_free(c->it);
+	free(c->want);
+	free(c);
 }
 
 void meta_delete(const char *key, size_t klen)

@@ -48,6 +48,14 @@ void meta_put(const char *key, size_t klen, const struct meta *m);
 bool meta_get(const char *key, size_t klen, struct meta *m);
 void meta_delete(const char *key, size_t klen);
 
+/* meta_get for keys asked in ascending order (a listing): one sidecar
+ * iterator walked along instead of a lookup per key.  new: NULL without a
+ * sidecar (then get finds nothing). */
+struct meta_cursor;
+struct meta_cursor *meta_cursor_new(void);
+bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct meta *m);
+void meta_cursor_free(struct meta_cursor *c);
+
 /* Any entry under one type byte (names as raw bytes).  val may be "". */
 int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync);
 /* Heap string (caller frees) or NULL. */

@@ -171,12 +171,12 @@ static char *hex_decode(const char *s, size_t *outlen)
 
 /* ---- ListObjects ---- */
 
-static void contents(struct buf *b, const char *key, size_t klen, const char *rel, size_t rlen,
-		     const char *val, size_t vlen, bool url, bool owner)
+static void contents(struct buf *b, struct meta_cursor *mc, const char *key, size_t klen,
+		     const char *rel, size_t rlen, const char *val, size_t vlen, bool url, bool owner)
 {
 	struct meta m;
 	char when[32], hash[33] = "";
-	bool known = meta_get(key, klen, &m);
+	bool known = meta_cursor_get(mc, key, klen, &m);
 	if (vlen >= 36 && !memcmp(val, "HASH", 4)) {
 		memcpy(hash, val + 4, 32);
 		hash[32] = '\0';
@@ -205,6 +205,7 @@ int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf 
 	struct buf items = {0}, prefixes = {0}, last = {0};
 	struct index_iter *it;
 	bool truncated = false, have_last = false;
+	struct meta_cursor *mc;
 
 	if (a->max_keys && !parse_u64(a->max_keys, 0, INT32_MAX, &max)) {
 		*why = "max-keys must be a non-negative integer";
@@ -224,6 +225,7 @@ int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf 
 	}
 	full = xasprintf("/%s/%s", a->bucket, pfx);
 	flen = strlen(full);
+	mc = meta_cursor_new();
 	blen = flen - plen;
 	buf_puts(&items, "");
 	buf_puts(&prefixes, "");
@@ -278,7 +280,7 @@ int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf 
 			truncated = true;
 			break;
 		}
-		contents(&items, k, klen, rel, rlen, v, vlen, a->url, a->fetch_owner || !a->v2);
+		contents(&items, mc, k, klen, rel, rlen, v, vlen, a->url, a->fetch_owner || !a->v2);
 		last.len = 0;
 		buf_append(&last, rel, rlen);
 		have_last = true;
@@ -287,6 +289,7 @@ int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf 
 	}
 	if (it)
 		index_iter_free(it);
+	meta_cursor_free(mc);
 
 	buf_puts(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"" XMLNS
 		      "\">");
