@@ -885,8 +885,12 @@ static bool put_prepare(struct s3req *s)
 	}
 	for (int i = 0; i < n; i++)
 		lp[i] = locs[i];
-	s->put = put_start_replace(cfg, idx, s->target, s->tlen, lp, n, known ? (int64_t)clen : -1,
-				   s_wake, s);
+	/* An aws-chunked body goes to the volumes unannounced (chunked), even
+	 * with its decoded length known: then no replica can finish before
+	 * the framing has been checked to its end, and bad framing leaves
+	 * the old value everywhere. */
+	s->put = put_start_replace(cfg, idx, s->target, s->tlen, lp, n,
+				   known && !s->aws_chunked ? (int64_t)clen : -1, s_wake, s);
 	return false;
 }
 

@@ -22,6 +22,7 @@
 #include "../common/record.h"
 #include "../common/util.h"
 
+#include <malloc.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -582,6 +583,12 @@ int server_main(const struct config *c)
 	unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
 
 	cfg = c;
+	/* Rings and buffers of a MiB or more (a PUT's ring; S3 uploads run
+	 * ten at once) go back to the kernel when freed: glibc's adaptive
+	 * threshold would keep them in per-thread arenas, and the master's
+	 * resident size would grow with how many ran at once, not how many
+	 * run now. */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	raise_nofile((rlim_t)cfg->maxconns + 256);
 	idx = index_open(cfg->db, &why);
 	if (!idx) {
