@@ -418,6 +418,10 @@ static void replace_end(struct put *p)
 			log_msg("REPLACE %s: index write failed; the copies may differ: run verify",
 				p->key);
 		} else {
+			struct meta m = {.size = p->head, .mtime = (int64_t)time(NULL)};
+			if (p->eof)
+				snprintf(m.etag, sizeof(m.etag), "%s", p->etag[0] ? p->etag : p->hash);
+			meta_put(p->key, p->klen, &m);
 			drop_unnamed(p, ok, nok, newl, p->nlocs);
 			drop_unnamed(p, ok, nok, p->oldrec.locs, p->oldrec.nlocs);
 		}

@@ -563,6 +563,11 @@ START_TEST(test_replace_failures)
 	ck_assert_msg(r.body.len == 4 && !memcmp(r.body.data, "new!", 4), "after %ld: read %zu bytes",
 		      st, r.body.len);
 	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, SIGNED, false, &r), 200); /* the metadata too */
+	h = h_header(&r, "Content-Length");
+	ck_assert_str_eq(h, "4");
+	free(h);
+	h_resp_free(&r);
 
 	/* a crash mid-REPLACE (its marker in the sidecar) unlinks the key at
 	 * the next start: copies that may differ are never served */
