@@ -511,7 +511,7 @@ static void worker(void *arg)
 
 static struct put *start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 			 char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg,
-			 bool replace)
+			 bool replace, size_t ring)
 {
 	struct put *p = xcalloc(1, sizeof(*p));
 	if (replace) { /* the caller holds the key's lock: the record stays as read */
@@ -534,7 +534,9 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 		p->rep[i].url = xasprintf("http://%s%s", locs[i], p->path);
 	}
 	p->clen = clen;
-	p->cap = clen >= 0 && (uint64_t)clen < RING_MAX ? (size_t)clen + 1 : RING_MAX;
+	if (!ring || ring > RING_MAX)
+		ring = RING_MAX;
+	p->cap = clen >= 0 && (uint64_t)clen < ring ? (size_t)clen + 1 : ring;
 	p->ring = xmalloc(p->cap);
 	p->multi = multi_get();
 	p->md5 = EVP_MD_CTX_new();
@@ -557,14 +559,14 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg)
 {
-	return start(cfg, idx, key, klen, locs, nlocs, clen, wake, arg, false);
+	return start(cfg, idx, key, klen, locs, nlocs, clen, wake, arg, false, 0);
 }
 
 struct put *put_start_replace(const struct config *cfg, struct index *idx, const char *key,
 			      size_t klen, char *const *locs, int nlocs, int64_t clen,
-			      void (*wake)(void *), void *arg)
+			      void (*wake)(void *), void *arg, size_t ring)
 {
-	return start(cfg, idx, key, klen, locs, nlocs, clen, wake, arg, true);
+	return start(cfg, idx, key, klen, locs, nlocs, clen, wake, arg, true, ring);
 }
 
 void put_set_etag(struct put *p, const char *etag)

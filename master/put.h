@@ -49,10 +49,11 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
  * a crash mid-REPLACE: a marker in the sidecar (meta.h) makes the next
  * master start unlink the key (logged), so differing copies are never
  * served; the bytes stay for RELINK or DELETE.  Without a live record
- * it is a plain put_start. */
+ * it is a plain put_start.  ring: the most body bytes held in memory (0:
+ * put_start's 4 MiB; S3 clients send many parts at once, each gets less). */
 struct put *put_start_replace(const struct config *cfg, struct index *idx, const char *key,
 			      size_t klen, char *const *locs, int nlocs, int64_t clen,
-			      void (*wake)(void *), void *arg);
+			      void (*wake)(void *), void *arg, size_t ring);
 /* The S3 ETag the metadata keeps instead of the md5 (multipart's
  * "<md5>-N").  Call before put_finish. */
 void put_set_etag(struct put *p, const char *etag);

@@ -36,7 +36,8 @@
 
 #define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define XML_BODY_MAX (2u << 20)   /* DeleteObjects (1,000 keys), CompleteMultipartUpload */
-#define RING_CAP (256u << 10)
+#define RING_CAP (256u << 10)   /* a GetObject's bytes between volume and client */
+#define S3_RING (2u << 20)        /* a PutObject's or part's ring (put.h): clients send ~10 at once */
 #define PARTS_MAX 10000
 #define CHUNK_LINE_MAX 4096
 #define NHDR 12
@@ -890,7 +891,7 @@ static bool put_prepare(struct s3req *s)
 	 * the framing has been checked to its end, and bad framing leaves
 	 * the old value everywhere. */
 	s->put = put_start_replace(cfg, idx, s->target, s->tlen, lp, n,
-				   known && !s->aws_chunked ? (int64_t)clen : -1, s_wake, s);
+				   known && !s->aws_chunked ? (int64_t)clen : -1, s_wake, s, S3_RING);
 	return false;
 }
 
@@ -1383,7 +1384,7 @@ static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *
 	for (int i = 0; i < np; i++)
 		lp[i] = locs[i];
 	f.p = put_start_replace(cfg, idx, s->key, s->klen, lp, np,
-				total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake, &f);
+				total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake, &f, 0);
 	if (etag)
 		put_set_etag(f.p, etag);
 	for (int i = 0; i < n; i++) {

@@ -280,9 +280,10 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 		uint64_t clen = 0;
 		for (int i = 0; i < r->nlocs; i++)
 			lp[i] = r->locs[i];
-		r->put = (r->replace ? put_start_replace : put_start)(
-			cfg, idx, r->key, r->klen, lp, r->nlocs,
-			cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1, req_wake, r);
+		int64_t len = cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1;
+		r->put = r->replace ? put_start_replace(cfg, idx, r->key, r->klen, lp, r->nlocs, len,
+							req_wake, r, 0)
+				    : put_start(cfg, idx, r->key, r->klen, lp, r->nlocs, len, req_wake, r);
 		r->locked = false; /* the put owns the key's lock now */
 	}
 	if (*size && cfg->maxsize && r->bytes + *size > cfg->maxsize) {
