@@ -1793,6 +1793,11 @@ int s3_handler(struct s3req *s, const char *data, size_t *size)
 	return MHD_YES;
 }
 
+int s3_status(const struct s3req *s)
+{
+	return s->answered ? s->status : 0;
+}
+
 void s3_done(struct s3req *s)
 {
 	if (s->put) {

@@ -26,6 +26,8 @@ struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *p
 		     const char *query);
 /* Every later call of the access handler; returns an enum MHD_Result. */
 int s3_handler(struct s3req *s, const char *data, size_t *size);
+/* The status answered (0 before an answer), for the request log. */
+int s3_status(const struct s3req *s);
 /* The request is over (answered or the client went away): frees s once
  * its workers are done with it. */
 void s3_done(struct s3req *s);

@@ -482,6 +482,8 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)cls, (void)conn;
 	if (!r)
 		return;
+	if (r->s3)
+		r->ans.status = s3_status(r->s3);
 	if (cfg->verbose)
 		log_msg("%s %s%s%s %d %llu %llums%s", op_name(r->op), r->uri, r->query ? "?" : "",
 			r->query ? r->query : "", r->ans.status,
