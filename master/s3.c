@@ -1410,7 +1410,7 @@ static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *
 static void do_copy(struct s3req *s)
 {
 	const char *src = header(s, "X-Amz-Copy-Source"), *why;
-	char key[KEY_MAX * 3 + 8], *v, iso[32], when[40];
+	char key[KEY_MAX * 3 + 8], *v, iso[32];
 	char (*keys)[KEY_MAX + 1] = xmalloc(sizeof(*keys));
 	size_t n = strcspn(src, "?"), klen;
 	struct buf path = {0};
@@ -1447,7 +1447,6 @@ static void do_copy(struct s3req *s)
 		}
 	}
 	s3_iso_time((int64_t)time(NULL), iso);
-	(void)when;
 	xml_start(s, 200);
 	buf_printf(&s->body, "<CopyObjectResult xmlns=\"" XMLNS "\"><LastModified>%s</LastModified>"
 			     "<ETag>&quot;%s&quot;</ETag></CopyObjectResult>", iso, s->etag);
