@@ -11,8 +11,9 @@
 #
 # Full run: 3 runs of 2 s per side for the rate rows, 3 runs of a 1 GiB
 # PUT (row 4) and of rebuild + rebalance over 100,000 keys on mkv-volumes
-# and on nginx (row 7), 3 runs of mkv put vs curl of 20,000 files (row 8);
-# about 17 minutes here before row 8 was added, most of it row 7.
+# and on nginx (row 7), 3 runs of mkv put vs curl of 20,000 files (row 8),
+# and the S3 rows (9: a 1 GiB multipart upload and 100,000 keys listed);
+# about 17 minutes here before rows 8 and 9 were added, most of it row 7.
 # --quick: 3 runs of 1 s, 128 MiB, 2,000 keys, 2,000 files (under 2 minutes quiet).  How long either takes
 # depends mostly on how fast `mkv rebuild` and `mkv rebalance` are (row 7).
 #
@@ -412,6 +413,85 @@ if [ $HAVE_VOL = 1 ]; then
 	stop "$LAST"
 fi
 
+# ------------------------------------------------------------- row 9: S3
+# A master of its own over cluster A's volumes (3 replicas).  9a: GetObject
+# of 1 MiB streamed by the master vs the same blob straight from its volume;
+# 9b: boto3's upload_file (multipart, 8 MiB parts, 10 threads) of the big
+# file, the master's peak RSS (reference: row 4's native PUT); 9c: a whole
+# ListObjectsV2 walk (1,000 per page) vs the native ?list&limit=1000 walk.
+S3H="X-Amz-Date: 20260101T000000Z"
+if [ $HAVE_MKV = 1 ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import boto3' 2>/dev/null; then
+	free_port; M9P=$FREE
+	if master_start m9 "$M9P" "$VA" 3; then
+		M9=http://127.0.0.1:$M9P M9PID=$LAST
+		log "row 9a: S3 GetObject 1 MiB via the master vs straight from the volume, $RUNS x ${DUR}s each side"
+		head -c 1048576 /dev/urandom >"$T/s1m"
+		curl -s -o /dev/null -X PUT -H "$S3H" --data-binary @"$T/s1m" "$M9/bench/s3get"
+		LOC9=$(curl -s -D - -o /dev/null "$M9/bench/s3get" | tr -d '\r' | sed -n 's/^[Ll]ocation: //p')
+		s3_rate() {
+			$WRK -d"${DUR}s" -H "$S3H" "$1" 2>&1 | awk '/Non-2xx/ { bad = 1 } /^Requests\/sec:/ { r = $2 }
+				END { if (!bad) print r }'
+		}
+		for r in $(seq "$RUNS"); do
+			record r9a ours "$(s3_rate "$M9/bench/s3get")"
+			record r9a ref "$(wrk_rate "$LOC9")"
+		done
+		log "row 9b: S3 multipart upload of $BIG_MB MiB (boto3 upload_file), $RUNS_BIG runs"
+		head -c "$((BIG_MB * 1048576))" /dev/urandom >"$T/big8"
+		for r in $(seq "$RUNS_BIG"); do
+			echo 5 >"/proc/$M9PID/clear_refs" 2>/dev/null
+			t0=$(date +%s.%N)
+			if /usr/bin/python3 - "$M9" "$T/big8" >>"$T/m9.log" 2>&1 <<'PY'
+import boto3, sys
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="x",
+                  aws_secret_access_key="x", region_name="us-east-1")
+s3.upload_file(sys.argv[2], "bench", "s3big")
+s3.delete_object(Bucket="bench", Key="s3big")
+PY
+			then
+				record r9b ours "$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.2f", $1 - $2 }')"
+				record r9b.rss ours "$(awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$M9PID/status")"
+			else
+				log "row 9b: upload_file failed (see $T/m9.log)"
+			fi
+		done
+		rm -f "$T/big8"
+		grep '^r4 ours ' "$SAMPLES" | sed 's/^r4 ours /r9b ref /' >>"$SAMPLES"
+		grep '^r4.rss ours ' "$SAMPLES" | sed 's/^r4.rss ours /r9b.rss ref /' >>"$SAMPLES"
+		log "row 9c: $KEYS keys, ListObjectsV2 vs ?list, $RUNS runs each"
+		LG_TAG= lg_field rate put -c 8 -n "$KEYS" -s 16 -p /list8/k "$M9" >/dev/null
+		s3_walk() { # keys/s of one whole ListObjectsV2 walk of bucket list8
+			local tok="" n=0 t0 page
+			t0=$(date +%s.%N)
+			while :; do
+				page=$(curl -s -H "$S3H" "$M9/list8?list-type=2&max-keys=1000${tok:+&continuation-token=$tok}")
+				n=$((n + $(echo "$page" | grep -o '<Key>' | wc -l)))
+				tok=$(echo "$page" | sed -n 's/.*<NextContinuationToken>\([^<]*\)<.*/\1/p')
+				[ -n "$tok" ] || break
+			done
+			echo "$n $(date +%s.%N) $t0" | awk '{ if ($2 > $3) printf "%.0f", $1 / ($2 - $3) }'
+		}
+		native_walk() {
+			local start="" n=0 t0 page
+			t0=$(date +%s.%N)
+			while :; do
+				page=$(curl -s "$M9/list8/?list&limit=1000${start:+&start=$start}")
+				n=$((n + $(echo "$page" | sed 's/.*"keys":\[//' | grep -o '"/list8/' | wc -l)))
+				start=$(echo "$page" | sed -n 's/^{"next":"\([^"]*\)".*/\1/p' | sed 's|/|%2F|g')
+				[ -n "$start" ] || break
+			done
+			echo "$n $(date +%s.%N) $t0" | awk '{ if ($2 > $3) printf "%.0f", $1 / ($2 - $3) }'
+		}
+		for r in $(seq "$RUNS"); do
+			record r9c ours "$(s3_walk)"
+			record r9c ref "$(native_walk)"
+		done
+		stop "$M9PID"
+	fi
+else
+	log "row 9: skipped (no bin/mkv, or no python3-boto3)"
+fi
+
 # --------------------------------------------- row 7: rebuild and rebalance
 GO_REBUILD=3706 GO_REBALANCE=2261
 if [ $HAVE_MKV = 1 ]; then
@@ -553,6 +633,10 @@ row 5 "GET 1 MiB through the redirect (client follows, $CONC clients) vs straigh
 row 6a "volume alone, GET 4 KiB: mkv-volume vs nginx" "req/s" r6s r6s ge 0.8
 row 6b "volume alone, GET 1 MiB: mkv-volume vs nginx" "req/s" r6l r6l ge 0.9
 row 6c "volume alone, PUT 64 MiB to a new name: mkv-volume (fsyncs) vs nginx (does not)" "MiB/s" r6p r6p - -
+row 9a "S3 GetObject 1 MiB streamed by the master vs straight from the volume" "req/s" r9a r9a ge 0.8
+row 9b "S3 multipart upload $BIGH (boto3 upload_file, 8 MiB parts), 3 replicas: wall, vs row 4's native PUT" "s" r9b r9b - -
+row 9c "the same upload: master peak RSS (VmHWM), vs row 4's native PUT" "MiB" r9b.rss r9b.rss lt 64
+row 9d "ListObjectsV2 walk of $KEYS keys (1,000 per page) vs native ?list&limit=1000" "keys/s" r9c r9c - -
 row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs Go minikeyvalue" "keys/s" r7b r7b ge 2
 row 7b "rebalance 5 → 3 mkv-volumes (each copy and delete fsynced), vs Go minikeyvalue" "moved keys/s" r7r r7r ge 2
 row 7c "rebuild, the same files on 5 nginx volumes, vs Go minikeyvalue" "keys/s" r7bn r7bn ge 2

@@ -4,6 +4,7 @@
 #include "../common/httpc.h"
 #include "../common/record.h"
 #include "health.h"
+#include "meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +187,7 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 			answer_error(a, 500, "index delete failed; the key stays unlinked");
 			goto out;
 		}
+		meta_delete(key, klen);
 	}
 	a->status = 204;
 out:

@@ -115,16 +115,26 @@ int index_sync(struct index *idx)
 	return 0;
 }
 
-int index_delete(struct index *idx, const char *key, size_t klen)
+static int del(struct index *idx, const leveldb_writeoptions_t *o, const char *key, size_t klen)
 {
 	char *err = NULL;
-	leveldb_delete(idx->db, idx->wopts, key, klen, &err);
+	leveldb_delete(idx->db, o, key, klen, &err);
 	if (err) {
 		log_msg("leveldb_delete failed: %s", err);
 		leveldb_free(err);
 		return -1;
 	}
 	return 0;
+}
+
+int index_delete(struct index *idx, const char *key, size_t klen)
+{
+	return del(idx, idx->wopts, key, klen);
+}
+
+int index_delete_nosync(struct index *idx, const char *key, size_t klen)
+{
+	return del(idx, idx->wopts_nosync, key, klen);
 }
 
 struct index_iter *index_iter_new(struct index *idx, const char *start, size_t slen)

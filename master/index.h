@@ -22,6 +22,8 @@ char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen);
 /* 0 or -1 (logged).  Writes are synced to disk before returning. */
 int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen);
 int index_delete(struct index *idx, const char *key, size_t klen);
+/* index_delete without waiting for the disk (see index_put_nosync). */
+int index_delete_nosync(struct index *idx, const char *key, size_t klen);
 /* index_put without waiting for the disk: for a write that a later synced
  * write will cover (LevelDB's log is sequential, so syncing a later write
  * makes every earlier one durable too) and that is harmless to lose alone. */

@@ -2,6 +2,7 @@
  * multi interface. */
 #include "put.h"
 #include "keylock.h"
+#include "meta.h"
 #include "spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define RING_MAX (4u << 20)
 #define WAKE_BYTES (256u << 10)
@@ -86,6 +88,13 @@ struct put {
 
 	EVP_MD_CTX *md5;
 	char hash[33];
+
+	/* REPLACE (see put.h): the live record stays until the new bytes
+	 * are everywhere; etag is what the metadata keeps instead of hash. */
+	bool replace;
+	char *old;             /* the old record, parsed into oldrec */
+	struct record oldrec;
+	char etag[META_ETAG_MAX];
 
 	CURLM *multi;
 	struct replica rep[RECORD_MAX_LOCS];
@@ -181,6 +190,7 @@ static void put_free(struct put *p)
 		free(p->rep[i].url);
 	}
 	EVP_MD_CTX_free(p->md5);
+	free(p->old);
 	multi_put(p->multi);
 	pthread_mutex_destroy(&p->mu);
 	free(p->ring);
@@ -235,7 +245,10 @@ static void transfer(struct put *p)
 	int running = 1;
 	uint64_t timeout = p->cfg->puttimeout_ms;
 
-	while (running && !p->status) {
+	/* A REPLACE drives every replica to its end even after one fails:
+	 * what each holds (old bytes or new) decides what the record says. */
+	while (running && (!p->status || p->replace)) {
+		bool stalled = false;
 		struct replica *unpause[RECORD_MAX_LOCS];
 		int nun = 0, left;
 		CURLMsg *m;
@@ -257,13 +270,13 @@ static void transfer(struct put *p)
 					     "replica %s answered %ld", r->url, r->status);
 			}
 		}
-		if (!running || p->status)
+		if (!running || (p->status && !p->replace))
 			break;
 
 		pthread_mutex_lock(&p->mu);
 		if (p->aborted)
 			fail(p, 500, "client went away");
-		for (int i = 0; i < p->nlocs && !p->status; i++) {
+		for (int i = 0; i < p->nlocs && (!p->status || p->replace); i++) {
 			struct replica *r = &p->rep[i];
 			if (r->done)
 				continue;
@@ -274,9 +287,12 @@ static void transfer(struct put *p)
 				unpause[nun++] = r;
 			} else if (!r->paused && timeout && now_ms() - r->active_ms > timeout) {
 				fail(p, 504, "replica %s: no progress for -puttimeout", r->url);
+				stalled = true;
 			}
 		}
 		pthread_mutex_unlock(&p->mu);
+		if (stalled)
+			break;
 		for (int i = 0; i < nun; i++)
 			curl_easy_pause(unpause[i]->h, CURLPAUSE_CONT);
 		if (!nun)
@@ -320,12 +336,114 @@ static void cleanup_failed(struct put *p)
 		index_delete(p->idx, p->key, p->klen);
 }
 
+/* ---- REPLACE ---- */
+
+static bool named(char *const *locs, int n, const char *loc)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(locs[i], loc))
+			return true;
+	return false;
+}
+
+/* Best-effort removal of the copies at old locations that the record no
+ * longer names (they hold the old bytes, or none).  A failure leaves an
+ * orphan that gc finds: nothing names it. */
+static void drop_unnamed(struct put *p, char *const *keep, int nkeep, char *const *cand, int ncand)
+{
+	for (int i = 0; i < ncand; i++) {
+		char url[LOC_MAX + PATH_MAX_LEN + 16];
+		int st;
+		if (named(keep, nkeep, cand[i]))
+			continue;
+		snprintf(url, sizeof(url), "http://%s%s", cand[i], p->path);
+		st = httpc_do("DELETE", url, NULL, 0, (long)p->cfg->voltimeout_ms * 5, NULL, 0, NULL);
+		if (!(st >= 200 && st < 300) && st != 404)
+			log_msg("REPLACE %s: DELETE %s failed (%d); the stale copy stays until gc",
+				p->key, url, st);
+	}
+}
+
+static void replace_begin(struct put *p)
+{
+	/* The marker lets a master that crashes mid-REPLACE unlink the key at
+	 * its next start instead of serving copies that may differ. */
+	if (meta_raw_put('r', p->key, p->klen, "", true) < 0)
+		fail(p, 500, "index write failed");
+}
+
+/* After the transfers: the new record, or on failure the record of what
+ * the replicas now hold.  Replicas that answered 2xx hold the new bytes;
+ * the others kept the old ones (volumes write to a temporary name and
+ * rename, so a failed PUT leaves the old file). */
+static void replace_end(struct put *p)
+{
+	char *ok[RECORD_MAX_LOCS], *newl[RECORD_MAX_LOCS];
+	int nok = 0;
+	for (int i = 0; i < p->nlocs; i++) {
+		newl[i] = p->locs[i];
+		if (p->rep[i].done && p->rep[i].status >= 200 && p->rep[i].status < 300)
+			ok[nok++] = p->locs[i];
+	}
+	if (!p->status) {
+		if (write_record(p, false, p->cfg->md5sum ? p->hash : NULL) < 0)
+			fail(p, 500, "index write failed");
+		else
+			drop_unnamed(p, newl, p->nlocs, p->oldrec.locs, p->oldrec.nlocs);
+	} else if (nok == 0) {
+		/* Nothing was replaced: the old record still holds. */
+		size_t n = strlen(p->why);
+		snprintf(p->why + n, sizeof(p->why) - n, "; nothing was replaced");
+	} else {
+		/* Some copies are new: the record names only those (the
+		 * others are removed), so what is served is the new value,
+		 * on fewer replicas; rebalance restores the count. */
+		bool eof = false;
+		while (!eof) { /* every byte went to the good replicas: the md5 is coming */
+			pthread_mutex_lock(&p->mu);
+			eof = p->eof || p->aborted;
+			pthread_mutex_unlock(&p->mu);
+			if (!eof)
+				curl_multi_poll(p->multi, NULL, 0, 100, NULL);
+		}
+		struct record r = {.deleted = false, .nlocs = nok};
+		size_t len;
+		char *v;
+		if (p->eof && p->cfg->md5sum)
+			memcpy(r.hash, p->hash, sizeof(r.hash));
+		for (int i = 0; i < nok; i++)
+			r.locs[i] = ok[i];
+		v = record_encode(&r, &len);
+		if (index_put(p->idx, p->key, p->klen, v, len) < 0) {
+			log_msg("REPLACE %s: index write failed; the copies may differ: run verify",
+				p->key);
+		} else {
+			struct meta m = {.size = p->head, .mtime = (int64_t)time(NULL)};
+			if (p->eof)
+				snprintf(m.etag, sizeof(m.etag), "%s", p->etag[0] ? p->etag : p->hash);
+			meta_put(p->key, p->klen, &m);
+			drop_unnamed(p, ok, nok, newl, p->nlocs);
+			drop_unnamed(p, ok, nok, p->oldrec.locs, p->oldrec.nlocs);
+		}
+		free(v);
+		size_t n = strlen(p->why);
+		snprintf(p->why + n, sizeof(p->why) - n,
+			 "; REPLACE partly done: the new value is on %d of %d replicas", nok,
+			 p->nlocs);
+	}
+	meta_raw_delete('r', p->key, p->klen);
+}
+
 static void worker(void *arg)
 {
 	struct put *p = arg;
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
 
-	if (write_record(p, true, NULL) < 0) {
+	if (p->replace)
+		replace_begin(p);
+	if (p->status) {
+		;
+	} else if (!p->replace && write_record(p, true, NULL) < 0) {
 		fail(p, 500, "index write failed");
 	} else {
 		for (int i = 0; i < p->nlocs; i++) {
@@ -358,34 +476,50 @@ static void worker(void *arg)
 	}
 	curl_slist_free_all(hdrs);
 
-	if (!p->status) {
+	if (p->replace) {
+		replace_end(p);
+		if (!p->status)
+			p->status = 201;
+	} else if (!p->status) {
 		if (write_record(p, false, p->cfg->md5sum ? p->hash : NULL) < 0)
 			fail(p, 500, "index write failed");
 		else
 			p->status = 201;
 	}
+	if (p->status == 201) {
+		struct meta m = {.size = p->head, .mtime = (int64_t)time(NULL)};
+		snprintf(m.etag, sizeof(m.etag), "%s", p->etag[0] ? p->etag : p->hash);
+		meta_put(p->key, p->klen, &m);
+	}
 	/* A success frees the key before the client hears back (so its next
 	 * request on the key is not refused); a failure is told at once, and
 	 * the key stays locked while what was written is removed, which may
 	 * wait on the very volume that failed. */
-	if (p->status == 201)
+	if (p->status == 201 || p->replace) /* a REPLACE has cleaned up already */
 		keylock_release(p->key, p->klen);
 	pthread_mutex_lock(&p->mu);
 	p->finished = true;
 	if (!p->released)
 		p->wake(p->arg);
 	pthread_mutex_unlock(&p->mu);
-	if (p->status != 201) {
+	if (p->status != 201 && !p->replace) {
 		cleanup_failed(p);
 		keylock_release(p->key, p->klen);
 	}
 	unref(p);
 }
 
-struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg)
+static struct put *start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+			 char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg,
+			 bool replace, size_t ring)
 {
 	struct put *p = xcalloc(1, sizeof(*p));
+	if (replace) { /* the caller holds the key's lock: the record stays as read */
+		size_t vlen;
+		p->old = index_get(idx, key, klen, &vlen);
+		p->replace = p->old && record_parse(p->old, vlen, &p->oldrec) == 0 &&
+			     !p->oldrec.deleted;
+	}
 
 	pthread_mutex_init(&p->mu, NULL);
 	p->cfg = cfg;
@@ -400,7 +534,9 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
 		p->rep[i].url = xasprintf("http://%s%s", locs[i], p->path);
 	}
 	p->clen = clen;
-	p->cap = clen >= 0 && (uint64_t)clen < RING_MAX ? (size_t)clen + 1 : RING_MAX;
+	if (!ring || ring > RING_MAX)
+		ring = RING_MAX;
+	p->cap = clen >= 0 && (uint64_t)clen < ring ? (size_t)clen + 1 : ring;
 	p->ring = xmalloc(p->cap);
 	p->multi = multi_get();
 	p->md5 = EVP_MD_CTX_new();
@@ -418,6 +554,31 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
 		keylock_release(p->key, p->klen);
 	}
 	return p;
+}
+
+struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg)
+{
+	return start(cfg, idx, key, klen, locs, nlocs, clen, wake, arg, false, 0);
+}
+
+struct put *put_start_replace(const struct config *cfg, struct index *idx, const char *key,
+			      size_t klen, char *const *locs, int nlocs, int64_t clen,
+			      void (*wake)(void *), void *arg, size_t ring)
+{
+	return start(cfg, idx, key, klen, locs, nlocs, clen, wake, arg, true, ring);
+}
+
+void put_set_etag(struct put *p, const char *etag)
+{
+	pthread_mutex_lock(&p->mu);
+	snprintf(p->etag, sizeof(p->etag), "%s", etag);
+	pthread_mutex_unlock(&p->mu);
+}
+
+const char *put_md5(struct put *p)
+{
+	return p->hash;
 }
 
 size_t put_feed(struct put *p, const char *data, size_t n)

@@ -7,7 +7,8 @@
  *      from here on leaves a findable record (?unlinked), never a visible
  *      half-written key;
  *   2. the bytes, to all replicas at once;
- *   3. the live record, with HASH.
+ *   3. the live record, with HASH;
+ *   4. the S3 metadata (size, mtime, ETag: meta.h), not synced.
  * If any replica fails, what was written is deleted (best effort) and the
  * DELETED record with it -- unless a removal failed, then it stays so the
  * orphan can be found.
@@ -36,6 +37,28 @@ struct put;
  * or -1 when unknown (chunked).  Never fails: errors surface in put_result. */
 struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg);
+/* REPLACE: like put_start, but a live record stays live (and served)
+ * while the new bytes go to every replica; then the record names the new
+ * locations and HASH, and old copies elsewhere are removed.  A reader gets
+ * the old bytes or the new (each volume renames the new file into place).
+ * A failure leaves:
+ *   - no replica took the new bytes: the old record, unchanged;
+ *   - some did: the record names only those (new HASH, fewer replicas,
+ *     Key-Balance unbalanced; the other copies are deleted), and the 5xx
+ *     says so: the new value is visible, never a mix of copies;
+ * a crash mid-REPLACE: a marker in the sidecar (meta.h) makes the next
+ * master start unlink the key (logged), so differing copies are never
+ * served; the bytes stay for RELINK or DELETE.  Without a live record
+ * it is a plain put_start.  ring: the most body bytes held in memory (0:
+ * put_start's 4 MiB; S3 clients send many parts at once, each gets less). */
+struct put *put_start_replace(const struct config *cfg, struct index *idx, const char *key,
+			      size_t klen, char *const *locs, int nlocs, int64_t clen,
+			      void (*wake)(void *), void *arg, size_t ring);
+/* The S3 ETag the metadata keeps instead of the md5 (multipart's
+ * "<md5>-N").  Call before put_finish. */
+void put_set_etag(struct put *p, const char *etag);
+/* md5 of the body in hex; valid once put_result is true. */
+const char *put_md5(struct put *p);
 /* Offer body bytes; returns how many were taken (fewer when the ring is
  * full: wait for wake, then offer the rest). */
 size_t put_feed(struct put *p, const char *data, size_t n);

@@ -22,6 +22,7 @@
  * and keeps the file only when key2path(key) is exactly where it was found. */
 #include "mkv.h"
 #include "index.h"
+#include "meta.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LIST_MAX (256u << 20)  /* largest listing we accept */
@@ -57,6 +59,8 @@ struct entry {
 	size_t klen;
 	int root;
 	char md5[33];
+	uint64_t size;            /* from the listing, for S3's metadata */
+	int64_t mtime;
 };
 
 struct rb {
@@ -404,7 +408,8 @@ static void stray(struct rb *rb, const char *loc, const char *path)
  * to a key that key2path puts exactly there.  (A recursive listing names
  * files by their path below the listed directory, so path may have come
  * in pieces; the exact match is what makes it safe.) */
-static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, const char *md5)
+static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, const char *md5,
+		      json_t *e)
 {
 	char key[PATH_MAX_LEN], want[PATH_MAX_LEN];
 	long kl = placement_name_key(path + 7, strlen(path + 7), key);
@@ -429,6 +434,15 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 	en->klen = (size_t)kl;
 	en->root = ri;
 	en->md5[0] = '\0';
+	{
+		const char *mt = json_string_value(json_object_get(e, "mtime"));
+		json_t *sz = json_object_get(e, "size");
+		struct tm tm = {0};
+		en->size = json_is_integer(sz) && json_integer_value(sz) >= 0
+				   ? (uint64_t)json_integer_value(sz) : 0;
+		en->mtime = mt && strptime(mt, "%a, %d %b %Y %H:%M:%S GMT", &tm) ? (int64_t)timegm(&tm)
+									    : 0;
+	}
 	if (md5 && strlen(md5) == 32 && strspn(md5, "0123456789abcdef") == 32)
 		memcpy(en->md5, md5, 33);
 }
@@ -465,7 +479,7 @@ static void done_leaf(void *ctx, void *req, int status, const char *body, size_t
 			char path[PATH_MAX_LEN + 16];
 			snprintf(path, sizeof(path), "%s%s", q->path, name);
 			leaf_file(rb, lf, q->root, path,
-				  json_string_value(json_object_get(e, "md5")));
+				  json_string_value(json_object_get(e, "md5")), e);
 		}
 	}
 	json_decref(doc);
@@ -562,10 +576,20 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 	val = record_encode(&r, &vlen);
 	/* Not synced one by one: a rebuild that dies is simply run again, and
 	 * the end of the run syncs them all at once. */
-	if (index_put_nosync(rb->idx, e->key, e->klen, val, vlen) < 0)
+	if (index_put_nosync(rb->idx, e->key, e->klen, val, vlen) < 0) {
 		atomic_fetch_add(&rb->failed, 1);
-	else
+	} else {
+		/* S3's size and time, from the copy the record names first */
+		struct meta m = {.size = e[0].size, .mtime = e[0].mtime};
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(rb->roots[e[i].root]->loc, r.locs[0])) {
+				m.size = e[i].size;
+				m.mtime = e[i].mtime;
+			}
+		snprintf(m.etag, sizeof(m.etag), "%s", r.hash);
+		meta_put(e->key, e->klen, &m);
 		atomic_fetch_add(&rb->keys, 1);
+	}
 	free(val);
 }
 
@@ -588,7 +612,8 @@ static void writer_main(void *ctx)
 		pthread_mutex_unlock(&rb->mu);
 		if (!lf)
 			break;
-		qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
+		if (lf->n) /* a leaf of empty directories has no array */
+			qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
 		for (size_t a = 0, b; a < lf->n; a = b) {
 			for (b = a + 1; b < lf->n && !by_key(&lf->e[a], &lf->e[b]); b++)
 				;
@@ -658,6 +683,10 @@ int rebuild_main(const struct config *cfg)
 		free(why);
 		return 1;
 	}
+	if (meta_open(cfg->db) < 0) {
+		index_close(rb.idx);
+		return 1;
+	}
 	was_empty = index_empty(rb.idx);
 	if (cfg->from && same_dir(cfg->from, cfg->db)) {
 		rb.old = rb.idx;
@@ -666,6 +695,7 @@ int rebuild_main(const struct config *cfg)
 		if (!rb.old) {
 			log_msg("rebuild: -from: %s", why);
 			free(why);
+			meta_close();
 			index_close(rb.idx);
 			return 1;
 		}
@@ -732,7 +762,7 @@ int rebuild_main(const struct config *cfg)
 	ops_fetch_free(rb.fetch);
 	ops_progress_stop(prog);
 
-	if (index_sync(rb.idx) < 0)
+	if (index_sync(rb.idx) < 0 || index_sync(meta_index()) < 0)
 		atomic_fetch_add(&rb.failed, 1);
 	ms = now_ms() - rb.t0;
 	keys = atomic_load(&rb.keys);
@@ -779,6 +809,7 @@ int rebuild_main(const struct config *cfg)
 	pthread_cond_destroy(&rb.cv);
 	if (rb.old && rb.old != rb.idx)
 		index_close(rb.old);
+	meta_close();
 	index_close(rb.idx);
 	return rc;
 }

@@ -15,12 +15,15 @@
 #include "mkv.h"
 #include "ops.h"
 #include "put.h"
+#include "meta.h"
+#include "s3.h"
 #include "spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
+#include <malloc.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,7 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE, RELINK"
+#define ALLOW "GET, HEAD, PUT, DELETE, UNLINK, REBALANCE, RELINK, REPLACE"
 
 enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_RELINK, OP_OTHER };
 
@@ -49,6 +52,8 @@ struct req {
 	int key_status;          /* 0, or 400/414 from key_decode */
 	const char *key_why;
 	bool locked;             /* holds key's keylock */
+	bool replace;            /* REPLACE: a PUT that may overwrite */
+	struct s3req *s3;        /* an S3 request: s3.c answers it */
 
 	struct answer ans;
 	bool answered;           /* ans is ready to send */
@@ -266,7 +271,7 @@ static enum MHD_Result put_begin(struct req *r)
 		struct record rec;
 		bool live = record_parse(v, vlen, &rec) == 0 && !rec.deleted;
 		free(v);
-		if (live)
+		if (live && !r->replace)
 			return send_error(r, 403, "key exists: DELETE it first");
 	}
 	r->locs = xmalloc(sizeof(*r->locs) * RECORD_MAX_LOCS);
@@ -288,9 +293,10 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 		uint64_t clen = 0;
 		for (int i = 0; i < r->nlocs; i++)
 			lp[i] = r->locs[i];
-		r->put = put_start(cfg, idx, r->key, r->klen, lp, r->nlocs,
-				   cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1,
-				   req_wake, r);
+		int64_t len = cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1;
+		r->put = r->replace ? put_start_replace(cfg, idx, r->key, r->klen, lp, r->nlocs, len,
+							req_wake, r, 0)
+				    : put_start(cfg, idx, r->key, r->klen, lp, r->nlocs, len, req_wake, r);
 		r->locked = false; /* the put owns the key's lock now */
 	}
 	if (*size && cfg->maxsize && r->bytes + *size > cfg->maxsize) {
@@ -357,6 +363,10 @@ static void req_parse(struct req *r, const char *method)
 {
 	size_t plen;
 	r->op = op_of(method);
+	if (!strcmp(method, "REPLACE")) {
+		r->op = OP_PUT;
+		r->replace = true;
+	}
 	r->query = strchr(r->uri, '?');
 	if (r->query)
 		*r->query++ = '\0';
@@ -387,10 +397,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		if (r->sock)
 			atomic_store(&r->sock->in_request, true);
 		req_parse(r, method);
+		if (s3_is_request(conn, method, r->query)) {
+			r->s3 = s3_new(conn, method, r->uri, r->query);
+			return MHD_YES;
+		}
 		if (r->op == OP_PUT)
 			return put_begin(r);
 		return MHD_YES;
 	}
+	if (r->s3)
+		return (enum MHD_Result)s3_handler(r->s3, data, size);
 	if (r->answered) {          /* answered early; swallow the rest */
 		*size = 0;
 		return MHD_YES;
@@ -483,12 +499,16 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)cls, (void)conn;
 	if (!r)
 		return;
+	if (r->s3)
+		r->ans.status = s3_status(r->s3);
 	if (cfg->verbose)
 		log_msg("%s %s%s%s %d %llu %llums%s", op_name(r->op), r->uri, r->query ? "?" : "",
 			r->query ? r->query : "", r->ans.status,
 			(unsigned long long)(r->op == OP_PUT ? r->bytes : r->ans.body.len),
 			(unsigned long long)(now_ms() - r->start_ms),
 			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
+	if (r->s3)
+		s3_done(r->s3);
 	if (r->put) {
 		int st;
 		const char *w;
@@ -585,6 +605,12 @@ int server_main(const struct config *c)
 	unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
 
 	cfg = c;
+	/* Rings and buffers of a MiB or more (a PUT's ring; S3 uploads run
+	 * ten at once) go back to the kernel when freed: glibc's adaptive
+	 * threshold would keep them in per-thread arenas, and the master's
+	 * resident size would grow with how many ran at once, not how many
+	 * run now. */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	raise_nofile((rlim_t)cfg->maxconns + 256);
 	idx = index_open(cfg->db, &why);
 	if (!idx) {
@@ -592,6 +618,12 @@ int server_main(const struct config *c)
 		free(why);
 		return 1;
 	}
+	if (meta_open(cfg->db) < 0) {
+		index_close(idx);
+		return 1;
+	}
+	meta_sweep_replaces(idx);
+	s3_init(cfg, idx);
 	httpc_global_init();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -616,6 +648,7 @@ int server_main(const struct config *c)
 	if (!d) {
 		log_msg("cannot listen on port %d", cfg->port);
 		health_stop();
+		meta_close();
 		index_close(idx);
 		return 1;
 	}
@@ -649,6 +682,7 @@ int server_main(const struct config *c)
 		_exit(1);
 	}
 	health_stop();
+	meta_close();
 	index_close(idx);
 	return 0;
 }

@@ -1,0 +1,228 @@
+/* meta.c -- see meta.h. */
+#include "meta.h"
+#include "index.h"
+#include "../common/record.h"
+#include "../common/util.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static struct index *db;
+
+int meta_open(const char *dir)
+{
+	char *path = xasprintf("%s/mkv-meta", dir), *why = NULL;
+	mkdir(dir, 0755); /* the index may not exist yet either */
+	db = index_open(path, &why);
+	if (!db) {
+		log_msg("sidecar index: %s", why);
+		free(why);
+	}
+	free(path);
+	return db ? 0 : -1;
+}
+
+void meta_close(void)
+{
+	index_close(db);
+	db = NULL;
+}
+
+struct index *meta_index(void)
+{
+	return db;
+}
+
+static char *name_of(char type, const char *name, size_t nlen)
+{
+	char *k = xmalloc(nlen + 2);
+	k[0] = type;
+	memcpy(k + 1, name, nlen);
+	k[nlen + 1] = '\0';
+	return k;
+}
+
+int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
+{
+	char *k;
+	int rc;
+	if (!db)
+		return 0;
+	k = name_of(type, name, nlen);
+	rc = sync ? index_put(db, k, nlen + 1, val, strlen(val))
+		  : index_put_nosync(db, k, nlen + 1, val, strlen(val));
+	free(k);
+	return rc;
+}
+
+char *meta_raw_get(char type, const char *name, size_t nlen)
+{
+	char *k, *v;
+	size_t vlen;
+	if (!db)
+		return NULL;
+	k = name_of(type, name, nlen);
+	v = index_get(db, k, nlen + 1, &vlen);
+	free(k);
+	return v;
+}
+
+void meta_raw_delete(char type, const char *name, size_t nlen)
+{
+	char *k;
+	if (!db)
+		return;
+	k = name_of(type, name, nlen);
+	index_delete(db, k, nlen + 1);
+	free(k);
+}
+
+void meta_put(const char *key, size_t klen, const struct meta *m)
+{
+	char v[128];
+	snprintf(v, sizeof(v), "%" PRIu64 " %" PRId64 " %s", m->size, m->mtime, m->etag);
+	meta_raw_put('m', key, klen, v, false);
+}
+
+static bool parse(const char *v, size_t vlen, struct meta *m)
+{
+	char tmp[128];
+	int n = 0;
+	memset(m, 0, sizeof(*m));
+	if (vlen >= sizeof(tmp))
+		return false;
+	memcpy(tmp, v, vlen);
+	tmp[vlen] = '\0';
+	if (sscanf(tmp, "%" SCNu64 " %" SCNd64 " %n", &m->size, &m->mtime, &n) < 2 || !n)
+		return false;
+	snprintf(m->etag, sizeof(m->etag), "%s", tmp + n);
+	return true;
+}
+
+bool meta_get(const char *key, size_t klen, struct meta *m)
+{
+	char *v = meta_raw_get('m', key, klen);
+	bool ok = v && parse(v, strlen(v), m);
+	if (!ok)
+		memset(m, 0, sizeof(*m));
+	free(v);
+	return ok;
+}
+
+struct meta_cursor {
+	struct index_iter *it;
+	char *want;
+	size_t cap;
+};
+
+struct meta_cursor *meta_cursor_new(void)
+{
+	struct meta_cursor *c;
+	if (!db)
+		return NULL;
+	c = xcalloc(1, sizeof(*c));
+	return c;
+}
+
+static int cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+	return c ? c : (al > bl) - (al < bl);
+}
+
+bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct meta *m)
+{
+	size_t cl = 0, vl;
+	const char *ck = NULL, *v;
+	memset(m, 0, sizeof(*m));
+	if (!c)
+		return false;
+	if (c->cap < klen + 1) {
+		c->cap = klen + 64;
+		c->want = xrealloc(c->want, c->cap);
+	}
+	c->want[0] = 'm';
+	memcpy(c->want + 1, key, klen);
+	/* Asked in ascending order: a step or two forward usually lands on
+	 * the entry; otherwise one seek. */
+	for (int step = 0; c->it && index_iter_valid(c->it) && step < 4; step++) {
+		ck = index_iter_key(c->it, &cl);
+		if (cmp(ck, cl, c->want, klen + 1) >= 0)
+			break;
+		index_iter_next(c->it);
+		ck = NULL;
+	}
+	if (c->it && index_iter_valid(c->it)) {
+		ck = index_iter_key(c->it, &cl);
+		if (cmp(ck, cl, c->want, klen + 1) < 0)
+			ck = NULL;
+	} else {
+		ck = NULL;
+	}
+	if (!ck) {
+		if (c->it)
+			index_iter_free(c->it);
+		c->it = index_iter_new(db, c->want, klen + 1);
+		if (!index_iter_valid(c->it))
+			return false;
+		ck = index_iter_key(c->it, &cl);
+	}
+	if (cmp(ck, cl, c->want, klen + 1))
+		return false;
+	v = index_iter_value(c->it, &vl);
+	return parse(v, vl, m);
+}
+
+void meta_cursor_free(struct meta_cursor *c)
+{
+	if (!c)
+		return;
+	if (c->it)
+		index_iter_free(c->it);
+	free(c->want);
+	free(c);
+}
+
+void meta_delete(const char *key, size_t klen)
+{
+	char *k;
+	if (!db)
+		return;
+	k = name_of('m', key, klen);
+	index_delete_nosync(db, k, klen + 1); /* lost alone, it leaves a stale entry no listing reads */
+	free(k);
+}
+
+void meta_sweep_replaces(struct index *idx)
+{
+	struct index_iter *it;
+	if (!db)
+		return;
+	it = index_iter_new(db, "r", 1);
+	for (; index_iter_valid(it); index_iter_next(it)) {
+		size_t klen, vlen;
+		const char *k = index_iter_key(it, &klen);
+		char *v;
+		struct record r;
+		if (!klen || k[0] != 'r')
+			break;
+		v = index_get(idx, k + 1, klen - 1, &vlen);
+		if (v && record_parse(v, vlen, &r) == 0 && !r.deleted) {
+			size_t elen;
+			char *enc;
+			r.deleted = true;
+			enc = record_encode(&r, &elen);
+			if (index_put(idx, k + 1, klen - 1, enc, elen) == 0)
+				log_msg("REPLACE of %.*s was cut short by a restart: its copies may "
+					"differ, so it is unlinked (RELINK after verify, or DELETE)",
+					(int)klen - 1, k + 1);
+			free(enc);
+		}
+		free(v);
+		index_delete(db, k, klen);
+	}
+	index_iter_free(it);
+}

@@ -1,0 +1,665 @@
+/* check_s3.c -- REPLACE and the S3 API (SPEC §4's last rows, docs/s3.md)
+ * against a real cluster: three mkv-volumes, then three stock nginx
+ * volumes.  The protocol row by row with libcurl, then the real clients
+ * (boto3, aws, rclone, s3cmd: tests/s3_clients.py). */
+#include <check.h>
+#include <curl/curl.h>
+#include <leveldb/c.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/placement.h"
+#include "harness.h"
+
+static struct vol vols[3];
+static struct master m;
+
+static void cluster_up(enum vol_kind k)
+{
+	for (int i = 0; i < 3; i++)
+		h_vol_start(&vols[i], k);
+	memset(&m, 0, sizeof(m));
+	h_master_start(&m, vols, 3, NULL);
+}
+
+static void cluster_down(void)
+{
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&vols[i]);
+}
+
+static void up_mkv(void) { cluster_up(VOL_MKV); }
+static void up_nginx(void) { cluster_up(VOL_NGINX); }
+
+static const char *const SIGNED[] = {"X-Amz-Date: 20261130T000000Z",
+				     "Authorization: AWS4-HMAC-SHA256 Credential=x/y, Signature=z",
+				     NULL};
+
+/* One request; path is appended to the master's base URL. */
+static long s3(const char *method, const char *path, const void *body, size_t len,
+	       const char *const *headers, struct resp *r)
+{
+	char *u = xasprintf("%s%s", m.base, path);
+	long st = h_http(method, u, body, len, headers ? headers : SIGNED, false, r);
+	free(u);
+	return st;
+}
+
+static char *fresh(const char *stem)
+{
+	static int n;
+	return xasprintf("%s-%d-%d", stem, (int)getpid(), n++);
+}
+
+static bool has(const struct resp *r, const char *s)
+{
+	return r->body.data && strstr(r->body.data, s);
+}
+
+/* GET key natively, following the redirect; the body into out. */
+static long native_get(const char *key, struct resp *r)
+{
+	char *u = xasprintf("%s%s", m.base, key);
+	long st = h_http("GET", u, NULL, 0, NULL, true, r);
+	free(u);
+	return st;
+}
+
+START_TEST(test_replace)
+{
+	char *k = fresh("/rep/k"), md5[33], *h;
+	struct resp r;
+	char *u = xasprintf("%s%s", m.base, k);
+	ck_assert_int_eq(h_http("REPLACE", u, "first", 5, NULL, false, &r), 201); /* new key */
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("PUT", u, "again", 5, NULL, false, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("REPLACE", u, "second value", 12, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(native_get(k, &r), 200);
+	ck_assert_int_eq(r.body.len, 12);
+	ck_assert(!memcmp(r.body.data, "second value", 12));
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	md5_hex("second value", 12, md5);
+	h = h_header(&r, "Content-Md5");
+	ck_assert_str_eq(h, md5);
+	free(h);
+	h_resp_free(&r);
+	/* an unlinked key is replaced as a new one */
+	ck_assert_int_eq(h_status("UNLINK", u), 204);
+	ck_assert_int_eq(h_http("REPLACE", u, "third", 5, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(native_get(k, &r), 200);
+	ck_assert(r.body.len == 5 && !memcmp(r.body.data, "third", 5));
+	h_resp_free(&r);
+	free(u);
+	u = xasprintf("%s%s?x", m.base, k);
+	ck_assert_int_eq(h_http("REPLACE", u, "x", 1, NULL, false, &r), 400);
+	h_resp_free(&r);
+	free(u);
+	free(k);
+}
+END_TEST
+
+/* Readers during REPLACEs get the old bytes or the new, never a mix. */
+struct reader_arg {
+	const char *key;
+	volatile bool stop;
+	int reads, mixed;
+};
+
+static void *reader_main(void *p)
+{
+	struct reader_arg *a = p;
+	while (!a->stop) {
+		struct resp r;
+		if (native_get(a->key, &r) == 200 && r.body.len) {
+			for (size_t i = 1; i < r.body.len; i++)
+				if (r.body.data[i] != r.body.data[0]) {
+					a->mixed++;
+					break;
+				}
+			if (r.body.len != 256 * 1024)
+				a->mixed++;
+			a->reads++;
+		}
+		h_resp_free(&r);
+	}
+	return NULL;
+}
+
+START_TEST(test_replace_atomic)
+{
+	char *k = fresh("/rep/atomic"), *u = xasprintf("%s%s", m.base, k);
+	size_t n = 256 * 1024;
+	char *a = malloc(n), *b = malloc(n);
+	struct reader_arg ra = {.key = k};
+	pthread_t t;
+	struct resp r;
+	memset(a, 'a', n);
+	memset(b, 'b', n);
+	ck_assert_int_eq(h_http("PUT", u, a, n, NULL, false, &r), 201);
+	h_resp_free(&r);
+	pthread_create(&t, NULL, reader_main, &ra);
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(h_http("REPLACE", u, i % 2 ? a : b, n, NULL, false, &r), 201);
+		h_resp_free(&r);
+	}
+	ra.stop = true;
+	pthread_join(t, NULL);
+	ck_assert_int_gt(ra.reads, 0);
+	ck_assert_int_eq(ra.mixed, 0);
+	free(a), free(b), free(u), free(k);
+}
+END_TEST
+
+START_TEST(test_objects)
+{
+	char *b = fresh("/objb"), *k = xasprintf("%s/dir/x y", b), *ke = xasprintf("%s/dir/x%%20y", b);
+	struct resp r;
+	char *h, md5[33];
+	const char *rng[] = {SIGNED[0], "Range: bytes=2-4", NULL};
+	const char *bad[] = {SIGNED[0], "Range: bytes=100-", NULL};
+	char inm[80], *im[] = {(char *)SIGNED[0], inm, NULL};
+
+	ck_assert_int_eq(s3("PUT", ke, "0123456789", 10, NULL, &r), 200);
+	md5_hex("0123456789", 10, md5);
+	h = h_header(&r, "ETag");
+	ck_assert_ptr_nonnull(h);
+	ck_assert(strlen(h) == 34 && !strncmp(h + 1, md5, 32) && h[0] == '"');
+	free(h);
+	h_resp_free(&r);
+	/* GET is streamed by the master, not redirected */
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == 10 && !memcmp(r.body.data, "0123456789", 10));
+	ck_assert_ptr_null(r.location);
+	h = h_header(&r, "Last-Modified");
+	ck_assert_ptr_nonnull(h);
+	free(h);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("HEAD", ke, NULL, 0, NULL, &r), 200);
+	h = h_header(&r, "Content-Length");
+	ck_assert_str_eq(h, "10");
+	free(h);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, rng, &r), 206);
+	ck_assert(r.body.len == 3 && !memcmp(r.body.data, "234", 3));
+	h = h_header(&r, "Content-Range");
+	ck_assert_str_eq(h, "bytes 2-4/10");
+	free(h);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, bad, &r), 416);
+	ck_assert(has(&r, "<Code>InvalidRange</Code>"));
+	h_resp_free(&r);
+	snprintf(inm, sizeof(inm), "If-None-Match: \"%s\"", md5);
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 304);
+	h_resp_free(&r);
+	snprintf(inm, sizeof(inm), "If-Match: \"0000\"");
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 412);
+	ck_assert(has(&r, "<Code>PreconditionFailed</Code>"));
+	h_resp_free(&r);
+	/* overwrite */
+	ck_assert_int_eq(s3("PUT", ke, "new", 3, NULL, &r), 200);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == 3 && !memcmp(r.body.data, "new", 3));
+	h_resp_free(&r);
+	/* the native API on the same key is unchanged */
+	ck_assert_int_eq(native_get(ke, &r), 200);
+	ck_assert(r.body.len == 3);
+	h_resp_free(&r);
+	/* missing: error XML on the S3 path only */
+	free(k);
+	k = xasprintf("%s/missing", b);
+	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 404);
+	ck_assert(has(&r, "<Error><Code>NoSuchKey</Code>"));
+	h = h_header(&r, "Content-Type");
+	ck_assert_str_eq(h, "application/xml");
+	free(h);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("HEAD", k, NULL, 0, NULL, &r), 404);
+	ck_assert_int_eq(r.body.len, 0);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("DELETE", k, NULL, 0, NULL, &r), 204);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("DELETE", ke, NULL, 0, NULL, &r), 204);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, NULL, &r), 404);
+	h_resp_free(&r);
+	/* empty objects exist on the S3 path */
+	ck_assert_int_eq(s3("PUT", k, NULL, 0, NULL, &r), 200);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 200);
+	ck_assert_int_eq(r.body.len, 0);
+	h_resp_free(&r);
+	free(b), free(k), free(ke);
+}
+END_TEST
+
+START_TEST(test_aws_chunked)
+{
+	char *k = fresh("/chunked/k");
+	const char *hd[] = {"X-Amz-Content-Sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+			    "Content-Encoding: aws-chunked", "X-Amz-Decoded-Content-Length: 11",
+			    "X-Amz-Trailer: x-amz-checksum-crc32", NULL};
+	const char body[] = "5\r\nhello\r\n6;chunk-signature=abc\r\n world\r\n0\r\n"
+			    "x-amz-checksum-crc32:DUoRhQ==\r\n\r\n";
+	const char trunc[] = "5\r\nhello\r\n6\r\n wo";
+	const char junk[] = "zz\r\nhello\r\n";
+	struct resp r;
+	ck_assert_int_eq(s3("PUT", k, body, sizeof(body) - 1, hd, &r), 200);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 200);
+	ck_assert_int_eq(r.body.len, 11);
+	ck_assert(!memcmp(r.body.data, "hello world", 11));
+	h_resp_free(&r);
+	hd[2] = "X-Amz-Decoded-Content-Length: 15";
+	ck_assert_int_eq(s3("PUT", k, trunc, sizeof(trunc) - 1, hd, &r), 400);
+	ck_assert(has(&r, "IncompleteBody"));
+	h_resp_free(&r);
+	hd[2] = "X-Amz-Meta-X: 1";
+	ck_assert_int_eq(s3("PUT", k, junk, sizeof(junk) - 1, hd, &r), 400);
+	h_resp_free(&r);
+	/* a failed overwrite left the old value */
+	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == 11 && !memcmp(r.body.data, "hello world", 11));
+	h_resp_free(&r);
+	free(k);
+}
+END_TEST
+
+/* minikeyvalue's own S3 forms, unsigned, as its users send them. */
+START_TEST(test_minikeyvalue_forms)
+{
+	char *b = fresh("/mkvb"), *p, *id, *e;
+	const char *none[] = {NULL};
+	const char cmu[] = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+			   "<Part><PartNumber>2</PartNumber></Part></CompleteMultipartUpload>";
+	struct resp r;
+
+	p = xasprintf("%s/one", b);
+	ck_assert_int_eq(s3("PUT", p, "1", 1, none, &r), 201); /* unsigned: native */
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("PUT", p, "1", 1, none, &r), 403);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/big?uploads", b);
+	ck_assert_int_eq(s3("POST", p, NULL, 0, none, &r), 200);
+	id = strstr(r.body.data, "<UploadId>");
+	ck_assert_ptr_nonnull(id);
+	id = xstrndup(id + 10, 32);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/big?partNumber=1&uploadId=%s", b, id);
+	ck_assert_int_eq(s3("PUT", p, "part one,", 9, none, &r), 200);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/big?partNumber=2&uploadId=%s", b, id);
+	ck_assert_int_eq(s3("PUT", p, "part two", 8, none, &r), 200);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/big?uploadId=%s", b, id);
+	ck_assert_int_eq(s3("POST", p, cmu, sizeof(cmu) - 1, none, &r), 200);
+	ck_assert(has(&r, "<CompleteMultipartUploadResult"));
+	ck_assert(has(&r, "-2&quot;</ETag>"));
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("POST", p, cmu, sizeof(cmu) - 1, none, &r), 404);
+	ck_assert(has(&r, "NoSuchUpload"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/big", b);
+	ck_assert_int_eq(native_get(p, &r), 200);
+	ck_assert(r.body.len == 17 && !memcmp(r.body.data, "part one,part two", 17));
+	h_resp_free(&r);
+	free(p);
+	/* no part is left behind */
+	ck_assert_int_eq(s3("GET", "/.mkv-mpu/?list", NULL, 0, none, &r), 200);
+	e = xasprintf("/.mkv-mpu/%s", id);
+	ck_assert(!has(&r, e));
+	free(e);
+	h_resp_free(&r);
+	/* ListObjectsV2 with a prefix: full keys, as S3 */
+	p = xasprintf("%s?list-type=2&prefix=b", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, none, &r), 200);
+	ck_assert(has(&r, "<Key>big</Key>") && !has(&r, "<Key>one</Key>"));
+	ck_assert(has(&r, "<Size>17</Size>"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?delete", b);
+	ck_assert_int_eq(s3("POST", p, "<Delete><Object><Key>big</Key></Object><Object><Key>one"
+				       "</Key></Object></Delete>", 77, none, &r), 200);
+	ck_assert(has(&r, "<Deleted><Key>big</Key></Deleted>"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?list-type=2", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, none, &r), 200);
+	ck_assert(!has(&r, "<Contents>"));
+	h_resp_free(&r);
+	free(p), free(id), free(b);
+}
+END_TEST
+
+START_TEST(test_listing)
+{
+	char *b = fresh("/lsb"), *p;
+	struct resp r;
+	const char *keys[] = {"a", "a b", "a+b", "d/1", "d/2", "d/e/3", "z&<"};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		struct buf e = {0};
+		buf_puts(&e, b);
+		buf_puts(&e, "/");
+		for (const char *c = keys[i]; *c; c++)
+			buf_printf(&e, "%%%02X", (unsigned char)*c);
+		ck_assert_int_eq(s3("PUT", e.data, "v", 1, NULL, &r), 200);
+		h_resp_free(&r);
+		buf_free(&e);
+	}
+	p = xasprintf("%s?list-type=2&delimiter=/&encoding-type=url", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<Key>a%20b</Key>") && has(&r, "<Key>a%2Bb</Key>") &&
+		  has(&r, "<Key>z%26%3C</Key>"));
+	ck_assert(has(&r, "<CommonPrefixes><Prefix>d/</Prefix></CommonPrefixes>"));
+	ck_assert(has(&r, "<KeyCount>5</KeyCount>") && has(&r, "<EncodingType>url</EncodingType>"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/?delimiter=/&max-keys=2", b); /* V1 */
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<IsTruncated>true</IsTruncated>") && has(&r, "<NextMarker>a b</NextMarker>"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/?delimiter=/&marker=a%%2Bb", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<Prefix>d/</Prefix>") && has(&r, "<Key>z&amp;&lt;</Key>") &&
+		  !has(&r, "<Key>a"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?list-type=2&prefix=d/&delimiter=/&start-after=d/1", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<Key>d/2</Key>") && has(&r, "<Prefix>d/e/</Prefix>") &&
+		  !has(&r, "<Key>d/1</Key>"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?list-type=2&max-keys=x", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 400);
+	ck_assert(has(&r, "<Code>InvalidArgument</Code>"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?list-type=2&continuation-token=zz", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 400);
+	h_resp_free(&r);
+	free(p);
+	ck_assert_int_eq(s3("GET", "/", NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, b + 1));
+	ck_assert(!has(&r, ".mkv-mpu"));
+	h_resp_free(&r);
+	p = xasprintf("%s?location", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<LocationConstraint"));
+	h_resp_free(&r);
+	free(p);
+	free(b);
+}
+END_TEST
+
+START_TEST(test_bad_requests)
+{
+	char *b = fresh("/badb"), *p;
+	struct resp r;
+	size_t big = 3u << 20;
+	char *junk = malloc(big);
+	memset(junk, '<', big);
+	p = xasprintf("%s?delete", b);
+	ck_assert_int_eq(s3("POST", p, "not xml", 7, NULL, &r), 400);
+	ck_assert(has(&r, "MalformedXML"));
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("POST", p, junk, big, NULL, &r), 400);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/k?uploadId=0123456789abcdef0123456789abcdef", b);
+	ck_assert_int_eq(s3("POST", p, "<CompleteMultipartUpload/>", 26, NULL, &r), 404);
+	ck_assert(has(&r, "NoSuchUpload"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/k?partNumber=1&uploadId=nope", b);
+	ck_assert_int_eq(s3("PUT", p, "x", 1, NULL, &r), 404);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/k?acl", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 501);
+	ck_assert(has(&r, "NotImplemented"));
+	h_resp_free(&r);
+	free(p);
+	ck_assert_int_eq(s3("PATCH", "/x/y", NULL, 0, NULL, &r), 405); /* not S3: native */
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("POST", "/", NULL, 0, NULL, &r), 405);
+	h_resp_free(&r);
+	free(junk);
+	free(b);
+}
+END_TEST
+
+/* Stop the cluster's master and wait until it is gone: the fixture
+ * started it in another process, so h_stop cannot wait for it. */
+static void master_gone(void)
+{
+	uint64_t t0 = now_ms();
+	kill(m.pid, SIGTERM);
+	ck_assert_msg(h_wait_gone(m.pid, 20000), "the master did not stop within 20 s");
+	ck_assert_msg(now_ms() - t0 < 12000, "the master took %llu ms to stop",
+		      (unsigned long long)(now_ms() - t0));
+	m.pid = 0;
+}
+
+/* Uploads and sizes are in the sidecar index: they survive a restart. */
+START_TEST(test_restart)
+{
+	char *b = fresh("/rsb"), *p, *id;
+	struct resp r;
+	char cmu[200];
+	p = xasprintf("%s/sized", b);
+	ck_assert_int_eq(s3("PUT", p, "12345", 5, NULL, &r), 200);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/mp?uploads", b);
+	ck_assert_int_eq(s3("POST", p, NULL, 0, NULL, &r), 200);
+	id = xstrndup(strstr(r.body.data, "<UploadId>") + 10, 32);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/mp?partNumber=1&uploadId=%s", b, id);
+	ck_assert_int_eq(s3("PUT", p, "abc", 3, NULL, &r), 200);
+	h_resp_free(&r);
+	free(p);
+	master_gone();
+	h_master_restart(&m, vols, 3, NULL);
+	p = xasprintf("%s?list-type=2", b);
+	for (int i = 0; i < 50 && s3("GET", p, NULL, 0, NULL, &r) != 200; i++) {
+		h_resp_free(&r);
+		usleep(100000);
+	}
+	if (r.status != 200) {
+		char *log = h_read_file(m.log);
+		size_t n = strlen(log);
+		ck_abort_msg("list after restart: %ld; master log: %s", r.status,
+			     log + (n > 2000 ? n - 2000 : 0));
+	}
+	ck_assert(has(&r, "<Key>sized</Key>") && has(&r, "<Size>5</Size>"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/mp?uploadId=%s", b, id);
+	snprintf(cmu, sizeof(cmu), "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+		 "</Part></CompleteMultipartUpload>");
+	ck_assert_int_eq(s3("POST", p, cmu, strlen(cmu), NULL, &r), 200);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/mp", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == 3 && !memcmp(r.body.data, "abc", 3));
+	h_resp_free(&r);
+	free(p);
+
+	/* `mkv rebuild` into an empty index restores sizes (and times) */
+	{
+		char *bin = h_bin("mkv"), *va = h_volumes_arg(vols, 3), *cmd;
+		master_gone();
+		cmd = xasprintf("rm -rf '%s' && '%s' -volumes %s -db '%s' rebuild >/dev/null 2>&1",
+				m.db, bin, va, m.db);
+		ck_assert_int_eq(system(cmd), 0);
+		free(cmd), free(bin), free(va);
+	}
+	h_master_restart(&m, vols, 3, NULL);
+	p = xasprintf("%s?list-type=2", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<Key>sized</Key>") && has(&r, "<Size>5</Size>") &&
+		  has(&r, "<Key>mp</Key>") && has(&r, "<Size>3</Size>"));
+	ck_assert(!has(&r, "<LastModified>1970"));
+	h_resp_free(&r);
+	free(p), free(id), free(b);
+}
+END_TEST
+
+/* What a failed REPLACE leaves, on a cluster of the test's own. */
+START_TEST(test_replace_failures)
+{
+	struct vol v[3];
+	struct master mm = {0};
+	struct resp r;
+	char *u, *h, *path;
+	long st;
+	for (int i = 0; i < 3; i++)
+		h_vol_start(&v[i], VOL_MKV);
+	h_master_start(&mm, v, 3, NULL);
+	u = xasprintf("%s/rf/key", mm.base);
+	ck_assert_int_eq(h_http("PUT", u, "old", 3, NULL, false, &r), 201);
+	h_resp_free(&r);
+
+	/* a volume dies: the REPLACE either places the copy elsewhere (201)
+	 * or says it is partly done; the new value is what is served */
+	h_stop(v[0].pid, SIGTERM);
+	v[0].pid = 0;
+	st = h_http("REPLACE", u, "new!", 4, NULL, false, &r);
+	ck_assert_msg(st == 201 || (st >= 500 && strstr(r.body.data, "partly done")),
+		      "REPLACE with a volume down: %ld %s", st, r.body.data ? r.body.data : "");
+	h_resp_free(&r);
+	if (st != 201) { /* the record names the two new copies only */
+		ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+		h = h_header(&r, "Key-Volumes");
+		ck_assert_ptr_nonnull(h);
+		ck_assert_ptr_nonnull(strchr(h, ','));
+		ck_assert_ptr_null(strchr(strchr(h, ',') + 1, ','));
+		free(h);
+		h = h_header(&r, "Key-Balance");
+		ck_assert_str_eq(h, "unbalanced");
+		free(h);
+		h_resp_free(&r);
+	}
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, SIGNED, false, &r), 200); /* any live copy */
+	ck_assert_msg(r.body.len == 4 && !memcmp(r.body.data, "new!", 4), "after %ld: read %zu bytes",
+		      st, r.body.len);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, SIGNED, false, &r), 200); /* the metadata too */
+	h = h_header(&r, "Content-Length");
+	ck_assert_str_eq(h, "4");
+	free(h);
+	h_resp_free(&r);
+
+	/* a crash mid-REPLACE (its marker in the sidecar) unlinks the key at
+	 * the next start: copies that may differ are never served */
+	h_stop(mm.pid, SIGKILL);
+	mm.pid = 0;
+	path = xasprintf("%s/mkv-meta", mm.db);
+	{
+		leveldb_options_t *o = leveldb_options_create();
+		leveldb_writeoptions_t *w = leveldb_writeoptions_create();
+		char *err = NULL;
+		leveldb_t *db = leveldb_open(o, path, &err);
+		ck_assert_msg(db && !err, "open sidecar: %s", err ? err : "");
+		leveldb_put(db, w, "r/rf/key", 8, "", 0, &err);
+		ck_assert_ptr_null(err);
+		leveldb_close(db);
+		leveldb_writeoptions_destroy(w);
+		leveldb_options_destroy(o);
+	}
+	free(path);
+	h_vol_respawn(&v[0]);
+	h_master_restart(&mm, v, 3, NULL);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+	h_resp_free(&r);
+	h = xasprintf("%s/rf/?unlinked", mm.base);
+	ck_assert_int_eq(h_http("GET", h, NULL, 0, NULL, false, &r), 200);
+	ck_assert(has(&r, "\"/rf/key\""));
+	h_resp_free(&r);
+	free(h);
+	h = xasprintf("%s/rf/key", mm.base);
+	ck_assert_int_eq(h_status("RELINK", h) == 204 || h_status("DELETE", h) == 204, 1);
+	free(h);
+	free(u);
+	h_master_stop(&mm);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&v[i]);
+}
+END_TEST
+
+/* boto3, the aws CLI, rclone and s3cmd against this cluster. */
+START_TEST(test_clients)
+{
+	char *script = h_root("tests/s3_clients.py"), *dir = h_tmpdir(), *log = xasprintf("%s.log", dir);
+	char *argv[] = {"/usr/bin/python3", script, m.base, dir, NULL};
+	pid_t pid = h_spawn(argv, log);
+	int st;
+	waitpid(pid, &st, 0);
+	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+		char *out = h_read_file(log);
+		size_t n = strlen(out);
+		ck_abort_msg("s3_clients.py failed (%s):\n%s", log, out + (n > 3000 ? n - 3000 : 0));
+	}
+	unlink(log);
+	h_rmrf(dir);
+	free(script), free(dir), free(log);
+}
+END_TEST
+
+static TCase *s3_case(const char *name, void (*up)(void))
+{
+	TCase *tc = tcase_create(name);
+	tcase_set_timeout(tc, 300);
+	tcase_add_unchecked_fixture(tc, up, cluster_down);
+	tcase_add_test(tc, test_replace);
+	tcase_add_test(tc, test_replace_atomic);
+	tcase_add_test(tc, test_objects);
+	tcase_add_test(tc, test_aws_chunked);
+	tcase_add_test(tc, test_minikeyvalue_forms);
+	tcase_add_test(tc, test_listing);
+	tcase_add_test(tc, test_bad_requests);
+	tcase_add_test(tc, test_clients);
+	tcase_add_test(tc, test_restart); /* last: its master dies with the test's process */
+	return tc;
+}
+
+int main(void)
+{
+	Suite *s = suite_create("s3");
+	SRunner *sr;
+	int failed;
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	signal(SIGPIPE, SIG_IGN);
+	suite_add_tcase(s, s3_case("mkv-volume", up_mkv));
+	suite_add_tcase(s, s3_case("nginx", up_nginx));
+	{
+		TCase *tc = tcase_create("failures");
+		tcase_set_timeout(tc, 60);
+		tcase_add_test(tc, test_replace_failures);
+		suite_add_tcase(s, tc);
+	}
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+"""Real S3 clients against a running mkv master: boto3, the aws CLI, rclone
+and s3cmd.  Usage: s3_clients.py http://127.0.0.1:PORT [WORKDIR]
+Exits non-zero on the first failure, naming it.  Run by tests/check_s3.c
+(on mkv-volumes and on nginx volumes)."""
+import hashlib, os, shutil, subprocess, sys, tempfile
+
+END = sys.argv[1]
+WORK = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp()
+ONLY = os.environ.get("S3_CLIENTS", "boto3,aws,rclone,s3cmd").split(",")
+os.makedirs(WORK, exist_ok=True)
+ENV = dict(os.environ, AWS_ACCESS_KEY_ID="mkv", AWS_SECRET_ACCESS_KEY="mkv",
+           AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
+           AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null",
+           HOME=WORK)
+ENV.pop("AWS_CA_BUNDLE", None)   # rclone refuses plain http with it (NOTES.md)
+ENV.pop("AWS_PROFILE", None)
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what, flush=True)
+        sys.exit(1)
+
+
+def run(args, **kw):
+    p = subprocess.run(args, env=ENV, capture_output=True, text=True, timeout=300, **kw)
+    check(p.returncode == 0, "%s -> %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr))
+    return p.stdout
+
+
+def md5(path):
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def write(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def tree(n, base, sizes=(0, 1, 1000, 70000)):
+    for i in range(n):
+        write(os.path.join(base, "d%d" % (i % 3), "f%03d" % i), os.urandom(sizes[i % len(sizes)]))
+
+
+def boto3_tests():
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+    s3 = boto3.client("s3", endpoint_url=END, aws_access_key_id="mkv",
+                      aws_secret_access_key="mkv", region_name="us-east-1",
+                      config=Config(s3={"addressing_style": "path"},
+                                    retries={"max_attempts": 2}))
+    b = "boto"
+    s3.create_bucket(Bucket=b)
+    s3.head_bucket(Bucket=b)
+    check(b in [x["Name"] for x in s3.list_buckets()["Buckets"]], "list_buckets shows the bucket")
+    r = s3.put_object(Bucket=b, Key="a/b c+d&<x>.txt", Body=b"hello world")
+    check(r["ETag"] == '"%s"' % hashlib.md5(b"hello world").hexdigest(), "put_object ETag")
+    g = s3.get_object(Bucket=b, Key="a/b c+d&<x>.txt")
+    check(g["Body"].read() == b"hello world", "get_object body")
+    check(g["ContentLength"] == 11 and g["ETag"] == r["ETag"], "get_object headers")
+    h = s3.head_object(Bucket=b, Key="a/b c+d&<x>.txt")
+    check(h["ContentLength"] == 11 and h["ETag"] == r["ETag"], "head_object")
+    rg = s3.get_object(Bucket=b, Key="a/b c+d&<x>.txt", Range="bytes=6-")
+    check(rg["Body"].read() == b"world" and rg["ContentRange"] == "bytes 6-10/11", "ranged get")
+    s3.put_object(Bucket=b, Key="a/b c+d&<x>.txt", Body=b"second")
+    check(s3.get_object(Bucket=b, Key="a/b c+d&<x>.txt")["Body"].read() == b"second", "overwrite")
+    s3.put_object(Bucket=b, Key="empty", Body=b"")
+    check(s3.get_object(Bucket=b, Key="empty")["Body"].read() == b"", "empty object")
+    try:
+        s3.get_object(Bucket=b, Key="nope")
+        check(False, "get of a missing key fails")
+    except ClientError as e:
+        check(e.response["Error"]["Code"] == "NoSuchKey", "NoSuchKey, got %s" % e.response["Error"])
+    try:
+        s3.head_object(Bucket=b, Key="nope")
+        check(False, "head of a missing key fails")
+    except ClientError as e:
+        check(e.response["Error"]["Code"] == "404", "head 404")
+    # listing: pagination and delimiter
+    for i in range(25):
+        s3.put_object(Bucket=b, Key="p/%02d" % i, Body=b"x" * i)
+    s3.put_object(Bucket=b, Key="p/sub/one", Body=b"1")
+    s3.put_object(Bucket=b, Key="p/sub/two", Body=b"2")
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=b, Prefix="p/",
+                                                           PaginationConfig={"PageSize": 7}):
+        keys += [c["Key"] for c in page.get("Contents", [])]
+        for c in page.get("Contents", []):
+            if c["Key"] == "p/05":
+                check(c["Size"] == 5 and c["LastModified"].year >= 2024, "Size/LastModified")
+    check(keys == ["p/%02d" % i for i in range(25)] + ["p/sub/one", "p/sub/two"],
+          "v2 pagination: %s" % keys)
+    d = s3.list_objects_v2(Bucket=b, Prefix="p/", Delimiter="/")
+    check([c["Prefix"] for c in d.get("CommonPrefixes", [])] == ["p/sub/"], "CommonPrefixes")
+    check(d["KeyCount"] == 26, "KeyCount %s" % d["KeyCount"])
+    top = s3.list_objects_v2(Bucket=b, Delimiter="/")
+    check([c["Prefix"] for c in top["CommonPrefixes"]] == ["a/", "p/"] and
+          [c["Key"] for c in top["Contents"]] == ["empty"], "top-level delimiter listing")
+    k1 = []
+    for page in s3.get_paginator("list_objects").paginate(Bucket=b, Prefix="p/",
+                                                        PaginationConfig={"PageSize": 10}):
+        k1 += [c["Key"] for c in page.get("Contents", [])]
+    check(k1 == keys, "v1 pagination")
+    s3.put_object(Bucket=b, Key="a/b c+d&<x>.txt", Body=b"third")
+    dl = s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "p/%02d" % i} for i in range(25)]
+                                             + [{"Key": "never-existed"}]})
+    check(len(dl["Deleted"]) == 26 and not dl.get("Errors"), "delete_objects %s" % dl)
+    s3.delete_object(Bucket=b, Key="p/sub/one")
+    s3.delete_object(Bucket=b, Key="p/sub/one")  # 204 again
+    left = [c["Key"] for c in s3.list_objects_v2(Bucket=b, Prefix="p/").get("Contents", [])]
+    check(left == ["p/sub/two"], "after deletes: %s" % left)
+    # multipart: upload_file 100 MiB with the default TransferConfig, then download_file
+    big = os.path.join(WORK, "big")
+    with open(big, "wb") as f:
+        for _ in range(100):
+            f.write(os.urandom(1 << 20))
+    s3.upload_file(big, b, "big/file")
+    h = s3.head_object(Bucket=b, Key="big/file")
+    check(h["ContentLength"] == 100 << 20 and h["ETag"].endswith('-13"'), "multipart ETag %s" % h["ETag"])
+    back = os.path.join(WORK, "big.back")
+    s3.download_file(b, "big/file", back)
+    check(md5(back) == md5(big), "download_file matches")
+    g = s3.get_object(Bucket=b, Key="big/file", Range="bytes=%d-%d" % (50 << 20, (50 << 20) + 9))
+    with open(big, "rb") as f:
+        f.seek(50 << 20)
+        check(g["Body"].read() == f.read(10), "ranged get inside a multipart object")
+    # explicit multipart calls: list parts, list uploads, abort
+    up = s3.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
+    e1 = s3.upload_part(Bucket=b, Key="mp", UploadId=up, PartNumber=1, Body=b"a" * (5 << 20))["ETag"]
+    e2 = s3.upload_part(Bucket=b, Key="mp", UploadId=up, PartNumber=2, Body=b"b" * 10)["ETag"]
+    check(e1 == '"%s"' % hashlib.md5(b"a" * (5 << 20)).hexdigest(), "part ETag")
+    parts = s3.list_parts(Bucket=b, Key="mp", UploadId=up)["Parts"]
+    check([(p["PartNumber"], p["Size"]) for p in parts] == [(1, 5 << 20), (2, 10)], "list_parts")
+    ups = s3.list_multipart_uploads(Bucket=b).get("Uploads", [])
+    check([u["UploadId"] for u in ups] == [up], "list_multipart_uploads")
+    try:
+        s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up, MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": e2}]})
+        check(False, "complete with a wrong ETag fails")
+    except ClientError as e:
+        check(e.response["Error"]["Code"] == "InvalidPart", "InvalidPart")
+    c = s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    want = hashlib.md5(bytes.fromhex(e1.strip('"')) + bytes.fromhex(e2.strip('"'))).hexdigest()
+    check(c["ETag"] == '"%s-2"' % want, "complete ETag")
+    check(s3.get_object(Bucket=b, Key="mp")["Body"].read() == b"a" * (5 << 20) + b"b" * 10,
+          "completed object")
+    up2 = s3.create_multipart_upload(Bucket=b, Key="gone")["UploadId"]
+    s3.upload_part(Bucket=b, Key="gone", UploadId=up2, PartNumber=1, Body=b"zz")
+    s3.abort_multipart_upload(Bucket=b, Key="gone", UploadId=up2)
+    try:
+        s3.list_parts(Bucket=b, Key="gone", UploadId=up2)
+        check(False, "list_parts after abort fails")
+    except ClientError as e:
+        check(e.response["Error"]["Code"] == "NoSuchUpload", "NoSuchUpload")
+    check(not s3.list_multipart_uploads(Bucket=b).get("Uploads"), "no uploads left")
+    print("boto3: ok", flush=True)
+
+
+def aws_tests():
+    a = ["aws", "--endpoint-url", END, "s3"]
+    src = os.path.join(WORK, "aws-src")
+    tree(12, src)
+    write(os.path.join(src, "big"), os.urandom(9 << 20))    # multipart (8 MiB parts)
+    run(a + ["cp", os.path.join(src, "d0", "f000"), "s3://awsb/one"])
+    run(a + ["cp", "s3://awsb/one", os.path.join(WORK, "one")])
+    check(md5(os.path.join(WORK, "one")) == md5(os.path.join(src, "d0", "f000")), "aws cp round trip")
+    run(a + ["sync", src, "s3://awsb/tree"])
+    out = run(a + ["ls", "--recursive", "s3://awsb/tree/"])
+    check(len(out.strip().splitlines()) == 13, "aws ls after sync:\n" + out)
+    check(run(a + ["sync", src, "s3://awsb/tree"]).strip() == "", "second sync uploads nothing")
+    dst = os.path.join(WORK, "aws-dst")
+    run(a + ["sync", "s3://awsb/tree", dst])
+    for root, _, files in os.walk(src):
+        for f in files:
+            p = os.path.join(root, f)
+            check(md5(p) == md5(os.path.join(dst, os.path.relpath(p, src))), "aws sync down " + p)
+    check("awsb" in run(a + ["ls"]), "aws s3 ls lists buckets")
+    run(a + ["rm", "--recursive", "s3://awsb/"])
+    check(run(a + ["ls", "--recursive", "s3://awsb/"]).strip() == "", "aws rm --recursive")
+    print("aws: ok", flush=True)
+
+
+def rclone_tests():
+    conf = os.path.join(WORK, "rclone.conf")
+    with open(conf, "w") as f:
+        f.write("[mkv]\ntype = s3\nprovider = Other\naccess_key_id = mkv\n"
+                "secret_access_key = mkv\nendpoint = %s\nregion = us-east-1\n" % END)
+    r = ["rclone", "--config", conf, "--retries", "1", "--low-level-retries", "2"]
+    src = os.path.join(WORK, "rc-src")
+    tree(10, src)
+    run(r + ["copy", src, "mkv:rcb/copy"])
+    run(r + ["check", src, "mkv:rcb/copy"])
+    os.remove(os.path.join(src, "d0", "f000"))
+    write(os.path.join(src, "d1", "new"), b"new file")
+    run(r + ["sync", src, "mkv:rcb/copy"])
+    run(r + ["check", src, "mkv:rcb/copy"])
+    out = run(r + ["ls", "mkv:rcb/copy"])
+    check(len(out.strip().splitlines()) == 10, "rclone ls:\n" + out)
+    dst = os.path.join(WORK, "rc-dst")
+    run(r + ["sync", "mkv:rcb/copy", dst])
+    run(r + ["check", src, dst])
+    print("rclone: ok", flush=True)
+
+
+def s3cmd_tests():
+    host = END.split("://", 1)[1]
+    c = ["s3cmd", "--no-ssl", "--host", host, "--host-bucket", host, "--access_key", "mkv",
+         "--secret_key", "mkv", "--config", "/dev/null", "--multipart-chunk-size-mb", "5"]
+    f = os.path.join(WORK, "s3cmd-f")
+    write(f, os.urandom(12 << 20))                  # multipart with 5 MiB chunks
+    small = os.path.join(WORK, "s3cmd-small")
+    write(small, b"small file")
+    run(c + ["put", f, "s3://s3cb/big"])
+    run(c + ["put", small, "s3://s3cb/dir/small"])
+    out = run(c + ["ls", "s3://s3cb/"])
+    check("s3://s3cb/big" in out and "s3://s3cb/dir/" in out, "s3cmd ls:\n" + out)
+    run(c + ["get", "--force", "s3://s3cb/big", f + ".back"])
+    check(md5(f + ".back") == md5(f), "s3cmd get")
+    run(c + ["del", "s3://s3cb/big"])
+    run(c + ["del", "s3://s3cb/dir/small"])
+    check("s3cb/big" not in run(c + ["ls", "--recursive", "s3://s3cb/"]), "s3cmd del")
+    print("s3cmd: ok", flush=True)
+
+
+for name, fn in (("boto3", boto3_tests), ("aws", aws_tests), ("rclone", rclone_tests),
+                 ("s3cmd", s3cmd_tests)):
+    if name in ONLY:
+        fn()
+shutil.rmtree(WORK, ignore_errors=True)
