@@ -2,65 +2,57 @@
  * "-flag value" or "-flag=value"), then one of server, rebuild, rebalance,
  * verify, gc, put, get. */
 #include "mkv.h"
+#include "../common/flags.h"
 #include "../common/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
+static const char head[] =
 	"usage: mkv -volumes host:port,... -db DIR [flags] server|rebuild|rebalance\n"
 	"       mkv -volumes host:port,... -master H:P|-db DIR [-fix] [-rate MB/s] verify\n"
 	"       mkv -volumes host:port,... -master H:P|-db DIR [-delete] [-unlinked] gc\n"
 	"       mkv -master H:P [-workers N] put DIR /prefix\n"
-	"       mkv -master H:P [-workers N] get /prefix DIR\n"
-	"  -volumes LIST     volume servers, comma separated (required)\n"
-	"  -db DIR           LevelDB index directory (required, but not for rebalance -master)\n"
-	"  -port N           master port (default 3000)\n"
-	"  -replicas N       copies of each value (default 3)\n"
-	"  -subvolumes N     directories sv00.. per volume (default 10)\n"
-	"  -protect          refuse DELETE of a key that is not unlinked\n"
-	"  -fallback H:P     redirect missing keys to this server\n"
-	"  -md5sum=BOOL      record each value's md5 (default true)\n"
-	"  -voltimeout D     volume check timeout, e.g. 1s, 500ms (default 1s)\n"
-	"  -puttimeout D     a replica write with no progress this long fails (default 60s)\n"
-	"  -idletimeout D    close a client connection silent this long (default 60s)\n"
-	"  -maxconns N       client connections served at once (default 10000)\n"
-	"  -maxsize BYTES    largest value a PUT may store, else 413 (default: no limit)\n"
-	"  -headcheck        HEAD the blob before each redirect (minikeyvalue's behaviour)\n"
-	"  -workers N        parallel requests of the commands but server (default 16)\n"
-	"  -from DIR         rebuild: keep unlinked keys of this old index unlinked\n"
-	"  -master H:P       rebalance, verify, gc, put, get: work through a running master\n"
-	"  -fix              verify: re-copy missing and corrupt replicas from good ones\n"
-	"  -rate MB/s        verify: read at most this many MB/s in all (default: no cap)\n"
-	"  -delete           gc: remove what it finds (default: a dry run)\n"
-	"  -unlinked         gc: also remove unlinked keys, bytes and record\n"
-	"  -v                log one line per request\n";
+	"       mkv -master H:P [-workers N] get /prefix DIR\n";
+
+static struct config c = {
+	.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
+	.voltimeout_ms = 1000, .puttimeout_ms = 60000, .workers = 16,
+	.idletimeout_ms = 60000, .maxconns = 10000,
+};
+static const char *volumes;
+
+static const struct flag flags[] = {
+	{"volumes", FLAG_STR, &volumes, 0, 0, "LIST", "volume servers, comma separated (required)"},
+	{"db", FLAG_STR, &c.db, 0, 0, "DIR", "LevelDB index directory (required, but not for rebalance -master)"},
+	{"port", FLAG_INT, &c.port, 1, 65535, "N", "master port (default 3000)"},
+	{"replicas", FLAG_INT, &c.replicas, 1, 64, "N", "copies of each value (default 3)"},
+	{"subvolumes", FLAG_INT, &c.subvolumes, 1, 256, "N", "directories sv00.. per volume (default 10)"},
+	{"protect", FLAG_BOOL, &c.protect, 0, 0, NULL, "refuse DELETE of a key that is not unlinked"},
+	{"fallback", FLAG_STR, &c.fallback, 0, 0, "H:P", "redirect missing keys to this server"},
+	{"md5sum", FLAG_BOOL, &c.md5sum, 0, 0, NULL, "record each value's md5 (default true; -md5sum=false)"},
+	{"voltimeout", FLAG_DURATION, &c.voltimeout_ms, 1, 0, "D", "volume check timeout, e.g. 1s, 500ms (default 1s)"},
+	{"puttimeout", FLAG_DURATION, &c.puttimeout_ms, 0, 0, "D", "a replica write with no progress this long fails (default 60s)"},
+	{"idletimeout", FLAG_DURATION, &c.idletimeout_ms, 1000, 0, "D", "close a client connection silent this long (default 60s)"},
+	{"maxconns", FLAG_INT, &c.maxconns, 1, 1000000, "N", "client connections served at once (default 10000)"},
+	{"maxsize", FLAG_U64, &c.maxsize, 0, UINT64_MAX, "BYTES", "largest value a PUT may store, else 413 (default: no limit)"},
+	{"headcheck", FLAG_BOOL, &c.headcheck, 0, 0, NULL, "HEAD the blob before each redirect (minikeyvalue's behaviour)"},
+	{"workers", FLAG_INT, &c.workers, 1, 1024, "N", "parallel requests of the commands but server (default 16)"},
+	{"from", FLAG_STR, &c.from, 0, 0, "DIR", "rebuild: keep unlinked keys of this old index unlinked"},
+	{"master", FLAG_STR, &c.master, 0, 0, "H:P", "rebalance, verify, gc, put, get: work through a running master"},
+	{"fix", FLAG_BOOL, &c.fix, 0, 0, NULL, "verify: re-copy missing and corrupt replicas from good ones"},
+	{"rate", FLAG_MBPS, &c.rate, 0, 0, "MB/s", "verify: read at most this many MB/s in all (default: no cap)"},
+	{"delete", FLAG_BOOL, &c.delete_, 0, 0, NULL, "gc: remove what it finds (default: a dry run)"},
+	{"unlinked", FLAG_BOOL, &c.unlinked, 0, 0, NULL, "gc: also remove unlinked keys, bytes and record"},
+	{"v", FLAG_BOOL, &c.verbose, 0, 0, NULL, "log one line per request"},
+	{"verbose", FLAG_BOOL, &c.verbose, 0, 0, NULL, NULL},
+	{NULL, 0, NULL, 0, 0, NULL, NULL},
+};
 
 static void bad(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "mkv: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", usage);
-	exit(2);
-}
-
-static bool parse_bool(const char *name, const char *v)
-{
-	if (!v || !strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "t") || !strcmp(v, "TRUE"))
-		return true;
-	if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "f") || !strcmp(v, "FALSE"))
-		return false;
-	bad("invalid boolean value for -%s", name);
-	return false;
-}
-
-static int parse_int(const char *name, const char *v, int min, int max)
-{
-	uint64_t n;
-	if (!parse_u64(v, (uint64_t)min, (uint64_t)max, &n))
-		bad("invalid value for -%s", name);
-	return (int)n;
+	flags_fail("mkv", head, fmt, arg);
 }
 
 /* Returns the buffer the volume names point into (caller frees it and
@@ -81,111 +73,20 @@ static char *split_volumes(struct config *c, const char *list)
 
 int main(int argc, char **argv)
 {
-	struct config c = {
-		.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
-		.voltimeout_ms = 1000, .puttimeout_ms = 60000, .workers = 16,
-		.idletimeout_ms = 60000, .maxconns = 10000,
-	};
-	const char *cmd = NULL, *volumes = NULL;
-	char *volbuf;
-	int rc, nargs = 0;
+	char *pos[3], *volbuf;
+	const char *cmd;
+	int rc, npos;
 
 	log_init("mkv");
-	for (int i = 1; i < argc; i++) {
-		char *a = argv[i], *name, *val;
-		if (a[0] != '-' || !a[1] || nargs) {
-			if (!cmd)
-				cmd = a;
-			else if (nargs < 2 && (!strcmp(cmd, "put") || !strcmp(cmd, "get")))
-				c.args[nargs++] = a;   /* operands: after them, no flags */
-			else
-				bad("unexpected argument %s", a);
-			continue;
-		}
-		name = a + 1 + (a[1] == '-');
-		val = strchr(name, '=');
-		if (val)
-			*val++ = '\0';
-		if (!strcmp(name, "h") || !strcmp(name, "help")) {
-			fputs(usage, stdout);
-			return 0;
-		}
-		/* boolean flags take no separate value */
-		if (!strcmp(name, "protect")) {
-			c.protect = parse_bool(name, val);
-			continue;
-		}
-		if (!strcmp(name, "md5sum")) {
-			c.md5sum = parse_bool(name, val);
-			continue;
-		}
-		if (!strcmp(name, "headcheck")) {
-			c.headcheck = parse_bool(name, val);
-			continue;
-		}
-		if (!strcmp(name, "fix")) {
-			c.fix = parse_bool(name, val);
-			continue;
-		}
-		if (!strcmp(name, "delete")) {
-			c.delete_ = parse_bool(name, val);
-			continue;
-		}
-		if (!strcmp(name, "unlinked")) {
-			c.unlinked = parse_bool(name, val);
-			continue;
-		}
-		if (!strcmp(name, "v") || !strcmp(name, "verbose")) {
-			c.verbose = parse_bool(name, val);
-			continue;
-		}
-		if (!val) {
-			if (i + 1 >= argc)
-				bad("flag needs an argument: -%s", name);
-			val = argv[++i];
-		}
-		if (!strcmp(name, "volumes"))
-			volumes = val;
-		else if (!strcmp(name, "db"))
-			c.db = val;
-		else if (!strcmp(name, "port"))
-			c.port = parse_int(name, val, 1, 65535);
-		else if (!strcmp(name, "replicas"))
-			c.replicas = parse_int(name, val, 1, 64);
-		else if (!strcmp(name, "subvolumes"))
-			c.subvolumes = parse_int(name, val, 1, 256);
-		else if (!strcmp(name, "fallback"))
-			c.fallback = *val ? val : NULL;
-		else if (!strcmp(name, "voltimeout")) {
-			if (!parse_duration_ms(val, &c.voltimeout_ms) || !c.voltimeout_ms)
-				bad("invalid duration for -voltimeout: %s", val);
-		} else if (!strcmp(name, "puttimeout")) {
-			if (!parse_duration_ms(val, &c.puttimeout_ms))
-				bad("invalid duration for -puttimeout: %s", val);
-		} else if (!strcmp(name, "idletimeout")) {
-			if (!parse_duration_ms(val, &c.idletimeout_ms) || c.idletimeout_ms < 1000)
-				bad("invalid duration for -idletimeout (at least 1s): %s", val);
-		} else if (!strcmp(name, "maxconns"))
-			c.maxconns = parse_int(name, val, 1, 1000000);
-		else if (!strcmp(name, "maxsize")) {
-			if (!parse_u64(val, 0, UINT64_MAX, &c.maxsize))
-				bad("invalid value for -maxsize: %s", val);
-		} else if (!strcmp(name, "workers"))
-			c.workers = parse_int(name, val, 1, 1024);
-		else if (!strcmp(name, "from"))
-			c.from = val;
-		else if (!strcmp(name, "master"))
-			c.master = val;
-		else if (!strcmp(name, "rate")) {
-			char *end;
-			double mb = strtod(val, &end);
-			if (end == val || *end || !(mb > 0 && mb < 1e9))
-				bad("invalid value for -rate (MB/s): %s", val);
-			c.rate = (uint64_t)(mb * 1e6);
-		}
-		else
-			bad("flag provided but not defined: -%s", name);
-	}
+	/* the command, then (put, get) two operands, after which no flags */
+	npos = flags_parse(flags, argc, argv, "mkv", head, pos, 3, 2);
+	cmd = npos ? pos[0] : NULL;
+	if (c.fallback && !*c.fallback)
+		c.fallback = NULL;
+	for (int i = 1; i < npos; i++)
+		c.args[i - 1] = pos[i];
+	if (npos > 1 && cmd && strcmp(cmd, "put") && strcmp(cmd, "get"))
+		bad("unexpected argument %s", pos[1]);
 	if (!cmd)
 		bad("missing command (server, rebuild, rebalance, verify, gc, put or get)%s", "");
 	if (strcmp(cmd, "server") && strcmp(cmd, "rebuild") && strcmp(cmd, "rebalance") &&
@@ -195,7 +96,7 @@ int main(int argc, char **argv)
 		/* the master knows the volumes: put and get need only it */
 		if (!c.master)
 			bad("%s needs -master host:port", cmd);
-		if (nargs != 2)
+		if (npos != 3)
 			bad(!strcmp(cmd, "put") ? "usage: mkv -master H:P put DIR /prefix%s"
 						: "usage: mkv -master H:P get /prefix DIR%s", "");
 		return !strcmp(cmd, "put") ? put_main(&c) : get_main(&c);

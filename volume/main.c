@@ -5,62 +5,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/flags.h"
 #include "../common/util.h"
 #include "server.h"
 
-static const char usage[] =
+static const char head[] =
 	"usage: mkv-volume [-port N] DIR\n"
 	"  Serve the blobs in DIR (created if missing) over HTTP: GET, HEAD,\n"
-	"  PUT, DELETE and JSON listings of directories, as nginx does.\n"
-	"  -port N   port to listen on (default: $PORT, else 3001)\n";
-
-static void bad_usage(const char *why)
-{
-	fprintf(stderr, "mkv-volume: %s\n%.*s", why, (int)(strchr(usage, '\n') - usage + 1), usage);
-	exit(2);
-}
+	"  PUT, DELETE and JSON listings of directories, as nginx does.\n";
 
 int main(int argc, char **argv)
 {
-	const char *port_s = getenv("PORT"), *dir = NULL;
+	const char *port_s = getenv("PORT");
+	const struct flag flags[] = {
+		{"port", FLAG_STR, &port_s, 0, 0, "N", "port to listen on (default: $PORT, else 3001)"},
+		{NULL, 0, NULL, 0, 0, NULL, NULL},
+	};
+	char *dir[2];
 	uint64_t port;
 	struct vol_server *s;
 	sigset_t sigs;
 	int sig;
 
 	log_init(argv[0]);
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *eq;
-		if (a[0] != '-' || !a[1]) {
-			if (dir)
-				bad_usage("only one directory");
-			dir = a;
-			continue;
-		}
-		a += a[1] == '-' ? 2 : 1;            /* -flag and --flag alike */
-		eq = strchr(a, '=');
-		if (!strcmp(a, "h") || !strcmp(a, "help")) {
-			fputs(usage, stdout);
-			return 0;
-		} else if (!strncmp(a, "port", 4) && (a[4] == '\0' || a[4] == '=')) {
-			if (eq)
-				port_s = eq + 1;
-			else if (++i < argc)
-				port_s = argv[i];
-			else
-				bad_usage("-port needs a value");
-		} else {
-			char why[128];
-			snprintf(why, sizeof(why), "unknown flag %.100s", argv[i]);
-			bad_usage(why);
-		}
-	}
-	if (!dir)
-		bad_usage("no directory given");
+	if (flags_parse(flags, argc, argv, "mkv-volume", head, dir, 2, 2) != 1)
+		flags_fail("mkv-volume", head, "give one directory");
 	if (!port_s || !*port_s)
 		port_s = "3001";
 	if (!parse_u64(port_s, 1, 65535, &port))
-		bad_usage("bad port");
+		flags_fail("mkv-volume", head, "bad port %s", port_s);
 
 	/* Without TZ, glibc re-reads /etc/localtime whenever libmicrohttpd
 	 * asks for the time: an open, read and close on every request. */
@@ -72,7 +45,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	s = vol_server_start((int)port, dir);
+	s = vol_server_start((int)port, dir[0]);
 	if (!s)
 		return 1;
 	sigwait(&sigs, &sig);
