@@ -24,16 +24,21 @@ static void md5(const void *a, size_t an, const void *b, size_t bn, unsigned cha
 	MD5_Final(out, &c);
 }
 
-void md5_hex(const void *data, size_t n, char out[33])
+void digest_hex(const unsigned char d[16], char out[33])
 {
 	static const char hex[] = "0123456789abcdef";
-	unsigned char d[16];
-	md5(data, n, NULL, 0, d);
 	for (int i = 0; i < 16; i++) {
 		out[2 * i] = hex[d[i] >> 4];
 		out[2 * i + 1] = hex[d[i] & 15];
 	}
 	out[32] = '\0';
+}
+
+void md5_hex(const void *data, size_t n, char out[33])
+{
+	unsigned char d[16];
+	md5(data, n, NULL, 0, d);
+	digest_hex(d, out);
 }
 
 static int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_space)

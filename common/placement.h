@@ -46,5 +46,7 @@ int placement_volumes(const char *key, size_t keylen, char *const *volumes, int 
 
 /* md5 of data as 32 lowercase hex digits + NUL. */
 void md5_hex(const void *data, size_t n, char out[33]);
+/* A 16-byte digest as 32 lowercase hex digits + NUL. */
+void digest_hex(const unsigned char d[16], char out[33]);
 
 #endif

@@ -121,9 +121,6 @@ int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, 
 int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33],
 		   uint64_t *size, char hdr_md5[33], char *err);
 
-/* A 16-byte md5 digest as 32 lowercase hex digits + NUL. */
-void ops_md5_hex(const unsigned char *d, char out[33]);
-
 /* PUT size bytes read from fd to url, streamed; md5 of what was sent.
  * Returns the status, or -1 with err. */
 int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *err);

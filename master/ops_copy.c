@@ -1,6 +1,7 @@
 /* ops_copy.c -- the streaming volume-to-volume copy of rebalance and
  * verify -fix.  See ops.h. */
 #include "ops.h"
+#include "../common/placement.h"
 #include "../common/util.h"
 
 #include <curl/curl.h>
@@ -126,17 +127,12 @@ static void copy_buf_compact(struct copy *c)
  * on mismatch. */
 static bool copy_verify(struct copy *c)
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char d[16];
 	char h[33];
 	if (!c->want_md5)
 		return true;
 	EVP_DigestFinal_ex(c->md, d, NULL);
-	for (int i = 0; i < 16; i++) {
-		h[2 * i] = hex[d[i] >> 4];
-		h[2 * i + 1] = hex[d[i] & 15];
-	}
-	h[32] = '\0';
+	digest_hex(d, h);
 	if (strcmp(h, c->want_md5)) {
 		c->bad = true;
 		snprintf(c->why, sizeof(c->why), "source bytes do not match md5 %s (got %s)",

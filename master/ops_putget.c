@@ -113,7 +113,7 @@ static bool file_md5(const char *path, char out[33])
 	close(fd);
 	EVP_DigestFinal_ex(md, d, NULL);
 	EVP_MD_CTX_free(md);
-	ops_md5_hex(d, out);
+	digest_hex(d, out);
 	return r == 0;
 }
 

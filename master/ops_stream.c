@@ -3,6 +3,7 @@
  * verify, put and get share.  See ops.h. */
 #include "ops.h"
 #include "../common/httpc.h"
+#include "../common/placement.h"
 #include "../common/util.h"
 
 #include <curl/curl.h>
@@ -86,15 +87,6 @@ static CURL *handle(void)
 	return h;
 }
 
-void ops_md5_hex(const unsigned char *d, char out[33])
-{
-	static const char hex[] = "0123456789abcdef";
-	for (int i = 0; i < 16; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[32] = '\0';
-}
 
 /* ---- headers ---- */
 
@@ -261,7 +253,7 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
 		snprintf(err, 256, "%s", eb[0] ? eb : curl_easy_strerror(rc));
 	if (status == 200) {
 		EVP_DigestFinal_ex(s.md, d, NULL);
-		ops_md5_hex(d, md5);
+		digest_hex(d, md5);
 		*size = s.size;
 	} else if (status > 0) {
 		snprintf(err, 256, "status %ld", status);
@@ -324,7 +316,7 @@ int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *e
 	if (rc == CURLE_OK) {
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 		EVP_DigestFinal_ex(s.md, d, NULL);
-		ops_md5_hex(d, md5);
+		digest_hex(d, md5);
 	} else if (s.rerr) {
 		snprintf(err, 256, "read failed (%s)", strerror(s.rerr));
 	} else {
