@@ -13,6 +13,17 @@
  *       PUT the key's blob to each of its volumes at key2path (SPEC §2),
  *       GET it from the first, DELETE it from each, one request after the
  *       other.  rate = cycles/s: what the volumes allow the master.
+ *   loadgen walk     -c 16 -volumes A,B,..
+ *       The listings `mkv rebuild` asks the volumes for, made straight:
+ *       each volume's top, each svNN/, each /xx/ plainly and again with
+ *       ?recursive, and every directory below that a plain (nginx) answer
+ *       names.  rate = listings/s.
+ *   loadgen move     -c 16 -n N -s SIZE -volumes OLD,.. -to NEW,..
+ *                    [-replicas 3] [-subvolumes 10] [-p PREFIX]
+ *       The volume requests of a rebalance OLD -> NEW, made straight: for
+ *       each key that needs a copy, GET it from its first old location,
+ *       PUT it to each new location that lacks it, DELETE it from each old
+ *       location that is no longer used.  rate = moved keys/s.
  *   loadgen get      -c 16 -d SECS -n N [-p PREFIX] BASE
  *       GET BASE/PREFIX/k<i> for i round robin in [0,N), following
  *       redirects.  rate = requests/s, plus MiB/s.
@@ -54,11 +65,13 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
-enum mode { CYCLE, DIRECT, GET, PUT, POPULATE, MOVES, RESTORE };
+enum mode { CYCLE, DIRECT, WALK, MOVE, GET, PUT, POPULATE, MOVES, RESTORE };
 
 struct opts {
 	enum mode mode;
@@ -73,6 +86,16 @@ struct opts {
 
 /* One request in flight.  step: cycle 0 PUT, 1 GET, 2 DELETE; populate
  * walks loc over the key's replicas. */
+#define PLAN_MAX 17          /* move: a GET, up to 8 PUTs and 8 DELETEs */
+
+enum walk_level { W_TOP, W_ROOT, W_XX, W_REC };
+
+struct plan_step {
+	int kind;                /* 0 PUT, 1 GET, 2 DELETE */
+	int level;               /* walk: what the listing is */
+	char url[600];
+};
+
 struct slot {
 	CURL *h;
 	long key;
@@ -80,6 +103,10 @@ struct slot {
 	size_t got;
 	char url[1024];
 	char errbuf[CURL_ERROR_SIZE];
+	struct plan_step plan[PLAN_MAX];   /* walk, move: the requests to make */
+	int nplan;
+	bool idle;               /* walk: waiting for listings to come */
+	struct buf resp;         /* walk: the listing */
 };
 
 static struct opts o = { .prefix = "/bench", .conc = 16, .replicas = 3, .subvolumes = 10,
@@ -93,10 +120,16 @@ static double *lat[3];
 static long nlat[3], caplat[3];
 static unsigned long long bytes_in;
 
+/* walk: listings still to ask for */
+static struct plan_step *queue;
+static long nqueue, capqueue;
+
 static size_t on_data(char *p, size_t sz, size_t n, void *arg)
 {
-	(void)p;
-	((struct slot *)arg)->got += sz * n;
+	struct slot *s = arg;
+	s->got += sz * n;
+	if (o.mode == WALK)
+		buf_append(&s->resp, p, sz * n);
 	return sz * n;
 }
 
@@ -119,6 +152,8 @@ static int replicas(void)
  * is replicas() PUTs, one GET, replicas() DELETEs. */
 static int step_kind(const struct slot *s)
 {
+	if (o.mode == WALK || o.mode == MOVE)
+		return s->plan[s->step].kind;
 	if (o.mode == CYCLE)
 		return s->step;
 	if (o.mode == DIRECT)
@@ -126,8 +161,10 @@ static int step_kind(const struct slot *s)
 	return o.mode == GET ? 1 : 0;
 }
 
-static int last_step(void)
+static int last_step(const struct slot *s)
 {
+	if (o.mode == WALK || o.mode == MOVE)
+		return s->nplan - 1;
 	return o.mode == DIRECT ? 2 * replicas() : 2;
 }
 
@@ -135,6 +172,10 @@ static int last_step(void)
 static void step_url(struct slot *s)
 {
 	char key[256];
+	if (o.mode == WALK || o.mode == MOVE) {
+		snprintf(s->url, sizeof(s->url), "%s", s->plan[s->step].url);
+		return;
+	}
 	key_name(s->key, key, sizeof(key));
 	if (o.mode != POPULATE && o.mode != DIRECT) {
 		snprintf(s->url, sizeof(s->url), "%s%s", o.base, key);
@@ -181,11 +222,119 @@ static void setup(struct slot *s, const char *method)
 	s->errbuf[0] = '\0';
 }
 
+static void queue_push(int level, const char *url)
+{
+	if (nqueue == capqueue) {
+		capqueue = capqueue ? 2 * capqueue : 1024;
+		queue = xrealloc(queue, sizeof(*queue) * (size_t)capqueue);
+	}
+	queue[nqueue].kind = 1;
+	queue[nqueue].level = level;
+	snprintf(queue[nqueue].url, sizeof(queue[nqueue].url), "%s", url);
+	nqueue++;
+}
+
+/* walk: a listing came; queue what rebuild would ask for next. */
+static void walk_done(struct slot *s)
+{
+	const struct plan_step *st = &s->plan[s->step];
+	json_t *a = json_loadb(s->resp.data ? s->resp.data : "", s->resp.len, 0, NULL);
+	char base[600], u[1200];
+	size_t i;
+	json_t *e;
+	bool has_sv = false;
+	int level = st->level;
+
+	snprintf(base, sizeof(base), "%s", st->url);
+	base[strcspn(base, "?")] = '\0';
+	json_array_foreach(a, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *type = json_string_value(json_object_get(e, "type"));
+		if (name && type && !strcmp(type, "directory") && level == W_TOP &&
+		    !strncmp(name, "sv", 2))
+			has_sv = true;
+	}
+	if (level == W_TOP && !has_sv)
+		level = W_ROOT;      /* no subvolumes: the volume is the root */
+	json_array_foreach(a, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *type = json_string_value(json_object_get(e, "type"));
+		if (!name || !type || strcmp(type, "directory"))
+			continue;
+		snprintf(u, sizeof(u), "%s%s/", base, name);
+		if (level == W_TOP && !strncmp(name, "sv", 2)) {
+			queue_push(W_ROOT, u);
+		} else if (level == W_ROOT) {
+			queue_push(W_XX, u);
+			snprintf(u, sizeof(u), "%s%s/?recursive", base, name);
+			queue_push(W_REC, u);
+		} else if (level == W_REC) {
+			queue_push(W_REC, u);
+		}
+	}
+	json_decref(a);
+}
+
+/* move: the requests that move key i, or 0 when it stays. */
+static int move_plan(long i, struct plan_step *plan)
+{
+	char key[256], path[PATH_MAX_LEN];
+	char (*a)[LOC_MAX] = xmalloc(sizeof(*a) * RECORD_MAX_LOCS);
+	char (*b)[LOC_MAX] = xmalloc(sizeof(*b) * RECORD_MAX_LOCS);
+	int r = replicas() < 8 ? replicas() : 8, n = 1, ra, rb;
+	key_name(i, key, sizeof(key));
+	placement_path(key, strlen(key), path);
+	ra = placement_volumes(key, strlen(key), o.vols, o.nvol, r, o.subvolumes, a);
+	rb = placement_volumes(key, strlen(key), o.to, o.nto, r, o.subvolumes, b);
+	plan[0].kind = 1;
+	snprintf(plan[0].url, sizeof(plan[0].url), "http://%.300s%s", a[0], path);
+	for (int j = 0; j < rb; j++) {
+		int k = 0;
+		while (k < ra && strcmp(b[j], a[k]))
+			k++;
+		if (k == ra) {
+			plan[n].kind = 0;
+			snprintf(plan[n++].url, sizeof(plan[0].url), "http://%.300s%s", b[j], path);
+		}
+	}
+	if (n == 1)
+		n = 0;           /* every new location has its copy: nothing moves */
+	for (int k = 0; n && k < ra; k++) {
+		int j = 0;
+		while (j < rb && strcmp(a[k], b[j]))
+			j++;
+		if (j == rb) {
+			plan[n].kind = 2;
+			snprintf(plan[n++].url, sizeof(plan[0].url), "http://%.300s%s", a[k], path);
+		}
+	}
+	free(a);
+	free(b);
+	return n;
+}
+
 /* Give the slot its next request; false when there is no more work. */
 static bool slot_next(struct slot *s, bool first)
 {
 	bool timed = o.mode == CYCLE || o.mode == DIRECT || o.mode == GET;
-	if (!first && (o.mode == CYCLE || o.mode == DIRECT) && s->step < last_step()) {
+	s->resp.len = 0;
+	if (o.mode == WALK) {
+		s->idle = !nqueue;
+		if (s->idle)
+			return false;
+		s->plan[0] = queue[--nqueue];
+		s->nplan = 1;
+		s->step = 0;
+	} else if (o.mode == MOVE && (first || s->step >= last_step(s))) {
+		s->nplan = 0;
+		while (!s->nplan && next_key < o.n)
+			s->nplan = move_plan(next_key++, s->plan);
+		if (!s->nplan)
+			return false;
+		s->step = 0;
+	} else if (o.mode == MOVE) {
+		s->step++;
+	} else if (!first && (o.mode == CYCLE || o.mode == DIRECT) && s->step < last_step(s)) {
 		s->step++;
 	} else if (!first && o.mode == POPULATE && s->loc + 1 < replicas()) {
 		s->loc++;
@@ -210,7 +359,7 @@ static bool answer_ok(struct slot *s, CURLcode rc, long status)
 	if (rc != CURLE_OK)
 		return false;
 	if (step_kind(s) == 1)
-		return status == 200 && (o.mode == GET || s->got == o.size);
+		return status == 200 && (o.mode == GET || o.mode == WALK || s->got == o.size);
 	if (step_kind(s) == 2)
 		return status == 204 || status == 200;
 	return status == 201 || status == 204;
@@ -219,8 +368,8 @@ static bool answer_ok(struct slot *s, CURLcode rc, long status)
 /* A slot finished a unit of work (a cycle, a GET, a key's PUTs). */
 static bool unit_done(struct slot *s)
 {
-	if (o.mode == CYCLE || o.mode == DIRECT)
-		return s->step == last_step();
+	if (o.mode == CYCLE || o.mode == DIRECT || o.mode == MOVE)
+		return s->step == last_step(s);
 	if (o.mode == POPULATE)
 		return s->loc + 1 >= replicas();
 	return true;
@@ -281,6 +430,11 @@ static int run(void)
 	hdrs = curl_slist_append(hdrs, "Content-Type:");
 	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)o.conc * 4 + 8);
 	t_end_ms = t0 + (uint64_t)(o.secs * 1000);
+	for (int v = 0; o.mode == WALK && v < o.nvol; v++) {
+		char u[600];
+		snprintf(u, sizeof(u), "http://%s/", o.vols[v]);
+		queue_push(W_TOP, u);
+	}
 	for (int i = 0; i < o.conc; i++) {
 		slots[i].h = curl_easy_init();
 		if (slot_next(&slots[i], true)) {
@@ -311,8 +465,11 @@ static int run(void)
 				if (errors++ < 5)
 					fprintf(stderr, "loadgen: %s %s: status %ld, got %zu bytes %s\n",
 						step_method(s), s->url, status, s->got, s->errbuf);
-				s->step = last_step(); /* abandon this cycle */
+				s->step = last_step(s); /* abandon this cycle */
 				s->loc = o.replicas;
+			} else if (o.mode == WALK) {
+				walk_done(s);
+				units++;
 			} else if (unit_done(s)) {
 				units++;
 			}
@@ -320,6 +477,13 @@ static int run(void)
 				curl_multi_add_handle(m, s->h);
 			else
 				active--;
+		}
+		/* walk: listings that came in give work to idle slots */
+		for (int i = 0; o.mode == WALK && nqueue && i < o.conc; i++) {
+			if (slots[i].idle && slot_next(&slots[i], false)) {
+				curl_multi_add_handle(m, slots[i].h);
+				active++;
+			}
 		}
 		if (active > 0)
 			curl_multi_poll(m, NULL, 0, 100, NULL);
@@ -333,8 +497,11 @@ static int run(void)
 	if (o.mode == CYCLE || o.mode == DIRECT)
 		lat_print();
 	printf(" errors=%ld\n", errors);
-	for (int i = 0; i < o.conc; i++)
+	for (int i = 0; i < o.conc; i++) {
 		curl_easy_cleanup(slots[i].h);
+		buf_free(&slots[i].resp);
+	}
+	free(queue);
 	curl_multi_cleanup(m);
 	curl_slist_free_all(hdrs);
 	free(slots);
@@ -593,6 +760,9 @@ static void usage(int rc)
 	fprintf(rc ? stderr : stdout,
 		"usage: loadgen cycle    [-c N] [-d SECS] [-s BYTES] [-p PREFIX] BASEURL\n"
 		"       loadgen direct   [-c N] [-d SECS] [-s BYTES] -volumes A,B [-replicas R] [-subvolumes S]\n"
+		"       loadgen walk     [-c N] -volumes A,B\n"
+		"       loadgen move     [-c N] -n KEYS [-s BYTES] -volumes OLD,.. -to NEW,.. [-replicas R]\n"
+		"                        [-subvolumes S] [-p PREFIX]\n"
 		"       loadgen get      [-c N] [-d SECS] -n KEYS [-p PREFIX] BASEURL\n"
 		"       loadgen put      [-c N] -n KEYS [-s BYTES] [-p PREFIX] BASEURL\n"
 		"       loadgen populate [-c N] -n KEYS [-s BYTES] -volumes A,B [-replicas R] [-subvolumes S]\n"
@@ -605,8 +775,8 @@ static void usage(int rc)
 
 int main(int argc, char **argv)
 {
-	static const char *modes[] = { "cycle", "direct", "get", "put", "populate", "moves",
-				       "restore" };
+	static const char *modes[] = { "cycle", "direct", "walk", "move", "get", "put",
+				       "populate", "moves", "restore" };
 	int i = 2;
 	uint64_t v;
 
@@ -652,9 +822,11 @@ int main(int argc, char **argv)
 	}
 	if (o.secs <= 0)
 		die("-d must be positive");
-	if (o.mode == DIRECT && o.nvol == 0)
+	if ((o.mode == DIRECT || o.mode == WALK || o.mode == MOVE) && o.nvol == 0)
 		die("-volumes is required");
-	if (o.mode != CYCLE && o.mode != DIRECT && o.n <= 0)
+	if (o.mode == MOVE && o.nto == 0)
+		die("-to is required");
+	if (o.mode != CYCLE && o.mode != DIRECT && o.mode != WALK && o.n <= 0)
 		die("-n KEYS is required");
 	if (o.mode >= POPULATE && o.nvol == 0)
 		die("-volumes is required");
@@ -662,7 +834,7 @@ int main(int argc, char **argv)
 		die("-to is required");
 	if (o.mode == RESTORE && o.ndirs == 0)
 		die("-dirs is required");
-	if (o.mode < POPULATE && o.mode != DIRECT && !o.base)
+	if (o.mode < POPULATE && o.mode != DIRECT && o.mode != WALK && o.mode != MOVE && !o.base)
 		die("BASEURL is required");
 	if (o.mode == MOVES)
 		return moves();
