@@ -11,7 +11,8 @@
 #
 # Full run: 3 runs of 2 s per side for the rate rows, 3 runs of a 1 GiB
 # PUT (row 4) and of rebuild + rebalance over 100,000 keys on mkv-volumes
-# and on nginx (row 7); about 17 minutes here, most of it row 7.
+# and on nginx (row 7), each with the same requests made straight; 37
+# minutes here under a load average of 20-29, most of it row 7.
 # --quick: 3 runs of 1 s, 128 MiB, 2,000 keys (under 2 minutes quiet).  How long either takes
 # depends mostly on how fast `mkv rebuild` and `mkv rebalance` are (row 7).
 #
