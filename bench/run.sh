@@ -626,7 +626,8 @@ NOTES=""
 	echo "# mkv benchmark results"
 	echo
 	echo "Written by \`bench/run.sh\` ($MODE mode: $RUNS runs of ${DUR}s per side for rows 1-3, 5, 6;"
-	echo "$RUNS_BIG runs for rows 4 and 7) on $(date -u '+%Y-%m-%d %H:%M UTC'), mkv $REV."
+	echo "$RUNS runs of $DS_KEYS keys for row 8; $RUNS_BIG runs for rows 4 and 7; $THRASH for row 9)"
+	echo "on $(date -u '+%Y-%m-%d %H:%M UTC'), mkv $REV."
 	echo
 	echo "- Machine: $(nproc) CPUs ($CPU), $MEM memory; data on $DISK; loopback only."
 	echo "- Versions: $VERS."
