@@ -11,11 +11,11 @@ OPT     ?= -O2
 CFLAGS   = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # Each program links what it calls: the master all of it, mkv-volume no
-# LevelDB or jansson, the tools neither those nor libmicrohttpd.
+# LevelDB or jansson, the tools no LevelDB or libmicrohttpd.
 libs     = $(shell pkg-config --libs $(1) 2>/dev/null) -lpthread -lm
 LDLIBS   = $(call libs,libmicrohttpd libcurl jansson libcrypto) -lleveldb
 VOL_LIBS = $(call libs,libmicrohttpd libcurl libcrypto)
-TOOL_LIBS = $(call libs,libcurl libcrypto)
+TOOL_LIBS = $(call libs,libcurl libcrypto jansson)
 TESTLIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 ifeq ($(SANITIZE),1)

@@ -11,14 +11,21 @@
 #
 # Full run: 3 runs of 2 s per side for the rate rows, 3 runs of a 1 GiB
 # PUT (row 4) and of rebuild + rebalance over 100,000 keys on mkv-volumes
-# and on nginx (row 7), 3 runs of mkv put vs curl of 20,000 files (row 8),
-# and the S3 rows (9: a 1 GiB multipart upload and 100,000 keys listed);
-# about 17 minutes here before rows 8 and 9 were added, most of it row 7.
+# and on nginx (row 7), each with the same requests made straight, 3 runs
+# of mkv put vs curl of 20,000 files (row 8), the S3 rows (9: a 1 GiB
+# multipart upload and 100,000 keys listed), a 20,000-key upload (row 10);
+# 37 minutes here under a load average of 20-29 before rows 8 and 9 were
+# added, most of it row 7.
 # --quick: 3 runs of 1 s, 128 MiB, 2,000 keys, 2,000 files (under 2 minutes quiet).  How long either takes
 # depends mostly on how fast `mkv rebuild` and `mkv rebalance` are (row 7).
 #
 # Environment: BENCH_BIN=DIR takes mkv, mkv-volume and loadgen from DIR
-# (default bin/); BENCH_KEEP=1 keeps the temporary directory (logs).
+# (default bin/); BENCH_KEEP=1 keeps the temporary directory (logs);
+# BENCH_ROWS="3 10" runs only those rows (1 stands for 1-2); BENCH_GO=DIR
+# adds row 11, minikeyvalue's own load tool against mkv and against the Go
+# original side by side: DIR holds the Go `mkv` and its tools/thrasher.go
+# built as `thrasher` (which talks to localhost:3000, so port 3000 must be
+# free).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,11 +38,13 @@ case "${1:-}" in
 *) echo "usage: bench/run.sh [--quick]" >&2; exit 2 ;;
 esac
 if [ $QUICK = 1 ]; then
-	MODE=quick RUNS=3 RUNS_BIG=3 DUR=1 BIG_MB=128 KEYS=2000
+	MODE=quick RUNS=3 RUNS_BIG=3 DUR=1 BIG_MB=128 KEYS=2000 DS_KEYS=2000 THRASH=1
 else
-	MODE=full RUNS=3 RUNS_BIG=3 DUR=2 BIG_MB=1024 KEYS=100000
+	MODE=full RUNS=3 RUNS_BIG=3 DUR=2 BIG_MB=1024 KEYS=100000 DS_KEYS=20000 THRASH=3
 fi
-CONC=16          # clients for the loadgen rows (3 and 5)
+# want ROW: was the row asked for (BENCH_ROWS, default all)?
+want() { [ -z "${BENCH_ROWS:-}" ] || [[ " $BENCH_ROWS " == *" $1 "* ]]; }
+CONC=16          # clients for the loadgen rows (3, 5 and 8)
 SMALL=1024       # bytes per value in rows 3 and 7
 WRK="wrk -t2 -c100"
 
@@ -208,20 +217,27 @@ for i in 1 2 3; do
 	volume_start "va$i" "$p" || exit 1
 	VA="${VA:+$VA,}127.0.0.1:$p"
 done
-# NV: one stock nginx volume, the reference for rows 3, 5 and 6.
+# NV: one stock nginx volume, the reference for rows 5 and 6; with NV2 and
+# NV3 (NVS), the three nginx volumes of rows 3, 4 and 8.
 free_port; NVP=$FREE
 nginx_start nginx-volume.conf.in nv "$NVP" || exit 1
 NV=http://127.0.0.1:$NVP
+NVS="127.0.0.1:$NVP"
+for i in 2 3; do
+	free_port; p=$FREE
+	nginx_start nginx-volume.conf.in "nv$i" "$p" || exit 1
+	NVS="$NVS,127.0.0.1:$p"
+done
 
 MA="" MB=""
 if [ $HAVE_MKV = 1 ]; then
 	free_port; MAP=$FREE
 	master_start ma "$MAP" "$VA" 3 && MA=http://127.0.0.1:$MAP
 	MAPID=$LAST
-	# Master B: 1 replica over the nginx volume -- the master's own cost in
-	# a cycle, with the same volume as the reference.
+	# Master B: 3 replicas on the three nginx volumes, which loadgen also
+	# drives straight for the volume limit.
 	free_port; MBP=$FREE
-	master_start mb "$MBP" "127.0.0.1:$NVP" 1 && MB=http://127.0.0.1:$MBP
+	master_start mb "$MBP" "$NVS" 3 && MB=http://127.0.0.1:$MBP
 	MBPID=$LAST
 fi
 
@@ -241,8 +257,8 @@ nginx_start nginx-302.conf.in n302 "$RP" -e "s|@LOCATION@|$LOC|" -e "s|@MD5@|$MD
 R302PID=$LAST
 R302=http://127.0.0.1:$RP
 
-log "rows 1-2: GET -> 302 / 404, $RUNS x ${DUR}s each side"
-for r in $(seq "$RUNS"); do
+want 1 && log "rows 1-2: GET -> 302 / 404, $RUNS x ${DUR}s each side"
+want 1 && for r in $(seq "$RUNS"); do
 	[ -n "$MA" ] && record r1 ours "$(wrk_rate "$MA/bench/hot")"
 	record r1 ref "$(wrk_rate "$R302/bench/hot")"
 	[ -n "$MA" ] && record r2 ours "$(wrk_rate "$MA/bench/missing" allow)"
@@ -251,19 +267,39 @@ done
 stop "$R302PID"
 
 # ------------------------------------------------- row 3: small-value cycle
-log "row 3: PUT/GET/DELETE cycle, $CONC clients, $SMALL B, $RUNS x ${DUR}s each side"
-for r in $(seq "$RUNS"); do
-	record r3 ref "$(LG_TAG=nginx lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$NV")"
-	[ -n "$MB" ] && record r3 ours "$(LG_TAG=3a lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MB")"
-	[ -n "$MA" ] && record r3b ours "$(LG_TAG=3b lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MA")"
-done
+# The master's cycle (PUT, GET following the redirect, DELETE) against the
+# volume limit: the same volume requests -- each replica's PUT, one GET,
+# each replica's DELETE -- made straight by loadgen with as many clients.
+# direct LG_TAG VOLUMES: loadgen direct's rate on those volumes.
+direct() { LG_TAG=$1 lg_field rate direct -c $CONC -d $DUR -s $SMALL -volumes "$2" -replicas 3 -subvolumes 10; }
+if want 3; then
+	log "row 3: PUT/GET/DELETE cycle vs the volume limit, $CONC clients, $SMALL B, $RUNS x ${DUR}s each side"
+	for r in $(seq "$RUNS"); do
+		[ -n "$MB" ] && record r3 ours "$(LG_TAG=3a lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MB")"
+		record r3 ref "$(direct 3a-direct "$NVS")"
+		[ -n "$MA" ] && record r3b ours "$(LG_TAG=3b lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$MA")"
+		record r3b ref "$(direct 3b-direct "$VA")"
+	done
+fi
+
+# ------------------------------------------------- row 10: dataset upload
+# DS_KEYS PUTs of 4 KiB by CONC clients through the master (3 replicas on
+# the nginx volumes) against the same PUTs made straight to the volumes.
+if want 10; then
+	log "row 10: upload of $DS_KEYS keys of 4 KiB, $CONC clients, $RUNS runs each side"
+	for r in $(seq "$RUNS"); do
+		[ -n "$MB" ] && record r10 ours "$(LG_TAG=10 lg_field rate put -c $CONC -n $DS_KEYS -s 4096 -p /bench/ds$r "$MB")"
+		record r10 ref "$(LG_TAG=10-direct lg_field rate populate -c $CONC -n $DS_KEYS -s 4096 \
+			-volumes "$NVS" -replicas 3 -subvolumes 10 -p /bench/dsd$r)"
+	done
+fi
 
 # ---------------------------------------- row 5: GET 1 MiB through redirect
 NBIG=32
-log "row 5: GET 1 MiB via redirect, $CONC clients, $RUNS x ${DUR}s each side"
-lg_field rate put -c 8 -n $NBIG -s 1048576 -p /bench/big "$NV" >/dev/null
-[ -n "$MA" ] && lg_field rate put -c 8 -n $NBIG -s 1048576 -p /bench/big "$MA" >/dev/null
-for r in $(seq "$RUNS"); do
+want 5 && log "row 5: GET 1 MiB via redirect, $CONC clients, $RUNS x ${DUR}s each side"
+want 5 && lg_field rate put -c 8 -n $NBIG -s 1048576 -p /bench/big "$NV" >/dev/null
+want 5 && [ -n "$MA" ] && lg_field rate put -c 8 -n $NBIG -s 1048576 -p /bench/big "$MA" >/dev/null
+want 5 && for r in $(seq "$RUNS"); do
 	[ -n "$MA" ] && record r5 ours "$(lg_field mibps get -c $CONC -d $DUR -n $NBIG -p /bench/big "$MA")"
 	record r5 ref "$(lg_field mibps get -c $CONC -d $DUR -n $NBIG -p /bench/big "$NV")"
 done
@@ -292,18 +328,14 @@ big_master() {
 	record "$3" "$4" "$wall"
 	record "$3.rss" "$4" "$(awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$2/status")"
 }
+# On the nginx volumes (NVS) the master's streaming is seen without fsync
+# (nginx never fsyncs; mkv-volume does).
+M4=""
+if want 4; then
 log "row 4: PUT of $BIG_MB MiB, $RUNS_BIG runs of each"
 head -c "$((BIG_MB * 1048576))" /dev/urandom >"$T/big"
-# NV2/NV3: two more nginx volumes, so the master's streaming can be seen
-# without fsync (nginx never fsyncs; mkv-volume does).
-NVS="127.0.0.1:$NVP"
-for i in 2 3; do
-	free_port; p=$FREE
-	nginx_start nginx-volume.conf.in "nv$i" "$p" || exit 1
-	NVS="$NVS,127.0.0.1:$p"
-done
-M4=""
-if [ -n "$MA" ]; then
+fi
+if want 4 && [ -n "$MA" ]; then
 	# Fresh masters, so that each one's peak RSS is its PUT's.
 	for m in "m43 $VA 3" "m41 $VA 1" "m43n $NVS 3" "m41n $NVS 1"; do
 		set -- $m
@@ -312,7 +344,7 @@ if [ -n "$MA" ]; then
 		M4="$M4 http://127.0.0.1:$p $LAST"
 	done
 fi
-for r in $(seq "$RUNS_BIG"); do
+want 4 && for r in $(seq "$RUNS_BIG"); do
 	if [ -n "$M4" ]; then
 		set -- $M4
 		big_master "$1" "$2" r4 ours
@@ -336,7 +368,7 @@ fi
 # through xargs -P16; files/s, each run to a new prefix.  8b: `mkv verify`
 # over the same keys on mkv-volumes (hashed on the volume) vs on three nginx
 # volumes (streamed to verify); keys/s from verify's summary.
-if [ -n "$MA" ]; then
+if want 8 && [ -n "$MA" ]; then
 	NPUT=$([ $QUICK = 1 ] && echo 2000 || echo 20000)
 	log "row 8: $NPUT files of 4 KiB: mkv put vs xargs -P16 curl -T, $RUNS_BIG runs each; verify"
 	mkdir -p "$T/r8/files"
@@ -381,7 +413,7 @@ fi
 [ -n "$MB" ] && { stop "$MBPID"; MB=""; }
 
 # ------------------------------------------------- row 6: the volume alone
-if [ $HAVE_VOL = 1 ]; then
+if want 6 && [ $HAVE_VOL = 1 ]; then
 	log "row 6: volume GET 4 KiB and 1 MiB, $RUNS x ${DUR}s each side; PUT 64 MiB, $RUNS each"
 	free_port; MVP=$FREE
 	volume_start mv "$MVP" || exit 1
@@ -420,7 +452,7 @@ fi
 # file, the master's peak RSS (reference: row 4's native PUT); 9c: a whole
 # ListObjectsV2 walk (1,000 per page) vs the native ?list&limit=1000 walk.
 S3H="X-Amz-Date: 20260101T000000Z"
-if [ $HAVE_MKV = 1 ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import boto3' 2>/dev/null; then
+if want 9 && [ $HAVE_MKV = 1 ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import boto3' 2>/dev/null; then
 	free_port; M9P=$FREE
 	if master_start m9 "$M9P" "$VA" 3; then
 		M9=http://127.0.0.1:$M9P M9PID=$LAST
@@ -493,8 +525,11 @@ else
 fi
 
 # --------------------------------------------- row 7: rebuild and rebalance
-GO_REBUILD=3706 GO_REBALANCE=2261
-if [ $HAVE_MKV = 1 ]; then
+# Each against the volume limit of the same run: the listings a rebuild
+# asks for (loadgen walk), and the GET + PUTs + DELETEs of every moved key
+# (loadgen move), made straight to the same volumes with as many clients
+# as mkv's -workers (16).
+if want 7 && [ $HAVE_MKV = 1 ]; then
 	log "row 7: $KEYS keys x 3 replicas on 5 volumes: populate"
 	V5="" V3="" D5=""
 	for i in 1 2 3 4 5; do
@@ -539,31 +574,54 @@ if [ $HAVE_MKV = 1 ]; then
 		"$BIN/loadgen" restore -n $KEYS -s $SMALL -volumes "$V5" -to "$V3" -replicas 3 \
 			-subvolumes 10 -p /bench/r7 -dirs "$D5" >/dev/null
 	}
+	# limit NAME ROW COUNT loadgen-args...: the same requests straight,
+	# recorded as ROW's reference, COUNT/wall-seconds.
+	limit() {
+		local name=$1 row=$2 n=$3 t0 t1
+		shift 3
+		sync
+		t0=$(date +%s.%N)
+		if "$BIN/loadgen" "$@" -c 16 >"$T/$name.out" 2>&1; then
+			t1=$(date +%s.%N)
+			record "$row" ref "$(echo "$n $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
+		else
+			log "$name failed: $(tail -1 "$T/$name.out")"
+		fi
+	}
+	MOVE_ARGS="-n $KEYS -s $SMALL -volumes $V5 -to $V3 -replicas 3 -subvolumes 10 -p /bench/r7"
+	# startvols KIND: the five volumes on the row's directories (mkv|nginx).
+	startvols() { if [ "$1" = mkv ]; then vols7 "$T/r7/vols"; else ngx7 "$T/r7/vols"; fi; }
 	# Each run: rebuild a fresh index from the five volumes, rebalance onto
 	# three -- on mkv-volumes, then on nginx serving the same directories;
 	# after each rebalance loadgen puts the files back on disk where the
 	# populate put them (and the hash directories the rebalance emptied are
 	# dropped), so the next one starts from the same state.
+	# Each run, on mkv-volumes then on nginx serving the same directories:
+	# rebuild a fresh index from the five volumes, then the walk; rebalance
+	# onto three, then (the files put back) the same moves straight.  After
+	# each, loadgen puts the files back on disk where the populate put them
+	# (and the hash directories the rebalance emptied are dropped), so the
+	# next one starts from the same state.
 	for r in $(seq "$RUNS_BIG"); do
-		log "row 7 run $r: rebuild, rebalance 5 -> 3 on mkv-volumes"
-		vols7 "$T/r7/vols" || exit 1
-		rm -rf "$T/r7/db"
-		timed rebuild r7b $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
-		timed rebalance r7r "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
-		[ "$r" = "$RUNS_BIG" ] &&
-			STRAY=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
-		vols7stop
-		restore7 || break
-		log "row 7 run $r: rebuild, rebalance 5 -> 3 on nginx"
-		ngx7 "$T/r7/vols" || exit 1
-		rm -rf "$T/r7/db"
-		timed rebuild-nginx r7bn $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
-		timed rebalance-nginx r7rn "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
-		[ "$r" = "$RUNS_BIG" ] &&
-			STRAYN=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
-		vols7stop
-		[ "$r" = "$RUNS_BIG" ] && break
-		restore7 || break
+		for kind in mkv nginx; do
+			sfx=$([ $kind = nginx ] && echo n)
+			log "row 7 run $r: rebuild and the listings straight, rebalance 5 -> 3 and the moves straight, on $kind volumes"
+			startvols $kind || exit 1
+			rm -rf "$T/r7/db"
+			timed "rebuild$sfx" "r7b$sfx" $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
+			limit "walk$sfx" "r7b$sfx" $KEYS walk -volumes "$V5"
+			timed "rebalance$sfx" "r7r$sfx" "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
+			if [ "$r" = "$RUNS_BIG" ]; then
+				n=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
+				[ $kind = mkv ] && STRAY=$n || STRAYN=$n
+			fi
+			vols7stop
+			restore7 || break 2
+			startvols $kind || exit 1
+			limit "move$sfx" "r7r$sfx" "$(field moved "$MOVES")" move $MOVE_ARGS
+			vols7stop
+			restore7 || break 2
+		done
 	done
 	# What the disk allows: synced 1 KiB writes per second (each PUT to an
 	# mkv-volume and each DELETE needs at least one).
@@ -572,12 +630,46 @@ if [ $HAVE_MKV = 1 ]; then
 	rm -f "$T/ddprobe"
 	REBUILD_SUMMARY=$(tail -1 "$T/rebuild.out" 2>/dev/null)
 	REBALANCE_SUMMARY=$(tail -1 "$T/rebalance.out" 2>/dev/null)
-	REBUILDN_SUMMARY=$(tail -1 "$T/rebuild-nginx.out" 2>/dev/null)
-	REBALANCEN_SUMMARY=$(tail -1 "$T/rebalance-nginx.out" 2>/dev/null)
-	for r in $(seq "$RUNS_BIG"); do
-		for k in r7b r7bn; do record $k ref $GO_REBUILD; done
-		for k in r7r r7rn; do record $k ref $GO_REBALANCE; done
-	done
+	REBUILDN_SUMMARY=$(tail -1 "$T/rebuildn.out" 2>/dev/null)
+	REBALANCEN_SUMMARY=$(tail -1 "$T/rebalancen.out" 2>/dev/null)
+fi
+
+# --------------------------------- row 11: minikeyvalue's own load tool
+# thrasher: 16 clients, 10,000 keys, each PUT, GET (following), DELETE,
+# against localhost:3000: the Go original and mkv take turns there, each on
+# a fresh index over the same five nginx volumes, 3 replicas.
+if want 11 && [ -n "${BENCH_GO:-}" ] && [ $HAVE_MKV = 1 ]; then
+	if (exec 3<>/dev/tcp/127.0.0.1/3000) 2>/dev/null; then
+		log "row 11: port 3000 is in use: no thrasher run"
+	elif [ -x "$BENCH_GO/mkv" ] && [ -x "$BENCH_GO/thrasher" ]; then
+		log "row 11: thrasher against mkv and the Go original, $THRASH runs each"
+		V9=""
+		for i in 1 2 3 4 5; do
+			free_port; p=$FREE
+			nginx_start nginx-volume.conf.in "t11-$i" "$p" || exit 1
+			V9PID[$i]=$LAST
+			V9="${V9:+$V9,}127.0.0.1:$p"
+		done
+		# thrash NAME BINARY...: cycles/s of one thrasher run against it.
+		thrash() {
+			local name=$1 pid rate
+			shift
+			rm -rf "$T/$name.db"
+			spawn "$name" "$@" -volumes "$V9" -db "$T/$name.db" -port 3000 -replicas 3 server
+			pid=$LAST
+			wait_port 3000 && sleep 1
+			rate=$("$BENCH_GO/thrasher" 2>&1 | tee -a "$T/thrasher.log" | sed -n 's/^thats \([0-9.]*\)\/sec.*/\1/p')
+			stop "$pid"
+			echo "$rate"
+		}
+		for r in $(seq "$THRASH"); do
+			record r11 ours "$(thrash t11-mkv "$BIN/mkv")"
+			record r11 ref "$(thrash t11-go "$BENCH_GO/mkv")"
+		done
+		for i in 1 2 3 4 5; do stop "${V9PID[$i]}"; done
+	else
+		log "row 11: BENCH_GO=$BENCH_GO lacks mkv or thrasher"
+	fi
 fi
 
 # ------------------------------------------------------------------ table
@@ -622,8 +714,8 @@ row() {
 BIGH=$([ "$BIG_MB" = 1024 ] && echo "1 GiB" || echo "$BIG_MB MiB")
 row 1 "GET → 302, existing key: mkv vs nginx \`return 302\`" "req/s" r1 r1 ge 0.9
 row 2 "GET → 404, missing key: mkv vs nginx \`return 302\`" "req/s" r2 r2 ge 0.9
-row 3a "PUT→GET→DELETE cycle, $CONC clients, 1 KiB: mkv (1 replica on that nginx) vs straight to one nginx volume" "cycles/s" r3 r3 - -
-row 3b "the same cycle: mkv (3 replicas on 3 mkv-volumes, fsync) vs straight to nginx" "cycles/s" r3b r3 - -
+row 3a "PUT→GET→DELETE cycle, $CONC clients, 1 KiB, 3 replicas on 3 nginx volumes: mkv vs the volume limit (the same 3 PUTs, GET, 3 DELETEs straight)" "cycles/s" r3 r3 ge 0.5
+row 3b "the same on 3 mkv-volumes (each PUT and DELETE fsynced): mkv vs the volume limit" "cycles/s" r3b r3b - -
 row 4a "PUT $BIGH, mkv-volumes: 3 replicas vs 1 replica, wall" "s" r4 r4 le 1.3
 row 4b "PUT $BIGH, 3 replicas: master peak RSS (VmHWM) vs 1 replica" "MiB" r4.rss r4.rss lt 64
 row 4c "PUT $BIGH, 3 replicas (mkv-volumes) vs one \`curl -T\` to nginx, wall" "s" r4c r4c - -
@@ -633,16 +725,18 @@ row 5 "GET 1 MiB through the redirect (client follows, $CONC clients) vs straigh
 row 6a "volume alone, GET 4 KiB: mkv-volume vs nginx" "req/s" r6s r6s ge 0.8
 row 6b "volume alone, GET 1 MiB: mkv-volume vs nginx" "req/s" r6l r6l ge 0.9
 row 6c "volume alone, PUT 64 MiB to a new name: mkv-volume (fsyncs) vs nginx (does not)" "MiB/s" r6p r6p - -
+row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs the volume limit (the same listings straight)" "keys/s" r7b r7b - -
+row 7b "rebalance 5 → 3 mkv-volumes (each copy and delete fsynced), vs the volume limit (the same GET, PUTs, DELETEs straight)" "moved keys/s" r7r r7r - -
+row 7c "rebuild, the same files on 5 nginx volumes, vs the volume limit" "keys/s" r7bn r7bn - -
+row 7d "rebalance 5 → 3 nginx volumes (no fsync), vs the volume limit" "moved keys/s" r7rn r7rn - -
+row 8a "\`mkv put\` of ${NPUT:-?} files of 4 KiB (3 replicas, mkv-volumes) vs \`xargs -P16 curl -T\`" "files/s" r8 r8 ge 3
+row 8b "\`mkv verify\`, 3 replicas: on mkv-volumes (hashed there) vs on nginx volumes (streamed)" "keys/s" r8v r8v - -
 row 9a "S3 GetObject 1 MiB streamed by the master vs straight from the volume" "req/s" r9a r9a ge 0.8
 row 9b "S3 multipart upload $BIGH (boto3 upload_file, 8 MiB parts), 3 replicas: wall, vs row 4's native PUT" "s" r9b r9b - -
 row 9c "the same upload: master peak RSS (VmHWM), vs row 4's native PUT" "MiB" r9b.rss r9b.rss lt 64
 row 9d "ListObjectsV2 walk of $KEYS keys (1,000 per page) vs native ?list&limit=1000" "keys/s" r9c r9c - -
-row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs Go minikeyvalue" "keys/s" r7b r7b ge 2
-row 7b "rebalance 5 → 3 mkv-volumes (each copy and delete fsynced), vs Go minikeyvalue" "moved keys/s" r7r r7r ge 2
-row 7c "rebuild, the same files on 5 nginx volumes, vs Go minikeyvalue" "keys/s" r7bn r7bn ge 2
-row 7d "rebalance 5 → 3 nginx volumes (no fsync), vs Go minikeyvalue" "moved keys/s" r7rn r7rn ge 2
-row 8a "\`mkv put\` of ${NPUT:-?} files of 4 KiB (3 replicas, mkv-volumes) vs \`xargs -P16 curl -T\`" "files/s" r8 r8 ge 3
-row 8b "\`mkv verify\`, 3 replicas: on mkv-volumes (hashed there) vs on nginx volumes (streamed)" "keys/s" r8v r8v - -
+row 10 "upload of $DS_KEYS keys of 4 KiB, $CONC clients, 3 replicas on 3 nginx volumes: mkv vs the same PUTs straight" "keys/s" r10 r10 ge 0.5
+row 11 "minikeyvalue's thrasher (16 clients, PUT→GET→DELETE), 5 nginx volumes, 3 replicas: mkv vs the Go original" "cycles/s" r11 r11 ge 2
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -667,7 +761,8 @@ NOTES=""
 	echo "# mkv benchmark results"
 	echo
 	echo "Written by \`bench/run.sh\` ($MODE mode: $RUNS runs of ${DUR}s per side for rows 1-3, 5, 6;"
-	echo "$RUNS_BIG runs for rows 4, 7 and 8) on $(date -u '+%Y-%m-%d %H:%M UTC'), mkv $REV."
+	echo "$RUNS runs of $DS_KEYS keys for row 10; $RUNS_BIG runs for rows 4, 7 and 8; $THRASH for row 11)"
+	echo "on $(date -u '+%Y-%m-%d %H:%M UTC'), mkv $REV."
 	echo
 	echo "- Machine: $(nproc) CPUs ($CPU), $MEM memory; data on $DISK; loopback only."
 	echo "- Versions: $VERS."
@@ -682,24 +777,33 @@ NOTES=""
 	cat "$TABLE"
 	echo
 	if [ -s "$T/lg.log" ]; then
-		echo "Row 3, mean latency of each step (median over runs), PUT / GET / DELETE in ms:"
-		for tag in nginx 3a 3b; do
+		echo "Row 3, latency of each step, mean / p99 in ms (median over runs); a direct PUT or DELETE is"
+		echo "one volume request, the master's makes one to each replica:"
+		echo
+		echo "| cycle | PUT | GET | DELETE |"
+		echo "|---|---|---|---|"
+		for tag in 3a 3a-direct 3b 3b-direct; do
 			grep -q "^$tag " "$T/lg.log" || continue
 			case $tag in
-			nginx) printf 'straight to nginx: ' ;;
-			3a) printf 'row 3a, mkv with 1 replica on that nginx: ' ;;
-			3b) printf 'row 3b, mkv with 3 replicas on mkv-volumes: ' ;;
+			3a) printf '| mkv, 3 nginx volumes ' ;;
+			3a-direct) printf '| straight to the 3 nginx volumes ' ;;
+			3b) printf '| mkv, 3 mkv-volumes ' ;;
+			3b-direct) printf '| straight to the 3 mkv-volumes ' ;;
 			esac
-			for f in put_ms get_ms delete_ms; do
-				grep "^$tag " "$T/lg.log" | tr ' ' '\n' | sed -n "s/^$f=//p" | sort -g |
-					awk '{ v[NR] = $1 } END { printf "%s", NR ? v[int((NR + 1) / 2)] : "?" }'
-				[ $f = delete_ms ] || printf ' / '
+			for f in put get delete; do
+				printf '| '
+				for q in ms p99; do
+					grep "^$tag " "$T/lg.log" | tr ' ' '\n' | sed -n "s/^${f}_$q=//p" | sort -g |
+						awk '{ v[NR] = $1 } END { printf "%s", NR ? v[int((NR + 1) / 2)] : "?" }'
+					[ $q = ms ] && printf ' / '
+				done
+				printf ' '
 			done
-			echo ";"
+			echo "|"
 		done
 		echo
 	fi
-	if [ $HAVE_MKV = 1 ]; then
+	if want 7 && [ $HAVE_MKV = 1 ]; then
 		echo "Row 7: $(echo "$MOVES" | sed 's/ /, /g') (moved = keys that need at least one copy;"
 		echo "$SMALL bytes each, so about $(echo "$MOVES" | tr ' ' '\n' | sed -n 's/^copies=//p' |
 			awk -v s=$SMALL '{ printf "%.1f", $1 * s / 1048576 }') MiB copied); populated straight on disk at ${POP:-?} files/s;"
@@ -708,7 +812,8 @@ NOTES=""
 			printf "%.1f", v["moved"] ? (v["copies"] + v["deletes"]) / v["moved"] : 0 }')
 		echo "This disk takes ${SYNCS:-?} synced 1 KiB writes/s (\`dd oflag=dsync\`, one writer; writers in parallel get"
 		echo "more, as their flushes overlap). In row 7b each moved key is $PERKEY PUTs + DELETEs on mkv-volumes, each fsynced."
-		echo "The reference is the Go original's figure on this machine (issue 4), not re-measured here."
+		echo "The reference is the volume limit of the same run: \`loadgen walk\` (the listings rebuild asks"
+		echo "for) and \`loadgen move\` (each moved key's GET, PUTs and DELETEs), 16 clients, like mkv's -workers."
 		echo "Last summaries: rebuild \`${REBUILD_SUMMARY:-}\`; rebalance \`${REBALANCE_SUMMARY:-}\`;"
 		echo "on nginx: rebuild \`${REBUILDN_SUMMARY:-}\`; rebalance \`${REBALANCEN_SUMMARY:-}\`."
 		echo

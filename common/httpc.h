@@ -6,6 +6,7 @@
 #ifndef MKV_HTTPC_H
 #define MKV_HTTPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "util.h"
 
@@ -21,8 +22,24 @@ void httpc_global_init(void);
 int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
 	     long timeout_ms, struct buf *resp, size_t resp_max, char *err);
 
-/* Give this thread's handle back (call at thread exit): it is parked,
- * connections and all, for the next thread that needs one. */
+/* One request of a fan-out: url in, the answer out. */
+struct httpc_req {
+	const char *url;
+	int status;              /* HTTP status, or -1 when no answer came */
+	bool timed_out;          /* no answer within timeout_ms */
+	char err[256];           /* curl's reason when status is -1 */
+};
+
+/* Perform method on every reqs[i].url at once, the same body (NULL: none;
+ * sent with the request head, no `Expect: 100-continue`) to each, over this
+ * thread's keep-alive connections, and return when all have answered or
+ * failed.  Each transfer is bounded by timeout_ms (0 = none).  For bodies
+ * that fit in memory: a volume's answer body is read and dropped. */
+void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
+		  size_t bodylen, long timeout_ms);
+
+/* Give this thread's handles back (call at thread exit): they are parked,
+ * connections and all, for the next thread that needs them. */
 void httpc_thread_cleanup(void);
 
 #endif

@@ -166,17 +166,20 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 		goto out;
 	}
 	if (!unlink) {
+		/* Every replica at once. */
+		struct httpc_req reqs[RECORD_MAX_LOCS];
 		placement_path(key, klen, path);
+		for (int i = 0; i < r.nlocs; i++)
+			reqs[i].url = xasprintf("http://%s%s", r.locs[i], path);
+		httpc_fanout("DELETE", reqs, r.nlocs, NULL, 0, (long)cfg->puttimeout_ms);
 		for (int i = 0; i < r.nlocs; i++) {
-			char url[LOC_MAX + PATH_MAX_LEN + 16], err[256];
-			int st;
-			snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
-			st = httpc_do("DELETE", url, NULL, 0, (long)cfg->puttimeout_ms, NULL, 0, err);
+			int st = reqs[i].status;
 			if (!(st >= 200 && st < 300) && st != 404) {
-				log_msg("DELETE %s failed (%d%s%s)", url, st, st < 0 ? ": " : "",
-					st < 0 ? err : "");
+				log_msg("DELETE %s failed (%d%s%s)", reqs[i].url, st,
+					st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
 				failed = true;
 			}
+			free((char *)reqs[i].url);
 		}
 		if (failed) {
 			index_put(idx, key, klen, enc, elen); /* make the unlink durable */

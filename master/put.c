@@ -19,6 +19,7 @@
 #include <time.h>
 
 #define RING_MAX (4u << 20)
+#define SMALL_MAX (64u << 10)   /* a body this small is sent whole, with the head */
 #define WAKE_BYTES (256u << 10)
 #define MULTI_IDLE_MAX 64
 
@@ -83,6 +84,8 @@ struct put {
 	size_t cap;
 	uint64_t head;         /* bytes taken from the client */
 	bool eof, aborted, want_space, released, finished;
+	bool small;            /* clen <= SMALL_MAX: the worker starts at put_finish */
+	bool started;          /* the worker runs (or ran) */
 	int npaused;           /* replicas waiting for body bytes */
 	int refs;
 
@@ -191,7 +194,8 @@ static void put_free(struct put *p)
 	}
 	EVP_MD_CTX_free(p->md5);
 	free(p->old);
-	multi_put(p->multi);
+	if (p->multi)
+		multi_put(p->multi);
 	pthread_mutex_destroy(&p->mu);
 	free(p->ring);
 	free(p->key);
@@ -321,14 +325,16 @@ static void await_eof(struct put *p)
 /* Remove what a failed put wrote; keep the DELETED record if that fails. */
 static void cleanup_failed(struct put *p)
 {
+	struct httpc_req reqs[RECORD_MAX_LOCS];
 	bool clean = true;
+	for (int i = 0; i < p->nlocs; i++)
+		reqs[i].url = p->rep[i].url;
+	httpc_fanout("DELETE", reqs, p->nlocs, NULL, 0, (long)p->cfg->voltimeout_ms * 5);
 	for (int i = 0; i < p->nlocs; i++) {
-		char err[256];
-		int st = httpc_do("DELETE", p->rep[i].url, NULL, 0, (long)p->cfg->voltimeout_ms * 5,
-				  NULL, 0, err);
+		int st = reqs[i].status;
 		if (!(st >= 200 && st < 300) && st != 404) {
 			log_msg("PUT cleanup: DELETE %s failed (%d%s%s); record left as DELETED",
-				p->rep[i].url, st, st < 0 ? ": " : "", st < 0 ? err : "");
+				reqs[i].url, st, st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
 			clean = false;
 		}
 	}
@@ -403,7 +409,7 @@ static void replace_end(struct put *p)
 			pthread_mutex_lock(&p->mu);
 			eof = p->eof || p->aborted;
 			pthread_mutex_unlock(&p->mu);
-			if (!eof)
+			if (!eof && p->multi)
 				curl_multi_poll(p->multi, NULL, 0, 100, NULL);
 		}
 		struct record r = {.deleted = false, .nlocs = nok};
@@ -434,40 +440,53 @@ static void replace_end(struct put *p)
 	meta_raw_delete('r', p->key, p->klen);
 }
 
-static void worker(void *arg)
+/* A small body is all here before the worker starts: every replica gets it
+ * in one request, head and body together, in parallel. */
+static void send_small(struct put *p)
 {
-	struct put *p = arg;
-	struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
-
-	if (p->replace)
-		replace_begin(p);
-	if (p->status) {
-		;
-	} else if (!p->replace && write_record(p, true, NULL) < 0) {
-		fail(p, 500, "index write failed");
-	} else {
-		for (int i = 0; i < p->nlocs; i++) {
-			struct replica *r = &p->rep[i];
-			r->h = curl_easy_init();
-			curl_easy_setopt(r->h, CURLOPT_URL, r->url);
-			curl_easy_setopt(r->h, CURLOPT_UPLOAD, 1L);
-			curl_easy_setopt(r->h, CURLOPT_READFUNCTION, on_read);
-			curl_easy_setopt(r->h, CURLOPT_READDATA, r);
-			curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, on_discard);
-			curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdrs);
-			curl_easy_setopt(r->h, CURLOPT_PRIVATE, (char *)r);
-			curl_easy_setopt(r->h, CURLOPT_ERRORBUFFER, r->err);
-			curl_easy_setopt(r->h, CURLOPT_NOSIGNAL, 1L);
-			curl_easy_setopt(r->h, CURLOPT_CONNECTTIMEOUT_MS, (long)p->cfg->puttimeout_ms);
-			curl_easy_setopt(r->h, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
-			if (p->clen >= 0)
-				curl_easy_setopt(r->h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)p->clen);
-			r->active_ms = now_ms();
-			curl_multi_add_handle(p->multi, r->h);
-		}
-		transfer(p);
-		await_eof(p);
+	struct httpc_req reqs[RECORD_MAX_LOCS];
+	for (int i = 0; i < p->nlocs; i++)
+		reqs[i].url = p->rep[i].url;
+	httpc_fanout("PUT", reqs, p->nlocs, p->ring, (size_t)p->head,
+		     (long)p->cfg->puttimeout_ms);
+	for (int i = 0; i < p->nlocs; i++) {
+		int st = reqs[i].status;
+		p->rep[i].done = true;        /* what REPLACE's end reads */
+		p->rep[i].status = st;
+		if (reqs[i].timed_out)
+			fail(p, 504, "replica %s: no progress for -puttimeout", reqs[i].url);
+		else if (st < 0)
+			fail(p, 503, "replica %s: %s", reqs[i].url, reqs[i].err);
+		else if (st < 200 || st > 299)
+			fail(p, st == 507 ? 507 : 500, "replica %s answered %d", reqs[i].url, st);
 	}
+}
+
+/* A body of any size streams through the ring as it arrives. */
+static void send_stream(struct put *p)
+{
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
+	for (int i = 0; i < p->nlocs; i++) {
+		struct replica *r = &p->rep[i];
+		r->h = curl_easy_init();
+		curl_easy_setopt(r->h, CURLOPT_URL, r->url);
+		curl_easy_setopt(r->h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(r->h, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(r->h, CURLOPT_READDATA, r);
+		curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, on_discard);
+		curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdrs);
+		curl_easy_setopt(r->h, CURLOPT_PRIVATE, (char *)r);
+		curl_easy_setopt(r->h, CURLOPT_ERRORBUFFER, r->err);
+		curl_easy_setopt(r->h, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(r->h, CURLOPT_CONNECTTIMEOUT_MS, (long)p->cfg->puttimeout_ms);
+		curl_easy_setopt(r->h, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+		if (p->clen >= 0)
+			curl_easy_setopt(r->h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)p->clen);
+		r->active_ms = now_ms();
+		curl_multi_add_handle(p->multi, r->h);
+	}
+	transfer(p);
+	await_eof(p);
 	for (int i = 0; i < p->nlocs; i++) {
 		if (p->rep[i].h) {
 			curl_multi_remove_handle(p->multi, p->rep[i].h);
@@ -475,6 +494,22 @@ static void worker(void *arg)
 		}
 	}
 	curl_slist_free_all(hdrs);
+}
+
+static void worker(void *arg)
+{
+	struct put *p = arg;
+
+	if (p->replace)
+		replace_begin(p);
+	if (p->status)
+		;
+	else if (!p->replace && write_record(p, true, NULL) < 0)
+		fail(p, 500, "index write failed");
+	else if (p->small)
+		send_small(p);
+	else
+		send_stream(p);
 
 	if (p->replace) {
 		replace_end(p);
@@ -509,6 +544,21 @@ static void worker(void *arg)
 	unref(p);
 }
 
+/* Call without mu, before the worker can exist. */
+static void start_worker(struct put *p)
+{
+	p->refs++;
+	p->started = true;
+	if (spawn(worker, p) < 0) {
+		log_msg("pthread_create failed: out of threads");
+		p->status = 503;
+		snprintf(p->why, sizeof(p->why), "server busy: no thread for this write");
+		p->finished = true;
+		p->refs--;
+		keylock_release(p->key, p->klen);
+	}
+}
+
 static struct put *start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 			 char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg,
 			 bool replace, size_t ring)
@@ -536,22 +586,18 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 	p->clen = clen;
 	if (!ring || ring > RING_MAX)
 		ring = RING_MAX;
+	p->small = clen > 0 && (uint64_t)clen <= SMALL_MAX;
 	p->cap = clen >= 0 && (uint64_t)clen < ring ? (size_t)clen + 1 : ring;
 	p->ring = xmalloc(p->cap);
-	p->multi = multi_get();
 	p->md5 = EVP_MD_CTX_new();
 	if (!p->md5 || !EVP_DigestInit_ex(p->md5, EVP_md5(), NULL))
 		die("md5 init failed");
 	p->wake = wake;
 	p->arg = arg;
-	p->refs = 2;
-	if (spawn(worker, p) < 0) {
-		log_msg("pthread_create failed: out of threads");
-		p->status = 503;
-		snprintf(p->why, sizeof(p->why), "server busy: no thread for this write");
-		p->finished = true;
-		p->refs = 1;
-		keylock_release(p->key, p->klen);
+	p->refs = 1;
+	if (!p->small) {
+		p->multi = multi_get();
+		start_worker(p);
 	}
 	return p;
 }
@@ -621,7 +667,10 @@ void put_finish(struct put *p)
 	}
 	p->eof = true;
 	pthread_mutex_unlock(&p->mu);
-	curl_multi_wakeup(p->multi);
+	if (p->small && !p->started && !p->finished)
+		start_worker(p);
+	else if (p->multi)
+		curl_multi_wakeup(p->multi);
 }
 
 bool put_result(struct put *p, int *status, const char **why)
@@ -642,7 +691,14 @@ void put_abort(struct put *p)
 	pthread_mutex_lock(&p->mu);
 	p->aborted = true;
 	pthread_mutex_unlock(&p->mu);
-	curl_multi_wakeup(p->multi);
+	if (!p->started && !p->finished) {   /* nothing was written: just free the key */
+		p->status = 500;
+		snprintf(p->why, sizeof(p->why), "client went away");
+		p->finished = true;
+		keylock_release(p->key, p->klen);
+	} else if (p->multi) {
+		curl_multi_wakeup(p->multi);
+	}
 }
 
 void put_release(struct put *p)

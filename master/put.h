@@ -1,6 +1,8 @@
 /* put.h -- a streaming PUT: the body goes to every replica in parallel as
  * it arrives, through a fixed-size ring buffer, so the master's memory does
- * not depend on the value's size.
+ * not depend on the value's size.  A body of up to 64 KiB with a known
+ * length is taken whole first and sent in one request per replica, all at
+ * once; its worker starts at put_finish.
  *
  * Write order (what makes a crash safe):
  *   1. the record, marked DELETED, with the chosen locations -- a crash

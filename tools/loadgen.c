@@ -7,6 +7,23 @@
  *   loadgen cycle    -c 16 -d SECS -s SIZE [-p PREFIX] BASE
  *       PUT BASE/PREFIX/<fresh key>, GET it (following a redirect, length
  *       checked), DELETE it; repeat until SECS are up.  rate = cycles/s.
+ *   loadgen direct   -c 16 -d SECS -s SIZE -volumes A,B,.. [-replicas 3]
+ *                    [-subvolumes 10] [-p PREFIX]
+ *       The volume requests of one cycle through the master, made straight:
+ *       PUT the key's blob to each of its volumes at key2path (SPEC §2),
+ *       GET it from the first, DELETE it from each, one request after the
+ *       other.  rate = cycles/s: what the volumes allow the master.
+ *   loadgen walk     -c 16 -volumes A,B,..
+ *       The listings `mkv rebuild` asks the volumes for, made straight:
+ *       each volume's top, each svNN/, each /xx/ plainly and again with
+ *       ?recursive, and every directory below that a plain (nginx) answer
+ *       names.  rate = listings/s.
+ *   loadgen move     -c 16 -n N -s SIZE -volumes OLD,.. -to NEW,..
+ *                    [-replicas 3] [-subvolumes 10] [-p PREFIX]
+ *       The volume requests of a rebalance OLD -> NEW, made straight: for
+ *       each key that needs a copy, GET it from its first old location,
+ *       PUT it to each new location that lacks it, DELETE it from each old
+ *       location that is no longer used.  rate = moved keys/s.
  *   loadgen get      -c 16 -d SECS -n N [-p PREFIX] BASE
  *       GET BASE/PREFIX/k<i> for i round robin in [0,N), following
  *       redirects.  rate = requests/s, plus MiB/s.
@@ -30,6 +47,9 @@
  *       (NEW's volumes must be among OLD's; -dirs in OLD's order): the
  *       copies it made are renamed back to where it deleted old ones.
  *
+ * cycle and direct also give each step's mean and 99th percentile latency
+ * (put_ms, put_p99, ...; in direct, of one volume request).
+ *
  * Keys are PREFIX/k<i> (PREFIX defaults to "/bench"), plain ASCII, so they
  * need no escaping in a URL.  Bodies are a fixed pseudo-random pattern. */
 #include <curl/curl.h>
@@ -45,11 +65,13 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
-enum mode { CYCLE, GET, PUT, POPULATE, MOVES, RESTORE };
+enum mode { CYCLE, DIRECT, WALK, MOVE, GET, PUT, POPULATE, MOVES, RESTORE };
 
 struct opts {
 	enum mode mode;
@@ -64,6 +86,16 @@ struct opts {
 
 /* One request in flight.  step: cycle 0 PUT, 1 GET, 2 DELETE; populate
  * walks loc over the key's replicas. */
+#define PLAN_MAX 17          /* move: a GET, up to 8 PUTs and 8 DELETEs */
+
+enum walk_level { W_TOP, W_ROOT, W_XX, W_REC };
+
+struct plan_step {
+	int kind;                /* 0 PUT, 1 GET, 2 DELETE */
+	int level;               /* walk: what the listing is */
+	char url[600];
+};
+
 struct slot {
 	CURL *h;
 	long key;
@@ -71,6 +103,10 @@ struct slot {
 	size_t got;
 	char url[1024];
 	char errbuf[CURL_ERROR_SIZE];
+	struct plan_step plan[PLAN_MAX];   /* walk, move: the requests to make */
+	int nplan;
+	bool idle;               /* walk: waiting for listings to come */
+	struct buf resp;         /* walk: the listing */
 };
 
 static struct opts o = { .prefix = "/bench", .conc = 16, .replicas = 3, .subvolumes = 10,
@@ -79,45 +115,86 @@ static char *body;
 static struct curl_slist *hdrs;
 static uint64_t t_end_ms;
 static long next_key, ops, units, errors;
-static double step_us[3];  /* cycle: total microseconds spent in PUT, GET, DELETE */
-static long step_n[3];
+/* cycle, direct: each request's microseconds, by kind (PUT, GET, DELETE) */
+static double *lat[3];
+static long nlat[3], caplat[3];
 static unsigned long long bytes_in;
+
+/* walk: listings still to ask for */
+static struct plan_step *queue;
+static long nqueue, capqueue;
 
 static size_t on_data(char *p, size_t sz, size_t n, void *arg)
 {
-	(void)p;
-	((struct slot *)arg)->got += sz * n;
+	struct slot *s = arg;
+	s->got += sz * n;
+	if (o.mode == WALK)
+		buf_append(&s->resp, p, sz * n);
 	return sz * n;
 }
 
 static void key_name(long i, char *out, size_t cap)
 {
-	if (o.mode == CYCLE)
+	if (o.mode == CYCLE || o.mode == DIRECT)
 		snprintf(out, cap, "%s/c%d-%ld", o.prefix, (int)getpid(), i);
 	else
 		snprintf(out, cap, "%s/k%ld", o.prefix, i);
+}
+
+/* At most RECORD_MAX_LOCS replicas: what a record can name. */
+static int replicas(void)
+{
+	int r = o.replicas < o.nvol || !o.nvol ? o.replicas : o.nvol;
+	return r < RECORD_MAX_LOCS ? r : RECORD_MAX_LOCS;
+}
+
+/* The kind of request a step is: 0 PUT, 1 GET, 2 DELETE.  A direct cycle
+ * is replicas() PUTs, one GET, replicas() DELETEs. */
+static int step_kind(const struct slot *s)
+{
+	if (o.mode == WALK || o.mode == MOVE)
+		return s->plan[s->step].kind;
+	if (o.mode == CYCLE)
+		return s->step;
+	if (o.mode == DIRECT)
+		return s->step < replicas() ? 0 : s->step == replicas() ? 1 : 2;
+	return o.mode == GET ? 1 : 0;
+}
+
+static int last_step(const struct slot *s)
+{
+	if (o.mode == WALK || o.mode == MOVE)
+		return s->nplan - 1;
+	return o.mode == DIRECT ? 2 * replicas() : 2;
 }
 
 /* Set s->url to where this step goes. */
 static void step_url(struct slot *s)
 {
 	char key[256];
+	if (o.mode == WALK || o.mode == MOVE) {
+		snprintf(s->url, sizeof(s->url), "%s", s->plan[s->step].url);
+		return;
+	}
 	key_name(s->key, key, sizeof(key));
-	if (o.mode != POPULATE) {
+	if (o.mode != POPULATE && o.mode != DIRECT) {
 		snprintf(s->url, sizeof(s->url), "%s%s", o.base, key);
 		return;
 	}
-	char locs[o.replicas][LOC_MAX], path[PATH_MAX_LEN];
-	placement_volumes(key, strlen(key), o.vols, o.nvol, o.replicas, o.subvolumes, locs);
+	char (*locs)[LOC_MAX] = xmalloc(sizeof(*locs) * RECORD_MAX_LOCS), path[PATH_MAX_LEN];
+	int loc = s->loc;
+	placement_volumes(key, strlen(key), o.vols, o.nvol, replicas(), o.subvolumes, locs);
 	placement_path(key, strlen(key), path);
-	snprintf(s->url, sizeof(s->url), "http://%s%s", locs[s->loc], path);
+	if (o.mode == DIRECT)
+		loc = step_kind(s) == 0 ? s->step : step_kind(s) == 1 ? 0 : s->step - replicas() - 1;
+	snprintf(s->url, sizeof(s->url), "http://%s%s", locs[loc], path);
+	free(locs);
 }
 
 static const char *step_method(const struct slot *s)
 {
-	if (o.mode == CYCLE)
-		return s->step == 0 ? "PUT" : s->step == 1 ? "GET" : "DELETE";
-	return o.mode == GET ? "GET" : "PUT";
+	static const char *const m[] = {"PUT", "GET", "DELETE"};
+	return m[step_kind(s)];
 }
 
 static void setup(struct slot *s, const char *method)
@@ -145,13 +222,121 @@ static void setup(struct slot *s, const char *method)
 	s->errbuf[0] = '\0';
 }
 
+static void queue_push(int level, const char *url)
+{
+	if (nqueue == capqueue) {
+		capqueue = capqueue ? 2 * capqueue : 1024;
+		queue = xrealloc(queue, sizeof(*queue) * (size_t)capqueue);
+	}
+	queue[nqueue].kind = 1;
+	queue[nqueue].level = level;
+	snprintf(queue[nqueue].url, sizeof(queue[nqueue].url), "%s", url);
+	nqueue++;
+}
+
+/* walk: a listing came; queue what rebuild would ask for next. */
+static void walk_done(struct slot *s)
+{
+	const struct plan_step *st = &s->plan[s->step];
+	json_t *a = json_loadb(s->resp.data ? s->resp.data : "", s->resp.len, 0, NULL);
+	char base[600], u[1200];
+	size_t i;
+	json_t *e;
+	bool has_sv = false;
+	int level = st->level;
+
+	snprintf(base, sizeof(base), "%s", st->url);
+	base[strcspn(base, "?")] = '\0';
+	json_array_foreach(a, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *type = json_string_value(json_object_get(e, "type"));
+		if (name && type && !strcmp(type, "directory") && level == W_TOP &&
+		    !strncmp(name, "sv", 2))
+			has_sv = true;
+	}
+	if (level == W_TOP && !has_sv)
+		level = W_ROOT;      /* no subvolumes: the volume is the root */
+	json_array_foreach(a, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *type = json_string_value(json_object_get(e, "type"));
+		if (!name || !type || strcmp(type, "directory"))
+			continue;
+		snprintf(u, sizeof(u), "%s%s/", base, name);
+		if (level == W_TOP && !strncmp(name, "sv", 2)) {
+			queue_push(W_ROOT, u);
+		} else if (level == W_ROOT) {
+			queue_push(W_XX, u);
+			snprintf(u, sizeof(u), "%s%s/?recursive", base, name);
+			queue_push(W_REC, u);
+		} else if (level == W_REC) {
+			queue_push(W_REC, u);
+		}
+	}
+	json_decref(a);
+}
+
+/* move: the requests that move key i, or 0 when it stays. */
+static int move_plan(long i, struct plan_step *plan)
+{
+	char key[256], path[PATH_MAX_LEN];
+	char (*a)[LOC_MAX] = xmalloc(sizeof(*a) * RECORD_MAX_LOCS);
+	char (*b)[LOC_MAX] = xmalloc(sizeof(*b) * RECORD_MAX_LOCS);
+	int r = replicas() < 8 ? replicas() : 8, n = 1, ra, rb;
+	key_name(i, key, sizeof(key));
+	placement_path(key, strlen(key), path);
+	ra = placement_volumes(key, strlen(key), o.vols, o.nvol, r, o.subvolumes, a);
+	rb = placement_volumes(key, strlen(key), o.to, o.nto, r, o.subvolumes, b);
+	plan[0].kind = 1;
+	snprintf(plan[0].url, sizeof(plan[0].url), "http://%.300s%s", a[0], path);
+	for (int j = 0; j < rb; j++) {
+		int k = 0;
+		while (k < ra && strcmp(b[j], a[k]))
+			k++;
+		if (k == ra) {
+			plan[n].kind = 0;
+			snprintf(plan[n++].url, sizeof(plan[0].url), "http://%.300s%s", b[j], path);
+		}
+	}
+	if (n == 1)
+		n = 0;           /* every new location has its copy: nothing moves */
+	for (int k = 0; n && k < ra; k++) {
+		int j = 0;
+		while (j < rb && strcmp(a[k], b[j]))
+			j++;
+		if (j == rb) {
+			plan[n].kind = 2;
+			snprintf(plan[n++].url, sizeof(plan[0].url), "http://%.300s%s", a[k], path);
+		}
+	}
+	free(a);
+	free(b);
+	return n;
+}
+
 /* Give the slot its next request; false when there is no more work. */
 static bool slot_next(struct slot *s, bool first)
 {
-	bool timed = o.mode == CYCLE || o.mode == GET;
-	if (!first && o.mode == CYCLE && s->step < 2) {
+	bool timed = o.mode == CYCLE || o.mode == DIRECT || o.mode == GET;
+	s->resp.len = 0;
+	if (o.mode == WALK) {
+		s->idle = !nqueue;
+		if (s->idle)
+			return false;
+		s->plan[0] = queue[--nqueue];
+		s->nplan = 1;
+		s->step = 0;
+	} else if (o.mode == MOVE && (first || s->step >= last_step(s))) {
+		s->nplan = 0;
+		while (!s->nplan && next_key < o.n)
+			s->nplan = move_plan(next_key++, s->plan);
+		if (!s->nplan)
+			return false;
+		s->step = 0;
+	} else if (o.mode == MOVE) {
 		s->step++;
-	} else if (!first && o.mode == POPULATE && s->loc + 1 < (o.replicas < o.nvol ? o.replicas : o.nvol)) {
+	} else if (!first && (o.mode == CYCLE || o.mode == DIRECT) && s->step < last_step(s)) {
+		s->step++;
+	} else if (!first && o.mode == POPULATE && s->loc + 1 < replicas()) {
 		s->loc++;
 	} else {
 		if (timed && now_ms() >= t_end_ms)
@@ -173,9 +358,9 @@ static bool answer_ok(struct slot *s, CURLcode rc, long status)
 {
 	if (rc != CURLE_OK)
 		return false;
-	if (o.mode == GET || (o.mode == CYCLE && s->step == 1))
-		return status == 200 && (o.mode == GET || s->got == o.size);
-	if (o.mode == CYCLE && s->step == 2)
+	if (step_kind(s) == 1)
+		return status == 200 && (o.mode == GET || o.mode == WALK || s->got == o.size);
+	if (step_kind(s) == 2)
 		return status == 204 || status == 200;
 	return status == 201 || status == 204;
 }
@@ -183,11 +368,44 @@ static bool answer_ok(struct slot *s, CURLcode rc, long status)
 /* A slot finished a unit of work (a cycle, a GET, a key's PUTs). */
 static bool unit_done(struct slot *s)
 {
-	if (o.mode == CYCLE)
-		return s->step == 2;
+	if (o.mode == CYCLE || o.mode == DIRECT || o.mode == MOVE)
+		return s->step == last_step(s);
 	if (o.mode == POPULATE)
-		return s->loc + 1 >= (o.replicas < o.nvol ? o.replicas : o.nvol);
+		return s->loc + 1 >= replicas();
 	return true;
+}
+
+static void lat_add(int kind, double us)
+{
+	if (nlat[kind] == caplat[kind]) {
+		caplat[kind] = caplat[kind] ? 2 * caplat[kind] : 4096;
+		lat[kind] = xrealloc(lat[kind], sizeof(double) * (size_t)caplat[kind]);
+	}
+	lat[kind][nlat[kind]++] = us;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* " put_ms=MEAN put_p99=P99 get_ms=..." in milliseconds. */
+static void lat_print(void)
+{
+	static const char *const names[] = {"put", "get", "delete"};
+	for (int k = 0; k < 3; k++) {
+		double sum = 0, p99 = 0;
+		for (long i = 0; i < nlat[k]; i++)
+			sum += lat[k][i];
+		if (nlat[k]) {
+			qsort(lat[k], (size_t)nlat[k], sizeof(double), cmp_double);
+			p99 = lat[k][(nlat[k] * 99 - 1) / 100];
+		}
+		printf(" %s_ms=%.2f %s_p99=%.2f", names[k], nlat[k] ? sum / nlat[k] / 1000.0 : 0.0,
+		       names[k], p99 / 1000.0);
+		free(lat[k]);
+	}
 }
 
 /* The value every request sends (o.size bytes), and its md5 when asked. */
@@ -212,6 +430,11 @@ static int run(void)
 	hdrs = curl_slist_append(hdrs, "Content-Type:");
 	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)o.conc * 4 + 8);
 	t_end_ms = t0 + (uint64_t)(o.secs * 1000);
+	for (int v = 0; o.mode == WALK && v < o.nvol; v++) {
+		char u[600];
+		snprintf(u, sizeof(u), "http://%s/", o.vols[v]);
+		queue_push(W_TOP, u);
+	}
 	for (int i = 0; i < o.conc; i++) {
 		slots[i].h = curl_easy_init();
 		if (slot_next(&slots[i], true)) {
@@ -233,18 +456,20 @@ static int run(void)
 			curl_multi_remove_handle(m, s->h);
 			ops++;
 			bytes_in += s->got;
-			if (o.mode == CYCLE) {
+			if (o.mode == CYCLE || o.mode == DIRECT) {
 				curl_off_t us = 0;
 				curl_easy_getinfo(s->h, CURLINFO_TOTAL_TIME_T, &us);
-				step_us[s->step] += (double)us;
-				step_n[s->step]++;
+				lat_add(step_kind(s), (double)us);
 			}
 			if (!answer_ok(s, msg->data.result, status)) {
 				if (errors++ < 5)
 					fprintf(stderr, "loadgen: %s %s: status %ld, got %zu bytes %s\n",
 						step_method(s), s->url, status, s->got, s->errbuf);
-				s->step = 2; /* abandon this cycle */
+				s->step = last_step(s); /* abandon this cycle */
 				s->loc = o.replicas;
+			} else if (o.mode == WALK) {
+				walk_done(s);
+				units++;
 			} else if (unit_done(s)) {
 				units++;
 			}
@@ -252,6 +477,13 @@ static int run(void)
 				curl_multi_add_handle(m, s->h);
 			else
 				active--;
+		}
+		/* walk: listings that came in give work to idle slots */
+		for (int i = 0; o.mode == WALK && nqueue && i < o.conc; i++) {
+			if (slots[i].idle && slot_next(&slots[i], false)) {
+				curl_multi_add_handle(m, slots[i].h);
+				active++;
+			}
 		}
 		if (active > 0)
 			curl_multi_poll(m, NULL, 0, 100, NULL);
@@ -262,13 +494,14 @@ static int run(void)
 		secs = 0.001;
 	printf("units=%ld ops=%ld secs=%.3f rate=%.1f mibps=%.1f", units, ops, secs, units / secs,
 	       bytes_in / 1048576.0 / secs);
-	if (o.mode == CYCLE)
-		for (int i = 0; i < 3; i++)
-			printf(" %s_ms=%.2f", i == 0 ? "put" : i == 1 ? "get" : "delete",
-			       step_n[i] ? step_us[i] / step_n[i] / 1000.0 : 0.0);
+	if (o.mode == CYCLE || o.mode == DIRECT)
+		lat_print();
 	printf(" errors=%ld\n", errors);
-	for (int i = 0; i < o.conc; i++)
+	for (int i = 0; i < o.conc; i++) {
 		curl_easy_cleanup(slots[i].h);
+		buf_free(&slots[i].resp);
+	}
+	free(queue);
 	curl_multi_cleanup(m);
 	curl_slist_free_all(hdrs);
 	free(slots);
@@ -378,12 +611,6 @@ static void disk_run(void (*one)(const char *key, char md5[33]), char md5[33])
 }
 
 static _Atomic long files, renamed, removed, written;
-
-/* At most RECORD_MAX_LOCS replicas: what a record can name. */
-static int replicas(void)
-{
-	return o.replicas < RECORD_MAX_LOCS ? o.replicas : RECORD_MAX_LOCS;
-}
 
 /* populate -dirs: each key's replicas as files in the volumes' directories,
  * named as mkv-volume names them (volume/fs.h: md5 in VOL_MD5_XATTR). */
@@ -532,6 +759,10 @@ static void usage(int rc)
 {
 	fprintf(rc ? stderr : stdout,
 		"usage: loadgen cycle    [-c N] [-d SECS] [-s BYTES] [-p PREFIX] BASEURL\n"
+		"       loadgen direct   [-c N] [-d SECS] [-s BYTES] -volumes A,B [-replicas R] [-subvolumes S]\n"
+		"       loadgen walk     [-c N] -volumes A,B\n"
+		"       loadgen move     [-c N] -n KEYS [-s BYTES] -volumes OLD,.. -to NEW,.. [-replicas R]\n"
+		"                        [-subvolumes S] [-p PREFIX]\n"
 		"       loadgen get      [-c N] [-d SECS] -n KEYS [-p PREFIX] BASEURL\n"
 		"       loadgen put      [-c N] -n KEYS [-s BYTES] [-p PREFIX] BASEURL\n"
 		"       loadgen populate [-c N] -n KEYS [-s BYTES] -volumes A,B [-replicas R] [-subvolumes S]\n"
@@ -544,7 +775,8 @@ static void usage(int rc)
 
 int main(int argc, char **argv)
 {
-	static const char *modes[] = { "cycle", "get", "put", "populate", "moves", "restore" };
+	static const char *modes[] = { "cycle", "direct", "walk", "move", "get", "put",
+				       "populate", "moves", "restore" };
 	int i = 2;
 	uint64_t v;
 
@@ -590,7 +822,11 @@ int main(int argc, char **argv)
 	}
 	if (o.secs <= 0)
 		die("-d must be positive");
-	if (o.mode != CYCLE && o.n <= 0)
+	if ((o.mode == DIRECT || o.mode == WALK || o.mode == MOVE) && o.nvol == 0)
+		die("-volumes is required");
+	if (o.mode == MOVE && o.nto == 0)
+		die("-to is required");
+	if (o.mode != CYCLE && o.mode != DIRECT && o.mode != WALK && o.n <= 0)
 		die("-n KEYS is required");
 	if (o.mode >= POPULATE && o.nvol == 0)
 		die("-volumes is required");
@@ -598,7 +834,7 @@ int main(int argc, char **argv)
 		die("-to is required");
 	if (o.mode == RESTORE && o.ndirs == 0)
 		die("-dirs is required");
-	if (o.mode < POPULATE && !o.base)
+	if (o.mode < POPULATE && o.mode != DIRECT && o.mode != WALK && o.mode != MOVE && !o.base)
 		die("BASEURL is required");
 	if (o.mode == MOVES)
 		return moves();
