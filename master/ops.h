@@ -138,6 +138,12 @@ struct ops_page {
 int ops_list_page(const char *master, const char *prefix, bool unlinked, char **start,
 		  struct ops_page *pg, const char *who);
 void ops_page_free(struct ops_page *pg);
+/* Page through PREFIX?list (or ?unlinked) and run fn(ctx, i) on every key
+ * of each page on `workers` threads; while a page runs, *keys and *klens
+ * point at its keys (NULL after).  Returns 0, or -1 once a page failed. */
+int ops_list_each(const char *master, const char *prefix, bool unlinked, const char *who,
+		  int workers, char ***keys, size_t **klens, void (*fn)(void *ctx, size_t i),
+		  void *ctx);
 
 /* Where verify and gc find records: "http://host:port" of -master, or
  * NULL (offline).  Caller frees. */

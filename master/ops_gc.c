@@ -385,23 +385,8 @@ out:
 
 static int unlinked_online(struct gc *g)
 {
-	char *start = xstrdup("");
-	struct ops_page pg;
-	int rc = 0;
-	do {
-		if (ops_list_page(g->master, "", true, &start, &pg, "gc") < 0) {
-			rc = -1;
-			break;
-		}
-		g->keys = pg.keys;
-		g->klens = pg.klens;
-		ops_pool_run(g->cfg->workers, pg.n, unlinked_online_one, g);
-		ops_page_free(&pg);
-	} while (*start);
-	free(start);
-	g->keys = NULL;
-	g->klens = NULL;
-	return rc;
+	return ops_list_each(g->master, "", true, "gc", g->cfg->workers, &g->keys, &g->klens,
+			     unlinked_online_one, g);
 }
 
 /* Offline: the master is stopped, nothing is in flight. */

@@ -385,13 +385,12 @@ int get_main(const struct config *cfg)
 {
 	struct pg g = {.cfg = cfg, .verb = "get", .t0 = now_ms()};
 	struct ops_progress *p;
-	char *start = xstrdup(""), *lp;
+	char *lp;
 	int rc = 0;
 
 	httpc_global_init();
 	if (cfg->args[0][0] != '/') {
 		log_msg("get: the prefix must start with / (keys do): %s", cfg->args[0]);
-		free(start);
 		return 1;
 	}
 	g.prefix = trim_slashes(cfg->args[0]);
@@ -402,28 +401,15 @@ int get_main(const struct config *cfg)
 		log_msg("get: mkdir %s failed (%s)", g.dir, strerror(errno));
 		free(g.prefix);
 		free(g.dir);
-		free(start);
 		return 1;
 	}
 	g.master = ops_master_url(cfg->master);
 	lp = xasprintf("%s/", g.prefix);
 	p = ops_progress_start(progress_line, &g);
-	do {
-		struct ops_page pg;
-		if (ops_list_page(g.master, lp, false, &start, &pg, "get") < 0) {
-			rc = -1;
-			break;
-		}
-		g.names = pg.keys;
-		g.klens = pg.klens;
-		g.n = pg.n;
-		ops_pool_run(cfg->workers, g.n, get_one, &g);
-		ops_page_free(&pg);
-	} while (*start);
+	rc = ops_list_each(g.master, lp, false, "get", cfg->workers, &g.names, &g.klens, get_one, &g);
 	ops_progress_stop(p);
 	rc = summary(&g) || rc ? 1 : 0;
 	free(lp);
-	free(start);
 	free(g.master);
 	free(g.prefix);
 	free(g.dir);

@@ -402,3 +402,26 @@ void ops_page_free(struct ops_page *pg)
 	free(pg->klens);
 	memset(pg, 0, sizeof(*pg));
 }
+
+int ops_list_each(const char *master, const char *prefix, bool unlinked, const char *who,
+		  int workers, char ***keys, size_t **klens, void (*fn)(void *ctx, size_t i),
+		  void *ctx)
+{
+	char *start = xstrdup("");
+	struct ops_page pg;
+	int rc = 0;
+	do {
+		if (ops_list_page(master, prefix, unlinked, &start, &pg, who) < 0) {
+			rc = -1;
+			break;
+		}
+		*keys = pg.keys;
+		*klens = pg.klens;
+		ops_pool_run(workers, pg.n, fn, ctx);
+		*keys = NULL;
+		*klens = NULL;
+		ops_page_free(&pg);
+	} while (*start);
+	free(start);
+	return rc;
+}

@@ -317,21 +317,8 @@ static int run_offline(struct vr *v)
 
 static int run_online(struct vr *v)
 {
-	char *start = xstrdup("");
-	struct ops_page pg;
-	int rc = 0;
-	do {
-		if (ops_list_page(v->master, "", false, &start, &pg, "verify") < 0) {
-			rc = -1;
-			break;
-		}
-		v->keys = pg.keys;
-		v->klens = pg.klens;
-		ops_pool_run(v->cfg->workers, pg.n, online_one, v);
-		ops_page_free(&pg);
-	} while (*start);
-	free(start);
-	return rc;
+	return ops_list_each(v->master, "", false, "verify", v->cfg->workers, &v->keys, &v->klens,
+			     online_one, v);
 }
 
 static void progress_line(void *ctx, char *out, size_t n)
