@@ -24,6 +24,7 @@
 
 #include <curl/curl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -37,7 +38,7 @@
 #define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define XML_BODY_MAX (2u << 20)   /* DeleteObjects (1,000 keys), CompleteMultipartUpload */
 #define RING_CAP (256u << 10)   /* a GetObject's bytes between volume and client */
-#define S3_RING (2u << 20)        /* a PutObject's or part's ring (put.h): clients send ~10 at once */
+#define S3_RING (1u << 20)        /* a PutObject's or part's ring (put.h): clients send ~10 at once */
 #define PARTS_MAX 10000
 #define CHUNK_LINE_MAX 4096
 #define NHDR 12
@@ -121,6 +122,13 @@ struct s3req {
 
 static const struct config *cfg;
 static struct index *idx;
+
+/* GetObjects streaming now.  Their rings, and libcurl's and
+ * libmicrohttpd's buffers of the same size, are below the mmap threshold
+ * and land in per-thread arenas; when the last one ends those pages go
+ * back to the kernel, so a burst of GETs does not stay resident. */
+static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
+static int streams;
 
 void s3_init(const struct config *c, struct index *i)
 {
@@ -248,6 +256,25 @@ static void s_wait(struct s3req *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
+static char *stream_begin(void)
+{
+	pthread_mutex_lock(&streams_mu);
+	streams++;
+	pthread_mutex_unlock(&streams_mu);
+	return xmalloc(RING_CAP);
+}
+
+static void stream_end(char *ring)
+{
+	bool last;
+	free(ring);
+	pthread_mutex_lock(&streams_mu);
+	last = --streams == 0;
+	pthread_mutex_unlock(&streams_mu);
+	if (last)
+		malloc_trim(0);
+}
+
 static void unref(struct s3req *s)
 {
 	bool last;
@@ -263,7 +290,8 @@ static void unref(struct s3req *s)
 		free(s->hval[i]);
 	for (int i = 0; i < s->nurls; i++)
 		free(s->urls[i]);
-	free(s->ring);
+	if (s->ring)
+		stream_end(s->ring);
 	free(s->path);
 	free(s->query);
 	pthread_mutex_destroy(&s->mu);
@@ -747,7 +775,7 @@ static enum MHD_Result get_run(struct s3req *s)
 	if (!s->async_started) {
 		if (get_prepare(s))
 			return s_send(s);
-		s->ring = xmalloc(RING_CAP);
+		s->ring = stream_begin();
 		s->vlen = -1;
 		return start_async(s, stream_main);
 	}
