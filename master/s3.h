@@ -1,7 +1,8 @@
 /* s3.h -- the S3 API on the master's port (path style: /<bucket>/<key> is
  * key /<bucket>/<key>).  server.c hands a request here when
- * s3_is_request says so, and s3.c answers it from then on: it is the
- * second HTTP front of the master, so it includes microhttpd.h too.
+ * s3_is_request says so, and the S3 files answer it from then on (s3.c
+ * routes; s3req.h lists the others): they are the second HTTP front of the
+ * master, so they include microhttpd.h too.
  * What is supported, and how: docs/s3.md. */
 #ifndef MKV_S3_H
 #define MKV_S3_H

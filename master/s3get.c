@@ -1,0 +1,357 @@
+/* s3get.c -- GetObject and HeadObject, streamed by the master from a live
+ * replica (S3 clients do not follow a 302).  See s3req.h. */
+#include "s3.h"
+#include "s3req.h"
+#include "health.h"
+#include "s3list.h"
+
+#include <curl/curl.h>
+#include <malloc.h>
+#include <microhttpd.h>
+#include <openssl/evp.h>
+#include <string.h>
+
+
+/* ---- GetObject / HeadObject: streamed from a replica ---- */
+
+/* GetObjects streaming now.  Their rings, and libcurl's and
+ * libmicrohttpd's buffers of the same size, are below the mmap threshold
+ * and land in per-thread arenas; when the last one ends those pages go
+ * back to the kernel, so a burst of GETs does not stay resident. */
+static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
+static int streams;
+
+char *s3_stream_begin(void)
+{
+	pthread_mutex_lock(&streams_mu);
+	streams++;
+	pthread_mutex_unlock(&streams_mu);
+	return xmalloc(RING_CAP);
+}
+
+void s3_stream_end(char *ring)
+{
+	bool last;
+	free(ring);
+	pthread_mutex_lock(&streams_mu);
+	last = --streams == 0;
+	pthread_mutex_unlock(&streams_mu);
+	if (last)
+		malloc_trim(0);
+}
+
+
+static size_t on_header(char *b, size_t size, size_t n, void *ud)
+{
+	struct s3req *s = ud;
+	size_t len = size * n;
+	if (len >= 15 && !strncasecmp(b, "Content-Range:", 14))
+		snprintf(s->crange, sizeof(s->crange), "%.*s", (int)(len - 15), b + 15);
+	else if (len >= 16 && !strncasecmp(b, "Content-Length:", 15))
+		s->vlen = strtoll(b + 15, NULL, 10);
+	else if (len >= 15 && !strncasecmp(b, "Last-Modified:", 14))
+		snprintf(s->vlastmod, sizeof(s->vlastmod), "%.*s", (int)(len - 15), b + 15);
+	else if (len == 2 && b[0] == '\r') {
+		long st = s->vstatus; /* from the status line */
+		if (st == 200 || st == 206 || st == 416) {
+			for (char *c = s->crange + strlen(s->crange); c > s->crange &&
+			     (c[-1] == '\r' || c[-1] == '\n'); c--)
+				c[-1] = '\0';
+			for (char *c = s->vlastmod + strlen(s->vlastmod); c > s->vlastmod &&
+			     (c[-1] == '\r' || c[-1] == '\n'); c--)
+				c[-1] = '\0';
+			pthread_mutex_lock(&s->mu);
+			s->hdr_done = true;
+			pthread_mutex_unlock(&s->mu);
+			if (st == 416)
+				return 0; /* nothing to stream */
+			s3_wake(s);
+		} else {
+			return 0; /* this replica cannot serve: try the next */
+		}
+	} else if (len > 9 && !strncmp(b, "HTTP/", 5)) {
+		const char *sp = strchr(b, ' ');
+		s->vstatus = sp ? strtol(sp + 1, NULL, 10) : 0;
+		s->crange[0] = s->vlastmod[0] = '\0';
+		s->vlen = -1;
+	}
+	return len;
+}
+
+static size_t on_body(char *b, size_t size, size_t n, void *ud)
+{
+	struct s3req *s = ud;
+	size_t len = size * n, done = 0;
+	pthread_mutex_lock(&s->mu);
+	while (done < len) {
+		size_t room = RING_CAP - (size_t)(s->rhead - s->rtail), off, chunk;
+		if (s->gone)
+			break;
+		if (!room) {
+			pthread_cond_wait(&s->cv, &s->mu);
+			continue;
+		}
+		chunk = len - done < room ? len - done : room;
+		off = (size_t)(s->rhead % RING_CAP);
+		if (chunk > RING_CAP - off)
+			chunk = RING_CAP - off;
+		memcpy(s->ring + off, b + done, chunk);
+		s->rhead += chunk;
+		done += chunk;
+		if (s->suspended) {
+			s->suspended = false;
+			MHD_resume_connection(s->conn);
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	return done;
+}
+
+/* Easy handles kept between GETs, and with them their connections to the
+ * volumes. */
+#define CURL_IDLE_MAX 32
+static pthread_mutex_t curl_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURL *curl_idle[CURL_IDLE_MAX];
+static int ncurl_idle;
+
+CURL *s3_curl_get(void)
+{
+	CURL *h = NULL;
+	pthread_mutex_lock(&curl_mu);
+	if (ncurl_idle)
+		h = curl_idle[--ncurl_idle];
+	pthread_mutex_unlock(&curl_mu);
+	return h ? h : curl_easy_init();
+}
+
+void s3_curl_put(CURL *h)
+{
+	pthread_mutex_lock(&curl_mu);
+	if (ncurl_idle < CURL_IDLE_MAX) {
+		curl_idle[ncurl_idle++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&curl_mu);
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+static void stream_main(void *arg)
+{
+	struct s3req *s = arg;
+	CURL *h = s3_curl_get();
+	struct curl_slist *hl = NULL;
+	int start = s->nurls ? (int)(now_ms() % (uint64_t)s->nurls) : 0;
+	bool missing = true;
+
+	if (!h)
+		die("curl_easy_init failed");
+	if (s->range[0]) {
+		char line[160];
+		snprintf(line, sizeof(line), "Range: %s", s->range);
+		hl = curl_slist_append(hl, line);
+	}
+	for (int i = 0; i < s->nurls && !s->hdr_done; i++) {
+		CURLcode rc;
+		curl_easy_reset(h);
+		curl_easy_setopt(h, CURLOPT_URL, s->urls[(start + i) % s->nurls]);
+		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+		curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
+		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+		curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)s3_cfg->voltimeout_ms);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+				 (long)(s3_cfg->puttimeout_ms / 1000 ? s3_cfg->puttimeout_ms / 1000 : 1));
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
+		if (s->head)
+			curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+		rc = curl_easy_perform(h);
+		if (!s->hdr_done && s->vstatus != 404)
+			missing = false;
+		if (s->hdr_done && rc != CURLE_OK && s->vstatus != 416) {
+			pthread_mutex_lock(&s->mu);
+			s->failed = true; /* cut off mid-body: the client sees a short answer */
+			pthread_mutex_unlock(&s->mu);
+		}
+	}
+	curl_slist_free_all(hl);
+	if (s->failed || s->gone)
+		curl_easy_cleanup(h); /* its connection may be mid-body */
+	else
+		s3_curl_put(h);
+	pthread_mutex_lock(&s->mu);
+	if (!s->hdr_done)
+		s->vstatus = missing ? 404 : 503;
+	s->eof = true;
+	if (s->suspended && !s->gone) {
+		s->suspended = false;
+		MHD_resume_connection(s->conn);
+	}
+	s->woken = true;
+	pthread_mutex_unlock(&s->mu);
+	s3_unref(s);
+}
+
+/* MHD's content reader: what the ring holds; sleep while it is empty. */
+ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct s3req *s = cls;
+	size_t avail, off, n;
+	(void)pos;
+	pthread_mutex_lock(&s->mu);
+	avail = (size_t)(s->rhead - s->rtail);
+	if (!avail) {
+		bool eof = s->eof, failed = s->failed;
+		if (eof) {
+			pthread_mutex_unlock(&s->mu);
+			return failed ? MHD_CONTENT_READER_END_WITH_ERROR
+				      : MHD_CONTENT_READER_END_OF_STREAM;
+		}
+		s->suspended = true;
+		MHD_suspend_connection(s->conn);
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	n = avail < max ? avail : max;
+	off = (size_t)(s->rtail % RING_CAP);
+	if (n > RING_CAP - off)
+		n = RING_CAP - off;
+	memcpy(out, s->ring + off, n);
+	s->rtail += n;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return (ssize_t)n;
+}
+
+static bool etag_matches(const char *list, const char *etag)
+{
+	char one[META_ETAG_MAX + 8];
+	while (*list) {
+		size_t n;
+		list += strspn(list, " ,");
+		n = strcspn(list, ",");
+		while (n && list[n - 1] == ' ')
+			n--;
+		if (n == 1 && list[0] == '*')
+			return true;
+		if (n < sizeof(one)) {
+			memcpy(one, list, n);
+			one[n] = '\0';
+			if (!strncmp(one, "W/", 2))
+				memmove(one, one + 2, n - 1);
+			s3_strip_quotes(one);
+			if (!strcmp(one, etag))
+				return true;
+		}
+		list += n;
+		list += strspn(list, " ,");
+	}
+	return false;
+}
+
+static void object_headers(struct s3req *s)
+{
+	char when[40];
+	if (s->etag[0])
+		s3_hdr(s, "ETag", "\"%s\"", s->etag);
+	if (s->have_meta) {
+		s3_http_time(s->mtime, when);
+		s3_hdr(s, "Last-Modified", "%s", when);
+	} else if (s->vlastmod[0]) {
+		s3_hdr(s, "Last-Modified", "%s", s->vlastmod);
+	}
+	s3_hdr(s, "Accept-Ranges", "bytes");
+	s3_hdr(s, "Content-Type", "binary/octet-stream");
+}
+
+/* First part of GetObject/HeadObject: the index and the sidecar only.
+ * true when answered (s->status set) without a volume. */
+static bool get_prepare(struct s3req *s)
+{
+	struct record r;
+	char *v, path[PATH_MAX_LEN];
+	struct meta m;
+	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match"),
+		   *rg = s3_req_header(s, "Range");
+
+	if (!s3_live_record(s->key, s->klen, &v, &r)) {
+		s3_error(s, 404, "NoSuchKey", "The specified key does not exist.");
+		return true;
+	}
+	s->have_meta = meta_get(s->key, s->klen, &m);
+	snprintf(s->etag, sizeof(s->etag), "%s", s->have_meta && m.etag[0] ? m.etag : r.hash);
+	s->mtime = m.mtime;
+	s->size = m.size;
+	placement_path(s->key, s->klen, path);
+	for (int i = 0; i < r.nlocs; i++)
+		if (health_up(r.locs[i], strlen(r.locs[i])))
+			s->urls[s->nurls++] = xasprintf("http://%s%s", r.locs[i], path);
+	free(v);
+	if (s->etag[0] && im && !etag_matches(im, s->etag)) {
+		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
+			 "specified did not hold.");
+		return true;
+	}
+	if (s->etag[0] && inm && etag_matches(inm, s->etag)) {
+		s->status = 304;
+		s3_hdr(s, "ETag", "\"%s\"", s->etag);
+		return true;
+	}
+	if (!s->nurls) {
+		s3_error(s, 503, "ServiceUnavailable", "no replica of this key is on a volume that is up");
+		return true;
+	}
+	if (rg && !strchr(rg, ',') && strlen(rg) < sizeof(s->range))
+		snprintf(s->range, sizeof(s->range), "%s", rg);
+	if (s->head && s->have_meta && !s->range[0]) {
+		s->status = 200;
+		s->stream = true;  /* an empty stream: MHD sends no body to HEAD */
+		s->vlen = (int64_t)s->size;
+		s->eof = true;
+		object_headers(s);
+		return true;
+	}
+	return false;
+}
+
+int s3_get_run(struct s3req *s)
+{
+	bool done, eof;
+	if (!s->async_started) {
+		if (get_prepare(s))
+			return s3_send(s);
+		s->ring = s3_stream_begin();
+		s->vlen = -1;
+		return s3_start_async(s, stream_main);
+	}
+	pthread_mutex_lock(&s->mu);
+	done = s->hdr_done;
+	eof = s->eof;
+	pthread_mutex_unlock(&s->mu);
+	if (!done && !eof) {
+		s3_wait(s);
+		return MHD_YES;
+	}
+	if (!done) {
+		if (s->vstatus == 404)
+			s3_error(s, 404, "NoSuchKey", "no replica holds this key's bytes");
+		else
+			s3_error(s, 503, "ServiceUnavailable", "no replica could be read");
+		return s3_send(s);
+	}
+	if (s->vstatus == 416) {
+		s3_error(s, 416, "InvalidRange", "The requested range is not satisfiable");
+		if (s->crange[0])
+			s3_hdr(s, "Content-Range", "%s", s->crange);
+		return s3_send(s);
+	}
+	s->status = (int)s->vstatus;
+	s->stream = true;
+	if (s->crange[0])
+		s3_hdr(s, "Content-Range", "%s", s->crange);
+	object_headers(s);
+	return s3_send(s);
+}

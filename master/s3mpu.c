@@ -1,0 +1,520 @@
+/* s3mpu.c -- listings, multipart uploads (parts are keys under
+ * /.mkv-mpu/<upload id>/; CompleteMultipartUpload streams them into a
+ * REPLACE of the final key) and CopyObject.  See s3req.h. */
+#include "s3.h"
+#include "s3req.h"
+#include "health.h"
+#include "keylock.h"
+#include "put.h"
+#include "s3list.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <sys/random.h>
+
+
+void s3_list(struct s3req *s)
+{
+	struct s3_list_args a = {.bucket = s->bucket};
+	char *lt = s3_req_param(s, "list-type"), *et = s3_req_param(s, "encoding-type"), *fo = s3_req_param(s, "fetch-owner");
+	char *pre = s3_req_param(s, "prefix"), *dl = s3_req_param(s, "delimiter"), *mk = s3_req_param(s, "max-keys");
+	char *tok = s3_req_param(s, "continuation-token"), *sa = s3_req_param(s, "start-after"), *mr = s3_req_param(s, "marker");
+	const char *why = NULL;
+	int st;
+	a.v2 = lt && !strcmp(lt, "2");
+	a.url = et && !strcmp(et, "url");
+	a.fetch_owner = fo && !strcmp(fo, "true");
+	a.prefix = pre;
+	a.delimiter = dl;
+	a.max_keys = mk;
+	a.token = a.v2 ? tok : NULL;
+	a.after = a.v2 ? sa : mr;
+	if (et && !a.url) {
+		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");
+	} else {
+		s->body.len = 0;
+		st = s3_list_objects(s3_idx, &a, &s->body, &why);
+		if (st != 200)
+			s3_error(s, st, "InvalidArgument", why);
+		else
+			s->status = 200;
+	}
+	free(lt), free(et), free(fo), free(pre), free(dl), free(mk), free(tok), free(sa), free(mr);
+}
+
+void s3_list_uploads(struct s3req *s)
+{
+	struct index *side = meta_index();
+	struct index_iter *it;
+	int n = 0;
+	s3_xml_start(s, 200);
+	buf_puts(&s->body, "<ListMultipartUploadsResult xmlns=\"" XMLNS "\"><Bucket>");
+	xml_escape(&s->body, s->bucket, s->blen);
+	buf_puts(&s->body, "</Bucket><KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
+			   "<MaxUploads>1000</MaxUploads>");
+	if (side) {
+		it = index_iter_new(side, "u", 1);
+		for (; index_iter_valid(it) && n < 1000; index_iter_next(it)) {
+			size_t kl, vl;
+			const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl), *sp;
+			char iso[32];
+			if (!kl || k[0] != 'u')
+				break;
+			sp = memchr(v, ' ', vl);
+			if (!sp || kl != 33)
+				continue;
+			/* the key must be /<bucket>/... */
+			if ((size_t)(v + vl - sp - 1) <= s->blen + 2 || sp[1] != '/' ||
+			    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
+				continue;
+			s3_iso_time(strtoll(v, NULL, 10), iso);
+			buf_puts(&s->body, "<Upload><Key>");
+			xml_escape(&s->body, sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
+			buf_printf(&s->body, "</Key><UploadId>%.32s</UploadId><Initiated>%s</Initiated>"
+					     "<StorageClass>STANDARD</StorageClass></Upload>", k + 1, iso);
+			n++;
+		}
+		index_iter_free(it);
+	}
+	buf_puts(&s->body, "<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>");
+}
+
+void s3_mpu_create(struct s3req *s)
+{
+	unsigned char r[16];
+	char id[33], *v;
+	static const char hex[] = "0123456789abcdef";
+	if (getrandom(r, sizeof(r), 0) != sizeof(r)) {
+		s3_error(s, 500, "InternalError", "no randomness for an upload id");
+		return;
+	}
+	for (int i = 0; i < 16; i++) {
+		id[2 * i] = hex[r[i] >> 4];
+		id[2 * i + 1] = hex[r[i] & 15];
+	}
+	id[32] = '\0';
+	v = xasprintf("%lld %.*s", (long long)time(NULL), (int)s->klen, s->key);
+	if (meta_raw_put('u', id, 32, v, true) < 0) {
+		free(v);
+		s3_error(s, 500, "InternalError", "index write failed");
+		return;
+	}
+	free(v);
+	s3_xml_start(s, 200);
+	buf_puts(&s->body, "<InitiateMultipartUploadResult xmlns=\"" XMLNS "\"><Bucket>");
+	xml_escape(&s->body, s->bucket, s->blen);
+	buf_puts(&s->body, "</Bucket><Key>");
+	xml_escape(&s->body, s->key + s->blen + 2, s->klen - s->blen - 2);
+	buf_printf(&s->body, "</Key><UploadId>%s</UploadId></InitiateMultipartUploadResult>", id);
+}
+
+/* Every part key of an upload, in order, by callback. */
+static void each_part(const char *upload, void (*fn)(void *, const char *, size_t, int, const char *,
+						     size_t), void *ctx)
+{
+	char pfx[64];
+	size_t plen = (size_t)snprintf(pfx, sizeof(pfx), "/" S3_MPU_BUCKET "/%s/", upload);
+	struct index_iter *it = index_iter_new(s3_idx, pfx, plen);
+	for (; index_iter_valid(it); index_iter_next(it)) {
+		size_t kl, vl;
+		const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl);
+		if (kl < plen || memcmp(k, pfx, plen))
+			break;
+		if (kl != plen + 5 || (vl >= 7 && !memcmp(v, "DELETED", 7)))
+			continue;
+		fn(ctx, k, kl, atoi(k + plen), v, vl);
+	}
+	index_iter_free(it);
+}
+
+struct keys { char (*k)[64]; size_t *len; int n; };
+
+static void collect(void *ctx, const char *k, size_t kl, int num, const char *v, size_t vl)
+{
+	struct keys *ks = ctx;
+	(void)num, (void)v, (void)vl;
+	if (ks->n == PARTS_MAX || kl >= 64)
+		return;
+	memcpy(ks->k[ks->n], k, kl);
+	ks->len[ks->n++] = kl;
+}
+
+static void drop_parts(const char *upload)
+{
+	struct keys ks = {xmalloc(PARTS_MAX * 64), xmalloc(PARTS_MAX * sizeof(size_t)), 0};
+	const char *why;
+	each_part(upload, collect, &ks);
+	for (int i = 0; i < ks.n; i++)
+		if (s3_delete_key(ks.k[i], ks.len[i], &why) != 204)
+			log_msg("multipart %s: part %.*s not removed: %s", upload, (int)ks.len[i],
+				ks.k[i], why);
+	free(ks.k);
+	free(ks.len);
+}
+
+void s3_mpu_abort(struct s3req *s)
+{
+	char *up = s3_req_param(s, "uploadId"), *k = s3_upload_key(up, NULL);
+	if (!k || strlen(k) != s->klen || memcmp(k, s->key, s->klen)) {
+		s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
+	} else {
+		meta_raw_delete('u', up, 32);
+		drop_parts(up);
+		s->status = 204;
+	}
+	free(up);
+	free(k);
+}
+
+struct partlist { struct buf *b; int marker, max, n, last; bool more; };
+
+static void list_part(void *ctx, const char *k, size_t kl, int num, const char *v, size_t vl)
+{
+	struct partlist *pl = ctx;
+	struct meta m;
+	char iso[32];
+	(void)v, (void)vl;
+	if (num <= pl->marker)
+		return;
+	if (pl->n == pl->max) {
+		pl->more = true;
+		return;
+	}
+	meta_get(k, kl, &m);
+	s3_iso_time(m.mtime, iso);
+	buf_printf(pl->b, "<Part><PartNumber>%d</PartNumber><LastModified>%s</LastModified>"
+			  "<ETag>&quot;%s&quot;</ETag><Size>%" PRIu64 "</Size></Part>",
+		   num, iso, m.etag, m.size);
+	pl->n++;
+	pl->last = num;
+}
+
+void s3_mpu_list_parts(struct s3req *s)
+{
+	char *up = s3_req_param(s, "uploadId"), *k = s3_upload_key(up, NULL), *mp = s3_req_param(s, "max-parts"),
+	     *pm = s3_req_param(s, "part-number-marker");
+	uint64_t max = 1000, marker = 0;
+	struct buf parts = {0};
+	struct partlist pl = {&parts, 0, 0, 0, 0, false};
+	if (!k || strlen(k) != s->klen || memcmp(k, s->key, s->klen)) {
+		s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
+	} else if ((mp && !parse_u64(mp, 0, 1000000, &max)) ||
+		   (pm && !parse_u64(pm, 0, PARTS_MAX, &marker))) {
+		s3_error(s, 400, "InvalidArgument", "max-parts and part-number-marker are integers");
+	} else {
+		pl.max = max > 1000 ? 1000 : (int)max;
+		pl.marker = (int)marker;
+		buf_puts(&parts, "");
+		each_part(up, list_part, &pl);
+		s3_xml_start(s, 200);
+		buf_puts(&s->body, "<ListPartsResult xmlns=\"" XMLNS "\"><Bucket>");
+		xml_escape(&s->body, s->bucket, s->blen);
+		buf_puts(&s->body, "</Bucket><Key>");
+		xml_escape(&s->body, s->key + s->blen + 2, s->klen - s->blen - 2);
+		buf_printf(&s->body, "</Key><UploadId>%s</UploadId><PartNumberMarker>%d"
+				     "</PartNumberMarker><NextPartNumberMarker>%d</NextPartNumberMarker>"
+				     "<MaxParts>%d</MaxParts><IsTruncated>%s</IsTruncated>"
+				     "<StorageClass>STANDARD</StorageClass>",
+			   up, pl.marker, pl.last, pl.max, pl.more ? "true" : "false");
+		buf_append(&s->body, parts.data, parts.len);
+		buf_puts(&s->body, "</ListPartsResult>");
+	}
+	buf_free(&parts);
+	free(up), free(k), free(mp), free(pm);
+}
+
+/* CompleteMultipartUpload's copy: parts stream from a replica into a put. */
+struct feeder {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool woken;
+	struct put *p;
+	uint64_t got;
+};
+
+static void feeder_wake(void *arg)
+{
+	struct feeder *f = arg;
+	pthread_mutex_lock(&f->mu);
+	f->woken = true;
+	pthread_cond_signal(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void feeder_wait(struct feeder *f)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_nsec += 100 * 1000000;
+	if (t.tv_nsec >= 1000000000) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&f->mu);
+	if (!f->woken)
+		pthread_cond_timedwait(&f->cv, &f->mu, &t);
+	f->woken = false;
+	pthread_mutex_unlock(&f->mu);
+}
+
+static size_t feed_body(char *b, size_t size, size_t n, void *ud)
+{
+	struct feeder *f = ud;
+	size_t len = size * n, done = 0;
+	while (done < len) {
+		done += put_feed(f->p, b + done, len - done);
+		if (done < len)
+			feeder_wait(f);
+	}
+	f->got += len;
+	return len;
+}
+
+/* Copy one part (size bytes) into the put from a live replica.  0 or -1. */
+static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t size)
+{
+	struct record r;
+	char *v, path[PATH_MAX_LEN];
+	CURL *h;
+	int rc = -1;
+	if (!s3_live_record(key, klen, &v, &r))
+		return -1;
+	placement_path(key, klen, path);
+	h = s3_curl_get();
+	for (int i = 0; i < r.nlocs && rc < 0; i++) {
+		char url[LOC_MAX + PATH_MAX_LEN + 16];
+		long st = 0;
+		if (!health_up(r.locs[i], strlen(r.locs[i])))
+			continue;
+		if (f->got) /* bytes of this part already went in: no retry elsewhere */
+			break;
+		snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
+		curl_easy_reset(h);
+		curl_easy_setopt(h, CURLOPT_URL, url);
+		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, feed_body);
+		curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+		curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)s3_cfg->voltimeout_ms);
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
+		if (curl_easy_perform(h) == CURLE_OK) {
+			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+			if (st == 200 && (size == UINT64_MAX || f->got == size))
+				rc = 0;
+		}
+	}
+	if (rc == 0)
+		s3_curl_put(h);
+	else
+		curl_easy_cleanup(h);
+	free(v);
+	return rc;
+}
+
+/* Write s->key (REPLACE) from the bytes of keys[0..n), in order, streamed
+ * from their volumes (sizes[i] each; UINT64_MAX = unknown).  etag: what
+ * the metadata keeps (NULL: the md5).  200, or a status with *why. */
+static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *klens,
+		      const uint64_t *sizes, int n, uint64_t total, const char *etag,
+		      const char **why)
+{
+	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
+	struct feeder f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	int np, st;
+
+	if (!s3_lock_key(s->key, s->klen)) {
+		*why = "another write of this key is in progress";
+		return 503;
+	}
+	np = handle_put_locations(s3_cfg, s->key, s->klen, locs, why);
+	if (np < 0) {
+		keylock_release(s->key, s->klen);
+		return 503;
+	}
+	for (int i = 0; i < np; i++)
+		lp[i] = locs[i];
+	f.p = put_start_replace(s3_cfg, s3_idx, s->key, s->klen, lp, np,
+				total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake, &f, 0);
+	if (etag)
+		put_set_etag(f.p, etag);
+	for (int i = 0; i < n; i++) {
+		f.got = 0;
+		if (copy_part(&f, keys[i], klens[i], sizes[i]) < 0) {
+			put_abort(f.p);
+			break;
+		}
+	}
+	put_finish(f.p);
+	while (!put_result(f.p, &st, why))
+		feeder_wait(&f);
+	if (st == 201)
+		snprintf(s->etag, sizeof(s->etag), "%s", etag ? etag : put_md5(f.p));
+	else
+		snprintf(s->range, sizeof(s->range), "%s", *why); /* outlives the put */
+	put_release(f.p);
+	if (st != 201)
+		*why = s->range;
+	return st == 201 ? 200 : st >= 500 ? st : 500;
+}
+
+void s3_copy(struct s3req *s)
+{
+	const char *src = s3_req_header(s, "X-Amz-Copy-Source"), *why;
+	char key[KEY_MAX * 3 + 8], *v, iso[32];
+	char (*keys)[KEY_MAX + 1] = xmalloc(sizeof(*keys));
+	size_t n = strcspn(src, "?"), klen;
+	struct buf path = {0};
+	struct record r;
+	struct meta m;
+	int st;
+	uint64_t size;
+
+	buf_puts(&path, "/");
+	buf_append(&path, src[0] == '/' ? src + 1 : src, src[0] == '/' ? n - 1 : n);
+	st = path.len > KEY_MAX * 3 ? 414 : key_decode(path.data, path.len, key, &klen, &why);
+	buf_free(&path);
+	if (st) {
+		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source is not a valid key");
+		goto out;
+	}
+	if (!s3_live_record(key, klen, &v, &r)) {
+		s3_error(s, 404, "NoSuchKey", "The specified key does not exist.");
+		goto out;
+	}
+	free(v);
+	bool known = meta_get(key, klen, &m);
+	size = known ? m.size : UINT64_MAX;
+	if (klen == s->klen && !memcmp(key, s->key, klen)) {
+		/* a copy onto itself changes metadata only, which mkv does not keep */
+		snprintf(s->etag, sizeof(s->etag), "%s", known && m.etag[0] ? m.etag : r.hash);
+	} else {
+		memcpy(keys[0], key, klen);
+		st = write_from(s, keys, &klen, &size, 1, size,
+				known && strchr(m.etag, '-') ? m.etag : NULL, &why);
+		if (st != 200) {
+			s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
+			goto out;
+		}
+	}
+	s3_iso_time((int64_t)time(NULL), iso);
+	s3_xml_start(s, 200);
+	buf_printf(&s->body, "<CopyObjectResult xmlns=\"" XMLNS "\"><LastModified>%s</LastModified>"
+			     "<ETag>&quot;%s&quot;</ETag></CopyObjectResult>", iso, s->etag);
+out:
+	free(keys);
+}
+
+/* The parts CompleteMultipartUpload lists (numbers into nums, sizes into
+ * sizes, their binary md5s into md): how many, or -1 with an error
+ * answered. */
+static int complete_parts(struct s3req *s, const char *up, int *nums, uint64_t *sizes,
+			  uint64_t *total, EVP_MD_CTX *md)
+{
+	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len;
+	int n = 0, last = 0;
+	for (;;) {
+		size_t pl, nl, el;
+		char *part = s3_xml_next(&p, end, "Part", &pl), *num, *et, pk[KEY_MAX + 1];
+		const char *pp = part;
+		uint64_t v = 0;
+		struct meta m;
+		size_t pkl;
+		if (!part)
+			break;
+		num = s3_xml_next(&pp, part + pl, "PartNumber", &nl);
+		pp = part;
+		et = s3_xml_next(&pp, part + pl, "ETag", &el);
+		if (!num || !parse_u64(num, 1, PARTS_MAX, &v) || (int)v <= last) {
+			s3_error(s, 400, num && v ? "InvalidPartOrder" : "MalformedXML",
+				 "parts must be listed in ascending order, each once");
+		} else {
+			s3_part_key(up, (int)v, pk, &pkl);
+			if (et)
+				s3_strip_quotes(et);
+			if (!meta_get(pk, pkl, &m) || strlen(m.etag) != 32 || (et && strcmp(et, m.etag)))
+				s3_error(s, 400, "InvalidPart", "One or more of the specified parts "
+					 "could not be found or its ETag does not match.");
+			else {
+				unsigned char bin[16];
+				for (int i = 0; i < 16; i++)
+					bin[i] = (unsigned char)(hex_value(m.etag[2 * i]) << 4 |
+								 hex_value(m.etag[2 * i + 1]));
+				EVP_DigestUpdate(md, bin, 16);
+				nums[n] = (int)v;
+				sizes[n++] = m.size;
+				*total += m.size;
+				last = (int)v;
+			}
+		}
+		free(num);
+		free(et);
+		free(part);
+		if (s->status)
+			return -1;
+	}
+	return n;
+}
+
+void s3_mpu_complete(struct s3req *s)
+{
+	char *up = s3_req_param(s, "uploadId"), *k = s3_upload_key(up, NULL);
+	const char *why;
+	int *nums = xmalloc(PARTS_MAX * sizeof(int)), n;
+	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t)), total = 0;
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	char etag[META_ETAG_MAX];
+	unsigned char d[16];
+	int st;
+
+	EVP_DigestInit_ex(md, EVP_md5(), NULL);
+	if (!k || strlen(k) != s->klen || memcmp(k, s->key, s->klen)) {
+		s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
+		goto out;
+	}
+	if (s->in_too_big) {
+		s3_error(s, 400, "MalformedXML", "request body too large");
+		goto out;
+	}
+	n = complete_parts(s, up, nums, sizes, &total, md);
+	if (n < 0)
+		goto out;
+	if (!n) {
+		s3_error(s, 400, "MalformedXML", "no parts listed");
+		goto out;
+	}
+	EVP_DigestFinal_ex(md, d, NULL);
+	for (int i = 0; i < 16; i++)
+		snprintf(etag + 2 * i, 3, "%02x", d[i]);
+	snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
+
+	{
+		char (*keys)[KEY_MAX + 1] = xmalloc((size_t)n * sizeof(*keys));
+		size_t *klens = xmalloc((size_t)n * sizeof(size_t));
+		for (int i = 0; i < n; i++)
+			s3_part_key(up, nums[i], keys[i], &klens[i]);
+		st = write_from(s, keys, klens, sizes, n, total, etag, &why);
+		free(keys);
+		free(klens);
+		if (st != 200) {
+			s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
+			goto out;
+		}
+	}
+	meta_raw_delete('u', up, 32);
+	drop_parts(up);
+	s3_xml_start(s, 200);
+	buf_puts(&s->body, "<CompleteMultipartUploadResult xmlns=\"" XMLNS "\"><Location>");
+	xml_escape(&s->body, s->key, s->klen);
+	buf_puts(&s->body, "</Location><Bucket>");
+	xml_escape(&s->body, s->bucket, s->blen);
+	buf_puts(&s->body, "</Bucket><Key>");
+	xml_escape(&s->body, s->key + s->blen + 2, s->klen - s->blen - 2);
+	buf_printf(&s->body, "</Key><ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);
+out:
+	EVP_MD_CTX_free(md);
+	free(nums);
+	free(sizes);
+	free(up);
+	free(k);
+}

@@ -1,0 +1,296 @@
+/* s3put.c -- PutObject and UploadPart (streamed through put.c, REPLACE
+ * semantics, aws-chunked bodies decoded), DeleteObject and DeleteObjects.
+ * See s3req.h. */
+#include "s3.h"
+#include "s3req.h"
+#include "keylock.h"
+#include "put.h"
+#include "s3list.h"
+
+#include <microhttpd.h>
+#include <openssl/evp.h>
+#include <string.h>
+
+
+/* ---- PutObject / UploadPart ---- */
+
+/* Decode aws-chunked input into s->pending.  false on malformed framing. */
+static bool dec_feed(struct s3req *s, const char *p, size_t n)
+{
+	struct chunkdec *d = &s->dec;
+	while (n && d->st != DEC_ERROR) {
+		switch (d->st) {
+		case DEC_DATA: {
+			size_t k = n < d->left ? n : (size_t)d->left;
+			buf_append(&s->pending, p, k);
+			p += k;
+			n -= k;
+			d->left -= k;
+			if (!d->left)
+				d->st = DEC_DATA_END;
+			break;
+		}
+		case DEC_DONE:
+			return false; /* bytes after the end */
+		default:
+			if (d->llen == CHUNK_LINE_MAX) {
+				d->st = DEC_ERROR;
+				break;
+			}
+			d->line[d->llen++] = *p++;
+			n--;
+			if (d->llen < 2 || d->line[d->llen - 2] != '\r' || d->line[d->llen - 1] != '\n')
+				break;
+			d->line[d->llen - 2] = '\0';
+			if (d->st == DEC_DATA_END) {
+				d->st = d->llen == 2 ? DEC_SIZE : DEC_ERROR;
+			} else if (d->st == DEC_SIZE) {
+				char *e;
+				uint64_t v;
+				if (!d->line[0] || hex_value(d->line[0]) < 0) {
+					d->st = DEC_ERROR;
+					break;
+				}
+				v = strtoull(d->line, &e, 16);
+				if (*e && *e != ';')
+					d->st = DEC_ERROR;
+				else if (v)
+					d->st = DEC_DATA, d->left = v;
+				else
+					d->st = DEC_TRAILER;
+			} else if (d->st == DEC_TRAILER) {
+				if (d->llen == 2)
+					d->st = DEC_DONE;
+			}
+			d->llen = 0;
+		}
+	}
+	return d->st != DEC_ERROR;
+}
+
+/* Before the body: what can be refused, then the put.  true when answered. */
+static bool put_prepare(struct s3req *s)
+{
+	const char *ce = s3_req_header(s, "Content-Encoding"), *sha = s3_req_header(s, "X-Amz-Content-Sha256");
+	const char *cl, *why;
+	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
+	uint64_t clen = 0;
+	bool known;
+	int n;
+
+	s->aws_chunked = (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
+	cl = s->aws_chunked ? s3_req_header(s, "X-Amz-Decoded-Content-Length") : s3_req_header(s, "Content-Length");
+	known = cl && parse_u64(cl, 0, INT64_MAX, &clen);
+	if (known && s3_cfg->maxsize && clen > s3_cfg->maxsize) {
+		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
+		return true;
+	}
+	if (s->op == S3_MPU_PART) {
+		char *up = s3_req_param(s, "uploadId"), *pn = s3_req_param(s, "partNumber"), *k;
+		uint64_t num = 0;
+		k = s3_upload_key(up, NULL);
+		if (!k || strlen(k) != s->klen || memcmp(k, s->key, s->klen)) {
+			s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
+		} else if (!pn || !parse_u64(pn, 1, PARTS_MAX, &num)) {
+			s3_error(s, 400, "InvalidArgument", "Part number must be an integer between 1 "
+				 "and 10000, inclusive");
+		} else {
+			s3_part_key(up, (int)num, s->target, &s->tlen);
+		}
+		free(up);
+		free(pn);
+		free(k);
+		if (s->status)
+			return true;
+	} else {
+		memcpy(s->target, s->key, s->klen);
+		s->tlen = s->klen;
+	}
+	if (!keylock_try(s->target, s->tlen)) { /* a poll thread: no waiting here */
+		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
+		return true;
+	}
+	n = handle_put_locations(s3_cfg, s->target, s->tlen, locs, &why);
+	if (n < 0) {
+		keylock_release(s->target, s->tlen);
+		s3_error(s, 503, "ServiceUnavailable", why);
+		return true;
+	}
+	for (int i = 0; i < n; i++)
+		lp[i] = locs[i];
+	/* An aws-chunked body goes to the volumes unannounced (chunked), even
+	 * with its decoded length known: then no replica can finish before
+	 * the framing has been checked to its end, and bad framing leaves
+	 * the old value everywhere. */
+	s->put = put_start_replace(s3_cfg, s3_idx, s->target, s->tlen, lp, n,
+				   known && !s->aws_chunked ? (int64_t)clen : -1, s3_wake, s, S3_RING);
+	return false;
+}
+
+/* The body went wrong mid-way: stop the put (the old value stays). */
+static void put_refuse(struct s3req *s, int why)
+{
+	if (!s->bad)
+		put_abort(s->put);
+	s->bad = why;
+}
+
+int s3_put_run(struct s3req *s, const char *data, size_t *size)
+{
+	int st;
+	const char *why;
+
+	if (!s->prepared) {
+		s->prepared = true;
+		if (put_prepare(s))
+			return s3_handler(s, data, size); /* answered once the body is in */
+	}
+	/* what was decoded but not yet taken goes first */
+	while (s->poff < s->pending.len) {
+		size_t took = put_feed(s->put, s->pending.data + s->poff, s->pending.len - s->poff);
+		s->poff += took;
+		if (s->poff < s->pending.len) {
+			s3_wait(s);
+			return MHD_YES;
+		}
+	}
+	s->pending.len = s->poff = 0;
+	if (*size) {
+		size_t took = *size;
+		if (s->aws_chunked) {
+			if (!dec_feed(s, data, *size))
+				put_refuse(s, BAD_FRAMING);
+			took = s->pending.len;
+		}
+		if (s3_cfg->maxsize && s->fed + took > s3_cfg->maxsize) {
+			put_refuse(s, BAD_SIZE);
+			s->pending.len = 0;
+		}
+		if (s->bad || s->aws_chunked) {
+			s->fed += s->bad ? 0 : took;
+			*size = 0;
+			return MHD_YES;
+		}
+		took = put_feed(s->put, data, *size);
+		s->fed += took;
+		*size -= took;
+		if (*size)
+			s3_wait(s);
+		return MHD_YES;
+	}
+	if (s->aws_chunked && s->dec.st != DEC_DONE)
+		put_refuse(s, BAD_FRAMING);
+	if (s->bad) {
+		if (!put_result(s->put, &st, &why)) {
+			s3_wait(s);
+			return MHD_YES;
+		}
+		if (s->bad == BAD_SIZE)
+			s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
+		else
+			s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
+		return s3_send(s);
+	}
+	if (!s->put_finished) {
+		put_finish(s->put);
+		s->put_finished = true;
+	}
+	if (!put_result(s->put, &st, &why)) {
+		s3_wait(s);
+		return MHD_YES;
+	}
+	if (st != 201) {
+		s3_error(s, st >= 500 ? st : 500, "InternalError", why);
+		return s3_send(s);
+	}
+	s->status = 200;
+	s3_hdr(s, "ETag", "\"%s\"", put_md5(s->put));
+	return s3_send(s);
+}
+
+/* ---- everything else, on a thread of its own ---- */
+
+int s3_delete_key(const char *key, size_t klen, const char **why)
+{
+	struct answer a = {0};
+	int st;
+	if (!s3_lock_key(key, klen)) {
+		*why = "another write of this key is in progress";
+		return 503;
+	}
+	handle_delete(s3_cfg, s3_idx, key, klen, false, &a);
+	keylock_release(key, klen);
+	st = a.status == 404 ? 204 : a.status;
+	*why = st == 204 ? NULL : "a volume refused the delete; the key stays unlinked";
+	answer_free(&a);
+	return st;
+}
+
+void s3_delete_many(struct s3req *s)
+{
+	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len, *why;
+	char *quiet = NULL;
+	size_t ql;
+	bool q;
+	int n = 0;
+	struct buf out = {0};
+
+	if (s->in_too_big) {
+		s3_error(s, 400, "MalformedXML", "request body too large");
+		return;
+	}
+	{
+		const char *qp = p;
+		quiet = s3_xml_next(&qp, end, "Quiet", &ql);
+	}
+	q = quiet && !strcmp(quiet, "true");
+	free(quiet);
+	buf_puts(&out, "");
+	for (;;) {
+		size_t olen, kl, fl;
+		char *obj, *k, full[KEY_MAX * 3 + 8];
+		const char *op;
+		int st;
+		obj = s3_xml_next(&p, end, "Object", &olen);
+		if (!obj)
+			break;
+		op = obj;
+		k = s3_xml_next(&op, obj + olen, "Key", &kl);
+		if (++n > 1000 || !k) {
+			free(k);
+			free(obj);
+			buf_free(&out);
+			s3_error(s, 400, "MalformedXML", n > 1000 ? "more than 1000 keys" : "an Object without a Key");
+			return;
+		}
+		st = s3_xml_key(s, k, kl, full, &fl, &why);
+		if (!st)
+			st = s3_delete_key(full, fl, &why);
+		if (st == 204) {
+			if (!q) {
+				buf_puts(&out, "<Deleted><Key>");
+				xml_escape(&out, k, kl);
+				buf_puts(&out, "</Key></Deleted>");
+			}
+		} else {
+			buf_puts(&out, "<Error><Key>");
+			xml_escape(&out, k, kl);
+			buf_printf(&out, "</Key><Code>%s</Code><Message>",
+				   st == 503 ? "SlowDown" : st < 500 ? "InvalidArgument" : "InternalError");
+			xml_escape(&out, why, strlen(why));
+			buf_puts(&out, "</Message></Error>");
+		}
+		free(k);
+		free(obj);
+	}
+	if (!n && !memmem(s->in.data ? s->in.data : "", s->in.len, "<Delete", 7)) {
+		buf_free(&out);
+		s3_error(s, 400, "MalformedXML", "no <Delete> document");
+		return;
+	}
+	s3_xml_start(s, 200);
+	buf_puts(&s->body, "<DeleteResult xmlns=\"" XMLNS "\">");
+	buf_append(&s->body, out.data, out.len);
+	buf_puts(&s->body, "</DeleteResult>");
+	buf_free(&out);
+}

@@ -1,0 +1,318 @@
+/* s3req.c -- an S3 request's answers (headers, error XML, the response),
+ * its suspension while a worker runs, and the small helpers the S3 files
+ * share.  See s3req.h. */
+#include "s3.h"
+#include "s3req.h"
+#include "keylock.h"
+#include "s3list.h"
+#include "spawn.h"
+
+#include <microhttpd.h>
+#include <openssl/evp.h>
+#include <string.h>
+
+
+const struct config *s3_cfg;
+struct index *s3_idx;
+
+/* ---- answers ---- */
+
+void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+	if (s->nhdr == NHDR)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&s->hval[s->nhdr], fmt, ap) < 0)
+		die("out of memory");
+	va_end(ap);
+	s->hname[s->nhdr++] = name;
+}
+
+void s3_xml_start(struct s3req *s, int status)
+{
+	s->status = status;
+	s->body.len = 0;
+	buf_puts(&s->body, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+}
+
+/* S3's error document (HEAD answers carry none). */
+void s3_error(struct s3req *s, int status, const char *code, const char *msg)
+{
+	s->status = status;
+	s->body.len = 0;
+	s->stream = false;
+	if (s->head)
+		return;
+	s3_xml_start(s, status);
+	buf_printf(&s->body, "<Error><Code>%s</Code><Message>", code);
+	xml_escape(&s->body, msg, strlen(msg));
+	buf_puts(&s->body, "</Message><Resource>");
+	xml_escape(&s->body, s->path, strlen(s->path));
+	buf_puts(&s->body, "</Resource><RequestId>mkv</RequestId></Error>");
+}
+
+int s3_send(struct s3req *s)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	if (s->stream)
+		r = MHD_create_response_from_callback(s->vlen >= 0 ? (uint64_t)s->vlen : MHD_SIZE_UNKNOWN,
+						      256 * 1024, s3_get_reader, s, NULL);
+	else
+		r = MHD_create_response_from_buffer(s->body.len, s->body.data ? s->body.data : "",
+						    MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	for (int i = 0; i < s->nhdr; i++)
+		MHD_add_response_header(r, s->hname[i], s->hval[i]);
+	if (s->body.len && !s->stream)
+		MHD_add_response_header(r, "Content-Type", "application/xml");
+	MHD_add_response_header(r, "x-amz-request-id", "mkv");
+	ret = MHD_queue_response(s->conn, (unsigned)s->status, r);
+	MHD_destroy_response(r);
+	s->answered = true;
+	return ret;
+}
+
+/* ---- suspension (as server.c's req_wake/req_wait) ---- */
+
+void s3_wake(void *arg)
+{
+	struct s3req *s = arg;
+	pthread_mutex_lock(&s->mu);
+	s->woken = true;
+	if (s->suspended && !s->gone) {
+		s->suspended = false;
+		MHD_resume_connection(s->conn);
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void s3_wait(struct s3req *s)
+{
+	pthread_mutex_lock(&s->mu);
+	if (!s->woken) {
+		s->suspended = true;
+		MHD_suspend_connection(s->conn);
+	}
+	s->woken = false;
+	pthread_mutex_unlock(&s->mu);
+}
+
+void s3_unref(struct s3req *s)
+{
+	bool last;
+	pthread_mutex_lock(&s->mu);
+	last = --s->refs == 0;
+	pthread_mutex_unlock(&s->mu);
+	if (!last)
+		return;
+	buf_free(&s->body);
+	buf_free(&s->in);
+	buf_free(&s->pending);
+	for (int i = 0; i < s->nhdr; i++)
+		free(s->hval[i]);
+	for (int i = 0; i < s->nurls; i++)
+		free(s->urls[i]);
+	if (s->ring)
+		s3_stream_end(s->ring);
+	free(s->path);
+	free(s->query);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	free(s);
+}
+
+int s3_start_async(struct s3req *s, void (*fn)(void *))
+{
+	pthread_mutex_lock(&s->mu);
+	s->refs++;
+	if (spawn(fn, s) < 0) {
+		s->refs--;
+		pthread_mutex_unlock(&s->mu);
+		s3_error(s, 503, "SlowDown", "server busy: no thread for this request");
+		return s3_send(s);
+	}
+	s->async_started = true;
+	s->suspended = true;
+	MHD_suspend_connection(s->conn);
+	pthread_mutex_unlock(&s->mu);
+	return MHD_YES;
+}
+
+void s3_async_finish(struct s3req *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->async_done = true;
+	pthread_mutex_unlock(&s->mu);
+	s3_wake(s);
+	s3_unref(s);
+}
+
+/* ---- small helpers ---- */
+
+char *s3_req_param(struct s3req *s, const char *name)
+{
+	bool bad = false;
+	return s->query ? s3_param(s->query, name, &bad) : NULL;
+}
+
+const char *s3_req_header(struct s3req *s, const char *name)
+{
+	return MHD_lookup_connection_value(s->conn, MHD_HEADER_KIND, name);
+}
+
+/* A key from XML (raw bytes, not percent-encoded) under the bucket, checked
+ * as key_decode checks a path.  0, or a status with *why. */
+int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *outlen,
+		   const char **why)
+{
+	struct buf enc = {0};
+	int st;
+	buf_puts(&enc, "/");
+	buf_append(&enc, s->bucket, s->blen);
+	buf_puts(&enc, "/");
+	for (size_t i = 0; i < n; i++) {
+		if (name[i] == '%')
+			buf_puts(&enc, "%25");
+		else
+			buf_append(&enc, &name[i], 1);
+	}
+	if (enc.len > KEY_MAX * 3) {
+		buf_free(&enc);
+		*why = "key longer than 189 bytes";
+		return 414;
+	}
+	st = key_decode(enc.data, enc.len, out, outlen, why);
+	buf_free(&enc);
+	return st;
+}
+
+/* The text of the next <tag>...</tag> in [*p, end), XML entities decoded,
+ * into a fresh string; *p moves past it.  NULL when there is none. */
+char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen)
+{
+	char open[64], close[64];
+	const char *a, *b;
+	struct buf o = {0};
+	int ol = snprintf(open, sizeof(open), "<%s>", tag);
+	int cl = snprintf(close, sizeof(close), "</%s>", tag);
+	a = memmem(*p, (size_t)(end - *p), open, (size_t)ol);
+	if (!a)
+		return NULL;
+	a += ol;
+	b = memmem(a, (size_t)(end - a), close, (size_t)cl);
+	if (!b)
+		return NULL;
+	*p = b + cl;
+	buf_puts(&o, "");
+	for (const char *c = a; c < b; c++) {
+		if (*c != '&') {
+			buf_append(&o, c, 1);
+			continue;
+		}
+		const char *semi = memchr(c, ';', (size_t)(b - c));
+		size_t el = semi ? (size_t)(semi - c) : 0;
+		if (el == 4 && !memcmp(c, "&amp", 4))
+			buf_puts(&o, "&");
+		else if (el == 3 && !memcmp(c, "&lt", 3))
+			buf_puts(&o, "<");
+		else if (el == 3 && !memcmp(c, "&gt", 3))
+			buf_puts(&o, ">");
+		else if (el == 5 && !memcmp(c, "&quot", 5))
+			buf_puts(&o, "\"");
+		else if (el == 5 && !memcmp(c, "&apos", 5))
+			buf_puts(&o, "'");
+		else if (el > 2 && el < 12 && c[1] == '#') {
+			unsigned long v = c[2] == 'x' ? strtoul(c + 3, NULL, 16) : strtoul(c + 2, NULL, 10);
+			char u[4];
+			int n = 0;
+			if (v < 0x80) {
+				u[n++] = (char)v;
+			} else if (v < 0x800) {
+				u[n++] = (char)(0xc0 | v >> 6);
+				u[n++] = (char)(0x80 | (v & 63));
+			} else if (v < 0x10000) {
+				u[n++] = (char)(0xe0 | v >> 12);
+				u[n++] = (char)(0x80 | ((v >> 6) & 63));
+				u[n++] = (char)(0x80 | (v & 63));
+			} else {
+				u[n++] = (char)(0xf0 | ((v >> 18) & 7));
+				u[n++] = (char)(0x80 | ((v >> 12) & 63));
+				u[n++] = (char)(0x80 | ((v >> 6) & 63));
+				u[n++] = (char)(0x80 | (v & 63));
+			}
+			buf_append(&o, u, (size_t)n);
+		} else {
+			buf_append(&o, c, 1);
+			continue;
+		}
+		c = semi;
+	}
+	*outlen = o.len;
+	return o.data;
+}
+
+void s3_strip_quotes(char *e)
+{
+	size_t n = strlen(e);
+	if (n >= 2 && e[0] == '"' && e[n - 1] == '"') {
+		memmove(e, e + 1, n - 2);
+		e[n - 2] = '\0';
+	}
+}
+
+/* Take key's lock, waiting a little: S3 clients retry their own requests
+ * on 503, not on 409. */
+bool s3_lock_key(const char *key, size_t klen)
+{
+	for (int i = 0; i < 50; i++) {
+		if (keylock_try(key, klen))
+			return true;
+		usleep(20000);
+	}
+	return false;
+}
+
+/* A live record of key into r (v keeps its storage; caller frees *v). */
+bool s3_live_record(const char *key, size_t klen, char **v, struct record *r)
+{
+	size_t vlen;
+	*v = index_get(s3_idx, key, klen, &vlen);
+	if (!*v)
+		return false;
+	if (record_parse(*v, vlen, r) < 0 || r->deleted || !r->nlocs) {
+		free(*v);
+		*v = NULL;
+		return false;
+	}
+	return true;
+}
+
+void s3_part_key(const char *upload, int n, char *out, size_t *len)
+{
+	*len = (size_t)snprintf(out, KEY_MAX + 1, "/" S3_MPU_BUCKET "/%s/%05d", upload, n);
+}
+
+/* The upload's key (heap string) when upload names one, else NULL. */
+char *s3_upload_key(const char *upload, int64_t *initiated)
+{
+	char *v = upload && strlen(upload) == 32 && strspn(upload, "0123456789abcdef") == 32
+			  ? meta_raw_get('u', upload, 32)
+			  : NULL;
+	char *sp, *k;
+	if (!v)
+		return NULL;
+	sp = strchr(v, ' ');
+	if (!sp) {
+		free(v);
+		return NULL;
+	}
+	if (initiated)
+		*initiated = strtoll(v, NULL, 10);
+	k = xstrdup(sp + 1);
+	free(v);
+	return k;
+}

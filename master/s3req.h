@@ -1,0 +1,164 @@
+/* s3req.h -- what the S3 files (s3.c, s3req.c, s3get.c, s3put.c, s3mpu.c)
+ * share: one S3 request and the helpers that answer it.  Not an interface
+ * for the rest of the master: that is s3.h.
+ *
+ * Threads: a request is driven by libmicrohttpd's calls (s3_handler) and,
+ * while its connection sleeps, by one worker thread; s->mu guards what both
+ * touch, s->refs counts them (s3_unref frees on the last). */
+#ifndef MKV_S3REQ_H
+#define MKV_S3REQ_H
+
+#include "index.h"
+#include "handlers.h"
+#include "meta.h"
+#include "mkv.h"
+#include "../common/record.h"
+#include "../common/util.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct MHD_Connection;
+struct put;
+
+#define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
+#define XML_BODY_MAX (2u << 20)   /* DeleteObjects (1,000 keys), CompleteMultipartUpload */
+#define RING_CAP (256u << 10)   /* a GetObject's bytes between volume and client */
+#define S3_RING (1u << 20)        /* a PutObject's or part's ring (put.h): clients send ~10 at once */
+#define PARTS_MAX 10000
+#define CHUNK_LINE_MAX 4096
+#define NHDR 12
+
+enum { BAD_FRAMING = 1, BAD_SIZE };
+
+enum s3op {
+	S3_BAD, S3_UNSUPPORTED, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
+	S3_BUCKET_DELETE, S3_BUCKET_LOCATION, S3_BUCKET_VERSIONING, S3_LIST, S3_LIST_UPLOADS,
+	S3_DELETE_MANY, S3_GET, S3_PUT, S3_DELETE, S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE,
+	S3_MPU_ABORT, S3_MPU_LIST_PARTS, S3_COPY
+};
+
+/* aws-chunked framing: "<hex size>[;ext]\r\n<data>\r\n" ... "0[;ext]\r\n"
+ * then trailer lines and an empty line. */
+enum dec_state { DEC_SIZE, DEC_DATA, DEC_DATA_END, DEC_TRAILER, DEC_DONE, DEC_ERROR };
+struct chunkdec {
+	enum dec_state st;
+	char line[CHUNK_LINE_MAX];
+	size_t llen;
+	uint64_t left;
+};
+
+struct s3req {
+	struct MHD_Connection *conn;
+	char method[16];
+	char *path, *query;
+	enum s3op op;
+	bool head;
+	char key[KEY_MAX * 3 + 8];    /* the whole key, /bucket/object */
+	size_t klen;
+	char bucket[256];
+	size_t blen;                  /* key[blen + 2..] is the object name */
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool suspended, woken, gone;
+	int refs;
+
+	/* the answer */
+	int status;
+	struct buf body;
+	const char *hname[NHDR];
+	char *hval[NHDR];
+	int nhdr;
+	bool answered, ready;
+
+	bool async_started, async_done;
+	struct buf in;                /* a POST's XML body */
+	bool in_too_big;
+
+	/* PutObject / UploadPart */
+	bool prepared;
+	struct put *put;
+	bool put_finished;
+	char target[KEY_MAX + 1];     /* the key written (a part's own key for UploadPart) */
+	size_t tlen;
+	bool aws_chunked;
+	struct chunkdec dec;
+	struct buf pending;           /* decoded bytes the put has not taken yet */
+	size_t poff;
+	uint64_t fed;                 /* body bytes (decoded) so far */
+	int bad;                      /* BAD_*: the body is refused */
+
+	/* GetObject */
+	bool stream;
+	char *urls[RECORD_MAX_LOCS];
+	int nurls;
+	char range[128];
+	char *ring;
+	uint64_t rhead, rtail;
+	bool hdr_done, eof, failed;
+	long vstatus;
+	int64_t vlen;
+	char crange[128], vlastmod[64];
+	char etag[META_ETAG_MAX];
+	int64_t mtime;
+	uint64_t size;
+	bool have_meta;
+};
+
+extern const struct config *s3_cfg;
+extern struct index *s3_idx;
+
+/* ---- answers, suspension and small helpers (s3req.c); the int results are enum MHD_Result ---- */
+void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void s3_xml_start(struct s3req *s, int status);
+void s3_error(struct s3req *s, int status, const char *code, const char *msg);
+int s3_send(struct s3req *s);
+void s3_wake(void *arg);
+void s3_wait(struct s3req *s);
+void s3_unref(struct s3req *s);
+/* Runs fn(s) on a worker while the connection sleeps (503 SlowDown when no
+ * thread can be had); the worker ends with s3_async_finish. */
+int s3_start_async(struct s3req *s, void (*fn)(void *));
+void s3_async_finish(struct s3req *s);
+char *s3_req_param(struct s3req *s, const char *name);
+const char *s3_req_header(struct s3req *s, const char *name);
+int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *outlen,
+		   const char **why);
+char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen);
+void s3_strip_quotes(char *e);
+bool s3_lock_key(const char *key, size_t klen);
+bool s3_live_record(const char *key, size_t klen, char **v, struct record *r);
+void s3_part_key(const char *upload, int n, char *out, size_t *len);
+char *s3_upload_key(const char *upload, int64_t *initiated);
+
+/* ---- GetObject / HeadObject (s3get.c) ---- */
+/* A GetObject's ring (RING_CAP bytes), counted; s3_stream_end frees it and
+ * hands freed pages back to the kernel when it was the last. */
+char *s3_stream_begin(void);
+void s3_stream_end(char *ring);
+/* libcurl easy handles (CURL *) kept between reads of a volume, with their
+ * connections; s3_curl_put takes one back (cleans it up when enough idle). */
+void *s3_curl_get(void);
+void s3_curl_put(void *h);
+ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max);
+int s3_get_run(struct s3req *s);
+
+/* ---- PutObject / UploadPart, DeleteObject(s) (s3put.c) ---- */
+int s3_put_run(struct s3req *s, const char *data, size_t *size);
+int s3_delete_key(const char *key, size_t klen, const char **why);
+void s3_delete_many(struct s3req *s);
+
+/* ---- listings, multipart uploads, CopyObject (s3mpu.c): run on a worker thread ---- */
+void s3_list(struct s3req *s);
+void s3_list_uploads(struct s3req *s);
+void s3_mpu_create(struct s3req *s);
+void s3_mpu_abort(struct s3req *s);
+void s3_mpu_list_parts(struct s3req *s);
+void s3_copy(struct s3req *s);
+void s3_mpu_complete(struct s3req *s);
+
+#endif
