@@ -5,6 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool record_deleted(const char *val, size_t n)
+{
+	return n >= 7 && !memcmp(val, "DELETED", 7);
+}
+
+void record_hash(const char *val, size_t n, char hash[33])
+{
+	size_t skip = record_deleted(val, n) ? 7 : 0;
+	hash[0] = '\0';
+	if (n - skip >= 36 && !memcmp(val + skip, "HASH", 4)) {
+		memcpy(hash, val + skip + 4, 32);
+		hash[32] = '\0';
+	}
+}
+
 int record_parse(char *val, size_t n, struct record *r)
 {
 	char *p = val, *end = val + n;

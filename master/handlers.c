@@ -374,7 +374,7 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 	for (; index_iter_valid(it); index_iter_next(it)) {
 		size_t klen, vlen;
 		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
-		bool del = vlen >= 7 && !memcmp(v, "DELETED", 7);
+		bool del = record_deleted(v, vlen);
 		if (klen < plen || memcmp(k, prefix, plen))
 			break;
 		if (del != unlinked)

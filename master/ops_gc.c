@@ -436,7 +436,7 @@ static int unlinked_offline(struct gc *g)
 	for (; index_iter_valid(it); index_iter_next(it)) {
 		size_t kl, vl;
 		const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl);
-		if (vl < 7 || memcmp(v, "DELETED", 7))
+		if (!record_deleted(v, vl))
 			continue;
 		if (n == cap) {
 			cap = cap ? 2 * cap : 1024;

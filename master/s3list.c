@@ -175,12 +175,9 @@ static void contents(struct buf *b, struct meta_cursor *mc, const char *key, siz
 		     const char *rel, size_t rlen, const char *val, size_t vlen, bool url, bool owner)
 {
 	struct meta m;
-	char when[32], hash[33] = "";
+	char when[32], hash[33];
 	bool known = meta_cursor_get(mc, key, klen, &m);
-	if (vlen >= 36 && !memcmp(val, "HASH", 4)) {
-		memcpy(hash, val + 4, 32);
-		hash[32] = '\0';
-	}
+	record_hash(val, vlen, hash);
 	s3_iso_time(known ? m.mtime : 0, when);
 	buf_puts(b, "<Contents>");
 	tag(b, "Key", rel, rlen, url);
@@ -250,7 +247,7 @@ int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf 
 		rel = k + blen;
 		rlen = klen - blen;
 		if ((after && bcmp_(rel, rlen, after, alen) <= 0) ||
-		    (vlen >= 7 && !memcmp(v, "DELETED", 7))) {
+		    record_deleted(v, vlen)) {
 			index_iter_next(it);
 			continue;
 		}

@@ -7,6 +7,7 @@
 #include "keylock.h"
 #include "put.h"
 #include "s3list.h"
+#include "../common/record.h"
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -121,7 +122,7 @@ static void each_part(const char *upload, void (*fn)(void *, const char *, size_
 		const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl);
 		if (kl < plen || memcmp(k, pfx, plen))
 			break;
-		if (kl != plen + 5 || (vl >= 7 && !memcmp(v, "DELETED", 7)))
+		if (kl != plen + 5 || record_deleted(v, vl))
 			continue;
 		fn(ctx, k, kl, atoi(k + plen), v, vl);
 	}

@@ -268,8 +268,7 @@ static enum MHD_Result put_begin(struct req *r)
 	r->locked = true;
 	v = index_get(idx, r->key, r->klen, &vlen);
 	if (v) {
-		struct record rec;
-		bool live = record_parse(v, vlen, &rec) == 0 && !rec.deleted;
+		bool live = !record_deleted(v, vlen);
 		free(v);
 		if (live && !r->replace)
 			return send_error(r, 403, "key exists: DELETE it first");

@@ -145,6 +145,24 @@ START_TEST(test_name_key)
 }
 END_TEST
 
+/* Record state read without a parse. */
+START_TEST(test_record_peek)
+{
+	static const char *const vals[] = {"a:1,b:2", "HASH5d41402abc4b2a76b9719d911017c592a:1",
+					   "DELETEDHASH5d41402abc4b2a76b9719d911017c592a:1",
+					   "DELETEDa:1", "DELET", "", "HASHshort"};
+	static const bool del[] = {false, false, true, true, false, false, false};
+	static const char *const hash[] = {"", "5d41402abc4b2a76b9719d911017c592",
+					   "5d41402abc4b2a76b9719d911017c592", "", "", "", ""};
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+		char h[33];
+		ck_assert_int_eq(record_deleted(vals[i], strlen(vals[i])), del[i]);
+		record_hash(vals[i], strlen(vals[i]), h);
+		ck_assert_str_eq(h, hash[i]);
+	}
+}
+END_TEST
+
 START_TEST(test_record_roundtrip)
 {
 	static const char *const recs[] = {
@@ -200,6 +218,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_key_decode, 0, sizeof(keys) / sizeof(keys[0]));
 	tcase_add_test(tc, test_key_length);
 	tcase_add_test(tc, test_name_key);
+	tcase_add_test(tc, test_record_peek);
 	tcase_add_test(tc, test_record_roundtrip);
 	tcase_add_test(tc, test_record_fields);
 	tcase_add_test(tc, test_md5_hex);
