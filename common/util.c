@@ -217,3 +217,19 @@ void http_date(time_t t, char out[HTTP_DATE_LEN])
 	if (!gmtime_r(&t, &tm) || !strftime(out, HTTP_DATE_LEN, "%a, %d %b %Y %H:%M:%S GMT", &tm))
 		strcpy(out, "Thu, 01 Jan 1970 00:00:00 GMT");
 }
+
+const char *query_param(const char *q, const char *name, size_t *vlen)
+{
+	size_t nl = strlen(name);
+	while (q && *q) {
+		size_t len = strcspn(q, "&");
+		if (len >= nl && !memcmp(q, name, nl) && (len == nl || q[nl] == '=')) {
+			*vlen = len > nl ? len - nl - 1 : 0;
+			return len > nl ? q + nl + 1 : q + nl;
+		}
+		q += len;
+		if (*q == '&')
+			q++;
+	}
+	return NULL;
+}

@@ -46,6 +46,10 @@ bool uri_has_too_many_args(const char *uri);
  * which then closes it. */
 void conn_close_if_eof(int fd);
 
+/* The raw value of query parameter name in q ("a=1&b&c=x"), *vlen its
+ * length (0 for a bare "b"); NULL when the name does not occur. */
+const char *query_param(const char *q, const char *name, size_t *vlen);
+
 /* The value of one hex digit (either case), or -1. */
 int hex_value(int c);
 

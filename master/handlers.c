@@ -244,33 +244,10 @@ out:
 	free(v);
 }
 
-/* One query parameter's value (raw), or NULL; *present says whether the
- * name occurs at all. */
-static const char *param(const char *q, const char *name, size_t *vlen, bool *present)
-{
-	size_t nl = strlen(name);
-	*present = false;
-	while (q && *q) {
-		size_t len = strcspn(q, "&");
-		if (len >= nl && !memcmp(q, name, nl) && (len == nl || q[nl] == '=')) {
-			*present = true;
-			*vlen = len > nl ? len - nl - 1 : 0;
-			return len > nl ? q + nl + 1 : q + nl;
-		}
-		q += len;
-		if (*q == '&')
-			q++;
-	}
-	return NULL;
-}
-
 bool is_list_query(const char *query)
 {
 	size_t n;
-	bool list, unlinked;
-	param(query, "list", &n, &list);
-	param(query, "unlinked", &n, &unlinked);
-	return list || unlinked;
+	return query_param(query, "list", &n) || query_param(query, "unlinked", &n);
 }
 
 void json_append_string(struct buf *b, const char *s, size_t n)
@@ -325,9 +302,8 @@ static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
 void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
 		 struct answer *a)
 {
-	bool has_list, has_unl, has_limit, has_start;
-	size_t l1, l2, limlen = 0, stlen = 0;
-	const char *lim = NULL, *st;
+	size_t n, limlen = 0, stlen = 0;
+	const char *lim, *st;
 	uint64_t limit = 0, count = 0;
 	char *start = NULL, num[24];
 	struct index_iter *it;
@@ -336,12 +312,10 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 	size_t nextlen = 0;
 	bool unlinked;
 
-	param(query, "list", &l1, &has_list);
-	param(query, "unlinked", &l2, &has_unl);
-	unlinked = has_unl && !has_list;
-	lim = param(query, "limit", &limlen, &has_limit);
-	st = param(query, "start", &stlen, &has_start);
-	if (has_limit) {
+	unlinked = query_param(query, "unlinked", &n) && !query_param(query, "list", &n);
+	lim = query_param(query, "limit", &limlen);
+	st = query_param(query, "start", &stlen);
+	if (lim) {
 		if (limlen >= sizeof(num) ||
 		    (memcpy(num, lim, limlen), num[limlen] = '\0', !parse_u64(num, 1, UINT64_MAX, &limit))) {
 			answer_error(a, 400, "limit must be a positive integer");
@@ -350,7 +324,7 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 	}
 	if (limit > LIST_MAX)
 		limit = LIST_MAX; /* memory stays bounded; next says where to go on */
-	if (has_start && stlen) {
+	if (st && stlen) {
 		size_t n;
 		start = xmalloc(stlen + 1);
 		if (query_decode(st, stlen, start, &n) < 0) {

@@ -16,32 +16,16 @@
 
 /* ---- helpers ---- */
 
-static const char *raw_param(const char *q, const char *name, size_t *vlen)
-{
-	size_t nl = strlen(name);
-	while (q && *q) {
-		size_t len = strcspn(q, "&");
-		if (len >= nl && !memcmp(q, name, nl) && (len == nl || q[nl] == '=')) {
-			*vlen = len > nl ? len - nl - 1 : 0;
-			return len > nl ? q + nl + 1 : q + nl;
-		}
-		q += len;
-		if (*q == '&')
-			q++;
-	}
-	return NULL;
-}
-
 bool s3_has_param(const char *query, const char *name)
 {
 	size_t n;
-	return raw_param(query, name, &n) != NULL;
+	return query_param(query, name, &n) != NULL;
 }
 
 char *s3_param(const char *query, const char *name, bool *bad)
 {
 	size_t n, out;
-	const char *v = raw_param(query, name, &n);
+	const char *v = query_param(query, name, &n);
 	char *s;
 	if (!v)
 		return NULL;
