@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 #include <microhttpd.h>
 #include <string.h>
+#include <strings.h>
 
 
 void s3_init(const struct config *c, struct index *i)
@@ -35,17 +36,30 @@ static const char *const s3_queries[] = {
 	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm", NULL,
 };
 
+/* One pass over the request's headers (a GET has a few): an S3 signature
+ * or one of the headers only S3 clients send stops it with *found set. */
+static enum MHD_Result signed_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	bool *found = cls;
+	(void)kind;
+	if (!strcasecmp(key, "Authorization"))
+		*found = value && (!strncmp(value, "AWS4-HMAC-SHA256", 16) || !strncmp(value, "AWS ", 4));
+	else
+		*found = !strcasecmp(key, "X-Amz-Date") ||
+			 !strcasecmp(key, "X-Amz-Decoded-Content-Length") ||
+			 !strcasecmp(key, "X-Amz-Content-Sha256");
+	return *found ? MHD_NO : MHD_YES;
+}
+
 bool s3_is_request(struct MHD_Connection *c, const char *method, const char *query)
 {
-	const char *auth;
+	bool found = false;
 	if (strcmp(method, "GET") && strcmp(method, "HEAD") && strcmp(method, "PUT") &&
 	    strcmp(method, "POST") && strcmp(method, "DELETE"))
 		return false;
-	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-	if ((auth && (!strncmp(auth, "AWS4-HMAC-SHA256", 16) || !strncmp(auth, "AWS ", 4))) ||
-	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Amz-Date") ||
-	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Amz-Decoded-Content-Length") ||
-	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Amz-Content-Sha256"))
+	MHD_get_connection_values(c, MHD_HEADER_KIND, signed_header, &found);
+	if (found)
 		return true;
 	if (!query)
 		return false;
