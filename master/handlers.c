@@ -132,8 +132,9 @@ out:
 }
 
 void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		   bool unlink, struct answer *a)
+		   enum del_mode mode, struct answer *a)
 {
+	bool unlink = mode == DEL_UNLINK;
 	struct record r;
 	size_t vlen, elen;
 	char *v = index_get(idx, key, klen, &vlen), *enc = NULL, path[PATH_MAX_LEN];
@@ -149,6 +150,10 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 	}
 	if (unlink && r.deleted) {
 		answer_error(a, 404, "key already unlinked");
+		goto out;
+	}
+	if (mode == DEL_UNLINKED && !r.deleted) {
+		answer_error(a, 403, "DELETE ?unlinked: the key is live");
 		goto out;
 	}
 	if (!unlink && cfg->protect && !r.deleted) {

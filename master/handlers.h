@@ -30,8 +30,13 @@ void answer_free(struct answer *a);
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		const char *raw_path, struct answer *a);
 /* DELETE (unlink=false) or UNLINK. */
+enum del_mode {
+	DEL_DELETE,        /* DELETE */
+	DEL_UNLINK,        /* UNLINK */
+	DEL_UNLINKED,      /* DELETE ?unlinked (mkv gc): only a key already unlinked */
+};
 void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		   bool unlink, struct answer *a);
+		   enum del_mode mode, struct answer *a);
 /* RELINK: an unlinked key live again (204; 204 when already live; 404
  * when absent; 409 when the record has no HASH -- an interrupted PUT's --
  * and a replica is missing). */

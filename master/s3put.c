@@ -218,7 +218,7 @@ int s3_delete_key(const char *key, size_t klen, const char **why)
 		*why = "another write of this key is in progress";
 		return 503;
 	}
-	handle_delete(s3_cfg, s3_idx, key, klen, false, &a);
+	handle_delete(s3_cfg, s3_idx, key, klen, DEL_DELETE, &a);
 	keylock_release(key, klen);
 	st = a.status == 404 ? 204 : a.status;
 	*why = st == 204 ? NULL : "a volume refused the delete; the key stays unlinked";

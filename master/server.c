@@ -177,14 +177,9 @@ static void run_op(struct req *r)
 		break;
 	case OP_DELETE:
 	case OP_UNLINK:
-		if (r->query) {
-			/* DELETE ?unlinked (mkv gc): as with -protect, never a live key */
-			struct config c = *cfg;
-			c.protect = true;
-			handle_delete(&c, idx, r->key, r->klen, false, &r->ans);
-		} else {
-			handle_delete(cfg, idx, r->key, r->klen, r->op == OP_UNLINK, &r->ans);
-		}
+		handle_delete(cfg, idx, r->key, r->klen,
+			      r->query ? DEL_UNLINKED : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
+			      &r->ans);
 		break;
 	case OP_RELINK:
 		handle_relink(cfg, idx, r->key, r->klen, &r->ans);
