@@ -657,14 +657,10 @@ size_t put_feed(struct put *p, const char *data, size_t n)
 
 void put_finish(struct put *p)
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char d[16];
 	EVP_DigestFinal_ex(p->md5, d, NULL);
 	pthread_mutex_lock(&p->mu);
-	for (int i = 0; i < 16; i++) {
-		p->hash[2 * i] = hex[d[i] >> 4];
-		p->hash[2 * i + 1] = hex[d[i] & 15];
-	}
+	digest_hex(d, p->hash);
 	p->eof = true;
 	pthread_mutex_unlock(&p->mu);
 	if (p->small && !p->started && !p->finished)

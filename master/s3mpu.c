@@ -7,6 +7,7 @@
 #include "keylock.h"
 #include "put.h"
 #include "s3list.h"
+#include "../common/placement.h"
 #include "../common/record.h"
 
 #include <curl/curl.h>
@@ -85,16 +86,11 @@ void s3_mpu_create(struct s3req *s)
 {
 	unsigned char r[16];
 	char id[33], *v;
-	static const char hex[] = "0123456789abcdef";
 	if (getrandom(r, sizeof(r), 0) != sizeof(r)) {
 		s3_error(s, 500, "InternalError", "no randomness for an upload id");
 		return;
 	}
-	for (int i = 0; i < 16; i++) {
-		id[2 * i] = hex[r[i] >> 4];
-		id[2 * i + 1] = hex[r[i] & 15];
-	}
-	id[32] = '\0';
+	digest_hex(r, id);
 	v = xasprintf("%lld %.*s", (long long)time(NULL), (int)s->klen, s->key);
 	if (meta_raw_put('u', id, 32, v, true) < 0) {
 		free(v);
@@ -485,8 +481,7 @@ void s3_mpu_complete(struct s3req *s)
 		goto out;
 	}
 	EVP_DigestFinal_ex(md, d, NULL);
-	for (int i = 0; i < 16; i++)
-		snprintf(etag + 2 * i, 3, "%02x", d[i]);
+	digest_hex(d, etag);
 	snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
 
 	{
