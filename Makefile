@@ -36,7 +36,7 @@ SANENV := $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0 MKV_CHILD_ASA
 BIN := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
 
 COMMON_SRC := $(wildcard common/*.c)
-MASTER_SRC := $(wildcard master/*.c)
+MASTER_SRC := $(wildcard master/*.c ops/*.c)
 VOLUME_SRC := $(wildcard volume/*.c)
 TEST_SRC   := $(wildcard tests/check_*.c)
 TOOL_SRC   := $(wildcard tools/*.c)

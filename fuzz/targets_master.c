@@ -6,7 +6,7 @@
 #include "../common/record.h"
 #include "../common/util.h"
 #include "../master/handlers.h"
-#include "../master/ops.h"
+#include "../ops/ops.h"
 
 #include <openssl/evp.h>
 #include <stdbool.h>

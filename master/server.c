@@ -13,7 +13,7 @@
 #include "index.h"
 #include "keylock.h"
 #include "mkv.h"
-#include "ops.h"
+#include "../ops/ops.h"
 #include "put.h"
 #include "meta.h"
 #include "s3.h"

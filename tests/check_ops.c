@@ -31,7 +31,7 @@
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../master/index.h"
-#include "../master/ops.h"
+#include "../ops/ops.h"
 #include "harness.h"
 
 #define NKEYS_DEFAULT 5000

@@ -41,7 +41,7 @@
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../master/index.h"
-#include "../master/ops.h"
+#include "../ops/ops.h"
 #include "harness.h"
 
 #define NVOL 3

@@ -1,4 +1,4 @@
-/* ops_copy.c -- the streaming volume-to-volume copy of rebalance and
+/* copy.c -- the streaming volume-to-volume copy of rebalance and
  * verify -fix.  See ops.h. */
 #include "ops.h"
 #include "../common/placement.h"

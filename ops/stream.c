@@ -1,4 +1,4 @@
-/* ops_stream.c -- streamed GETs and PUTs of whole blobs and files, a HEAD
+/* stream.c -- streamed GETs and PUTs of whole blobs and files, a HEAD
  * that reads the headers the tools need, and the -rate token bucket: what
  * verify, put and get share.  See ops.h. */
 #include "ops.h"

@@ -1,4 +1,4 @@
-/* ops_util.c -- worker pool, progress line and small helpers shared by
+/* util.c -- worker pool, progress line and small helpers shared by
  * rebuild and rebalance.  See ops.h. */
 #include "ops.h"
 #include "../common/httpc.h"

@@ -1,4 +1,4 @@
-/* ops_putget.c -- `mkv put DIR /prefix` and `mkv get /prefix DIR`: a tree
+/* putget.c -- `mkv put DIR /prefix` and `mkv get /prefix DIR`: a tree
  * of files in and out of the store through a running master, in parallel.
  *
  * put: every regular file under DIR becomes key PREFIX/<relative path>.
@@ -13,7 +13,7 @@
  * in the target's directory, checked against the master's Content-Md5,
  * then renamed into place -- an interrupted get leaves no partial file
  * under a real name, and a rerun skips files already there and intact. */
-#include "mkv.h"
+#include "../master/mkv.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"

@@ -1,4 +1,4 @@
-/* ops_gc.c -- `mkv gc`: find (and with -delete remove) what takes space
+/* gc.c -- `mkv gc`: find (and with -delete remove) what takes space
  * on the volumes but is no key's: files that no record names at the place
  * they sit (a crash mid-PUT, a failed cleanup, an interrupted rebalance),
  * and mkv-volume's hidden temporary files (VOL_TMP_PREFIX) left by a crash.
@@ -25,8 +25,8 @@
  * the master deletes it only if it is still unlinked (a key RELINKed, or
  * whose PUT finished, since the listing is refused, 403) and not being
  * written (409). */
-#include "mkv.h"
-#include "index.h"
+#include "../master/mkv.h"
+#include "../master/index.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"

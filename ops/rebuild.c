@@ -20,9 +20,9 @@
  * Base64 names may contain '/', so a blob can sit directories below
  * /xx/yy/; the walk recurses, rebuilds the name from the path, decodes it
  * and keeps the file only when key2path(key) is exactly where it was found. */
-#include "mkv.h"
-#include "index.h"
-#include "meta.h"
+#include "../master/mkv.h"
+#include "../master/index.h"
+#include "../master/meta.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"

@@ -1,7 +1,7 @@
 /* rebalance.c -- `mkv rebalance` and the server's REBALANCE: move blobs to
  * where key2volume puts them now.  See ops.h for the order of a move. */
-#include "mkv.h"
-#include "index.h"
+#include "../master/mkv.h"
+#include "../master/index.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"

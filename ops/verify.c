@@ -1,4 +1,4 @@
-/* ops_verify.c -- `mkv verify`: every replica that a record names exists
+/* verify.c -- `mkv verify`: every replica that a record names exists
  * and holds the record's bytes (md5 = HASH; without a HASH, the replicas
  * agree).  -fix copies a good replica over each missing or corrupt one.
  *
@@ -18,8 +18,8 @@
  * Key-Volumes and Content-Md5); offline (-db, the master stopped) every
  * record, unlinked ones too, but not an interrupted PUT's (DELETED, no
  * HASH: gc's business). */
-#include "mkv.h"
-#include "index.h"
+#include "../master/mkv.h"
+#include "../master/index.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"

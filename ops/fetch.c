@@ -1,4 +1,4 @@
-/* ops_fetch.c -- many GETs in flight on one thread (curl multi), for
+/* fetch.c -- many GETs in flight on one thread (curl multi), for
  * rebuild's hundreds of thousands of small listings.  See ops.h. */
 #include "ops.h"
 #include "../common/util.h"

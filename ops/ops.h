@@ -94,7 +94,7 @@ void ops_fetch_free(struct ops_fetch *f);
 int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
 	     long timeout_ms, char *err);
 
-/* ---- streamed transfers for verify, put and get (ops_stream.c) ---- */
+/* ---- streamed transfers for verify, put and get (stream.c) ---- */
 
 /* -rate: all reads that ask (rate=true below, or ops_rate_take) share at
  * most bytes_per_s (0: no cap).  Call before the workers start. */
