@@ -104,6 +104,19 @@ uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
 bool uri_has_too_many_args(const char *uri)
 {
 	int args = 0;
@@ -232,4 +245,27 @@ const char *query_param(const char *q, const char *name, size_t *vlen)
 			q++;
 	}
 	return NULL;
+}
+
+void buf_url_escape(struct buf *b, const char *s, size_t n, bool keep_slash)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/')) {
+			buf_append(b, &s[i], 1);
+		} else {
+			char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+			buf_append(b, e, 3);
+		}
+	}
+}
+
+char *url_escape(const char *s, size_t n, bool keep_slash)
+{
+	struct buf b = {0};
+	buf_url_escape(&b, s, n, keep_slash);
+	buf_append(&b, "", 1);
+	return b.data;
 }

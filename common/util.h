@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <time.h>
 
 void *xmalloc(size_t n);
@@ -30,6 +31,8 @@ void http_date(time_t t, char out[HTTP_DATE_LEN]);
 
 /* Milliseconds from a monotonic clock. */
 uint64_t now_ms(void);
+/* pthread_cond_timedwait for at most ms milliseconds (mu held). */
+void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms);
 
 /* More query arguments than any request of ours needs?  libmicrohttpd
  * 0.9.75 stores each one in the connection's small memory pool before the
@@ -68,5 +71,9 @@ void buf_append(struct buf *b, const void *p, size_t n);
 void buf_puts(struct buf *b, const char *s);
 void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void buf_free(struct buf *b);
+/* Percent-encode s[0..n) onto b: every byte but [A-Za-z0-9-._~] (and '/'
+ * when keep_slash).  url_escape: the same into a fresh heap string. */
+void buf_url_escape(struct buf *b, const char *s, size_t n, bool keep_slash);
+char *url_escape(const char *s, size_t n, bool keep_slash);
 
 #endif

@@ -18,7 +18,7 @@
 void fuzz_key(const uint8_t *data, size_t n);
 /* record_parse / record_encode round trip (targets_master.c) */
 void fuzz_record(const uint8_t *data, size_t n);
-/* query_decode, ops_escape, json_append_string (targets_master.c) */
+/* query_decode, url_escape, json_append_string (targets_master.c) */
 void fuzz_query(const uint8_t *data, size_t n);
 /* vol_range_parse (targets_volume.c) */
 void fuzz_range(const uint8_t *data, size_t n);

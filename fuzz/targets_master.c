@@ -422,22 +422,22 @@ void fuzz_query(const uint8_t *data, size_t n)
 		FUZZ_CHECK(olen == (size_t)rl && !memcmp(out, ref, olen) && out[olen] == '\0',
 			   "query_decode bytes differ");
 
-	/* ops_escape is the inverse of both decoders. */
-	esc = ops_escape(in, n, false);
+	/* url_escape is the inverse of both decoders. */
+	esc = url_escape(in, n, false);
 	back = xmalloc(strlen(esc) + 1);
 	FUZZ_CHECK(query_decode(esc, strlen(esc), back, &blen) == 0 && blen == n &&
 			   !memcmp(back, in, n),
-		   "query_decode(ops_escape(x)) != x");
+		   "query_decode(url_escape(x)) != x");
 	free(back);
 	free(esc);
-	esc = ops_escape(in, n, true);
+	esc = url_escape(in, n, true);
 	back = xmalloc(strlen(esc) + 1);
 	st = path_decode(esc, strlen(esc), back, &blen);
 	if (memchr(in, '\0', n))
 		FUZZ_CHECK(st < 0, "path_decode let a NUL through");
 	else
 		FUZZ_CHECK(st == 0 && blen == n && !memcmp(back, in, n),
-			   "path_decode(ops_escape(x, keep_slash)) != x");
+			   "path_decode(url_escape(x, keep_slash)) != x");
 	free(back);
 	free(esc);
 

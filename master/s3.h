@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include "index.h"
 #include "mkv.h"
 
@@ -16,6 +17,18 @@ struct MHD_Connection;
 struct s3req;
 
 void s3_init(const struct config *cfg, struct index *idx);
+
+/* What the HTTP front does for the S3 files on a request's connection
+ * (server.c: the only file of the master that includes microhttpd.h). */
+void front_suspend(struct MHD_Connection *c);
+void front_resume(struct MHD_Connection *c);
+const char *front_header(struct MHD_Connection *c, const char *name);
+/* What the access handler returns (enum MHD_Result's values). */
+#define FRONT_YES 1
+#define FRONT_NO  0
+/* What a streamed body's reader returns at its end (libmicrohttpd's values). */
+#define FRONT_READER_END   ((ssize_t)-1)
+#define FRONT_READER_ERROR ((ssize_t)-2)
 
 /* An S3 query form, or an S3 signature (Authorization: AWS4-HMAC-SHA256
  * or AWS, X-Amz-Date, X-Amz-Content-Sha256)?  query may be NULL. */

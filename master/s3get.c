@@ -7,7 +7,6 @@
 
 #include <curl/curl.h>
 #include <malloc.h>
-#include <microhttpd.h>
 #include <openssl/evp.h>
 #include <string.h>
 
@@ -100,7 +99,7 @@ static size_t on_body(char *b, size_t size, size_t n, void *ud)
 		done += chunk;
 		if (s->suspended) {
 			s->suspended = false;
-			MHD_resume_connection(s->conn);
+			front_resume(s->conn);
 		}
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -188,7 +187,7 @@ static void stream_main(void *arg)
 	s->eof = true;
 	if (s->suspended && !s->gone) {
 		s->suspended = false;
-		MHD_resume_connection(s->conn);
+		front_resume(s->conn);
 	}
 	s->woken = true;
 	pthread_mutex_unlock(&s->mu);
@@ -207,11 +206,10 @@ ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max)
 		bool eof = s->eof, failed = s->failed;
 		if (eof) {
 			pthread_mutex_unlock(&s->mu);
-			return failed ? MHD_CONTENT_READER_END_WITH_ERROR
-				      : MHD_CONTENT_READER_END_OF_STREAM;
+			return failed ? FRONT_READER_ERROR : FRONT_READER_END;
 		}
 		s->suspended = true;
-		MHD_suspend_connection(s->conn);
+		front_suspend(s->conn);
 		pthread_mutex_unlock(&s->mu);
 		return 0;
 	}
@@ -333,7 +331,7 @@ int s3_get_run(struct s3req *s)
 	pthread_mutex_unlock(&s->mu);
 	if (!done && !eof) {
 		s3_wait(s);
-		return MHD_YES;
+		return FRONT_YES;
 	}
 	if (!done) {
 		if (s->vstatus == 404)

@@ -58,21 +58,6 @@ void xml_escape(struct buf *b, const char *s, size_t n)
 	}
 }
 
-void s3_url_encode(struct buf *b, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-			buf_append(b, &s[i], 1);
-		} else {
-			char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-			buf_append(b, e, 3);
-		}
-	}
-}
-
 void s3_iso_time(int64_t t, char out[32])
 {
 	struct tm tm;
@@ -100,7 +85,7 @@ static void tag(struct buf *b, const char *name, const char *s, size_t n, bool u
 {
 	buf_printf(b, "<%s>", name);
 	if (url)
-		s3_url_encode(b, s, n);
+		buf_url_escape(b, s, n, true);
 	else
 		xml_escape(b, s, n);
 	buf_printf(b, "</%s>", name);

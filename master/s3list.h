@@ -22,7 +22,6 @@ void xml_escape(struct buf *b, const char *s, size_t n);
 void s3_iso_time(int64_t t, char out[32]);
 void s3_http_time(int64_t t, char out[40]);
 /* S3's encoding-type=url: everything but unreserved characters and '/'. */
-void s3_url_encode(struct buf *b, const char *s, size_t n);
 
 /* ListObjects into out (XML).  Returns 200, or 400 with *why. */
 struct s3_list_args {

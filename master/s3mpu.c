@@ -241,16 +241,9 @@ static void feeder_wake(void *arg)
 
 static void feeder_wait(struct feeder *f)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	t.tv_nsec += 100 * 1000000;
-	if (t.tv_nsec >= 1000000000) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000;
-	}
 	pthread_mutex_lock(&f->mu);
 	if (!f->woken)
-		pthread_cond_timedwait(&f->cv, &f->mu, &t);
+		cond_wait_ms(&f->cv, &f->mu, 100);
 	f->woken = false;
 	pthread_mutex_unlock(&f->mu);
 }

@@ -84,7 +84,7 @@ void s3_wake(void *arg)
 	s->woken = true;
 	if (s->suspended && !s->gone) {
 		s->suspended = false;
-		MHD_resume_connection(s->conn);
+		front_resume(s->conn);
 	}
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
@@ -95,7 +95,7 @@ void s3_wait(struct s3req *s)
 	pthread_mutex_lock(&s->mu);
 	if (!s->woken) {
 		s->suspended = true;
-		MHD_suspend_connection(s->conn);
+		front_suspend(s->conn);
 	}
 	s->woken = false;
 	pthread_mutex_unlock(&s->mu);
@@ -137,7 +137,7 @@ int s3_start_async(struct s3req *s, void (*fn)(void *))
 	}
 	s->async_started = true;
 	s->suspended = true;
-	MHD_suspend_connection(s->conn);
+	front_suspend(s->conn);
 	pthread_mutex_unlock(&s->mu);
 	return MHD_YES;
 }
@@ -161,7 +161,7 @@ char *s3_req_param(struct s3req *s, const char *name)
 
 const char *s3_req_header(struct s3req *s, const char *name)
 {
-	return MHD_lookup_connection_value(s->conn, MHD_HEADER_KIND, name);
+	return front_header(s->conn, name);
 }
 
 /* A key from XML (raw bytes, not percent-encoded) under the bucket, checked

@@ -589,6 +589,25 @@ static void raise_nofile(rlim_t want)
 			(unsigned long long)rl.rlim_cur);
 }
 
+void front_suspend(struct MHD_Connection *c)
+{
+	MHD_suspend_connection(c);
+}
+
+void front_resume(struct MHD_Connection *c)
+{
+	MHD_resume_connection(c);
+}
+
+const char *front_header(struct MHD_Connection *c, const char *name)
+{
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+_Static_assert(FRONT_YES == MHD_YES && FRONT_NO == MHD_NO, "results");
+_Static_assert(FRONT_READER_END == MHD_CONTENT_READER_END_OF_STREAM &&
+	       FRONT_READER_ERROR == MHD_CONTENT_READER_END_WITH_ERROR, "reader ends");
+
 int server_main(const struct config *c)
 {
 	struct MHD_Daemon *d;

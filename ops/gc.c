@@ -105,7 +105,7 @@ static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 		free(v);
 		return rc;
 	} else {
-		char *enc = ops_escape(key, klen, true), *url, err[256];
+		char *enc = url_escape(key, klen, true), *url, err[256];
 		struct ops_head_info h;
 		struct buf b = {0};
 		int st, rc = -1;
@@ -189,7 +189,7 @@ static void example(struct gc *g, const char *what, const char *loc, const char 
 static void remove_file(struct gc *g, const char *loc, const char *path, const char *key,
 			long klen)
 {
-	char *enc = ops_escape(path, strlen(path), true);
+	char *enc = url_escape(path, strlen(path), true);
 	char *url = xasprintf("http://%s%s", loc, enc), err[256];
 	struct ops_head_info h;
 	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
@@ -254,7 +254,7 @@ static void consider(struct gc *g, const char *loc, const char *path, long long 
  * can); NULL on 404 or failure (logged, counted). */
 static json_t *list(struct gc *g, const char *loc, const char *path, const char *args)
 {
-	char *enc = ops_escape(path, strlen(path), true);
+	char *enc = url_escape(path, strlen(path), true);
 	char *url = xasprintf("http://%s%s%s", loc, enc, args), err[256] = "";
 	struct buf b = {0};
 	json_t *doc = NULL;
@@ -359,7 +359,7 @@ static void unit_one(void *ctx, size_t i)
 static void unlinked_online_one(void *ctx, size_t i)
 {
 	struct gc *g = ctx;
-	char *enc = ops_escape(g->keys[i], g->klens[i], true), err[256];
+	char *enc = url_escape(g->keys[i], g->klens[i], true), err[256];
 	char *url = xasprintf("%s%s?unlinked", g->master, enc);
 	int st;
 	atomic_fetch_add(&g->unlinked, 1);
@@ -409,7 +409,7 @@ static void unlinked_offline_one(void *ctx, size_t i)
 	}
 	placement_path(g->keys[i], g->klens[i], path);
 	for (int j = 0; j < r.nlocs; j++) {
-		char *enc = ops_escape(path, strlen(path), true);
+		char *enc = url_escape(path, strlen(path), true);
 		char *url = xasprintf("http://%s%s", r.locs[j], enc);
 		int st = httpc_do("DELETE", url, NULL, 0, TIMEOUT_MS, NULL, 0, err);
 		if (st != 204 && st != 200 && st != 404) {
@@ -507,7 +507,7 @@ static int check_names(struct gc *g)
 		buf_free(&b);
 		keys = doc ? json_object_get(doc, "keys") : NULL;
 		json_array_foreach(keys, i, k) {
-			char *enc = ops_escape(json_string_value(k), json_string_length(k), true);
+			char *enc = url_escape(json_string_value(k), json_string_length(k), true);
 			struct ops_head_info h;
 			url = xasprintf("%s%s", g->master, enc);
 			if (ops_head_info(url, TIMEOUT_MS, &h, err) == 302)

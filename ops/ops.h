@@ -63,10 +63,6 @@ void ops_progress_stop(struct ops_progress *p);   /* clears the line */
 /* "1.2 s", "3 min 4 s" ... into out. */
 void ops_fmt_duration(uint64_t ms, char *out, size_t n);
 
-/* Percent-encode every byte but [A-Za-z0-9-._~] (for query values and
- * keys in URLs; keep_slash leaves '/' raw).  Caller frees. */
-char *ops_escape(const char *s, size_t n, bool keep_slash);
-
 /* Many GETs in flight on one thread (curl multi): cheaper than a thread
  * per request when there are hundreds of thousands of small ones.
  *   more(ctx) is called while fewer than `concurrency` GETs are in flight

@@ -141,7 +141,7 @@ static void put_one(void *ctx, size_t i)
 	struct pg *g = ctx;
 	const char *rel = g->names[i];
 	char *key = xasprintf("%s/%s", g->prefix, rel), *path = xasprintf("%s/%s", g->dir, rel);
-	char *enc = ops_escape(key, strlen(key), true), *url = xasprintf("%s%s", g->master, enc);
+	char *enc = url_escape(key, strlen(key), true), *url = xasprintf("%s%s", g->master, enc);
 	char md5[33], err[256] = "", why[320];
 	struct ops_head_info h;
 	struct stat st;
@@ -304,7 +304,7 @@ static void get_one(void *ctx, size_t i)
 {
 	struct pg *g = ctx;
 	const char *key = g->names[i], *rel = key + strlen(g->prefix) + 1;
-	char *enc = ops_escape(key, strlen(key), true), *url = xasprintf("%s%s", g->master, enc);
+	char *enc = url_escape(key, strlen(key), true), *url = xasprintf("%s%s", g->master, enc);
 	char *path = NULL, *tmp = NULL, md5[33], hdr[33], err[256] = "", why[320];
 	struct ops_head_info h;
 	uint64_t size;

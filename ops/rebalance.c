@@ -50,16 +50,7 @@ static void *deleter(void *arg)
 			continue;
 		}
 		if (p->due > now && !dq.hurry) {
-			struct timespec ts;
-			uint64_t wait = p->due - now;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += (time_t)(wait / 1000);
-			ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&dq.cv, &dq.mu, &ts);
+			cond_wait_ms(&dq.cv, &dq.mu, p->due - now);
 			continue;
 		}
 		dq.head = p->next;
@@ -113,16 +104,8 @@ int rebalance_drain(uint64_t timeout_ms)
 	pthread_mutex_lock(&dq.mu);
 	dq.hurry = true;
 	pthread_cond_broadcast(&dq.cv);
-	while (dq.n > 0 && now_ms() < end) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&dq.cv, &dq.mu, &ts);
-	}
+	while (dq.n > 0 && now_ms() < end)
+		cond_wait_ms(&dq.cv, &dq.mu, 50);
 	n = dq.n;
 	dq.hurry = false;
 	pthread_mutex_unlock(&dq.mu);
@@ -388,7 +371,7 @@ static int run_offline(struct run *r)
 static void online_one(void *ctx, size_t i)
 {
 	struct run *r = ctx;
-	char *enc = ops_escape(r->keys[i], r->klens[i], true), *url, err[256];
+	char *enc = url_escape(r->keys[i], r->klens[i], true), *url, err[256];
 	struct ops_head_info h;
 	int st;
 	if (!r->unlinked[i]) {

@@ -90,7 +90,7 @@ struct rb {
  * on failure (then logged and counted). *gone tells which. */
 static json_t *list_dir(struct rb *rb, const char *loc, const char *path, bool *gone)
 {
-	char *enc = ops_escape(path, strlen(path), true);
+	char *enc = url_escape(path, strlen(path), true);
 	char *url = xasprintf("http://%s%s", loc, enc);
 	char err[256] = "";
 	json_t *doc = NULL;
@@ -251,7 +251,7 @@ struct lreq {
 
 static void lreq_add(struct rb *rb, struct lreq *q)
 {
-	char *enc = ops_escape(q->path, q->plen, true);
+	char *enc = url_escape(q->path, q->plen, true);
 	char *url = xasprintf("http://%s%s%s", rb->roots[q->root]->loc, enc,
 			      q->leaf ? "?recursive" : "");
 	ops_fetch_add(rb->fetch, url, q);

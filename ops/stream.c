@@ -346,8 +346,8 @@ int ops_list_page(const char *master, const char *prefix, bool unlinked, char **
 		  struct ops_page *pg, const char *who)
 {
 	struct buf b = {0};
-	char err[256], *url, *es = ops_escape(*start, strlen(*start), false);
-	char *ep = ops_escape(prefix, strlen(prefix), true);
+	char err[256], *url, *es = url_escape(*start, strlen(*start), false);
+	char *ep = url_escape(prefix, strlen(prefix), true);
 	json_error_t je;
 	json_t *doc = NULL, *keys, *next;
 	int st, rc = -1;

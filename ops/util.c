@@ -105,15 +105,8 @@ static void *progress_thread(void *arg)
 	struct ops_progress *p = arg;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
-		struct timespec ts;
 		char text[256];
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 250 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+		cond_wait_ms(&p->cv, &p->mu, 250);
 		if (p->stop)
 			break;
 		p->line(p->ctx, text, sizeof(text));
@@ -165,21 +158,3 @@ void ops_fmt_duration(uint64_t ms, char *out, size_t n)
 			 (unsigned)(ms / 60000 % 60));
 }
 
-char *ops_escape(const char *s, size_t n, bool keep_slash)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	char *out = xmalloc(3 * n + 1), *o = out;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/')) {
-			*o++ = (char)c;
-		} else {
-			*o++ = '%';
-			*o++ = hex[c >> 4];
-			*o++ = hex[c & 15];
-		}
-	}
-	*o = '\0';
-	return out;
-}

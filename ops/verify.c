@@ -104,7 +104,7 @@ static int replica_md5(struct vr *v, const char *url, char md5[33], char *err)
 static int master_record(struct vr *v, const char *key, size_t klen, char *buf, size_t n,
 			 struct record *r)
 {
-	char *enc = ops_escape(key, klen, true), *url = xasprintf("%s%s", v->master, enc), err[256];
+	char *enc = url_escape(key, klen, true), *url = xasprintf("%s%s", v->master, enc), err[256];
 	struct ops_head_info h;
 	int st = -1;
 	for (int tries = 0; tries < 4; tries++) {   /* 503: no replica up, for now */

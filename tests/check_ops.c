@@ -66,7 +66,7 @@ static bool storable(const char *k, size_t n)
 	if (n > KEY_MAX)
 		return false;
 	/* key_decode percent-decodes: hand it the key with '%' escaped */
-	char *enc = ops_escape(k, n, true);
+	char *enc = url_escape(k, n, true);
 	int st = key_decode(enc, strlen(enc), out, &ol, &why);
 	free(enc);
 	return st == 0 && ol == n && !memcmp(out, k, n);
@@ -202,7 +202,7 @@ static atomic_int put_fail;
 
 static char *key_url(const struct master *m, const struct tkey *t)
 {
-	char *enc = ops_escape(t->key, t->klen, true), *u = xasprintf("%s%s", m->base, enc);
+	char *enc = url_escape(t->key, t->klen, true), *u = xasprintf("%s%s", m->base, enc);
 	free(enc);
 	return u;
 }

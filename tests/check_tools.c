@@ -125,7 +125,7 @@ static int mkv_run(bool volumes, const char *const *args, const char *log, int k
 
 static char *key_url(const char *key)
 {
-	char *enc = ops_escape(key, strlen(key), true), *u = xasprintf("%s%s", M.base, enc);
+	char *enc = url_escape(key, strlen(key), true), *u = xasprintf("%s%s", M.base, enc);
 	free(enc);
 	return u;
 }
