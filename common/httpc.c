@@ -1,110 +1,148 @@
 /* httpc.c -- see httpc.h. */
 #include "httpc.h"
+#include "placement.h"
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-/* A thread keeps its handle (and so its connections to the volumes) until
- * httpc_thread_cleanup, which parks it here for the next short-lived
- * thread: a request thread then reuses warm connections instead of
- * connecting anew. */
 #define IDLE_MAX 64
-static __thread CURL *tl_curl;
-static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
-static CURL *idle[IDLE_MAX];
-static int nidle;
+#define SMALL_MAX (64u << 10)   /* a body this small is sent whole, with the head */
+#define WAKE_BYTES (256u << 10)
 
-/* A fan-out's multi handle (its connection cache) and easy handles, kept
- * per thread and parked the same way. */
-struct fan {
-	CURLM *m;
+_Static_assert(CURL_ERROR_SIZE <= sizeof(((struct httpc_req *)0)->err), "curl's error buffer");
+
+/* A thread's handles: an easy handle for single requests and a multi
+ * handle (its connection cache) with easy handles for fan-outs.  They stay
+ * with the thread until httpc_thread_cleanup, which parks them here for
+ * the next short-lived thread: it then reuses warm connections instead of
+ * connecting anew. */
+struct conns {
+	CURL *easy;
+	CURLM *multi;
 	CURL **h;
 	int nh;
 };
-static __thread struct fan *tl_fan;
-static struct fan *idle_fan[IDLE_MAX];
-static int nidle_fan;
-static struct curl_slist *fan_hdrs;
-
-struct sink {
-	struct buf *b;
-	size_t max;
-};
-
-struct source {
-	const char *p;
-	size_t left;
-};
+static __thread struct conns *tl;
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct conns *idle[IDLE_MAX];
+static int nidle;
+/* A body goes with the head: no 100-continue round trip, and no
+ * Content-Type that volumes would ignore anyway. */
+static struct curl_slist *bare_hdrs;
 
 void httpc_global_init(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	/* A body goes with the head: no 100-continue round trip, and no
-	 * Content-Type that volumes would ignore anyway. */
-	fan_hdrs = curl_slist_append(NULL, "Expect:");
-	fan_hdrs = curl_slist_append(fan_hdrs, "Content-Type:");
-}
-
-static void fan_free(struct fan *f)
-{
-	for (int i = 0; i < f->nh; i++)
-		curl_easy_cleanup(f->h[i]);
-	curl_multi_cleanup(f->m);
-	free(f->h);
-	free(f);
+	bare_hdrs = curl_slist_append(NULL, "Expect:");
+	bare_hdrs = curl_slist_append(bare_hdrs, "Content-Type:");
 }
 
 void httpc_thread_cleanup(void)
 {
-	CURL *c = tl_curl;
-	struct fan *f = tl_fan;
-	tl_curl = NULL;
-	tl_fan = NULL;
+	struct conns *c = tl;
+	tl = NULL;
+	if (!c)
+		return;
 	pthread_mutex_lock(&idle_mu);
-	if (c && nidle < IDLE_MAX) {
+	if (nidle < IDLE_MAX) {
 		idle[nidle++] = c;
 		c = NULL;
 	}
-	if (f && nidle_fan < IDLE_MAX) {
-		idle_fan[nidle_fan++] = f;
-		f = NULL;
-	}
 	pthread_mutex_unlock(&idle_mu);
-	if (c)
-		curl_easy_cleanup(c);
-	if (f)
-		fan_free(f);
+	if (!c)
+		return;
+	for (int i = 0; i < c->nh; i++)
+		curl_easy_cleanup(c->h[i]);
+	curl_easy_cleanup(c->easy);
+	curl_multi_cleanup(c->multi);
+	free(c->h);
+	free(c);
 }
 
-static CURL *handle(void)
+/* This thread's handles, with at least n easy handles for a multi. */
+static struct conns *conns(int n)
 {
-	if (tl_curl)
-		return tl_curl;
-	pthread_mutex_lock(&idle_mu);
-	if (nidle)
-		tl_curl = idle[--nidle];
-	pthread_mutex_unlock(&idle_mu);
-	if (!tl_curl)
-		tl_curl = curl_easy_init();
-	if (!tl_curl)
-		die("curl_easy_init failed");
-	return tl_curl;
+	struct conns *c = tl;
+	if (!c) {
+		pthread_mutex_lock(&idle_mu);
+		if (nidle)
+			c = idle[--nidle];
+		pthread_mutex_unlock(&idle_mu);
+	}
+	if (!c) {
+		c = xcalloc(1, sizeof(*c));
+		c->easy = curl_easy_init();
+		c->multi = curl_multi_init();
+		if (!c->easy || !c->multi)
+			die("curl init failed");
+		curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 64L);
+	}
+	tl = c;
+	if (c->nh < n) {
+		c->h = xrealloc(c->h, sizeof(*c->h) * (size_t)n);
+		for (; c->nh < n; c->nh++)
+			if (!(c->h[c->nh] = curl_easy_init()))
+				die("curl_easy_init failed");
+	}
+	return c;
 }
+
+struct sink {
+	struct buf *b;
+	size_t max;
+	bool over;
+};
 
 static size_t on_write(char *p, size_t size, size_t n, void *ud)
 {
 	struct sink *s = ud;
 	size_t len = size * n;
-	if (!s->b)
+	if (!s || !s->b)
 		return len;
-	if (s->max && s->b->len + len > s->max)
+	if (s->max && s->b->len + len > s->max) {
+		s->over = true;
 		return 0;
+	}
 	buf_append(s->b, p, len);
 	return len;
 }
+
+/* Reset h for a request to url; its answer's body is dropped unless the
+ * caller sets a writer. */
+static void base_opts(CURL *h, const char *url, char *errbuf, long connect_ms)
+{
+	curl_easy_reset(h);
+	errbuf[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms > 0 ? connect_ms : 10000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+}
+
+/* The status of a finished transfer, or -1 with err (256 bytes, may be NULL). */
+static int outcome(CURL *h, CURLcode rc, const char *errbuf, char *err)
+{
+	long st = -1;
+	if (rc == CURLE_OK) {
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+		return (int)st;
+	}
+	if (err)
+		snprintf(err, 256, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+	return -1;
+}
+
+struct source {
+	const char *p;
+	size_t left;
+};
 
 static size_t on_read(char *p, size_t size, size_t n, void *ud)
 {
@@ -121,22 +159,14 @@ static size_t on_read(char *p, size_t size, size_t n, void *ud)
 int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
 	     long timeout_ms, struct buf *resp, size_t resp_max, char *err)
 {
-	struct sink sink = {resp, resp_max};
+	struct sink sink = {resp, resp_max, false};
 	struct source src = {body, bodylen};
-	char errbuf[CURL_ERROR_SIZE] = "";
-	long status = -1;
-	CURL *c;
-	CURLcode rc;
+	char errbuf[CURL_ERROR_SIZE];
+	CURL *c = conns(0)->easy;
 
-	c = handle();
-	curl_easy_reset(c);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
+	base_opts(c, url, errbuf, timeout_ms);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms ? timeout_ms : 10000L);
 	if (!strcmp(method, "HEAD")) {
 		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
 	} else if (!strcmp(method, "PUT")) {
@@ -147,99 +177,682 @@ int httpc_do(const char *method, const char *url, const void *body, size_t bodyl
 	} else if (strcmp(method, "GET")) {
 		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	}
-	rc = curl_easy_perform(c);
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	else if (err)
-		snprintf(err, 256, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
-	if (rc != CURLE_OK)
-		return -1;
-	return (int)status;
+	return outcome(c, curl_easy_perform(c), errbuf, err);
 }
 
-/* This thread's fan-out handles, with at least n easy handles. */
-static struct fan *fan_get(int n)
+/* Record a finished transfer of a multi in its httpc_req. */
+static void req_done(struct httpc_req *r, CURL *h, CURLcode rc)
 {
-	struct fan *f = tl_fan;
-	if (!f) {
-		pthread_mutex_lock(&idle_mu);
-		if (nidle_fan)
-			f = idle_fan[--nidle_fan];
-		pthread_mutex_unlock(&idle_mu);
-	}
-	if (!f) {
-		f = xcalloc(1, sizeof(*f));
-		f->m = curl_multi_init();
-		if (!f->m)
-			die("curl_multi_init failed");
-		curl_multi_setopt(f->m, CURLMOPT_MAXCONNECTS, 64L);
-	}
-	tl_fan = f;
-	if (f->nh < n) {
-		f->h = xrealloc(f->h, sizeof(*f->h) * (size_t)n);
-		for (; f->nh < n; f->nh++)
-			if (!(f->h[f->nh] = curl_easy_init()))
-				die("curl_easy_init failed");
-	}
-	return f;
+	r->status = outcome(h, rc, r->err, r->err);
+	r->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
 }
 
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms)
 {
-	struct fan *f = fan_get(n);
-	char (*errbuf)[CURL_ERROR_SIZE] = xmalloc(sizeof(*errbuf) * (size_t)(n ? n : 1));
-	struct sink drop = {NULL, 0};
+	struct conns *c = conns(n);
 	int running = 1;
 
 	for (int i = 0; i < n; i++) {
-		CURL *c = f->h[i];
+		CURL *h = c->h[i];
 		reqs[i].status = -1;
 		reqs[i].timed_out = false;
-		reqs[i].err[0] = errbuf[i][0] = '\0';
-		curl_easy_reset(c);
-		curl_easy_setopt(c, CURLOPT_URL, reqs[i].url);
-		curl_easy_setopt(c, CURLOPT_PRIVATE, (char *)&reqs[i]);
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf[i]);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &drop);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms ? timeout_ms : 10000L);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, fan_hdrs);
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+		base_opts(h, reqs[i].url, reqs[i].err, timeout_ms);
+		curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)&reqs[i]);
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, bare_hdrs);
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 		if (!strcmp(method, "HEAD"))
-			curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+			curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 		if (body) {
-			curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)bodylen);
+			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)bodylen);
 		}
-		curl_multi_add_handle(f->m, c);
+		curl_multi_add_handle(c->multi, h);
 	}
 	while (running) {
 		CURLMsg *msg;
 		int left;
-		curl_multi_perform(f->m, &running);
-		while ((msg = curl_multi_info_read(f->m, &left))) {
+		curl_multi_perform(c->multi, &running);
+		while ((msg = curl_multi_info_read(c->multi, &left))) {
 			struct httpc_req *r;
-			long status = -1;
 			if (msg->msg != CURLMSG_DONE)
 				continue;
 			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
-			if (msg->data.result == CURLE_OK) {
-				curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
-				r->status = (int)status;
-			} else {
-				int i = (int)(r - reqs);
-				r->timed_out = msg->data.result == CURLE_OPERATION_TIMEDOUT;
-				snprintf(r->err, sizeof(r->err), "%s",
-					 errbuf[i][0] ? errbuf[i] : curl_easy_strerror(msg->data.result));
-			}
+			req_done(r, msg->easy_handle, msg->data.result);
 		}
 		if (running)
-			curl_multi_poll(f->m, NULL, 0, 1000, NULL);
+			curl_multi_poll(c->multi, NULL, 0, 1000, NULL);
 	}
 	for (int i = 0; i < n; i++)
-		curl_multi_remove_handle(f->m, f->h[i]);
-	free(errbuf);
+		curl_multi_remove_handle(c->multi, c->h[i]);
+}
+
+/* ---- streamed GET or HEAD, and a PUT from a reader ---- */
+
+struct get_state {
+	const struct httpc_get *g;
+	int status;
+};
+
+static size_t get_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct get_state *s = ud;
+	size_t len = size * n;
+	if (len > 9 && !strncmp(p, "HTTP/", 5)) {
+		const char *sp = memchr(p, ' ', len);
+		s->status = sp ? atoi(sp + 1) : 0;
+	}
+	if (s->g->header && !s->g->header(s->g->ctx, s->status, p, len))
+		return 0;
+	return len;
+}
+
+static size_t get_body(char *p, size_t size, size_t n, void *ud)
+{
+	struct get_state *s = ud;
+	size_t len = size * n;
+	return !s->g->body || s->g->body(s->g->ctx, p, len) ? len : 0;
+}
+
+int httpc_get(const struct httpc_get *g, char *err)
+{
+	struct get_state s = {g, 0};
+	struct curl_slist *hl = NULL;
+	char errbuf[CURL_ERROR_SIZE], line[200];
+	CURL *c = conns(0)->easy;
+	int st;
+
+	base_opts(c, g->url, errbuf, g->connect_ms);
+	if (g->range) {
+		snprintf(line, sizeof(line), "Range: %s", g->range);
+		hl = curl_slist_append(NULL, line);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	}
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, get_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &s);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, get_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(c, CURLOPT_NOBODY, g->head ? 1L : 0L);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, g->follow ? 1L : 0L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 4L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, g->timeout_ms);
+	if (g->stall_s) {
+		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, g->stall_s);
+	}
+	if (g->bufsize)
+		curl_easy_setopt(c, CURLOPT_BUFFERSIZE, g->bufsize);
+	st = outcome(c, curl_easy_perform(c), errbuf, err);
+	curl_slist_free_all(hl);
+	return st;
+}
+
+bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t n)
+{
+	size_t nl = strlen(name);
+	const char *v, *end = p + len;
+	if (len <= nl || strncasecmp(p, name, nl) || p[nl] != ':')
+		return false;
+	v = p + nl + 1;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	snprintf(out, n, "%.*s", (int)(end - v), v);
+	return true;
+}
+
+struct reader {
+	ssize_t (*read)(void *ctx, char *p, size_t n);
+	void *ctx;
+};
+
+static size_t on_reader(char *p, size_t size, size_t n, void *ud)
+{
+	struct reader *r = ud;
+	ssize_t got = r->read(r->ctx, p, size * n);
+	return got < 0 ? CURL_READFUNC_ABORT : (size_t)got;
+}
+
+int httpc_put_from(const char *url, uint64_t size, ssize_t (*read)(void *ctx, char *p, size_t n),
+		   void *ctx, char *err)
+{
+	struct reader r = {read, ctx};
+	char errbuf[CURL_ERROR_SIZE];
+	CURL *c = conns(0)->easy;
+
+	base_opts(c, url, errbuf, 0);
+	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(c, CURLOPT_READFUNCTION, on_reader);
+	curl_easy_setopt(c, CURLOPT_READDATA, &r);
+	curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, bare_hdrs);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	return outcome(c, curl_easy_perform(c), errbuf, err);
+}
+
+/* ---- one source streamed to N replicas ----
+ *
+ * Each replica's PUT reads the ring from its own position and pauses when
+ * it has caught up with the producer; the producer (httpc_stream_feed on
+ * another thread, or httpc_copy's GET in the same multi) writes at head
+ * and stops when the slowest replica is a ring behind.  The run loop
+ * un-pauses whoever can move again. */
+
+struct rep {
+	struct httpc_stream *s;
+	struct httpc_req *req;
+	CURL *h;
+	uint64_t pos;           /* bytes of the body handed to curl */
+	uint64_t active_ms;     /* last progress */
+	bool paused, done;
+};
+
+struct httpc_stream {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;      /* finish and abort */
+	struct httpc_stream_cfg cfg;
+	char *ring;
+	uint64_t head;          /* bytes taken from the producer */
+	bool eof, aborted, want_space, quiet;
+	int npaused;            /* replicas waiting for bytes */
+	int first;              /* the first replica that failed, or -1 */
+	CURLM *multi;           /* while the run lasts: feed wakes it */
+	EVP_MD_CTX *md;
+	char md5[33];
+	struct rep *rep;
+	/* httpc_copy's source */
+	CURL *src;
+	const char *want_md5;
+	long src_status;
+	bool src_paused, src_done, started;
+	char why[128];
+};
+
+struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg)
+{
+	struct httpc_stream *s = xcalloc(1, sizeof(*s));
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	s->cfg = *cfg;
+	s->ring = xmalloc(cfg->cap);
+	s->first = -1;
+	s->rep = xcalloc((size_t)cfg->n, sizeof(*s->rep));
+	s->md = EVP_MD_CTX_new();
+	if (!s->md || !EVP_DigestInit_ex(s->md, EVP_md5(), NULL))
+		die("md5 init failed");
+	for (int i = 0; i < cfg->n; i++) {
+		s->rep[i] = (struct rep){.s = s, .req = &cfg->reqs[i]};
+		cfg->reqs[i].status = -1;
+		cfg->reqs[i].timed_out = false;
+		cfg->reqs[i].err[0] = '\0';
+	}
+	return s;
+}
+
+void httpc_stream_free(struct httpc_stream *s)
+{
+	EVP_MD_CTX_free(s->md);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	free(s->rep);
+	free(s->ring);
+	free(s);
+}
+
+/* The oldest byte a replica still needs (mu held): a replica that is done
+ * holds nothing back. */
+static uint64_t tail_of(struct httpc_stream *s)
+{
+	uint64_t t = s->head;
+	for (int i = 0; i < s->cfg.n; i++)
+		if (!s->rep[i].done && s->rep[i].pos < t)
+			t = s->rep[i].pos;
+	return t;
+}
+
+/* Compare the md5 of everything taken with the wanted one (mu held). */
+static bool md5_ok(struct httpc_stream *s)
+{
+	unsigned char d[16];
+	EVP_DigestFinal_ex(s->md, d, NULL);
+	digest_hex(d, s->md5);
+	if (!s->want_md5 || !strcmp(s->md5, s->want_md5))
+		return true;
+	snprintf(s->why, sizeof(s->why), "source bytes do not match md5 %s (got %s)",
+		 s->want_md5, s->md5);
+	return false;
+}
+
+/* Take up to n bytes into the ring (mu held); how many it took. */
+static size_t take(struct httpc_stream *s, const char *p, size_t n)
+{
+	size_t cap = s->cfg.cap, room = cap - (size_t)(s->head - tail_of(s));
+	size_t off = (size_t)(s->head % cap), first;
+	if (n > room) {
+		n = room;
+		s->want_space = true;
+	}
+	EVP_DigestUpdate(s->md, p, n);
+	/* A copy's last bytes reach the PUTs only once the whole blob
+	 * checked out: a volume never installs a body that did not. */
+	if (s->want_md5 && s->cfg.clen >= 0 && s->head + n == (uint64_t)s->cfg.clen &&
+	    !md5_ok(s)) {
+		s->aborted = true;
+		return n;
+	}
+	first = cap - off < n ? cap - off : n;
+	memcpy(s->ring + off, p, first);
+	memcpy(s->ring, p + first, n - first);
+	s->head += n;
+	return n;
+}
+
+size_t httpc_stream_feed(struct httpc_stream *s, const char *p, size_t n)
+{
+	uint64_t held;
+	pthread_mutex_lock(&s->mu);
+	n = take(s, p, n);
+	held = s->head - tail_of(s);
+	/* A busy run finds the bytes by itself; a waiting one is woken for a
+	 * good batch (or a full ring), not for every piece the client sends:
+	 * the wakeups, not the bytes, would cost the most. */
+	if (n && s->npaused && s->multi &&
+	    (held >= WAKE_BYTES || s->cfg.cap - held < WAKE_BYTES))
+		curl_multi_wakeup(s->multi);
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+/* Mark the end (eof) or abort, and wake whoever waits for it. */
+static void stream_end(struct httpc_stream *s, bool eof)
+{
+	pthread_mutex_lock(&s->mu);
+	if (eof)
+		s->eof = true;
+	else
+		s->aborted = true;
+	pthread_cond_broadcast(&s->cv);
+	if (s->multi)
+		curl_multi_wakeup(s->multi);
+	pthread_mutex_unlock(&s->mu);
+}
+
+uint64_t httpc_stream_finish(struct httpc_stream *s, char md5[33])
+{
+	uint64_t n;
+	pthread_mutex_lock(&s->mu);
+	md5_ok(s);
+	memcpy(md5, s->md5, 33);
+	n = s->head;
+	pthread_mutex_unlock(&s->mu);
+	stream_end(s, true);
+	return n;
+}
+
+void httpc_stream_abort(struct httpc_stream *s)
+{
+	stream_end(s, false);
+}
+
+void httpc_stream_quiet(struct httpc_stream *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->quiet = true;
+	pthread_mutex_unlock(&s->mu);
+}
+
+bool httpc_stream_wait_end(struct httpc_stream *s)
+{
+	bool eof;
+	pthread_mutex_lock(&s->mu);
+	while (!s->eof && !s->aborted)
+		pthread_cond_wait(&s->cv, &s->mu);
+	eof = !s->aborted;
+	pthread_mutex_unlock(&s->mu);
+	return eof;
+}
+
+static size_t rep_read(char *buf, size_t size, size_t nmemb, void *ud)
+{
+	struct rep *r = ud;
+	struct httpc_stream *s = r->s;
+	size_t n = size * nmemb, cap = s->cfg.cap, off, first;
+	uint64_t avail;
+
+	pthread_mutex_lock(&s->mu);
+	avail = s->head - r->pos;
+	if (s->aborted || (!avail && !s->eof)) {
+		bool aborted = s->aborted;
+		if (!aborted) {
+			r->paused = true;
+			s->npaused++;
+		}
+		pthread_mutex_unlock(&s->mu);
+		return aborted ? CURL_READFUNC_ABORT : CURL_READFUNC_PAUSE;
+	}
+	if (n > avail)
+		n = (size_t)avail;
+	off = (size_t)(r->pos % cap);
+	first = cap - off < n ? cap - off : n;
+	memcpy(buf, s->ring + off, first);
+	memcpy(buf + first, s->ring, n - first);
+	r->pos += n;
+	r->active_ms = now_ms();
+	if (s->want_space && !s->quiet && s->cfg.wake &&
+	    cap - (s->head - tail_of(s)) >= cap / 2) {
+		s->want_space = false;
+		s->cfg.wake(s->cfg.arg); /* under mu, so httpc_stream_quiet cannot race it */
+	}
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+static void start_puts(struct httpc_stream *s, struct conns *c)
+{
+	for (int i = 0; i < s->cfg.n; i++) {
+		struct rep *r = &s->rep[i];
+		r->h = c->h[i];
+		base_opts(r->h, r->req->url, r->req->err, s->cfg.connect_ms);
+		curl_easy_setopt(r->h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(r->h, CURLOPT_READFUNCTION, rep_read);
+		curl_easy_setopt(r->h, CURLOPT_READDATA, r);
+		curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, bare_hdrs);
+		curl_easy_setopt(r->h, CURLOPT_PRIVATE, (char *)r);
+		curl_easy_setopt(r->h, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+		if (s->cfg.clen >= 0)
+			curl_easy_setopt(r->h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)s->cfg.clen);
+		r->active_ms = now_ms();
+		curl_multi_add_handle(c->multi, r->h);
+	}
+	s->started = true;
+}
+
+/* A transfer of the multi finished. */
+static void xfer_done(struct httpc_stream *s, CURL *h, CURLcode rc)
+{
+	struct rep *r;
+	pthread_mutex_lock(&s->mu);
+	if (h == s->src) {
+		s->src_done = true;
+		if (rc == CURLE_OK && s->src_status == 200 && !s->aborted) {
+			if (s->cfg.clen >= 0 && s->head != (uint64_t)s->cfg.clen)
+				snprintf(s->why, sizeof(s->why), "source sent %llu of %lld bytes",
+					 (unsigned long long)s->head, (long long)s->cfg.clen);
+			else if (s->cfg.clen >= 0 || md5_ok(s))
+				s->eof = true;
+		}
+		s->aborted = !s->eof;
+	} else {
+		curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
+		r->done = true;
+		req_done(r->req, h, rc);
+		if ((r->req->status < 200 || r->req->status > 299) && s->first < 0)
+			s->first = (int)(r - s->rep);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Under mu: the paused transfers that can move again (into un), and
+ * whether a replica stalled. */
+static int movable(struct httpc_stream *s, CURL **un, bool *stalled)
+{
+	int nun = 0, ndone = 0;
+	uint64_t now = now_ms();
+	for (int i = 0; i < s->cfg.n && s->started; i++) {
+		struct rep *r = &s->rep[i];
+		if (r->done) {
+			ndone++;
+		} else if (r->paused && (s->head > r->pos || s->eof || s->aborted)) {
+			r->paused = false;
+			s->npaused--;
+			r->active_ms = now;
+			un[nun++] = r->h;
+		} else if (!r->paused && s->cfg.stall_ms &&
+			   now - r->active_ms > (uint64_t)s->cfg.stall_ms) {
+			snprintf(r->req->err, sizeof(r->req->err), "no progress for %ld ms",
+				 s->cfg.stall_ms);
+			r->req->timed_out = *stalled = true;
+			if (s->first < 0)
+				s->first = i;
+		}
+	}
+	if (s->src && s->started && ndone == s->cfg.n && !s->src_done)
+		s->aborted = true; /* nobody left to send to */
+	if (s->src_paused && (s->cfg.cap - (s->head - tail_of(s)) >= s->cfg.cap / 2 || s->aborted)) {
+		s->src_paused = false;
+		un[nun++] = s->src;
+	}
+	return nun;
+}
+
+/* The loop: drive the transfers of c's multi until all are done, or a
+ * replica failed and not every one must finish. */
+static void drive(struct httpc_stream *s, struct conns *c)
+{
+	CURL **un = xmalloc(sizeof(*un) * (size_t)(s->cfg.n + 1));
+	int running = 1;
+
+	while (running && (s->first < 0 || s->cfg.all)) {
+		bool stalled = false;
+		CURLMsg *m;
+		int nun, left;
+
+		curl_multi_perform(c->multi, &running);
+		while ((m = curl_multi_info_read(c->multi, &left)))
+			if (m->msg == CURLMSG_DONE)
+				xfer_done(s, m->easy_handle, m->data.result);
+		if (s->src && !s->started && s->src_status == 200 && !s->aborted) {
+			start_puts(s, c);
+			running = 1;
+		}
+		pthread_mutex_lock(&s->mu);
+		nun = movable(s, un, &stalled);
+		pthread_mutex_unlock(&s->mu);
+		if (stalled)
+			break;
+		for (int i = 0; i < nun; i++)
+			curl_easy_pause(un[i], CURLPAUSE_CONT);
+		if (!nun && running)
+			curl_multi_poll(c->multi, NULL, 0, 100, NULL);
+	}
+	free(un);
+}
+
+int httpc_stream_run(struct httpc_stream *s)
+{
+	struct conns *c = conns(s->cfg.n + 1);
+	bool small;
+
+	pthread_mutex_lock(&s->mu);
+	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= SMALL_MAX &&
+		s->head < s->cfg.cap;
+	s->multi = small ? NULL : c->multi;
+	pthread_mutex_unlock(&s->mu);
+	if (small) { /* all here already: head and body in one request per replica */
+		httpc_fanout("PUT", s->cfg.reqs, s->cfg.n, s->ring, (size_t)s->head, s->cfg.stall_ms);
+		for (int i = s->cfg.n - 1; i >= 0; i--)
+			if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
+				s->first = i;
+		return s->first;
+	}
+	if (!s->src)
+		start_puts(s, c);
+	drive(s, c);
+	pthread_mutex_lock(&s->mu);
+	s->multi = NULL;
+	pthread_mutex_unlock(&s->mu);
+	for (int i = 0; i < s->cfg.n && s->started; i++)
+		curl_multi_remove_handle(c->multi, s->rep[i].h);
+	if (s->src)
+		curl_multi_remove_handle(c->multi, s->src);
+	return s->first;
+}
+
+/* ---- httpc_copy: a GET as the stream's source ---- */
+
+static size_t src_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct httpc_stream *s = ud;
+	size_t len = size * n;
+	curl_off_t clen = -1;
+	if (len <= 2 && (p[0] == '\r' || p[0] == '\n') && !s->src_status) {
+		curl_easy_getinfo(s->src, CURLINFO_RESPONSE_CODE, &s->src_status);
+		curl_easy_getinfo(s->src, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
+		s->cfg.clen = clen;
+		if (s->src_status == 200 && clen == 0 && s->want_md5 && !md5_ok(s))
+			s->aborted = true;
+	}
+	return len;
+}
+
+static size_t src_write(char *p, size_t size, size_t n, void *ud)
+{
+	struct httpc_stream *s = ud;
+	size_t len = size * n;
+	pthread_mutex_lock(&s->mu);
+	if (s->src_status != 200) {
+		;          /* an error page: swallow it */
+	} else if (s->aborted) {
+		len = 0;
+	} else if (s->cfg.clen >= 0 && s->head + len > (uint64_t)s->cfg.clen) {
+		snprintf(s->why, sizeof(s->why), "source sent more than its Content-Length");
+		len = 0;
+	} else if (len > s->cfg.cap) {
+		snprintf(s->why, sizeof(s->why), "a piece of %zu bytes does not fit the ring", len);
+		len = 0;
+	} else if (s->cfg.cap - (s->head - tail_of(s)) < len) {
+		s->src_paused = true;
+		len = CURL_WRITEFUNC_PAUSE; /* curl hands the same bytes again */
+	} else {
+		take(s, p, len);
+	}
+	if (!len)
+		s->aborted = true;
+	pthread_mutex_unlock(&s->mu);
+	return len;
+}
+
+#define COPY_RING (256u << 10)
+
+int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
+	       char *err)
+{
+	struct httpc_stream_cfg cfg = {.reqs = reqs, .n = n, .clen = -1, .cap = COPY_RING,
+				       .connect_ms = connect_ms, .stall_ms = 60000, .all = true};
+	struct httpc_stream *s = httpc_stream_new(&cfg);
+	char errbuf[CURL_ERROR_SIZE];
+	int st = 200;
+
+	s->src = conns(n + 1)->h[n];
+	s->want_md5 = md5;
+	base_opts(s->src, src, errbuf, connect_ms);
+	curl_easy_setopt(s->src, CURLOPT_HEADERFUNCTION, src_header);
+	curl_easy_setopt(s->src, CURLOPT_HEADERDATA, s);
+	curl_easy_setopt(s->src, CURLOPT_WRITEFUNCTION, src_write);
+	curl_easy_setopt(s->src, CURLOPT_WRITEDATA, s);
+	/* A volume that stops sending for a minute fails the copy. */
+	curl_easy_setopt(s->src, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(s->src, CURLOPT_LOW_SPEED_TIME, 60L);
+	curl_multi_add_handle(tl->multi, s->src);
+	httpc_stream_run(s);
+	if (s->src_status != 200) {
+		st = s->src_status > 0 ? (int)s->src_status : -1;
+		snprintf(err, 256, "%s", st > 0 ? "" : errbuf[0] ? errbuf : "no answer");
+	} else if (!s->eof) {
+		st = -1;
+		snprintf(err, 256, "%s", s->why[0] ? s->why : errbuf[0] ? errbuf : "cut short");
+	}
+	httpc_stream_free(s);
+	return st;
+}
+
+/* ---- many GETs in flight on one thread ---- */
+
+struct mget {
+	CURL *h;
+	void *req;
+	struct buf body;
+	struct sink sink;
+	char err[CURL_ERROR_SIZE];
+	struct mget *next;      /* free list */
+};
+
+struct httpc_multi {
+	CURLM *multi;
+	int active;
+	struct mget *free;
+};
+
+struct httpc_multi *httpc_multi_new(int conns)
+{
+	struct httpc_multi *m = xcalloc(1, sizeof(*m));
+	if (!(m->multi = curl_multi_init()))
+		die("curl_multi_init failed");
+	curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, (long)conns);
+	return m;
+}
+
+void httpc_multi_get(struct httpc_multi *m, const char *url, size_t max, void *req)
+{
+	struct mget *x = m->free;
+	if (x) {
+		m->free = x->next;
+	} else {
+		x = xcalloc(1, sizeof(*x));
+		if (!(x->h = curl_easy_init()))
+			die("curl_easy_init failed");
+	}
+	x->req = req;
+	x->body.len = 0;
+	x->sink = (struct sink){&x->body, max, false};
+	base_opts(x->h, url, x->err, 10000);
+	curl_easy_setopt(x->h, CURLOPT_WRITEDATA, &x->sink);
+	curl_easy_setopt(x->h, CURLOPT_PRIVATE, (char *)x);
+	curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, 120000L);
+	curl_multi_add_handle(m->multi, x->h);
+	m->active++;
+}
+
+int httpc_multi_poll(struct httpc_multi *m,
+		     void (*done)(void *ctx, void *req, int status, const char *body, size_t len,
+				  const char *err),
+		     void *ctx)
+{
+	CURLMsg *msg;
+	int q, running;
+	curl_multi_perform(m->multi, &running);
+	while ((msg = curl_multi_info_read(m->multi, &q))) {
+		struct mget *x;
+		int st;
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+		st = outcome(x->h, msg->data.result, x->err, x->err);
+		if (x->sink.over)
+			snprintf(x->err, sizeof(x->err), "answer larger than %zu bytes", x->sink.max);
+		curl_multi_remove_handle(m->multi, x->h);
+		m->active--;
+		done(ctx, x->req, st, x->body.data ? x->body.data : "", x->body.len, x->err);
+		x->next = m->free;
+		m->free = x;
+	}
+	if (m->active)
+		curl_multi_poll(m->multi, NULL, 0, 100, NULL);
+	return m->active;
+}
+
+void httpc_multi_free(struct httpc_multi *m)
+{
+	while (m->free) {
+		struct mget *x = m->free;
+		m->free = x->next;
+		curl_easy_cleanup(x->h);
+		buf_free(&x->body);
+		free(x);
+	}
+	curl_multi_cleanup(m->multi);
+	free(m);
 }

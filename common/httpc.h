@@ -1,17 +1,24 @@
-/* httpc.h -- small blocking HTTP client on libcurl, for talking to volumes.
+/* httpc.h -- the volume client: every HTTP request the master and the
+ * tools make goes through here, the only file that includes curl.h.
  *
- * Each thread keeps one curl handle so connections to volumes are reused;
- * handles of threads that end are reused by the next ones.
- * Only this module (and the streaming parts of master/) include curl.h. */
+ * Each thread keeps its handles (and so its keep-alive connections to the
+ * volumes); httpc_thread_cleanup parks them at thread exit for the next
+ * thread. */
 #ifndef MKV_HTTPC_H
 #define MKV_HTTPC_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 #include "util.h"
 
 /* Must be called once, before threads start. */
 void httpc_global_init(void);
+
+/* Give this thread's handles back (call at thread exit): they are parked,
+ * connections and all, for the next thread that needs them. */
+void httpc_thread_cleanup(void);
 
 /* Perform method on url with an optional body (body may be NULL for none).
  * Response body goes to resp when non-NULL (appended; caller frees) and is
@@ -26,7 +33,7 @@ int httpc_do(const char *method, const char *url, const void *body, size_t bodyl
 struct httpc_req {
 	const char *url;
 	int status;              /* HTTP status, or -1 when no answer came */
-	bool timed_out;          /* no answer within timeout_ms */
+	bool timed_out;          /* no answer (or no progress) within the time allowed */
 	char err[256];           /* curl's reason when status is -1 */
 };
 
@@ -38,8 +45,98 @@ struct httpc_req {
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms);
 
-/* Give this thread's handles back (call at thread exit): they are parked,
- * connections and all, for the next thread that needs them. */
-void httpc_thread_cleanup(void);
+/* ---- streamed GET or HEAD ---- */
+struct httpc_get {
+	const char *url;
+	const char *range;       /* a Range header's value, or NULL */
+	bool head;               /* HEAD: no body */
+	bool follow;             /* follow redirects (at most 4) */
+	long connect_ms;         /* 0: 10 s */
+	long timeout_ms;         /* the whole transfer, 0: none */
+	long stall_s;            /* fail when nothing moved for this long, 0: never */
+	long bufsize;            /* body pieces up to this size, 0: libcurl's */
+	/* Every header line of every response, the status line and the empty
+	 * line that ends them included; status is that response's.  false
+	 * stops the transfer. */
+	bool (*header)(void *ctx, int status, const char *line, size_t len);
+	/* A piece of the body; false stops the transfer. */
+	bool (*body)(void *ctx, const char *p, size_t n);
+	void *ctx;
+};
+/* Returns the final status, or -1 with err (256 bytes) when the transfer
+ * failed or a callback stopped it. */
+int httpc_get(const struct httpc_get *g, char *err);
+
+/* Copy the value of header line p[0..len) into out (n bytes) when the
+ * line is `name: value`. */
+bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t n);
+
+/* PUT size bytes to url, read through read(ctx, buf, max) (a count, 0 at
+ * the end, -1 to fail).  Returns the status, or -1 with err (256 bytes). */
+int httpc_put_from(const char *url, uint64_t size, ssize_t (*read)(void *ctx, char *p, size_t n),
+		   void *ctx, char *err);
+
+/* ---- one source streamed to N replicas ----
+ *
+ * The body passes through a ring of cap bytes, so memory does not depend
+ * on its size.  A producer on another thread offers bytes with
+ * httpc_stream_feed; httpc_stream_run drives one PUT per reqs[i].url (the
+ * outcome lands in reqs[i]) on the calling thread.  A body of at most
+ * 64 KiB that is complete (and of length clen) when the run starts goes
+ * whole, in one request per replica (httpc_fanout).
+ *
+ * wake(arg) is called, with the stream's lock held, from the run's thread
+ * when ring space freed after feed took less than offered; never after
+ * httpc_stream_quiet returned. */
+struct httpc_stream_cfg {
+	struct httpc_req *reqs;  /* the replicas: url in, outcome out */
+	int n;
+	int64_t clen;            /* the body's length, -1: unknown (chunked) */
+	size_t cap;              /* ring bytes */
+	long connect_ms;
+	long stall_ms;           /* a replica that takes no bytes this long fails (timed_out) */
+	bool all;                /* drive every replica to its end even after one failed */
+	void (*wake)(void *);
+	void *arg;
+};
+struct httpc_stream;
+struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg);
+/* Offer body bytes; returns how many were taken (fewer when the ring is
+ * full: wait for wake, then offer the rest). */
+size_t httpc_stream_feed(struct httpc_stream *s, const char *p, size_t n);
+/* The body is complete; md5 (hex) of what was fed, and how many bytes. */
+uint64_t httpc_stream_finish(struct httpc_stream *s, char md5[33]);
+/* Stop: the PUTs fail (a volume never installs a partial body). */
+void httpc_stream_abort(struct httpc_stream *s);
+/* No wake() once this returns. */
+void httpc_stream_quiet(struct httpc_stream *s);
+/* Drive the PUTs until every replica is done, or (without cfg->all) one
+ * failed.  Returns the index of the first that failed, or -1. */
+int httpc_stream_run(struct httpc_stream *s);
+/* Wait for httpc_stream_finish (true) or httpc_stream_abort (false). */
+bool httpc_stream_wait_end(struct httpc_stream *s);
+void httpc_stream_free(struct httpc_stream *s);
+
+/* The stream's engine with a GET as its source: the bytes at src go to
+ * reqs[0..n) (PUTs start once src answered 200); when md5 is given the
+ * bytes must match it, and a PUT gets its last byte only after they did.
+ * Returns src's status (200: read whole and matched, the PUTs' outcomes in
+ * reqs), or -1 with err (256 bytes) when src could not be read whole. */
+int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
+	       char *err);
+
+/* ---- many GETs in flight on one thread ---- */
+struct httpc_multi;
+struct httpc_multi *httpc_multi_new(int conns);
+/* Start a GET of url; its body (up to max bytes, 0: any) and req go to
+ * the done() of a later httpc_multi_poll. */
+void httpc_multi_get(struct httpc_multi *m, const char *url, size_t max, void *req);
+/* Wait (100 ms at most) and report each finished GET to done (status -1
+ * and err when no answer came).  Returns how many are still in flight. */
+int httpc_multi_poll(struct httpc_multi *m,
+		     void (*done)(void *ctx, void *req, int status, const char *body, size_t len,
+				  const char *err),
+		     void *ctx);
+void httpc_multi_free(struct httpc_multi *m);
 
 #endif

@@ -16,8 +16,8 @@
 #include "put.h"
 #include "s3list.h"
 
-#include <curl/curl.h>
 #include <microhttpd.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 

@@ -5,7 +5,8 @@
 #include "health.h"
 #include "s3list.h"
 
-#include <curl/curl.h>
+#include "../common/httpc.h"
+
 #include <malloc.h>
 #include <openssl/evp.h>
 #include <string.h>
@@ -40,52 +41,40 @@ void s3_stream_end(char *ring)
 }
 
 
-static size_t on_header(char *b, size_t size, size_t n, void *ud)
+/* The replica's headers; at their end, whether it can serve. */
+static bool on_header(void *ctx, int status, const char *b, size_t len)
 {
-	struct s3req *s = ud;
-	size_t len = size * n;
-	if (len >= 15 && !strncasecmp(b, "Content-Range:", 14))
-		snprintf(s->crange, sizeof(s->crange), "%.*s", (int)(len - 15), b + 15);
-	else if (len >= 16 && !strncasecmp(b, "Content-Length:", 15))
-		s->vlen = strtoll(b + 15, NULL, 10);
-	else if (len >= 15 && !strncasecmp(b, "Last-Modified:", 14))
-		snprintf(s->vlastmod, sizeof(s->vlastmod), "%.*s", (int)(len - 15), b + 15);
-	else if (len == 2 && b[0] == '\r') {
-		long st = s->vstatus; /* from the status line */
-		if (st == 200 || st == 206 || st == 416) {
-			for (char *c = s->crange + strlen(s->crange); c > s->crange &&
-			     (c[-1] == '\r' || c[-1] == '\n'); c--)
-				c[-1] = '\0';
-			for (char *c = s->vlastmod + strlen(s->vlastmod); c > s->vlastmod &&
-			     (c[-1] == '\r' || c[-1] == '\n'); c--)
-				c[-1] = '\0';
-			pthread_mutex_lock(&s->mu);
-			s->hdr_done = true;
-			pthread_mutex_unlock(&s->mu);
-			if (st == 416)
-				return 0; /* nothing to stream */
-			s3_wake(s);
-		} else {
-			return 0; /* this replica cannot serve: try the next */
-		}
-	} else if (len > 9 && !strncmp(b, "HTTP/", 5)) {
-		const char *sp = strchr(b, ' ');
-		s->vstatus = sp ? strtol(sp + 1, NULL, 10) : 0;
+	struct s3req *s = ctx;
+	if (len > 9 && !strncmp(b, "HTTP/", 5)) {
+		s->vstatus = status;
 		s->crange[0] = s->vlastmod[0] = '\0';
 		s->vlen = -1;
+	} else if (len > 2) {
+		char num[32];
+		httpc_header(b, len, "Content-Range", s->crange, sizeof(s->crange));
+		httpc_header(b, len, "Last-Modified", s->vlastmod, sizeof(s->vlastmod));
+		if (httpc_header(b, len, "Content-Length", num, sizeof(num)))
+			s->vlen = strtoll(num, NULL, 10);
+	} else if (status == 200 || status == 206 || status == 416) {
+		pthread_mutex_lock(&s->mu);
+		s->hdr_done = true;
+		pthread_mutex_unlock(&s->mu);
+		if (status == 416)
+			return false; /* nothing to stream */
+		s3_wake(s);
+	} else {
+		return false; /* this replica cannot serve: try the next */
 	}
-	return len;
+	return true;
 }
 
-static size_t on_body(char *b, size_t size, size_t n, void *ud)
+static bool on_body(void *ctx, const char *b, size_t len)
 {
-	struct s3req *s = ud;
-	size_t len = size * n, done = 0;
+	struct s3req *s = ctx;
+	size_t done = 0;
 	pthread_mutex_lock(&s->mu);
-	while (done < len) {
+	while (done < len && !s->gone) {
 		size_t room = RING_CAP - (size_t)(s->rhead - s->rtail), off, chunk;
-		if (s->gone)
-			break;
 		if (!room) {
 			pthread_cond_wait(&s->cv, &s->mu);
 			continue;
@@ -103,84 +92,33 @@ static size_t on_body(char *b, size_t size, size_t n, void *ud)
 		}
 	}
 	pthread_mutex_unlock(&s->mu);
-	return done;
-}
-
-/* Easy handles kept between GETs, and with them their connections to the
- * volumes. */
-#define CURL_IDLE_MAX 32
-static pthread_mutex_t curl_mu = PTHREAD_MUTEX_INITIALIZER;
-static CURL *curl_idle[CURL_IDLE_MAX];
-static int ncurl_idle;
-
-CURL *s3_curl_get(void)
-{
-	CURL *h = NULL;
-	pthread_mutex_lock(&curl_mu);
-	if (ncurl_idle)
-		h = curl_idle[--ncurl_idle];
-	pthread_mutex_unlock(&curl_mu);
-	return h ? h : curl_easy_init();
-}
-
-void s3_curl_put(CURL *h)
-{
-	pthread_mutex_lock(&curl_mu);
-	if (ncurl_idle < CURL_IDLE_MAX) {
-		curl_idle[ncurl_idle++] = h;
-		h = NULL;
-	}
-	pthread_mutex_unlock(&curl_mu);
-	if (h)
-		curl_easy_cleanup(h);
+	return done == len;
 }
 
 static void stream_main(void *arg)
 {
 	struct s3req *s = arg;
-	CURL *h = s3_curl_get();
-	struct curl_slist *hl = NULL;
 	int start = s->nurls ? (int)(now_ms() % (uint64_t)s->nurls) : 0;
+	uint64_t stall = s3_cfg->puttimeout_ms / 1000;
+	struct httpc_get g = {.range = s->range[0] ? s->range : NULL, .head = s->head,
+			      .connect_ms = (long)s3_cfg->voltimeout_ms,
+			      .stall_s = (long)(stall ? stall : 1), .bufsize = 256L * 1024,
+			      .header = on_header, .body = on_body, .ctx = s};
 	bool missing = true;
+	char err[256];
 
-	if (!h)
-		die("curl_easy_init failed");
-	if (s->range[0]) {
-		char line[160];
-		snprintf(line, sizeof(line), "Range: %s", s->range);
-		hl = curl_slist_append(hl, line);
-	}
 	for (int i = 0; i < s->nurls && !s->hdr_done; i++) {
-		CURLcode rc;
-		curl_easy_reset(h);
-		curl_easy_setopt(h, CURLOPT_URL, s->urls[(start + i) % s->nurls]);
-		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-		curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
-		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-		curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
-		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)s3_cfg->voltimeout_ms);
-		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
-				 (long)(s3_cfg->puttimeout_ms / 1000 ? s3_cfg->puttimeout_ms / 1000 : 1));
-		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
-		if (s->head)
-			curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-		rc = curl_easy_perform(h);
+		int st;
+		g.url = s->urls[(start + i) % s->nurls];
+		st = httpc_get(&g, err);
 		if (!s->hdr_done && s->vstatus != 404)
 			missing = false;
-		if (s->hdr_done && rc != CURLE_OK && s->vstatus != 416) {
+		if (s->hdr_done && st < 0 && s->vstatus != 416) {
 			pthread_mutex_lock(&s->mu);
 			s->failed = true; /* cut off mid-body: the client sees a short answer */
 			pthread_mutex_unlock(&s->mu);
 		}
 	}
-	curl_slist_free_all(hl);
-	if (s->failed || s->gone)
-		curl_easy_cleanup(h); /* its connection may be mid-body */
-	else
-		s3_curl_put(h);
 	pthread_mutex_lock(&s->mu);
 	if (!s->hdr_done)
 		s->vstatus = missing ? 404 : 503;

@@ -7,10 +7,10 @@
 #include "keylock.h"
 #include "put.h"
 #include "s3list.h"
+#include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/record.h"
 
-#include <curl/curl.h>
 #include <openssl/evp.h>
 #include <string.h>
 #include <sys/random.h>
@@ -248,56 +248,48 @@ static void feeder_wait(struct feeder *f)
 	pthread_mutex_unlock(&f->mu);
 }
 
-static size_t feed_body(char *b, size_t size, size_t n, void *ud)
+static bool feed_body(void *ctx, const char *b, size_t len)
 {
-	struct feeder *f = ud;
-	size_t len = size * n, done = 0;
+	struct feeder *f = ctx;
+	size_t done = 0;
 	while (done < len) {
 		done += put_feed(f->p, b + done, len - done);
 		if (done < len)
 			feeder_wait(f);
 	}
 	f->got += len;
-	return len;
+	return true;
+}
+
+/* Refuse an error page: its body is not the part's bytes. */
+static bool part_header(void *ctx, int status, const char *b, size_t len)
+{
+	(void)ctx, (void)b;
+	return len > 2 || status == 200;
 }
 
 /* Copy one part (size bytes) into the put from a live replica.  0 or -1. */
 static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t size)
 {
+	struct httpc_get g = {.connect_ms = (long)s3_cfg->voltimeout_ms, .bufsize = 256L * 1024,
+			      .header = part_header, .body = feed_body, .ctx = f};
 	struct record r;
-	char *v, path[PATH_MAX_LEN];
-	CURL *h;
+	char *v, path[PATH_MAX_LEN], err[256];
 	int rc = -1;
 	if (!s3_live_record(key, klen, &v, &r))
 		return -1;
 	placement_path(key, klen, path);
-	h = s3_curl_get();
 	for (int i = 0; i < r.nlocs && rc < 0; i++) {
 		char url[LOC_MAX + PATH_MAX_LEN + 16];
-		long st = 0;
 		if (!health_up(r.locs[i], strlen(r.locs[i])))
 			continue;
 		if (f->got) /* bytes of this part already went in: no retry elsewhere */
 			break;
 		snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
-		curl_easy_reset(h);
-		curl_easy_setopt(h, CURLOPT_URL, url);
-		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, feed_body);
-		curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
-		curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
-		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)s3_cfg->voltimeout_ms);
-		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
-		if (curl_easy_perform(h) == CURLE_OK) {
-			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-			if (st == 200 && (size == UINT64_MAX || f->got == size))
-				rc = 0;
-		}
+		g.url = url;
+		if (httpc_get(&g, err) == 200 && (size == UINT64_MAX || f->got == size))
+			rc = 0;
 	}
-	if (rc == 0)
-		s3_curl_put(h);
-	else
-		curl_easy_cleanup(h);
 	free(v);
 	return rc;
 }

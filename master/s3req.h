@@ -140,10 +140,6 @@ char *s3_upload_key(const char *upload, int64_t *initiated);
  * hands freed pages back to the kernel when it was the last. */
 char *s3_stream_begin(void);
 void s3_stream_end(char *ring);
-/* libcurl easy handles (CURL *) kept between reads of a volume, with their
- * connections; s3_curl_put takes one back (cleans it up when enough idle). */
-void *s3_curl_get(void);
-void s3_curl_put(void *h);
 ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max);
 int s3_get_run(struct s3req *s);
 

@@ -6,7 +6,6 @@
 #include "../common/placement.h"
 #include "../common/util.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -14,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,152 +53,68 @@ void ops_rate_take(uint64_t n)
 		usleep((useconds_t)(wait * 1e6));
 }
 
-/* ---- one curl handle per thread ---- */
+/* ---- HEAD, GET and PUT ---- */
 
-static pthread_key_t key;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-static void handle_free(void *h)
+/* md5 when it is 32 lowercase hex digits, else "". */
+static void keep_md5(char md5[33])
 {
-	curl_easy_cleanup(h);
+	if (md5[0] && (strlen(md5) != 32 || strspn(md5, "0123456789abcdef") != 32))
+		md5[0] = '\0';
 }
 
-static void key_init(void)
+static bool head_header(void *ctx, int status, const char *p, size_t len)
 {
-	if (pthread_key_create(&key, handle_free))
-		die("pthread_key_create failed");
-}
-
-static CURL *handle(void)
-{
-	CURL *h;
-	pthread_once(&once, key_init);
-	h = pthread_getspecific(key);
-	if (!h) {
-		if (!(h = curl_easy_init()))
-			die("curl_easy_init failed");
-		pthread_setspecific(key, h);
-	}
-	curl_easy_reset(h);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	return h;
-}
-
-
-/* ---- headers ---- */
-
-/* Copy the value of header line p[0..len) into out when it is `name`. */
-static bool header_is(const char *p, size_t len, const char *name, char *out, size_t n)
-{
-	size_t nl = strlen(name);
-	const char *v, *end = p + len;
-	if (len <= nl || strncasecmp(p, name, nl) || p[nl] != ':')
-		return false;
-	v = p + nl + 1;
-	while (v < end && (*v == ' ' || *v == '\t'))
-		v++;
-	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-		end--;
-	snprintf(out, n, "%.*s", (int)(end - v), v);
-	return true;
-}
-
-struct head {
-	struct ops_head_info *info;
-	bool first_done;            /* the first response's headers are over */
-};
-
-static size_t head_header(char *p, size_t size, size_t n, void *ud)
-{
-	struct head *h = ud;
-	struct ops_head_info *i = h->info;
-	size_t len = size * n;
+	struct ops_head_info *i = ctx;
 	char num[32];
-	if (h->first_done)
-		return len;
-	if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
-		h->first_done = true;
-		return len;
-	}
-	if (header_is(p, len, "Content-Length", num, sizeof(num)))
+	(void)status;
+	if (httpc_header(p, len, "Content-Length", num, sizeof(num)))
 		i->size = (int64_t)strtoll(num, NULL, 10);
-	else if (!header_is(p, len, "Content-Md5", i->md5, sizeof(i->md5)) &&
-		 !header_is(p, len, "Key-Volumes", i->volumes, sizeof(i->volumes)) &&
-		 !header_is(p, len, "Key-Balance", i->balance, sizeof(i->balance)))
-		header_is(p, len, "Last-Modified", i->lastmod, sizeof(i->lastmod));
-	return len;
-}
-
-static size_t discard(char *p, size_t size, size_t n, void *ud)
-{
-	(void)p, (void)ud;
-	return size * n;
+	else if (!httpc_header(p, len, "Content-Md5", i->md5, sizeof(i->md5)) &&
+		 !httpc_header(p, len, "Key-Volumes", i->volumes, sizeof(i->volumes)) &&
+		 !httpc_header(p, len, "Key-Balance", i->balance, sizeof(i->balance)))
+		httpc_header(p, len, "Last-Modified", i->lastmod, sizeof(i->lastmod));
+	return true;
 }
 
 int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err)
 {
-	struct head h = {info, false};
-	char eb[CURL_ERROR_SIZE] = "";
-	long status = -1;
-	CURL *c = handle();
-	CURLcode rc;
+	struct httpc_get g = {.url = url, .head = true, .timeout_ms = timeout_ms,
+			      .header = head_header, .ctx = info};
+	int st;
 	memset(info, 0, sizeof(*info));
 	info->size = -1;
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, eb);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, head_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	rc = curl_easy_perform(c);
-	if (rc != CURLE_OK) {
-		snprintf(err, 256, "%s", eb[0] ? eb : curl_easy_strerror(rc));
-		return -1;
-	}
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	if (info->md5[0] && (strlen(info->md5) != 32 || strspn(info->md5, "0123456789abcdef") != 32))
-		info->md5[0] = '\0';
-	return (int)status;
+	st = httpc_get(&g, err);
+	keep_md5(info->md5);
+	return st;
 }
 
-/* ---- GET ---- */
-
 struct sink {
-	CURL *c;
 	int fd;
 	bool rate;
-	bool body;                  /* the final response's body is arriving */
-	long status;
+	bool first_done;            /* the first response's headers are over */
+	int status;                 /* of the response whose body arrives */
 	EVP_MD_CTX *md;
 	uint64_t size;
 	int werr;                   /* errno of a failed write */
 	char *hdr_md5;
-	bool first_done;
 };
 
-static size_t get_header(char *p, size_t size, size_t n, void *ud)
+static bool get_header(void *ctx, int status, const char *p, size_t len)
 {
-	struct sink *s = ud;
-	size_t len = size * n;
+	struct sink *s = ctx;
+	s->status = status;
 	if (len <= 2 && (p[0] == '\r' || p[0] == '\n'))
 		s->first_done = true;
 	else if (!s->first_done)   /* the master's Content-Md5, before the redirect */
-		header_is(p, len, "Content-Md5", s->hdr_md5, 33);
-	return len;
+		httpc_header(p, len, "Content-Md5", s->hdr_md5, 33);
+	return true;
 }
 
-static size_t get_write(char *p, size_t size, size_t n, void *ud)
+static bool get_body(void *ctx, const char *p, size_t len)
 {
-	struct sink *s = ud;
-	size_t len = size * n;
-	if (!s->body) {
-		curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &s->status);
-		s->body = true;
-	}
+	struct sink *s = ctx;
 	if (s->status != 200)
-		return len;   /* an error page */
+		return true;   /* an error page */
 	if (s->rate)
 		ops_rate_take(len);
 	EVP_DigestUpdate(s->md, p, len);
@@ -211,60 +125,52 @@ static size_t get_write(char *p, size_t size, size_t n, void *ud)
 			continue;
 		if (w < 0) {
 			s->werr = errno;
-			return 0;
+			return false;
 		}
 		off += (size_t)w;
 	}
-	return len;
+	return true;
+}
+
+static EVP_MD_CTX *md5_new(void)
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
+		die("md5 init failed");
+	return md;
+}
+
+static void md5_end(EVP_MD_CTX *md, char out[33])
+{
+	unsigned char d[16];
+	EVP_DigestFinal_ex(md, d, NULL);
+	digest_hex(d, out);
+	EVP_MD_CTX_free(md);
 }
 
 int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33],
 		   uint64_t *size, char hdr_md5[33], char *err)
 {
-	struct sink s = {.fd = fd, .rate = rate, .hdr_md5 = hdr_md5};
-	char eb[CURL_ERROR_SIZE] = "";
-	unsigned char d[16];
-	long status = -1;
-	CURLcode rc;
-
-	s.c = handle();
-	hdr_md5[0] = md5[0] = '\0';
-	*size = 0;
-	s.md = EVP_MD_CTX_new();
-	if (!s.md || !EVP_DigestInit_ex(s.md, EVP_md5(), NULL))
-		die("md5 init failed");
-	curl_easy_setopt(s.c, CURLOPT_URL, url);
-	curl_easy_setopt(s.c, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
-	curl_easy_setopt(s.c, CURLOPT_MAXREDIRS, 4L);
-	curl_easy_setopt(s.c, CURLOPT_ERRORBUFFER, eb);
-	curl_easy_setopt(s.c, CURLOPT_HEADERFUNCTION, get_header);
-	curl_easy_setopt(s.c, CURLOPT_HEADERDATA, &s);
-	curl_easy_setopt(s.c, CURLOPT_WRITEFUNCTION, get_write);
-	curl_easy_setopt(s.c, CURLOPT_WRITEDATA, &s);
+	struct sink s = {.fd = fd, .rate = rate, .hdr_md5 = hdr_md5, .md = md5_new()};
 	/* A volume that stops sending for a minute fails the read. */
-	curl_easy_setopt(s.c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(s.c, CURLOPT_LOW_SPEED_TIME, 60L);
-	rc = curl_easy_perform(s.c);
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(s.c, CURLINFO_RESPONSE_CODE, &status);
-	else if (s.werr)
-		snprintf(err, 256, "write failed (%s)", strerror(s.werr));
-	else
-		snprintf(err, 256, "%s", eb[0] ? eb : curl_easy_strerror(rc));
-	if (status == 200) {
-		EVP_DigestFinal_ex(s.md, d, NULL);
-		digest_hex(d, md5);
-		*size = s.size;
-	} else if (status > 0) {
-		snprintf(err, 256, "status %ld", status);
-	}
-	EVP_MD_CTX_free(s.md);
-	if (hdr_md5[0] && (strlen(hdr_md5) != 32 || strspn(hdr_md5, "0123456789abcdef") != 32))
-		hdr_md5[0] = '\0';
-	return rc == CURLE_OK ? (int)status : -1;
-}
+	struct httpc_get g = {.url = url, .follow = follow, .stall_s = 60,
+			      .header = get_header, .body = get_body, .ctx = &s};
+	int st;
 
-/* ---- PUT ---- */
+	hdr_md5[0] = md5[0] = '\0';
+	st = httpc_get(&g, err);
+	if (st < 0 && s.werr)
+		snprintf(err, 256, "write failed (%s)", strerror(s.werr));
+	else if (st > 0 && st != 200)
+		snprintf(err, 256, "status %d", st);
+	if (st == 200)
+		md5_end(s.md, md5);
+	else
+		EVP_MD_CTX_free(s.md);
+	*size = st == 200 ? s.size : 0;
+	keep_md5(hdr_md5);
+	return st;
+}
 
 struct source {
 	int fd;
@@ -272,59 +178,31 @@ struct source {
 	int rerr;
 };
 
-static size_t put_read(char *p, size_t size, size_t n, void *ud)
+static ssize_t put_read(void *ctx, char *p, size_t n)
 {
-	struct source *s = ud;
-	for (;;) {
-		ssize_t r = read(s->fd, p, size * n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			s->rerr = errno;
-			return CURL_READFUNC_ABORT;
-		}
+	struct source *s = ctx;
+	ssize_t r;
+	while ((r = read(s->fd, p, n)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		s->rerr = errno;
+	else
 		EVP_DigestUpdate(s->md, p, (size_t)r);
-		return (size_t)r;
-	}
+	return r;
 }
 
 int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *err)
 {
-	struct source s = {.fd = fd};
-	char eb[CURL_ERROR_SIZE] = "";
-	unsigned char d[16];
-	long status = -1;
-	struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
-	CURL *c = handle();
-	CURLcode rc;
-
+	struct source s = {.fd = fd, .md = md5_new()};
+	int st = httpc_put_from(url, size, put_read, &s, err);
 	md5[0] = '\0';
-	s.md = EVP_MD_CTX_new();
-	if (!hdrs || !s.md || !EVP_DigestInit_ex(s.md, EVP_md5(), NULL))
-		die("md5 init failed");
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-	curl_easy_setopt(c, CURLOPT_READFUNCTION, put_read);
-	curl_easy_setopt(c, CURLOPT_READDATA, &s);
-	curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, eb);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
-	rc = curl_easy_perform(c);
-	if (rc == CURLE_OK) {
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-		EVP_DigestFinal_ex(s.md, d, NULL);
-		digest_hex(d, md5);
-	} else if (s.rerr) {
+	if (st < 0 && s.rerr)
 		snprintf(err, 256, "read failed (%s)", strerror(s.rerr));
-	} else {
-		snprintf(err, 256, "%s", eb[0] ? eb : curl_easy_strerror(rc));
-	}
-	EVP_MD_CTX_free(s.md);
-	curl_slist_free_all(hdrs);
-	return rc == CURLE_OK ? (int)status : -1;
+	if (st >= 0)
+		md5_end(s.md, md5);
+	else
+		EVP_MD_CTX_free(s.md);
+	return st;
 }
 
 char *ops_master_url(const char *m)
