@@ -368,7 +368,8 @@ struct httpc_stream {
 	const char *want_md5;
 	long src_status;
 	bool src_paused, src_done, started;
-	char why[128];
+	char why[256];          /* why the source failed */
+	char src_err[CURL_ERROR_SIZE];
 };
 
 struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg)
@@ -577,6 +578,9 @@ static void xfer_done(struct httpc_stream *s, CURL *h, CURLcode rc)
 	pthread_mutex_lock(&s->mu);
 	if (h == s->src) {
 		s->src_done = true;
+		if (rc != CURLE_OK && !s->aborted && !s->why[0])
+			snprintf(s->why, sizeof(s->why), "%s",
+				 s->src_err[0] ? s->src_err : curl_easy_strerror(rc));
 		if (rc == CURLE_OK && s->src_status == 200 && !s->aborted) {
 			if (s->cfg.clen >= 0 && s->head != (uint64_t)s->cfg.clen)
 				snprintf(s->why, sizeof(s->why), "source sent %llu of %lld bytes",
@@ -619,7 +623,7 @@ static int movable(struct httpc_stream *s, CURL **un, bool *stalled)
 				s->first = i;
 		}
 	}
-	if (s->src && s->started && ndone == s->cfg.n && !s->src_done)
+	if (s->src && s->started && s->cfg.n && ndone == s->cfg.n && !s->src_done)
 		s->aborted = true; /* nobody left to send to */
 	if (s->src_paused && (s->cfg.cap - (s->head - tail_of(s)) >= s->cfg.cap / 2 || s->aborted)) {
 		s->src_paused = false;
@@ -684,8 +688,12 @@ int httpc_stream_run(struct httpc_stream *s)
 	pthread_mutex_lock(&s->mu);
 	s->multi = NULL;
 	pthread_mutex_unlock(&s->mu);
-	for (int i = 0; i < s->cfg.n && s->started; i++)
+	for (int i = 0; i < s->cfg.n && s->started; i++) {
+		if (!s->rep[i].done)
+			snprintf(s->rep[i].req->err, sizeof(s->rep[i].req->err),
+				 "stopped: another replica failed");
 		curl_multi_remove_handle(c->multi, s->rep[i].h);
+	}
 	if (s->src)
 		curl_multi_remove_handle(c->multi, s->src);
 	return s->first;
@@ -743,12 +751,11 @@ int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, 
 	struct httpc_stream_cfg cfg = {.reqs = reqs, .n = n, .clen = -1, .cap = COPY_RING,
 				       .connect_ms = connect_ms, .stall_ms = 60000, .all = true};
 	struct httpc_stream *s = httpc_stream_new(&cfg);
-	char errbuf[CURL_ERROR_SIZE];
 	int st = 200;
 
 	s->src = conns(n + 1)->h[n];
 	s->want_md5 = md5;
-	base_opts(s->src, src, errbuf, connect_ms);
+	base_opts(s->src, src, s->src_err, connect_ms);
 	curl_easy_setopt(s->src, CURLOPT_HEADERFUNCTION, src_header);
 	curl_easy_setopt(s->src, CURLOPT_HEADERDATA, s);
 	curl_easy_setopt(s->src, CURLOPT_WRITEFUNCTION, src_write);
@@ -758,12 +765,10 @@ int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, 
 	curl_easy_setopt(s->src, CURLOPT_LOW_SPEED_TIME, 60L);
 	curl_multi_add_handle(tl->multi, s->src);
 	httpc_stream_run(s);
-	if (s->src_status != 200) {
-		st = s->src_status > 0 ? (int)s->src_status : -1;
-		snprintf(err, 256, "%s", st > 0 ? "" : errbuf[0] ? errbuf : "no answer");
-	} else if (!s->eof) {
-		st = -1;
-		snprintf(err, 256, "%s", s->why[0] ? s->why : errbuf[0] ? errbuf : "cut short");
+	/* The source's failure first: the PUTs fail with it. */
+	if (s->src_status != 200 || s->why[0]) {
+		st = s->src_status > 0 && s->src_status != 200 ? (int)s->src_status : -1;
+		snprintf(err, 256, "%s", s->why[0] ? s->why : "no answer");
 	}
 	httpc_stream_free(s);
 	return st;
