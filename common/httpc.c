@@ -134,49 +134,39 @@ static int outcome(CURL *h, CURLcode rc, const char *errbuf, char *err)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
 		return (int)st;
 	}
-	if (err)
-		snprintf(err, 256, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+	if (err && !errbuf[0])
+		snprintf(err, 256, "%s", curl_easy_strerror(rc));
+	else if (err && err != errbuf)
+		snprintf(err, 256, "%s", errbuf);
 	return -1;
 }
 
-struct source {
-	const char *p;
-	size_t left;
-};
-
-static size_t on_read(char *p, size_t size, size_t n, void *ud)
+/* method with body (NULL: none) and the head, no 100-continue round trip;
+ * the answer's body is dropped unless the caller sets a writer. */
+static void request_opts(CURL *h, const char *method, const void *body, size_t len,
+			 long timeout_ms)
 {
-	struct source *s = ud;
-	size_t len = size * n;
-	if (len > s->left)
-		len = s->left;
-	memcpy(p, s->p, len);
-	s->p += len;
-	s->left -= len;
-	return len;
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, bare_hdrs);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	if (!strcmp(method, "HEAD"))
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	if (body || !strcmp(method, "PUT")) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	}
 }
 
 int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
 	     long timeout_ms, struct buf *resp, size_t resp_max, char *err)
 {
 	struct sink sink = {resp, resp_max, false};
-	struct source src = {body, bodylen};
 	char errbuf[CURL_ERROR_SIZE];
 	CURL *c = conns(0)->easy;
 
 	base_opts(c, url, errbuf, timeout_ms);
+	request_opts(c, method, body, bodylen, timeout_ms);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-	if (!strcmp(method, "HEAD")) {
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	} else if (!strcmp(method, "PUT")) {
-		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
-		curl_easy_setopt(c, CURLOPT_READDATA, &src);
-		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)bodylen);
-	} else if (strcmp(method, "GET")) {
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	}
 	return outcome(c, curl_easy_perform(c), errbuf, err);
 }
 
@@ -199,15 +189,7 @@ void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void 
 		reqs[i].timed_out = false;
 		base_opts(h, reqs[i].url, reqs[i].err, timeout_ms);
 		curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)&reqs[i]);
-		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, bare_hdrs);
-		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-		if (!strcmp(method, "HEAD"))
-			curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-		if (body) {
-			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)bodylen);
-		}
+		request_opts(h, method, body, bodylen, timeout_ms);
 		curl_multi_add_handle(c->multi, h);
 	}
 	while (running) {

@@ -75,15 +75,16 @@ static void unref(struct put *p)
 		put_free(p);
 }
 
-static int write_record(struct put *p, bool deleted, const char *hash)
+/* The record naming locs[0..n); hash "" for none. */
+static int write_record(struct put *p, bool deleted, const char *hash, char *const *locs, int n)
 {
-	struct record r = {.deleted = deleted, .nlocs = p->nlocs};
+	struct record r = {.deleted = deleted, .nlocs = n};
 	size_t len;
 	char *v;
 	int rc;
-	snprintf(r.hash, sizeof(r.hash), "%s", hash ? hash : "");
-	for (int i = 0; i < p->nlocs; i++)
-		r.locs[i] = p->locs[i];
+	snprintf(r.hash, sizeof(r.hash), "%s", p->cfg->md5sum ? hash : "");
+	for (int i = 0; i < n; i++)
+		r.locs[i] = locs[i];
 	v = record_encode(&r, &len);
 	/* The DELETED record needs no sync of its own: the live record's sync
 	 * covers it, and lost alone it only leaves unreferenced bytes. */
@@ -91,6 +92,15 @@ static int write_record(struct put *p, bool deleted, const char *hash)
 		     : index_put(p->idx, p->key, p->klen, v, len);
 	free(v);
 	return rc;
+}
+
+/* The S3 metadata of the new value; its ETag when the body was whole. */
+static void write_meta(struct put *p, bool whole)
+{
+	struct meta m = {.size = p->size, .mtime = (int64_t)time(NULL)};
+	if (whole)
+		snprintf(m.etag, sizeof(m.etag), "%s", p->etag[0] ? p->etag : p->hash);
+	meta_put(p->key, p->klen, &m);
 }
 
 static void fail(struct put *p, int status, const char *fmt, ...)
@@ -132,10 +142,8 @@ static void send_body(struct put *p)
 	pthread_mutex_unlock(&p->mu);
 	if (aborted)
 		fail(p, 500, "client went away");
-	if (first >= 0)
-		judge(p, first);
-	for (int i = 0; i < p->nlocs; i++)
-		judge(p, i);
+	for (int i = 0; first >= 0 && i < p->nlocs; i++)
+		judge(p, (first + i) % p->nlocs);
 	if (!p->status && !httpc_stream_wait_end(p->st))
 		fail(p, 500, "client went away");
 }
@@ -143,10 +151,8 @@ static void send_body(struct put *p)
 /* Remove what a failed put wrote; keep the DELETED record if that fails. */
 static void cleanup_failed(struct put *p)
 {
-	struct httpc_req reqs[RECORD_MAX_LOCS];
+	struct httpc_req *reqs = p->reqs;
 	bool clean = true;
-	for (int i = 0; i < p->nlocs; i++)
-		reqs[i].url = p->reqs[i].url;
 	httpc_fanout("DELETE", reqs, p->nlocs, NULL, 0, (long)p->cfg->voltimeout_ms * 5);
 	for (int i = 0; i < p->nlocs; i++) {
 		int st = reqs[i].status;
@@ -202,18 +208,16 @@ static void replace_begin(struct put *p)
  * rename, so a failed PUT leaves the old file). */
 static void replace_end(struct put *p)
 {
-	char *ok[RECORD_MAX_LOCS], *newl[RECORD_MAX_LOCS];
+	char *ok[RECORD_MAX_LOCS];
 	int nok = 0;
-	for (int i = 0; i < p->nlocs; i++) {
-		newl[i] = p->locs[i];
+	for (int i = 0; i < p->nlocs; i++)
 		if (p->reqs[i].status >= 200 && p->reqs[i].status < 300)
 			ok[nok++] = p->locs[i];
-	}
 	if (!p->status) {
-		if (write_record(p, false, p->cfg->md5sum ? p->hash : NULL) < 0)
+		if (write_record(p, false, p->hash, p->locs, p->nlocs) < 0)
 			fail(p, 500, "index write failed");
 		else
-			drop_unnamed(p, newl, p->nlocs, p->oldrec.locs, p->oldrec.nlocs);
+			drop_unnamed(p, p->locs, p->nlocs, p->oldrec.locs, p->oldrec.nlocs);
 	} else if (nok == 0) {
 		/* Nothing was replaced: the old record still holds. */
 		size_t n = strlen(p->why);
@@ -221,29 +225,19 @@ static void replace_end(struct put *p)
 	} else {
 		/* Some copies are new: the record names only those (the
 		 * others are removed), so what is served is the new value,
-		 * on fewer replicas; rebalance restores the count. */
-		bool eof = httpc_stream_wait_end(p->st); /* every byte went to the good replicas: the md5 is coming */
-		struct record r = {.deleted = false, .nlocs = nok};
-		size_t len;
-		char *v;
-		if (eof && p->cfg->md5sum)
-			memcpy(r.hash, p->hash, sizeof(r.hash));
-		for (int i = 0; i < nok; i++)
-			r.locs[i] = ok[i];
-		v = record_encode(&r, &len);
-		if (index_put(p->idx, p->key, p->klen, v, len) < 0) {
+		 * on fewer replicas; rebalance restores the count.  Every
+		 * byte went to the good replicas: the md5 is coming. */
+		bool eof = httpc_stream_wait_end(p->st);
+		size_t n;
+		if (write_record(p, false, eof ? p->hash : "", ok, nok) < 0) {
 			log_msg("REPLACE %s: index write failed; the copies may differ: run verify",
 				p->key);
 		} else {
-			struct meta m = {.size = p->size, .mtime = (int64_t)time(NULL)};
-			if (eof)
-				snprintf(m.etag, sizeof(m.etag), "%s", p->etag[0] ? p->etag : p->hash);
-			meta_put(p->key, p->klen, &m);
-			drop_unnamed(p, ok, nok, newl, p->nlocs);
+			write_meta(p, eof);
+			drop_unnamed(p, ok, nok, p->locs, p->nlocs);
 			drop_unnamed(p, ok, nok, p->oldrec.locs, p->oldrec.nlocs);
 		}
-		free(v);
-		size_t n = strlen(p->why);
+		n = strlen(p->why);
 		snprintf(p->why + n, sizeof(p->why) - n,
 			 "; REPLACE partly done: the new value is on %d of %d replicas", nok,
 			 p->nlocs);
@@ -259,7 +253,7 @@ static void worker(void *arg)
 		replace_begin(p);
 	if (p->status)
 		;
-	else if (!p->replace && write_record(p, true, NULL) < 0)
+	else if (!p->replace && write_record(p, true, "", p->locs, p->nlocs) < 0)
 		fail(p, 500, "index write failed");
 	else
 		send_body(p);
@@ -269,16 +263,13 @@ static void worker(void *arg)
 		if (!p->status)
 			p->status = 201;
 	} else if (!p->status) {
-		if (write_record(p, false, p->cfg->md5sum ? p->hash : NULL) < 0)
+		if (write_record(p, false, p->hash, p->locs, p->nlocs) < 0)
 			fail(p, 500, "index write failed");
 		else
 			p->status = 201;
 	}
-	if (p->status == 201) {
-		struct meta m = {.size = p->size, .mtime = (int64_t)time(NULL)};
-		snprintf(m.etag, sizeof(m.etag), "%s", p->etag[0] ? p->etag : p->hash);
-		meta_put(p->key, p->klen, &m);
-	}
+	if (p->status == 201)
+		write_meta(p, true);
 	/* A success frees the key before the client hears back (so its next
 	 * request on the key is not refused); a failure is told at once, and
 	 * the key stays locked while what was written is removed, which may

@@ -1,8 +1,8 @@
 /* put.h -- a streaming PUT: the body goes to every replica in parallel as
- * it arrives, through a fixed-size ring buffer, so the master's memory does
- * not depend on the value's size.  A body of up to 64 KiB with a known
- * length is taken whole first and sent in one request per replica, all at
- * once; its worker starts at put_finish.
+ * it arrives, through the volume client's stream (common/httpc.h), so the
+ * master's memory does not depend on the value's size.  A body of up to
+ * 64 KiB with a known length is taken whole first; its worker starts at
+ * put_finish.
  *
  * Write order (what makes a crash safe):
  *   1. the record, marked DELETED, with the chosen locations -- a crash
@@ -19,8 +19,8 @@
  * HTTP front (one connection, one thread at a time); the transfers run on
  * a worker thread of the put's own.  wake(arg) is called from the worker
  * when the front should try again: ring space freed after put_feed took
- * less than offered, or the put is done.  wake runs with the put's lock
- * held, so it must not call back into put_*; it is never called once
+ * less than offered, or the put is done.  wake runs with a lock of the
+ * put held, so it must not call back into put_*; it is never called once
  * put_release has returned. */
 #ifndef MKV_PUT_H
 #define MKV_PUT_H
