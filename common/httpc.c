@@ -210,10 +210,10 @@ void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void 
 		curl_multi_remove_handle(c->multi, c->h[i]);
 }
 
-/* ---- streamed GET or HEAD, and a PUT from a reader ---- */
+/* ---- one streamed request ---- */
 
 struct get_state {
-	const struct httpc_get *g;
+	const struct httpc_call *g;
 	int status;
 };
 
@@ -237,7 +237,14 @@ static size_t get_body(char *p, size_t size, size_t n, void *ud)
 	return !s->g->body || s->g->body(s->g->ctx, p, len) ? len : 0;
 }
 
-int httpc_get(const struct httpc_get *g, char *err)
+static size_t put_body(char *p, size_t size, size_t n, void *ud)
+{
+	struct get_state *s = ud;
+	ssize_t got = s->g->read(s->g->ctx, p, size * n);
+	return got < 0 ? CURL_READFUNC_ABORT : (size_t)got;
+}
+
+int httpc_call(const struct httpc_call *g, char *err)
 {
 	struct get_state s = {g, 0};
 	struct curl_slist *hl = NULL;
@@ -256,6 +263,13 @@ int httpc_get(const struct httpc_get *g, char *err)
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, get_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
 	curl_easy_setopt(c, CURLOPT_NOBODY, g->head ? 1L : 0L);
+	if (g->read) {
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, put_body);
+		curl_easy_setopt(c, CURLOPT_READDATA, &s);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)g->size);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, bare_hdrs);
+	}
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, g->follow ? 1L : 0L);
 	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 4L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, g->timeout_ms);
@@ -283,36 +297,6 @@ bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t
 		end--;
 	snprintf(out, n, "%.*s", (int)(end - v), v);
 	return true;
-}
-
-struct reader {
-	ssize_t (*read)(void *ctx, char *p, size_t n);
-	void *ctx;
-};
-
-static size_t on_reader(char *p, size_t size, size_t n, void *ud)
-{
-	struct reader *r = ud;
-	ssize_t got = r->read(r->ctx, p, size * n);
-	return got < 0 ? CURL_READFUNC_ABORT : (size_t)got;
-}
-
-int httpc_put_from(const char *url, uint64_t size, ssize_t (*read)(void *ctx, char *p, size_t n),
-		   void *ctx, char *err)
-{
-	struct reader r = {read, ctx};
-	char errbuf[CURL_ERROR_SIZE];
-	CURL *c = conns(0)->easy;
-
-	base_opts(c, url, errbuf, 0);
-	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-	curl_easy_setopt(c, CURLOPT_READFUNCTION, on_reader);
-	curl_easy_setopt(c, CURLOPT_READDATA, &r);
-	curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, bare_hdrs);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
-	return outcome(c, curl_easy_perform(c), errbuf, err);
 }
 
 /* ---- one source streamed to N replicas ----

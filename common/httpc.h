@@ -45,8 +45,8 @@ struct httpc_req {
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms);
 
-/* ---- streamed GET or HEAD ---- */
-struct httpc_get {
+/* ---- one streamed request: a GET (or HEAD), or a PUT from a reader ---- */
+struct httpc_call {
 	const char *url;
 	const char *range;       /* a Range header's value, or NULL */
 	bool head;               /* HEAD: no body */
@@ -55,26 +55,25 @@ struct httpc_get {
 	long timeout_ms;         /* the whole transfer, 0: none */
 	long stall_s;            /* fail when nothing moved for this long, 0: never */
 	long bufsize;            /* body pieces up to this size, 0: libcurl's */
-	/* Every header line of every response, the status line and the empty
-	 * line that ends them included; status is that response's.  false
+	/* Every header line of every answer, the status line and the empty
+	 * line that ends them included; status is that answer's.  false
 	 * stops the transfer. */
 	bool (*header)(void *ctx, int status, const char *line, size_t len);
-	/* A piece of the body; false stops the transfer. */
+	/* A piece of the answer's body; false stops the transfer. */
 	bool (*body)(void *ctx, const char *p, size_t n);
+	/* Set for a PUT of size bytes: fills p with up to n (a count, 0 at
+	 * the end, -1 to fail). */
+	ssize_t (*read)(void *ctx, char *p, size_t n);
+	uint64_t size;
 	void *ctx;
 };
 /* Returns the final status, or -1 with err (256 bytes) when the transfer
  * failed or a callback stopped it. */
-int httpc_get(const struct httpc_get *g, char *err);
+int httpc_call(const struct httpc_call *c, char *err);
 
 /* Copy the value of header line p[0..len) into out (n bytes) when the
  * line is `name: value`. */
 bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t n);
-
-/* PUT size bytes to url, read through read(ctx, buf, max) (a count, 0 at
- * the end, -1 to fail).  Returns the status, or -1 with err (256 bytes). */
-int httpc_put_from(const char *url, uint64_t size, ssize_t (*read)(void *ctx, char *p, size_t n),
-		   void *ctx, char *err);
 
 /* ---- one source streamed to N replicas ----
  *
@@ -120,8 +119,9 @@ void httpc_stream_free(struct httpc_stream *s);
 /* The stream's engine with a GET as its source: the bytes at src go to
  * reqs[0..n) (PUTs start once src answered 200); when md5 is given the
  * bytes must match it, and a PUT gets its last byte only after they did.
- * Returns src's status (200: read whole and matched, the PUTs' outcomes in
- * reqs), or -1 with err (256 bytes) when src could not be read whole. */
+ * Returns 200 when src was read whole (and matched; the PUTs' outcomes are
+ * in reqs), src's status when it was not 200, or -1 with err (256 bytes)
+ * when src could not be read whole. */
 int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
 	       char *err);
 

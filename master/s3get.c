@@ -4,15 +4,11 @@
 #include "s3req.h"
 #include "health.h"
 #include "s3list.h"
-
 #include "../common/httpc.h"
 
 #include <malloc.h>
-#include <openssl/evp.h>
+#include <stdlib.h>
 #include <string.h>
-
-
-/* ---- GetObject / HeadObject: streamed from a replica ---- */
 
 /* GetObjects streaming now.  Their rings, and libcurl's and
  * libmicrohttpd's buffers of the same size, are below the mmap threshold
@@ -39,7 +35,6 @@ void s3_stream_end(char *ring)
 	if (last)
 		malloc_trim(0);
 }
-
 
 /* The replica's headers; at their end, whether it can serve. */
 static bool on_header(void *ctx, int status, const char *b, size_t len)
@@ -100,7 +95,7 @@ static void stream_main(void *arg)
 	struct s3req *s = arg;
 	int start = s->nurls ? (int)(now_ms() % (uint64_t)s->nurls) : 0;
 	uint64_t stall = s3_cfg->puttimeout_ms / 1000;
-	struct httpc_get g = {.range = s->range[0] ? s->range : NULL, .head = s->head,
+	struct httpc_call g = {.range = s->range[0] ? s->range : NULL, .head = s->head,
 			      .connect_ms = (long)s3_cfg->voltimeout_ms,
 			      .stall_s = (long)(stall ? stall : 1), .bufsize = 256L * 1024,
 			      .header = on_header, .body = on_body, .ctx = s};
@@ -110,7 +105,7 @@ static void stream_main(void *arg)
 	for (int i = 0; i < s->nurls && !s->hdr_done; i++) {
 		int st;
 		g.url = s->urls[(start + i) % s->nurls];
-		st = httpc_get(&g, err);
+		st = httpc_call(&g, err);
 		if (!s->hdr_done && s->vstatus != 404)
 			missing = false;
 		if (s->hdr_done && st < 0 && s->vstatus != 416) {

@@ -271,7 +271,7 @@ static bool part_header(void *ctx, int status, const char *b, size_t len)
 /* Copy one part (size bytes) into the put from a live replica.  0 or -1. */
 static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t size)
 {
-	struct httpc_get g = {.connect_ms = (long)s3_cfg->voltimeout_ms, .bufsize = 256L * 1024,
+	struct httpc_call g = {.connect_ms = (long)s3_cfg->voltimeout_ms, .bufsize = 256L * 1024,
 			      .header = part_header, .body = feed_body, .ctx = f};
 	struct record r;
 	char *v, path[PATH_MAX_LEN], err[256];
@@ -287,7 +287,7 @@ static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t si
 			break;
 		snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
 		g.url = url;
-		if (httpc_get(&g, err) == 200 && (size == UINT64_MAX || f->got == size))
+		if (httpc_call(&g, err) == 200 && (size == UINT64_MAX || f->got == size))
 			rc = 0;
 	}
 	free(v);

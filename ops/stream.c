@@ -78,12 +78,12 @@ static bool head_header(void *ctx, int status, const char *p, size_t len)
 
 int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err)
 {
-	struct httpc_get g = {.url = url, .head = true, .timeout_ms = timeout_ms,
+	struct httpc_call g = {.url = url, .head = true, .timeout_ms = timeout_ms,
 			      .header = head_header, .ctx = info};
 	int st;
 	memset(info, 0, sizeof(*info));
 	info->size = -1;
-	st = httpc_get(&g, err);
+	st = httpc_call(&g, err);
 	keep_md5(info->md5);
 	return st;
 }
@@ -153,12 +153,12 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
 {
 	struct sink s = {.fd = fd, .rate = rate, .hdr_md5 = hdr_md5, .md = md5_new()};
 	/* A volume that stops sending for a minute fails the read. */
-	struct httpc_get g = {.url = url, .follow = follow, .stall_s = 60,
+	struct httpc_call g = {.url = url, .follow = follow, .stall_s = 60,
 			      .header = get_header, .body = get_body, .ctx = &s};
 	int st;
 
 	hdr_md5[0] = md5[0] = '\0';
-	st = httpc_get(&g, err);
+	st = httpc_call(&g, err);
 	if (st < 0 && s.werr)
 		snprintf(err, 256, "write failed (%s)", strerror(s.werr));
 	else if (st > 0 && st != 200)
@@ -194,7 +194,8 @@ static ssize_t put_read(void *ctx, char *p, size_t n)
 int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *err)
 {
 	struct source s = {.fd = fd, .md = md5_new()};
-	int st = httpc_put_from(url, size, put_read, &s, err);
+	struct httpc_call c = {.url = url, .stall_s = 60, .read = put_read, .size = size, .ctx = &s};
+	int st = httpc_call(&c, err);
 	md5[0] = '\0';
 	if (st < 0 && s.rerr)
 		snprintf(err, 256, "read failed (%s)", strerror(s.rerr));
