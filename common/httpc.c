@@ -11,7 +11,6 @@
 #include <strings.h>
 
 #define IDLE_MAX 64
-#define SMALL_MAX (64u << 10)   /* a body this small is sent whole, with the head */
 #define WAKE_BYTES (256u << 10)
 
 _Static_assert(CURL_ERROR_SIZE <= sizeof(((struct httpc_req *)0)->err), "curl's error buffer");
@@ -447,16 +446,13 @@ static void stream_end(struct httpc_stream *s, bool eof)
 	pthread_mutex_unlock(&s->mu);
 }
 
-uint64_t httpc_stream_finish(struct httpc_stream *s, char md5[33])
+void httpc_stream_finish(struct httpc_stream *s, char md5[33])
 {
-	uint64_t n;
 	pthread_mutex_lock(&s->mu);
 	md5_ok(s);
 	memcpy(md5, s->md5, 33);
-	n = s->head;
 	pthread_mutex_unlock(&s->mu);
 	stream_end(s, true);
-	return n;
 }
 
 void httpc_stream_abort(struct httpc_stream *s)
@@ -471,13 +467,14 @@ void httpc_stream_quiet(struct httpc_stream *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
-bool httpc_stream_wait_end(struct httpc_stream *s)
+bool httpc_stream_wait_end(struct httpc_stream *s, uint64_t *fed)
 {
 	bool eof;
 	pthread_mutex_lock(&s->mu);
 	while (!s->eof && !s->aborted)
 		pthread_cond_wait(&s->cv, &s->mu);
 	eof = !s->aborted;
+	*fed = s->head;
 	pthread_mutex_unlock(&s->mu);
 	return eof;
 }
@@ -637,7 +634,7 @@ int httpc_stream_run(struct httpc_stream *s)
 	bool small;
 
 	pthread_mutex_lock(&s->mu);
-	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= SMALL_MAX &&
+	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
 		s->head < s->cfg.cap;
 	s->multi = small ? NULL : c->multi;
 	pthread_mutex_unlock(&s->mu);

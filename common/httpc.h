@@ -81,10 +81,10 @@ bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t
  * on its size.  A producer on another thread offers bytes with
  * httpc_stream_feed; httpc_stream_run drives one PUT per reqs[i].url (the
  * outcome lands in reqs[i]) on the calling thread.  A body of at most
- * 64 KiB that is complete (and of length clen) when the run starts goes
- * whole, in one request per replica (httpc_fanout).
- *
- * wake(arg) is called, with the stream's lock held, from the run's thread
+ * HTTPC_SMALL_MAX bytes that is complete (and of length clen) when the run
+ * starts goes whole, with the head, in one request per replica. */
+#define HTTPC_SMALL_MAX (64u << 10)
+/* wake(arg) is called, with the stream's lock held, from the run's thread
  * when ring space freed after feed took less than offered; never after
  * httpc_stream_quiet returned. */
 struct httpc_stream_cfg {
@@ -103,8 +103,8 @@ struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg);
 /* Offer body bytes; returns how many were taken (fewer when the ring is
  * full: wait for wake, then offer the rest). */
 size_t httpc_stream_feed(struct httpc_stream *s, const char *p, size_t n);
-/* The body is complete; md5 (hex) of what was fed, and how many bytes. */
-uint64_t httpc_stream_finish(struct httpc_stream *s, char md5[33]);
+/* The body is complete; md5 (hex) of what was fed. */
+void httpc_stream_finish(struct httpc_stream *s, char md5[33]);
 /* Stop: the PUTs fail (a volume never installs a partial body). */
 void httpc_stream_abort(struct httpc_stream *s);
 /* No wake() once this returns. */
@@ -112,8 +112,9 @@ void httpc_stream_quiet(struct httpc_stream *s);
 /* Drive the PUTs until every replica is done, or (without cfg->all) one
  * failed.  Returns the index of the first that failed, or -1. */
 int httpc_stream_run(struct httpc_stream *s);
-/* Wait for httpc_stream_finish (true) or httpc_stream_abort (false). */
-bool httpc_stream_wait_end(struct httpc_stream *s);
+/* Wait for httpc_stream_finish (true) or httpc_stream_abort (false);
+ * *fed: how many bytes were fed. */
+bool httpc_stream_wait_end(struct httpc_stream *s, uint64_t *fed);
 void httpc_stream_free(struct httpc_stream *s);
 
 /* The stream's engine with a GET as its source: the bytes at src go to

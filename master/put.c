@@ -17,7 +17,6 @@
 #include <time.h>
 
 #define RING_MAX (4u << 20)
-#define SMALL_MAX (64u << 10)   /* a body this small is sent whole, with the head */
 
 struct put {
 	pthread_mutex_t mu;
@@ -29,11 +28,10 @@ struct put {
 	char *locs[RECORD_MAX_LOCS];
 	struct httpc_req *reqs;  /* one per location: its URL, then its outcome */
 	int nlocs;
-	int64_t clen;
 	struct httpc_stream *st;
-	uint64_t size;           /* the body's length, once complete */
+	uint64_t size;           /* the body's length (the worker's, once the body ended) */
 	bool aborted, released, finished;
-	bool small;              /* clen <= SMALL_MAX: the worker starts at put_finish */
+	bool small;              /* sent whole (httpc.h): the worker starts at put_finish */
 	bool started;            /* the worker runs (or ran) */
 	int refs;
 	char hash[33];
@@ -144,7 +142,7 @@ static void send_body(struct put *p)
 		fail(p, 500, "client went away");
 	for (int i = 0; first >= 0 && i < p->nlocs; i++)
 		judge(p, (first + i) % p->nlocs);
-	if (!p->status && !httpc_stream_wait_end(p->st))
+	if (!p->status && !httpc_stream_wait_end(p->st, &p->size))
 		fail(p, 500, "client went away");
 }
 
@@ -227,7 +225,7 @@ static void replace_end(struct put *p)
 		 * others are removed), so what is served is the new value,
 		 * on fewer replicas; rebalance restores the count.  Every
 		 * byte went to the good replicas: the md5 is coming. */
-		bool eof = httpc_stream_wait_end(p->st);
+		bool eof = httpc_stream_wait_end(p->st, &p->size);
 		size_t n;
 		if (write_record(p, false, eof ? p->hash : "", ok, nok) < 0) {
 			log_msg("REPLACE %s: index write failed; the copies may differ: run verify",
@@ -329,10 +327,9 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 		p->locs[i] = xstrdup(locs[i]);
 		p->reqs[i].url = xasprintf("http://%s%s", locs[i], p->path);
 	}
-	p->clen = clen;
 	if (!ring || ring > RING_MAX)
 		ring = RING_MAX;
-	p->small = clen > 0 && (uint64_t)clen <= SMALL_MAX;
+	p->small = clen > 0 && (uint64_t)clen <= HTTPC_SMALL_MAX;
 	/* A REPLACE drives every replica to its end even after one fails:
 	 * what each holds (old bytes or new) decides what the record says. */
 	sc.all = p->replace;
@@ -383,7 +380,7 @@ size_t put_feed(struct put *p, const char *data, size_t n)
 
 void put_finish(struct put *p)
 {
-	p->size = httpc_stream_finish(p->st, p->hash);
+	httpc_stream_finish(p->st, p->hash);
 	if (p->small && !p->started && !p->finished)
 		start_worker(p);
 }
