@@ -63,7 +63,7 @@ void ops_progress_stop(struct ops_progress *p);   /* clears the line */
 /* "1.2 s", "3 min 4 s" ... into out. */
 void ops_fmt_duration(uint64_t ms, char *out, size_t n);
 
-/* Many GETs in flight on one thread (curl multi): cheaper than a thread
+/* Many GETs in flight on one thread (httpc_multi): cheaper than a thread
  * per request when there are hundreds of thousands of small ones.
  *   more(ctx) is called while fewer than `concurrency` GETs are in flight
  *   or queued; it queues work with ops_fetch_add and returns 1, or returns
@@ -82,9 +82,10 @@ void ops_fetch_run(struct ops_fetch *f, int (*more)(void *ctx),
 void ops_fetch_free(struct ops_fetch *f);
 
 /* Copy the blob at src_url to each of dst_urls[0..ndst), streamed (the
- * bytes pass through a fixed buffer, never whole in memory).  When md5 is
- * a 32-hex string the bytes read must match it.  Returns 0, 1 when the
- * source was missing (404) or did not match md5, -1 on other failures;
+ * volume client's stream: a ring, never whole in memory).  When md5 is a
+ * 32-hex string the bytes read must match it.  Returns 0, 1 when the
+ * source could not be read whole (missing, cut short) or did not match
+ * md5, -1 when a destination failed;
  * err (256 bytes) gets a reason when non-zero.  ndst <= OPS_COPY_MAXDST. */
 #define OPS_COPY_MAXDST 16
 int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
