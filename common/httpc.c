@@ -525,7 +525,8 @@ static void start_puts(struct httpc_stream *s, struct conns *c)
 		curl_easy_setopt(r->h, CURLOPT_READDATA, r);
 		curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, bare_hdrs);
 		curl_easy_setopt(r->h, CURLOPT_PRIVATE, (char *)r);
-		curl_easy_setopt(r->h, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+		if (!s->src) /* a copy keeps libcurl's default: many run at once */
+			curl_easy_setopt(r->h, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
 		if (s->cfg.clen >= 0)
 			curl_easy_setopt(r->h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)s->cfg.clen);
 		r->active_ms = now_ms();
