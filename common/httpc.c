@@ -404,7 +404,7 @@ static size_t take(struct httpc_stream *s, const char *p, size_t n)
 	EVP_DigestUpdate(s->md, p, n);
 	/* A copy's last bytes reach the PUTs only once the whole blob
 	 * checked out: a volume never installs a body that did not. */
-	if (s->want_md5 && s->cfg.clen >= 0 && s->head + n == (uint64_t)s->cfg.clen &&
+	if (n && s->want_md5 && s->cfg.clen >= 0 && s->head + n == (uint64_t)s->cfg.clen &&
 	    !md5_ok(s)) {
 		s->aborted = true;
 		return n;
