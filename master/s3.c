@@ -16,8 +16,7 @@
 #include "put.h"
 #include "s3list.h"
 
-#include <curl/curl.h>
-#include <microhttpd.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -36,30 +35,21 @@ static const char *const s3_queries[] = {
 	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm", NULL,
 };
 
-/* One pass over the request's headers (a GET has a few): an S3 signature
- * or one of the headers only S3 clients send stops it with *found set. */
-static enum MHD_Result signed_header(void *cls, enum MHD_ValueKind kind, const char *key,
-				     const char *value)
+/* An S3 signature, or one of the headers only S3 clients send. */
+static bool signed_header(const char *key, const char *value)
 {
-	bool *found = cls;
-	(void)kind;
 	if (!strcasecmp(key, "Authorization"))
-		*found = value && (!strncmp(value, "AWS4-HMAC-SHA256", 16) || !strncmp(value, "AWS ", 4));
-	else
-		*found = !strcasecmp(key, "X-Amz-Date") ||
-			 !strcasecmp(key, "X-Amz-Decoded-Content-Length") ||
-			 !strcasecmp(key, "X-Amz-Content-Sha256");
-	return *found ? MHD_NO : MHD_YES;
+		return value && (!strncmp(value, "AWS4-HMAC-SHA256", 16) || !strncmp(value, "AWS ", 4));
+	return !strcasecmp(key, "X-Amz-Date") || !strcasecmp(key, "X-Amz-Decoded-Content-Length") ||
+	       !strcasecmp(key, "X-Amz-Content-Sha256");
 }
 
 bool s3_is_request(struct MHD_Connection *c, const char *method, const char *query)
 {
-	bool found = false;
 	if (strcmp(method, "GET") && strcmp(method, "HEAD") && strcmp(method, "PUT") &&
 	    strcmp(method, "POST") && strcmp(method, "DELETE"))
 		return false;
-	MHD_get_connection_values(c, MHD_HEADER_KIND, signed_header, &found);
-	if (found)
+	if (front_any_header(c, signed_header))
 		return true;
 	if (!query)
 		return false;
@@ -296,17 +286,16 @@ struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *p
 
 int s3_handler(struct s3req *s, const char *data, size_t *size)
 {
-	bool done;
 	if (s->answered) {
 		*size = 0;
-		return MHD_YES;
+		return FRONT_YES;
 	}
 	if (s->status) {
 		/* Refused before the body: libmicrohttpd queues an answer only
 		 * once the whole body is in, so the rest is swallowed first. */
 		if (*size) {
 			*size = 0;
-			return MHD_YES;
+			return FRONT_YES;
 		}
 		return s3_send(s);
 	}
@@ -320,19 +309,13 @@ int s3_handler(struct s3req *s, const char *data, size_t *size)
 				buf_append(&s->in, data, *size);
 		}
 		*size = 0;
-		return MHD_YES;
+		return FRONT_YES;
 	}
 	if (s->op == S3_GET)
 		return s3_get_run(s);
 	if (!s->async_started)
 		return s3_start_async(s, async_main);
-	pthread_mutex_lock(&s->mu);
-	done = s->async_done;
-	pthread_mutex_unlock(&s->mu);
-	if (done)
-		return s3_send(s);
-	s3_wait(s);
-	return MHD_YES;
+	return front_async_done(&s->sleep) ? s3_send(s) : FRONT_YES;
 }
 
 int s3_status(const struct s3req *s)
@@ -342,14 +325,9 @@ int s3_status(const struct s3req *s)
 
 void s3_done(struct s3req *s)
 {
-	if (s->put) {
-		int st;
-		const char *w;
-		if (!put_result(s->put, &st, &w))
-			put_abort(s->put); /* the client went away mid-body */
-		put_release(s->put);
-		s->put = NULL;
-	}
+	if (s->put)
+		front_put_done(s->put);
+	s->put = NULL;
 	pthread_mutex_lock(&s->mu);
 	s->gone = true;
 	pthread_cond_broadcast(&s->cv);

@@ -7,8 +7,7 @@
 #include "put.h"
 #include "s3list.h"
 
-#include <microhttpd.h>
-#include <openssl/evp.h>
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -151,7 +150,7 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 		s->poff += took;
 		if (s->poff < s->pending.len) {
 			s3_wait(s);
-			return MHD_YES;
+			return FRONT_YES;
 		}
 	}
 	s->pending.len = s->poff = 0;
@@ -169,21 +168,21 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 		if (s->bad || s->aws_chunked) {
 			s->fed += s->bad ? 0 : took;
 			*size = 0;
-			return MHD_YES;
+			return FRONT_YES;
 		}
 		took = put_feed(s->put, data, *size);
 		s->fed += took;
 		*size -= took;
 		if (*size)
 			s3_wait(s);
-		return MHD_YES;
+		return FRONT_YES;
 	}
 	if (s->aws_chunked && s->dec.st != DEC_DONE)
 		put_refuse(s, BAD_FRAMING);
 	if (s->bad) {
 		if (!put_result(s->put, &st, &why)) {
 			s3_wait(s);
-			return MHD_YES;
+			return FRONT_YES;
 		}
 		if (s->bad == BAD_SIZE)
 			s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
@@ -197,7 +196,7 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 	}
 	if (!put_result(s->put, &st, &why)) {
 		s3_wait(s);
-		return MHD_YES;
+		return FRONT_YES;
 	}
 	if (st != 201) {
 		s3_error(s, st >= 500 ? st : 500, "InternalError", why);

@@ -5,11 +5,12 @@
 #include "s3req.h"
 #include "keylock.h"
 #include "s3list.h"
-#include "spawn.h"
 
-#include <microhttpd.h>
-#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 const struct config *s3_cfg;
@@ -20,13 +21,14 @@ struct index *s3_idx;
 void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 {
 	va_list ap;
+	char *v;
 	if (s->nhdr == NHDR)
 		return;
 	va_start(ap, fmt);
-	if (vasprintf(&s->hval[s->nhdr], fmt, ap) < 0)
+	if (vasprintf(&v, fmt, ap) < 0)
 		die("out of memory");
 	va_end(ap);
-	s->hname[s->nhdr++] = name;
+	s->hdr[s->nhdr++] = (struct front_hdr){name, v};
 }
 
 void s3_xml_start(struct s3req *s, int status)
@@ -54,51 +56,28 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 
 int s3_send(struct s3req *s)
 {
-	struct MHD_Response *r;
-	enum MHD_Result ret;
-	if (s->stream)
-		r = MHD_create_response_from_callback(s->vlen >= 0 ? (uint64_t)s->vlen : MHD_SIZE_UNKNOWN,
-						      256 * 1024, s3_get_reader, s, NULL);
-	else
-		r = MHD_create_response_from_buffer(s->body.len, s->body.data ? s->body.data : "",
-						    MHD_RESPMEM_MUST_COPY);
-	if (!r)
-		return MHD_NO;
-	for (int i = 0; i < s->nhdr; i++)
-		MHD_add_response_header(r, s->hname[i], s->hval[i]);
+	struct front_hdr h[NHDR + 2];
+	int nh = s->nhdr;
+	memcpy(h, s->hdr, sizeof(*h) * (size_t)nh);
 	if (s->body.len && !s->stream)
-		MHD_add_response_header(r, "Content-Type", "application/xml");
-	MHD_add_response_header(r, "x-amz-request-id", "mkv");
-	ret = MHD_queue_response(s->conn, (unsigned)s->status, r);
-	MHD_destroy_response(r);
+		h[nh++] = (struct front_hdr){"Content-Type", "application/xml"};
+	h[nh++] = (struct front_hdr){"x-amz-request-id", "mkv"};
 	s->answered = true;
-	return ret;
+	if (s->stream)
+		return front_stream(s->conn, s->status, h, nh, s->vlen, s3_get_reader, s);
+	return front_send(s->conn, s->status, h, nh, s->body.data, s->body.len);
 }
 
-/* ---- suspension (as server.c's req_wake/req_wait) ---- */
+/* ---- suspension ---- */
 
 void s3_wake(void *arg)
 {
-	struct s3req *s = arg;
-	pthread_mutex_lock(&s->mu);
-	s->woken = true;
-	if (s->suspended && !s->gone) {
-		s->suspended = false;
-		front_resume(s->conn);
-	}
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	front_wake(&((struct s3req *)arg)->sleep);
 }
 
 void s3_wait(struct s3req *s)
 {
-	pthread_mutex_lock(&s->mu);
-	if (!s->woken) {
-		s->suspended = true;
-		front_suspend(s->conn);
-	}
-	s->woken = false;
-	pthread_mutex_unlock(&s->mu);
+	front_wait(&s->sleep);
 }
 
 void s3_unref(struct s3req *s)
@@ -113,7 +92,7 @@ void s3_unref(struct s3req *s)
 	buf_free(&s->in);
 	buf_free(&s->pending);
 	for (int i = 0; i < s->nhdr; i++)
-		free(s->hval[i]);
+		free((char *)s->hdr[i].value);
 	for (int i = 0; i < s->nurls; i++)
 		free(s->urls[i]);
 	if (s->ring)
@@ -128,26 +107,18 @@ void s3_unref(struct s3req *s)
 int s3_start_async(struct s3req *s, void (*fn)(void *))
 {
 	pthread_mutex_lock(&s->mu);
-	s->refs++;
-	if (spawn(fn, s) < 0) {
-		s->refs--;
-		pthread_mutex_unlock(&s->mu);
-		s3_error(s, 503, "SlowDown", "server busy: no thread for this request");
-		return s3_send(s);
-	}
-	s->async_started = true;
-	s->suspended = true;
-	front_suspend(s->conn);
+	s->refs++;                   /* the worker's, dropped by s3_async_finish */
 	pthread_mutex_unlock(&s->mu);
-	return MHD_YES;
+	if (front_spawn(&s->sleep, fn, s) == 0)
+		return FRONT_YES;
+	s3_unref(s);
+	s3_error(s, 503, "SlowDown", "server busy: no thread for this request");
+	return s3_send(s);
 }
 
 void s3_async_finish(struct s3req *s)
 {
-	pthread_mutex_lock(&s->mu);
-	s->async_done = true;
-	pthread_mutex_unlock(&s->mu);
-	s3_wake(s);
+	front_finish(&s->sleep);
 	s3_unref(s);
 }
 

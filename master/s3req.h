@@ -8,6 +8,7 @@
 #ifndef MKV_S3REQ_H
 #define MKV_S3REQ_H
 
+#include "s3.h"
 #include "index.h"
 #include "handlers.h"
 #include "meta.h"
@@ -19,9 +20,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-
-struct MHD_Connection;
-struct put;
 
 #define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define XML_BODY_MAX (2u << 20)   /* DeleteObjects (1,000 keys), CompleteMultipartUpload */
@@ -51,7 +49,16 @@ struct chunkdec {
 };
 
 struct s3req {
-	struct MHD_Connection *conn;
+	union {       /* sleep's fields, also by their own names (s->mu, s->conn) */
+		struct front_sleep sleep;
+		struct {
+			struct MHD_Connection *conn;
+			pthread_mutex_t mu;
+			bool suspended, woken, gone, async_started, async_done;
+		};
+	};
+	pthread_cond_t cv;
+	int refs;
 	char method[16];
 	char *path, *query;
 	enum s3op op;
@@ -61,20 +68,13 @@ struct s3req {
 	char bucket[256];
 	size_t blen;                  /* key[blen + 2..] is the object name */
 
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool suspended, woken, gone;
-	int refs;
-
 	/* the answer */
 	int status;
 	struct buf body;
-	const char *hname[NHDR];
-	char *hval[NHDR];
+	struct front_hdr hdr[NHDR];   /* values on the heap */
 	int nhdr;
-	bool answered, ready;
+	bool answered;
 
-	bool async_started, async_done;
 	struct buf in;                /* a POST's XML body */
 	bool in_too_big;
 
@@ -111,7 +111,7 @@ struct s3req {
 extern const struct config *s3_cfg;
 extern struct index *s3_idx;
 
-/* ---- answers, suspension and small helpers (s3req.c); the int results are enum MHD_Result ---- */
+/* ---- answers, suspension and small helpers (s3req.c); int results are FRONT_YES/NO ---- */
 void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void s3_xml_start(struct s3req *s, int status);
