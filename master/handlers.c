@@ -298,7 +298,7 @@ void json_append_string(struct buf *b, const char *s, size_t n)
 	buf_append(b, "\"", 1);
 }
 
-static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
+int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
 	int c = memcmp(a, b, al < bl ? al : bl);
 	return c ? c : (al > bl) - (al < bl);

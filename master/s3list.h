@@ -12,16 +12,10 @@
 
 #define S3_MPU_BUCKET ".mkv-mpu"   /* where multipart parts live (not a valid S3 bucket name) */
 
-/* One query parameter, percent-decoded into a fresh heap string (caller
- * frees); NULL when absent.  *bad is set on invalid %XX. */
-char *s3_param(const char *query, const char *name, bool *bad);
-bool s3_has_param(const char *query, const char *name);
-
 void xml_escape(struct buf *b, const char *s, size_t n);
 /* ISO 8601 with milliseconds ("2026-11-30T17:00:00.000Z") and RFC 7231. */
 void s3_iso_time(int64_t t, char out[32]);
 void s3_http_time(int64_t t, char out[40]);
-/* S3's encoding-type=url: everything but unreserved characters and '/'. */
 
 /* ListObjects into out (XML).  Returns 200, or 400 with *why. */
 struct s3_list_args {
@@ -31,8 +25,6 @@ struct s3_list_args {
 };
 int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf *out,
 		    const char **why);
-/* Does the bucket exist (a CreateBucket, or any live or unlinked key)? */
-bool s3_bucket_exists(struct index *idx, const char *bucket);
 void s3_list_buckets(struct index *idx, struct buf *out);
 
 #endif

@@ -126,8 +126,18 @@ void s3_async_finish(struct s3req *s)
 
 char *s3_req_param(struct s3req *s, const char *name)
 {
-	bool bad = false;
-	return s->query ? s3_param(s->query, name, &bad) : NULL;
+	size_t n, len;
+	const char *v = s->query ? query_param(s->query, name, &n) : NULL;
+	char *out;
+	if (!v)
+		return NULL;
+	out = xmalloc(n + 1);
+	if (query_decode(v, n, out, &len) < 0) {
+		free(out);
+		return NULL;
+	}
+	out[len] = '\0';
+	return out;
 }
 
 const char *s3_req_header(struct s3req *s, const char *name)
