@@ -49,14 +49,22 @@ void s3_http_time(int64_t t, char out[40])
 	http_date((time_t)t, out);
 }
 
-/* A tag whose text is escaped (or URL-encoded when url). */
-static void tag(struct buf *b, const char *name, const char *s, size_t n, bool url)
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n)
 {
 	buf_printf(b, "<%s>", name);
-	if (url)
-		buf_url_escape(b, s, n, true);
-	else
-		xml_escape(b, s, n);
+	xml_escape(b, s, n);
+	buf_printf(b, "</%s>", name);
+}
+
+/* A tag whose text is escaped, or URL-encoded when url. */
+static void tag(struct buf *b, const char *name, const char *s, size_t n, bool url)
+{
+	if (!url) {
+		xml_tag(b, name, s, n);
+		return;
+	}
+	buf_printf(b, "<%s>", name);
+	buf_url_escape(b, s, n, true);
 	buf_printf(b, "</%s>", name);
 }
 

@@ -13,6 +13,8 @@
 #define S3_MPU_BUCKET ".mkv-mpu"   /* where multipart parts live (not a valid S3 bucket name) */
 
 void xml_escape(struct buf *b, const char *s, size_t n);
+/* <name>s[0..n), escaped</name> */
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n);
 /* ISO 8601 with milliseconds ("2026-11-30T17:00:00.000Z") and RFC 7231. */
 void s3_iso_time(int64_t t, char out[32]);
 void s3_http_time(int64_t t, char out[40]);

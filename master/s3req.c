@@ -47,11 +47,10 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 	if (s->head)
 		return;
 	s3_xml_start(s, status);
-	buf_printf(&s->body, "<Error><Code>%s</Code><Message>", code);
-	xml_escape(&s->body, msg, strlen(msg));
-	buf_puts(&s->body, "</Message><Resource>");
-	xml_escape(&s->body, s->path, strlen(s->path));
-	buf_puts(&s->body, "</Resource><RequestId>mkv</RequestId></Error>");
+	buf_printf(&s->body, "<Error><Code>%s</Code>", code);
+	xml_tag(&s->body, "Message", msg, strlen(msg));
+	xml_tag(&s->body, "Resource", s->path, strlen(s->path));
+	buf_puts(&s->body, "<RequestId>mkv</RequestId></Error>");
 }
 
 int s3_send(struct s3req *s)
@@ -171,10 +170,24 @@ int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *o
 	return st;
 }
 
+static void utf8_put(struct buf *o, unsigned long v)
+{
+	static const unsigned char lead[] = {0, 0, 0xc0, 0xe0, 0xf0};
+	int n = v < 0x80 ? 1 : v < 0x800 ? 2 : v < 0x10000 ? 3 : 4;
+	char u[4];
+	for (int i = n - 1; i > 0; i--, v >>= 6)
+		u[i] = (char)(0x80 | (v & 63));
+	u[0] = (char)(lead[n] | (n == 4 ? v & 7 : v));
+	buf_append(o, u, (size_t)n);
+}
+
 /* The text of the next <tag>...</tag> in [*p, end), XML entities decoded,
  * into a fresh string; *p moves past it.  NULL when there is none. */
 char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen)
 {
+	static const char *const entities[][2] = {
+		{"&amp;", "&"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"},
+	};
 	char open[64], close[64];
 	const char *a, *b;
 	struct buf o = {0};
@@ -190,43 +203,15 @@ char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outl
 	*p = b + cl;
 	buf_puts(&o, "");
 	for (const char *c = a; c < b; c++) {
-		if (*c != '&') {
-			buf_append(&o, c, 1);
-			continue;
-		}
-		const char *semi = memchr(c, ';', (size_t)(b - c));
-		size_t el = semi ? (size_t)(semi - c) : 0;
-		if (el == 4 && !memcmp(c, "&amp", 4))
-			buf_puts(&o, "&");
-		else if (el == 3 && !memcmp(c, "&lt", 3))
-			buf_puts(&o, "<");
-		else if (el == 3 && !memcmp(c, "&gt", 3))
-			buf_puts(&o, ">");
-		else if (el == 5 && !memcmp(c, "&quot", 5))
-			buf_puts(&o, "\"");
-		else if (el == 5 && !memcmp(c, "&apos", 5))
-			buf_puts(&o, "'");
-		else if (el > 2 && el < 12 && c[1] == '#') {
-			unsigned long v = c[2] == 'x' ? strtoul(c + 3, NULL, 16) : strtoul(c + 2, NULL, 10);
-			char u[4];
-			int n = 0;
-			if (v < 0x80) {
-				u[n++] = (char)v;
-			} else if (v < 0x800) {
-				u[n++] = (char)(0xc0 | v >> 6);
-				u[n++] = (char)(0x80 | (v & 63));
-			} else if (v < 0x10000) {
-				u[n++] = (char)(0xe0 | v >> 12);
-				u[n++] = (char)(0x80 | ((v >> 6) & 63));
-				u[n++] = (char)(0x80 | (v & 63));
-			} else {
-				u[n++] = (char)(0xf0 | ((v >> 18) & 7));
-				u[n++] = (char)(0x80 | ((v >> 12) & 63));
-				u[n++] = (char)(0x80 | ((v >> 6) & 63));
-				u[n++] = (char)(0x80 | (v & 63));
-			}
-			buf_append(&o, u, (size_t)n);
-		} else {
+		const char *semi = *c == '&' ? memchr(c, ';', (size_t)(b - c)) : NULL;
+		size_t el = semi ? (size_t)(semi - c) + 1 : 0, i = 0;   /* with the ';' */
+		while (i < 5 && !(el == strlen(entities[i][0]) && !memcmp(c, entities[i][0], el)))
+			i++;
+		if (i < 5)
+			buf_puts(&o, entities[i][1]);
+		else if (el > 3 && el < 13 && c[1] == '#')
+			utf8_put(&o, c[2] == 'x' ? strtoul(c + 3, NULL, 16) : strtoul(c + 2, NULL, 10));
+		else {
 			buf_append(&o, c, 1);
 			continue;
 		}
@@ -277,23 +262,20 @@ void s3_part_key(const char *upload, int n, char *out, size_t *len)
 	*len = (size_t)snprintf(out, KEY_MAX + 1, "/" S3_MPU_BUCKET "/%s/%05d", upload, n);
 }
 
-/* The upload's key (heap string) when upload names one, else NULL. */
-char *s3_upload_key(const char *upload, int64_t *initiated)
+/* The request's uploadId (heap string) when it names an upload of s->key;
+ * else NULL, with NoSuchUpload answered. */
+char *s3_upload(struct s3req *s)
 {
-	char *v = upload && strlen(upload) == 32 && strspn(upload, "0123456789abcdef") == 32
-			  ? meta_raw_get('u', upload, 32)
-			  : NULL;
-	char *sp, *k;
-	if (!v)
-		return NULL;
-	sp = strchr(v, ' ');
-	if (!sp) {
-		free(v);
-		return NULL;
-	}
-	if (initiated)
-		*initiated = strtoll(v, NULL, 10);
-	k = xstrdup(sp + 1);
+	char *up = s3_req_param(s, "uploadId"), *v = NULL, *sp;
+	bool ok;
+	if (up && strlen(up) == 32 && strspn(up, "0123456789abcdef") == 32)
+		v = meta_raw_get('u', up, 32);
+	sp = v ? strchr(v, ' ') : NULL;
+	ok = sp && strlen(sp + 1) == s->klen && !memcmp(sp + 1, s->key, s->klen);
 	free(v);
-	return k;
+	if (ok)
+		return up;
+	free(up);
+	s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
+	return NULL;
 }

@@ -133,7 +133,7 @@ void s3_strip_quotes(char *e);
 bool s3_lock_key(const char *key, size_t klen);
 bool s3_live_record(const char *key, size_t klen, char **v, struct record *r);
 void s3_part_key(const char *upload, int n, char *out, size_t *len);
-char *s3_upload_key(const char *upload, int64_t *initiated);
+char *s3_upload(struct s3req *s);
 
 /* ---- GetObject / HeadObject (s3get.c) ---- */
 /* A GetObject's ring (RING_CAP bytes), counted; s3_stream_end frees it and
