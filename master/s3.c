@@ -296,7 +296,7 @@ int s3_handler(struct s3req *s, const char *data, size_t *size)
 		return s3_get_run(s);
 	if (!s->async_started)
 		return s3_start_async(s, async_main);
-	return front_async_done(&s->sleep) ? s3_send(s) : FRONT_YES;
+	return front_wait(&s->sleep) ? s3_send(s) : FRONT_YES;
 }
 
 int s3_status(const struct s3req *s)

@@ -54,14 +54,13 @@ struct front_sleep {
 	bool suspended, woken, gone, async_started, async_done;
 };
 void front_wake(void *z);   /* z: a struct front_sleep (so it can be put.h's wake) */
-void front_wait(struct front_sleep *z);
+/* Sleeps unless woken since the last call, or the worker is done: returns
+ * whether it is (then it does not sleep). */
+bool front_wait(struct front_sleep *z);
 /* Runs fn(arg) on a thread of its own while the connection sleeps; -1
- * when no thread can be had.  The thread ends with front_finish, which
- * wakes the connection; then front_async_done is true (until then it puts
- * the connection back to sleep). */
+ * when no thread can be had.  The thread ends with front_finish. */
 int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg);
 void front_finish(struct front_sleep *z);
-bool front_async_done(struct front_sleep *z);
 /* The request is over: abort the put if the client went away mid-body,
  * and release it. */
 void front_put_done(struct put *p);

@@ -154,55 +154,42 @@ void front_resume(struct MHD_Connection *c)
 }
 
 /* Under z->mu. */
-static void resume(struct front_sleep *z, bool done)
+static void wake_locked(struct front_sleep *z)
 {
 	z->woken = true;
-	z->async_done |= done;
 	if (z->suspended && !z->gone) {
 		z->suspended = false;
 		MHD_resume_connection(z->conn);
 	}
 }
 
-/* Under z->mu. */
-static void suspend(struct front_sleep *z)
-{
-	if (!z->woken) {
-		z->suspended = true;
-		MHD_suspend_connection(z->conn);
-	}
-	z->woken = false;
-}
-
 void front_wake(void *arg)
 {
 	struct front_sleep *z = arg;
 	pthread_mutex_lock(&z->mu);
-	resume(z, false);
+	wake_locked(z);
 	pthread_mutex_unlock(&z->mu);
 }
 
+/* One critical section: once the handler sees async_done it may free z. */
 void front_finish(struct front_sleep *z)
 {
 	pthread_mutex_lock(&z->mu);
-	resume(z, true);
+	z->async_done = true;
+	wake_locked(z);
 	pthread_mutex_unlock(&z->mu);
 }
 
-void front_wait(struct front_sleep *z)
-{
-	pthread_mutex_lock(&z->mu);
-	suspend(z);
-	pthread_mutex_unlock(&z->mu);
-}
-
-bool front_async_done(struct front_sleep *z)
+bool front_wait(struct front_sleep *z)
 {
 	bool done;
 	pthread_mutex_lock(&z->mu);
 	done = z->async_done;
-	if (!done)
-		suspend(z);
+	if (!done && !z->woken) {
+		z->suspended = true;
+		MHD_suspend_connection(z->conn);
+	}
+	z->woken = false;
 	pthread_mutex_unlock(&z->mu);
 	return done;
 }
@@ -325,7 +312,7 @@ static void async_main(void *arg)
 static enum MHD_Result run_async(struct req *r)
 {
 	if (r->sl.async_started)
-		return front_async_done(&r->sl) ? send_answer(r) : MHD_YES;
+		return front_wait(&r->sl) ? send_answer(r) : MHD_YES;
 	if (front_spawn(&r->sl, async_main, r) < 0)
 		return send_error(r, 503, "server busy: no thread for this request");
 	return MHD_YES;
