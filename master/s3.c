@@ -267,19 +267,14 @@ struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *p
 
 int s3_handler(struct s3req *s, const char *data, size_t *size)
 {
-	if (s->answered) {
+	/* Refused before the body: libmicrohttpd queues an answer only once
+	 * the whole body is in, so the rest is swallowed first. */
+	if (s->answered || (s->status && *size)) {
 		*size = 0;
 		return FRONT_YES;
 	}
-	if (s->status) {
-		/* Refused before the body: libmicrohttpd queues an answer only
-		 * once the whole body is in, so the rest is swallowed first. */
-		if (*size) {
-			*size = 0;
-			return FRONT_YES;
-		}
+	if (s->status)
 		return s3_send(s);
-	}
 	if (s->op == S3_PUT || s->op == S3_MPU_PART)
 		return s3_put_run(s, data, size);
 	if (*size) {
