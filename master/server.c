@@ -248,14 +248,18 @@ static enum MHD_Result send_answer(struct req *r)
 	return (enum MHD_Result)front_send(r->sl.conn, a->status, h, nh, a->body.data, a->body.len);
 }
 
+static void unlock_key(struct req *r)
+{
+	if (r->locked)
+		keylock_release(r->key, r->klen);
+	r->locked = false;
+}
+
 /* An error ends the request's write, if it took the key's lock: the key is
  * freed before the client hears back, so its next request finds it free. */
 static enum MHD_Result send_error(struct req *r, int status, const char *why)
 {
-	if (r->locked) {
-		keylock_release(r->key, r->klen);
-		r->locked = false;
-	}
+	unlock_key(r);
 	answer_error(&r->ans, status, why);
 	return send_answer(r);
 }
@@ -302,10 +306,7 @@ static void async_main(void *arg)
 {
 	struct req *r = arg;
 	run_op(r);
-	if (r->locked) {        /* free the key before the client hears back */
-		keylock_release(r->key, r->klen);
-		r->locked = false;
-	}
+	unlock_key(r);          /* free the key before the client hears back */
 	front_finish(&r->sl);
 }
 
@@ -569,8 +570,7 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 		s3_done(r->s3);
 	if (r->put)
 		front_put_done(r->put);
-	if (r->locked)
-		keylock_release(r->key, r->klen);
+	unlock_key(r);
 	if (r->sock) {
 		atomic_store(&r->sock->since_ms, now_ms());
 		atomic_store(&r->sock->in_request, false);
