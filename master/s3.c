@@ -20,7 +20,6 @@
 #include <string.h>
 #include <strings.h>
 
-
 void s3_init(const struct config *c, struct index *i)
 {
 	s3_cfg = c;

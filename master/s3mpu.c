@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-
 void s3_list(struct s3req *s)
 {
 	struct s3_list_args a = {.bucket = s->bucket};

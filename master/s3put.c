@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ---- PutObject / UploadPart ---- */
 
 /* Decode aws-chunked input into s->pending.  false on malformed framing. */

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 const struct config *s3_cfg;
 struct index *s3_idx;
 
