@@ -1,5 +1,5 @@
 /* s3list.h -- S3's listings (ListObjects V1/V2, ListBuckets) from the
- * index and the sidecar, never a volume; and the small XML/text helpers
+ * index and the sidecar, never a volume; and the small XML and time functions
  * every S3 answer uses.  Memory is bounded by max-keys (at most 1000). */
 #ifndef MKV_S3LIST_H
 #define MKV_S3LIST_H

@@ -1,5 +1,5 @@
 /* s3req.c -- an S3 request's answers (headers, error XML, the response),
- * its suspension while a worker runs, and the small helpers the S3 files
+ * its suspension while a worker runs, and the small functions the S3 files
  * share.  See s3req.h. */
 #include "s3.h"
 #include "s3req.h"
@@ -120,7 +120,7 @@ void s3_async_finish(struct s3req *s)
 	s3_unref(s);
 }
 
-/* ---- small helpers ---- */
+/* ---- parameters, XML, keys and uploads ---- */
 
 char *s3_req_param(struct s3req *s, const char *name)
 {

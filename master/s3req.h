@@ -1,5 +1,5 @@
 /* s3req.h -- what the S3 files (s3.c, s3req.c, s3get.c, s3put.c, s3mpu.c)
- * share: one S3 request and the helpers that answer it.  Not an interface
+ * share: one S3 request and the functions that answer it.  Not an interface
  * for the rest of the master: that is s3.h.
  *
  * Threads: a request is driven by libmicrohttpd's calls (s3_handler) and,
@@ -111,7 +111,7 @@ struct s3req {
 extern const struct config *s3_cfg;
 extern struct index *s3_idx;
 
-/* ---- answers, suspension and small helpers (s3req.c); int results are FRONT_YES/NO ---- */
+/* ---- answers, suspension and the rest of s3req.c; int results are FRONT_YES/NO ---- */
 void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void s3_xml_start(struct s3req *s, int status);
