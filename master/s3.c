@@ -95,17 +95,12 @@ static void bucket_create(struct s3req *s)
 /* DeleteBucket: refused while a key is listed under it. */
 static void bucket_delete(struct s3req *s)
 {
-	struct s3_list_args a = {.bucket = s->bucket, .max_keys = "1", .v2 = true};
-	struct buf b = {0};
-	const char *why;
-	s3_list_objects(s3_idx, &a, &b, &why);
-	if (b.data && strstr(b.data, "<Contents>")) {
+	if (!s3_bucket_empty(s3_idx, s->bucket)) {
 		s3_error(s, 409, "BucketNotEmpty", "The bucket you tried to delete is not empty");
-	} else {
-		meta_raw_delete('b', s->bucket, s->blen);
-		s->status = 204;
+		return;
 	}
-	buf_free(&b);
+	meta_raw_delete('b', s->bucket, s->blen);
+	s->status = 204;
 }
 
 static void bucket_location(struct s3req *s)

@@ -1,5 +1,6 @@
 /* s3list.c -- see s3list.h. */
 #include "s3list.h"
+#include "s3req.h"
 #include "handlers.h"
 #include "meta.h"
 #include "../common/placement.h"
@@ -108,7 +109,9 @@ static char *token_decode(const char *s, size_t *outlen)
 
 /* One ListObjects walk over the index: what it found. */
 struct walk {
-	const struct s3_list_args *a;
+	const char *bucket;
+	const char *token, *start;   /* continuation-token; start-after or marker */
+	bool v2, url, owner;
 	const char *pfx, *dl;
 	size_t plen, dlen;
 	char *after;              /* list only names after this one (NULL: all) */
@@ -128,12 +131,12 @@ static void contents(struct walk *w, struct meta_cursor *mc, const char *key, si
 	record_hash(val, vlen, hash);
 	s3_iso_time(known ? m.mtime : 0, when);
 	buf_puts(b, "<Contents>");
-	tag(b, "Key", rel, rlen, w->a->url);
+	tag(b, "Key", rel, rlen, w->url);
 	buf_printf(b, "<LastModified>%s</LastModified>", when);
 	if ((known && m.etag[0]) || hash[0])
 		buf_printf(b, "<ETag>&quot;%s&quot;</ETag>", known && m.etag[0] ? m.etag : hash);
 	buf_printf(b, "<Size>%" PRIu64 "</Size>", known ? m.size : 0);
-	if (w->a->fetch_owner || !w->a->v2)
+	if (w->owner || !w->v2)
 		buf_puts(b, OWNER);
 	buf_puts(b, "<StorageClass>STANDARD</StorageClass></Contents>");
 }
@@ -153,7 +156,7 @@ static bool take(struct walk *w, const char *rel, size_t rlen)
 
 static void walk(struct index *idx, struct walk *w)
 {
-	char *full = xasprintf("/%s/%s", w->a->bucket, w->pfx);
+	char *full = xasprintf("/%s/%s", w->bucket, w->pfx);
 	size_t flen = strlen(full), blen = flen - w->plen;
 	struct meta_cursor *mc = meta_cursor_new();
 	struct index_iter *it;
@@ -191,7 +194,7 @@ static void walk(struct index *idx, struct walk *w)
 			}
 			if (!seen) {
 				buf_puts(&w->prefixes, "<CommonPrefixes>");
-				tag(&w->prefixes, "Prefix", cp + blen, cplen, w->a->url);
+				tag(&w->prefixes, "Prefix", cp + blen, cplen, w->url);
 				buf_puts(&w->prefixes, "</CommonPrefixes>");
 			}
 			it = seek_past(idx, it, cp, blen + cplen);
@@ -211,17 +214,16 @@ static void walk(struct index *idx, struct walk *w)
 
 static void list_xml(const struct walk *w, struct buf *out)
 {
-	const struct s3_list_args *a = w->a;
 	bool next = w->truncated && w->count;
 	buf_puts(out, XML_HEAD "<ListBucketResult xmlns=\"" XMLNS "\">");
-	tag(out, "Name", a->bucket, strlen(a->bucket), false);
-	tag(out, "Prefix", w->pfx, w->plen, a->url);
-	if (a->v2) {
+	tag(out, "Name", w->bucket, strlen(w->bucket), false);
+	tag(out, "Prefix", w->pfx, w->plen, w->url);
+	if (w->v2) {
 		buf_printf(out, "<KeyCount>%" PRIu64 "</KeyCount>", w->count);
-		if (a->token)
-			tag(out, "ContinuationToken", a->token, strlen(a->token), false);
-		if (a->after)
-			tag(out, "StartAfter", a->after, strlen(a->after), a->url);
+		if (w->token)
+			tag(out, "ContinuationToken", w->token, strlen(w->token), false);
+		if (w->start)
+			tag(out, "StartAfter", w->start, strlen(w->start), w->url);
 		if (next) {
 			buf_puts(out, "<NextContinuationToken>");
 			for (size_t i = 0; i < w->last.len; i++)
@@ -229,14 +231,14 @@ static void list_xml(const struct walk *w, struct buf *out)
 			buf_puts(out, "</NextContinuationToken>");
 		}
 	} else {
-		tag(out, "Marker", a->after ? a->after : "", a->after ? strlen(a->after) : 0, a->url);
+		tag(out, "Marker", w->start ? w->start : "", w->start ? strlen(w->start) : 0, w->url);
 		if (next)
-			tag(out, "NextMarker", w->last.data, w->last.len, a->url);
+			tag(out, "NextMarker", w->last.data, w->last.len, w->url);
 	}
 	buf_printf(out, "<MaxKeys>%" PRIu64 "</MaxKeys>", w->max);
 	if (w->dlen)
-		tag(out, "Delimiter", w->dl, w->dlen, a->url);
-	if (a->url)
+		tag(out, "Delimiter", w->dl, w->dlen, w->url);
+	if (w->url)
 		buf_puts(out, "<EncodingType>url</EncodingType>");
 	buf_printf(out, "<IsTruncated>%s</IsTruncated>", w->truncated ? "true" : "false");
 	buf_append(out, w->items.data, w->items.len);
@@ -244,39 +246,63 @@ static void list_xml(const struct walk *w, struct buf *out)
 	buf_puts(out, "</ListBucketResult>");
 }
 
-int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf *out,
-		    const char **why)
+void s3_list(struct s3req *s)
 {
-	struct walk w = {.a = a, .pfx = a->prefix ? a->prefix : "",
-			 .dl = a->delimiter ? a->delimiter : "", .max = LIST_MAX_KEYS};
+	char *lt = s3_req_param(s, "list-type"), *et = s3_req_param(s, "encoding-type");
+	char *fo = s3_req_param(s, "fetch-owner"), *mk = s3_req_param(s, "max-keys");
+	char *pre = s3_req_param(s, "prefix"), *dl = s3_req_param(s, "delimiter");
+	char *tok = s3_req_param(s, "continuation-token"), *sa = s3_req_param(s, "start-after");
+	char *mr = s3_req_param(s, "marker");
+	struct walk w = {.bucket = s->bucket, .pfx = pre ? pre : "", .dl = dl ? dl : "",
+			 .max = LIST_MAX_KEYS, .v2 = lt && !strcmp(lt, "2"),
+			 .url = et && !strcmp(et, "url"), .owner = fo && !strcmp(fo, "true")};
 
-	if (a->max_keys && !parse_u64(a->max_keys, 0, INT32_MAX, &w.max)) {
-		*why = "max-keys must be a non-negative integer";
-		return 400;
-	}
-	if (w.max > LIST_MAX_KEYS)
-		w.max = LIST_MAX_KEYS;
-	if (a->v2 && a->token) {
-		w.after = token_decode(a->token, &w.alen);
-		if (!w.after) {
-			*why = "the continuation token is not one this server gave";
-			return 400;
+	w.token = w.v2 ? tok : NULL;
+	w.start = w.v2 ? sa : mr;
+	if (et && !w.url)
+		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");
+	else if (mk && !parse_u64(mk, 0, INT32_MAX, &w.max))
+		s3_error(s, 400, "InvalidArgument", "max-keys must be a non-negative integer");
+	else if (w.token && !(w.after = token_decode(w.token, &w.alen)))
+		s3_error(s, 400, "InvalidArgument", "the continuation token is not one this server gave");
+	else {
+		if (w.max > LIST_MAX_KEYS)
+			w.max = LIST_MAX_KEYS;
+		if (!w.token && w.start) {
+			w.after = xstrdup(w.start);
+			w.alen = strlen(w.after);
 		}
-	} else if (a->after) {
-		w.after = xstrdup(a->after);
-		w.alen = strlen(w.after);
+		w.plen = strlen(w.pfx);
+		w.dlen = strlen(w.dl);
+		buf_puts(&w.items, "");
+		buf_puts(&w.prefixes, "");
+		walk(s3_idx, &w);
+		s->body.len = 0;
+		list_xml(&w, &s->body);
+		s->status = 200;
 	}
-	buf_puts(&w.items, "");
-	buf_puts(&w.prefixes, "");
-	w.plen = strlen(w.pfx);
-	w.dlen = strlen(w.dl);
-	walk(idx, &w);
-	list_xml(&w, out);
 	buf_free(&w.items);
 	buf_free(&w.prefixes);
 	buf_free(&w.last);
 	free(w.after);
-	return 200;
+	free(lt), free(et), free(fo), free(mk), free(pre), free(dl), free(tok), free(sa), free(mr);
+}
+
+bool s3_bucket_empty(struct index *idx, const char *bucket)
+{
+	char *p = xasprintf("/%s/", bucket);
+	size_t plen = strlen(p), klen, vlen;
+	struct index_iter *it = index_iter_new(idx, p, plen);
+	bool empty = true;
+	for (; empty && index_iter_valid(it); index_iter_next(it)) {
+		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
+		if (klen < plen || memcmp(k, p, plen))
+			break;
+		empty = record_deleted(v, vlen);
+	}
+	index_iter_free(it);
+	free(p);
+	return empty;
 }
 
 /* ---- ListBuckets ---- */

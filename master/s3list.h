@@ -1,6 +1,7 @@
-/* s3list.h -- S3's listings (ListObjects V1/V2, ListBuckets) from the
- * index and the sidecar, never a volume; and the small XML and time functions
- * every S3 answer uses.  Memory is bounded by max-keys (at most 1000). */
+/* s3list.h -- S3's listings (ListObjects V1/V2, which is s3_list in s3req.h;
+ * ListBuckets) from the index and the sidecar, never a volume; and the small
+ * XML and time functions every S3 answer uses.  Memory is bounded by
+ * max-keys (at most 1000). */
 #ifndef MKV_S3LIST_H
 #define MKV_S3LIST_H
 
@@ -19,14 +20,8 @@ void xml_tag(struct buf *b, const char *name, const char *s, size_t n);
 void s3_iso_time(int64_t t, char out[32]);
 void s3_http_time(int64_t t, char out[40]);
 
-/* ListObjects into out (XML).  Returns 200, or 400 with *why. */
-struct s3_list_args {
-	const char *bucket;
-	const char *prefix, *delimiter, *after, *token, *max_keys;
-	bool v2, url, fetch_owner;
-};
-int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf *out,
-		    const char **why);
+/* No live key under the bucket? */
+bool s3_bucket_empty(struct index *idx, const char *bucket);
 void s3_list_buckets(struct index *idx, struct buf *out);
 
 #endif

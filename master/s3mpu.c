@@ -1,4 +1,4 @@
-/* s3mpu.c -- listings, multipart uploads (parts are keys under
+/* s3mpu.c -- multipart uploads and their listing (parts are keys under
  * /.mkv-mpu/<upload id>/; CompleteMultipartUpload streams them into a
  * REPLACE of the final key) and CopyObject.  See s3req.h. */
 #include "s3.h"
@@ -14,35 +14,6 @@
 #include <openssl/evp.h>
 #include <string.h>
 #include <sys/random.h>
-
-void s3_list(struct s3req *s)
-{
-	struct s3_list_args a = {.bucket = s->bucket};
-	char *lt = s3_req_param(s, "list-type"), *et = s3_req_param(s, "encoding-type"), *fo = s3_req_param(s, "fetch-owner");
-	char *pre = s3_req_param(s, "prefix"), *dl = s3_req_param(s, "delimiter"), *mk = s3_req_param(s, "max-keys");
-	char *tok = s3_req_param(s, "continuation-token"), *sa = s3_req_param(s, "start-after"), *mr = s3_req_param(s, "marker");
-	const char *why = NULL;
-	int st;
-	a.v2 = lt && !strcmp(lt, "2");
-	a.url = et && !strcmp(et, "url");
-	a.fetch_owner = fo && !strcmp(fo, "true");
-	a.prefix = pre;
-	a.delimiter = dl;
-	a.max_keys = mk;
-	a.token = a.v2 ? tok : NULL;
-	a.after = a.v2 ? sa : mr;
-	if (et && !a.url) {
-		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");
-	} else {
-		s->body.len = 0;
-		st = s3_list_objects(s3_idx, &a, &s->body, &why);
-		if (st != 200)
-			s3_error(s, st, "InvalidArgument", why);
-		else
-			s->status = 200;
-	}
-	free(lt), free(et), free(fo), free(pre), free(dl), free(mk), free(tok), free(sa), free(mr);
-}
 
 void s3_list_uploads(struct s3req *s)
 {

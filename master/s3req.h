@@ -152,7 +152,8 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size);
 int s3_delete_key(const char *key, size_t klen, const char **why);
 void s3_delete_many(struct s3req *s);
 
-/* ---- listings, multipart uploads, CopyObject (s3mpu.c): run on a worker thread ---- */
+/* ---- run on a worker thread: ListObjects V1/V2 (s3list.c); multipart
+ * uploads and their listing, CopyObject (s3mpu.c) ---- */
 void s3_list(struct s3req *s);
 void s3_list_uploads(struct s3req *s);
 void s3_mpu_create(struct s3req *s);
