@@ -66,13 +66,6 @@ bool s3_is_request(struct MHD_Connection *c, const char *method, const char *que
 
 /* ---- the operations a worker thread runs ---- */
 
-static void list_buckets(struct s3req *s)
-{
-	s->body.len = 0;
-	s3_list_buckets(s3_idx, &s->body);
-	s->status = 200;
-}
-
 static void bucket_head(struct s3req *s)
 {
 	s->status = 200; /* every bucket name exists (docs/s3.md) */
@@ -126,13 +119,20 @@ static void delete_object(struct s3req *s)
 }
 
 static void (*const workers[])(struct s3req *) = {
-	[S3_LIST_BUCKETS] = list_buckets,     [S3_BUCKET_HEAD] = bucket_head,
-	[S3_BUCKET_CREATE] = bucket_create,   [S3_BUCKET_DELETE] = bucket_delete,
-	[S3_BUCKET_LOCATION] = bucket_location, [S3_BUCKET_VERSIONING] = bucket_versioning,
-	[S3_LIST] = s3_list,                  [S3_LIST_UPLOADS] = s3_list_uploads,
-	[S3_DELETE_MANY] = s3_delete_many,    [S3_DELETE] = delete_object,
-	[S3_MPU_CREATE] = s3_mpu_create,      [S3_MPU_ABORT] = s3_mpu_abort,
-	[S3_MPU_LIST_PARTS] = s3_mpu_list_parts, [S3_MPU_COMPLETE] = s3_mpu_complete,
+	[S3_LIST_BUCKETS] = s3_list_buckets,
+	[S3_BUCKET_HEAD] = bucket_head,
+	[S3_BUCKET_CREATE] = bucket_create,
+	[S3_BUCKET_DELETE] = bucket_delete,
+	[S3_BUCKET_LOCATION] = bucket_location,
+	[S3_BUCKET_VERSIONING] = bucket_versioning,
+	[S3_LIST] = s3_list,
+	[S3_LIST_UPLOADS] = s3_list_uploads,
+	[S3_DELETE_MANY] = s3_delete_many,
+	[S3_DELETE] = delete_object,
+	[S3_MPU_CREATE] = s3_mpu_create,
+	[S3_MPU_ABORT] = s3_mpu_abort,
+	[S3_MPU_LIST_PARTS] = s3_mpu_list_parts,
+	[S3_MPU_COMPLETE] = s3_mpu_complete,
 	[S3_COPY] = s3_copy,
 };
 

@@ -14,8 +14,6 @@
 
 #define LIST_MAX_KEYS 1000
 #define BUCKETS_MAX 10000
-#define XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-#define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define OWNER "<Owner><ID>mkv</ID><DisplayName>mkv</DisplayName></Owner>"
 
 void xml_escape(struct buf *b, const char *s, size_t n)
@@ -368,12 +366,14 @@ static int created_buckets(struct bucket *out, int max)
 	return n;
 }
 
-void s3_list_buckets(struct index *idx, struct buf *out)
+void s3_list_buckets(struct s3req *s)
 {
 	struct bucket *b = xmalloc(BUCKETS_MAX * sizeof(*b));
-	int n = key_buckets(idx, b);
+	struct buf *out = &s->body;
+	int n = key_buckets(s3_idx, b);
 	n += created_buckets(b + n, BUCKETS_MAX - n);
 	qsort(b, (size_t)n, sizeof(*b), by_name);
+	out->len = 0;
 	buf_puts(out, XML_HEAD "<ListAllMyBucketsResult xmlns=\"" XMLNS "\">" OWNER "<Buckets>");
 	for (int i = 0; i < n; i++) {
 		char iso[32];
@@ -385,6 +385,7 @@ void s3_list_buckets(struct index *idx, struct buf *out)
 		buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
 	}
 	buf_puts(out, "</Buckets></ListAllMyBucketsResult>");
+	s->status = 200;
 	for (int i = 0; i < n; i++)
 		free(b[i].name);
 	free(b);

@@ -1,7 +1,7 @@
-/* s3list.h -- S3's listings (ListObjects V1/V2, which is s3_list in s3req.h;
- * ListBuckets) from the index and the sidecar, never a volume; and the small
- * XML and time functions every S3 answer uses.  Memory is bounded by
- * max-keys (at most 1000). */
+/* s3list.h -- S3's listings (ListObjects V1/V2 and ListBuckets: s3_list and
+ * s3_list_buckets in s3req.h) from the index and the sidecar, never a
+ * volume, and the small XML and time functions every S3 answer uses.
+ * Memory is bounded by max-keys (at most 1000). */
 #ifndef MKV_S3LIST_H
 #define MKV_S3LIST_H
 
@@ -22,6 +22,5 @@ void s3_http_time(int64_t t, char out[40]);
 
 /* No live key under the bucket? */
 bool s3_bucket_empty(struct index *idx, const char *bucket);
-void s3_list_buckets(struct index *idx, struct buf *out);
 
 #endif

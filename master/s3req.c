@@ -34,7 +34,7 @@ void s3_xml_start(struct s3req *s, int status)
 {
 	s->status = status;
 	s->body.len = 0;
-	buf_puts(&s->body, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+	buf_puts(&s->body, XML_HEAD);
 }
 
 /* S3's error document (HEAD answers carry none). */

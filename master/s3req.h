@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 #define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define XML_BODY_MAX (2u << 20)   /* DeleteObjects (1,000 keys), CompleteMultipartUpload */
 #define RING_CAP (256u << 10)   /* a GetObject's bytes between volume and client */
@@ -152,9 +153,10 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size);
 int s3_delete_key(const char *key, size_t klen, const char **why);
 void s3_delete_many(struct s3req *s);
 
-/* ---- run on a worker thread: ListObjects V1/V2 (s3list.c); multipart
- * uploads and their listing, CopyObject (s3mpu.c) ---- */
+/* ---- run on a worker thread: ListObjects V1/V2 and ListBuckets
+ * (s3list.c); multipart uploads and their listing, CopyObject (s3mpu.c) ---- */
 void s3_list(struct s3req *s);
+void s3_list_buckets(struct s3req *s);
 void s3_list_uploads(struct s3req *s);
 void s3_mpu_create(struct s3req *s);
 void s3_mpu_abort(struct s3req *s);
