@@ -96,16 +96,13 @@ static void bucket_delete(struct s3req *s)
 	s->status = 204;
 }
 
-static void bucket_location(struct s3req *s)
+/* GetBucketLocation (us-east-1) and GetBucketVersioning (never enabled). */
+static void bucket_config(struct s3req *s)
 {
 	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<LocationConstraint xmlns=\"" XMLNS "\"></LocationConstraint>");
-}
-
-static void bucket_versioning(struct s3req *s)
-{
-	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
+	buf_puts(&s->body, s->op == S3_BUCKET_LOCATION
+				   ? "<LocationConstraint xmlns=\"" XMLNS "\"></LocationConstraint>"
+				   : "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
 }
 
 static void delete_object(struct s3req *s)
@@ -123,8 +120,8 @@ static void (*const workers[])(struct s3req *) = {
 	[S3_BUCKET_HEAD] = bucket_head,
 	[S3_BUCKET_CREATE] = bucket_create,
 	[S3_BUCKET_DELETE] = bucket_delete,
-	[S3_BUCKET_LOCATION] = bucket_location,
-	[S3_BUCKET_VERSIONING] = bucket_versioning,
+	[S3_BUCKET_LOCATION] = bucket_config,
+	[S3_BUCKET_VERSIONING] = bucket_config,
 	[S3_LIST] = s3_list,
 	[S3_LIST_UPLOADS] = s3_list_uploads,
 	[S3_DELETE_MANY] = s3_delete_many,
