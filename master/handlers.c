@@ -66,20 +66,31 @@ static void not_found(const struct config *cfg, const char *raw_path, struct ans
 	answer_error(a, 404, "key not found");
 }
 
+/* key's record into r (*v holds its storage; caller frees it): false, with
+ * *v NULL, when there is none; false with a 500 answered when it is
+ * malformed. */
+static bool load(struct index *idx, const char *key, size_t klen, char **v, struct record *r,
+		 struct answer *a)
+{
+	size_t vlen;
+	*v = index_get(idx, key, klen, &vlen);
+	if (*v && record_parse(*v, vlen, r) < 0) {
+		answer_error(a, 500, "index record is malformed");
+		return false;
+	}
+	return *v != NULL;
+}
+
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		const char *raw_path, struct answer *a)
 {
 	struct record r;
-	size_t vlen;
-	char *v = index_get(idx, key, klen, &vlen), path[PATH_MAX_LEN];
+	char *v, path[PATH_MAX_LEN];
 	int live[RECORD_MAX_LOCS], nlive = 0, pick = -1;
 
-	if (!v) {
-		not_found(cfg, raw_path, a);
-		return;
-	}
-	if (record_parse(v, vlen, &r) < 0) {
-		answer_error(a, 500, "index record is malformed");
+	if (!load(idx, key, klen, &v, &r, a)) {
+		if (!v)
+			not_found(cfg, raw_path, a);
 		goto out;
 	}
 	if (r.deleted || !r.nlocs) {
@@ -131,21 +142,40 @@ out:
 	free(v);
 }
 
+/* DELETE every replica at once: 0, or -1 when a volume refused. */
+static int delete_replicas(const struct config *cfg, const char *key, size_t klen,
+			   const struct record *r)
+{
+	struct httpc_req reqs[RECORD_MAX_LOCS];
+	char path[PATH_MAX_LEN];
+	int rc = 0;
+	placement_path(key, klen, path);
+	for (int i = 0; i < r->nlocs; i++)
+		reqs[i].url = xasprintf("http://%s%s", r->locs[i], path);
+	httpc_fanout("DELETE", reqs, r->nlocs, NULL, 0, (long)cfg->puttimeout_ms);
+	for (int i = 0; i < r->nlocs; i++) {
+		int st = reqs[i].status;
+		if (!(st >= 200 && st < 300) && st != 404) {
+			log_msg("DELETE %s failed (%d%s%s)", reqs[i].url, st, st < 0 ? ": " : "",
+				st < 0 ? reqs[i].err : "");
+			rc = -1;
+		}
+		free((char *)reqs[i].url);
+	}
+	return rc;
+}
+
 void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   enum del_mode mode, struct answer *a)
 {
 	bool unlink = mode == DEL_UNLINK;
 	struct record r;
-	size_t vlen, elen;
-	char *v = index_get(idx, key, klen, &vlen), *enc = NULL, path[PATH_MAX_LEN];
-	bool failed = false;
+	size_t elen;
+	char *v, *enc = NULL;
 
-	if (!v) {
-		answer_error(a, 404, "key not found");
-		goto out;
-	}
-	if (record_parse(v, vlen, &r) < 0) {
-		answer_error(a, 500, "index record is malformed");
+	if (!load(idx, key, klen, &v, &r, a)) {
+		if (!v)
+			answer_error(a, 404, "key not found");
 		goto out;
 	}
 	if (unlink && r.deleted) {
@@ -170,34 +200,17 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 		answer_error(a, 500, "index write failed");
 		goto out;
 	}
-	if (!unlink) {
-		/* Every replica at once. */
-		struct httpc_req reqs[RECORD_MAX_LOCS];
-		placement_path(key, klen, path);
-		for (int i = 0; i < r.nlocs; i++)
-			reqs[i].url = xasprintf("http://%s%s", r.locs[i], path);
-		httpc_fanout("DELETE", reqs, r.nlocs, NULL, 0, (long)cfg->puttimeout_ms);
-		for (int i = 0; i < r.nlocs; i++) {
-			int st = reqs[i].status;
-			if (!(st >= 200 && st < 300) && st != 404) {
-				log_msg("DELETE %s failed (%d%s%s)", reqs[i].url, st,
-					st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
-				failed = true;
-			}
-			free((char *)reqs[i].url);
-		}
-		if (failed) {
-			index_put(idx, key, klen, enc, elen); /* make the unlink durable */
-			answer_error(a, 500, "a volume refused the delete; the key stays unlinked");
-			goto out;
-		}
-		if (index_delete(idx, key, klen) < 0) {
-			answer_error(a, 500, "index delete failed; the key stays unlinked");
-			goto out;
-		}
+	if (unlink)
+		a->status = 204;
+	else if (delete_replicas(cfg, key, klen, &r) < 0) {
+		index_put(idx, key, klen, enc, elen); /* make the unlink durable */
+		answer_error(a, 500, "a volume refused the delete; the key stays unlinked");
+	} else if (index_delete(idx, key, klen) < 0) {
+		answer_error(a, 500, "index delete failed; the key stays unlinked");
+	} else {
 		meta_delete(key, klen);
+		a->status = 204;
 	}
-	a->status = 204;
 out:
 	free(enc);
 	free(v);
@@ -207,15 +220,12 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 		   struct answer *a)
 {
 	struct record r;
-	size_t vlen, elen;
-	char *v = index_get(idx, key, klen, &vlen), *enc = NULL, path[PATH_MAX_LEN];
+	size_t elen;
+	char *v, *enc = NULL, path[PATH_MAX_LEN];
 
-	if (!v) {
-		answer_error(a, 404, "key not found");
-		return;
-	}
-	if (record_parse(v, vlen, &r) < 0) {
-		answer_error(a, 500, "index record is malformed");
+	if (!load(idx, key, klen, &v, &r, a)) {
+		if (!v)
+			answer_error(a, 404, "key not found");
 		goto out;
 	}
 	if (!r.deleted) {
@@ -298,65 +308,62 @@ void json_append_string(struct buf *b, const char *s, size_t n)
 	buf_append(b, "\"", 1);
 }
 
-static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
+int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
 	int c = memcmp(a, b, al < bl ? al : bl);
 	return c ? c : (al > bl) - (al < bl);
 }
 
+/* ?list's &limit= and &start= (percent-decoded into a fresh *start):
+ * false with a 400 answered when either is malformed. */
+static bool list_args(const char *query, uint64_t *limit, char **start, size_t *stlen,
+		      struct answer *a)
+{
+	size_t limlen = 0, n = 0;
+	const char *lim = query_param(query, "limit", &limlen), *st = query_param(query, "start", &n);
+	char num[24];
+	if (lim && (limlen >= sizeof(num) || (memcpy(num, lim, limlen), num[limlen] = '\0',
+					       !parse_u64(num, 1, UINT64_MAX, limit)))) {
+		answer_error(a, 400, "limit must be a positive integer");
+		return false;
+	}
+	if (*limit > LIST_MAX)
+		*limit = LIST_MAX; /* memory stays bounded; next says where to go on */
+	if (!st || !n)
+		return true;
+	*start = xmalloc(n + 1);
+	if (query_decode(st, n, *start, stlen) < 0) {
+		answer_error(a, 400, "invalid percent-encoding in start");
+		return false;
+	}
+	return true;
+}
+
 void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
 		 struct answer *a)
 {
-	size_t n, limlen = 0, stlen = 0;
-	const char *lim, *st;
 	uint64_t limit = 0, count = 0;
-	char *start = NULL, num[24];
-	struct index_iter *it;
-	struct buf keys = {0};
+	size_t n, stlen = 0, nextlen = 0;
+	char *start = NULL;
 	const char *next = NULL;
-	size_t nextlen = 0;
-	bool unlinked;
+	struct index_iter *it = NULL;
+	struct buf keys = {0};
+	bool unlinked = query_param(query, "unlinked", &n) && !query_param(query, "list", &n);
 
-	unlinked = query_param(query, "unlinked", &n) && !query_param(query, "list", &n);
-	lim = query_param(query, "limit", &limlen);
-	st = query_param(query, "start", &stlen);
-	if (lim) {
-		if (limlen >= sizeof(num) ||
-		    (memcpy(num, lim, limlen), num[limlen] = '\0', !parse_u64(num, 1, UINT64_MAX, &limit))) {
-			answer_error(a, 400, "limit must be a positive integer");
-			return;
-		}
-	}
-	if (limit > LIST_MAX)
-		limit = LIST_MAX; /* memory stays bounded; next says where to go on */
-	if (st && stlen) {
-		size_t n;
-		start = xmalloc(stlen + 1);
-		if (query_decode(st, stlen, start, &n) < 0) {
-			free(start);
-			answer_error(a, 400, "invalid percent-encoding in start");
-			return;
-		}
-		stlen = n;
-	} else {
-		stlen = 0;
-	}
-
+	if (!list_args(query, &limit, &start, &stlen, a))
+		goto out;
 	/* Resume at start when it lies past the prefix's first key. */
 	if (start && bytes_cmp(start, stlen, prefix, plen) > 0)
 		it = index_iter_new(idx, start, stlen);
 	else
 		it = index_iter_new(idx, prefix, plen);
-	a->body.len = 0;
-	buf_puts(&a->body, "");
 	buf_puts(&keys, "");
 	for (; index_iter_valid(it); index_iter_next(it)) {
 		size_t klen, vlen;
 		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
-		bool del = record_deleted(v, vlen);
 		if (klen < plen || memcmp(k, prefix, plen))
 			break;
-		if (del != unlinked)
+		if (record_deleted(v, vlen) != unlinked)
 			continue;
 		if (limit && count == limit) {
 			next = k;
@@ -365,25 +372,25 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 		}
 		if (!limit && count == LIST_MAX) {
 			answer_error(a, 413, "more than 1000000 keys: page with &limit=N");
-			buf_free(&keys);
-			index_iter_free(it);
-			free(start);
-			return;
+			goto out;
 		}
 		if (count++)
 			buf_append(&keys, ",", 1);
 		json_append_string(&keys, k, klen);
 	}
+	a->body.len = 0;
 	buf_puts(&a->body, "{\"next\":");
 	json_append_string(&a->body, next ? next : "", next ? nextlen : 0);
 	buf_puts(&a->body, ",\"keys\":[");
 	buf_append(&a->body, keys.data, keys.len);
 	buf_puts(&a->body, "]}");
-	buf_free(&keys);
-	index_iter_free(it);
-	free(start);
 	a->status = 200;
 	a->ctype = "application/json";
+out:
+	buf_free(&keys);
+	if (it)
+		index_iter_free(it);
+	free(start);
 }
 
 int handle_put_locations(const struct config *cfg, const char *key, size_t klen,

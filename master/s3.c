@@ -16,11 +16,9 @@
 #include "put.h"
 #include "s3list.h"
 
-#include <microhttpd.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-
 
 void s3_init(const struct config *c, struct index *i)
 {
@@ -36,39 +34,42 @@ static const char *const s3_queries[] = {
 	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm", NULL,
 };
 
-/* One pass over the request's headers (a GET has a few): an S3 signature
- * or one of the headers only S3 clients send stops it with *found set. */
-static enum MHD_Result signed_header(void *cls, enum MHD_ValueKind kind, const char *key,
-				     const char *value)
+/* An S3 signature, or one of the headers only S3 clients send. */
+static bool signed_header(const char *key, const char *value)
 {
-	bool *found = cls;
-	(void)kind;
 	if (!strcasecmp(key, "Authorization"))
-		*found = value && (!strncmp(value, "AWS4-HMAC-SHA256", 16) || !strncmp(value, "AWS ", 4));
-	else
-		*found = !strcasecmp(key, "X-Amz-Date") ||
-			 !strcasecmp(key, "X-Amz-Decoded-Content-Length") ||
-			 !strcasecmp(key, "X-Amz-Content-Sha256");
-	return *found ? MHD_NO : MHD_YES;
+		return value && (!strncmp(value, "AWS4-HMAC-SHA256", 16) || !strncmp(value, "AWS ", 4));
+	return !strcasecmp(key, "X-Amz-Date") || !strcasecmp(key, "X-Amz-Decoded-Content-Length") ||
+	       !strcasecmp(key, "X-Amz-Content-Sha256");
+}
+
+static bool has_param(const char *query, const char *name)
+{
+	size_t n;
+	return query && query_param(query, name, &n);
 }
 
 bool s3_is_request(struct MHD_Connection *c, const char *method, const char *query)
 {
-	bool found = false;
 	if (strcmp(method, "GET") && strcmp(method, "HEAD") && strcmp(method, "PUT") &&
 	    strcmp(method, "POST") && strcmp(method, "DELETE"))
 		return false;
-	MHD_get_connection_values(c, MHD_HEADER_KIND, signed_header, &found);
-	if (found)
+	if (front_any_header(c, signed_header))
 		return true;
-	if (!query)
-		return false;
-	if (s3_has_param(query, "list") || s3_has_param(query, "unlinked"))
+	if (!query || is_list_query(query))
 		return false; /* native ?list and ?unlinked */
 	for (int i = 0; s3_queries[i]; i++)
-		if (s3_has_param(query, s3_queries[i]))
+		if (has_param(query, s3_queries[i]))
 			return true;
 	return false;
+}
+
+/* ---- the operations a worker thread runs ---- */
+
+static void bucket_head(struct s3req *s)
+{
+	s->status = 200; /* every bucket name exists (docs/s3.md) */
+	s3_hdr(s, "x-amz-bucket-region", "us-east-1");
 }
 
 /* CreateBucket: remembered for ListBuckets. */
@@ -87,152 +88,116 @@ static void bucket_create(struct s3req *s)
 /* DeleteBucket: refused while a key is listed under it. */
 static void bucket_delete(struct s3req *s)
 {
-	struct s3_list_args a = {.bucket = s->bucket, .max_keys = "1", .v2 = true};
-	struct buf b = {0};
-	const char *why;
-	s3_list_objects(s3_idx, &a, &b, &why);
-	if (b.data && strstr(b.data, "<Contents>")) {
+	if (!s3_bucket_empty(s3_idx, s->bucket)) {
 		s3_error(s, 409, "BucketNotEmpty", "The bucket you tried to delete is not empty");
-	} else {
-		meta_raw_delete('b', s->bucket, s->blen);
-		s->status = 204;
+		return;
 	}
-	buf_free(&b);
+	meta_raw_delete('b', s->bucket, s->blen);
+	s->status = 204;
 }
+
+/* GetBucketLocation (us-east-1) and GetBucketVersioning (never enabled). */
+static void bucket_config(struct s3req *s)
+{
+	s3_xml_start(s, 200);
+	buf_puts(&s->body, s->op == S3_BUCKET_LOCATION
+				   ? "<LocationConstraint xmlns=\"" XMLNS "\"></LocationConstraint>"
+				   : "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
+}
+
+static void delete_object(struct s3req *s)
+{
+	const char *why;
+	int st = s3_delete_key(s->key, s->klen, &why);
+	if (st == 204)
+		s->status = 204;
+	else
+		s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
+}
+
+static void (*const workers[])(struct s3req *) = {
+	[S3_LIST_BUCKETS] = s3_list_buckets,
+	[S3_BUCKET_HEAD] = bucket_head,
+	[S3_BUCKET_CREATE] = bucket_create,
+	[S3_BUCKET_DELETE] = bucket_delete,
+	[S3_BUCKET_LOCATION] = bucket_config,
+	[S3_BUCKET_VERSIONING] = bucket_config,
+	[S3_LIST] = s3_list,
+	[S3_LIST_UPLOADS] = s3_list_uploads,
+	[S3_DELETE_MANY] = s3_delete_many,
+	[S3_DELETE] = delete_object,
+	[S3_MPU_CREATE] = s3_mpu_create,
+	[S3_MPU_ABORT] = s3_mpu_abort,
+	[S3_MPU_LIST_PARTS] = s3_mpu_list_parts,
+	[S3_MPU_COMPLETE] = s3_mpu_complete,
+	[S3_COPY] = s3_copy,
+};
 
 static void async_main(void *arg)
 {
 	struct s3req *s = arg;
-	const char *why;
-	switch (s->op) {
-	case S3_LIST_BUCKETS:
-		s->body.len = 0;
-		s3_list_buckets(s3_idx, &s->body);
-		s->status = 200;
-		break;
-	case S3_BUCKET_HEAD:
-		s->status = 200; /* every bucket name exists (docs/s3.md) */
-		s3_hdr(s, "x-amz-bucket-region", "us-east-1");
-		break;
-	case S3_BUCKET_CREATE:
-		bucket_create(s);
-		break;
-	case S3_BUCKET_DELETE:
-		bucket_delete(s);
-		break;
-	case S3_BUCKET_LOCATION:
-		s3_xml_start(s, 200);
-		buf_puts(&s->body, "<LocationConstraint xmlns=\"" XMLNS "\"></LocationConstraint>");
-		break;
-	case S3_BUCKET_VERSIONING:
-		s3_xml_start(s, 200);
-		buf_puts(&s->body, "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
-		break;
-	case S3_LIST:
-		s3_list(s);
-		break;
-	case S3_LIST_UPLOADS:
-		s3_list_uploads(s);
-		break;
-	case S3_DELETE_MANY:
-		s3_delete_many(s);
-		break;
-	case S3_DELETE: {
-		int st = s3_delete_key(s->key, s->klen, &why);
-		if (st == 204)
-			s->status = 204;
-		else
-			s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
-		break;
-	}
-	case S3_MPU_CREATE:
-		s3_mpu_create(s);
-		break;
-	case S3_MPU_ABORT:
-		s3_mpu_abort(s);
-		break;
-	case S3_MPU_LIST_PARTS:
-		s3_mpu_list_parts(s);
-		break;
-	case S3_MPU_COMPLETE:
-		s3_mpu_complete(s);
-		break;
-	case S3_COPY:
-		s3_copy(s);
-		break;
-	default:
-		s3_error(s, 501, "NotImplemented", "not supported");
-	}
+	workers[s->op](s);
 	s3_async_finish(s);
 }
 
 /* ---- the request ---- */
 
-static bool has(struct s3req *s, const char *name)
-{
-	return s->query && s3_has_param(s->query, name);
-}
+/* Which operation a method makes on /bucket or /bucket/key: the first row
+ * whose query parameter (if any) is present. */
+static const struct route {
+	bool object;
+	const char *method, *param;
+	enum s3op op;
+} routes[] = {
+	{false, "GET", "location", S3_BUCKET_LOCATION},
+	{false, "GET", "versioning", S3_BUCKET_VERSIONING},
+	{false, "GET", "uploads", S3_LIST_UPLOADS},
+	{false, "GET", NULL, S3_LIST},
+	{false, "HEAD", NULL, S3_BUCKET_HEAD},
+	{false, "PUT", NULL, S3_BUCKET_CREATE},
+	{false, "DELETE", NULL, S3_BUCKET_DELETE},
+	{false, "POST", "delete", S3_DELETE_MANY},
+	{true, "GET", "uploadId", S3_MPU_LIST_PARTS},
+	{true, "GET", NULL, S3_GET},
+	{true, "HEAD", NULL, S3_GET},
+	{true, "PUT", "partNumber", S3_MPU_PART},
+	{true, "PUT", "uploadId", S3_MPU_PART},
+	{true, "PUT", NULL, S3_PUT},
+	{true, "POST", "uploads", S3_MPU_CREATE},
+	{true, "POST", "uploadId", S3_MPU_COMPLETE},
+	{true, "DELETE", "uploadId", S3_MPU_ABORT},
+	{true, "DELETE", NULL, S3_DELETE},
+};
 
-/* A request on /bucket or /bucket/. */
-static void classify_bucket(struct s3req *s)
+static void route(struct s3req *s, bool object)
 {
-	const char *m = s->method;
-	if (!strcmp(m, "GET") && has(s, "location"))
-		s->op = S3_BUCKET_LOCATION;
-	else if (!strcmp(m, "GET") && has(s, "versioning"))
-		s->op = S3_BUCKET_VERSIONING;
-	else if (!strcmp(m, "GET") && has(s, "uploads"))
-		s->op = S3_LIST_UPLOADS;
-	else if (!strcmp(m, "GET"))
-		s->op = S3_LIST;
-	else if (s->head)
-		s->op = S3_BUCKET_HEAD;
-	else if (!strcmp(m, "PUT"))
-		s->op = S3_BUCKET_CREATE;
-	else if (!strcmp(m, "DELETE"))
-		s->op = S3_BUCKET_DELETE;
-	else if (!strcmp(m, "POST") && has(s, "delete"))
-		s->op = S3_DELETE_MANY;
-	else
-		s3_error(s, 405, "MethodNotAllowed", "not a bucket operation");
-}
-
-/* A request on /bucket/key. */
-static void classify_object(struct s3req *s)
-{
-	const char *m = s->method;
-	if (!strcmp(m, "GET") && has(s, "uploadId"))
-		s->op = S3_MPU_LIST_PARTS;
-	else if (!strcmp(m, "GET") || s->head)
-		s->op = S3_GET;
-	else if (!strcmp(m, "PUT") && s3_req_header(s, "X-Amz-Copy-Source") &&
-		 (has(s, "partNumber") || has(s, "uploadId")))
-		s3_error(s, 501, "NotImplemented", "UploadPartCopy is not supported");
-	else if (!strcmp(m, "PUT") && s3_req_header(s, "X-Amz-Copy-Source"))
-		s->op = S3_COPY;
-	else if (!strcmp(m, "PUT") && (has(s, "partNumber") || has(s, "uploadId")))
-		s->op = S3_MPU_PART;
-	else if (!strcmp(m, "PUT"))
-		s->op = S3_PUT;
-	else if (!strcmp(m, "POST") && has(s, "uploads"))
-		s->op = S3_MPU_CREATE;
-	else if (!strcmp(m, "POST") && has(s, "uploadId"))
-		s->op = S3_MPU_COMPLETE;
-	else if (!strcmp(m, "DELETE") && has(s, "uploadId"))
-		s->op = S3_MPU_ABORT;
-	else if (!strcmp(m, "DELETE"))
-		s->op = S3_DELETE;
-	else
-		s3_error(s, 405, "MethodNotAllowed", "not an object operation");
+	bool part = has_param(s->query, "partNumber") || has_param(s->query, "uploadId");
+	if (object && !strcmp(s->method, "PUT") && s3_req_header(s, "X-Amz-Copy-Source")) {
+		if (part)
+			s3_error(s, 501, "NotImplemented", "UploadPartCopy is not supported");
+		else
+			s->op = S3_COPY;
+		return;
+	}
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const struct route *r = &routes[i];
+		if (r->object == object && !strcmp(r->method, s->method) &&
+		    (!r->param || has_param(s->query, r->param))) {
+			s->op = r->op;
+			return;
+		}
+	}
+	s3_error(s, 405, "MethodNotAllowed",
+		 object ? "not an object operation" : "not a bucket operation");
 }
 
 /* Which operation, and its key or bucket.  Sets an error on a bad path. */
 static void classify(struct s3req *s)
 {
-	const char *m = s->method, *why;
+	const char *m = s->method, *why, *slash;
 	size_t plen = strlen(s->path), n;
-	const char *slash;
 	char dec[KEY_MAX * 3 + 8];
+	int st;
 	static const char *const unsupported[] = {
 		"acl", "tagging", "policy", "cors", "lifecycle", "encryption", "website", "logging",
 		"notification", "replication", "requestPayment", "ownershipControls",
@@ -250,7 +215,7 @@ static void classify(struct s3req *s)
 		return;
 	}
 	for (int i = 0; unsupported[i]; i++) {
-		if (has(s, unsupported[i])) {
+		if (has_param(s->query, unsupported[i])) {
 			s->op = S3_UNSUPPORTED;
 			s3_error(s, 501, "NotImplemented", "this subresource is not supported");
 			return;
@@ -266,17 +231,14 @@ static void classify(struct s3req *s)
 	memcpy(s->bucket, dec, s->blen);
 	s->bucket[s->blen] = '\0';
 	if (!slash || slash == s->path + plen - 1) {   /* /bucket or /bucket/ */
-		classify_bucket(s);
+		route(s, false);
 		return;
 	}
-	{
-		int st = key_decode(s->path, plen, s->key, &s->klen, &why);
-		if (st) {
-			s3_error(s, 400, st == 414 ? "KeyTooLongError" : "InvalidArgument", why);
-			return;
-		}
-	}
-	classify_object(s);
+	st = key_decode(s->path, plen, s->key, &s->klen, &why);
+	if (st)
+		s3_error(s, 400, st == 414 ? "KeyTooLongError" : "InvalidArgument", why);
+	else
+		route(s, true);
 }
 
 struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *path,
@@ -296,20 +258,14 @@ struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *p
 
 int s3_handler(struct s3req *s, const char *data, size_t *size)
 {
-	bool done;
-	if (s->answered) {
+	/* Refused before the body: libmicrohttpd queues an answer only once
+	 * the whole body is in, so the rest is swallowed first. */
+	if (s->answered || (s->status && *size)) {
 		*size = 0;
-		return MHD_YES;
+		return FRONT_YES;
 	}
-	if (s->status) {
-		/* Refused before the body: libmicrohttpd queues an answer only
-		 * once the whole body is in, so the rest is swallowed first. */
-		if (*size) {
-			*size = 0;
-			return MHD_YES;
-		}
+	if (s->status)
 		return s3_send(s);
-	}
 	if (s->op == S3_PUT || s->op == S3_MPU_PART)
 		return s3_put_run(s, data, size);
 	if (*size) {
@@ -320,19 +276,13 @@ int s3_handler(struct s3req *s, const char *data, size_t *size)
 				buf_append(&s->in, data, *size);
 		}
 		*size = 0;
-		return MHD_YES;
+		return FRONT_YES;
 	}
 	if (s->op == S3_GET)
 		return s3_get_run(s);
 	if (!s->async_started)
 		return s3_start_async(s, async_main);
-	pthread_mutex_lock(&s->mu);
-	done = s->async_done;
-	pthread_mutex_unlock(&s->mu);
-	if (done)
-		return s3_send(s);
-	s3_wait(s);
-	return MHD_YES;
+	return front_wait(&s->sleep) ? s3_send(s) : FRONT_YES;
 }
 
 int s3_status(const struct s3req *s)
@@ -342,14 +292,9 @@ int s3_status(const struct s3req *s)
 
 void s3_done(struct s3req *s)
 {
-	if (s->put) {
-		int st;
-		const char *w;
-		if (!put_result(s->put, &st, &w))
-			put_abort(s->put); /* the client went away mid-body */
-		put_release(s->put);
-		s->put = NULL;
-	}
+	if (s->put)
+		front_put_done(s->put);
+	s->put = NULL;
 	pthread_mutex_lock(&s->mu);
 	s->gone = true;
 	pthread_cond_broadcast(&s->cv);

@@ -1,28 +1,26 @@
 /* s3.h -- the S3 API on the master's port (path style: /<bucket>/<key> is
- * key /<bucket>/<key>).  server.c hands a request here when
- * s3_is_request says so, and the S3 files answer it from then on (s3.c
- * routes; s3req.h lists the others): they are the second HTTP front of the
- * master, so they include microhttpd.h too.
- * What is supported, and how: docs/s3.md. */
+ * key /<bucket>/<key>), and the HTTP front's small interface it answers
+ * through.  server.c hands a request here when s3_is_request says so, and
+ * the S3 files answer it from then on (s3.c routes; s3req.h lists the
+ * others).  What is supported, and how: docs/s3.md. */
 #ifndef MKV_S3_H
 #define MKV_S3_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include "index.h"
 #include "mkv.h"
 
 struct MHD_Connection;
+struct put;
 struct s3req;
 
-void s3_init(const struct config *cfg, struct index *idx);
+/* ---- the HTTP front (server.c: the only file of the master that
+ * includes microhttpd.h), for the native and the S3 requests alike ---- */
 
-/* What the HTTP front does for the S3 files on a request's connection
- * (server.c: the only file of the master that includes microhttpd.h). */
-void front_suspend(struct MHD_Connection *c);
-void front_resume(struct MHD_Connection *c);
-const char *front_header(struct MHD_Connection *c, const char *name);
 /* What the access handler returns (enum MHD_Result's values). */
 #define FRONT_YES 1
 #define FRONT_NO  0
@@ -30,15 +28,54 @@ const char *front_header(struct MHD_Connection *c, const char *name);
 #define FRONT_READER_END   ((ssize_t)-1)
 #define FRONT_READER_ERROR ((ssize_t)-2)
 
+struct front_hdr {
+	const char *name, *value;
+};
+/* Queue an answer: status, headers h[0..nh) and body[0..len) (copied).
+ * front_stream: a body of size bytes (-1: unknown) from reader, which
+ * returns how many bytes it wrote to out, 0 after suspending the
+ * connection, or FRONT_READER_*.  Both return FRONT_YES or FRONT_NO. */
+int front_send(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
+	       const char *body, size_t len);
+int front_stream(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
+		 int64_t size, ssize_t (*reader)(void *, uint64_t, char *, size_t), void *cls);
+const char *front_header(struct MHD_Connection *c, const char *name);
+/* Does match(name, value) hold for one of the request's headers? */
+bool front_any_header(struct MHD_Connection *c, bool (*match)(const char *, const char *));
+void front_suspend(struct MHD_Connection *c);
+void front_resume(struct MHD_Connection *c);
+
+/* A request's connection sleeps (front_wait, from the handler) until
+ * another thread wakes it (front_wake).  mu guards the flags; gone: the
+ * request is over, its connection is not to be touched again. */
+struct front_sleep {
+	struct MHD_Connection *conn;
+	pthread_mutex_t mu;
+	bool suspended, woken, gone, async_started, async_done;
+};
+void front_wake(void *z);   /* z: a struct front_sleep (so it can be put.h's wake) */
+/* Sleeps unless woken since the last call, or the worker is done: returns
+ * whether it is (then it does not sleep). */
+bool front_wait(struct front_sleep *z);
+/* Runs fn(arg) on a thread of its own while the connection sleeps; -1
+ * when no thread can be had.  The thread ends with front_finish. */
+int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg);
+void front_finish(struct front_sleep *z);
+/* The request is over: abort the put if the client went away mid-body,
+ * and release it. */
+void front_put_done(struct put *p);
+
+/* ---- the S3 API ---- */
+
+void s3_init(const struct config *cfg, struct index *idx);
 /* An S3 query form, or an S3 signature (Authorization: AWS4-HMAC-SHA256
  * or AWS, X-Amz-Date, X-Amz-Content-Sha256)?  query may be NULL. */
 bool s3_is_request(struct MHD_Connection *c, const char *method, const char *query);
-
 /* At the access handler's first call; path is raw (still percent-encoded),
  * query the raw query string or NULL.  Never fails. */
 struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *path,
 		     const char *query);
-/* Every later call of the access handler; returns an enum MHD_Result. */
+/* Every later call of the access handler; returns FRONT_YES or FRONT_NO. */
 int s3_handler(struct s3req *s, const char *data, size_t *size);
 /* The status answered (0 before an answer), for the request log. */
 int s3_status(const struct s3req *s);

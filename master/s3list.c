@@ -1,5 +1,7 @@
 /* s3list.c -- see s3list.h. */
 #include "s3list.h"
+#include "s3req.h"
+#include "handlers.h"
 #include "meta.h"
 #include "../common/placement.h"
 #include "../common/record.h"
@@ -12,32 +14,7 @@
 
 #define LIST_MAX_KEYS 1000
 #define BUCKETS_MAX 10000
-#define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
-
-/* ---- helpers ---- */
-
-bool s3_has_param(const char *query, const char *name)
-{
-	size_t n;
-	return query_param(query, name, &n) != NULL;
-}
-
-char *s3_param(const char *query, const char *name, bool *bad)
-{
-	size_t n, out;
-	const char *v = query_param(query, name, &n);
-	char *s;
-	if (!v)
-		return NULL;
-	s = xmalloc(n + 1);
-	if (query_decode(v, n, s, &out) < 0) {
-		*bad = true;
-		free(s);
-		return NULL;
-	}
-	s[out] = '\0';
-	return s;
-}
+#define OWNER "<Owner><ID>mkv</ID><DisplayName>mkv</DisplayName></Owner>"
 
 void xml_escape(struct buf *b, const char *s, size_t n)
 {
@@ -68,26 +45,25 @@ void s3_iso_time(int64_t t, char out[32])
 
 void s3_http_time(int64_t t, char out[40])
 {
-	struct tm tm;
-	time_t tt = (time_t)t;
-	gmtime_r(&tt, &tm);
-	strftime(out, 40, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	http_date((time_t)t, out);
 }
 
-static int bcmp_(const char *a, size_t al, const char *b, size_t bl)
-{
-	int c = memcmp(a, b, al < bl ? al : bl);
-	return c ? c : (al > bl) - (al < bl);
-}
-
-/* A tag whose text is escaped (or URL-encoded when url). */
-static void tag(struct buf *b, const char *name, const char *s, size_t n, bool url)
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n)
 {
 	buf_printf(b, "<%s>", name);
-	if (url)
-		buf_url_escape(b, s, n, true);
-	else
-		xml_escape(b, s, n);
+	xml_escape(b, s, n);
+	buf_printf(b, "</%s>", name);
+}
+
+/* A tag whose text is escaped, or URL-encoded when url. */
+static void tag(struct buf *b, const char *name, const char *s, size_t n, bool url)
+{
+	if (!url) {
+		xml_tag(b, name, s, n);
+		return;
+	}
+	buf_printf(b, "<%s>", name);
+	buf_url_escape(b, s, n, true);
 	buf_printf(b, "</%s>", name);
 }
 
@@ -109,24 +85,13 @@ static struct index_iter *seek_past(struct index *idx, struct index_iter *old, c
 	return index_iter_new(idx, k, n);
 }
 
-static void hex_encode(struct buf *b, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		char e[2] = {hex[(unsigned char)s[i] >> 4], hex[(unsigned char)s[i] & 15]};
-		buf_append(b, e, 2);
-	}
-}
-
-static char *hex_decode(const char *s, size_t *outlen)
+/* A continuation token is the last name listed, in hex. */
+static char *token_decode(const char *s, size_t *outlen)
 {
 	size_t n = strlen(s);
-	char *o;
-	if (n % 2)
-		return NULL;
-	o = xmalloc(n / 2 + 1);
+	char *o = xmalloc(n / 2 + 1);
 	for (size_t i = 0; i < n; i += 2) {
-		int h = hex_value(s[i]), l = hex_value(s[i + 1]);
+		int h = hex_value(s[i]), l = i + 1 < n ? hex_value(s[i + 1]) : -1;
 		if (h < 0 || l < 0) {
 			free(o);
 			return NULL;
@@ -140,196 +105,224 @@ static char *hex_decode(const char *s, size_t *outlen)
 
 /* ---- ListObjects ---- */
 
-static void contents(struct buf *b, struct meta_cursor *mc, const char *key, size_t klen,
-		     const char *rel, size_t rlen, const char *val, size_t vlen, bool url, bool owner)
+/* One ListObjects walk over the index: what it found. */
+struct walk {
+	const char *bucket;
+	const char *token, *start;   /* continuation-token; start-after or marker */
+	bool v2, url, owner;
+	const char *pfx, *dl;
+	size_t plen, dlen;
+	char *after;              /* list only names after this one (NULL: all) */
+	size_t alen;
+	uint64_t max, count;
+	bool truncated;
+	struct buf items, prefixes, last;
+};
+
+static void contents(struct walk *w, struct meta_cursor *mc, const char *key, size_t klen,
+		     const char *rel, size_t rlen, const char *val, size_t vlen)
 {
+	struct buf *b = &w->items;
 	struct meta m;
 	char when[32], hash[33];
 	bool known = meta_cursor_get(mc, key, klen, &m);
 	record_hash(val, vlen, hash);
 	s3_iso_time(known ? m.mtime : 0, when);
 	buf_puts(b, "<Contents>");
-	tag(b, "Key", rel, rlen, url);
+	tag(b, "Key", rel, rlen, w->url);
 	buf_printf(b, "<LastModified>%s</LastModified>", when);
-	if (known && m.etag[0])
-		buf_printf(b, "<ETag>&quot;%s&quot;</ETag>", m.etag);
-	else if (hash[0])
-		buf_printf(b, "<ETag>&quot;%s&quot;</ETag>", hash);
+	if ((known && m.etag[0]) || hash[0])
+		buf_printf(b, "<ETag>&quot;%s&quot;</ETag>", known && m.etag[0] ? m.etag : hash);
 	buf_printf(b, "<Size>%" PRIu64 "</Size>", known ? m.size : 0);
-	if (owner)
-		buf_puts(b, "<Owner><ID>mkv</ID><DisplayName>mkv</DisplayName></Owner>");
+	if (w->owner || !w->v2)
+		buf_puts(b, OWNER);
 	buf_puts(b, "<StorageClass>STANDARD</StorageClass></Contents>");
 }
 
-int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf *out,
-		    const char **why)
+/* One more name listed: false when max are listed already (truncated). */
+static bool take(struct walk *w, const char *rel, size_t rlen)
 {
-	uint64_t max = LIST_MAX_KEYS, count = 0;
-	const char *pfx = a->prefix ? a->prefix : "", *dl = a->delimiter ? a->delimiter : "";
-	size_t plen = strlen(pfx), dlen = strlen(dl), blen, alen = 0, flen;
-	char *after = NULL, *full;
-	struct buf items = {0}, prefixes = {0}, last = {0};
+	if (w->count == w->max) {
+		w->truncated = true;
+		return false;
+	}
+	w->last.len = 0;
+	buf_append(&w->last, rel, rlen);
+	w->count++;
+	return true;
+}
+
+static void walk(struct index *idx, struct walk *w)
+{
+	char *full = xasprintf("/%s/%s", w->bucket, w->pfx);
+	size_t flen = strlen(full), blen = flen - w->plen;
+	struct meta_cursor *mc = meta_cursor_new();
 	struct index_iter *it;
-	bool truncated = false, have_last = false;
-	struct meta_cursor *mc;
 
-	if (a->max_keys && !parse_u64(a->max_keys, 0, INT32_MAX, &max)) {
-		*why = "max-keys must be a non-negative integer";
-		return 400;
-	}
-	if (max > LIST_MAX_KEYS)
-		max = LIST_MAX_KEYS;
-	if (a->v2 && a->token) {
-		after = hex_decode(a->token, &alen);
-		if (!after) {
-			*why = "the continuation token is not one this server gave";
-			return 400;
-		}
-	} else if (a->after) {
-		after = xstrdup(a->after);
-		alen = strlen(after);
-	}
-	full = xasprintf("/%s/%s", a->bucket, pfx);
-	flen = strlen(full);
-	mc = meta_cursor_new();
-	blen = flen - plen;
-	buf_puts(&items, "");
-	buf_puts(&prefixes, "");
-
-	if (after && bcmp_(after, alen, pfx, plen) > 0) {
-		char *s = xasprintf("/%s/", a->bucket);
+	if (w->after && bytes_cmp(w->after, w->alen, w->pfx, w->plen) > 0) {
 		struct buf k = {0};
-		buf_puts(&k, s);
-		buf_append(&k, after, alen);
+		buf_append(&k, full, blen);
+		buf_append(&k, w->after, w->alen);
 		it = index_iter_new(idx, k.data, k.len);
 		buf_free(&k);
-		free(s);
 	} else {
 		it = index_iter_new(idx, full, flen);
 	}
-	while (max && it && index_iter_valid(it)) {
+	while (w->max && it && index_iter_valid(it)) {
 		size_t klen, vlen, rlen;
-		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen), *rel,
-			   *d;
+		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen), *rel, *d;
 		if (klen < flen || memcmp(k, full, flen))
 			break;
 		rel = k + blen;
 		rlen = klen - blen;
-		if ((after && bcmp_(rel, rlen, after, alen) <= 0) ||
+		if ((w->after && bytes_cmp(rel, rlen, w->after, w->alen) <= 0) ||
 		    record_deleted(v, vlen)) {
 			index_iter_next(it);
 			continue;
 		}
-		d = dlen && rlen > plen ? memmem(rel + plen, rlen - plen, dl, dlen) : NULL;
-		if (d) {
-			size_t cplen = (size_t)(d - rel) + dlen;
+		d = w->dlen && rlen > w->plen ? memmem(rel + w->plen, rlen - w->plen, w->dl, w->dlen)
+					       : NULL;
+		if (d) {   /* a common prefix: listed once, then skipped past */
+			size_t cplen = (size_t)(d - rel) + w->dlen;
 			char *cp = xstrndup(k, blen + cplen);
-			if (!(after && bcmp_(cp + blen, cplen, after, alen) <= 0)) {
-				if (count == max) {
-					truncated = true;
-					free(cp);
-					break;
-				}
-				buf_puts(&prefixes, "<CommonPrefixes>");
-				tag(&prefixes, "Prefix", cp + blen, cplen, a->url);
-				buf_puts(&prefixes, "</CommonPrefixes>");
-				last.len = 0;
-				buf_append(&last, cp + blen, cplen);
-				have_last = true;
-				count++;
+			bool seen = w->after && bytes_cmp(cp + blen, cplen, w->after, w->alen) <= 0;
+			if (!seen && !take(w, cp + blen, cplen)) {
+				free(cp);
+				break;
+			}
+			if (!seen) {
+				buf_puts(&w->prefixes, "<CommonPrefixes>");
+				tag(&w->prefixes, "Prefix", cp + blen, cplen, w->url);
+				buf_puts(&w->prefixes, "</CommonPrefixes>");
 			}
 			it = seek_past(idx, it, cp, blen + cplen);
 			free(cp);
 			continue;
 		}
-		if (count == max) {
-			truncated = true;
+		if (!take(w, rel, rlen))
 			break;
-		}
-		contents(&items, mc, k, klen, rel, rlen, v, vlen, a->url, a->fetch_owner || !a->v2);
-		last.len = 0;
-		buf_append(&last, rel, rlen);
-		have_last = true;
-		count++;
+		contents(w, mc, k, klen, rel, rlen, v, vlen);
 		index_iter_next(it);
 	}
 	if (it)
 		index_iter_free(it);
 	meta_cursor_free(mc);
+	free(full);
+}
 
-	buf_puts(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"" XMLNS
-		      "\">");
-	tag(out, "Name", a->bucket, strlen(a->bucket), false);
-	tag(out, "Prefix", pfx, plen, a->url);
-	if (a->v2) {
-		buf_printf(out, "<KeyCount>%" PRIu64 "</KeyCount>", count);
-		if (a->token)
-			tag(out, "ContinuationToken", a->token, strlen(a->token), false);
-		if (a->after)
-			tag(out, "StartAfter", a->after, strlen(a->after), a->url);
-		if (truncated && have_last) {
+static void list_xml(const struct walk *w, struct buf *out)
+{
+	bool next = w->truncated && w->count;
+	buf_puts(out, XML_HEAD "<ListBucketResult xmlns=\"" XMLNS "\">");
+	tag(out, "Name", w->bucket, strlen(w->bucket), false);
+	tag(out, "Prefix", w->pfx, w->plen, w->url);
+	if (w->v2) {
+		buf_printf(out, "<KeyCount>%" PRIu64 "</KeyCount>", w->count);
+		if (w->token)
+			tag(out, "ContinuationToken", w->token, strlen(w->token), false);
+		if (w->start)
+			tag(out, "StartAfter", w->start, strlen(w->start), w->url);
+		if (next) {
 			buf_puts(out, "<NextContinuationToken>");
-			hex_encode(out, last.data, last.len);
+			for (size_t i = 0; i < w->last.len; i++)
+				buf_printf(out, "%02x", (unsigned char)w->last.data[i]);
 			buf_puts(out, "</NextContinuationToken>");
 		}
 	} else {
-		tag(out, "Marker", a->after ? a->after : "", a->after ? strlen(a->after) : 0, a->url);
-		if (truncated && have_last)
-			tag(out, "NextMarker", last.data, last.len, a->url);
+		tag(out, "Marker", w->start ? w->start : "", w->start ? strlen(w->start) : 0, w->url);
+		if (next)
+			tag(out, "NextMarker", w->last.data, w->last.len, w->url);
 	}
-	buf_printf(out, "<MaxKeys>%" PRIu64 "</MaxKeys>", max);
-	if (dlen)
-		tag(out, "Delimiter", dl, dlen, a->url);
-	if (a->url)
+	buf_printf(out, "<MaxKeys>%" PRIu64 "</MaxKeys>", w->max);
+	if (w->dlen)
+		tag(out, "Delimiter", w->dl, w->dlen, w->url);
+	if (w->url)
 		buf_puts(out, "<EncodingType>url</EncodingType>");
-	buf_printf(out, "<IsTruncated>%s</IsTruncated>", truncated ? "true" : "false");
-	buf_append(out, items.data, items.len);
-	buf_append(out, prefixes.data, prefixes.len);
+	buf_printf(out, "<IsTruncated>%s</IsTruncated>", w->truncated ? "true" : "false");
+	buf_append(out, w->items.data, w->items.len);
+	buf_append(out, w->prefixes.data, w->prefixes.len);
 	buf_puts(out, "</ListBucketResult>");
-	buf_free(&items);
-	buf_free(&prefixes);
-	buf_free(&last);
-	free(after);
-	free(full);
-	return 200;
 }
 
-/* ---- buckets ---- */
-
-bool s3_bucket_exists(struct index *idx, const char *bucket)
+void s3_list(struct s3req *s)
 {
-	char *v = meta_raw_get('b', bucket, strlen(bucket)), *p;
-	struct index_iter *it;
-	bool yes = v != NULL;
-	size_t plen, klen;
-	free(v);
-	if (yes)
-		return true;
-	p = xasprintf("/%s/", bucket);
-	plen = strlen(p);
-	it = index_iter_new(idx, p, plen);
-	if (index_iter_valid(it)) {
-		const char *k = index_iter_key(it, &klen);
-		yes = klen >= plen && !memcmp(k, p, plen);
+	char *lt = s3_req_param(s, "list-type"), *et = s3_req_param(s, "encoding-type");
+	char *fo = s3_req_param(s, "fetch-owner"), *mk = s3_req_param(s, "max-keys");
+	char *pre = s3_req_param(s, "prefix"), *dl = s3_req_param(s, "delimiter");
+	char *tok = s3_req_param(s, "continuation-token"), *sa = s3_req_param(s, "start-after");
+	char *mr = s3_req_param(s, "marker");
+	struct walk w = {.bucket = s->bucket, .pfx = pre ? pre : "", .dl = dl ? dl : "",
+			 .max = LIST_MAX_KEYS, .v2 = lt && !strcmp(lt, "2"),
+			 .url = et && !strcmp(et, "url"), .owner = fo && !strcmp(fo, "true")};
+
+	w.token = w.v2 ? tok : NULL;
+	w.start = w.v2 ? sa : mr;
+	if (et && !w.url)
+		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");
+	else if (mk && !parse_u64(mk, 0, INT32_MAX, &w.max))
+		s3_error(s, 400, "InvalidArgument", "max-keys must be a non-negative integer");
+	else if (w.token && !(w.after = token_decode(w.token, &w.alen)))
+		s3_error(s, 400, "InvalidArgument", "the continuation token is not one this server gave");
+	else {
+		if (w.max > LIST_MAX_KEYS)
+			w.max = LIST_MAX_KEYS;
+		if (!w.token && w.start) {
+			w.after = xstrdup(w.start);
+			w.alen = strlen(w.after);
+		}
+		w.plen = strlen(w.pfx);
+		w.dlen = strlen(w.dl);
+		buf_puts(&w.items, "");
+		buf_puts(&w.prefixes, "");
+		walk(s3_idx, &w);
+		s->body.len = 0;
+		list_xml(&w, &s->body);
+		s->status = 200;
+	}
+	buf_free(&w.items);
+	buf_free(&w.prefixes);
+	buf_free(&w.last);
+	free(w.after);
+	free(lt), free(et), free(fo), free(mk), free(pre), free(dl), free(tok), free(sa), free(mr);
+}
+
+bool s3_bucket_empty(struct index *idx, const char *bucket)
+{
+	char *p = xasprintf("/%s/", bucket);
+	size_t plen = strlen(p), klen, vlen;
+	struct index_iter *it = index_iter_new(idx, p, plen);
+	bool empty = true;
+	for (; empty && index_iter_valid(it); index_iter_next(it)) {
+		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
+		if (klen < plen || memcmp(k, p, plen))
+			break;
+		empty = record_deleted(v, vlen);
 	}
 	index_iter_free(it);
 	free(p);
-	return yes;
+	return empty;
 }
 
-static int by_str(const void *a, const void *b)
+/* ---- ListBuckets ---- */
+
+struct bucket {
+	char *name;
+	int64_t created;   /* 0: unknown */
+};
+
+/* By name, the latest creation date first. */
+static int by_name(const void *x, const void *y)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	const struct bucket *a = x, *b = y;
+	int c = strcmp(a->name, b->name);
+	return c ? c : (a->created < b->created) - (a->created > b->created);
 }
 
-void s3_list_buckets(struct index *idx, struct buf *out)
+/* The first path components of the keys. */
+static int key_buckets(struct index *idx, struct bucket *out)
 {
-	char **names = xmalloc(BUCKETS_MAX * sizeof(*names));
-	int64_t *when = xmalloc(BUCKETS_MAX * sizeof(*when));
-	int n = 0;
 	struct index_iter *it = index_iter_new(idx, "/", 1);
-	struct index *side = meta_index();
-
+	int n = 0;
 	while (it && index_iter_valid(it) && n < BUCKETS_MAX) {
 		size_t klen;
 		const char *k = index_iter_key(it, &klen), *slash;
@@ -340,62 +333,60 @@ void s3_list_buckets(struct index *idx, struct buf *out)
 			index_iter_next(it);
 			continue;
 		}
-		if (k[1] != '.') {  /* not a valid bucket name: .mkv-mpu holds parts */
-			names[n] = xstrndup(k + 1, (size_t)(slash - k - 1));
-			when[n++] = 0;
-		}
+		if (k[1] != '.')   /* not a valid bucket name: .mkv-mpu holds parts */
+			out[n++] = (struct bucket){xstrndup(k + 1, (size_t)(slash - k - 1)), 0};
 		it = seek_past(idx, it, k, (size_t)(slash - k));
 	}
 	if (it)
 		index_iter_free(it);
-	if (side) {
-		it = index_iter_new(side, "b", 1);
-		for (; index_iter_valid(it) && n < BUCKETS_MAX; index_iter_next(it)) {
-			size_t klen, vlen;
-			const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
-			char num[24];
-			uint64_t t = 0;
-			if (!klen || k[0] != 'b')
-				break;
-			snprintf(num, sizeof(num), "%.*s", (int)(vlen < 23 ? vlen : 23), v);
-			parse_u64(num, 0, INT64_MAX, &t);
-			names[n] = xstrndup(k + 1, klen - 1);
-			when[n++] = (int64_t)t;
-		}
-		index_iter_free(it);
+	return n;
+}
+
+/* The buckets CreateBucket made, with their creation dates. */
+static int created_buckets(struct bucket *out, int max)
+{
+	struct index *side = meta_index();
+	struct index_iter *it;
+	int n = 0;
+	if (!side)
+		return 0;
+	it = index_iter_new(side, "b", 1);
+	for (; index_iter_valid(it) && n < max; index_iter_next(it)) {
+		size_t klen, vlen;
+		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
+		char num[24];
+		uint64_t t = 0;
+		if (!klen || k[0] != 'b')
+			break;
+		snprintf(num, sizeof(num), "%.*s", (int)(vlen < 23 ? vlen : 23), v);
+		parse_u64(num, 0, INT64_MAX, &t);
+		out[n++] = (struct bucket){xstrndup(k + 1, klen - 1), (int64_t)t};
 	}
-	/* sort names; keep the earliest known creation date of duplicates */
-	{
-		char **order = xmalloc((size_t)(n ? n : 1) * sizeof(*order));
-		for (int i = 0; i < n; i++) {
-			order[i] = xmalloc(strlen(names[i]) + 2 + 24);
-			sprintf(order[i], "%s%c%020lld", names[i], 0, (long long)when[i]);
-		}
-		qsort(order, (size_t)n, sizeof(*order), by_str);
-		buf_puts(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListAllMyBucketsResult "
-			      "xmlns=\"" XMLNS "\"><Owner><ID>mkv</ID><DisplayName>mkv</DisplayName>"
-			      "</Owner><Buckets>");
-		for (int i = 0; i < n; i++) {
-			char iso[32];
-			int64_t t = 0;
-			size_t l = strlen(order[i]);
-			if (i && !strcmp(order[i], order[i - 1]))
-				continue;
-			for (int j = 0; j < n; j++)
-				if (!strcmp(names[j], order[i]) && when[j] > t)
-					t = when[j];
-			s3_iso_time(t, iso);
-			buf_puts(out, "<Bucket>");
-			tag(out, "Name", order[i], l, false);
-			buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
-		}
-		buf_puts(out, "</Buckets></ListAllMyBucketsResult>");
-		for (int i = 0; i < n; i++)
-			free(order[i]);
-		free(order);
+	index_iter_free(it);
+	return n;
+}
+
+void s3_list_buckets(struct s3req *s)
+{
+	struct bucket *b = xmalloc(BUCKETS_MAX * sizeof(*b));
+	struct buf *out = &s->body;
+	int n = key_buckets(s3_idx, b);
+	n += created_buckets(b + n, BUCKETS_MAX - n);
+	qsort(b, (size_t)n, sizeof(*b), by_name);
+	out->len = 0;
+	buf_puts(out, XML_HEAD "<ListAllMyBucketsResult xmlns=\"" XMLNS "\">" OWNER "<Buckets>");
+	for (int i = 0; i < n; i++) {
+		char iso[32];
+		if (i && !strcmp(b[i].name, b[i - 1].name))
+			continue;
+		s3_iso_time(b[i].created, iso);
+		buf_puts(out, "<Bucket>");
+		tag(out, "Name", b[i].name, strlen(b[i].name), false);
+		buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
 	}
+	buf_puts(out, "</Buckets></ListAllMyBucketsResult>");
+	s->status = 200;
 	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	free(when);
+		free(b[i].name);
+	free(b);
 }

@@ -1,6 +1,7 @@
-/* s3list.h -- S3's listings (ListObjects V1/V2, ListBuckets) from the
- * index and the sidecar, never a volume; and the small XML/text helpers
- * every S3 answer uses.  Memory is bounded by max-keys (at most 1000). */
+/* s3list.h -- S3's listings (ListObjects V1/V2 and ListBuckets: s3_list and
+ * s3_list_buckets in s3req.h) from the index and the sidecar, never a
+ * volume, and the small XML and time functions every S3 answer uses.
+ * Memory is bounded by max-keys (at most 1000). */
 #ifndef MKV_S3LIST_H
 #define MKV_S3LIST_H
 
@@ -12,27 +13,14 @@
 
 #define S3_MPU_BUCKET ".mkv-mpu"   /* where multipart parts live (not a valid S3 bucket name) */
 
-/* One query parameter, percent-decoded into a fresh heap string (caller
- * frees); NULL when absent.  *bad is set on invalid %XX. */
-char *s3_param(const char *query, const char *name, bool *bad);
-bool s3_has_param(const char *query, const char *name);
-
 void xml_escape(struct buf *b, const char *s, size_t n);
+/* <name>s[0..n), escaped</name> */
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n);
 /* ISO 8601 with milliseconds ("2026-11-30T17:00:00.000Z") and RFC 7231. */
 void s3_iso_time(int64_t t, char out[32]);
 void s3_http_time(int64_t t, char out[40]);
-/* S3's encoding-type=url: everything but unreserved characters and '/'. */
 
-/* ListObjects into out (XML).  Returns 200, or 400 with *why. */
-struct s3_list_args {
-	const char *bucket;
-	const char *prefix, *delimiter, *after, *token, *max_keys;
-	bool v2, url, fetch_owner;
-};
-int s3_list_objects(struct index *idx, const struct s3_list_args *a, struct buf *out,
-		    const char **why);
-/* Does the bucket exist (a CreateBucket, or any live or unlinked key)? */
-bool s3_bucket_exists(struct index *idx, const char *bucket);
-void s3_list_buckets(struct index *idx, struct buf *out);
+/* No live key under the bucket? */
+bool s3_bucket_empty(struct index *idx, const char *bucket);
 
 #endif

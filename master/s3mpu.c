@@ -1,4 +1,4 @@
-/* s3mpu.c -- listings, multipart uploads (parts are keys under
+/* s3mpu.c -- multipart uploads and their listing (parts are keys under
  * /.mkv-mpu/<upload id>/; CompleteMultipartUpload streams them into a
  * REPLACE of the final key) and CopyObject.  See s3req.h. */
 #include "s3.h"
@@ -15,45 +15,15 @@
 #include <string.h>
 #include <sys/random.h>
 
-
-void s3_list(struct s3req *s)
-{
-	struct s3_list_args a = {.bucket = s->bucket};
-	char *lt = s3_req_param(s, "list-type"), *et = s3_req_param(s, "encoding-type"), *fo = s3_req_param(s, "fetch-owner");
-	char *pre = s3_req_param(s, "prefix"), *dl = s3_req_param(s, "delimiter"), *mk = s3_req_param(s, "max-keys");
-	char *tok = s3_req_param(s, "continuation-token"), *sa = s3_req_param(s, "start-after"), *mr = s3_req_param(s, "marker");
-	const char *why = NULL;
-	int st;
-	a.v2 = lt && !strcmp(lt, "2");
-	a.url = et && !strcmp(et, "url");
-	a.fetch_owner = fo && !strcmp(fo, "true");
-	a.prefix = pre;
-	a.delimiter = dl;
-	a.max_keys = mk;
-	a.token = a.v2 ? tok : NULL;
-	a.after = a.v2 ? sa : mr;
-	if (et && !a.url) {
-		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");
-	} else {
-		s->body.len = 0;
-		st = s3_list_objects(s3_idx, &a, &s->body, &why);
-		if (st != 200)
-			s3_error(s, st, "InvalidArgument", why);
-		else
-			s->status = 200;
-	}
-	free(lt), free(et), free(fo), free(pre), free(dl), free(mk), free(tok), free(sa), free(mr);
-}
-
 void s3_list_uploads(struct s3req *s)
 {
 	struct index *side = meta_index();
 	struct index_iter *it;
 	int n = 0;
 	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<ListMultipartUploadsResult xmlns=\"" XMLNS "\"><Bucket>");
-	xml_escape(&s->body, s->bucket, s->blen);
-	buf_puts(&s->body, "</Bucket><KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
+	buf_puts(&s->body, "<ListMultipartUploadsResult xmlns=\"" XMLNS "\">");
+	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
+	buf_puts(&s->body, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
 			   "<MaxUploads>1000</MaxUploads>");
 	if (side) {
 		it = index_iter_new(side, "u", 1);
@@ -71,15 +41,21 @@ void s3_list_uploads(struct s3req *s)
 			    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
 				continue;
 			s3_iso_time(strtoll(v, NULL, 10), iso);
-			buf_puts(&s->body, "<Upload><Key>");
-			xml_escape(&s->body, sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
-			buf_printf(&s->body, "</Key><UploadId>%.32s</UploadId><Initiated>%s</Initiated>"
+			buf_puts(&s->body, "<Upload>");
+			xml_tag(&s->body, "Key", sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
+			buf_printf(&s->body, "<UploadId>%.32s</UploadId><Initiated>%s</Initiated>"
 					     "<StorageClass>STANDARD</StorageClass></Upload>", k + 1, iso);
 			n++;
 		}
 		index_iter_free(it);
 	}
 	buf_puts(&s->body, "<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>");
+}
+
+static void bucket_and_key(struct s3req *s)
+{
+	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
+	xml_tag(&s->body, "Key", s->key + s->blen + 2, s->klen - s->blen - 2);
 }
 
 void s3_mpu_create(struct s3req *s)
@@ -99,11 +75,9 @@ void s3_mpu_create(struct s3req *s)
 	}
 	free(v);
 	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<InitiateMultipartUploadResult xmlns=\"" XMLNS "\"><Bucket>");
-	xml_escape(&s->body, s->bucket, s->blen);
-	buf_puts(&s->body, "</Bucket><Key>");
-	xml_escape(&s->body, s->key + s->blen + 2, s->klen - s->blen - 2);
-	buf_printf(&s->body, "</Key><UploadId>%s</UploadId></InitiateMultipartUploadResult>", id);
+	buf_puts(&s->body, "<InitiateMultipartUploadResult xmlns=\"" XMLNS "\">");
+	bucket_and_key(s);
+	buf_printf(&s->body, "<UploadId>%s</UploadId></InitiateMultipartUploadResult>", id);
 }
 
 /* Every part key of an upload, in order, by callback. */
@@ -152,16 +126,13 @@ static void drop_parts(const char *upload)
 
 void s3_mpu_abort(struct s3req *s)
 {
-	char *up = s3_req_param(s, "uploadId"), *k = s3_upload_key(up, NULL);
-	if (!k || strlen(k) != s->klen || memcmp(k, s->key, s->klen)) {
-		s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
-	} else {
+	char *up = s3_upload(s);
+	if (up) {
 		meta_raw_delete('u', up, 32);
 		drop_parts(up);
 		s->status = 204;
 	}
 	free(up);
-	free(k);
 }
 
 struct partlist { struct buf *b; int marker, max, n, last; bool more; };
@@ -189,27 +160,23 @@ static void list_part(void *ctx, const char *k, size_t kl, int num, const char *
 
 void s3_mpu_list_parts(struct s3req *s)
 {
-	char *up = s3_req_param(s, "uploadId"), *k = s3_upload_key(up, NULL), *mp = s3_req_param(s, "max-parts"),
-	     *pm = s3_req_param(s, "part-number-marker");
+	char *up = s3_upload(s), *mp = s3_req_param(s, "max-parts");
+	char *pm = s3_req_param(s, "part-number-marker");
 	uint64_t max = 1000, marker = 0;
 	struct buf parts = {0};
 	struct partlist pl = {&parts, 0, 0, 0, 0, false};
-	if (!k || strlen(k) != s->klen || memcmp(k, s->key, s->klen)) {
-		s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
-	} else if ((mp && !parse_u64(mp, 0, 1000000, &max)) ||
-		   (pm && !parse_u64(pm, 0, PARTS_MAX, &marker))) {
+	if (up && ((mp && !parse_u64(mp, 0, 1000000, &max)) ||
+		   (pm && !parse_u64(pm, 0, PARTS_MAX, &marker)))) {
 		s3_error(s, 400, "InvalidArgument", "max-parts and part-number-marker are integers");
-	} else {
+	} else if (up) {
 		pl.max = max > 1000 ? 1000 : (int)max;
 		pl.marker = (int)marker;
 		buf_puts(&parts, "");
 		each_part(up, list_part, &pl);
 		s3_xml_start(s, 200);
-		buf_puts(&s->body, "<ListPartsResult xmlns=\"" XMLNS "\"><Bucket>");
-		xml_escape(&s->body, s->bucket, s->blen);
-		buf_puts(&s->body, "</Bucket><Key>");
-		xml_escape(&s->body, s->key + s->blen + 2, s->klen - s->blen - 2);
-		buf_printf(&s->body, "</Key><UploadId>%s</UploadId><PartNumberMarker>%d"
+		buf_puts(&s->body, "<ListPartsResult xmlns=\"" XMLNS "\">");
+		bucket_and_key(s);
+		buf_printf(&s->body, "<UploadId>%s</UploadId><PartNumberMarker>%d"
 				     "</PartNumberMarker><NextPartNumberMarker>%d</NextPartNumberMarker>"
 				     "<MaxParts>%d</MaxParts><IsTruncated>%s</IsTruncated>"
 				     "<StorageClass>STANDARD</StorageClass>",
@@ -218,7 +185,7 @@ void s3_mpu_list_parts(struct s3req *s)
 		buf_puts(&s->body, "</ListPartsResult>");
 	}
 	buf_free(&parts);
-	free(up), free(k), free(mp), free(pm);
+	free(up), free(mp), free(pm);
 }
 
 /* CompleteMultipartUpload's copy: parts stream from a replica into a put. */
@@ -440,7 +407,7 @@ static int complete_parts(struct s3req *s, const char *up, int *nums, uint64_t *
 
 void s3_mpu_complete(struct s3req *s)
 {
-	char *up = s3_req_param(s, "uploadId"), *k = s3_upload_key(up, NULL);
+	char *up = s3_upload(s);
 	const char *why;
 	int *nums = xmalloc(PARTS_MAX * sizeof(int)), n;
 	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t)), total = 0;
@@ -450,10 +417,8 @@ void s3_mpu_complete(struct s3req *s)
 	int st;
 
 	EVP_DigestInit_ex(md, EVP_md5(), NULL);
-	if (!k || strlen(k) != s->klen || memcmp(k, s->key, s->klen)) {
-		s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
+	if (!up)
 		goto out;
-	}
 	if (s->in_too_big) {
 		s3_error(s, 400, "MalformedXML", "request body too large");
 		goto out;
@@ -485,17 +450,13 @@ void s3_mpu_complete(struct s3req *s)
 	meta_raw_delete('u', up, 32);
 	drop_parts(up);
 	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<CompleteMultipartUploadResult xmlns=\"" XMLNS "\"><Location>");
-	xml_escape(&s->body, s->key, s->klen);
-	buf_puts(&s->body, "</Location><Bucket>");
-	xml_escape(&s->body, s->bucket, s->blen);
-	buf_puts(&s->body, "</Bucket><Key>");
-	xml_escape(&s->body, s->key + s->blen + 2, s->klen - s->blen - 2);
-	buf_printf(&s->body, "</Key><ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);
+	buf_puts(&s->body, "<CompleteMultipartUploadResult xmlns=\"" XMLNS "\">");
+	xml_tag(&s->body, "Location", s->key, s->klen);
+	bucket_and_key(s);
+	buf_printf(&s->body, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);
 out:
 	EVP_MD_CTX_free(md);
 	free(nums);
 	free(sizes);
 	free(up);
-	free(k);
 }

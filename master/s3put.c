@@ -7,10 +7,8 @@
 #include "put.h"
 #include "s3list.h"
 
-#include <microhttpd.h>
-#include <openssl/evp.h>
+#include <stdlib.h>
 #include <string.h>
-
 
 /* ---- PutObject / UploadPart ---- */
 
@@ -71,35 +69,30 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 /* Before the body: what can be refused, then the put.  true when answered. */
 static bool put_prepare(struct s3req *s)
 {
-	const char *ce = s3_req_header(s, "Content-Encoding"), *sha = s3_req_header(s, "X-Amz-Content-Sha256");
-	const char *cl, *why;
+	const char *ce = s3_req_header(s, "Content-Encoding");
+	const char *sha = s3_req_header(s, "X-Amz-Content-Sha256"), *cl, *why;
 	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
 	uint64_t clen = 0;
 	bool known;
 	int n;
 
 	s->aws_chunked = (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
-	cl = s->aws_chunked ? s3_req_header(s, "X-Amz-Decoded-Content-Length") : s3_req_header(s, "Content-Length");
+	cl = s3_req_header(s, s->aws_chunked ? "X-Amz-Decoded-Content-Length" : "Content-Length");
 	known = cl && parse_u64(cl, 0, INT64_MAX, &clen);
 	if (known && s3_cfg->maxsize && clen > s3_cfg->maxsize) {
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
 		return true;
 	}
 	if (s->op == S3_MPU_PART) {
-		char *up = s3_req_param(s, "uploadId"), *pn = s3_req_param(s, "partNumber"), *k;
+		char *up = s3_upload(s), *pn = s3_req_param(s, "partNumber");
 		uint64_t num = 0;
-		k = s3_upload_key(up, NULL);
-		if (!k || strlen(k) != s->klen || memcmp(k, s->key, s->klen)) {
-			s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
-		} else if (!pn || !parse_u64(pn, 1, PARTS_MAX, &num)) {
-			s3_error(s, 400, "InvalidArgument", "Part number must be an integer between 1 "
-				 "and 10000, inclusive");
-		} else {
+		if (up && (!pn || !parse_u64(pn, 1, PARTS_MAX, &num)))
+			s3_error(s, 400, "InvalidArgument",
+				 "Part number must be an integer between 1 and 10000, inclusive");
+		else if (up)
 			s3_part_key(up, (int)num, s->target, &s->tlen);
-		}
 		free(up);
 		free(pn);
-		free(k);
 		if (s->status)
 			return true;
 	} else {
@@ -135,11 +128,63 @@ static void put_refuse(struct s3req *s, int why)
 	s->bad = why;
 }
 
-int s3_put_run(struct s3req *s, const char *data, size_t *size)
+/* Some of the body: decoded into s->pending (aws-chunked), else fed to
+ * the put as far as it takes it. */
+static int put_data(struct s3req *s, const char *data, size_t *size)
+{
+	size_t took = *size;
+	if (s->aws_chunked) {
+		if (!dec_feed(s, data, *size))
+			put_refuse(s, BAD_FRAMING);
+		took = s->pending.len;
+	}
+	if (s3_cfg->maxsize && s->fed + took > s3_cfg->maxsize) {
+		put_refuse(s, BAD_SIZE);
+		s->pending.len = 0;
+	}
+	if (s->bad || s->aws_chunked) {
+		s->fed += s->bad ? 0 : took;
+		*size = 0;
+		return FRONT_YES;
+	}
+	took = put_feed(s->put, data, *size);
+	s->fed += took;
+	*size -= took;
+	if (*size)
+		s3_wait(s);
+	return FRONT_YES;
+}
+
+/* The body is in: the answer, once the put has its result. */
+static int put_end(struct s3req *s)
 {
 	int st;
 	const char *why;
+	if (s->aws_chunked && s->dec.st != DEC_DONE)
+		put_refuse(s, BAD_FRAMING);
+	if (!s->bad && !s->put_finished) {
+		put_finish(s->put);
+		s->put_finished = true;
+	}
+	if (!put_result(s->put, &st, &why)) {
+		s3_wait(s);
+		return FRONT_YES;
+	}
+	if (s->bad == BAD_SIZE)
+		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
+	else if (s->bad)
+		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
+	else if (st != 201)
+		s3_error(s, st >= 500 ? st : 500, "InternalError", why);
+	else {
+		s->status = 200;
+		s3_hdr(s, "ETag", "\"%s\"", put_md5(s->put));
+	}
+	return s3_send(s);
+}
 
+int s3_put_run(struct s3req *s, const char *data, size_t *size)
+{
 	if (!s->prepared) {
 		s->prepared = true;
 		if (put_prepare(s))
@@ -147,65 +192,14 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 	}
 	/* what was decoded but not yet taken goes first */
 	while (s->poff < s->pending.len) {
-		size_t took = put_feed(s->put, s->pending.data + s->poff, s->pending.len - s->poff);
-		s->poff += took;
+		s->poff += put_feed(s->put, s->pending.data + s->poff, s->pending.len - s->poff);
 		if (s->poff < s->pending.len) {
 			s3_wait(s);
-			return MHD_YES;
+			return FRONT_YES;
 		}
 	}
 	s->pending.len = s->poff = 0;
-	if (*size) {
-		size_t took = *size;
-		if (s->aws_chunked) {
-			if (!dec_feed(s, data, *size))
-				put_refuse(s, BAD_FRAMING);
-			took = s->pending.len;
-		}
-		if (s3_cfg->maxsize && s->fed + took > s3_cfg->maxsize) {
-			put_refuse(s, BAD_SIZE);
-			s->pending.len = 0;
-		}
-		if (s->bad || s->aws_chunked) {
-			s->fed += s->bad ? 0 : took;
-			*size = 0;
-			return MHD_YES;
-		}
-		took = put_feed(s->put, data, *size);
-		s->fed += took;
-		*size -= took;
-		if (*size)
-			s3_wait(s);
-		return MHD_YES;
-	}
-	if (s->aws_chunked && s->dec.st != DEC_DONE)
-		put_refuse(s, BAD_FRAMING);
-	if (s->bad) {
-		if (!put_result(s->put, &st, &why)) {
-			s3_wait(s);
-			return MHD_YES;
-		}
-		if (s->bad == BAD_SIZE)
-			s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
-		else
-			s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
-		return s3_send(s);
-	}
-	if (!s->put_finished) {
-		put_finish(s->put);
-		s->put_finished = true;
-	}
-	if (!put_result(s->put, &st, &why)) {
-		s3_wait(s);
-		return MHD_YES;
-	}
-	if (st != 201) {
-		s3_error(s, st >= 500 ? st : 500, "InternalError", why);
-		return s3_send(s);
-	}
-	s->status = 200;
-	s3_hdr(s, "ETag", "\"%s\"", put_md5(s->put));
-	return s3_send(s);
+	return *size ? put_data(s, data, size) : put_end(s);
 }
 
 /* ---- everything else, on a thread of its own ---- */
@@ -226,64 +220,58 @@ int s3_delete_key(const char *key, size_t klen, const char **why)
 	return st;
 }
 
+/* One <Object> of a DeleteObjects document: deleted, or an <Error>. */
+static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, struct buf *out)
+{
+	char full[KEY_MAX * 3 + 8];
+	size_t fl;
+	const char *why;
+	int st = s3_xml_key(s, k, kl, full, &fl, &why);
+	if (!st)
+		st = s3_delete_key(full, fl, &why);
+	if (st == 204 && quiet)
+		return;
+	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
+	xml_tag(out, "Key", k, kl);
+	if (st == 204) {
+		buf_puts(out, "</Deleted>");
+		return;
+	}
+	buf_printf(out, "<Code>%s</Code>",
+		   st == 503 ? "SlowDown" : st < 500 ? "InvalidArgument" : "InternalError");
+	xml_tag(out, "Message", why, strlen(why));
+	buf_puts(out, "</Error>");
+}
+
 void s3_delete_many(struct s3req *s)
 {
-	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len, *why;
-	char *quiet = NULL;
-	size_t ql;
-	bool q;
+	const char *doc = s->in.data ? s->in.data : "", *end = doc + s->in.len, *p = doc;
+	size_t ql, olen, kl;
+	char *quiet = s3_xml_next(&p, end, "Quiet", &ql), *obj, *k;
+	bool q = quiet && !strcmp(quiet, "true");
 	int n = 0;
 	struct buf out = {0};
 
+	free(quiet);
 	if (s->in_too_big) {
 		s3_error(s, 400, "MalformedXML", "request body too large");
 		return;
 	}
-	{
-		const char *qp = p;
-		quiet = s3_xml_next(&qp, end, "Quiet", &ql);
-	}
-	q = quiet && !strcmp(quiet, "true");
-	free(quiet);
 	buf_puts(&out, "");
-	for (;;) {
-		size_t olen, kl, fl;
-		char *obj, *k, full[KEY_MAX * 3 + 8];
-		const char *op;
-		int st;
-		obj = s3_xml_next(&p, end, "Object", &olen);
-		if (!obj)
-			break;
-		op = obj;
+	for (p = doc; (obj = s3_xml_next(&p, end, "Object", &olen)); free(k)) {
+		const char *op = obj;
 		k = s3_xml_next(&op, obj + olen, "Key", &kl);
+		free(obj);
 		if (++n > 1000 || !k) {
 			free(k);
-			free(obj);
 			buf_free(&out);
-			s3_error(s, 400, "MalformedXML", n > 1000 ? "more than 1000 keys" : "an Object without a Key");
+			s3_error(s, 400, "MalformedXML",
+				 n > 1000 ? "more than 1000 keys" : "an Object without a Key");
 			return;
 		}
-		st = s3_xml_key(s, k, kl, full, &fl, &why);
-		if (!st)
-			st = s3_delete_key(full, fl, &why);
-		if (st == 204) {
-			if (!q) {
-				buf_puts(&out, "<Deleted><Key>");
-				xml_escape(&out, k, kl);
-				buf_puts(&out, "</Key></Deleted>");
-			}
-		} else {
-			buf_puts(&out, "<Error><Key>");
-			xml_escape(&out, k, kl);
-			buf_printf(&out, "</Key><Code>%s</Code><Message>",
-				   st == 503 ? "SlowDown" : st < 500 ? "InvalidArgument" : "InternalError");
-			xml_escape(&out, why, strlen(why));
-			buf_puts(&out, "</Message></Error>");
-		}
-		free(k);
-		free(obj);
+		delete_one(s, k, kl, q, &out);
 	}
-	if (!n && !memmem(s->in.data ? s->in.data : "", s->in.len, "<Delete", 7)) {
+	if (!n && !memmem(doc, s->in.len, "<Delete", 7)) {
 		buf_free(&out);
 		s3_error(s, 400, "MalformedXML", "no <Delete> document");
 		return;

@@ -1,16 +1,16 @@
 /* s3req.c -- an S3 request's answers (headers, error XML, the response),
- * its suspension while a worker runs, and the small helpers the S3 files
+ * its suspension while a worker runs, and the small functions the S3 files
  * share.  See s3req.h. */
 #include "s3.h"
 #include "s3req.h"
 #include "keylock.h"
 #include "s3list.h"
-#include "spawn.h"
 
-#include <microhttpd.h>
-#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
+#include <unistd.h>
 
 const struct config *s3_cfg;
 struct index *s3_idx;
@@ -20,20 +20,21 @@ struct index *s3_idx;
 void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 {
 	va_list ap;
+	char *v;
 	if (s->nhdr == NHDR)
 		return;
 	va_start(ap, fmt);
-	if (vasprintf(&s->hval[s->nhdr], fmt, ap) < 0)
+	if (vasprintf(&v, fmt, ap) < 0)
 		die("out of memory");
 	va_end(ap);
-	s->hname[s->nhdr++] = name;
+	s->hdr[s->nhdr++] = (struct front_hdr){name, v};
 }
 
 void s3_xml_start(struct s3req *s, int status)
 {
 	s->status = status;
 	s->body.len = 0;
-	buf_puts(&s->body, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+	buf_puts(&s->body, XML_HEAD);
 }
 
 /* S3's error document (HEAD answers carry none). */
@@ -45,60 +46,36 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 	if (s->head)
 		return;
 	s3_xml_start(s, status);
-	buf_printf(&s->body, "<Error><Code>%s</Code><Message>", code);
-	xml_escape(&s->body, msg, strlen(msg));
-	buf_puts(&s->body, "</Message><Resource>");
-	xml_escape(&s->body, s->path, strlen(s->path));
-	buf_puts(&s->body, "</Resource><RequestId>mkv</RequestId></Error>");
+	buf_printf(&s->body, "<Error><Code>%s</Code>", code);
+	xml_tag(&s->body, "Message", msg, strlen(msg));
+	xml_tag(&s->body, "Resource", s->path, strlen(s->path));
+	buf_puts(&s->body, "<RequestId>mkv</RequestId></Error>");
 }
 
 int s3_send(struct s3req *s)
 {
-	struct MHD_Response *r;
-	enum MHD_Result ret;
-	if (s->stream)
-		r = MHD_create_response_from_callback(s->vlen >= 0 ? (uint64_t)s->vlen : MHD_SIZE_UNKNOWN,
-						      256 * 1024, s3_get_reader, s, NULL);
-	else
-		r = MHD_create_response_from_buffer(s->body.len, s->body.data ? s->body.data : "",
-						    MHD_RESPMEM_MUST_COPY);
-	if (!r)
-		return MHD_NO;
-	for (int i = 0; i < s->nhdr; i++)
-		MHD_add_response_header(r, s->hname[i], s->hval[i]);
+	struct front_hdr h[NHDR + 2];
+	int nh = s->nhdr;
+	memcpy(h, s->hdr, sizeof(*h) * (size_t)nh);
 	if (s->body.len && !s->stream)
-		MHD_add_response_header(r, "Content-Type", "application/xml");
-	MHD_add_response_header(r, "x-amz-request-id", "mkv");
-	ret = MHD_queue_response(s->conn, (unsigned)s->status, r);
-	MHD_destroy_response(r);
+		h[nh++] = (struct front_hdr){"Content-Type", "application/xml"};
+	h[nh++] = (struct front_hdr){"x-amz-request-id", "mkv"};
 	s->answered = true;
-	return ret;
+	if (s->stream)
+		return front_stream(s->conn, s->status, h, nh, s->vlen, s3_get_reader, s);
+	return front_send(s->conn, s->status, h, nh, s->body.data, s->body.len);
 }
 
-/* ---- suspension (as server.c's req_wake/req_wait) ---- */
+/* ---- suspension ---- */
 
 void s3_wake(void *arg)
 {
-	struct s3req *s = arg;
-	pthread_mutex_lock(&s->mu);
-	s->woken = true;
-	if (s->suspended && !s->gone) {
-		s->suspended = false;
-		front_resume(s->conn);
-	}
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	front_wake(&((struct s3req *)arg)->sleep);
 }
 
 void s3_wait(struct s3req *s)
 {
-	pthread_mutex_lock(&s->mu);
-	if (!s->woken) {
-		s->suspended = true;
-		front_suspend(s->conn);
-	}
-	s->woken = false;
-	pthread_mutex_unlock(&s->mu);
+	front_wait(&s->sleep);
 }
 
 void s3_unref(struct s3req *s)
@@ -113,7 +90,7 @@ void s3_unref(struct s3req *s)
 	buf_free(&s->in);
 	buf_free(&s->pending);
 	for (int i = 0; i < s->nhdr; i++)
-		free(s->hval[i]);
+		free((char *)s->hdr[i].value);
 	for (int i = 0; i < s->nurls; i++)
 		free(s->urls[i]);
 	if (s->ring)
@@ -128,35 +105,37 @@ void s3_unref(struct s3req *s)
 int s3_start_async(struct s3req *s, void (*fn)(void *))
 {
 	pthread_mutex_lock(&s->mu);
-	s->refs++;
-	if (spawn(fn, s) < 0) {
-		s->refs--;
-		pthread_mutex_unlock(&s->mu);
-		s3_error(s, 503, "SlowDown", "server busy: no thread for this request");
-		return s3_send(s);
-	}
-	s->async_started = true;
-	s->suspended = true;
-	front_suspend(s->conn);
+	s->refs++;                   /* the worker's, dropped by s3_async_finish */
 	pthread_mutex_unlock(&s->mu);
-	return MHD_YES;
+	if (front_spawn(&s->sleep, fn, s) == 0)
+		return FRONT_YES;
+	s3_unref(s);
+	s3_error(s, 503, "SlowDown", "server busy: no thread for this request");
+	return s3_send(s);
 }
 
 void s3_async_finish(struct s3req *s)
 {
-	pthread_mutex_lock(&s->mu);
-	s->async_done = true;
-	pthread_mutex_unlock(&s->mu);
-	s3_wake(s);
+	front_finish(&s->sleep);
 	s3_unref(s);
 }
 
-/* ---- small helpers ---- */
+/* ---- parameters, XML, keys and uploads ---- */
 
 char *s3_req_param(struct s3req *s, const char *name)
 {
-	bool bad = false;
-	return s->query ? s3_param(s->query, name, &bad) : NULL;
+	size_t n, len;
+	const char *v = s->query ? query_param(s->query, name, &n) : NULL;
+	char *out;
+	if (!v)
+		return NULL;
+	out = xmalloc(n + 1);
+	if (query_decode(v, n, out, &len) < 0) {
+		free(out);
+		return NULL;
+	}
+	out[len] = '\0';
+	return out;
 }
 
 const char *s3_req_header(struct s3req *s, const char *name)
@@ -190,10 +169,24 @@ int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *o
 	return st;
 }
 
+static void utf8_put(struct buf *o, unsigned long v)
+{
+	static const unsigned char lead[] = {0, 0, 0xc0, 0xe0, 0xf0};
+	int n = v < 0x80 ? 1 : v < 0x800 ? 2 : v < 0x10000 ? 3 : 4;
+	char u[4];
+	for (int i = n - 1; i > 0; i--, v >>= 6)
+		u[i] = (char)(0x80 | (v & 63));
+	u[0] = (char)(lead[n] | (n == 4 ? v & 7 : v));
+	buf_append(o, u, (size_t)n);
+}
+
 /* The text of the next <tag>...</tag> in [*p, end), XML entities decoded,
  * into a fresh string; *p moves past it.  NULL when there is none. */
 char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen)
 {
+	static const char *const entities[][2] = {
+		{"&amp;", "&"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"},
+	};
 	char open[64], close[64];
 	const char *a, *b;
 	struct buf o = {0};
@@ -209,43 +202,15 @@ char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outl
 	*p = b + cl;
 	buf_puts(&o, "");
 	for (const char *c = a; c < b; c++) {
-		if (*c != '&') {
-			buf_append(&o, c, 1);
-			continue;
-		}
-		const char *semi = memchr(c, ';', (size_t)(b - c));
-		size_t el = semi ? (size_t)(semi - c) : 0;
-		if (el == 4 && !memcmp(c, "&amp", 4))
-			buf_puts(&o, "&");
-		else if (el == 3 && !memcmp(c, "&lt", 3))
-			buf_puts(&o, "<");
-		else if (el == 3 && !memcmp(c, "&gt", 3))
-			buf_puts(&o, ">");
-		else if (el == 5 && !memcmp(c, "&quot", 5))
-			buf_puts(&o, "\"");
-		else if (el == 5 && !memcmp(c, "&apos", 5))
-			buf_puts(&o, "'");
-		else if (el > 2 && el < 12 && c[1] == '#') {
-			unsigned long v = c[2] == 'x' ? strtoul(c + 3, NULL, 16) : strtoul(c + 2, NULL, 10);
-			char u[4];
-			int n = 0;
-			if (v < 0x80) {
-				u[n++] = (char)v;
-			} else if (v < 0x800) {
-				u[n++] = (char)(0xc0 | v >> 6);
-				u[n++] = (char)(0x80 | (v & 63));
-			} else if (v < 0x10000) {
-				u[n++] = (char)(0xe0 | v >> 12);
-				u[n++] = (char)(0x80 | ((v >> 6) & 63));
-				u[n++] = (char)(0x80 | (v & 63));
-			} else {
-				u[n++] = (char)(0xf0 | ((v >> 18) & 7));
-				u[n++] = (char)(0x80 | ((v >> 12) & 63));
-				u[n++] = (char)(0x80 | ((v >> 6) & 63));
-				u[n++] = (char)(0x80 | (v & 63));
-			}
-			buf_append(&o, u, (size_t)n);
-		} else {
+		const char *semi = *c == '&' ? memchr(c, ';', (size_t)(b - c)) : NULL;
+		size_t el = semi ? (size_t)(semi - c) + 1 : 0, i = 0;   /* with the ';' */
+		while (i < 5 && !(el == strlen(entities[i][0]) && !memcmp(c, entities[i][0], el)))
+			i++;
+		if (i < 5)
+			buf_puts(&o, entities[i][1]);
+		else if (el > 3 && el < 13 && c[1] == '#')
+			utf8_put(&o, c[2] == 'x' ? strtoul(c + 3, NULL, 16) : strtoul(c + 2, NULL, 10));
+		else {
 			buf_append(&o, c, 1);
 			continue;
 		}
@@ -296,23 +261,20 @@ void s3_part_key(const char *upload, int n, char *out, size_t *len)
 	*len = (size_t)snprintf(out, KEY_MAX + 1, "/" S3_MPU_BUCKET "/%s/%05d", upload, n);
 }
 
-/* The upload's key (heap string) when upload names one, else NULL. */
-char *s3_upload_key(const char *upload, int64_t *initiated)
+/* The request's uploadId (heap string) when it names an upload of s->key;
+ * else NULL, with NoSuchUpload answered. */
+char *s3_upload(struct s3req *s)
 {
-	char *v = upload && strlen(upload) == 32 && strspn(upload, "0123456789abcdef") == 32
-			  ? meta_raw_get('u', upload, 32)
-			  : NULL;
-	char *sp, *k;
-	if (!v)
-		return NULL;
-	sp = strchr(v, ' ');
-	if (!sp) {
-		free(v);
-		return NULL;
-	}
-	if (initiated)
-		*initiated = strtoll(v, NULL, 10);
-	k = xstrdup(sp + 1);
+	char *up = s3_req_param(s, "uploadId"), *v = NULL, *sp;
+	bool ok;
+	if (up && strlen(up) == 32 && strspn(up, "0123456789abcdef") == 32)
+		v = meta_raw_get('u', up, 32);
+	sp = v ? strchr(v, ' ') : NULL;
+	ok = sp && strlen(sp + 1) == s->klen && !memcmp(sp + 1, s->key, s->klen);
 	free(v);
-	return k;
+	if (ok)
+		return up;
+	free(up);
+	s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
+	return NULL;
 }

@@ -1,5 +1,5 @@
 /* s3req.h -- what the S3 files (s3.c, s3req.c, s3get.c, s3put.c, s3mpu.c)
- * share: one S3 request and the helpers that answer it.  Not an interface
+ * share: one S3 request and the functions that answer it.  Not an interface
  * for the rest of the master: that is s3.h.
  *
  * Threads: a request is driven by libmicrohttpd's calls (s3_handler) and,
@@ -8,6 +8,7 @@
 #ifndef MKV_S3REQ_H
 #define MKV_S3REQ_H
 
+#include "s3.h"
 #include "index.h"
 #include "handlers.h"
 #include "meta.h"
@@ -20,9 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct MHD_Connection;
-struct put;
-
+#define XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 #define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define XML_BODY_MAX (2u << 20)   /* DeleteObjects (1,000 keys), CompleteMultipartUpload */
 #define RING_CAP (256u << 10)   /* a GetObject's bytes between volume and client */
@@ -51,7 +50,16 @@ struct chunkdec {
 };
 
 struct s3req {
-	struct MHD_Connection *conn;
+	union {       /* sleep's fields, also by their own names (s->mu, s->conn) */
+		struct front_sleep sleep;
+		struct {
+			struct MHD_Connection *conn;
+			pthread_mutex_t mu;
+			bool suspended, woken, gone, async_started, async_done;
+		};
+	};
+	pthread_cond_t cv;
+	int refs;
 	char method[16];
 	char *path, *query;
 	enum s3op op;
@@ -61,20 +69,13 @@ struct s3req {
 	char bucket[256];
 	size_t blen;                  /* key[blen + 2..] is the object name */
 
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool suspended, woken, gone;
-	int refs;
-
 	/* the answer */
 	int status;
 	struct buf body;
-	const char *hname[NHDR];
-	char *hval[NHDR];
+	struct front_hdr hdr[NHDR];   /* values on the heap */
 	int nhdr;
-	bool answered, ready;
+	bool answered;
 
-	bool async_started, async_done;
 	struct buf in;                /* a POST's XML body */
 	bool in_too_big;
 
@@ -111,7 +112,7 @@ struct s3req {
 extern const struct config *s3_cfg;
 extern struct index *s3_idx;
 
-/* ---- answers, suspension and small helpers (s3req.c); the int results are enum MHD_Result ---- */
+/* ---- answers, suspension and the rest of s3req.c; int results are FRONT_YES/NO ---- */
 void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void s3_xml_start(struct s3req *s, int status);
@@ -133,7 +134,7 @@ void s3_strip_quotes(char *e);
 bool s3_lock_key(const char *key, size_t klen);
 bool s3_live_record(const char *key, size_t klen, char **v, struct record *r);
 void s3_part_key(const char *upload, int n, char *out, size_t *len);
-char *s3_upload_key(const char *upload, int64_t *initiated);
+char *s3_upload(struct s3req *s);
 
 /* ---- GetObject / HeadObject (s3get.c) ---- */
 /* A GetObject's ring (RING_CAP bytes), counted; s3_stream_end frees it and
@@ -148,8 +149,10 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size);
 int s3_delete_key(const char *key, size_t klen, const char **why);
 void s3_delete_many(struct s3req *s);
 
-/* ---- listings, multipart uploads, CopyObject (s3mpu.c): run on a worker thread ---- */
+/* ---- run on a worker thread: ListObjects V1/V2 and ListBuckets
+ * (s3list.c); multipart uploads and their listing, CopyObject (s3mpu.c) ---- */
 void s3_list(struct s3req *s);
+void s3_list_buckets(struct s3req *s);
 void s3_list_uploads(struct s3req *s);
 void s3_mpu_create(struct s3req *s);
 void s3_mpu_abort(struct s3req *s);

@@ -40,7 +40,7 @@
 enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_RELINK, OP_OTHER };
 
 struct req {
-	struct MHD_Connection *conn;
+	struct front_sleep sl;   /* its connection, and its sleep while a worker runs */
 	struct conn *sock;       /* its connection's entry */
 	char *uri;               /* raw, with the query */
 	char *query;             /* into uri, after '?', or NULL */
@@ -57,11 +57,6 @@ struct req {
 
 	struct answer ans;
 	bool answered;           /* ans is ready to send */
-
-	/* suspension: see req_wake / req_wait */
-	pthread_mutex_t mu;
-	bool suspended, woken;
-	bool async_started, async_done;
 
 	struct put *put;
 	bool put_finished;
@@ -92,71 +87,179 @@ static struct conn conns = {.prev = &conns, .next = &conns};
 static pthread_t reaper_thread;
 static atomic_bool reaper_stop;
 
-/* ---- suspension ---- */
+/* ---- the front: answers, headers, suspension (s3.h) ---- */
 
-/* From any thread: let the connection's handler run again. */
-static void req_wake(void *arg)
+static enum MHD_Result queue(struct MHD_Connection *c, int status, const struct front_hdr *h,
+			     int nh, struct MHD_Response *resp)
 {
-	struct req *r = arg;
-	pthread_mutex_lock(&r->mu);
-	r->woken = true;
-	if (r->suspended) {
-		r->suspended = false;
-		MHD_resume_connection(r->conn);
-	}
-	pthread_mutex_unlock(&r->mu);
+	enum MHD_Result ret;
+	if (!resp)
+		return MHD_NO;
+	for (int i = 0; i < nh; i++)
+		MHD_add_response_header(resp, h[i].name, h[i].value);
+	ret = MHD_queue_response(c, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return ret;
 }
 
-/* From the handler: sleep until req_wake, unless it already came. */
-static void req_wait(struct req *r)
+int front_send(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
+	       const char *body, size_t len)
 {
-	pthread_mutex_lock(&r->mu);
-	if (!r->woken) {
-		r->suspended = true;
-		MHD_suspend_connection(r->conn);
-	}
-	r->woken = false;
-	pthread_mutex_unlock(&r->mu);
+	return queue(c, status, h, nh,
+		     MHD_create_response_from_buffer(len, body ? (void *)body : "", MHD_RESPMEM_MUST_COPY));
 }
 
-/* ---- answers ---- */
+int front_stream(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
+		 int64_t size, ssize_t (*reader)(void *, uint64_t, char *, size_t), void *cls)
+{
+	return queue(c, status, h, nh,
+		     MHD_create_response_from_callback(size >= 0 ? (uint64_t)size : MHD_SIZE_UNKNOWN,
+						       256 * 1024, reader, cls, NULL));
+}
+
+const char *front_header(struct MHD_Connection *c, const char *name)
+{
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+struct header_match {
+	bool (*match)(const char *, const char *);
+	bool found;
+};
+
+static enum MHD_Result header_matches(void *cls, enum MHD_ValueKind kind, const char *key,
+				      const char *value)
+{
+	struct header_match *m = cls;
+	(void)kind;
+	m->found = m->match(key, value);
+	return m->found ? MHD_NO : MHD_YES;   /* MHD_NO ends the pass */
+}
+
+bool front_any_header(struct MHD_Connection *c, bool (*match)(const char *, const char *))
+{
+	struct header_match m = {match, false};
+	MHD_get_connection_values(c, MHD_HEADER_KIND, header_matches, &m);
+	return m.found;
+}
+
+void front_suspend(struct MHD_Connection *c)
+{
+	MHD_suspend_connection(c);
+}
+
+void front_resume(struct MHD_Connection *c)
+{
+	MHD_resume_connection(c);
+}
+
+/* Under z->mu. */
+static void wake_locked(struct front_sleep *z)
+{
+	z->woken = true;
+	if (z->suspended && !z->gone) {
+		z->suspended = false;
+		MHD_resume_connection(z->conn);
+	}
+}
+
+void front_wake(void *arg)
+{
+	struct front_sleep *z = arg;
+	pthread_mutex_lock(&z->mu);
+	wake_locked(z);
+	pthread_mutex_unlock(&z->mu);
+}
+
+/* One critical section: once the handler sees async_done it may free z. */
+void front_finish(struct front_sleep *z)
+{
+	pthread_mutex_lock(&z->mu);
+	z->async_done = true;
+	wake_locked(z);
+	pthread_mutex_unlock(&z->mu);
+}
+
+bool front_wait(struct front_sleep *z)
+{
+	bool done;
+	pthread_mutex_lock(&z->mu);
+	done = z->async_done;
+	if (!done && !z->woken) {
+		z->suspended = true;
+		MHD_suspend_connection(z->conn);
+	}
+	z->woken = false;
+	pthread_mutex_unlock(&z->mu);
+	return done;
+}
+
+int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg)
+{
+	pthread_mutex_lock(&z->mu);   /* fn's front_finish waits for the suspend */
+	if (spawn(fn, arg) < 0) {
+		pthread_mutex_unlock(&z->mu);
+		log_msg("pthread_create failed: out of threads");
+		return -1;
+	}
+	z->async_started = true;
+	z->suspended = true;
+	MHD_suspend_connection(z->conn);
+	pthread_mutex_unlock(&z->mu);
+	return 0;
+}
+
+void front_put_done(struct put *p)
+{
+	int st;
+	const char *w;
+	if (!put_result(p, &st, &w))
+		put_abort(p); /* the client went away mid-body */
+	put_release(p);
+}
+
+_Static_assert(FRONT_YES == MHD_YES && FRONT_NO == MHD_NO, "results");
+_Static_assert(FRONT_READER_END == MHD_CONTENT_READER_END_OF_STREAM &&
+	       FRONT_READER_ERROR == MHD_CONTENT_READER_END_WITH_ERROR, "reader ends");
+
+/* ---- native answers ---- */
 
 static enum MHD_Result send_answer(struct req *r)
 {
 	struct answer *a = &r->ans;
-	struct MHD_Response *resp;
-	enum MHD_Result ret;
+	struct front_hdr h[6];
+	int nh = 0;
 	if (r->op == OP_HEAD && a->status >= 300)
 		a->body.len = 0;   /* as minikeyvalue: a HEAD error says Content-Length: 0 */
-	resp = MHD_create_response_from_buffer(a->body.len, a->body.data ? a->body.data : "",
-					       MHD_RESPMEM_MUST_COPY);
 	if (a->location[0])
-		MHD_add_response_header(resp, "Location", a->location);
+		h[nh++] = (struct front_hdr){"Location", a->location};
 	if (a->md5[0])
-		MHD_add_response_header(resp, "Content-Md5", a->md5);
+		h[nh++] = (struct front_hdr){"Content-Md5", a->md5};
 	if (a->volumes)
-		MHD_add_response_header(resp, "Key-Volumes", a->volumes);
+		h[nh++] = (struct front_hdr){"Key-Volumes", a->volumes};
 	if (a->balance)
-		MHD_add_response_header(resp, "Key-Balance", a->balance);
+		h[nh++] = (struct front_hdr){"Key-Balance", a->balance};
 	if (a->body.len)
-		MHD_add_response_header(resp, "Content-Type",
-					a->ctype ? a->ctype : "text/plain; charset=utf-8");
+		h[nh++] = (struct front_hdr){"Content-Type",
+					     a->ctype ? a->ctype : "text/plain; charset=utf-8"};
 	if (a->status == 405)
-		MHD_add_response_header(resp, "Allow", ALLOW);
-	ret = MHD_queue_response(r->conn, (unsigned)a->status, resp);
-	MHD_destroy_response(resp);
+		h[nh++] = (struct front_hdr){"Allow", ALLOW};
 	r->answered = true;
-	return ret;
+	return (enum MHD_Result)front_send(r->sl.conn, a->status, h, nh, a->body.data, a->body.len);
+}
+
+static void unlock_key(struct req *r)
+{
+	if (r->locked)
+		keylock_release(r->key, r->klen);
+	r->locked = false;
 }
 
 /* An error ends the request's write, if it took the key's lock: the key is
  * freed before the client hears back, so its next request finds it free. */
 static enum MHD_Result send_error(struct req *r, int status, const char *why)
 {
-	if (r->locked) {
-		keylock_release(r->key, r->klen);
-		r->locked = false;
-	}
+	unlock_key(r);
 	answer_error(&r->ans, status, why);
 	return send_answer(r);
 }
@@ -203,38 +306,16 @@ static void async_main(void *arg)
 {
 	struct req *r = arg;
 	run_op(r);
-	if (r->locked) {        /* free the key before the client hears back */
-		keylock_release(r->key, r->klen);
-		r->locked = false;
-	}
-	pthread_mutex_lock(&r->mu);
-	r->async_done = true;
-	pthread_mutex_unlock(&r->mu);
-	req_wake(r);
+	unlock_key(r);          /* free the key before the client hears back */
+	front_finish(&r->sl);
 }
 
 static enum MHD_Result run_async(struct req *r)
 {
-	bool done;
-	pthread_mutex_lock(&r->mu);
-	done = r->async_done;
-	pthread_mutex_unlock(&r->mu);
-	if (done)
-		return send_answer(r);
-	if (r->async_started) {
-		req_wait(r);
-		return MHD_YES;
-	}
-	pthread_mutex_lock(&r->mu); /* async_main's wake waits for the suspend */
-	if (spawn(async_main, r) < 0) {
-		pthread_mutex_unlock(&r->mu);
-		log_msg("pthread_create failed: out of threads");
+	if (r->sl.async_started)
+		return front_wait(&r->sl) ? send_answer(r) : MHD_YES;
+	if (front_spawn(&r->sl, async_main, r) < 0)
 		return send_error(r, 503, "server busy: no thread for this request");
-	}
-	r->async_started = true;
-	r->suspended = true;
-	MHD_suspend_connection(r->conn);
-	pthread_mutex_unlock(&r->mu);
 	return MHD_YES;
 }
 
@@ -243,8 +324,8 @@ static enum MHD_Result run_async(struct req *r)
 /* First call: everything that can be refused before reading the body. */
 static enum MHD_Result put_begin(struct req *r)
 {
-	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
-	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+	const char *cl = front_header(r->sl.conn, "Content-Length");
+	const char *te = front_header(r->sl.conn, "Transfer-Encoding");
 	const char *why;
 	uint64_t clen;
 	size_t vlen;
@@ -282,15 +363,14 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 
 	if (*size && !r->put) {
 		char *lp[RECORD_MAX_LOCS];
-		const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-							      "Content-Length");
+		const char *cl = front_header(r->sl.conn, "Content-Length");
 		uint64_t clen = 0;
 		for (int i = 0; i < r->nlocs; i++)
 			lp[i] = r->locs[i];
 		int64_t len = cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1;
 		r->put = r->replace ? put_start_replace(cfg, idx, r->key, r->klen, lp, r->nlocs, len,
-							req_wake, r, 0)
-				    : put_start(cfg, idx, r->key, r->klen, lp, r->nlocs, len, req_wake, r);
+							front_wake, &r->sl, 0)
+				    : put_start(cfg, idx, r->key, r->klen, lp, r->nlocs, len, front_wake, &r->sl);
 		r->locked = false; /* the put owns the key's lock now */
 	}
 	if (*size && cfg->maxsize && r->bytes + *size > cfg->maxsize) {
@@ -309,7 +389,7 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 		 * closing with unread bytes makes the kernel reset the connection,
 		 * which can destroy the answer before the client reads it. */
 		if (*size)
-			req_wait(r);
+			front_wait(&r->sl);
 		return MHD_YES;
 	}
 	if (!r->put)
@@ -327,36 +407,22 @@ static enum MHD_Result put_body(struct req *r, const char *data, size_t *size)
 		}
 		return send_error(r, st, why);
 	}
-	req_wait(r);
+	front_wait(&r->sl);
 	return MHD_YES;
 }
 
 /* ---- the handler ---- */
 
-static enum op op_of(const char *m)
-{
-	if (!strcmp(m, "GET"))
-		return OP_GET;
-	if (!strcmp(m, "HEAD"))
-		return OP_HEAD;
-	if (!strcmp(m, "PUT"))
-		return OP_PUT;
-	if (!strcmp(m, "DELETE"))
-		return OP_DELETE;
-	if (!strcmp(m, "UNLINK"))
-		return OP_UNLINK;
-	if (!strcmp(m, "REBALANCE"))
-		return OP_REBALANCE;
-	if (!strcmp(m, "RELINK"))
-		return OP_RELINK;
-	return OP_OTHER;
-}
+static const char *const op_names[] = {"GET", "HEAD", "PUT", "DELETE", "UNLINK", "REBALANCE",
+				       "RELINK", "OTHER"};
 
 /* Decode the key once, at the first call. */
 static void req_parse(struct req *r, const char *method)
 {
 	size_t plen;
-	r->op = op_of(method);
+	r->op = OP_GET;
+	while (r->op < OP_OTHER && strcmp(method, op_names[r->op]))
+		r->op++;
 	if (!strcmp(method, "REPLACE")) {
 		r->op = OP_PUT;
 		r->replace = true;
@@ -373,6 +439,66 @@ static void req_parse(struct req *r, const char *method)
 	r->key_status = key_decode(r->uri, plen, r->key, &r->klen, &r->key_why);
 }
 
+/* The first call: the request's head is in. */
+static enum MHD_Result req_begin(struct req *r, struct MHD_Connection *conn, const char *method)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	r->sl.conn = conn;
+	r->sock = ci ? ci->socket_context : NULL;
+	if (r->sock)
+		atomic_store(&r->sock->in_request, true);
+	req_parse(r, method);
+	if (s3_is_request(conn, method, r->query)) {
+		r->s3 = s3_new(conn, method, r->uri, r->query);
+		return MHD_YES;
+	}
+	return r->op == OP_PUT ? put_begin(r) : MHD_YES;
+}
+
+/* ?list and ?unlinked take any prefix, "/" included. */
+static enum MHD_Result list(struct req *r)
+{
+	if (!is_list_query(r->query))
+		return send_error(r, 403, "unknown query: only ?list and ?unlinked");
+	if (r->sl.async_started)
+		return run_async(r);
+	if (r->key_status == 414)
+		return send_error(r, 414, r->key_why);
+	if (path_decode(r->uri, strlen(r->uri), r->key, &r->klen) < 0)
+		return send_error(r, 400, "invalid percent-encoding or NUL in prefix");
+	return run_async(r);
+}
+
+/* Every method but PUT, once its body (ignored) is in. */
+static enum MHD_Result req_answer(struct req *r)
+{
+	if (r->op == OP_OTHER)
+		return send_error(r, 405, "method not allowed");
+	if (r->op == OP_GET || r->op == OP_HEAD) {
+		if (r->query)
+			return list(r);
+		if (r->key_status)
+			return send_error(r, r->key_status, r->key_why);
+		if (cfg->headcheck)
+			return run_async(r);
+		handle_get(cfg, idx, r->key, r->klen, r->uri, &r->ans);
+		return send_answer(r);
+	}
+	/* DELETE, UNLINK, REBALANCE, RELINK: under the key's lock */
+	if (r->sl.async_started)
+		return run_async(r);
+	if (r->query && !((r->op == OP_REBALANCE || r->op == OP_DELETE) &&
+			  !strcmp(r->query, "unlinked")))
+		return send_error(r, 400, "this method takes no query string");
+	if (r->key_status)
+		return send_error(r, r->key_status, r->key_why);
+	if (!keylock_try(r->key, r->klen))
+		return send_error(r, 409, "another write of this key is in progress");
+	r->locked = true;
+	return run_async(r);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
 			       const char *method, const char *version, const char *data,
 			       size_t *size, void **con_cls)
@@ -382,75 +508,24 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 
 	if (!r)                      /* refused in on_uri */
 		return MHD_NO;
-
-	if (r->calls++ == 0) {
-		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-		r->conn = conn;
-		r->sock = ci ? ci->socket_context : NULL;
-		if (r->sock)
-			atomic_store(&r->sock->in_request, true);
-		req_parse(r, method);
-		if (s3_is_request(conn, method, r->query)) {
-			r->s3 = s3_new(conn, method, r->uri, r->query);
-			return MHD_YES;
-		}
-		if (r->op == OP_PUT)
-			return put_begin(r);
-		return MHD_YES;
-	}
+	if (r->calls++ == 0)
+		return req_begin(r, conn, method);
 	if (r->s3)
 		return (enum MHD_Result)s3_handler(r->s3, data, size);
-	if (r->answered) {          /* answered early; swallow the rest */
-		*size = 0;
-		return MHD_YES;
-	}
-	if (r->op == OP_PUT)
+	if (r->op == OP_PUT && !r->answered)
 		return put_body(r, data, size);
-	if (*size) {                 /* bodies of other methods are ignored */
+	if (*size || r->answered) {  /* answered early, or a body that is ignored */
 		*size = 0;
 		return MHD_YES;
 	}
+	return req_answer(r);
+}
 
-	switch (r->op) {
-	case OP_GET:
-	case OP_HEAD:
-		if (r->query) {
-			/* ?list and ?unlinked take any prefix, "/" included */
-			if (!is_list_query(r->query))
-				return send_error(r, 403, "unknown query: only ?list and ?unlinked");
-			if (r->async_started)
-				return run_async(r);
-			if (r->key_status == 414)
-				return send_error(r, 414, r->key_why);
-			if (path_decode(r->uri, strlen(r->uri), r->key, &r->klen) < 0)
-				return send_error(r, 400, "invalid percent-encoding or NUL in prefix");
-			return run_async(r);
-		}
-		if (r->key_status)
-			return send_error(r, r->key_status, r->key_why);
-		if (cfg->headcheck)
-			return run_async(r);
-		handle_get(cfg, idx, r->key, r->klen, r->uri, &r->ans);
-		return send_answer(r);
-	case OP_DELETE:
-	case OP_UNLINK:
-	case OP_REBALANCE:
-	case OP_RELINK:
-		if (r->async_started)
-			return run_async(r);
-		if (r->query && !((r->op == OP_REBALANCE || r->op == OP_DELETE) &&
-				  !strcmp(r->query, "unlinked")))
-			return send_error(r, 400, "this method takes no query string");
-		if (r->key_status)
-			return send_error(r, r->key_status, r->key_why);
-		if (!keylock_try(r->key, r->klen))
-			return send_error(r, 409, "another write of this key is in progress");
-		r->locked = true;
-		return run_async(r);
-	default:
-		return send_error(r, 405, "method not allowed");
-	}
+static int conn_fd(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
 }
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -458,16 +533,13 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	struct req *r;
 	(void)cls;
 	if (uri_has_too_many_args(uri)) {
-		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-		if (ci)
-			shutdown(ci->connect_fd, SHUT_RDWR);
+		shutdown(conn_fd(conn), SHUT_RDWR);
 		return NULL;
 	}
 	r = xcalloc(1, sizeof(*r));
 	r->uri = xstrdup(uri);
 	r->start_ms = now_ms();
-	pthread_mutex_init(&r->mu, NULL);
+	pthread_mutex_init(&r->sl.mu, NULL);
 	atomic_fetch_add(&inflight, 1);
 	return r;
 }
@@ -477,13 +549,6 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 {
 	(void)cls, (void)c;
 	return strlen(s);
-}
-
-static const char *op_name(enum op op)
-{
-	static const char *const names[] = {"GET", "HEAD", "PUT", "DELETE", "UNLINK", "REBALANCE",
-					    "RELINK", "OTHER"};
-	return names[op];
 }
 
 static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -496,34 +561,28 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->s3)
 		r->ans.status = s3_status(r->s3);
 	if (cfg->verbose)
-		log_msg("%s %s%s%s %d %llu %llums%s", op_name(r->op), r->uri, r->query ? "?" : "",
+		log_msg("%s %s%s%s %d %llu %llums%s", op_names[r->op], r->uri, r->query ? "?" : "",
 			r->query ? r->query : "", r->ans.status,
 			(unsigned long long)(r->op == OP_PUT ? r->bytes : r->ans.body.len),
 			(unsigned long long)(now_ms() - r->start_ms),
 			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
 	if (r->s3)
 		s3_done(r->s3);
-	if (r->put) {
-		int st;
-		const char *w;
-		if (!put_result(r->put, &st, &w))
-			put_abort(r->put); /* the client went away mid-body */
-		put_release(r->put);
-	}
-	if (r->locked)
-		keylock_release(r->key, r->klen);
+	if (r->put)
+		front_put_done(r->put);
+	unlock_key(r);
 	if (r->sock) {
 		atomic_store(&r->sock->since_ms, now_ms());
 		atomic_store(&r->sock->in_request, false);
 		if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
 			conn_close_if_eof(r->sock->fd);
 	}
-	/* req_wake may still be between MHD_resume_connection and its unlock. */
-	pthread_mutex_lock(&r->mu);
-	pthread_mutex_unlock(&r->mu);
+	/* front_wake may still be between MHD_resume_connection and its unlock. */
+	pthread_mutex_lock(&r->sl.mu);
+	pthread_mutex_unlock(&r->sl.mu);
 	answer_free(&r->ans);
 	free(r->locs);
-	pthread_mutex_destroy(&r->mu);
+	pthread_mutex_destroy(&r->sl.mu);
 	free(r->uri);
 	free(r);
 	*con_cls = NULL;
@@ -536,10 +595,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	struct conn *k = *socket_context;
 	(void)cls;
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		k = xcalloc(1, sizeof(*k));
-		k->fd = ci ? ci->connect_fd : -1;
+		k->fd = conn_fd(c);
 		atomic_store(&k->since_ms, now_ms());
 		pthread_mutex_lock(&conns_mu);
 		k->next = &conns;
@@ -577,6 +634,8 @@ static void *reaper(void *arg)
 	return NULL;
 }
 
+/* ---- start and stop ---- */
+
 /* Room for -maxconns clients plus volumes and the index. */
 static void raise_nofile(rlim_t want)
 {
@@ -589,24 +648,46 @@ static void raise_nofile(rlim_t want)
 			(unsigned long long)rl.rlim_cur);
 }
 
-void front_suspend(struct MHD_Connection *c)
+static struct MHD_Daemon *start_daemon(void)
 {
-	MHD_suspend_connection(c);
+	unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	return MHD_start_daemon(
+		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC,
+		(uint16_t)cfg->port, NULL, NULL, handler, NULL,
+		MHD_OPTION_THREAD_POOL_SIZE, threads < 2 ? 2u : threads,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+		MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->idletimeout_ms / 1000),
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->maxconns,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+		MHD_OPTION_END);
 }
 
-void front_resume(struct MHD_Connection *c)
+/* Stop accepting, let what is in flight finish (bounded), then close. */
+static void stop_daemon(struct MHD_Daemon *d)
 {
-	MHD_resume_connection(c);
+	MHD_socket fd = MHD_quiesce_daemon(d);
+	uint64_t deadline = now_ms() + 10000;
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
+		usleep(10000);
+	atomic_store(&reaper_stop, true);
+	pthread_join(reaper_thread, NULL);
+	MHD_stop_daemon(d);
+	rebalance_drain(5000); /* old copies waiting out REBALANCE's grace period */
+	/* Writers cut off by the stop are still cleaning up, on the index. */
+	while (spawn_busy() > 0 && now_ms() < deadline + 10000)
+		usleep(10000);
+	if (spawn_busy() > 0) {
+		log_msg("stopping with %d writes unfinished; their records stay DELETED",
+			spawn_busy());
+		_exit(1);
+	}
 }
-
-const char *front_header(struct MHD_Connection *c, const char *name)
-{
-	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
-}
-
-_Static_assert(FRONT_YES == MHD_YES && FRONT_NO == MHD_NO, "results");
-_Static_assert(FRONT_READER_END == MHD_CONTENT_READER_END_OF_STREAM &&
-	       FRONT_READER_ERROR == MHD_CONTENT_READER_END_WITH_ERROR, "reader ends");
 
 int server_main(const struct config *c)
 {
@@ -614,8 +695,6 @@ int server_main(const struct config *c)
 	sigset_t set;
 	int sig;
 	char *why = NULL;
-	uint64_t deadline;
-	unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
 
 	cfg = c;
 	/* Rings and buffers of a MiB or more (a PUT's ring; S3 uploads run
@@ -644,58 +723,21 @@ int server_main(const struct config *c)
 	sigaddset(&set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread inherits this */
 	health_start(cfg);
-
-	d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
-				     MHD_USE_ITC,
-			     (uint16_t)cfg->port, NULL, NULL, handler, NULL,
-			     MHD_OPTION_THREAD_POOL_SIZE, threads < 2 ? 2u : threads,
-			     MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-			     MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-			     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->idletimeout_ms / 1000),
-			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->maxconns,
-			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
-			     MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-			     MHD_OPTION_END);
-	if (!d) {
+	d = start_daemon();
+	if (d) {
+		if (pthread_create(&reaper_thread, NULL, reaper, NULL))
+			die("pthread_create failed");
+		if (cfg->verbose)
+			log_msg("listening on port %d, %d volumes, replicas %d, subvolumes %d",
+				cfg->port, cfg->nvol, cfg->replicas, cfg->subvolumes);
+		sigdelset(&set, SIGPIPE);
+		sigwait(&set, &sig);
+		stop_daemon(d);
+	} else {
 		log_msg("cannot listen on port %d", cfg->port);
-		health_stop();
-		meta_close();
-		index_close(idx);
-		return 1;
-	}
-	if (pthread_create(&reaper_thread, NULL, reaper, NULL))
-		die("pthread_create failed");
-	if (cfg->verbose)
-		log_msg("listening on port %d, %d volumes, replicas %d, subvolumes %d", cfg->port,
-			cfg->nvol, cfg->replicas, cfg->subvolumes);
-
-	sigdelset(&set, SIGPIPE);
-	sigwait(&set, &sig);
-	/* Stop accepting, let what is in flight finish (bounded), then close. */
-	{
-		MHD_socket fd = MHD_quiesce_daemon(d);
-		if (fd != MHD_INVALID_SOCKET)
-			close(fd);
-	}
-	deadline = now_ms() + 10000;
-	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
-		usleep(10000);
-	atomic_store(&reaper_stop, true);
-	pthread_join(reaper_thread, NULL);
-	MHD_stop_daemon(d);
-	rebalance_drain(5000); /* old copies waiting out REBALANCE's grace period */
-	/* Writers cut off by the stop are still cleaning up, on the index. */
-	while (spawn_busy() > 0 && now_ms() < deadline + 10000)
-		usleep(10000);
-	if (spawn_busy() > 0) {
-		log_msg("stopping with %d writes unfinished; their records stay DELETED",
-			spawn_busy());
-		_exit(1);
 	}
 	health_stop();
 	meta_close();
 	index_close(idx);
-	return 0;
+	return d ? 0 : 1;
 }
