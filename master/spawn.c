@@ -22,6 +22,7 @@ struct worker {
 	sem_t go;                /* posted when fn is set */
 	void (*fn)(void *);      /* the job; NULL while idle */
 	void *arg;
+	bool counted;            /* in busy */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -40,42 +41,47 @@ static bool idle_remove(struct worker *w)
 	return false;
 }
 
+/* Wait for the next job; false when none came for IDLE_SECONDS. */
+static bool wait_job(struct worker *w)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += IDLE_SECONDS;
+	while (sem_timedwait(&w->go, &until) < 0) {
+		bool gone;
+		if (errno == EINTR)
+			continue;
+		pthread_mutex_lock(&mu);   /* timed out: leave, unless just handed a job */
+		gone = idle_remove(w);
+		pthread_mutex_unlock(&mu);
+		if (gone)
+			return false;
+		while (sem_wait(&w->go) < 0)
+			;
+		break;
+	}
+	return true;
+}
+
 static void *loop(void *arg)
 {
 	struct worker *w = arg;
-	for (;;) {
-		struct timespec until;
+	do {
 		w->fn(w->arg);
 		pthread_mutex_lock(&mu);
 		w->fn = NULL;
-		busy--;
+		busy -= w->counted;
 		w->next = idle;
 		idle = w;
 		pthread_mutex_unlock(&mu);
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += IDLE_SECONDS;
-		while (sem_timedwait(&w->go, &until) < 0) {
-			bool gone;
-			if (errno == EINTR)
-				continue;
-			pthread_mutex_lock(&mu);   /* timed out: leave, unless just handed a job */
-			gone = idle_remove(w);
-			pthread_mutex_unlock(&mu);
-			if (gone)
-				goto out;
-			while (sem_wait(&w->go) < 0)
-				;
-			break;
-		}
-	}
-out:
+	} while (wait_job(w));
 	sem_destroy(&w->go);
 	free(w);
 	httpc_thread_cleanup();
 	return NULL;
 }
 
-int spawn(void (*fn)(void *), void *arg)
+static int start(void (*fn)(void *), void *arg, bool counted)
 {
 	struct worker *w;
 	pthread_attr_t attr;
@@ -83,12 +89,13 @@ int spawn(void (*fn)(void *), void *arg)
 	int rc;
 
 	pthread_mutex_lock(&mu);
-	busy++;
+	busy += counted;
 	w = idle;
 	if (w) {
 		idle = w->next;
 		w->fn = fn;
 		w->arg = arg;
+		w->counted = counted;
 	}
 	pthread_mutex_unlock(&mu);
 	if (w) {
@@ -98,6 +105,7 @@ int spawn(void (*fn)(void *), void *arg)
 	w = xcalloc(1, sizeof(*w));
 	w->fn = fn;
 	w->arg = arg;
+	w->counted = counted;
 	sem_init(&w->go, 0, 0);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -108,11 +116,16 @@ int spawn(void (*fn)(void *), void *arg)
 		sem_destroy(&w->go);
 		free(w);
 		pthread_mutex_lock(&mu);
-		busy--;
+		busy -= counted;
 		pthread_mutex_unlock(&mu);
 		return -1;
 	}
 	return 0;
+}
+
+int spawn(void (*fn)(void *), void *arg)
+{
+	return start(fn, arg, true);
 }
 
 int spawn_busy(void)
@@ -122,4 +135,47 @@ int spawn_busy(void)
 	n = busy;
 	pthread_mutex_unlock(&mu);
 	return n;
+}
+
+struct spawn_group {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int left;
+	void (*fn)(void *);
+	void *arg;
+};
+
+static void group_job(void *arg)
+{
+	struct spawn_group *g = arg;
+	g->fn(g->arg);
+	pthread_mutex_lock(&g->mu);
+	if (--g->left == 0)
+		pthread_cond_signal(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
+struct spawn_group *spawn_group(int n, void (*fn)(void *), void *arg)
+{
+	struct spawn_group *g = xcalloc(1, sizeof(*g));
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	g->left = n;
+	g->fn = fn;
+	g->arg = arg;
+	for (int i = 0; i < n; i++)
+		if (start(group_job, g, false) < 0)
+			die("pthread_create failed");
+	return g;
+}
+
+void spawn_wait(struct spawn_group *g)
+{
+	pthread_mutex_lock(&g->mu);
+	while (g->left > 0)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+	pthread_mutex_destroy(&g->mu);
+	pthread_cond_destroy(&g->cv);
+	free(g);
 }

@@ -1,92 +1,44 @@
-/* util.c -- worker pool, progress line and small helpers shared by
- * rebuild and rebalance.  See ops.h. */
+/* util.c -- what the commands share: the worker pool, the progress line,
+ * the offline walk over the index and small HTTP helpers.  See ops.h. */
 #include "ops.h"
+#include "../master/index.h"
+#include "../master/spawn.h"
 #include "../common/httpc.h"
+#include "../common/record.h"
 #include "../common/util.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-/* ---- worker pool ---- */
+#define BATCH 4096             /* records handed to the workers at a time */
 
-struct pool {
+struct range {
 	void (*fn)(void *ctx, size_t i);
 	void *ctx;
 	size_t n;
 	atomic_size_t next;
 };
 
-static void *pool_thread(void *arg)
+static void range_job(void *arg)
 {
-	struct pool *p = arg;
-	for (;;) {
-		size_t i = atomic_fetch_add(&p->next, 1);
-		if (i >= p->n)
-			break;
-		p->fn(p->ctx, i);
-	}
-	httpc_thread_cleanup();
-	return NULL;
+	struct range *r = arg;
+	for (size_t i; (i = atomic_fetch_add(&r->next, 1)) < r->n;)
+		r->fn(r->ctx, i);
 }
 
 void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
-	struct pool p = {.fn = fn, .ctx = ctx, .n = n};
-	pthread_t *t;
-	if (workers < 1)
-		workers = 1;
+	struct range r = {.fn = fn, .ctx = ctx, .n = n};
+	atomic_init(&r.next, 0);
 	if ((size_t)workers > n)
-		workers = n ? (int)n : 1;
-	atomic_init(&p.next, 0);
-	t = xcalloc((size_t)workers, sizeof(*t));
-	for (int i = 0; i < workers; i++)
-		if (pthread_create(&t[i], NULL, pool_thread, &p))
-			die("pthread_create failed");
-	for (int i = 0; i < workers; i++)
-		pthread_join(t[i], NULL);
-	free(t);
-}
-
-struct ops_threads {
-	int n;
-	void (*fn)(void *ctx);
-	void *ctx;
-	pthread_t t[];
-};
-
-static void *plain_thread(void *arg)
-{
-	struct ops_threads *t = arg;
-	t->fn(t->ctx);
-	httpc_thread_cleanup();
-	return NULL;
-}
-
-struct ops_threads *ops_threads_start(int workers, void (*fn)(void *ctx), void *ctx)
-{
-	struct ops_threads *t;
-	if (workers < 1)
-		workers = 1;
-	t = xcalloc(1, sizeof(*t) + (size_t)workers * sizeof(pthread_t));
-	t->n = workers;
-	t->fn = fn;
-	t->ctx = ctx;
-	for (int i = 0; i < workers; i++)
-		if (pthread_create(&t->t[i], NULL, plain_thread, t))
-			die("pthread_create failed");
-	return t;
-}
-
-void ops_threads_join(struct ops_threads *t)
-{
-	for (int i = 0; i < t->n; i++)
-		pthread_join(t->t[i], NULL);
-	free(t);
+		workers = (int)n;
+	if (workers > 0)
+		spawn_wait(spawn_group(workers, range_job, &r));
 }
 
 /* ---- progress line ---- */
@@ -131,8 +83,6 @@ struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_
 
 void ops_progress_stop(struct ops_progress *p)
 {
-	if (!p)
-		return;
 	if (p->running) {
 		pthread_mutex_lock(&p->mu);
 		p->stop = true;
@@ -158,3 +108,105 @@ void ops_fmt_duration(uint64_t ms, char *out, size_t n)
 			 (unsigned)(ms / 60000 % 60));
 }
 
+double ops_per_s(double n, uint64_t ms)
+{
+	return ms ? n * 1000 / (double)ms : 0.0;
+}
+
+/* ---- the index, offline ---- */
+
+struct index *ops_index_open(const char *db, const char *who, const char *hint)
+{
+	char *why = NULL;
+	struct index *idx = index_open(db, &why);
+	if (idx)
+		return idx;
+	log_msg("%s: %s", who, why);
+	if (hint && strstr(why, "in use"))
+		log_msg("%s: a master is serving this index: %s", who, hint);
+	free(why);
+	return NULL;
+}
+
+void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
+		    void (*fn)(void *ctx, size_t i), void *ctx)
+{
+	struct index_iter *it = index_iter_new(idx, "", 0);
+	b->keys = xcalloc(BATCH, sizeof(*b->keys));
+	b->vals = xcalloc(BATCH, sizeof(*b->vals));
+	b->klens = xcalloc(BATCH, sizeof(*b->klens));
+	b->vlens = xcalloc(BATCH, sizeof(*b->vlens));
+	while (index_iter_valid(it)) {
+		size_t n = 0;
+		for (; n < BATCH && index_iter_valid(it); index_iter_next(it), n++) {
+			const char *k = index_iter_key(it, &b->klens[n]);
+			const char *v = index_iter_value(it, &b->vlens[n]);
+			b->keys[n] = xstrndup(k, b->klens[n]);
+			b->vals[n] = xstrndup(v, b->vlens[n]);
+		}
+		ops_pool_run(workers, n, fn, ctx);
+		for (size_t i = 0; i < n; i++) {
+			free(b->keys[i]);
+			free(b->vals[i]);
+		}
+	}
+	index_iter_free(it);
+	free(b->keys);
+	free(b->vals);
+	free(b->klens);
+	free(b->vlens);
+	memset(b, 0, sizeof(*b));
+}
+
+/* ---- HTTP ---- */
+
+int ops_delete(const char *url, long timeout_ms, char *err)
+{
+	int st = httpc_do("DELETE", url, NULL, 0, timeout_ms, NULL, 0, err);
+	if (st == 204 || st == 200 || st == 404)
+		return 0;
+	if (st > 0)
+		snprintf(err, 256, "status %d", st);
+	return -1;
+}
+
+json_t *ops_listing(int status, const char *body, size_t len, char *err)
+{
+	json_error_t je;
+	json_t *doc;
+	if (status != 200) {
+		if (status > 0)
+			snprintf(err, 256, "status %d", status);
+		return NULL;
+	}
+	doc = json_loadb(body ? body : "", len, 0, &je);
+	if (json_is_array(doc))
+		return doc;
+	json_decref(doc);
+	snprintf(err, 256, "not a JSON listing (autoindex_format json?)");
+	return NULL;
+}
+
+int ops_master_head(const char *master, const char *key, size_t klen,
+		    struct ops_head_info *h, struct record *r, char *err)
+{
+	char *enc = url_escape(key, klen, true), *url = xasprintf("%s%s", master, enc);
+	int st = -1;
+	for (int tries = 0; tries < 4; tries++) {
+		if (tries)
+			usleep(250000u << tries);
+		st = ops_head_info(url, 60000, h, err);
+		if (st != 503 && st >= 0)
+			break;
+	}
+	free(url);
+	free(enc);
+	if (st != 302 || !r)
+		return st;
+	memset(r, 0, sizeof(*r));
+	memcpy(r->hash, h->md5, 33);
+	for (char *s = h->volumes, *save = NULL, *t; (t = strtok_r(s, ",", &save)); s = NULL)
+		if (r->nlocs < RECORD_MAX_LOCS)
+			r->locs[r->nlocs++] = t;
+	return st;
+}
