@@ -75,6 +75,15 @@ struct ops_batch {
 void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 		    void (*fn)(void *ctx, size_t i), void *ctx);
 
+/* host ("http://h:p" or "h:p") + path[0..n) percent-encoded (but '/') +
+ * query ("" or "?..."), as a heap string. */
+char *ops_url(const char *host, const char *path, size_t n, const char *query);
+
+/* At most 20 problems logged as "<who>: <text>", then one "<who>: more
+ * problems: counted, not logged"; *logged counts them. */
+void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
  * bytes) saying why. */
 int ops_delete(const char *url, long timeout_ms, char *err);
@@ -130,12 +139,12 @@ struct ops_head_info {
 int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err);
 
 /* HEAD master/key (master as ops_master_url gives it), again while the
- * answer is 503 (no replica up, for now) or none, four tries in all.  On
+ * answer is 503 (no replica up, for now) or none, `tries` in all.  On
  * a 302, r (when not NULL) gets the record the master tells: Key-Volumes
  * as locations (pointing into h->volumes) and Content-Md5 as HASH.
  * Returns the status, or -1 with err (256 bytes). */
 struct record;
-int ops_master_head(const char *master, const char *key, size_t klen,
+int ops_master_head(const char *master, const char *key, size_t klen, int tries,
 		    struct ops_head_info *h, struct record *r, char *err);
 
 /* GET url (following redirects when follow), body streamed into fd (-1:

@@ -75,7 +75,7 @@ struct leaf {
 	int pending;              /* listings not yet answered */
 	struct entry *e;
 	size_t n, cap;
-	struct leaf *next;        /* writer queue */
+	struct leaf *next;        /* on the writer queue */
 };
 
 /* One listing: a root's top, a root's /xx/ (leaf NULL), or a directory at
@@ -98,7 +98,7 @@ struct rb {
 	struct ops_fetch *fetch;
 	pthread_mutex_t mu;       /* with cv: the writer queue */
 	pthread_cond_t cv;
-	struct leaf *whead, *wtail;
+	struct leaf *whead;       /* the writer queue (a stack) */
 	bool fetch_done;
 	atomic_ulong dirs_done, dirs_total, keys, with_md5, md5_from_old, unlinked, strays,
 		failed, conflicts, leaves_done, leaves_open;
@@ -140,12 +140,9 @@ static bool is_subvolume(const char *s)
 
 static void lreq_add(struct rb *rb, struct lreq *q)
 {
-	char *enc = url_escape(q->path, q->plen, true);
-	char *url = xasprintf("http://%s%s%s", rb->roots[q->root]->loc, enc,
-			      q->leaf ? "?recursive" : "");
+	char *url = ops_url(rb->roots[q->root]->loc, q->path, q->plen, q->leaf ? "?recursive" : "");
 	ops_fetch_add(rb->fetch, url, q);
 	free(url);
-	free(enc);
 }
 
 /* Queue a listing of path (printf'd) on root ri. */
@@ -213,34 +210,21 @@ static int more_root(void *ctx)
 	return 1;
 }
 
-/* A root's top holds /xx/ and (a volume's) svNN/, each listed in turn; an
- * /xx/ holds /xx/yy/. */
-static void done_dir(void *ctx, void *req, int status, const char *body, size_t len,
-		     const char *err)
+/* In a root's top: /xx/, listed in turn, and (a volume's) svNN/, a root
+ * of its own; in an /xx/: /xx/yy/. */
+static void dir_entry(struct rb *rb, struct lreq *q, const char *name)
 {
-	struct rb *rb = ctx;
-	struct lreq *q = req;
 	struct root *r = rb->roots[q->root];
-	bool retry, d, f;
-	json_t *doc = listing(rb, q, status, body, len, err, &retry), *e;
-	size_t j;
-	if (retry)
-		return;
-	json_array_foreach(doc, j, e) {
-		const char *name = ent_name(e, &d, &f);
-		int x = name && d ? hash_dir(name) : -1;
-		if (x >= 0 && q->plen == 1) {
-			atomic_fetch_add(&rb->dirs_total, 1);
-			lreq_new(rb, q->root, NULL, "/%02x/", x);
-		} else if (x >= 0) {
-			unsigned bit = (unsigned)(strtol(q->path + 1, NULL, 16) << 8 | x);
-			r->yy[bit >> 3] |= (uint8_t)(1u << (bit & 7));
-		} else if (name && d && q->plen == 1 && !strchr(r->loc, '/') && is_subvolume(name)) {
-			root_add(rb, xasprintf("%s/%s", r->loc, name), r->vol);
-		}
+	int x = hash_dir(name);
+	if (x >= 0 && q->plen == 1) {
+		atomic_fetch_add(&rb->dirs_total, 1);
+		lreq_new(rb, q->root, NULL, "/%02x/", x);
+	} else if (x >= 0) {
+		unsigned bit = (unsigned)(strtol(q->path + 1, NULL, 16) << 8 | x);
+		r->yy[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+	} else if (q->plen == 1 && !strchr(r->loc, '/') && is_subvolume(name)) {
+		root_add(rb, xasprintf("%s/%s", r->loc, name), r->vol);
 	}
-	json_decref(doc);
-	free(q);
 }
 
 /* ---- phase 2: list the units, hand them to the writers ---- */
@@ -248,12 +232,8 @@ static void done_dir(void *ctx, void *req, int status, const char *body, size_t 
 static void writer_push(struct rb *rb, struct leaf *lf)
 {
 	pthread_mutex_lock(&rb->mu);
-	lf->next = NULL;
-	if (rb->wtail)
-		rb->wtail->next = lf;
-	else
-		rb->whead = lf;
-	rb->wtail = lf;
+	lf->next = rb->whead;
+	rb->whead = lf;
 	pthread_cond_signal(&rb->cv);
 	pthread_mutex_unlock(&rb->mu);
 }
@@ -370,8 +350,24 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 		memcpy(en->md5, md5, 33);
 }
 
-static void done_leaf(void *ctx, void *req, int status, const char *body, size_t len,
-		      const char *err)
+/* In a unit: directories below (listed in turn), files. */
+static void leaf_entry(struct rb *rb, struct lreq *q, const char *name, bool d, bool f,
+		       json_t *e)
+{
+	char path[PATH_MAX_LEN + 16];
+	if (q->plen + strlen(name) + 2 > PATH_MAX_LEN)
+		return;   /* longer than any key's path */
+	snprintf(path, sizeof(path), "%s%s", q->path, name);
+	if (d && !strchr(name, '/')) {
+		atomic_fetch_add(&rb->dirs_total, 1);
+		lreq_new(rb, q->root, q->leaf, "%s/", path);
+	} else if (f) {
+		leaf_file(rb, q->leaf, q->root, path, e);
+	}
+}
+
+static void done(void *ctx, void *req, int status, const char *body, size_t len,
+		 const char *err)
 {
 	struct rb *rb = ctx;
 	struct lreq *q = req;
@@ -383,20 +379,14 @@ static void done_leaf(void *ctx, void *req, int status, const char *body, size_t
 		return;
 	json_array_foreach(doc, j, e) {
 		const char *name = ent_name(e, &d, &f);
-		char path[PATH_MAX_LEN + 16];
-		if (!name || q->plen + strlen(name) + 2 > PATH_MAX_LEN)
-			continue;   /* longer than any key's path */
-		snprintf(path, sizeof(path), "%s%s", q->path, name);
-		if (d && !strchr(name, '/')) {
-			atomic_fetch_add(&rb->dirs_total, 1);
-			lreq_new(rb, q->root, lf, "%s/", path);
-		} else if (f) {
-			leaf_file(rb, lf, q->root, path, e);
-		}
+		if (name && lf)
+			leaf_entry(rb, q, name, d, f, e);
+		else if (name && d)
+			dir_entry(rb, q, name);
 	}
 	json_decref(doc);
 	free(q);
-	if (--lf->pending == 0)
+	if (lf && --lf->pending == 0)
 		writer_push(rb, lf);
 }
 
@@ -521,12 +511,8 @@ static void writer_main(void *ctx)
 		pthread_mutex_lock(&rb->mu);
 		while (!rb->whead && !rb->fetch_done)
 			pthread_cond_wait(&rb->cv, &rb->mu);
-		lf = rb->whead;
-		if (lf) {
+		if ((lf = rb->whead))
 			rb->whead = lf->next;
-			if (!rb->whead)
-				rb->wtail = NULL;
-		}
 		pthread_mutex_unlock(&rb->mu);
 		if (!lf)
 			break;
@@ -593,11 +579,11 @@ static void rebuild_walk(struct rb *rb)
 	struct ops_progress *prog = ops_progress_start(progress_line, rb);
 	struct spawn_group *writers;
 	rb->fetch = ops_fetch_new(rb->cfg->workers, LIST_MAX);
-	ops_fetch_run(rb->fetch, more_root, done_dir, rb);
+	ops_fetch_run(rb->fetch, more_root, done, rb);
 	plan_units(rb);
 	rb->t_leaves = now_ms();
 	writers = spawn_group(WRITERS, writer_main, rb);
-	ops_fetch_run(rb->fetch, more_leaf, done_leaf, rb);
+	ops_fetch_run(rb->fetch, more_leaf, done, rb);
 	pthread_mutex_lock(&rb->mu);
 	rb->fetch_done = true;
 	pthread_cond_broadcast(&rb->cv);

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #define BATCH 4096             /* records handed to the workers at a time */
+#define MAX_LOGS 20
 
 struct range {
 	void (*fn)(void *ctx, size_t i);
@@ -160,6 +162,31 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 
 /* ---- HTTP ---- */
 
+char *ops_url(const char *host, const char *path, size_t n, const char *query)
+{
+	char *enc = url_escape(path, n, true);
+	char *url = xasprintf("%s%s%s%s", strstr(host, "://") ? "" : "http://", host, enc, query);
+	free(enc);
+	return url;
+}
+
+void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	unsigned long n = __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
+	if (n > MAX_LOGS)
+		return;
+	if (n == MAX_LOGS) {
+		log_msg("%s: more problems: counted, not logged", who);
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_msg("%s: %s", who, line);
+}
+
 int ops_delete(const char *url, long timeout_ms, char *err)
 {
 	int st = httpc_do("DELETE", url, NULL, 0, timeout_ms, NULL, 0, err);
@@ -187,20 +214,19 @@ json_t *ops_listing(int status, const char *body, size_t len, char *err)
 	return NULL;
 }
 
-int ops_master_head(const char *master, const char *key, size_t klen,
+int ops_master_head(const char *master, const char *key, size_t klen, int tries,
 		    struct ops_head_info *h, struct record *r, char *err)
 {
-	char *enc = url_escape(key, klen, true), *url = xasprintf("%s%s", master, enc);
+	char *url = ops_url(master, key, klen, "");
 	int st = -1;
-	for (int tries = 0; tries < 4; tries++) {
-		if (tries)
-			usleep(250000u << tries);
+	for (int t = 0; t < tries; t++) {
+		if (t)
+			usleep(250000u << t);
 		st = ops_head_info(url, 60000, h, err);
 		if (st != 503 && st >= 0)
 			break;
 	}
 	free(url);
-	free(enc);
 	if (st != 302 || !r)
 		return st;
 	memset(r, 0, sizeof(*r));
