@@ -179,3 +179,75 @@ void spawn_wait(struct spawn_group *g)
 	pthread_cond_destroy(&g->cv);
 	free(g);
 }
+
+struct spawn_queue {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	void **ring;
+	size_t cap, head, n;
+	bool ended;
+	void (*fn)(void *ctx, void *item);
+	void *ctx;
+	struct spawn_group *workers;
+};
+
+static void queue_job(void *arg)
+{
+	struct spawn_queue *q = arg;
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		void *item;
+		while (!q->n && !q->ended)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (!q->n)
+			break;
+		item = q->ring[q->head];
+		q->head = (q->head + 1) % q->cap;
+		q->n--;
+		pthread_mutex_unlock(&q->mu);
+		q->fn(q->ctx, item);
+		pthread_mutex_lock(&q->mu);
+	}
+	pthread_mutex_unlock(&q->mu);
+}
+
+struct spawn_queue *spawn_queue(int n, void (*fn)(void *ctx, void *item), void *ctx)
+{
+	struct spawn_queue *q = xcalloc(1, sizeof(*q));
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cv, NULL);
+	q->fn = fn;
+	q->ctx = ctx;
+	q->workers = spawn_group(n, queue_job, q);
+	return q;
+}
+
+void spawn_queue_push(struct spawn_queue *q, void *item)
+{
+	pthread_mutex_lock(&q->mu);
+	if (q->n == q->cap) {   /* grow, the items in order from 0 */
+		void **ring = xcalloc(q->cap ? 2 * q->cap : 64, sizeof(*ring));
+		for (size_t i = 0; i < q->n; i++)
+			ring[i] = q->ring[(q->head + i) % q->cap];
+		free(q->ring);
+		q->ring = ring;
+		q->head = 0;
+		q->cap = q->cap ? 2 * q->cap : 64;
+	}
+	q->ring[(q->head + q->n++) % q->cap] = item;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void spawn_queue_end(struct spawn_queue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->ended = true;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	spawn_wait(q->workers);
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cv);
+	free(q->ring);
+	free(q);
+}

@@ -1,5 +1,6 @@
 /* spawn.h -- the one pool of threads: the server's requests, the operator
- * commands' workers and rebalance's background deletes all run on it.
+ * commands' workers, rebuild's writers, rebalance's background deletes and
+ * the progress line all run on it.
  * Creating a thread (and connecting it anew to the volumes) per PUT or
  * DELETE cost more than the request; cached threads keep their stacks and
  * their warm httpc handles.  Threads idle for 30 s exit. */
@@ -9,7 +10,8 @@
 /* Run fn(arg) on an idle cached thread, or a new one.  0, or -1 when no
  * thread could be created (nothing runs then). */
 int spawn(void (*fn)(void *), void *arg);
-/* How many spawn()ed functions are still running (not a group's). */
+/* How many spawn()ed functions are still running (not a group's or a
+ * queue's: the server waits for these at shutdown). */
 int spawn_busy(void);
 
 /* Run fn(arg) on n threads of the pool at once; spawn_wait waits until all
@@ -17,5 +19,13 @@ int spawn_busy(void);
 struct spawn_group;
 struct spawn_group *spawn_group(int n, void (*fn)(void *), void *arg);
 void spawn_wait(struct spawn_group *g);
+
+/* A work queue served by a group of n: fn(ctx, item) for each item pushed,
+ * started in the order pushed, at most n at once.  spawn_queue_end waits until
+ * every item pushed is done and frees the queue. */
+struct spawn_queue;
+struct spawn_queue *spawn_queue(int n, void (*fn)(void *ctx, void *item), void *ctx);
+void spawn_queue_push(struct spawn_queue *q, void *item);
+void spawn_queue_end(struct spawn_queue *q);
 
 #endif

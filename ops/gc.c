@@ -82,14 +82,6 @@ static void add_unit(struct gc *g, const char *loc, int xx)
 
 /* ---- what records say ---- */
 
-static bool has_loc(const struct record *r, const char *loc)
-{
-	for (int i = 0; i < r->nlocs; i++)
-		if (!strcmp(r->locs[i], loc))
-			return true;
-	return false;
-}
-
 /* Online, a key that is not live: is it unlinked (or a PUT in flight)?
  * 1 yes, 0 no, -1 cannot tell. */
 static int unlinked_online(struct gc *g, const char *key, size_t klen)
@@ -125,29 +117,21 @@ static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 	if (g->master) {
 		st = ops_master_head(g->master, key, klen, 4, &h, &r, err);
 		if (st == 302 && h.volumes[0])
-			return has_loc(&r, loc);
+			return ops_has_loc(r.locs, r.nlocs, loc);
 		return st == 404 ? unlinked_online(g, key, klen) : -1;
 	}
 	if (!(v = index_get(g->idx, key, klen, &vlen)))
 		return 0;
-	rc = record_parse(v, vlen, &r) < 0 ? -1 : has_loc(&r, loc);
+	rc = record_parse(v, vlen, &r) < 0 ? -1 : ops_has_loc(r.locs, r.nlocs, loc);
 	free(v);
 	return rc;
 }
 
 /* ---- the walk ---- */
 
-static time_t http_time(const char *s)
-{
-	struct tm tm = {0};
-	if (!s || !strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm))
-		return 0;       /* unknown: as young as can be (kept) */
-	return timegm(&tm);
-}
-
 static bool old_enough(struct gc *g, time_t mtime)
 {
-	time_t now = time(NULL);
+	time_t now = time(NULL);   /* an unknown mtime (0): as young as can be (kept) */
 	return mtime > 0 && now > mtime && (uint64_t)(now - mtime) >= g->grace_s;
 }
 
@@ -182,7 +166,7 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
 	if (st == 404) {
 		/* gone already */
-	} else if (st != 200 || !old_enough(g, http_time(h.lastmod)) ||
+	} else if (st != 200 || !old_enough(g, ops_http_time(h.lastmod)) ||
 		   (key && named(g, key, (size_t)klen, loc) != 0)) {
 		atomic_fetch_add(&g->rekept, 1);   /* changed since it was listed: kept */
 	} else if (ops_delete(url, TIMEOUT_MS, err) == 0) {
@@ -257,7 +241,7 @@ static void walk(struct gc *g, const char *loc, const char *path, int depth)
 			json_t *sz = json_object_get(e, "size");
 			consider(g, loc, sub,
 				 json_is_integer(sz) ? (long long)json_integer_value(sz) : 0,
-				 http_time(json_string_value(json_object_get(e, "mtime"))));
+				 ops_http_time(json_string_value(json_object_get(e, "mtime"))));
 		}
 		free(sub);
 	}
@@ -272,13 +256,11 @@ static void walk_root(struct gc *g, const char *loc, bool volume)
 	json_array_foreach(doc, i, e) {
 		const char *name = json_string_value(json_object_get(e, "name"));
 		const char *type = json_string_value(json_object_get(e, "type"));
-		size_t n = name ? strlen(name) : 0;
 		if (!name || !type || strcmp(type, "directory"))
 			continue;
-		if (n == 2 && strspn(name, "0123456789abcdef") == 2) {
-			add_unit(g, loc, (int)strtol(name, NULL, 16));
-		} else if (volume && n >= 4 && n <= 6 && !strncmp(name, "sv", 2) &&
-			   strspn(name + 2, "0123456789abcdefABCDEF") == n - 2) {
+		if (ops_hash_dir(name) >= 0) {
+			add_unit(g, loc, ops_hash_dir(name));
+		} else if (volume && ops_subvolume_dir(name)) {
 			char *sv = xasprintf("%s/%s", loc, name);
 			walk_root(g, sv, false);
 			free(sv);

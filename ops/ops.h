@@ -84,6 +84,17 @@ char *ops_url(const char *host, const char *path, size_t n, const char *query);
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Is loc one of locs[0..n)? */
+bool ops_has_loc(char *const *locs, int n, const char *loc);
+/* An HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT") as unix seconds; 0 when
+ * s is NULL or no such date. */
+int64_t ops_http_time(const char *s);
+
+/* A root's directory names: "5d" -> 0x5d, -1 unless two lowercase hex
+ * digits (as key2path makes them); "sv00".."svFFFF"? */
+int ops_hash_dir(const char *name);
+bool ops_subvolume_dir(const char *name);
+
 /* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
  * bytes) saying why. */
 int ops_delete(const char *url, long timeout_ms, char *err);

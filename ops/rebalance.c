@@ -25,47 +25,35 @@
 struct pending {
 	char *url;
 	uint64_t due;
-	struct pending *next;
 };
 
+/* The queue (started with the first delete, never ended) and how many of
+ * its deletes are not done. */
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct pending *head, *tail;
+	struct spawn_queue *q;
 	int n;
-	bool started, hurry;
-} dq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, false, false};
+	bool hurry;
+} dq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, false};
 
-/* DELETERS of these run on the pool for good, once the first delete is due. */
-static void deleter(void *arg)
+static void delete_due(void *ctx, void *item)
 {
-	(void)arg;
+	struct pending *p = item;
+	char err[256];
+	(void)ctx;
 	pthread_mutex_lock(&dq.mu);
-	for (;;) {
-		struct pending *p = dq.head;
-		uint64_t now = now_ms();
-		char err[256];
-		if (!p) {
-			pthread_cond_wait(&dq.cv, &dq.mu);
-			continue;
-		}
-		if (p->due > now && !dq.hurry) {
-			cond_wait_ms(&dq.cv, &dq.mu, p->due - now);
-			continue;
-		}
-		dq.head = p->next;
-		if (!dq.head)
-			dq.tail = NULL;
-		pthread_mutex_unlock(&dq.mu);
-		if (ops_delete(p->url, 30000, err) < 0)
-			log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind",
-				p->url, err);
-		free(p->url);
-		free(p);
-		pthread_mutex_lock(&dq.mu);
-		dq.n--;
-		pthread_cond_broadcast(&dq.cv);
-	}
+	for (uint64_t now; !dq.hurry && (now = now_ms()) < p->due;)
+		cond_wait_ms(&dq.cv, &dq.mu, p->due - now);
+	pthread_mutex_unlock(&dq.mu);
+	if (ops_delete(p->url, 30000, err) < 0)
+		log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind", p->url, err);
+	free(p->url);
+	free(p);
+	pthread_mutex_lock(&dq.mu);
+	dq.n--;
+	pthread_cond_broadcast(&dq.cv);
+	pthread_mutex_unlock(&dq.mu);
 }
 
 static void delete_later(char *url)
@@ -73,20 +61,12 @@ static void delete_later(char *url)
 	struct pending *p = xmalloc(sizeof(*p));
 	p->url = url;
 	p->due = now_ms() + GRACE_MS;
-	p->next = NULL;
 	pthread_mutex_lock(&dq.mu);
-	if (!dq.started) {
-		spawn_group(DELETERS, deleter, NULL);   /* never waited for */
-		dq.started = true;
-	}
-	if (dq.tail)
-		dq.tail->next = p;
-	else
-		dq.head = p;
-	dq.tail = p;
+	if (!dq.q)
+		dq.q = spawn_queue(DELETERS, delete_due, NULL);
 	dq.n++;
-	pthread_cond_broadcast(&dq.cv);
 	pthread_mutex_unlock(&dq.mu);
+	spawn_queue_push(dq.q, p);
 }
 
 int rebalance_drain(uint64_t timeout_ms)
@@ -118,14 +98,6 @@ struct move {
 	long tmo;
 };
 
-static bool has_loc(char *const *locs, int n, const char *loc)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(locs[i], loc))
-			return true;
-	return false;
-}
-
 static bool in_place(const struct move *m)
 {
 	if (m->nwant != m->r.nlocs)
@@ -143,7 +115,7 @@ static int copy_missing(struct move *m, const char **why)
 	char *dst[RECORD_MAX_LOCS], err[256];
 	int ndst = 0, got = 0;
 	for (int i = 0; i < m->nwant; i++)
-		if (!has_loc(m->r.locs, m->r.nlocs, m->want[i]))
+		if (!ops_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
 			dst[ndst++] = xasprintf("http://%s%s", m->want[i], m->path);
 	if (ndst && !m->r.nlocs) {
 		*why = "record names no volume to copy from";
@@ -177,7 +149,8 @@ static int drop_old(struct move *m, int flags, const char **why)
 	int rc = 204;
 	for (int i = 0; i < m->r.nlocs; i++) {
 		char *url;
-		if (has_loc(m->wantp, m->nwant, m->r.locs[i]) || has_loc(m->r.locs, i, m->r.locs[i]))
+		if (ops_has_loc(m->wantp, m->nwant, m->r.locs[i]) ||
+		    ops_has_loc(m->r.locs, i, m->r.locs[i]))
 			continue;
 		url = xasprintf("http://%s%s", m->r.locs[i], m->path);
 		if (!(flags & REBALANCE_NOW)) {

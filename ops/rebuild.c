@@ -32,7 +32,6 @@
 
 #include <jansson.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -75,7 +74,6 @@ struct leaf {
 	int pending;              /* listings not yet answered */
 	struct entry *e;
 	size_t n, cap;
-	struct leaf *next;        /* on the writer queue */
 };
 
 /* One listing: a root's top, a root's /xx/ (leaf NULL), or a directory at
@@ -96,10 +94,7 @@ struct rb {
 	struct unit *units;
 	size_t nleaves, next_leaf;
 	struct ops_fetch *fetch;
-	pthread_mutex_t mu;       /* with cv: the writer queue */
-	pthread_cond_t cv;
-	struct leaf *whead;       /* the writer queue (a stack) */
-	bool fetch_done;
+	struct spawn_queue *writers;
 	atomic_ulong dirs_done, dirs_total, keys, with_md5, md5_from_old, unlinked, strays,
 		failed, conflicts, leaves_done, leaves_open;
 	uint64_t t0, t_leaves;
@@ -118,25 +113,6 @@ static const char *ent_name(json_t *e, bool *is_dir, bool *is_file)
 	return name;
 }
 
-/* "5d" -> 0x5d; -1 unless exactly two lowercase hex digits (as key2path). */
-static int hash_dir(const char *s)
-{
-	if (strlen(s) != 2 || (s[0] >= 'A' && s[0] <= 'F') || (s[1] >= 'A' && s[1] <= 'F') ||
-	    hex_value(s[0]) < 0 || hex_value(s[1]) < 0)
-		return -1;
-	return hex_value(s[0]) << 4 | hex_value(s[1]);
-}
-
-static bool is_subvolume(const char *s)
-{
-	size_t n = strlen(s);
-	if (n < 4 || n > 6 || strncmp(s, "sv", 2))
-		return false;
-	for (size_t i = 2; i < n; i++)
-		if (hex_value(s[i]) < 0)
-			return false;
-	return true;
-}
 
 static void lreq_add(struct rb *rb, struct lreq *q)
 {
@@ -215,28 +191,19 @@ static int more_root(void *ctx)
 static void dir_entry(struct rb *rb, struct lreq *q, const char *name)
 {
 	struct root *r = rb->roots[q->root];
-	int x = hash_dir(name);
+	int x = ops_hash_dir(name);
 	if (x >= 0 && q->plen == 1) {
 		atomic_fetch_add(&rb->dirs_total, 1);
 		lreq_new(rb, q->root, NULL, "/%02x/", x);
 	} else if (x >= 0) {
 		unsigned bit = (unsigned)(strtol(q->path + 1, NULL, 16) << 8 | x);
 		r->yy[bit >> 3] |= (uint8_t)(1u << (bit & 7));
-	} else if (q->plen == 1 && !strchr(r->loc, '/') && is_subvolume(name)) {
+	} else if (q->plen == 1 && !strchr(r->loc, '/') && ops_subvolume_dir(name)) {
 		root_add(rb, xasprintf("%s/%s", r->loc, name), r->vol);
 	}
 }
 
 /* ---- phase 2: list the units, hand them to the writers ---- */
-
-static void writer_push(struct rb *rb, struct leaf *lf)
-{
-	pthread_mutex_lock(&rb->mu);
-	lf->next = rb->whead;
-	rb->whead = lf;
-	pthread_cond_signal(&rb->cv);
-	pthread_mutex_unlock(&rb->mu);
-}
 
 /* How many /xx/yy/ root r holds. */
 static int count_yy(const struct root *r, int xx)
@@ -305,7 +272,7 @@ static int more_leaf(void *ctx)
 			lreq_new(rb, ri, lf, "/%02x/%02x/", lf->u.xx, lf->u.yy);
 	}
 	if (!lf->pending)
-		writer_push(rb, lf);
+		spawn_queue_push(rb->writers, lf);
 	return 1;
 }
 
@@ -324,9 +291,7 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 	char key[PATH_MAX_LEN], want[PATH_MAX_LEN];
 	long kl = placement_name_key(path + 7, strlen(path + 7), key);
 	const char *md5 = json_string_value(json_object_get(e, "md5"));
-	const char *mt = json_string_value(json_object_get(e, "mtime"));
 	json_t *sz = json_object_get(e, "size");
-	struct tm tm = {0};
 	struct entry *en;
 	if (kl > 0 && kl <= KEY_MAX)
 		placement_path(key, (size_t)kl, want);
@@ -344,7 +309,7 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 	en->root = ri;
 	en->size = json_is_integer(sz) && json_integer_value(sz) >= 0
 			   ? (uint64_t)json_integer_value(sz) : 0;
-	en->mtime = mt && strptime(mt, "%a, %d %b %Y %H:%M:%S GMT", &tm) ? (int64_t)timegm(&tm) : 0;
+	en->mtime = ops_http_time(json_string_value(json_object_get(e, "mtime")));
 	en->md5[0] = '\0';
 	if (md5 && strlen(md5) == 32 && strspn(md5, "0123456789abcdef") == 32)
 		memcpy(en->md5, md5, 33);
@@ -387,7 +352,7 @@ static void done(void *ctx, void *req, int status, const char *body, size_t len,
 	json_decref(doc);
 	free(q);
 	if (lf && --lf->pending == 0)
-		writer_push(rb, lf);
+		spawn_queue_push(rb->writers, lf);
 }
 
 static int by_key(const void *a, const void *b)
@@ -501,35 +466,25 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 	free(val);
 }
 
-/* The writers: sort one leaf's copies by key and write each key's record.
- * Several threads, so LevelDB can group their synced writes. */
-static void writer_main(void *ctx)
+/* A writer: sort one leaf's copies by key and write each key's record.
+ * Several at once, so LevelDB can group their synced writes. */
+static void write_leaf(void *ctx, void *item)
 {
 	struct rb *rb = ctx;
-	for (;;) {
-		struct leaf *lf;
-		pthread_mutex_lock(&rb->mu);
-		while (!rb->whead && !rb->fetch_done)
-			pthread_cond_wait(&rb->cv, &rb->mu);
-		if ((lf = rb->whead))
-			rb->whead = lf->next;
-		pthread_mutex_unlock(&rb->mu);
-		if (!lf)
-			break;
-		if (lf->n) /* a leaf of empty directories has no array */
-			qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
-		for (size_t a = 0, b; a < lf->n; a = b) {
-			for (b = a + 1; b < lf->n && !by_key(&lf->e[a], &lf->e[b]); b++)
-				;
-			write_key(rb, lf->e + a, b - a);
-		}
-		for (size_t j = 0; j < lf->n; j++)
-			free(lf->e[j].key);
-		free(lf->e);
-		free(lf);
-		atomic_fetch_sub(&rb->leaves_open, 1);
-		atomic_fetch_add(&rb->leaves_done, 1);
+	struct leaf *lf = item;
+	if (lf->n) /* a leaf of empty directories has no array */
+		qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
+	for (size_t a = 0, b; a < lf->n; a = b) {
+		for (b = a + 1; b < lf->n && !by_key(&lf->e[a], &lf->e[b]); b++)
+			;
+		write_key(rb, lf->e + a, b - a);
 	}
+	for (size_t j = 0; j < lf->n; j++)
+		free(lf->e[j].key);
+	free(lf->e);
+	free(lf);
+	atomic_fetch_sub(&rb->leaves_open, 1);
+	atomic_fetch_add(&rb->leaves_done, 1);
 }
 
 static void progress_line(void *ctx, char *out, size_t n)
@@ -577,18 +532,13 @@ static int rebuild_open(struct rb *rb, bool *was_empty)
 static void rebuild_walk(struct rb *rb)
 {
 	struct ops_progress *prog = ops_progress_start(progress_line, rb);
-	struct spawn_group *writers;
 	rb->fetch = ops_fetch_new(rb->cfg->workers, LIST_MAX);
 	ops_fetch_run(rb->fetch, more_root, done, rb);
 	plan_units(rb);
 	rb->t_leaves = now_ms();
-	writers = spawn_group(WRITERS, writer_main, rb);
+	rb->writers = spawn_queue(WRITERS, write_leaf, rb);
 	ops_fetch_run(rb->fetch, more_leaf, done, rb);
-	pthread_mutex_lock(&rb->mu);
-	rb->fetch_done = true;
-	pthread_cond_broadcast(&rb->cv);
-	pthread_mutex_unlock(&rb->mu);
-	spawn_wait(writers);
+	spawn_queue_end(rb->writers);
 	ops_fetch_free(rb->fetch);
 	ops_progress_stop(prog);
 }
@@ -639,8 +589,6 @@ int rebuild_main(const struct config *cfg)
 	int rc = 1;
 
 	httpc_global_init();
-	pthread_mutex_init(&rb.mu, NULL);
-	pthread_cond_init(&rb.cv, NULL);
 	if (rebuild_open(&rb, &was_empty) == 0) {
 		rebuild_walk(&rb);
 		if (index_sync(rb.idx) < 0 || index_sync(meta_index()) < 0)
@@ -654,8 +602,6 @@ int rebuild_main(const struct config *cfg)
 	}
 	free(rb.roots);
 	free(rb.units);
-	pthread_mutex_destroy(&rb.mu);
-	pthread_cond_destroy(&rb.cv);
 	if (rb.old && rb.old != rb.idx)
 		index_close(rb.old);
 	if (rb.idx) {

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BATCH 4096             /* records handed to the workers at a time */
@@ -48,13 +49,13 @@ void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *
 struct ops_progress {
 	void (*line)(void *ctx, char *out, size_t n);
 	void *ctx;
-	pthread_t t;
+	struct spawn_group *drawer;   /* NULL when stderr is no terminal */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	bool stop, running;
+	bool stop;
 };
 
-static void *progress_thread(void *arg)
+static void progress_job(void *arg)
 {
 	struct ops_progress *p = arg;
 	pthread_mutex_lock(&p->mu);
@@ -68,7 +69,6 @@ static void *progress_thread(void *arg)
 		fflush(stderr);
 	}
 	pthread_mutex_unlock(&p->mu);
-	return NULL;
 }
 
 struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_t n), void *ctx)
@@ -78,19 +78,19 @@ struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_
 	p->ctx = ctx;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
-	if (isatty(2) && pthread_create(&p->t, NULL, progress_thread, p) == 0)
-		p->running = true;
+	if (isatty(2))
+		p->drawer = spawn_group(1, progress_job, p);
 	return p;
 }
 
 void ops_progress_stop(struct ops_progress *p)
 {
-	if (p->running) {
+	if (p->drawer) {
 		pthread_mutex_lock(&p->mu);
 		p->stop = true;
 		pthread_cond_signal(&p->cv);
 		pthread_mutex_unlock(&p->mu);
-		pthread_join(p->t, NULL);
+		spawn_wait(p->drawer);
 		fprintf(stderr, "\r\033[K");
 		fflush(stderr);
 	}
@@ -158,6 +158,34 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 	free(b->klens);
 	free(b->vlens);
 	memset(b, 0, sizeof(*b));
+}
+
+bool ops_has_loc(char *const *locs, int n, const char *loc)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(locs[i], loc))
+			return true;
+	return false;
+}
+
+int64_t ops_http_time(const char *s)
+{
+	struct tm tm = {0};
+	if (!s || !strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm))
+		return 0;
+	return (int64_t)timegm(&tm);
+}
+
+int ops_hash_dir(const char *s)
+{
+	return strlen(s) == 2 && strspn(s, "0123456789abcdef") == 2 ? (int)strtol(s, NULL, 16) : -1;
+}
+
+bool ops_subvolume_dir(const char *s)
+{
+	size_t n = strlen(s);
+	return n >= 4 && n <= 6 && !strncmp(s, "sv", 2) &&
+	       strspn(s + 2, "0123456789abcdefABCDEF") == n - 2;
 }
 
 /* ---- HTTP ---- */
