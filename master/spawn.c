@@ -137,58 +137,15 @@ int spawn_busy(void)
 	return n;
 }
 
-struct spawn_group {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int left;
-	void (*fn)(void *);
-	void *arg;
-};
-
-static void group_job(void *arg)
-{
-	struct spawn_group *g = arg;
-	g->fn(g->arg);
-	pthread_mutex_lock(&g->mu);
-	if (--g->left == 0)
-		pthread_cond_signal(&g->cv);
-	pthread_mutex_unlock(&g->mu);
-}
-
-struct spawn_group *spawn_group(int n, void (*fn)(void *), void *arg)
-{
-	struct spawn_group *g = xcalloc(1, sizeof(*g));
-	pthread_mutex_init(&g->mu, NULL);
-	pthread_cond_init(&g->cv, NULL);
-	g->left = n;
-	g->fn = fn;
-	g->arg = arg;
-	for (int i = 0; i < n; i++)
-		if (start(group_job, g, false) < 0)
-			die("pthread_create failed");
-	return g;
-}
-
-void spawn_wait(struct spawn_group *g)
-{
-	pthread_mutex_lock(&g->mu);
-	while (g->left > 0)
-		pthread_cond_wait(&g->cv, &g->mu);
-	pthread_mutex_unlock(&g->mu);
-	pthread_mutex_destroy(&g->mu);
-	pthread_cond_destroy(&g->cv);
-	free(g);
-}
-
 struct spawn_queue {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t cv;        /* an item pushed, the end, a worker gone */
 	void **ring;
 	size_t cap, head, n;
+	int workers;              /* serving, not yet returned */
 	bool ended;
 	void (*fn)(void *ctx, void *item);
 	void *ctx;
-	struct spawn_group *workers;
 };
 
 static void queue_job(void *arg)
@@ -208,7 +165,9 @@ static void queue_job(void *arg)
 		q->fn(q->ctx, item);
 		pthread_mutex_lock(&q->mu);
 	}
-	pthread_mutex_unlock(&q->mu);
+	q->workers--;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);   /* the last touch: q may be freed now */
 }
 
 struct spawn_queue *spawn_queue(int n, void (*fn)(void *ctx, void *item), void *ctx)
@@ -218,7 +177,10 @@ struct spawn_queue *spawn_queue(int n, void (*fn)(void *ctx, void *item), void *
 	pthread_cond_init(&q->cv, NULL);
 	q->fn = fn;
 	q->ctx = ctx;
-	q->workers = spawn_group(n, queue_job, q);
+	q->workers = n;
+	for (int i = 0; i < n; i++)
+		if (start(queue_job, q, false) < 0)
+			die("pthread_create failed");
 	return q;
 }
 
@@ -244,8 +206,9 @@ void spawn_queue_end(struct spawn_queue *q)
 	pthread_mutex_lock(&q->mu);
 	q->ended = true;
 	pthread_cond_broadcast(&q->cv);
+	while (q->workers > 0)
+		pthread_cond_wait(&q->cv, &q->mu);
 	pthread_mutex_unlock(&q->mu);
-	spawn_wait(q->workers);
 	pthread_mutex_destroy(&q->mu);
 	pthread_cond_destroy(&q->cv);
 	free(q->ring);

@@ -10,19 +10,14 @@
 /* Run fn(arg) on an idle cached thread, or a new one.  0, or -1 when no
  * thread could be created (nothing runs then). */
 int spawn(void (*fn)(void *), void *arg);
-/* How many spawn()ed functions are still running (not a group's or a
- * queue's: the server waits for these at shutdown). */
+/* How many spawn()ed functions are still running (not a queue's: the
+ * server waits for these at shutdown). */
 int spawn_busy(void);
 
-/* Run fn(arg) on n threads of the pool at once; spawn_wait waits until all
- * have returned and frees the group.  Dies when no thread can be had. */
-struct spawn_group;
-struct spawn_group *spawn_group(int n, void (*fn)(void *), void *arg);
-void spawn_wait(struct spawn_group *g);
-
-/* A work queue served by a group of n: fn(ctx, item) for each item pushed,
- * started in the order pushed, at most n at once.  spawn_queue_end waits until
- * every item pushed is done and frees the queue. */
+/* A work queue served by n threads of the pool: fn(ctx, item) for each
+ * item pushed, started in the order pushed, at most n at once.
+ * spawn_queue_end waits until every item pushed is done and frees the
+ * queue.  Dies when no thread can be had. */
 struct spawn_queue;
 struct spawn_queue *spawn_queue(int n, void (*fn)(void *ctx, void *item), void *ctx);
 void spawn_queue_push(struct spawn_queue *q, void *item);

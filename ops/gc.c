@@ -135,21 +135,6 @@ static bool old_enough(struct gc *g, time_t mtime)
 	return mtime > 0 && now > mtime && (uint64_t)(now - mtime) >= g->grace_s;
 }
 
-/* key2path's inverse: the key whose blob sits at path, or -1 when none
- * would (then the file is no blob at all). */
-static long path_key(const char *path, char *key)
-{
-	char want[PATH_MAX_LEN];
-	long len;
-	if (strlen(path) <= 7)
-		return -1;
-	len = placement_name_key(path + 7, strlen(path + 7), key);
-	if (len < 0)
-		return -1;
-	placement_path(key, (size_t)len, want);
-	return strcmp(want, path) ? -1 : len;
-}
-
 static void example(struct gc *g, const char *what, const char *loc, const char *path,
 		    long long size)
 {
@@ -184,7 +169,7 @@ static void consider(struct gc *g, const char *loc, const char *path, long long 
 	const char *base = strrchr(path, '/') + 1;
 	bool tmp = !strncmp(base, TMP_PREFIX, strlen(TMP_PREFIX));
 	char key[PATH_MAX_LEN];
-	long klen = tmp ? -1 : path_key(path, key);
+	long klen = tmp ? -1 : ops_path_key(path, key);
 	int n = klen > 0 ? named(g, key, (size_t)klen, loc) : 0;
 	atomic_fetch_add(&g->files, 1);
 	if (n != 0) {

@@ -90,6 +90,11 @@ bool ops_has_loc(char *const *locs, int n, const char *loc);
  * s is NULL or no such date. */
 int64_t ops_http_time(const char *s);
 
+/* key2path's inverse: the key (at most KEY_MAX bytes, into key[PATH_MAX_LEN])
+ * whose blob sits at path "/xx/yy/<name>", or -1 when none would (then
+ * the file is no blob at all). */
+long ops_path_key(const char *path, char *key);
+
 /* A root's directory names: "5d" -> 0x5d, -1 unless two lowercase hex
  * digits (as key2path makes them); "sv00".."svFFFF"? */
 int ops_hash_dir(const char *name);

@@ -288,14 +288,12 @@ static void stray(struct rb *rb, const char *loc, const char *path)
  * in pieces; the exact match is what makes it safe.) */
 static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, json_t *e)
 {
-	char key[PATH_MAX_LEN], want[PATH_MAX_LEN];
-	long kl = placement_name_key(path + 7, strlen(path + 7), key);
+	char key[PATH_MAX_LEN];
+	long kl = ops_path_key(path, key);
 	const char *md5 = json_string_value(json_object_get(e, "md5"));
 	json_t *sz = json_object_get(e, "size");
 	struct entry *en;
-	if (kl > 0 && kl <= KEY_MAX)
-		placement_path(key, (size_t)kl, want);
-	if (kl <= 0 || kl > KEY_MAX || strcmp(want, path)) {
+	if (kl < 0) {
 		stray(rb, rb->roots[ri]->loc, path);
 		return;
 	}

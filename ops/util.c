@@ -4,13 +4,13 @@
 #include "../master/index.h"
 #include "../master/spawn.h"
 #include "../common/httpc.h"
+#include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
 #include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,25 +23,26 @@
 struct range {
 	void (*fn)(void *ctx, size_t i);
 	void *ctx;
-	size_t n;
-	atomic_size_t next;
 };
 
-static void range_job(void *arg)
+static void range_job(void *ctx, void *item)
 {
-	struct range *r = arg;
-	for (size_t i; (i = atomic_fetch_add(&r->next, 1)) < r->n;)
-		r->fn(r->ctx, i);
+	struct range *r = ctx;
+	r->fn(r->ctx, (size_t)(uintptr_t)item);
 }
 
 void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
-	struct range r = {.fn = fn, .ctx = ctx, .n = n};
-	atomic_init(&r.next, 0);
+	struct range r = {fn, ctx};
+	struct spawn_queue *q;
+	if (n == 0)
+		return;
 	if ((size_t)workers > n)
 		workers = (int)n;
-	if (workers > 0)
-		spawn_wait(spawn_group(workers, range_job, &r));
+	q = spawn_queue(workers > 0 ? workers : 1, range_job, &r);
+	for (size_t i = 0; i < n; i++)
+		spawn_queue_push(q, (void *)(uintptr_t)i);
+	spawn_queue_end(q);
 }
 
 /* ---- progress line ---- */
@@ -49,15 +50,16 @@ void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *
 struct ops_progress {
 	void (*line)(void *ctx, char *out, size_t n);
 	void *ctx;
-	struct spawn_group *drawer;   /* NULL when stderr is no terminal */
+	struct spawn_queue *drawer;   /* NULL when stderr is no terminal */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool stop;
 };
 
-static void progress_job(void *arg)
+static void progress_job(void *ctx, void *item)
 {
-	struct ops_progress *p = arg;
+	struct ops_progress *p = item;
+	(void)ctx;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
 		char text[256];
@@ -78,8 +80,10 @@ struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_
 	p->ctx = ctx;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
-	if (isatty(2))
-		p->drawer = spawn_group(1, progress_job, p);
+	if (isatty(2)) {
+		p->drawer = spawn_queue(1, progress_job, NULL);
+		spawn_queue_push(p->drawer, p);
+	}
 	return p;
 }
 
@@ -90,7 +94,7 @@ void ops_progress_stop(struct ops_progress *p)
 		p->stop = true;
 		pthread_cond_signal(&p->cv);
 		pthread_mutex_unlock(&p->mu);
-		spawn_wait(p->drawer);
+		spawn_queue_end(p->drawer);
 		fprintf(stderr, "\r\033[K");
 		fflush(stderr);
 	}
@@ -174,6 +178,16 @@ int64_t ops_http_time(const char *s)
 	if (!s || !strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm))
 		return 0;
 	return (int64_t)timegm(&tm);
+}
+
+long ops_path_key(const char *path, char *key)
+{
+	char want[PATH_MAX_LEN];
+	long len = strlen(path) > 7 ? placement_name_key(path + 7, strlen(path + 7), key) : -1;
+	if (len <= 0 || len > KEY_MAX)
+		return -1;
+	placement_path(key, (size_t)len, want);
+	return strcmp(want, path) ? -1 : len;
 }
 
 int ops_hash_dir(const char *s)

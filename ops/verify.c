@@ -44,6 +44,8 @@ struct vr {
 	uint64_t t0;
 };
 
+#define note(v, ...) ops_note(&(v)->logged, "verify", __VA_ARGS__)
+
 enum state { ST_GOOD, ST_MISSING, ST_CORRUPT, ST_UNKNOWN };
 
 /* One key's replicas as read. */
@@ -96,7 +98,7 @@ static int master_record(struct vr *v, const char *key, size_t klen, struct ops_
 	if (st == 404)
 		return 404;
 	if (st != 302 || !h->volumes[0]) {
-		ops_note(&v->logged, "verify", "HEAD %.*s on the master: %s", (int)klen, key,
+		note(v, "HEAD %.*s on the master: %s", (int)klen, key,
 		     st < 0 ? err : st == 503 ? "503, no replica is up" : "no Key-Volumes");
 		return -1;
 	}
@@ -128,7 +130,7 @@ static void majority(struct vr *v, struct key *k)
 			memcpy(k->want, k->md5[i], 33);
 	}
 	if (!k->want[0] && present) {
-		ops_note(&v->logged, "verify", "%.*s: no HASH, and its copies disagree with no majority: "
+		note(v, "%.*s: no HASH, and its copies disagree with no majority: "
 			"cannot tell the good one", k->klen, k->key);
 		atomic_fetch_add(&v->failed, 1);
 	}
@@ -147,7 +149,7 @@ static void fix(struct vr *v, struct key *k, char **bad, int nbad)
 				continue;
 			got = ops_copy(k->urls[i], bad + d, nd, k->want, TIMEOUT_MS, err);
 			if (got)
-				ops_note(&v->logged, "verify", "%.*s: copy from %s: %s", k->klen, k->key, k->urls[i], err);
+				note(v, "%.*s: copy from %s: %s", k->klen, k->key, k->urls[i], err);
 		}
 	}
 	for (int i = 0; i < nbad; i++) {
@@ -155,7 +157,7 @@ static void fix(struct vr *v, struct key *k, char **bad, int nbad)
 		if (replica_md5(v, bad[i], now, err) == 200 && !strcmp(now, k->want)) {
 			atomic_fetch_add(&v->fixed, 1);
 		} else {
-			ops_note(&v->logged, "verify", "%.*s: %s could not be fixed", k->klen, k->key, bad[i]);
+			note(v, "%.*s: %s could not be fixed", k->klen, k->key, bad[i]);
 			atomic_fetch_add(&v->failed, 1);
 		}
 	}
@@ -184,7 +186,7 @@ static void verify_key(struct vr *v, const char *key, size_t klen, struct record
 		atomic_fetch_add(&v->replicas, 1);
 		k.st[i] = s == 200 ? ST_GOOD : s == 404 ? ST_MISSING : ST_UNKNOWN;
 		if (s < 0) {
-			ops_note(&v->logged, "verify", "%.*s: %s: %s", k.klen, key, k.urls[i], err);
+			note(v, "%.*s: %s: %s", k.klen, key, k.urls[i], err);
 			atomic_fetch_add(&v->failed, 1);
 		}
 	}
@@ -195,18 +197,18 @@ static void verify_key(struct vr *v, const char *key, size_t klen, struct record
 		if (k.st[i] == ST_GOOD && k.want[0] && strcmp(k.md5[i], k.want)) {
 			k.st[i] = ST_CORRUPT;
 			atomic_fetch_add(&v->corrupt, 1);
-			ops_note(&v->logged, "verify", "%.*s: %s is corrupt (md5 %s, want %s)", k.klen, key, k.urls[i],
+			note(v, "%.*s: %s is corrupt (md5 %s, want %s)", k.klen, key, k.urls[i],
 			     k.md5[i], k.want);
 		} else if (k.st[i] == ST_MISSING) {
 			atomic_fetch_add(&v->missing, 1);
-			ops_note(&v->logged, "verify", "%.*s: %s is missing", k.klen, key, k.urls[i]);
+			note(v, "%.*s: %s is missing", k.klen, key, k.urls[i]);
 		}
 		if (k.st[i] == ST_MISSING || k.st[i] == ST_CORRUPT)
 			bad[nbad++] = k.urls[i];
 		ngood += k.st[i] == ST_GOOD && k.want[0];
 	}
 	if (v->cfg->fix && nbad && k.want[0] && !ngood) {
-		ops_note(&v->logged, "verify", "%.*s: no good copy left to fix the others from", k.klen, key);
+		note(v, "%.*s: no good copy left to fix the others from", k.klen, key);
 		atomic_fetch_add(&v->failed, (unsigned long)nbad);
 	} else if (v->cfg->fix && nbad && k.want[0] && changed(v, &k)) {
 		atomic_fetch_add(&v->skipped, 1);
@@ -222,7 +224,7 @@ static void offline_one(void *ctx, size_t i)
 	struct vr *v = ctx;
 	struct record r;
 	if (record_parse(v->b.vals[i], v->b.vlens[i], &r) < 0) {
-		ops_note(&v->logged, "verify", "%.*s: malformed record", (int)v->b.klens[i], v->b.keys[i]);
+		note(v, "%.*s: malformed record", (int)v->b.klens[i], v->b.keys[i]);
 		atomic_fetch_add(&v->failed, 1);
 	} else if (r.deleted && !r.hash[0]) {
 		atomic_fetch_add(&v->skipped, 1);   /* an interrupted PUT: see gc */
