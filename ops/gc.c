@@ -42,7 +42,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LIST_MAX (256u << 20)
 #define EXAMPLES 10
 #define TIMEOUT_MS 60000L
 #define TMP_PREFIX ".mkv-tmp."   /* volume/fs.h's VOL_TMP_PREFIX */
@@ -135,13 +134,6 @@ static bool old_enough(struct gc *g, time_t mtime)
 	return mtime > 0 && now > mtime && (uint64_t)(now - mtime) >= g->grace_s;
 }
 
-static void example(struct gc *g, const char *what, const char *loc, const char *path,
-		    long long size)
-{
-	if (atomic_fetch_add(&g->examples, 1) < EXAMPLES)
-		log_msg("gc: %s http://%s%s (%lld bytes)", what, loc, path, size);
-}
-
 /* Remove one file: a fresh look at its age and its record, then DELETE. */
 static void remove_file(struct gc *g, const char *loc, const char *path, const char *key,
 			long klen)
@@ -183,8 +175,9 @@ static void consider(struct gc *g, const char *loc, const char *path, long long 
 	}
 	atomic_fetch_add(tmp ? &g->tmps : &g->orphans, 1);
 	atomic_fetch_add(tmp ? &g->tmp_bytes : &g->orphan_bytes, (unsigned long long)size);
-	example(g, tmp ? "stale temporary file" : klen > 0 ? "no record names" : "not a blob's path:",
-		loc, path, size);
+	if (atomic_fetch_add(&g->examples, 1) < EXAMPLES)
+		log_msg("gc: %s http://%s%s (%lld bytes)", tmp ? "stale temporary file"
+			: klen > 0 ? "no record names" : "not a blob's path:", loc, path, size);
 	if (g->cfg->delete_)
 		remove_file(g, loc, path, klen > 0 ? key : NULL, klen);
 }
@@ -195,7 +188,7 @@ static json_t *list(struct gc *g, const char *loc, const char *path, const char 
 {
 	char *url = ops_url(loc, path, strlen(path), args), err[256] = "";
 	struct buf b = {0};
-	int st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, LIST_MAX, err);
+	int st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, OPS_LIST_MAX, err);
 	json_t *doc = ops_listing(st, b.data, b.len, err);
 	atomic_fetch_add(&g->dirs, 1);
 	if (!doc && st != 404) {

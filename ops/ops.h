@@ -104,6 +104,7 @@ bool ops_subvolume_dir(const char *name);
  * bytes) saying why. */
 int ops_delete(const char *url, long timeout_ms, char *err);
 
+#define OPS_LIST_MAX (256u << 20)   /* the largest volume listing accepted */
 /* A JSON directory listing's array from a GET's answer, or NULL with err
  * (256 bytes) saying why (status 404 included: "status 404"). */
 struct json_t *ops_listing(int status, const char *body, size_t len, char *err);

@@ -120,30 +120,24 @@ static void pg_free(struct pg *g)
 	free(g->dir);
 }
 
-/* md5 of a file by path, into out; false on error (errno kept). */
+/* md5 of a file by path, into out; false when it cannot be read. */
 static bool file_md5(const char *path, char out[33])
 {
 	unsigned char d[16], buf[64 * 1024];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	EVP_MD_CTX *md;
-	ssize_t r;
-	if (fd < 0)
-		return false;
-	md = EVP_MD_CTX_new();
+	FILE *f = fopen(path, "rb");
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	bool ok;
 	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
 		die("md5 init failed");
-	while ((r = read(fd, buf, sizeof(buf))) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			break;
-		EVP_DigestUpdate(md, buf, (size_t)r);
-	}
-	close(fd);
+	for (size_t n; f && (n = fread(buf, 1, sizeof(buf), f)) > 0;)
+		EVP_DigestUpdate(md, buf, n);
+	ok = f && !ferror(f);
+	if (f)
+		fclose(f);
 	EVP_DigestFinal_ex(md, d, NULL);
 	EVP_MD_CTX_free(md);
 	digest_hex(d, out);
-	return r == 0;
+	return ok;
 }
 
 /* ---- put ---- */

@@ -40,7 +40,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LIST_MAX (256u << 20)  /* largest listing we accept */
 #define TRIES 3
 #define MAX_STRAY_LOGS 10
 #define LEAVES_OPEN 4096       /* leaves listed but not yet written */
@@ -57,7 +56,9 @@ struct root {
 struct entry {
 	char *key;
 	size_t klen;
-	int root;
+	const char *loc;          /* its root's */
+	int vol;                  /* its root's */
+	int rank;                 /* where the record names it: make_record */
 	char md5[33];
 	uint64_t size;            /* from the listing, for S3's metadata */
 	int64_t mtime;
@@ -163,7 +164,8 @@ static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *bo
 	return NULL;
 }
 
-static int root_add(struct rb *rb, char *loc, int vol)
+/* A root (loc: heap, taken), its top listed in turn. */
+static void root_add(struct rb *rb, char *loc, int vol)
 {
 	struct root *r = xcalloc(1, sizeof(*r));
 	r->loc = loc;
@@ -171,8 +173,7 @@ static int root_add(struct rb *rb, char *loc, int vol)
 	rb->roots = xrealloc(rb->roots, (size_t)(rb->nroots + 1) * sizeof(*rb->roots));
 	rb->roots[rb->nroots] = r;
 	atomic_fetch_add(&rb->dirs_total, 1);
-	lreq_new(rb, rb->nroots, NULL, "/");
-	return rb->nroots++;
+	lreq_new(rb, rb->nroots++, NULL, "/");
 }
 
 /* Phase 1: every volume's top directory. */
@@ -276,12 +277,6 @@ static int more_leaf(void *ctx)
 	return 1;
 }
 
-static void stray(struct rb *rb, const char *loc, const char *path)
-{
-	if (atomic_fetch_add(&rb->strays, 1) < MAX_STRAY_LOGS)
-		log_msg("rebuild: skipping %s%s: not where key2path puts its name's key", loc, path);
-}
-
 /* A file at path (below /xx/yy/) on root ri: keep it when its name decodes
  * to a key that key2path puts exactly there.  (A recursive listing names
  * files by their path below the listed directory, so path may have come
@@ -294,7 +289,9 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 	json_t *sz = json_object_get(e, "size");
 	struct entry *en;
 	if (kl < 0) {
-		stray(rb, rb->roots[ri]->loc, path);
+		if (atomic_fetch_add(&rb->strays, 1) < MAX_STRAY_LOGS)
+			log_msg("rebuild: skipping %s%s: not where key2path puts its name's key",
+				rb->roots[ri]->loc, path);
 		return;
 	}
 	if (lf->n == lf->cap) {
@@ -304,7 +301,8 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 	en = &lf->e[lf->n++];
 	en->key = xstrndup(key, (size_t)kl);
 	en->klen = (size_t)kl;
-	en->root = ri;
+	en->loc = rb->roots[ri]->loc;
+	en->vol = rb->roots[ri]->vol;
 	en->size = json_is_integer(sz) && json_integer_value(sz) >= 0
 			   ? (uint64_t)json_integer_value(sz) : 0;
 	en->mtime = ops_http_time(json_string_value(json_object_get(e, "mtime")));
@@ -363,60 +361,52 @@ static int by_key(const void *a, const void *b)
 	return x->klen < y->klen ? -1 : x->klen > y->klen;
 }
 
-struct ranked {
-	int rank;
-	const char *loc;
-	const char *md5;
-};
-
 static int by_rank(const void *a, const void *b)
 {
-	const struct ranked *x = a, *y = b;
+	const struct entry *x = a, *y = b;
 	if (x->rank != y->rank)
 		return x->rank - y->rank;
 	return strcmp(x->loc, y->loc);
 }
 
-/* The record of one key from its copies e[0..n): the locations in the
- * order key2volume gives them (with subvolumes, then without), the others
- * after; HASH from the first copy that has an md5. */
+/* The record of one key from its copies e[0..n), sorted into its order:
+ * the locations key2volume gives (with subvolumes, then without), the
+ * others after; HASH from the first copy that has an md5. */
 static void make_record(struct rb *rb, struct entry *e, size_t n, struct record *r)
 {
 	const struct config *cfg = rb->cfg;
 	char (*pref)[LOC_MAX] = xcalloc(2 * (size_t)cfg->nvol, LOC_MAX), (*plain)[LOC_MAX];
-	struct ranked rk[n];
 	const char *hash_from = NULL;
 	int nv = placement_volumes(e->key, e->klen, cfg->volumes, cfg->nvol, cfg->nvol,
 				   cfg->subvolumes, pref);
 	plain = pref + cfg->nvol;
 	placement_volumes(e->key, e->klen, cfg->volumes, cfg->nvol, cfg->nvol, 1, plain);
 	for (size_t i = 0; i < n; i++) {
-		const struct root *ro = rb->roots[e[i].root];
-		rk[i] = (struct ranked){2 * nv, ro->loc, e[i].md5};
+		e[i].rank = 2 * nv;
 		for (int j = 0; j < nv; j++) {
-			if (!strcmp(pref[j], ro->loc)) {
-				rk[i].rank = j;
+			if (!strcmp(pref[j], e[i].loc)) {
+				e[i].rank = j;
 				break;
 			}
-			if (!strcmp(plain[j], cfg->volumes[ro->vol]))
-				rk[i].rank = nv + j;
+			if (!strcmp(plain[j], cfg->volumes[e[i].vol]))
+				e[i].rank = nv + j;
 		}
 	}
 	free(pref);
-	qsort(rk, n, sizeof(rk[0]), by_rank);
+	qsort(e, n, sizeof(*e), by_rank);
 	for (size_t i = 0; i < n; i++) {
 		if (r->nlocs < RECORD_MAX_LOCS)
-			r->locs[r->nlocs++] = (char *)rk[i].loc;
-		if (!rk[i].md5[0])
+			r->locs[r->nlocs++] = (char *)e[i].loc;
+		if (!e[i].md5[0])
 			continue;
 		if (!r->hash[0]) {
-			memcpy(r->hash, rk[i].md5, 33);
-			hash_from = rk[i].loc;
-		} else if (strcmp(r->hash, rk[i].md5) &&
+			memcpy(r->hash, e[i].md5, 33);
+			hash_from = e[i].loc;
+		} else if (strcmp(r->hash, e[i].md5) &&
 			   atomic_fetch_add(&rb->conflicts, 1) < MAX_STRAY_LOGS) {
 			log_msg("rebuild: %.*s: copies differ (md5 %s on %s, %s on %s); kept the "
-				"first", (int)e->klen, e->key, r->hash, hash_from, rk[i].md5,
-				rk[i].loc);
+				"first", (int)e->klen, e->key, r->hash, hash_from, e[i].md5,
+				e[i].loc);
 		}
 	}
 }
@@ -425,7 +415,7 @@ static void make_record(struct rb *rb, struct entry *e, size_t n, struct record 
 static void write_key(struct rb *rb, struct entry *e, size_t n)
 {
 	struct record r = {0}, o;
-	struct meta m = {.size = e[0].size, .mtime = e[0].mtime};
+	struct meta m;
 	char *val, *old;
 	size_t vlen, olen;
 
@@ -452,11 +442,7 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 		atomic_fetch_add(&rb->failed, 1);
 	} else {
 		/* S3's size and time, from the copy the record names first */
-		for (size_t i = 0; i < n; i++)
-			if (!strcmp(rb->roots[e[i].root]->loc, r.locs[0])) {
-				m.size = e[i].size;
-				m.mtime = e[i].mtime;
-			}
+		m = (struct meta){.size = e[0].size, .mtime = e[0].mtime};
 		snprintf(m.etag, sizeof(m.etag), "%s", r.hash);
 		meta_put(e->key, e->klen, &m);
 		atomic_fetch_add(&rb->keys, 1);
@@ -530,7 +516,7 @@ static int rebuild_open(struct rb *rb, bool *was_empty)
 static void rebuild_walk(struct rb *rb)
 {
 	struct ops_progress *prog = ops_progress_start(progress_line, rb);
-	rb->fetch = ops_fetch_new(rb->cfg->workers, LIST_MAX);
+	rb->fetch = ops_fetch_new(rb->cfg->workers, OPS_LIST_MAX);
 	ops_fetch_run(rb->fetch, more_root, done, rb);
 	plan_units(rb);
 	rb->t_leaves = now_ms();
