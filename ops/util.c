@@ -1,5 +1,5 @@
 /* util.c -- what the commands share: the worker pool, the progress line,
- * the offline walk over the index and small HTTP helpers.  See ops.h. */
+ * the offline walk over the index and the small HTTP calls.  See ops.h. */
 #include "ops.h"
 #include "../master/index.h"
 #include "../master/spawn.h"
