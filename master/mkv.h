@@ -20,7 +20,7 @@ struct config {
 	uint64_t voltimeout_ms;   /* -voltimeout, default 1s */
 	bool headcheck;           /* -headcheck */
 	bool verbose;             /* -v */
-	int workers;              /* -workers (rebuild/rebalance), default 16 */
+	int workers;              /* -workers (the commands but server), default 16 */
 	const char *from;         /* -from OLD_DB (rebuild) */
 	const char *master;       /* -master host:port (online rebalance) */
 	uint64_t puttimeout_ms;   /* -puttimeout: a stalled replica write fails after this */

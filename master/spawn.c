@@ -22,6 +22,7 @@ struct worker {
 	sem_t go;                /* posted when fn is set */
 	void (*fn)(void *);      /* the job; NULL while idle */
 	void *arg;
+	bool counted;            /* in busy */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -40,42 +41,47 @@ static bool idle_remove(struct worker *w)
 	return false;
 }
 
+/* Wait for the next job; false when none came for IDLE_SECONDS. */
+static bool wait_job(struct worker *w)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += IDLE_SECONDS;
+	while (sem_timedwait(&w->go, &until) < 0) {
+		bool gone;
+		if (errno == EINTR)
+			continue;
+		pthread_mutex_lock(&mu);   /* timed out: leave, unless just handed a job */
+		gone = idle_remove(w);
+		pthread_mutex_unlock(&mu);
+		if (gone)
+			return false;
+		while (sem_wait(&w->go) < 0)
+			;
+		break;
+	}
+	return true;
+}
+
 static void *loop(void *arg)
 {
 	struct worker *w = arg;
-	for (;;) {
-		struct timespec until;
+	do {
 		w->fn(w->arg);
 		pthread_mutex_lock(&mu);
 		w->fn = NULL;
-		busy--;
+		busy -= w->counted;
 		w->next = idle;
 		idle = w;
 		pthread_mutex_unlock(&mu);
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += IDLE_SECONDS;
-		while (sem_timedwait(&w->go, &until) < 0) {
-			bool gone;
-			if (errno == EINTR)
-				continue;
-			pthread_mutex_lock(&mu);   /* timed out: leave, unless just handed a job */
-			gone = idle_remove(w);
-			pthread_mutex_unlock(&mu);
-			if (gone)
-				goto out;
-			while (sem_wait(&w->go) < 0)
-				;
-			break;
-		}
-	}
-out:
+	} while (wait_job(w));
 	sem_destroy(&w->go);
 	free(w);
 	httpc_thread_cleanup();
 	return NULL;
 }
 
-int spawn(void (*fn)(void *), void *arg)
+static int start(void (*fn)(void *), void *arg, bool counted)
 {
 	struct worker *w;
 	pthread_attr_t attr;
@@ -83,12 +89,13 @@ int spawn(void (*fn)(void *), void *arg)
 	int rc;
 
 	pthread_mutex_lock(&mu);
-	busy++;
+	busy += counted;
 	w = idle;
 	if (w) {
 		idle = w->next;
 		w->fn = fn;
 		w->arg = arg;
+		w->counted = counted;
 	}
 	pthread_mutex_unlock(&mu);
 	if (w) {
@@ -98,6 +105,7 @@ int spawn(void (*fn)(void *), void *arg)
 	w = xcalloc(1, sizeof(*w));
 	w->fn = fn;
 	w->arg = arg;
+	w->counted = counted;
 	sem_init(&w->go, 0, 0);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -108,11 +116,16 @@ int spawn(void (*fn)(void *), void *arg)
 		sem_destroy(&w->go);
 		free(w);
 		pthread_mutex_lock(&mu);
-		busy--;
+		busy -= counted;
 		pthread_mutex_unlock(&mu);
 		return -1;
 	}
 	return 0;
+}
+
+int spawn(void (*fn)(void *), void *arg)
+{
+	return start(fn, arg, true);
 }
 
 int spawn_busy(void)
@@ -122,4 +135,82 @@ int spawn_busy(void)
 	n = busy;
 	pthread_mutex_unlock(&mu);
 	return n;
+}
+
+struct spawn_queue {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;        /* an item pushed, the end, a worker gone */
+	void **ring;
+	size_t cap, head, n;
+	int workers;              /* serving, not yet returned */
+	bool ended;
+	void (*fn)(void *ctx, void *item);
+	void *ctx;
+};
+
+static void queue_job(void *arg)
+{
+	struct spawn_queue *q = arg;
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		void *item;
+		while (!q->n && !q->ended)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (!q->n)
+			break;
+		item = q->ring[q->head];
+		q->head = (q->head + 1) % q->cap;
+		q->n--;
+		pthread_mutex_unlock(&q->mu);
+		q->fn(q->ctx, item);
+		pthread_mutex_lock(&q->mu);
+	}
+	q->workers--;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);   /* the last touch: q may be freed now */
+}
+
+struct spawn_queue *spawn_queue(int n, void (*fn)(void *ctx, void *item), void *ctx)
+{
+	struct spawn_queue *q = xcalloc(1, sizeof(*q));
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cv, NULL);
+	q->fn = fn;
+	q->ctx = ctx;
+	q->workers = n;
+	for (int i = 0; i < n; i++)
+		if (start(queue_job, q, false) < 0)
+			die("pthread_create failed");
+	return q;
+}
+
+void spawn_queue_push(struct spawn_queue *q, void *item)
+{
+	pthread_mutex_lock(&q->mu);
+	if (q->n == q->cap) {   /* grow, the items in order from 0 */
+		void **ring = xcalloc(q->cap ? 2 * q->cap : 64, sizeof(*ring));
+		for (size_t i = 0; i < q->n; i++)
+			ring[i] = q->ring[(q->head + i) % q->cap];
+		free(q->ring);
+		q->ring = ring;
+		q->head = 0;
+		q->cap = q->cap ? 2 * q->cap : 64;
+	}
+	q->ring[(q->head + q->n++) % q->cap] = item;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void spawn_queue_end(struct spawn_queue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->ended = true;
+	pthread_cond_broadcast(&q->cv);
+	while (q->workers > 0)
+		pthread_cond_wait(&q->cv, &q->mu);
+	pthread_mutex_unlock(&q->mu);
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cv);
+	free(q->ring);
+	free(q);
 }

@@ -42,14 +42,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LIST_MAX (256u << 20)
 #define EXAMPLES 10
 #define TIMEOUT_MS 60000L
 #define TMP_PREFIX ".mkv-tmp."   /* volume/fs.h's VOL_TMP_PREFIX */
+#define SAMPLE 200
 
 struct unit {
 	char *loc;
-	int xx;                   /* -1: the root itself (find /xx/ and svNN/) */
+	int xx;
 };
 
 struct gc {
@@ -60,8 +60,7 @@ struct gc {
 	pthread_mutex_t mu;
 	struct unit *units;
 	size_t nunits, cap;
-	char **keys;              /* -unlinked: this page */
-	size_t *klens;
+	struct ops_batch b;       /* -unlinked: the keys at hand */
 	atomic_ulong files, orphans, tmps, young, rekept, deleted, failed, unlinked,
 		unlinked_gone, unlinked_busy, examples, dirs;
 	atomic_ullong orphan_bytes, tmp_bytes;
@@ -82,170 +81,103 @@ static void add_unit(struct gc *g, const char *loc, int xx)
 
 /* ---- what records say ---- */
 
-static bool has_loc(const struct record *r, const char *loc)
+/* Online, a key that is not live: is it unlinked (or a PUT in flight)?
+ * 1 yes, 0 no, -1 cannot tell. */
+static int unlinked_online(struct gc *g, const char *key, size_t klen)
 {
-	for (int i = 0; i < r->nlocs; i++)
-		if (!strcmp(r->locs[i], loc))
-			return true;
-	return false;
+	char *url = ops_url(g->master, key, klen, "?unlinked&limit=1"), err[256];
+	struct buf b = {0};
+	json_error_t je;
+	json_t *doc = NULL, *keys, *k;
+	int rc = -1;
+	if (httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err) == 200)
+		doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
+	keys = doc ? json_object_get(doc, "keys") : NULL;
+	if (json_is_array(keys)) {
+		k = json_array_get(keys, 0);
+		rc = json_is_string(k) && json_string_length(k) == klen &&
+		     !memcmp(json_string_value(k), key, klen);
+	}
+	json_decref(doc);
+	buf_free(&b);
+	free(url);
+	return rc;
 }
 
 /* Does a record name key's blob at loc?  1 yes, 0 no, -1 cannot tell
  * (then the file is kept). */
 static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 {
-	if (!g->master) {
-		size_t vlen;
-		struct record r;
-		char *v = index_get(g->idx, key, klen, &vlen);
-		int rc;
-		if (!v)
-			return 0;
-		rc = record_parse(v, vlen, &r) < 0 ? -1 : has_loc(&r, loc);
-		free(v);
-		return rc;
-	} else {
-		char *enc = url_escape(key, klen, true), *url, err[256];
-		struct ops_head_info h;
-		struct buf b = {0};
-		int st, rc = -1;
-		url = xasprintf("%s%s", g->master, enc);
-		for (int tries = 0; tries < 4; tries++) {   /* 503: no replica up, for now */
-			if (tries)
-				usleep(250000u << tries);
-			st = ops_head_info(url, TIMEOUT_MS, &h, err);
-			if (st != 503 && st >= 0)
-				break;
-		}
-		free(url);
-		if (st == 302 && h.volumes[0]) {
-			struct record r = {0};
-			for (char *s = h.volumes, *save = NULL, *t; (t = strtok_r(s, ",", &save));
-			     s = NULL)
-				if (r.nlocs < RECORD_MAX_LOCS)
-					r.locs[r.nlocs++] = t;
-			rc = has_loc(&r, loc);
-		} else if (st == 404) {
-			/* not live: is it unlinked (or a PUT in flight)? */
-			json_t *doc, *keys, *k;
-			json_error_t je;
-			url = xasprintf("%s%s?unlinked&limit=1", g->master, enc);
-			st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err);
-			free(url);
-			doc = st == 200 ? json_loadb(b.data ? b.data : "", b.len, 0, &je) : NULL;
-			keys = doc ? json_object_get(doc, "keys") : NULL;
-			if (json_is_array(keys)) {
-				k = json_array_get(keys, 0);
-				rc = json_is_string(k) && json_string_length(k) == klen &&
-				     !memcmp(json_string_value(k), key, klen);
-			}
-			json_decref(doc);
-			buf_free(&b);
-		}
-		free(enc);
-		return rc;
+	struct ops_head_info h;
+	struct record r;
+	char *v, err[256];
+	size_t vlen;
+	int st, rc;
+	if (g->master) {
+		st = ops_master_head(g->master, key, klen, 4, &h, &r, err);
+		if (st == 302 && h.volumes[0])
+			return ops_has_loc(r.locs, r.nlocs, loc);
+		return st == 404 ? unlinked_online(g, key, klen) : -1;
 	}
+	if (!(v = index_get(g->idx, key, klen, &vlen)))
+		return 0;
+	rc = record_parse(v, vlen, &r) < 0 ? -1 : ops_has_loc(r.locs, r.nlocs, loc);
+	free(v);
+	return rc;
 }
 
 /* ---- the walk ---- */
 
-static time_t http_time(const char *s)
-{
-	struct tm tm = {0};
-	if (!s || !strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm))
-		return 0;       /* unknown: as young as can be (kept) */
-	return timegm(&tm);
-}
-
 static bool old_enough(struct gc *g, time_t mtime)
 {
-	time_t now = time(NULL);
+	time_t now = time(NULL);   /* an unknown mtime (0): as young as can be (kept) */
 	return mtime > 0 && now > mtime && (uint64_t)(now - mtime) >= g->grace_s;
-}
-
-/* key2path's inverse: the key whose blob sits at path, or -1 when none
- * would (then the file is no blob at all). */
-static long path_key(const char *path, char *key)
-{
-	char want[PATH_MAX_LEN];
-	long len;
-	if (strlen(path) <= 7)
-		return -1;
-	len = placement_name_key(path + 7, strlen(path + 7), key);
-	if (len < 0)
-		return -1;
-	placement_path(key, (size_t)len, want);
-	return strcmp(want, path) ? -1 : len;
-}
-
-static void example(struct gc *g, const char *what, const char *loc, const char *path,
-		    long long size)
-{
-	if (atomic_fetch_add(&g->examples, 1) < EXAMPLES)
-		log_msg("gc: %s http://%s%s (%lld bytes)", what, loc, path, size);
 }
 
 /* Remove one file: a fresh look at its age and its record, then DELETE. */
 static void remove_file(struct gc *g, const char *loc, const char *path, const char *key,
 			long klen)
 {
-	char *enc = url_escape(path, strlen(path), true);
-	char *url = xasprintf("http://%s%s", loc, enc), err[256];
+	char *url = ops_url(loc, path, strlen(path), ""), err[256];
 	struct ops_head_info h;
 	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
-	if (st == 404)
-		goto out;
-	if (st != 200 || !old_enough(g, http_time(h.lastmod)) ||
-	    (key && named(g, key, (size_t)klen, loc) != 0)) {
+	if (st == 404) {
+		/* gone already */
+	} else if (st != 200 || !old_enough(g, ops_http_time(h.lastmod)) ||
+		   (key && named(g, key, (size_t)klen, loc) != 0)) {
 		atomic_fetch_add(&g->rekept, 1);   /* changed since it was listed: kept */
-		goto out;
-	}
-	st = httpc_do("DELETE", url, NULL, 0, TIMEOUT_MS, NULL, 0, err);
-	if (st == 204 || st == 200 || st == 404) {
+	} else if (ops_delete(url, TIMEOUT_MS, err) == 0) {
 		atomic_fetch_add(&g->deleted, 1);
 	} else {
-		if (st > 0)
-			snprintf(err, sizeof(err), "status %d", st);
 		log_msg("gc: DELETE %s failed: %s", url, err);
 		atomic_fetch_add(&g->failed, 1);
 	}
-out:
 	free(url);
-	free(enc);
 }
 
 static void consider(struct gc *g, const char *loc, const char *path, long long size,
 		     time_t mtime)
 {
 	const char *base = strrchr(path, '/') + 1;
+	bool tmp = !strncmp(base, TMP_PREFIX, strlen(TMP_PREFIX));
 	char key[PATH_MAX_LEN];
-	long klen = -1;
+	long klen = tmp ? -1 : ops_path_key(path, key);
+	int n = klen > 0 ? named(g, key, (size_t)klen, loc) : 0;
 	atomic_fetch_add(&g->files, 1);
-	if (!strncmp(base, TMP_PREFIX, strlen(TMP_PREFIX))) {
-		if (!old_enough(g, mtime)) {
-			atomic_fetch_add(&g->young, 1);
-			return;
-		}
-		atomic_fetch_add(&g->tmps, 1);
-		atomic_fetch_add(&g->tmp_bytes, (unsigned long long)size);
-		example(g, "stale temporary file", loc, path, size);
-	} else {
-		if ((klen = path_key(path, key)) > 0) {
-			int n = named(g, key, (size_t)klen, loc);
-			if (n != 0) {
-				if (n < 0)
-					atomic_fetch_add(&g->failed, 1);
-				return;
-			}
-		}
-		if (!old_enough(g, mtime)) {
-			atomic_fetch_add(&g->young, 1);
-			return;
-		}
-		atomic_fetch_add(&g->orphans, 1);
-		atomic_fetch_add(&g->orphan_bytes, (unsigned long long)size);
-		example(g, klen > 0 ? "no record names" : "not a blob's path:", loc, path, size);
+	if (n != 0) {
+		if (n < 0)
+			atomic_fetch_add(&g->failed, 1);
+		return;
 	}
+	if (!old_enough(g, mtime)) {
+		atomic_fetch_add(&g->young, 1);
+		return;
+	}
+	atomic_fetch_add(tmp ? &g->tmps : &g->orphans, 1);
+	atomic_fetch_add(tmp ? &g->tmp_bytes : &g->orphan_bytes, (unsigned long long)size);
+	if (atomic_fetch_add(&g->examples, 1) < EXAMPLES)
+		log_msg("gc: %s http://%s%s (%lld bytes)", tmp ? "stale temporary file"
+			: klen > 0 ? "no record names" : "not a blob's path:", loc, path, size);
 	if (g->cfg->delete_)
 		remove_file(g, loc, path, klen > 0 ? key : NULL, klen);
 }
@@ -254,30 +186,17 @@ static void consider(struct gc *g, const char *loc, const char *path, long long 
  * can); NULL on 404 or failure (logged, counted). */
 static json_t *list(struct gc *g, const char *loc, const char *path, const char *args)
 {
-	char *enc = url_escape(path, strlen(path), true);
-	char *url = xasprintf("http://%s%s%s", loc, enc, args), err[256] = "";
+	char *url = ops_url(loc, path, strlen(path), args), err[256] = "";
 	struct buf b = {0};
-	json_t *doc = NULL;
-	json_error_t je;
-	int st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, LIST_MAX, err);
+	int st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, OPS_LIST_MAX, err);
+	json_t *doc = ops_listing(st, b.data, b.len, err);
 	atomic_fetch_add(&g->dirs, 1);
-	if (st == 200) {
-		doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-		if (!json_is_array(doc)) {
-			json_decref(doc);
-			doc = NULL;
-			snprintf(err, sizeof(err), "not a JSON listing");
-		}
-	} else if (st > 0) {
-		snprintf(err, sizeof(err), "status %d", st);
-	}
 	if (!doc && st != 404) {
 		log_msg("gc: GET %s failed: %s: not looked at", url, err);
 		atomic_fetch_add(&g->failed, 1);
 	}
 	buf_free(&b);
 	free(url);
-	free(enc);
 	return doc;
 }
 
@@ -300,23 +219,11 @@ static void walk(struct gc *g, const char *loc, const char *path, int depth)
 			json_t *sz = json_object_get(e, "size");
 			consider(g, loc, sub,
 				 json_is_integer(sz) ? (long long)json_integer_value(sz) : 0,
-				 http_time(json_string_value(json_object_get(e, "mtime"))));
+				 ops_http_time(json_string_value(json_object_get(e, "mtime"))));
 		}
 		free(sub);
 	}
 	json_decref(doc);
-}
-
-static bool hash_dir(const char *s)
-{
-	return strlen(s) == 2 && strspn(s, "0123456789abcdef") == 2;
-}
-
-static bool subvolume_dir(const char *s)
-{
-	size_t n = strlen(s);
-	return n >= 4 && n <= 6 && !strncmp(s, "sv", 2) &&
-	       strspn(s + 2, "0123456789abcdefABCDEF") == n - 2;
 }
 
 /* A root: its /xx/ become units, its svNN/ roots in turn (a volume's). */
@@ -329,9 +236,9 @@ static void walk_root(struct gc *g, const char *loc, bool volume)
 		const char *type = json_string_value(json_object_get(e, "type"));
 		if (!name || !type || strcmp(type, "directory"))
 			continue;
-		if (hash_dir(name)) {
-			add_unit(g, loc, (int)strtol(name, NULL, 16));
-		} else if (volume && subvolume_dir(name)) {
+		if (ops_hash_dir(name) >= 0) {
+			add_unit(g, loc, ops_hash_dir(name));
+		} else if (volume && ops_subvolume_dir(name)) {
 			char *sv = xasprintf("%s/%s", loc, name);
 			walk_root(g, sv, false);
 			free(sv);
@@ -356,37 +263,26 @@ static void unit_one(void *ctx, size_t i)
 
 /* ---- -unlinked ---- */
 
+/* Online: DELETE ?unlinked, which the master refuses (403) for a key live
+ * again -- RELINKed, or its PUT done since the listing -- and (409) for
+ * one whose PUT runs. */
 static void unlinked_online_one(void *ctx, size_t i)
 {
 	struct gc *g = ctx;
-	char *enc = url_escape(g->keys[i], g->klens[i], true), err[256];
-	char *url = xasprintf("%s%s?unlinked", g->master, enc);
-	int st;
+	char *url = ops_url(g->master, g->b.keys[i], g->b.klens[i], "?unlinked"), err[256];
+	int st = g->cfg->delete_ ? httpc_do("DELETE", url, NULL, 0, 0, NULL, 0, err) : 0;
 	atomic_fetch_add(&g->unlinked, 1);
-	if (!g->cfg->delete_)
-		goto out;
-	/* ?unlinked: the master refuses (403) a key live again -- RELINKed, or
-	 * its PUT done since the listing -- and (409) one whose PUT runs */
-	st = httpc_do("DELETE", url, NULL, 0, 0, NULL, 0, err);
 	if (st == 204 || st == 404) {
 		atomic_fetch_add(&g->unlinked_gone, 1);
 	} else if (st == 403 || st == 409) {
 		atomic_fetch_add(&g->unlinked_busy, 1);
-	} else {
+	} else if (st != 0) {
 		if (st > 0)
 			snprintf(err, sizeof(err), "the master answered %d", st);
-		log_msg("gc: DELETE %.*s?unlinked: %s", (int)g->klens[i], g->keys[i], err);
+		log_msg("gc: DELETE %.*s?unlinked: %s", (int)g->b.klens[i], g->b.keys[i], err);
 		atomic_fetch_add(&g->failed, 1);
 	}
-out:
 	free(url);
-	free(enc);
-}
-
-static int unlinked_online(struct gc *g)
-{
-	return ops_list_each(g->master, "", true, "gc", g->cfg->workers, &g->keys, &g->klens,
-			     unlinked_online_one, g);
 }
 
 /* Offline: the master is stopped, nothing is in flight. */
@@ -394,64 +290,36 @@ static void unlinked_offline_one(void *ctx, size_t i)
 {
 	struct gc *g = ctx;
 	char path[PATH_MAX_LEN], err[256];
-	size_t vlen;
 	struct record r;
-	char *v = index_get(g->idx, g->keys[i], g->klens[i], &vlen);
 	bool ok = true;
-	if (!v || record_parse(v, vlen, &r) < 0 || !r.deleted) {
-		free(v);
+	if (record_parse(g->b.vals[i], g->b.vlens[i], &r) < 0 || !r.deleted)
 		return;
-	}
 	atomic_fetch_add(&g->unlinked, 1);
-	if (!g->cfg->delete_) {
-		free(v);
+	if (!g->cfg->delete_)
 		return;
-	}
-	placement_path(g->keys[i], g->klens[i], path);
+	placement_path(g->b.keys[i], g->b.klens[i], path);
 	for (int j = 0; j < r.nlocs; j++) {
-		char *enc = url_escape(path, strlen(path), true);
-		char *url = xasprintf("http://%s%s", r.locs[j], enc);
-		int st = httpc_do("DELETE", url, NULL, 0, TIMEOUT_MS, NULL, 0, err);
-		if (st != 204 && st != 200 && st != 404) {
-			if (st > 0)
-				snprintf(err, sizeof(err), "status %d", st);
+		char *url = ops_url(r.locs[j], path, strlen(path), "");
+		if (ops_delete(url, TIMEOUT_MS, err) < 0) {
 			log_msg("gc: DELETE %s failed: %s", url, err);
 			ok = false;
 		}
 		free(url);
-		free(enc);
 	}
-	if (ok && index_delete(g->idx, g->keys[i], g->klens[i]) == 0)
+	if (ok && index_delete(g->idx, g->b.keys[i], g->b.klens[i]) == 0)
 		atomic_fetch_add(&g->unlinked_gone, 1);
 	else
 		atomic_fetch_add(&g->failed, 1);
-	free(v);
 }
 
-static int unlinked_offline(struct gc *g)
+static int remove_unlinked(struct gc *g)
 {
-	struct index_iter *it = index_iter_new(g->idx, "", 0);
-	size_t n = 0, cap = 0;
-	/* the DELETED keys first, then work on them (not while iterating) */
-	for (; index_iter_valid(it); index_iter_next(it)) {
-		size_t kl, vl;
-		const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl);
-		if (!record_deleted(v, vl))
-			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 1024;
-			g->keys = xrealloc(g->keys, cap * sizeof(*g->keys));
-			g->klens = xrealloc(g->klens, cap * sizeof(*g->klens));
-		}
-		g->keys[n] = xstrndup(k, kl);
-		g->klens[n++] = kl;
-	}
-	index_iter_free(it);
-	ops_pool_run(g->cfg->workers, n, unlinked_offline_one, g);
-	for (size_t i = 0; i < n; i++)
-		free(g->keys[i]);
-	free(g->keys);
-	free(g->klens);
+	if (g->master)
+		return ops_list_each(g->master, "", true, "gc", g->cfg->workers, &g->b.keys,
+				     &g->b.klens, unlinked_online_one, g);
+	ops_index_each(g->idx, g->cfg->workers, &g->b, unlinked_offline_one, g);
+	if (g->cfg->delete_)
+		index_sync(g->idx);
 	return 0;
 }
 
@@ -463,70 +331,67 @@ static int unlinked_offline(struct gc *g)
  * unnamed, and -delete would empty the cluster.  So a sample of records is
  * read first, and a record naming a volume outside -volumes stops -delete. */
 
-#define SAMPLE 200
-
-static bool known_volume(const struct config *cfg, const char *loc)
+/* The first of r's locations on no -volumes volume, as a heap copy, or NULL. */
+static char *stranger(const struct config *cfg, const struct record *r)
 {
-	for (int i = 0; i < cfg->nvol; i++) {
-		size_t n = strlen(cfg->volumes[i]);
-		if (!strncmp(loc, cfg->volumes[i], n) && (loc[n] == '\0' || loc[n] == '/'))
-			return true;
+	for (int i = 0; i < r->nlocs; i++) {
+		bool known = false;
+		for (int v = 0; v < cfg->nvol && !known; v++) {
+			size_t n = strlen(cfg->volumes[v]);
+			known = !strncmp(r->locs[i], cfg->volumes[v], n) &&
+				(r->locs[i][n] == '\0' || r->locs[i][n] == '/');
+		}
+		if (!known)
+			return xstrdup(r->locs[i]);
 	}
-	return false;
+	return NULL;
+}
+
+static char *sample_offline(struct gc *g)
+{
+	struct index_iter *it = index_iter_new(g->idx, "", 0);
+	char *found = NULL;
+	for (int n = 0; n < SAMPLE && index_iter_valid(it) && !found; n++, index_iter_next(it)) {
+		size_t vl;
+		const char *v = index_iter_value(it, &vl);
+		char *copy = xstrndup(v, vl);
+		struct record r;
+		if (record_parse(copy, vl, &r) == 0)
+			found = stranger(g->cfg, &r);
+		free(copy);
+	}
+	index_iter_free(it);
+	return found;
+}
+
+static char *sample_online(struct gc *g)
+{
+	struct ops_page pg;
+	char *start = xstrdup(""), *found = NULL, err[256];
+	if (ops_list_page(g->master, "", false, &start, &pg, "gc") < 0) {
+		free(start);
+		return NULL;
+	}
+	for (size_t i = 0; i < pg.n && i < SAMPLE && !found; i++) {
+		struct ops_head_info h;
+		struct record r;
+		if (ops_master_head(g->master, pg.keys[i], pg.klens[i], 1, &h, &r, err) == 302)
+			found = stranger(g->cfg, &r);
+	}
+	ops_page_free(&pg);
+	free(start);
+	return found;
 }
 
 /* 0 when every sampled location is on a -volumes volume, else -1 (logged). */
 static int check_names(struct gc *g)
 {
-	const struct config *cfg = g->cfg;
-	char *stranger = NULL;
-	if (!g->master) {
-		struct index_iter *it = index_iter_new(g->idx, "", 0);
-		for (int n = 0; n < SAMPLE && index_iter_valid(it) && !stranger;
-		     n++, index_iter_next(it)) {
-			size_t vl;
-			const char *v = index_iter_value(it, &vl);
-			char *copy = xstrndup(v, vl);
-			struct record r;
-			if (record_parse(copy, vl, &r) == 0)
-				for (int i = 0; i < r.nlocs && !stranger; i++)
-					if (!known_volume(cfg, r.locs[i]))
-						stranger = xstrdup(r.locs[i]);
-			free(copy);
-		}
-		index_iter_free(it);
-	} else {
-		struct buf b = {0};
-		char err[256], *url = xasprintf("%s/?list&limit=%d", g->master, SAMPLE);
-		json_error_t je;
-		json_t *doc = NULL, *keys, *k;
-		size_t i;
-		if (httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err) == 200)
-			doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-		free(url);
-		buf_free(&b);
-		keys = doc ? json_object_get(doc, "keys") : NULL;
-		json_array_foreach(keys, i, k) {
-			char *enc = url_escape(json_string_value(k), json_string_length(k), true);
-			struct ops_head_info h;
-			url = xasprintf("%s%s", g->master, enc);
-			if (ops_head_info(url, TIMEOUT_MS, &h, err) == 302)
-				for (char *s = h.volumes, *save = NULL, *t;
-				     !stranger && (t = strtok_r(s, ",", &save)); s = NULL)
-					if (!known_volume(cfg, t))
-						stranger = xstrdup(t);
-			free(url);
-			free(enc);
-			if (stranger)
-				break;
-		}
-		json_decref(doc);
-	}
-	if (!stranger)
+	char *found = g->master ? sample_online(g) : sample_offline(g);
+	if (!found)
 		return 0;
 	log_msg("gc: a record names %s, which is on none of -volumes: with another spelling of "
-		"a volume's name (or a volume left out) every file would look unnamed", stranger);
-	free(stranger);
+		"a volume's name (or a volume left out) every file would look unnamed", found);
+	free(found);
 	return -1;
 }
 
@@ -541,12 +406,58 @@ static void progress_line(void *ctx, char *out, size_t n)
 		 atomic_load(&g->failed));
 }
 
+/* The summary; the exit status: 1 when something is left wrong, a failure
+ * or garbage that is still there (a dry run's). */
+static int report(struct gc *g, int rc)
+{
+	const struct config *cfg = g->cfg;
+	char dur[32];
+	ops_fmt_duration(now_ms() - g->t0, dur, sizeof(dur));
+	log_msg("gc: %lu files in %lu dirs: %lu orphans (%.1f MB), %lu stale temporary files "
+		"(%.1f MB), %lu younger than %llu s kept, %lu %s, %lu failed in %s%s",
+		atomic_load(&g->files), atomic_load(&g->dirs), atomic_load(&g->orphans),
+		(double)atomic_load(&g->orphan_bytes) / 1e6, atomic_load(&g->tmps),
+		(double)atomic_load(&g->tmp_bytes) / 1e6, atomic_load(&g->young),
+		(unsigned long long)g->grace_s, atomic_load(&g->deleted),
+		cfg->delete_ ? "deleted" : "deleted (a dry run: -delete removes them)",
+		atomic_load(&g->failed), dur, rc ? "; stopped early, see above" : "");
+	if (cfg->unlinked)
+		log_msg("gc: %lu unlinked keys, %lu removed, %lu live again or being written%s",
+			atomic_load(&g->unlinked), atomic_load(&g->unlinked_gone),
+			atomic_load(&g->unlinked_busy),
+			cfg->delete_ ? "" : " (a dry run: -delete removes them)");
+	return rc || atomic_load(&g->failed) ||
+	       atomic_load(&g->deleted) + atomic_load(&g->rekept) <
+		       atomic_load(&g->orphans) + atomic_load(&g->tmps) ||
+	       atomic_load(&g->unlinked) >
+		       atomic_load(&g->unlinked_gone) + atomic_load(&g->unlinked_busy);
+}
+
+static int gc_run(struct gc *g)
+{
+	struct ops_progress *p;
+	int rc = 0;
+	if (check_names(g) < 0) {
+		if (g->cfg->delete_) {
+			log_msg("gc: nothing deleted: give -volumes exactly as the master has them "
+				"(and rebalance away from volumes taken out)");
+			return 1;
+		}
+		log_msg("gc: what this dry run calls orphans may not be");
+	}
+	p = ops_progress_start(progress_line, g);
+	if (g->cfg->unlinked)
+		rc = remove_unlinked(g);
+	ops_pool_run(g->cfg->workers, (size_t)g->cfg->nvol, root_one, g);
+	ops_pool_run(g->cfg->workers, g->nunits, unit_one, g);
+	ops_progress_stop(p);
+	return report(g, rc);
+}
+
 int gc_main(const struct config *cfg)
 {
 	struct gc g = {.cfg = cfg, .t0 = now_ms()};
-	struct ops_progress *p;
-	char dur[32], *why = NULL;
-	int rc = 0;
+	int rc = 1;
 
 	httpc_global_init();
 	pthread_mutex_init(&g.mu, NULL);
@@ -554,49 +465,8 @@ int gc_main(const struct config *cfg)
 	if (g.grace_s < 2)
 		g.grace_s = 2;
 	g.master = ops_master_url(cfg->master);
-	if (!g.master && !(g.idx = index_open(cfg->db, &why))) {
-		log_msg("gc: %s", why);
-		if (strstr(why, "in use"))
-			log_msg("gc: a master is serving this index: run gc online with "
-				"-master host:port");
-		free(why);
-		return 1;
-	}
-	if (check_names(&g) < 0) {
-		if (cfg->delete_) {
-			log_msg("gc: nothing deleted: give -volumes exactly as the master has them "
-				"(and rebalance away from volumes taken out)");
-			free(g.master);
-			if (g.idx)
-				index_close(g.idx);
-			pthread_mutex_destroy(&g.mu);
-			return 1;
-		}
-		log_msg("gc: what this dry run calls orphans may not be");
-	}
-	p = ops_progress_start(progress_line, &g);
-	if (cfg->unlinked)
-		rc = g.master ? unlinked_online(&g) : unlinked_offline(&g);
-	if (cfg->unlinked && !g.master && cfg->delete_)
-		index_sync(g.idx);
-	ops_pool_run(cfg->workers, (size_t)cfg->nvol, root_one, &g);
-	ops_pool_run(cfg->workers, g.nunits, unit_one, &g);
-	ops_progress_stop(p);
-
-	ops_fmt_duration(now_ms() - g.t0, dur, sizeof(dur));
-	log_msg("gc: %lu files in %lu dirs: %lu orphans (%.1f MB), %lu stale temporary files "
-		"(%.1f MB), %lu younger than %llu s kept, %lu %s, %lu failed in %s%s",
-		atomic_load(&g.files), atomic_load(&g.dirs), atomic_load(&g.orphans),
-		(double)atomic_load(&g.orphan_bytes) / 1e6, atomic_load(&g.tmps),
-		(double)atomic_load(&g.tmp_bytes) / 1e6, atomic_load(&g.young),
-		(unsigned long long)g.grace_s, atomic_load(&g.deleted),
-		cfg->delete_ ? "deleted" : "deleted (a dry run: -delete removes them)",
-		atomic_load(&g.failed), dur, rc ? "; stopped early, see above" : "");
-	if (cfg->unlinked)
-		log_msg("gc: %lu unlinked keys, %lu removed, %lu live again or being written%s",
-			atomic_load(&g.unlinked), atomic_load(&g.unlinked_gone),
-			atomic_load(&g.unlinked_busy),
-			cfg->delete_ ? "" : " (a dry run: -delete removes them)");
+	if (g.master || (g.idx = ops_index_open(cfg->db, "gc", "run gc online with -master host:port")))
+		rc = gc_run(&g);
 	for (size_t i = 0; i < g.nunits; i++)
 		free(g.units[i].loc);
 	free(g.units);
@@ -604,12 +474,5 @@ int gc_main(const struct config *cfg)
 	if (g.idx)
 		index_close(g.idx);
 	pthread_mutex_destroy(&g.mu);
-	/* left wrong: a failure, or garbage that is still there (a dry run's) */
-	if (rc || atomic_load(&g.failed))
-		return 1;
-	if (atomic_load(&g.deleted) + atomic_load(&g.rekept) <
-	    atomic_load(&g.orphans) + atomic_load(&g.tmps))
-		return 1;
-	return atomic_load(&g.unlinked) >
-		       atomic_load(&g.unlinked_gone) + atomic_load(&g.unlinked_busy) ? 1 : 0;
+	return rc;
 }

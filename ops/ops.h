@@ -42,16 +42,11 @@ int rebalance_key_flags(const struct config *cfg, struct index *idx, const char 
  * calls it at shutdown (an old copy left behind is only wasted space). */
 int rebalance_drain(uint64_t timeout_ms);
 
-/* ---- shared by rebuild.c and rebalance.c (ops_util.c) ---- */
+/* ---- shared by the commands (util.c) ---- */
 
-/* Run fn(ctx, i) for i in [0, n) on `workers` threads; returns when all
- * are done.  Each thread drops its httpc handle at exit. */
+/* Run fn(ctx, i) for i in [0, n) on `workers` threads of the pool
+ * (master/spawn.h); returns when all are done. */
 void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
-
-/* Start `workers` threads running fn(ctx) each; ops_threads_join waits. */
-struct ops_threads;
-struct ops_threads *ops_threads_start(int workers, void (*fn)(void *ctx), void *ctx);
-void ops_threads_join(struct ops_threads *t);
 
 /* A progress line on stderr, redrawn every 250 ms while stderr is a
  * terminal (and never otherwise).  line(ctx, out, n) formats the text. */
@@ -62,6 +57,57 @@ void ops_progress_stop(struct ops_progress *p);   /* clears the line */
 
 /* "1.2 s", "3 min 4 s" ... into out. */
 void ops_fmt_duration(uint64_t ms, char *out, size_t n);
+/* n per second over ms milliseconds (0 when ms is 0). */
+double ops_per_s(double n, uint64_t ms);
+
+/* The index at db for a command, or NULL after logging "<who>: <why>"
+ * and, when a master holds it (and hint is not NULL), "<who>: a master is
+ * serving this index: <hint>". */
+struct index *ops_index_open(const char *db, const char *who, const char *hint);
+
+/* Offline: every record of idx, BATCH at a time, through fn(ctx, i) on
+ * `workers` threads; while a batch runs, b holds its keys and values
+ * (heap copies, NUL-terminated: a value can be given to record_parse). */
+struct ops_batch {
+	char **keys, **vals;
+	size_t *klens, *vlens;
+};
+void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
+		    void (*fn)(void *ctx, size_t i), void *ctx);
+
+/* host ("http://h:p" or "h:p") + path[0..n) percent-encoded (but '/') +
+ * query ("" or "?..."), as a heap string. */
+char *ops_url(const char *host, const char *path, size_t n, const char *query);
+
+/* At most 20 problems logged as "<who>: <text>", then one "<who>: more
+ * problems: counted, not logged"; *logged counts them. */
+void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Is loc one of locs[0..n)? */
+bool ops_has_loc(char *const *locs, int n, const char *loc);
+/* An HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT") as unix seconds; 0 when
+ * s is NULL or no such date. */
+int64_t ops_http_time(const char *s);
+
+/* key2path's inverse: the key (at most KEY_MAX bytes, into key[PATH_MAX_LEN])
+ * whose blob sits at path "/xx/yy/<name>", or -1 when none would (then
+ * the file is no blob at all). */
+long ops_path_key(const char *path, char *key);
+
+/* A root's directory names: "5d" -> 0x5d, -1 unless two lowercase hex
+ * digits (as key2path makes them); "sv00".."svFFFF"? */
+int ops_hash_dir(const char *name);
+bool ops_subvolume_dir(const char *name);
+
+/* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
+ * bytes) saying why. */
+int ops_delete(const char *url, long timeout_ms, char *err);
+
+#define OPS_LIST_MAX (256u << 20)   /* the largest volume listing accepted */
+/* A JSON directory listing's array from a GET's answer, or NULL with err
+ * (256 bytes) saying why (status 404 included: "status 404"). */
+struct json_t *ops_listing(int status, const char *body, size_t len, char *err);
 
 /* Many GETs in flight on one thread (httpc_multi): cheaper than a thread
  * per request when there are hundreds of thousands of small ones.
@@ -109,6 +155,15 @@ struct ops_head_info {
 };
 /* Returns the status, or -1 with err (256 bytes) when no answer came. */
 int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err);
+
+/* HEAD master/key (master as ops_master_url gives it), again while the
+ * answer is 503 (no replica up, for now) or none, `tries` in all.  On
+ * a 302, r (when not NULL) gets the record the master tells: Key-Volumes
+ * as locations (pointing into h->volumes) and Content-Md5 as HASH.
+ * Returns the status, or -1 with err (256 bytes). */
+struct record;
+int ops_master_head(const char *master, const char *key, size_t klen, int tries,
+		    struct ops_head_info *h, struct record *r, char *err);
 
 /* GET url (following redirects when follow), body streamed into fd (-1:
  * nowhere) through a small buffer; md5 and *size of the body of a 200.

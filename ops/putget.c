@@ -30,7 +30,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_LOGS 20          /* problems logged one by one; the rest counted */
 #define TIMEOUT_MS 60000
 #define ASK_FIRST (1 << 20)  /* put: HEAD before sending a file this big */
 
@@ -42,17 +41,17 @@ struct pg {
 	char **names;            /* put: relative paths; get: this page's keys */
 	size_t *klens;           /* get: their lengths */
 	size_t n;
-	atomic_ulong files, bytes, skipped, differ, failed, logged;
+	atomic_ulong files, bytes, skipped, differ, failed;
+	unsigned long logged;
 	uint64_t t0;
 	const char *verb;
 };
 
-static void problem(struct pg *g, const char *fmt, const char *name, const char *why)
+/* A file that failed: "<verb>: <name>: <why>", counted. */
+static void fail(struct pg *g, const char *name, const char *why)
 {
-	if (atomic_fetch_add(&g->logged, 1) < MAX_LOGS)
-		log_msg(fmt, g->verb, name, why);
-	else if (atomic_load(&g->logged) == MAX_LOGS + 1)
-		log_msg("%s: more problems: counted, not logged", g->verb);
+	ops_note(&g->logged, g->verb, "%s: %s", name, why);
+	atomic_fetch_add(&g->failed, 1);
 }
 
 static void progress_line(void *ctx, char *out, size_t n)
@@ -62,59 +61,83 @@ static void progress_line(void *ctx, char *out, size_t n)
 	unsigned long files = atomic_load(&g->files), bytes = atomic_load(&g->bytes);
 	snprintf(out, n, "%s: %lu files, %.1f MB, %lu skipped, %lu failed, %.0f files/s, %.1f MB/s",
 		 g->verb, files, (double)bytes / 1e6, atomic_load(&g->skipped),
-		 atomic_load(&g->failed), ms ? (double)files * 1000 / (double)ms : 0.0,
-		 ms ? (double)bytes / 1e3 / (double)ms : 0.0);
+		 atomic_load(&g->failed), ops_per_s(files, ms), ops_per_s(bytes, ms) / 1e6);
 }
 
-static int summary(struct pg *g)
+/* Run fn on every name (put) or every key under the prefix (get: listing),
+ * with the progress line up; then the summary.  Returns the exit status. */
+static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 {
-	uint64_t ms = now_ms() - g->t0;
-	unsigned long bytes = atomic_load(&g->bytes);
-	char dur[32];
+	struct ops_progress *p = ops_progress_start(progress_line, g);
+	char *lp = xasprintf("%s/", g->prefix), dur[32];
+	int rc = 0;
+	uint64_t ms;
+	unsigned long bytes;
+	if (!listing)
+		ops_pool_run(g->cfg->workers, g->n, fn, g);
+	else
+		rc = ops_list_each(g->master, lp, false, "get", g->cfg->workers, &g->names,
+				   &g->klens, fn, g);
+	ops_progress_stop(p);
+	free(lp);
+	ms = now_ms() - g->t0;
+	bytes = atomic_load(&g->bytes);
 	ops_fmt_duration(ms, dur, sizeof(dur));
 	log_msg("%s: %lu files, %.1f MB, %lu skipped (already there, same md5), %lu differ, "
 		"%lu failed in %s (%.1f MB/s)",
 		g->verb, atomic_load(&g->files), (double)bytes / 1e6, atomic_load(&g->skipped),
-		atomic_load(&g->differ), atomic_load(&g->failed), dur,
-		ms ? (double)bytes / 1e3 / (double)ms : 0.0);
+		atomic_load(&g->differ), atomic_load(&g->failed), dur, ops_per_s(bytes, ms) / 1e6);
 	if (atomic_load(&g->differ))
 		log_msg("%s: keys that differ were left as they are (see above); DELETE them "
 			"first to replace them", g->verb);
-	return atomic_load(&g->failed) || atomic_load(&g->differ) ? 1 : 0;
+	return rc || atomic_load(&g->failed) || atomic_load(&g->differ) ? 1 : 0;
 }
 
-static char *trim_slashes(const char *s)
+/* The prefix (no trailing '/', "" for "/") and the directory (no
+ * trailing '/') from the command line; -1 when the prefix is no key's. */
+static int pg_init(struct pg *g, const char *prefix, const char *dir)
 {
-	size_t n = strlen(s);
-	while (n > 1 && s[n - 1] == '/')
+	size_t n = strlen(dir);
+	httpc_global_init();
+	if (prefix[0] != '/') {
+		log_msg("%s: the prefix must start with / (keys do): %s", g->verb, prefix);
+		return -1;
+	}
+	while (n > 1 && dir[n - 1] == '/')
 		n--;
-	return xstrndup(s, n);
+	g->dir = xstrndup(dir, n);
+	for (n = strlen(prefix); n > 0 && prefix[n - 1] == '/';)
+		n--;
+	g->prefix = xstrndup(prefix, n);
+	g->master = ops_master_url(g->cfg->master);
+	return 0;
 }
 
-/* md5 of a file by path, into out; false on error (errno kept). */
+static void pg_free(struct pg *g)
+{
+	free(g->master);
+	free(g->prefix);
+	free(g->dir);
+}
+
+/* md5 of a file by path, into out; false when it cannot be read. */
 static bool file_md5(const char *path, char out[33])
 {
 	unsigned char d[16], buf[64 * 1024];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	EVP_MD_CTX *md;
-	ssize_t r;
-	if (fd < 0)
-		return false;
-	md = EVP_MD_CTX_new();
+	FILE *f = fopen(path, "rb");
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	bool ok;
 	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
 		die("md5 init failed");
-	while ((r = read(fd, buf, sizeof(buf))) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			break;
-		EVP_DigestUpdate(md, buf, (size_t)r);
-	}
-	close(fd);
+	for (size_t n; f && (n = fread(buf, 1, sizeof(buf), f)) > 0;)
+		EVP_DigestUpdate(md, buf, n);
+	ok = f && !ferror(f);
+	if (f)
+		fclose(f);
 	EVP_DigestFinal_ex(md, d, NULL);
 	EVP_MD_CTX_free(md);
 	digest_hex(d, out);
-	return r == 0;
+	return ok;
 }
 
 /* ---- put ---- */
@@ -136,93 +159,86 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
 	return 0;
 }
 
-static void put_one(void *ctx, size_t i)
+/* PUT the file, again after a 409 (another write of the key is running, a
+ * parallel put?, it ends soon) and, three times, after a 503 or no answer
+ * (a volume or the master is busy).  Returns the last status. */
+static int send_file(const char *url, int fd, uint64_t size, char *err)
 {
-	struct pg *g = ctx;
-	const char *rel = g->names[i];
-	char *key = xasprintf("%s/%s", g->prefix, rel), *path = xasprintf("%s/%s", g->dir, rel);
-	char *enc = url_escape(key, strlen(key), true), *url = xasprintf("%s%s", g->master, enc);
-	char md5[33], err[256] = "", why[320];
-	struct ops_head_info h;
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), status = -1;
-
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		problem(g, "%s: %s: %s", path, strerror(errno));
-		atomic_fetch_add(&g->failed, 1);
-		goto out;
-	}
-	if (st.st_size == 0) {
-		problem(g, "%s: %s: %s", path, "empty file: the store keeps no empty values");
-		atomic_fetch_add(&g->failed, 1);
-		goto out;
-	}
-	/* A big file is sent only when the key is absent: asking first costs a
-	 * round trip, sending it in vain costs the whole file (the master
-	 * answers 403 only after the body). */
-	if (st.st_size >= ASK_FIRST) {
-		status = ops_head_info(url, TIMEOUT_MS, &h, err);
-		if (status == 302)
-			goto exists;
-	}
-	/* 409: another write of the key is running (a parallel put?), it ends
-	 * soon; 503 or no answer: a volume or the master is busy, try again */
+	char md5[33];
+	int status = -1;
 	for (int tries = 0, soft = 0; tries < 20; tries++) {
 		if (tries) {
 			usleep(soft ? 250000u << soft : 100000u);
 			if (lseek(fd, 0, SEEK_SET) < 0)
 				break;
 		}
-		status = ops_stream_put(url, fd, (uint64_t)st.st_size, md5, err);
+		status = ops_stream_put(url, fd, size, md5, err);
 		if (status == 409)
 			continue;
 		if ((status == 503 || status < 0) && soft++ < 3)
 			continue;
 		break;
 	}
-	if (status == 201) {
-		atomic_fetch_add(&g->files, 1);
-		atomic_fetch_add(&g->bytes, (unsigned long)st.st_size);
-		goto out;
-	}
-	if (status != 403) {
-		if (status > 0)
-			snprintf(err, sizeof(err), "the master answered %d", status);
-		snprintf(why, sizeof(why), "PUT %s failed: %s", key, err);
-		problem(g, "%s: %s: %s", path, why);
-		atomic_fetch_add(&g->failed, 1);
-		goto out;
-	}
-exists:
-	/* The key exists: the same bytes, or not? */
-	for (int tries = 0; tries < 4; tries++) {
-		if (tries)
-			usleep(250000u << tries);
-		status = ops_head_info(url, TIMEOUT_MS, &h, err);
-		if (status != 503 && status >= 0)
-			break;
-	}
+	return status;
+}
+
+/* The key exists: the same bytes as the file (a skip), or not? */
+static void compare(struct pg *g, const char *key, const char *path)
+{
+	struct ops_head_info h;
+	char md5[33], err[256] = "";
+	int status = ops_master_head(g->master, key, strlen(key), 4, &h, NULL, err);
 	if (status != 302 || !file_md5(path, md5)) {
 		if (status > 0)
 			snprintf(err, sizeof(err), "HEAD answered %d", status);
-		problem(g, "%s: %s: exists, and its md5 cannot be compared (%s)", path, err);
+		ops_note(&g->logged, g->verb, "%s: exists, and its md5 cannot be compared (%s)", path,
+			 err);
 		atomic_fetch_add(&g->failed, 1);
 	} else if (!h.md5[0]) {
-		problem(g, "%s: %s: %s", path, "the key exists and has no md5 to compare with");
+		ops_note(&g->logged, g->verb, "%s: the key exists and has no md5 to compare with", path);
 		atomic_fetch_add(&g->differ, 1);
 	} else if (strcmp(h.md5, md5)) {
-		snprintf(why, sizeof(why), "key %s exists with other bytes (md5 %s, file %s)", key,
-			 h.md5, md5);
-		problem(g, "%s: %s: %s", path, why);
+		ops_note(&g->logged, g->verb, "%s: key %s exists with other bytes (md5 %s, file %s)",
+			 path, key, h.md5, md5);
 		atomic_fetch_add(&g->differ, 1);
 	} else {
 		atomic_fetch_add(&g->skipped, 1);
 	}
-out:
+}
+
+static void put_one(void *ctx, size_t i)
+{
+	struct pg *g = ctx;
+	char *key = xasprintf("%s/%s", g->prefix, g->names[i]);
+	char *path = xasprintf("%s/%s", g->dir, g->names[i]);
+	char *url = ops_url(g->master, key, strlen(key), ""), err[256] = "", why[320];
+	struct ops_head_info h;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), status = -1;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		fail(g, path, strerror(errno));
+	} else if (st.st_size == 0) {
+		fail(g, path, "empty file: the store keeps no empty values");
+	} else if (st.st_size >= ASK_FIRST && ops_head_info(url, TIMEOUT_MS, &h, err) == 302) {
+		/* A big file is sent only when the key is absent: asking first costs a
+		 * round trip, sending it in vain costs the whole file (the master
+		 * answers 403 only after the body). */
+		compare(g, key, path);
+	} else if ((status = send_file(url, fd, (uint64_t)st.st_size, err)) == 201) {
+		atomic_fetch_add(&g->files, 1);
+		atomic_fetch_add(&g->bytes, (unsigned long)st.st_size);
+	} else if (status == 403) {
+		compare(g, key, path);
+	} else {
+		if (status > 0)
+			snprintf(err, sizeof(err), "the master answered %d", status);
+		snprintf(why, sizeof(why), "PUT %s failed: %s", key, err);
+		fail(g, path, why);
+	}
 	if (fd >= 0)
 		close(fd);
 	free(url);
-	free(enc);
 	free(path);
 	free(key);
 }
@@ -230,41 +246,24 @@ out:
 int put_main(const struct config *cfg)
 {
 	struct pg g = {.cfg = cfg, .verb = "put", .t0 = now_ms()};
-	struct ops_progress *p;
 	struct stat st;
-	int rc;
+	int rc = 1;
 
-	httpc_global_init();
-	g.dir = trim_slashes(cfg->args[0]);
-	if (cfg->args[1][0] != '/') {
-		log_msg("put: the prefix must start with / (keys do): %s", cfg->args[1]);
-		free(g.dir);
+	if (pg_init(&g, cfg->args[1], cfg->args[0]) < 0)
 		return 1;
-	}
-	g.prefix = trim_slashes(cfg->args[1]);
-	if (!strcmp(g.prefix, "/"))
-		g.prefix[0] = '\0';
 	if (stat(g.dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		log_msg("put: %s is not a directory", g.dir);
-		free(g.dir);
-		free(g.prefix);
-		return 1;
+	} else {
+		walk_pg = &g;
+		if (nftw(g.dir, walk_one, 64, FTW_PHYS) < 0)
+			log_msg("put: walking %s failed (%s): not every file was seen", g.dir,
+				strerror(errno));
+		rc = run(&g, put_one, false);
 	}
-	g.master = ops_master_url(cfg->master);
-	walk_pg = &g;
-	if (nftw(g.dir, walk_one, 64, FTW_PHYS) < 0)
-		log_msg("put: walking %s failed (%s): not every file was seen", g.dir,
-			strerror(errno));
-	p = ops_progress_start(progress_line, &g);
-	ops_pool_run(cfg->workers, g.n, put_one, &g);
-	ops_progress_stop(p);
-	rc = summary(&g);
 	for (size_t i = 0; i < g.n; i++)
 		free(g.names[i]);
 	free(g.names);
-	free(g.master);
-	free(g.prefix);
-	free(g.dir);
+	pg_free(&g);
 	return rc;
 }
 
@@ -300,41 +299,23 @@ static int make_parents(char *path)
 	return 0;
 }
 
-static void get_one(void *ctx, size_t i)
+/* GET url into tmp, again from the start after a busy volume or master;
+ * then fsync it and rename it to path.  Returns the bytes, or -1 (the
+ * temporary file is removed: deleted since the listing, or a failure,
+ * told). */
+static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *path,
+			  const char *tmp)
 {
-	struct pg *g = ctx;
-	const char *key = g->names[i], *rel = key + strlen(g->prefix) + 1;
-	char *enc = url_escape(key, strlen(key), true), *url = xasprintf("%s%s", g->master, enc);
-	char *path = NULL, *tmp = NULL, md5[33], hdr[33], err[256] = "", why[320];
-	struct ops_head_info h;
+	char md5[33], hdr[33], err[256] = "", why[320];
 	uint64_t size;
-	int fd = -1, status;
-
-	if (strlen(key) != g->klens[i] || !safe_rel(rel)) {
-		problem(g, "%s: %s: %s", key, "not a safe file name below the directory, skipped");
-		atomic_fetch_add(&g->failed, 1);
-		goto out;
-	}
-	path = xasprintf("%s/%s", g->dir, rel);
-	if (access(path, F_OK) == 0) {
-		status = ops_head_info(url, TIMEOUT_MS, &h, err);
-		if (status == 302 && h.md5[0] && file_md5(path, md5) && !strcmp(md5, h.md5)) {
-			atomic_fetch_add(&g->skipped, 1);
-			goto out;
-		}
-	}
-	{
-		const char *slash = strrchr(path, '/');
-		tmp = xasprintf("%.*s/.%s.mkv-get", (int)(slash - path), path, slash + 1);
-	}
+	int fd = -1, status = -1;
 	if (make_parents(path) < 0 ||
 	    (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-		problem(g, "%s: %s: %s", path, strerror(errno));
-		atomic_fetch_add(&g->failed, 1);
-		goto out;
+		fail(g, path, strerror(errno));
+		return -1;
 	}
 	for (int tries = 0; tries < 4; tries++) {
-		if (tries) {   /* a busy volume or master: again, from the start */
+		if (tries) {
 			usleep(250000u << tries);
 			if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 				break;
@@ -344,74 +325,62 @@ static void get_one(void *ctx, size_t i)
 			break;
 	}
 	if (status == 404) {      /* deleted since the listing */
-		unlink(tmp);
-		goto out;
-	}
-	if (status != 200) {
+		why[0] = '\0';
+	} else if (status != 200) {
 		snprintf(why, sizeof(why), "GET %s failed: %s", key, err);
-		problem(g, "%s: %s: %s", path, why);
-		atomic_fetch_add(&g->failed, 1);
-		unlink(tmp);
-		goto out;
-	}
-	if (hdr[0] && strcmp(hdr, md5)) {
+	} else if (hdr[0] && strcmp(hdr, md5)) {
 		snprintf(why, sizeof(why), "md5 %s, the master says %s: not saved (run verify)", md5,
 			 hdr);
-		problem(g, "%s: %s: %s", path, why);
-		atomic_fetch_add(&g->failed, 1);
-		unlink(tmp);
-		goto out;
-	}
-	if (fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
+	} else if (fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
 		fd = -1;
-		problem(g, "%s: %s: %s", path, strerror(errno));
-		atomic_fetch_add(&g->failed, 1);
-		unlink(tmp);
-		goto out;
+		snprintf(why, sizeof(why), "%s", strerror(errno));
+	} else {
+		return (int64_t)size;
 	}
-	fd = -1;
-	atomic_fetch_add(&g->files, 1);
-	atomic_fetch_add(&g->bytes, (unsigned long)size);
-out:
 	if (fd >= 0)
 		close(fd);
+	if (why[0])
+		fail(g, path, why);
+	unlink(tmp);
+	return -1;
+}
+
+static void get_one(void *ctx, size_t i)
+{
+	struct pg *g = ctx;
+	const char *key = g->names[i], *rel = key + strlen(g->prefix) + 1, *slash;
+	char *url = ops_url(g->master, key, strlen(key), "");
+	char *path = xasprintf("%s/%s", g->dir, rel), *tmp, md5[33], err[256];
+	struct ops_head_info h;
+	int64_t size;
+
+	slash = strrchr(path, '/');
+	tmp = xasprintf("%.*s/.%s.mkv-get", (int)(slash - path), path, slash + 1);
+	if (strlen(key) != g->klens[i] || !safe_rel(rel)) {
+		fail(g, key, "not a safe file name below the directory, skipped");
+	} else if (access(path, F_OK) == 0 && ops_head_info(url, TIMEOUT_MS, &h, err) == 302 &&
+		   h.md5[0] && file_md5(path, md5) && !strcmp(md5, h.md5)) {
+		atomic_fetch_add(&g->skipped, 1);
+	} else if ((size = fetch_file(g, key, url, path, tmp)) >= 0) {
+		atomic_fetch_add(&g->files, 1);
+		atomic_fetch_add(&g->bytes, (unsigned long)size);
+	}
 	free(tmp);
 	free(path);
 	free(url);
-	free(enc);
 }
 
 int get_main(const struct config *cfg)
 {
 	struct pg g = {.cfg = cfg, .verb = "get", .t0 = now_ms()};
-	struct ops_progress *p;
-	char *lp;
-	int rc = 0;
+	int rc = 1;
 
-	httpc_global_init();
-	if (cfg->args[0][0] != '/') {
-		log_msg("get: the prefix must start with / (keys do): %s", cfg->args[0]);
+	if (pg_init(&g, cfg->args[0], cfg->args[1]) < 0)
 		return 1;
-	}
-	g.prefix = trim_slashes(cfg->args[0]);
-	if (!strcmp(g.prefix, "/"))
-		g.prefix[0] = '\0';
-	g.dir = trim_slashes(cfg->args[1]);
-	if (mkdir(g.dir, 0755) < 0 && errno != EEXIST) {
+	if (mkdir(g.dir, 0755) < 0 && errno != EEXIST)
 		log_msg("get: mkdir %s failed (%s)", g.dir, strerror(errno));
-		free(g.prefix);
-		free(g.dir);
-		return 1;
-	}
-	g.master = ops_master_url(cfg->master);
-	lp = xasprintf("%s/", g.prefix);
-	p = ops_progress_start(progress_line, &g);
-	rc = ops_list_each(g.master, lp, false, "get", cfg->workers, &g.names, &g.klens, get_one, &g);
-	ops_progress_stop(p);
-	rc = summary(&g) || rc ? 1 : 0;
-	free(lp);
-	free(g.master);
-	free(g.prefix);
-	free(g.dir);
+	else
+		rc = run(&g, get_one, true);
+	pg_free(&g);
 	return rc;
 }

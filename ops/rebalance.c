@@ -2,6 +2,7 @@
  * where key2volume puts them now.  See ops.h for the order of a move. */
 #include "../master/mkv.h"
 #include "../master/index.h"
+#include "../master/spawn.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
@@ -18,58 +19,41 @@
 
 #define GRACE_MS 2000          /* old copies outlive the switch this long (online) */
 #define DELETERS 4
-#define BATCH 8192             /* keys handed to the workers at a time */
 
 /* ---- background deletes of old copies (online) ---- */
 
 struct pending {
 	char *url;
 	uint64_t due;
-	struct pending *next;
 };
 
+/* The queue (started with the first delete, never ended) and how many of
+ * its deletes are not done. */
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct pending *head, *tail;
+	struct spawn_queue *q;
 	int n;
-	bool started, hurry;
-} dq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, false, false};
+	bool hurry;
+} dq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, false};
 
-static void *deleter(void *arg)
+static void delete_due(void *ctx, void *item)
 {
-	(void)arg;
+	struct pending *p = item;
+	char err[256];
+	(void)ctx;
 	pthread_mutex_lock(&dq.mu);
-	for (;;) {
-		struct pending *p = dq.head;
-		uint64_t now = now_ms();
-		int st;
-		char err[256];
-		if (!p) {
-			pthread_cond_wait(&dq.cv, &dq.mu);
-			continue;
-		}
-		if (p->due > now && !dq.hurry) {
-			cond_wait_ms(&dq.cv, &dq.mu, p->due - now);
-			continue;
-		}
-		dq.head = p->next;
-		if (!dq.head)
-			dq.tail = NULL;
-		pthread_mutex_unlock(&dq.mu);
-		st = httpc_do("DELETE", p->url, NULL, 0, 30000, NULL, 0, err);
-		if (st > 0)
-			snprintf(err, sizeof(err), "status %d", st);
-		if (st != 204 && st != 200 && st != 404)
-			log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind",
-				p->url, err);
-		free(p->url);
-		free(p);
-		pthread_mutex_lock(&dq.mu);
-		dq.n--;
-		pthread_cond_broadcast(&dq.cv);
-	}
-	return NULL;
+	for (uint64_t now; !dq.hurry && (now = now_ms()) < p->due;)
+		cond_wait_ms(&dq.cv, &dq.mu, p->due - now);
+	pthread_mutex_unlock(&dq.mu);
+	if (ops_delete(p->url, 30000, err) < 0)
+		log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind", p->url, err);
+	free(p->url);
+	free(p);
+	pthread_mutex_lock(&dq.mu);
+	dq.n--;
+	pthread_cond_broadcast(&dq.cv);
+	pthread_mutex_unlock(&dq.mu);
 }
 
 static void delete_later(char *url)
@@ -77,24 +61,12 @@ static void delete_later(char *url)
 	struct pending *p = xmalloc(sizeof(*p));
 	p->url = url;
 	p->due = now_ms() + GRACE_MS;
-	p->next = NULL;
 	pthread_mutex_lock(&dq.mu);
-	if (!dq.started) {
-		for (int i = 0; i < DELETERS; i++) {
-			pthread_t t;
-			if (pthread_create(&t, NULL, deleter, NULL) == 0)
-				pthread_detach(t);
-		}
-		dq.started = true;
-	}
-	if (dq.tail)
-		dq.tail->next = p;
-	else
-		dq.head = p;
-	dq.tail = p;
+	if (!dq.q)
+		dq.q = spawn_queue(DELETERS, delete_due, NULL);
 	dq.n++;
-	pthread_cond_broadcast(&dq.cv);
 	pthread_mutex_unlock(&dq.mu);
+	spawn_queue_push(dq.q, p);
 }
 
 int rebalance_drain(uint64_t timeout_ms)
@@ -116,141 +88,138 @@ int rebalance_drain(uint64_t timeout_ms)
 
 static const char left_behind[] = "moved, but an old copy could not be deleted";
 
-static bool has_loc(char *const *locs, int n, const char *loc)
+/* One move: the record as read, where the key should be, its path. */
+struct move {
+	struct record r;
+	char want[RECORD_MAX_LOCS][LOC_MAX];
+	char *wantp[RECORD_MAX_LOCS];
+	int nwant;
+	char path[PATH_MAX_LEN];
+	long tmo;
+};
+
+static bool in_place(const struct move *m)
 {
-	for (int i = 0; i < n; i++)
-		if (!strcmp(locs[i], loc))
-			return true;
-	return false;
+	if (m->nwant != m->r.nlocs)
+		return false;
+	for (int i = 0; i < m->nwant; i++)
+		if (strcmp(m->want[i], m->r.locs[i]))
+			return false;
+	return true;
 }
 
-int rebalance_key_flags(const struct config *cfg, struct index *idx, const char *key,
-			size_t klen, int flags, bool *moved, const char **why)
+/* 1. Copy to the wanted locations the record lacks, from any replica that
+ * reads intact.  0, or an HTTP status with *why. */
+static int copy_missing(struct move *m, const char **why)
 {
-	char want[RECORD_MAX_LOCS][LOC_MAX], path[PATH_MAX_LEN], err[256];
-	char *wantp[RECORD_MAX_LOCS], *dst[RECORD_MAX_LOCS];
-	int nwant, ndst = 0, rc = 204, replicas;
-	struct record r;
-	size_t vlen;
-	char *val;
-	long tmo = cfg->voltimeout_ms ? (long)cfg->voltimeout_ms : 1000L;
-
-	if (moved)
-		*moved = false;
-	val = index_get(idx, key, klen, &vlen);
-	if (!val) {
-		*why = "key not found";
-		return 404;
+	char *dst[RECORD_MAX_LOCS], err[256];
+	int ndst = 0, got = 0;
+	for (int i = 0; i < m->nwant; i++)
+		if (!ops_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
+			dst[ndst++] = xasprintf("http://%s%s", m->want[i], m->path);
+	if (ndst && !m->r.nlocs) {
+		*why = "record names no volume to copy from";
+		got = -2;
 	}
-	if (record_parse(val, vlen, &r) < 0) {
-		free(val);
-		*why = "malformed index record";
-		return 500;
-	}
-	if (r.deleted && !(flags & REBALANCE_UNLINKED)) {
-		free(val);
-		*why = "key is unlinked";
-		return 404;
-	}
-	replicas = cfg->replicas < RECORD_MAX_LOCS ? cfg->replicas : RECORD_MAX_LOCS;
-	nwant = placement_volumes(key, klen, cfg->volumes, cfg->nvol, replicas, cfg->subvolumes,
-				  want);
-	for (int i = 0; i < nwant; i++)
-		wantp[i] = want[i];
-	if (nwant == r.nlocs) {
-		bool same = true;
-		for (int i = 0; i < nwant && same; i++)
-			same = !strcmp(want[i], r.locs[i]);
-		if (same) {
-			free(val);
-			return 204;
-		}
-	}
-	if (nwant == 0) {
-		free(val);
-		*why = "no volumes configured";
-		return 500;
-	}
-
-	/* 1. copy to the wanted locations the record lacks */
-	placement_path(key, klen, path);
-	for (int i = 0; i < nwant; i++)
-		if (!has_loc(r.locs, r.nlocs, want[i]))
-			dst[ndst++] = xasprintf("http://%s%s", want[i], path);
-	if (ndst) {
-		int got = 1;
-		if (!r.nlocs) {
-			*why = "record names no volume to copy from";
-			rc = 500;
-			goto out;
-		}
-		/* ops_copy feeds at most OPS_COPY_MAXDST destinations at once */
-		for (int d = 0; d < ndst; d += OPS_COPY_MAXDST) {
-			int nd = ndst - d < OPS_COPY_MAXDST ? ndst - d : OPS_COPY_MAXDST;
-			got = 1;
-			for (int i = 0; i < r.nlocs && got > 0; i++) {
-				char *src = xasprintf("http://%s%s", r.locs[i], path);
-				got = ops_copy(src, dst + d, nd, r.hash[0] ? r.hash : NULL, tmo,
-					       err);
-				if (got)
-					log_msg("rebalance: %s", err);
-				free(src);
-			}
+	/* ops_copy feeds at most OPS_COPY_MAXDST destinations at once */
+	for (int d = 0; d < ndst && !got; d += OPS_COPY_MAXDST) {
+		int nd = ndst - d < OPS_COPY_MAXDST ? ndst - d : OPS_COPY_MAXDST;
+		got = 1;
+		for (int i = 0; i < m->r.nlocs && got > 0; i++) {
+			char *src = xasprintf("http://%s%s", m->r.locs[i], m->path);
+			got = ops_copy(src, dst + d, nd, m->r.hash[0] ? m->r.hash : NULL, m->tmo, err);
 			if (got)
-				break;
-		}
-		if (got) {
-			*why = got < 0 ? "a new location refused the copy"
-				       : "no replica could be read intact";
-			rc = 503;
-			goto out;
+				log_msg("rebalance: %s", err);
+			free(src);
 		}
 	}
+	for (int i = 0; i < ndst; i++)
+		free(dst[i]);
+	if (got == -2)
+		return 500;
+	if (got)
+		*why = got < 0 ? "a new location refused the copy" : "no replica could be read intact";
+	return got ? 503 : 0;
+}
 
-	/* 2. the record names the new locations, nothing else changes */
-	{
-		struct record nr = r;
-		char *nv;
-		size_t nlen;
-		nr.nlocs = nwant;
-		for (int i = 0; i < nwant; i++)
-			nr.locs[i] = wantp[i];
-		nv = record_encode(&nr, &nlen);
-		if (index_put(idx, key, klen, nv, nlen) < 0) {
-			free(nv);
-			*why = "index write failed";
-			rc = 500;
-			goto out;
-		}
-		free(nv);
-	}
-	if (moved)
-		*moved = true;
-
-	/* 3. the copies no longer wanted go */
-	for (int i = 0; i < r.nlocs; i++) {
-		int st;
+/* 3. The copies no longer wanted go: now (offline) or after the grace period. */
+static int drop_old(struct move *m, int flags, const char **why)
+{
+	char err[256];
+	int rc = 204;
+	for (int i = 0; i < m->r.nlocs; i++) {
 		char *url;
-		if (has_loc(wantp, nwant, r.locs[i]) || has_loc(r.locs, i, r.locs[i]))
+		if (ops_has_loc(m->wantp, m->nwant, m->r.locs[i]) ||
+		    ops_has_loc(m->r.locs, i, m->r.locs[i]))
 			continue;
-		url = xasprintf("http://%s%s", r.locs[i], path);
+		url = xasprintf("http://%s%s", m->r.locs[i], m->path);
 		if (!(flags & REBALANCE_NOW)) {
 			delete_later(url);
 			continue;
 		}
-		st = httpc_do("DELETE", url, NULL, 0, 30000, NULL, 0, err);
-		if (st != 204 && st != 200 && st != 404) {
-			if (st > 0)
-				snprintf(err, sizeof(err), "status %d", st);
+		if (ops_delete(url, 30000, err) < 0) {
 			log_msg("rebalance: DELETE %s failed (%s)", url, err);
 			*why = left_behind;
 			rc = 500;
 		}
 		free(url);
 	}
+	return rc;
+}
+
+int rebalance_key_flags(const struct config *cfg, struct index *idx, const char *key,
+			size_t klen, int flags, bool *moved, const char **why)
+{
+	struct move m = {.tmo = cfg->voltimeout_ms ? (long)cfg->voltimeout_ms : 1000L};
+	struct record nr;
+	size_t vlen, nlen;
+	char *val = index_get(idx, key, klen, &vlen), *nv;
+	int rc = 204;
+
+	if (moved)
+		*moved = false;
+	if (!val) {
+		*why = "key not found";
+		return 404;
+	}
+	if (record_parse(val, vlen, &m.r) < 0) {
+		*why = "malformed index record";
+		rc = 500;
+	} else if (m.r.deleted && !(flags & REBALANCE_UNLINKED)) {
+		*why = "key is unlinked";
+		rc = 404;
+	}
+	m.nwant = placement_volumes(key, klen, cfg->volumes, cfg->nvol,
+				    cfg->replicas < RECORD_MAX_LOCS ? cfg->replicas : RECORD_MAX_LOCS,
+				    cfg->subvolumes, m.want);
+	for (int i = 0; i < m.nwant; i++)
+		m.wantp[i] = m.want[i];
+	if (rc != 204 || in_place(&m))
+		goto out;
+	if (m.nwant == 0) {
+		*why = "no volumes configured";
+		rc = 500;
+		goto out;
+	}
+	placement_path(key, klen, m.path);
+	if ((rc = copy_missing(&m, why)) != 0)
+		goto out;
+	/* 2. the record names the new locations, nothing else changes */
+	nr = m.r;
+	nr.nlocs = m.nwant;
+	memcpy(nr.locs, m.wantp, sizeof(m.wantp));
+	nv = record_encode(&nr, &nlen);
+	rc = index_put(idx, key, klen, nv, nlen);
+	free(nv);
+	if (rc < 0) {
+		*why = "index write failed";
+		rc = 500;
+		goto out;
+	}
+	if (moved)
+		*moved = true;
+	rc = drop_old(&m, flags, why);
 out:
-	for (int i = 0; i < ndst; i++)
-		free(dst[i]);
 	free(val);
 	return rc;
 }
@@ -267,12 +236,9 @@ struct run {
 	const struct config *cfg;
 	struct index *idx;          /* offline */
 	char *master;               /* online: "http://host:port" */
-	/* the current batch */
-	char **keys;
-	size_t *klens;
-	bool *unlinked;             /* online: key came from ?unlinked */
-	/* counters */
-	atomic_ulong seen, moved, moved_unlinked, failed, skipped, left;
+	struct ops_batch b;         /* the keys at hand */
+	bool unlinked;              /* online: they came from ?unlinked */
+	atomic_ulong seen, moved, failed, skipped, left;
 	uint64_t total;             /* 0 when unknown */
 	uint64_t t0;
 };
@@ -281,12 +247,11 @@ static void progress_line(void *ctx, char *out, size_t n)
 {
 	struct run *r = ctx;
 	unsigned long seen = atomic_load(&r->seen);
-	uint64_t ms = now_ms() - r->t0;
-	double rate = ms ? (double)seen * 1000 / (double)ms : 0;
+	double rate = ops_per_s(seen, now_ms() - r->t0);
 	int k = snprintf(out, n, "rebalance: %lu", seen);
 	if (r->total)
 		k += snprintf(out + k, n - (size_t)k, "/%llu", (unsigned long long)r->total);
-	k += snprintf(out + k, n - (size_t)k, " keys, %lu moved, %lu failed, %.0f keys/s", 
+	k += snprintf(out + k, n - (size_t)k, " keys, %lu moved, %lu failed, %.0f keys/s",
 		      atomic_load(&r->moved), atomic_load(&r->failed), rate);
 	if (r->total && rate > 0 && seen < r->total) {
 		char eta[32];
@@ -301,7 +266,7 @@ static void offline_one(void *ctx, size_t i)
 	struct run *r = ctx;
 	const char *why = NULL;
 	bool moved;
-	int st = rebalance_key_flags(r->cfg, r->idx, r->keys[i], r->klens[i],
+	int st = rebalance_key_flags(r->cfg, r->idx, r->b.keys[i], r->b.klens[i],
 				     REBALANCE_UNLINKED | REBALANCE_NOW, &moved, &why);
 	if (st == 204) {
 		if (moved)
@@ -311,58 +276,25 @@ static void offline_one(void *ctx, size_t i)
 		atomic_fetch_add(&r->moved, 1);
 		atomic_fetch_add(&r->left, 1);
 	} else if (st != 404) {   /* 404: deleted meanwhile */
-		log_msg("rebalance: %.*s: %s", (int)r->klens[i], r->keys[i], why);
+		log_msg("rebalance: %.*s: %s", (int)r->b.klens[i], r->b.keys[i], why);
 		atomic_fetch_add(&r->failed, 1);
 	}
 	atomic_fetch_add(&r->seen, 1);
 }
 
-static void free_batch(struct run *r, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(r->keys[i]);
-}
-
 static int run_offline(struct run *r)
 {
-	const struct config *cfg = r->cfg;
-	char *why = NULL;
-	struct index_iter *it;
-
-	r->idx = index_open(cfg->db, &why);
-	if (!r->idx) {
-		log_msg("rebalance: %s", why);
-		if (strstr(why, "in use"))
-			log_msg("rebalance: a master is serving this index: stop it, or rebalance "
-				"online with -master host:port");
-		free(why);
+	r->idx = ops_index_open(r->cfg->db, "rebalance",
+				"stop it, or rebalance online with -master host:port");
+	if (!r->idx)
 		return -1;
-	}
 	if (isatty(2)) {
-		it = index_iter_new(r->idx, "", 0);
+		struct index_iter *it = index_iter_new(r->idx, "", 0);
 		for (; index_iter_valid(it); index_iter_next(it))
 			r->total++;
 		index_iter_free(it);
 	}
-	r->keys = xcalloc(BATCH, sizeof(*r->keys));
-	r->klens = xcalloc(BATCH, sizeof(*r->klens));
-	it = index_iter_new(r->idx, "", 0);
-	while (index_iter_valid(it)) {
-		size_t n = 0;
-		for (; n < BATCH && index_iter_valid(it); index_iter_next(it)) {
-			size_t kl;
-			const char *k = index_iter_key(it, &kl);
-			r->keys[n] = xmalloc(kl + 1);
-			memcpy(r->keys[n], k, kl);
-			r->keys[n][kl] = '\0';
-			r->klens[n++] = kl;
-		}
-		ops_pool_run(cfg->workers, n, offline_one, r);
-		free_batch(r, n);
-	}
-	index_iter_free(it);
-	free(r->keys);
-	free(r->klens);
+	ops_index_each(r->idx, r->cfg->workers, &r->b, offline_one, r);
 	index_close(r->idx);
 	return 0;
 }
@@ -371,20 +303,14 @@ static int run_offline(struct run *r)
 static void online_one(void *ctx, size_t i)
 {
 	struct run *r = ctx;
-	char *enc = url_escape(r->keys[i], r->klens[i], true), *url, err[256];
+	char *url = ops_url(r->master, r->b.keys[i], r->b.klens[i], r->unlinked ? "?unlinked" : "");
+	char err[256];
 	struct ops_head_info h;
 	int st;
-	if (!r->unlinked[i]) {
-		/* A key already where it belongs is left alone. */
-		url = xasprintf("%s%s", r->master, enc);
-		st = ops_head_info(url, 30000, &h, err);
-		free(url);
-		if (st == 404)
-			goto done;     /* deleted meanwhile */
-		if (!strcmp(h.balance, "balanced"))
-			goto done;
-	}
-	url = xasprintf("%s%s%s", r->master, enc, r->unlinked[i] ? "?unlinked" : "");
+	/* A key already where it belongs (or deleted meanwhile) is left alone. */
+	if (!r->unlinked && ((st = ops_head_info(url, 30000, &h, err)) == 404 ||
+			     !strcmp(h.balance, "balanced")))
+		goto done;
 	/* 409: a PUT or DELETE of the key is running; it ends soon */
 	for (int tries = 0;; tries++) {
 		st = httpc_do("REBALANCE", url, NULL, 0, 0, NULL, 0, err);
@@ -392,56 +318,32 @@ static void online_one(void *ctx, size_t i)
 			break;
 		usleep(50000);
 	}
-	free(url);
 	if (st == 204) {
 		atomic_fetch_add(&r->moved, 1);
-		if (r->unlinked[i])
-			atomic_fetch_add(&r->moved_unlinked, 1);
-	} else if (r->unlinked[i] && st >= 400 && st < 500) {
+	} else if (r->unlinked && st >= 400 && st < 500) {
 		atomic_fetch_add(&r->skipped, 1);
 	} else if (st != 404) {
-		log_msg("rebalance: REBALANCE %.*s: %s", (int)r->klens[i], r->keys[i],
+		log_msg("rebalance: REBALANCE %.*s: %s", (int)r->b.klens[i], r->b.keys[i],
 			st < 0 ? err : "failed");
 		if (st > 0)
 			log_msg("rebalance: the master answered %d", st);
 		atomic_fetch_add(&r->failed, 1);
 	}
 done:
-	free(enc);
+	free(url);
 	atomic_fetch_add(&r->seen, 1);
 }
 
-/* Page through ?list (or ?unlinked) and rebalance each page's keys. */
-static int online_pass(struct run *r, bool unlinked)
-{
-	char *start = xstrdup("");
-	struct ops_page pg;
-	int rc = 0;
-	do {
-		if (ops_list_page(r->master, "", unlinked, &start, &pg, "rebalance") < 0) {
-			rc = -1;
-			break;
-		}
-		r->keys = pg.keys;
-		r->klens = pg.klens;
-		r->unlinked = xcalloc(pg.n + 1, sizeof(*r->unlinked));
-		for (size_t i = 0; i < pg.n; i++)
-			r->unlinked[i] = unlinked;
-		ops_pool_run(r->cfg->workers, pg.n, online_one, r);
-		ops_page_free(&pg);
-		free(r->unlinked);
-	} while (*start);
-	free(start);
-	return rc;
-}
-
+/* Live keys, then unlinked ones. */
 static int run_online(struct run *r)
 {
-	int rc;
+	int rc = 0;
 	r->master = ops_master_url(r->cfg->master);
-	rc = online_pass(r, false);
-	if (rc == 0)
-		rc = online_pass(r, true);
+	for (int pass = 0; pass < 2 && rc == 0; pass++) {
+		r->unlinked = pass;
+		rc = ops_list_each(r->master, "", r->unlinked, "rebalance", r->cfg->workers,
+				   &r->b.keys, &r->b.klens, online_one, r);
+	}
 	free(r->master);
 	return rc;
 }
@@ -450,30 +352,23 @@ int rebalance_main(const struct config *cfg)
 {
 	struct run r = {.cfg = cfg, .t0 = now_ms()};
 	struct ops_progress *p;
+	unsigned long moved, skipped;
 	char dur[32];
 	uint64_t ms;
 	int rc;
 
 	httpc_global_init();
-	if (!cfg->master && !cfg->db) {
-		log_msg("rebalance: needs -db (offline) or -master host:port (online)");
-		return 1;
-	}
-	if (!cfg->master && cfg->nvol < 1) {
-		log_msg("rebalance: needs -volumes");
-		return 1;
-	}
 	p = ops_progress_start(progress_line, &r);
 	rc = cfg->master ? run_online(&r) : run_offline(&r);
 	ops_progress_stop(p);
 	ms = now_ms() - r.t0;
 	ops_fmt_duration(ms, dur, sizeof(dur));
+	moved = atomic_load(&r.moved);
+	skipped = atomic_load(&r.skipped);
 	if (rc == 0 || atomic_load(&r.seen)) {
-		unsigned long moved = atomic_load(&r.moved), skipped = atomic_load(&r.skipped);
 		log_msg("rebalance: %lu keys seen, %lu moved, %lu failed in %s (%.0f moved keys/s)%s",
 			atomic_load(&r.seen), moved, atomic_load(&r.failed), dur,
-			ms ? (double)moved * 1000 / (double)ms : 0.0,
-			rc ? "; stopped early, see above" : "");
+			ops_per_s(moved, ms), rc ? "; stopped early, see above" : "");
 		if (atomic_load(&r.left))
 			log_msg("rebalance: %lu moved keys left an old copy behind (a DELETE failed, "
 				"see above): wasted space, not a risk", atomic_load(&r.left));

@@ -23,6 +23,7 @@
 #include "../master/mkv.h"
 #include "../master/index.h"
 #include "../master/meta.h"
+#include "../master/spawn.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
@@ -31,7 +32,7 @@
 
 #include <jansson.h>
 #include <limits.h>
-#include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LIST_MAX (256u << 20)  /* largest listing we accept */
 #define TRIES 3
 #define MAX_STRAY_LOGS 10
 #define LEAVES_OPEN 4096       /* leaves listed but not yet written */
@@ -50,85 +50,58 @@
 struct root {
 	char *loc;             /* "host:port" or "host:port/svNN" */
 	int vol;               /* index into cfg->volumes */
-	bool xx[256];          /* which /xx/ it has */
 	uint8_t yy[65536 / 8]; /* which /xx/yy/ it has, bit (xx<<8|yy) */
 };
 
 struct entry {
 	char *key;
 	size_t klen;
-	int root;
+	const char *loc;          /* its root's */
+	int vol;                  /* its root's */
+	int rank;                 /* where the record names it: make_record */
 	char md5[33];
 	uint64_t size;            /* from the listing, for S3's metadata */
 	int64_t mtime;
 };
 
+struct unit {
+	uint8_t xx;
+	int16_t yy;               /* -1: all of /xx/ */
+};
+
+/* A unit being listed on every root that has it, then written. */
+struct leaf {
+	struct unit u;
+	int pending;              /* listings not yet answered */
+	struct entry *e;
+	size_t n, cap;
+};
+
+/* One listing: a root's top, a root's /xx/ (leaf NULL), or a directory at
+ * or below a unit (recursive where the volume can). */
+struct lreq {
+	int root;
+	struct leaf *leaf;
+	char path[PATH_MAX_LEN + 16];
+	size_t plen;
+	int tries;
+};
+
 struct rb {
 	const struct config *cfg;
 	struct index *idx, *old;
-	pthread_mutex_t mu;       /* guards roots while they are discovered, then
-				   * the writer queue */
-	struct root **roots;
-	int nroots;
-	int *pair_root;           /* phase 3 work: (root, xx) */
-	int *pair_xx;
-	size_t npairs, next_pair;
-	struct unit *units;       /* phase 4 work */
+	struct root **roots;      /* the listings' thread only */
+	int nroots, next_vol;
+	struct unit *units;
 	size_t nleaves, next_leaf;
 	struct ops_fetch *fetch;
-	pthread_cond_t cv;        /* with mu: the writer queue */
-	struct leaf *whead, *wtail;
-	bool fetch_done;
+	struct spawn_queue *writers;
 	atomic_ulong dirs_done, dirs_total, keys, with_md5, md5_from_old, unlinked, strays,
 		failed, conflicts, leaves_done, leaves_open;
 	uint64_t t0, t_leaves;
 };
 
-/* ---- listings ---- */
-
-/* GET a JSON directory listing; NULL when the directory is gone (404) or
- * on failure (then logged and counted). *gone tells which. */
-static json_t *list_dir(struct rb *rb, const char *loc, const char *path, bool *gone)
-{
-	char *enc = url_escape(path, strlen(path), true);
-	char *url = xasprintf("http://%s%s", loc, enc);
-	char err[256] = "";
-	json_t *doc = NULL;
-	int st = -1;
-	*gone = false;
-	for (int t = 0; t < TRIES && !doc; t++) {
-		struct buf b = {0};
-		json_error_t je;
-		if (t)
-			usleep(100000u << t);
-		st = httpc_do("GET", url, NULL, 0, 60000, &b, LIST_MAX, err);
-		if (st == 404) {
-			*gone = true;
-			buf_free(&b);
-			break;
-		}
-		if (st == 200) {
-			doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-			if (doc && !json_is_array(doc)) {
-				json_decref(doc);
-				doc = NULL;
-			}
-			if (!doc)
-				snprintf(err, sizeof(err), "not a JSON listing (autoindex_format json?)");
-		} else if (st > 0) {
-			snprintf(err, sizeof(err), "status %d", st);
-		}
-		buf_free(&b);
-	}
-	if (!doc && !*gone) {
-		log_msg("rebuild: GET %s failed: %s", url, err);
-		atomic_fetch_add(&rb->failed, 1);
-	}
-	atomic_fetch_add(&rb->dirs_done, 1);
-	free(enc);
-	free(url);
-	return doc;
-}
+/* ---- listings, many in flight on the listings' thread ---- */
 
 static const char *ent_name(json_t *e, bool *is_dir, bool *is_file)
 {
@@ -141,152 +114,48 @@ static const char *ent_name(json_t *e, bool *is_dir, bool *is_file)
 	return name;
 }
 
-/* "5d" -> 0x5d; -1 unless exactly two lowercase hex digits (as key2path). */
-static int hash_dir(const char *s)
-{
-	if (strlen(s) != 2 || (s[0] >= 'A' && s[0] <= 'F') || (s[1] >= 'A' && s[1] <= 'F') ||
-	    hex_value(s[0]) < 0 || hex_value(s[1]) < 0)
-		return -1;
-	return hex_value(s[0]) << 4 | hex_value(s[1]);
-}
-
-static bool is_subvolume(const char *s)
-{
-	size_t n = strlen(s);
-	if (n < 4 || n > 6 || strncmp(s, "sv", 2))
-		return false;
-	for (size_t i = 2; i < n; i++)
-		if (hex_value(s[i]) < 0)
-			return false;
-	return true;
-}
-
-static struct root *root_add(struct rb *rb, const char *loc, int vol)
-{
-	struct root *r = xcalloc(1, sizeof(*r));
-	r->loc = xstrdup(loc);
-	r->vol = vol;
-	pthread_mutex_lock(&rb->mu);
-	rb->roots = xrealloc(rb->roots, (size_t)(rb->nroots + 1) * sizeof(*rb->roots));
-	rb->roots[rb->nroots++] = r;
-	pthread_mutex_unlock(&rb->mu);
-	return r;
-}
-
-/* Phase 1: a volume's top directory holds /xx/ (no subvolumes) and/or svNN/. */
-static void phase_volume(void *ctx, size_t i)
-{
-	struct rb *rb = ctx;
-	const char *vol = rb->cfg->volumes[i];
-	struct root *self = NULL;
-	bool gone;
-	json_t *doc = list_dir(rb, vol, "/", &gone), *e;
-	size_t j;
-	json_array_foreach(doc, j, e) {
-		bool d, f;
-		const char *name = ent_name(e, &d, &f);
-		int x;
-		if (!name || !d)
-			continue;
-		if ((x = hash_dir(name)) >= 0) {
-			if (!self)
-				self = root_add(rb, vol, (int)i);
-			self->xx[x] = true;
-		} else if (is_subvolume(name)) {
-			char *loc = xasprintf("%s/%s", vol, name);
-			struct root *r = root_add(rb, loc, (int)i);
-			r->xx[0] = false;
-			free(loc);
-		}
-	}
-	json_decref(doc);
-}
-
-/* Phase 2: a subvolume's top directory holds /xx/. */
-static void phase_subvolume(void *ctx, size_t i)
-{
-	struct rb *rb = ctx;
-	struct root *r = rb->roots[i];
-	bool gone;
-	json_t *doc, *e;
-	size_t j;
-	if (!strchr(r->loc, '/'))
-		return;   /* a volume's own root: listed in phase 1 */
-	doc = list_dir(rb, r->loc, "/", &gone);
-	json_array_foreach(doc, j, e) {
-		bool d, f;
-		const char *name = ent_name(e, &d, &f);
-		int x;
-		if (name && d && (x = hash_dir(name)) >= 0)
-			r->xx[x] = true;
-	}
-	json_decref(doc);
-}
-
-/* ---- phases 3 and 4: many listings in flight on one thread ---- */
-
-struct unit {
-	uint8_t xx;
-	int16_t yy;               /* -1: all of /xx/ */
-};
-
-struct leaf {
-	struct unit u;
-	int pending;              /* listings not yet answered */
-	struct entry *e;
-	size_t n, cap;
-	struct leaf *next;        /* writer queue */
-};
-
-/* One listing: /xx/ (phase 3, leaf NULL) or a directory of a unit, at or
- * below its /xx/yy/ or /xx/ (phase 4, recursive where the volume can). */
-struct lreq {
-	int root;
-	int xx;
-	struct leaf *leaf;
-	char path[PATH_MAX_LEN + 16];
-	size_t plen;
-	int tries;
-};
 
 static void lreq_add(struct rb *rb, struct lreq *q)
 {
-	char *enc = url_escape(q->path, q->plen, true);
-	char *url = xasprintf("http://%s%s%s", rb->roots[q->root]->loc, enc,
-			      q->leaf ? "?recursive" : "");
+	char *url = ops_url(rb->roots[q->root]->loc, q->path, q->plen, q->leaf ? "?recursive" : "");
 	ops_fetch_add(rb->fetch, url, q);
 	free(url);
-	free(enc);
+}
+
+/* Queue a listing of path (printf'd) on root ri. */
+static void lreq_new(struct rb *rb, int ri, struct leaf *lf, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void lreq_new(struct rb *rb, int ri, struct leaf *lf, const char *fmt, ...)
+{
+	struct lreq *q = xcalloc(1, sizeof(*q));
+	va_list ap;
+	va_start(ap, fmt);
+	q->plen = (size_t)vsnprintf(q->path, sizeof(q->path), fmt, ap);
+	va_end(ap);
+	q->root = ri;
+	q->leaf = lf;
+	if (lf)
+		lf->pending++;
+	lreq_add(rb, q);
 }
 
 /* The JSON array of a listing's answer, or NULL: gone (404), or failed for
- * good (logged, counted).  *retry: ask again. */
+ * good (logged, counted).  *retry: it was asked again. */
 static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *body, size_t len,
 		       const char *err, bool *retry)
 {
-	json_t *doc = NULL;
 	char why[256];
+	json_t *doc = ops_listing(status, body, len, why);
 	*retry = false;
-	if (status == 404) {
+	if (doc || status == 404) {
 		atomic_fetch_add(&rb->dirs_done, 1);
-		return NULL;
+		return doc;
 	}
-	if (status == 200) {
-		json_error_t je;
-		doc = json_loadb(body, len, 0, &je);
-		if (doc && json_is_array(doc)) {
-			atomic_fetch_add(&rb->dirs_done, 1);
-			return doc;
-		}
-		json_decref(doc);
-		snprintf(why, sizeof(why), "not a JSON listing (autoindex_format json?)");
-	} else if (status > 0) {
-		snprintf(why, sizeof(why), "status %d", status);
-	} else {
+	if (status <= 0)
 		snprintf(why, sizeof(why), "%s", err);
-	}
 	if (++q->tries < TRIES) {
 		*retry = true;
+		lreq_add(rb, q);
 		return NULL;
 	}
 	log_msg("rebuild: GET http://%s%s failed: %s", rb->roots[q->root]->loc, q->path, why);
@@ -295,60 +164,47 @@ static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *bo
 	return NULL;
 }
 
-/* Phase 3: /xx/ holds /xx/yy/. */
-static int more_xx(void *ctx)
+/* A root (loc: heap, taken), its top listed in turn. */
+static void root_add(struct rb *rb, char *loc, int vol)
+{
+	struct root *r = xcalloc(1, sizeof(*r));
+	r->loc = loc;
+	r->vol = vol;
+	rb->roots = xrealloc(rb->roots, (size_t)(rb->nroots + 1) * sizeof(*rb->roots));
+	rb->roots[rb->nroots] = r;
+	atomic_fetch_add(&rb->dirs_total, 1);
+	lreq_new(rb, rb->nroots++, NULL, "/");
+}
+
+/* Phase 1: every volume's top directory. */
+static int more_root(void *ctx)
 {
 	struct rb *rb = ctx;
-	struct lreq *q;
-	if (rb->next_pair >= rb->npairs)
+	if (rb->next_vol >= rb->cfg->nvol)
 		return -1;
-	q = xcalloc(1, sizeof(*q));
-	q->root = rb->pair_root[rb->next_pair];
-	q->xx = rb->pair_xx[rb->next_pair++];
-	q->plen = (size_t)snprintf(q->path, sizeof(q->path), "/%02x/", q->xx);
-	lreq_add(rb, q);
+	root_add(rb, xstrdup(rb->cfg->volumes[rb->next_vol]), rb->next_vol);
+	rb->next_vol++;
 	return 1;
 }
 
-static void done_xx(void *ctx, void *req, int status, const char *body, size_t len,
-		    const char *err)
+/* In a root's top: /xx/, listed in turn, and (a volume's) svNN/, a root
+ * of its own; in an /xx/: /xx/yy/. */
+static void dir_entry(struct rb *rb, struct lreq *q, const char *name)
 {
-	struct rb *rb = ctx;
-	struct lreq *q = req;
 	struct root *r = rb->roots[q->root];
-	bool retry;
-	json_t *doc = listing(rb, q, status, body, len, err, &retry), *e;
-	size_t j;
-	if (retry) {
-		lreq_add(rb, q);
-		return;
+	int x = ops_hash_dir(name);
+	if (x >= 0 && q->plen == 1) {
+		atomic_fetch_add(&rb->dirs_total, 1);
+		lreq_new(rb, q->root, NULL, "/%02x/", x);
+	} else if (x >= 0) {
+		unsigned bit = (unsigned)(strtol(q->path + 1, NULL, 16) << 8 | x);
+		r->yy[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+	} else if (q->plen == 1 && !strchr(r->loc, '/') && ops_subvolume_dir(name)) {
+		root_add(rb, xasprintf("%s/%s", r->loc, name), r->vol);
 	}
-	json_array_foreach(doc, j, e) {
-		bool d, f;
-		const char *name = ent_name(e, &d, &f);
-		int y;
-		if (name && d && (y = hash_dir(name)) >= 0) {
-			unsigned bit = (unsigned)(q->xx << 8 | y);
-			r->yy[bit >> 3] |= (uint8_t)(1u << (bit & 7));
-		}
-	}
-	json_decref(doc);
-	free(q);
 }
 
-/* Phase 4: every root's /xx/yy/ of one leaf, and the directories below. */
-static void writer_push(struct rb *rb, struct leaf *lf)
-{
-	pthread_mutex_lock(&rb->mu);
-	lf->next = NULL;
-	if (rb->wtail)
-		rb->wtail->next = lf;
-	else
-		rb->whead = lf;
-	rb->wtail = lf;
-	pthread_cond_signal(&rb->cv);
-	pthread_mutex_unlock(&rb->mu);
-}
+/* ---- phase 2: list the units, hand them to the writers ---- */
 
 /* How many /xx/yy/ root r holds. */
 static int count_yy(const struct root *r, int xx)
@@ -369,6 +225,34 @@ static bool holds(const struct root *r, struct unit u)
 	return r->yy[bit >> 3] & (1u << (bit & 7));
 }
 
+/* The units: a sparse /xx/ whole, a dense one by /xx/yy/. */
+static void plan_units(struct rb *rb)
+{
+	rb->units = xcalloc(65536, sizeof(*rb->units));
+	for (int x = 0; x < 256; x++) {
+		int most = 0, holders = 0;
+		for (int i = 0; i < rb->nroots; i++) {
+			int n = count_yy(rb->roots[i], x);
+			most = n > most ? n : most;
+			holders += n > 0;
+		}
+		if (most > 0 && most <= SPARSE_YY) {
+			rb->units[rb->nleaves++] = (struct unit){(uint8_t)x, -1};
+			atomic_fetch_add(&rb->dirs_total, (unsigned long)holders);
+		}
+		for (int y = 0; most > SPARSE_YY && y < 256; y++) {
+			struct unit u = {(uint8_t)x, (int16_t)y};
+			holders = 0;
+			for (int i = 0; i < rb->nroots; i++)
+				holders += holds(rb->roots[i], u);
+			if (holders) {
+				rb->units[rb->nleaves++] = u;
+				atomic_fetch_add(&rb->dirs_total, (unsigned long)holders);
+			}
+		}
+	}
+}
+
 static int more_leaf(void *ctx)
 {
 	struct rb *rb = ctx;
@@ -381,46 +265,33 @@ static int more_leaf(void *ctx)
 	lf->u = rb->units[rb->next_leaf++];
 	atomic_fetch_add(&rb->leaves_open, 1);
 	for (int ri = 0; ri < rb->nroots; ri++) {
-		struct lreq *q;
 		if (!holds(rb->roots[ri], lf->u))
 			continue;
-		q = xcalloc(1, sizeof(*q));
-		q->root = ri;
-		q->leaf = lf;
-		q->plen = lf->u.yy < 0 ? (size_t)snprintf(q->path, sizeof(q->path), "/%02x/", lf->u.xx)
-				       : (size_t)snprintf(q->path, sizeof(q->path), "/%02x/%02x/",
-							  lf->u.xx, lf->u.yy);
-		lf->pending++;
-		lreq_add(rb, q);
+		if (lf->u.yy < 0)
+			lreq_new(rb, ri, lf, "/%02x/", lf->u.xx);
+		else
+			lreq_new(rb, ri, lf, "/%02x/%02x/", lf->u.xx, lf->u.yy);
 	}
 	if (!lf->pending)
-		writer_push(rb, lf);
+		spawn_queue_push(rb->writers, lf);
 	return 1;
-}
-
-static void stray(struct rb *rb, const char *loc, const char *path)
-{
-	if (atomic_fetch_add(&rb->strays, 1) < MAX_STRAY_LOGS)
-		log_msg("rebuild: skipping %s%s: not where key2path puts its name's key", loc, path);
 }
 
 /* A file at path (below /xx/yy/) on root ri: keep it when its name decodes
  * to a key that key2path puts exactly there.  (A recursive listing names
  * files by their path below the listed directory, so path may have come
  * in pieces; the exact match is what makes it safe.) */
-static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, const char *md5,
-		      json_t *e)
+static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, json_t *e)
 {
-	char key[PATH_MAX_LEN], want[PATH_MAX_LEN];
-	long kl = placement_name_key(path + 7, strlen(path + 7), key);
+	char key[PATH_MAX_LEN];
+	long kl = ops_path_key(path, key);
+	const char *md5 = json_string_value(json_object_get(e, "md5"));
+	json_t *sz = json_object_get(e, "size");
 	struct entry *en;
-	if (kl <= 0 || kl > KEY_MAX) {
-		stray(rb, rb->roots[ri]->loc, path);
-		return;
-	}
-	placement_path(key, (size_t)kl, want);
-	if (strcmp(want, path)) {
-		stray(rb, rb->roots[ri]->loc, path);
+	if (kl < 0) {
+		if (atomic_fetch_add(&rb->strays, 1) < MAX_STRAY_LOGS)
+			log_msg("rebuild: skipping %s%s: not where key2path puts its name's key",
+				rb->roots[ri]->loc, path);
 		return;
 	}
 	if (lf->n == lf->cap) {
@@ -428,64 +299,56 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 		lf->e = xrealloc(lf->e, lf->cap * sizeof(*lf->e));
 	}
 	en = &lf->e[lf->n++];
-	en->key = xmalloc((size_t)kl + 1);
-	memcpy(en->key, key, (size_t)kl);
-	en->key[kl] = '\0';
+	en->key = xstrndup(key, (size_t)kl);
 	en->klen = (size_t)kl;
-	en->root = ri;
+	en->loc = rb->roots[ri]->loc;
+	en->vol = rb->roots[ri]->vol;
+	en->size = json_is_integer(sz) && json_integer_value(sz) >= 0
+			   ? (uint64_t)json_integer_value(sz) : 0;
+	en->mtime = ops_http_time(json_string_value(json_object_get(e, "mtime")));
 	en->md5[0] = '\0';
-	{
-		const char *mt = json_string_value(json_object_get(e, "mtime"));
-		json_t *sz = json_object_get(e, "size");
-		struct tm tm = {0};
-		en->size = json_is_integer(sz) && json_integer_value(sz) >= 0
-				   ? (uint64_t)json_integer_value(sz) : 0;
-		en->mtime = mt && strptime(mt, "%a, %d %b %Y %H:%M:%S GMT", &tm) ? (int64_t)timegm(&tm)
-									    : 0;
-	}
 	if (md5 && strlen(md5) == 32 && strspn(md5, "0123456789abcdef") == 32)
 		memcpy(en->md5, md5, 33);
 }
 
-static void done_leaf(void *ctx, void *req, int status, const char *body, size_t len,
-		      const char *err)
+/* In a unit: directories below (listed in turn), files. */
+static void leaf_entry(struct rb *rb, struct lreq *q, const char *name, bool d, bool f,
+		       json_t *e)
+{
+	char path[PATH_MAX_LEN + 16];
+	if (q->plen + strlen(name) + 2 > PATH_MAX_LEN)
+		return;   /* longer than any key's path */
+	snprintf(path, sizeof(path), "%s%s", q->path, name);
+	if (d && !strchr(name, '/')) {
+		atomic_fetch_add(&rb->dirs_total, 1);
+		lreq_new(rb, q->root, q->leaf, "%s/", path);
+	} else if (f) {
+		leaf_file(rb, q->leaf, q->root, path, e);
+	}
+}
+
+static void done(void *ctx, void *req, int status, const char *body, size_t len,
+		 const char *err)
 {
 	struct rb *rb = ctx;
 	struct lreq *q = req;
 	struct leaf *lf = q->leaf;
-	bool retry;
+	bool retry, d, f;
 	json_t *doc = listing(rb, q, status, body, len, err, &retry), *e;
 	size_t j;
-	if (retry) {
-		lreq_add(rb, q);
+	if (retry)
 		return;
-	}
 	json_array_foreach(doc, j, e) {
-		bool d, f;
 		const char *name = ent_name(e, &d, &f);
-		size_t nl = name ? strlen(name) : 0;
-		if (!name || q->plen + nl + 2 > PATH_MAX_LEN)
-			continue;   /* longer than any key's path */
-		if (d && !strchr(name, '/')) {
-			struct lreq *sub = xcalloc(1, sizeof(*sub));
-			sub->root = q->root;
-			sub->leaf = lf;
-			sub->plen = (size_t)snprintf(sub->path, sizeof(sub->path), "%s%s/", q->path,
-						     name);
-			lf->pending++;
-			atomic_fetch_add(&rb->dirs_total, 1);
-			lreq_add(rb, sub);
-		} else if (f) {
-			char path[PATH_MAX_LEN + 16];
-			snprintf(path, sizeof(path), "%s%s", q->path, name);
-			leaf_file(rb, lf, q->root, path,
-				  json_string_value(json_object_get(e, "md5")), e);
-		}
+		if (name && lf)
+			leaf_entry(rb, q, name, d, f, e);
+		else if (name && d)
+			dir_entry(rb, q, name);
 	}
 	json_decref(doc);
 	free(q);
-	if (--lf->pending == 0)
-		writer_push(rb, lf);
+	if (lf && --lf->pending == 0)
+		spawn_queue_push(rb->writers, lf);
 }
 
 static int by_key(const void *a, const void *b)
@@ -498,69 +361,68 @@ static int by_key(const void *a, const void *b)
 	return x->klen < y->klen ? -1 : x->klen > y->klen;
 }
 
-struct ranked {
-	int rank;
-	const char *loc;
-	const char *md5;
-};
-
 static int by_rank(const void *a, const void *b)
 {
-	const struct ranked *x = a, *y = b;
+	const struct entry *x = a, *y = b;
 	if (x->rank != y->rank)
 		return x->rank - y->rank;
 	return strcmp(x->loc, y->loc);
 }
 
+/* The record of one key from its copies e[0..n), sorted into its order:
+ * the locations key2volume gives (with subvolumes, then without), the
+ * others after; HASH from the first copy that has an md5. */
+static void make_record(struct rb *rb, struct entry *e, size_t n, struct record *r)
+{
+	const struct config *cfg = rb->cfg;
+	char (*pref)[LOC_MAX] = xcalloc(2 * (size_t)cfg->nvol, LOC_MAX), (*plain)[LOC_MAX];
+	const char *hash_from = NULL;
+	int nv = placement_volumes(e->key, e->klen, cfg->volumes, cfg->nvol, cfg->nvol,
+				   cfg->subvolumes, pref);
+	plain = pref + cfg->nvol;
+	placement_volumes(e->key, e->klen, cfg->volumes, cfg->nvol, cfg->nvol, 1, plain);
+	for (size_t i = 0; i < n; i++) {
+		e[i].rank = 2 * nv;
+		for (int j = 0; j < nv; j++) {
+			if (!strcmp(pref[j], e[i].loc)) {
+				e[i].rank = j;
+				break;
+			}
+			if (!strcmp(plain[j], cfg->volumes[e[i].vol]))
+				e[i].rank = nv + j;
+		}
+	}
+	free(pref);
+	qsort(e, n, sizeof(*e), by_rank);
+	for (size_t i = 0; i < n; i++) {
+		if (r->nlocs < RECORD_MAX_LOCS)
+			r->locs[r->nlocs++] = (char *)e[i].loc;
+		if (!e[i].md5[0])
+			continue;
+		if (!r->hash[0]) {
+			memcpy(r->hash, e[i].md5, 33);
+			hash_from = e[i].loc;
+		} else if (strcmp(r->hash, e[i].md5) &&
+			   atomic_fetch_add(&rb->conflicts, 1) < MAX_STRAY_LOGS) {
+			log_msg("rebuild: %.*s: copies differ (md5 %s on %s, %s on %s); kept the "
+				"first", (int)e->klen, e->key, r->hash, hash_from, e[i].md5,
+				e[i].loc);
+		}
+	}
+}
+
 /* Write the record of one key, from its copies e[0..n). */
 static void write_key(struct rb *rb, struct entry *e, size_t n)
 {
-	const struct config *cfg = rb->cfg;
-	char pref[cfg->nvol][LOC_MAX], plain[cfg->nvol][LOC_MAX];
-	struct ranked rk[n];
-	struct record r = {0};
+	struct record r = {0}, o;
+	struct meta m;
 	char *val, *old;
-	const char *hash_from = NULL;
 	size_t vlen, olen;
-	int nv;
 
-	nv = placement_volumes(e->key, e->klen, cfg->volumes, cfg->nvol, cfg->nvol,
-			       cfg->subvolumes, pref);
-	placement_volumes(e->key, e->klen, cfg->volumes, cfg->nvol, cfg->nvol, 1, plain);
-	for (size_t i = 0; i < n; i++) {
-		const struct root *ro = rb->roots[e[i].root];
-		rk[i].loc = ro->loc;
-		rk[i].md5 = e[i].md5;
-		rk[i].rank = 2 * nv;
-		for (int j = 0; j < nv; j++) {
-			if (!strcmp(pref[j], ro->loc)) {
-				rk[i].rank = j;
-				break;
-			}
-			if (!strcmp(plain[j], cfg->volumes[ro->vol]))
-				rk[i].rank = nv + j;
-		}
-	}
-	qsort(rk, n, sizeof(rk[0]), by_rank);
-	for (size_t i = 0; i < n; i++) {
-		if (r.nlocs < RECORD_MAX_LOCS)
-			r.locs[r.nlocs++] = (char *)rk[i].loc;
-		if (!rk[i].md5[0])
-			continue;
-		if (!r.hash[0]) {
-			memcpy(r.hash, rk[i].md5, 33);
-			hash_from = rk[i].loc;
-		} else if (strcmp(r.hash, rk[i].md5) &&
-			   atomic_fetch_add(&rb->conflicts, 1) < MAX_STRAY_LOGS) {
-			log_msg("rebuild: %.*s: copies differ (md5 %s on %s, %s on %s); kept the "
-				"first", (int)e->klen, e->key, r.hash, hash_from, rk[i].md5,
-				rk[i].loc);
-		}
-	}
+	make_record(rb, e, n, &r);
 	if (r.hash[0])
 		atomic_fetch_add(&rb->with_md5, 1);
 	if (rb->old && (old = index_get(rb->old, e->key, e->klen, &olen))) {
-		struct record o;
 		if (record_parse(old, olen, &o) == 0) {
 			r.deleted = o.deleted;
 			if (!r.hash[0] && o.hash[0]) {
@@ -580,12 +442,7 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 		atomic_fetch_add(&rb->failed, 1);
 	} else {
 		/* S3's size and time, from the copy the record names first */
-		struct meta m = {.size = e[0].size, .mtime = e[0].mtime};
-		for (size_t i = 0; i < n; i++)
-			if (!strcmp(rb->roots[e[i].root]->loc, r.locs[0])) {
-				m.size = e[i].size;
-				m.mtime = e[i].mtime;
-			}
+		m = (struct meta){.size = e[0].size, .mtime = e[0].mtime};
 		snprintf(m.etag, sizeof(m.etag), "%s", r.hash);
 		meta_put(e->key, e->klen, &m);
 		atomic_fetch_add(&rb->keys, 1);
@@ -593,39 +450,25 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 	free(val);
 }
 
-/* The writers: sort one leaf's copies by key and write each key's record.
- * Several threads, so LevelDB can group their synced writes. */
-static void writer_main(void *ctx)
+/* A writer: sort one leaf's copies by key and write each key's record.
+ * Several at once, so LevelDB can group their synced writes. */
+static void write_leaf(void *ctx, void *item)
 {
 	struct rb *rb = ctx;
-	for (;;) {
-		struct leaf *lf;
-		pthread_mutex_lock(&rb->mu);
-		while (!rb->whead && !rb->fetch_done)
-			pthread_cond_wait(&rb->cv, &rb->mu);
-		lf = rb->whead;
-		if (lf) {
-			rb->whead = lf->next;
-			if (!rb->whead)
-				rb->wtail = NULL;
-		}
-		pthread_mutex_unlock(&rb->mu);
-		if (!lf)
-			break;
-		if (lf->n) /* a leaf of empty directories has no array */
-			qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
-		for (size_t a = 0, b; a < lf->n; a = b) {
-			for (b = a + 1; b < lf->n && !by_key(&lf->e[a], &lf->e[b]); b++)
-				;
-			write_key(rb, lf->e + a, b - a);
-		}
-		for (size_t j = 0; j < lf->n; j++)
-			free(lf->e[j].key);
-		free(lf->e);
-		free(lf);
-		atomic_fetch_sub(&rb->leaves_open, 1);
-		atomic_fetch_add(&rb->leaves_done, 1);
+	struct leaf *lf = item;
+	if (lf->n) /* a leaf of empty directories has no array */
+		qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
+	for (size_t a = 0, b; a < lf->n; a = b) {
+		for (b = a + 1; b < lf->n && !by_key(&lf->e[a], &lf->e[b]); b++)
+			;
+		write_key(rb, lf->e + a, b - a);
 	}
+	for (size_t j = 0; j < lf->n; j++)
+		free(lf->e[j].key);
+	free(lf->e);
+	free(lf);
+	atomic_fetch_sub(&rb->leaves_open, 1);
+	atomic_fetch_add(&rb->leaves_done, 1);
 }
 
 static void progress_line(void *ctx, char *out, size_t n)
@@ -633,9 +476,8 @@ static void progress_line(void *ctx, char *out, size_t n)
 	struct rb *rb = ctx;
 	unsigned long done = atomic_load(&rb->dirs_done), total = atomic_load(&rb->dirs_total);
 	unsigned long keys = atomic_load(&rb->keys), ld = atomic_load(&rb->leaves_done);
-	uint64_t ms = now_ms() - rb->t0;
 	int k = snprintf(out, n, "rebuild: dirs %lu/%lu, %lu keys, %.0f keys/s", done, total,
-			 keys, ms ? (double)keys * 1000 / (double)ms : 0.0);
+			 keys, ops_per_s(keys, now_ms() - rb->t0));
 	if (rb->t_leaves && ld && ld < rb->nleaves) {
 		char eta[32];
 		uint64_t lms = now_ms() - rb->t_leaves;
@@ -644,172 +486,111 @@ static void progress_line(void *ctx, char *out, size_t n)
 	}
 }
 
-static bool index_empty(struct index *idx)
+/* Open the index (and -from's, or the index itself when it was not
+ * empty: rebuilding in place keeps its unlinked keys unlinked). */
+static int rebuild_open(struct rb *rb, bool *was_empty)
 {
-	struct index_iter *it = index_iter_new(idx, "", 0);
-	bool empty = !index_iter_valid(it);
+	const struct config *cfg = rb->cfg;
+	char ra[PATH_MAX], rd[PATH_MAX];
+	struct index_iter *it;
+	if (!(rb->idx = ops_index_open(cfg->db, "rebuild", "rebuild into a new -db")))
+		return -1;
+	if (meta_open(cfg->db) < 0) {
+		index_close(rb->idx);
+		rb->idx = NULL;
+		return -1;
+	}
+	it = index_iter_new(rb->idx, "", 0);
+	*was_empty = !index_iter_valid(it);
 	index_iter_free(it);
-	return empty;
+	if (cfg->from && realpath(cfg->from, ra) && realpath(cfg->db, rd) && !strcmp(ra, rd))
+		rb->old = rb->idx;
+	else if (cfg->from && !(rb->old = ops_index_open(cfg->from, "rebuild: -from", NULL)))
+		return -1;
+	else if (!cfg->from && !*was_empty)
+		rb->old = rb->idx;
+	return 0;
 }
 
-static bool same_dir(const char *a, const char *b)
+/* The listings on this thread, the writers on the pool. */
+static void rebuild_walk(struct rb *rb)
 {
-	char ra[PATH_MAX], rb[PATH_MAX];
-	return realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb);
+	struct ops_progress *prog = ops_progress_start(progress_line, rb);
+	rb->fetch = ops_fetch_new(rb->cfg->workers, OPS_LIST_MAX);
+	ops_fetch_run(rb->fetch, more_root, done, rb);
+	plan_units(rb);
+	rb->t_leaves = now_ms();
+	rb->writers = spawn_queue(WRITERS, write_leaf, rb);
+	ops_fetch_run(rb->fetch, more_leaf, done, rb);
+	spawn_queue_end(rb->writers);
+	ops_fetch_free(rb->fetch);
+	ops_progress_stop(prog);
+}
+
+/* The one-line summary, with what the run could not do. */
+static void report(struct rb *rb, bool was_empty)
+{
+	unsigned long keys = atomic_load(&rb->keys), with_md5 = atomic_load(&rb->with_md5);
+	unsigned long nsub = 0;
+	uint64_t ms = now_ms() - rb->t0;
+	struct buf notes = {0};
+	char dur[32];
+	for (int i = 0; i < rb->nroots; i++)
+		nsub += strchr(rb->roots[i]->loc, '/') != NULL;
+	ops_fmt_duration(ms, dur, sizeof(dur));
+	buf_puts(&notes, "");
+	if (!rb->cfg->from && was_empty)
+		buf_puts(&notes, "; unlinked state lives only in the index: without -from OLD_DB "
+				 "unlinked keys come back live");
+	if (atomic_load(&rb->unlinked))
+		buf_printf(&notes, "; %lu kept unlinked", atomic_load(&rb->unlinked));
+	if (with_md5 < keys)
+		buf_printf(&notes, "; %lu keys without md5: their volumes keep none (nginx), "
+				   "so their records have no HASH", keys - with_md5);
+	if (atomic_load(&rb->md5_from_old))
+		buf_printf(&notes, "; %lu md5s taken from the old index",
+			   atomic_load(&rb->md5_from_old));
+	if (!was_empty)
+		buf_puts(&notes, "; the index was not empty: records of keys not found on the "
+				 "volumes were left as they were");
+	if (atomic_load(&rb->strays))
+		buf_printf(&notes, "; %lu stray files skipped", atomic_load(&rb->strays));
+	if (atomic_load(&rb->conflicts))
+		buf_printf(&notes, "; %lu keys whose copies differ", atomic_load(&rb->conflicts));
+	if (atomic_load(&rb->failed))
+		buf_printf(&notes, "; %lu listings or writes FAILED: the index is incomplete, "
+				   "run rebuild again", atomic_load(&rb->failed));
+	log_msg("rebuild: %lu keys (%lu with md5) from %lu dirs on %d volumes (%lu subvolumes) "
+		"in %s (%.0f keys/s)%s", keys, with_md5, atomic_load(&rb->dirs_done),
+		rb->cfg->nvol, nsub, dur, ops_per_s(keys, ms), notes.data);
+	buf_free(&notes);
 }
 
 int rebuild_main(const struct config *cfg)
 {
 	struct rb rb = {.cfg = cfg, .t0 = now_ms()};
-	struct ops_progress *prog;
-	struct ops_threads *writers;
-	bool was_empty;
-	char *why = NULL, dur[32];
-	unsigned long keys, with_md5, nsub = 0;
-	uint64_t ms;
-	struct buf notes = {0};
-	int rc;
+	bool was_empty = true;
+	int rc = 1;
 
 	httpc_global_init();
-	if (!cfg->db || cfg->nvol < 1) {
-		log_msg("rebuild: needs -volumes and -db");
-		return 1;
+	if (rebuild_open(&rb, &was_empty) == 0) {
+		rebuild_walk(&rb);
+		if (index_sync(rb.idx) < 0 || index_sync(meta_index()) < 0)
+			atomic_fetch_add(&rb.failed, 1);
+		report(&rb, was_empty);
+		rc = atomic_load(&rb.failed) ? 1 : 0;
 	}
-	rb.idx = index_open(cfg->db, &why);
-	if (!rb.idx) {
-		log_msg("rebuild: %s", why);
-		if (strstr(why, "in use"))
-			log_msg("rebuild: a master is serving this index: rebuild into a new -db");
-		free(why);
-		return 1;
-	}
-	if (meta_open(cfg->db) < 0) {
-		index_close(rb.idx);
-		return 1;
-	}
-	was_empty = index_empty(rb.idx);
-	if (cfg->from && same_dir(cfg->from, cfg->db)) {
-		rb.old = rb.idx;
-	} else if (cfg->from) {
-		rb.old = index_open(cfg->from, &why);
-		if (!rb.old) {
-			log_msg("rebuild: -from: %s", why);
-			free(why);
-			meta_close();
-			index_close(rb.idx);
-			return 1;
-		}
-	} else if (!was_empty) {
-		rb.old = rb.idx;   /* rebuilding in place keeps its unlinked keys unlinked */
-	}
-	pthread_mutex_init(&rb.mu, NULL);
-	pthread_cond_init(&rb.cv, NULL);
-	prog = ops_progress_start(progress_line, &rb);
-
-	atomic_store(&rb.dirs_total, (unsigned long)cfg->nvol);
-	ops_pool_run(cfg->workers, (size_t)cfg->nvol, phase_volume, &rb);
-	for (int i = 0; i < rb.nroots; i++)
-		nsub += strchr(rb.roots[i]->loc, '/') != NULL;
-	atomic_fetch_add(&rb.dirs_total, nsub);
-	ops_pool_run(cfg->workers, (size_t)rb.nroots, phase_subvolume, &rb);
-
-	rb.pair_root = xcalloc((size_t)rb.nroots * 256 + 1, sizeof(int));
-	rb.pair_xx = xcalloc((size_t)rb.nroots * 256 + 1, sizeof(int));
-	for (int i = 0; i < rb.nroots; i++)
-		for (int x = 0; x < 256; x++)
-			if (rb.roots[i]->xx[x]) {
-				rb.pair_root[rb.npairs] = i;
-				rb.pair_xx[rb.npairs++] = x;
-			}
-	atomic_fetch_add(&rb.dirs_total, rb.npairs);
-	rb.fetch = ops_fetch_new(cfg->workers, LIST_MAX);
-	ops_fetch_run(rb.fetch, more_xx, done_xx, &rb);
-
-	rb.units = xcalloc(65536, sizeof(*rb.units));
-	for (int x = 0; x < 256; x++) {
-		int most = 0, holders = 0;
-		for (int i = 0; i < rb.nroots; i++) {
-			int n = count_yy(rb.roots[i], x);
-			most = n > most ? n : most;
-			holders += n > 0;
-		}
-		if (most == 0)
-			continue;
-		if (most <= SPARSE_YY) {
-			rb.units[rb.nleaves++] = (struct unit){(uint8_t)x, -1};
-			atomic_fetch_add(&rb.dirs_total, (unsigned long)holders);
-			continue;
-		}
-		for (int y = 0; y < 256; y++) {
-			struct unit u = {(uint8_t)x, (int16_t)y};
-			holders = 0;
-			for (int i = 0; i < rb.nroots; i++)
-				holders += holds(rb.roots[i], u);
-			if (holders) {
-				rb.units[rb.nleaves++] = u;
-				atomic_fetch_add(&rb.dirs_total, (unsigned long)holders);
-			}
-		}
-	}
-	rb.t_leaves = now_ms();
-	writers = ops_threads_start(WRITERS, writer_main, &rb);
-	ops_fetch_run(rb.fetch, more_leaf, done_leaf, &rb);
-	pthread_mutex_lock(&rb.mu);
-	rb.fetch_done = true;
-	pthread_cond_broadcast(&rb.cv);
-	pthread_mutex_unlock(&rb.mu);
-	ops_threads_join(writers);
-	ops_fetch_free(rb.fetch);
-	ops_progress_stop(prog);
-
-	if (index_sync(rb.idx) < 0 || index_sync(meta_index()) < 0)
-		atomic_fetch_add(&rb.failed, 1);
-	ms = now_ms() - rb.t0;
-	keys = atomic_load(&rb.keys);
-	with_md5 = atomic_load(&rb.with_md5);
-	ops_fmt_duration(ms, dur, sizeof(dur));
-	buf_puts(&notes, "");
-	if (!cfg->from && was_empty)
-		buf_puts(&notes, "; unlinked state lives only in the index: without -from OLD_DB "
-				 "unlinked keys come back live");
-	if (atomic_load(&rb.unlinked))
-		buf_printf(&notes, "; %lu kept unlinked", atomic_load(&rb.unlinked));
-	if (with_md5 < keys)
-		buf_printf(&notes, "; %lu keys without md5: their volumes keep none (nginx), "
-				   "so their records have no HASH", keys - with_md5);
-	if (atomic_load(&rb.md5_from_old))
-		buf_printf(&notes, "; %lu md5s taken from the old index",
-			   atomic_load(&rb.md5_from_old));
-	if (!was_empty)
-		buf_puts(&notes, "; the index was not empty: records of keys not found on the "
-				 "volumes were left as they were");
-	if (atomic_load(&rb.strays))
-		buf_printf(&notes, "; %lu stray files skipped", atomic_load(&rb.strays));
-	if (atomic_load(&rb.conflicts))
-		buf_printf(&notes, "; %lu keys whose copies differ", atomic_load(&rb.conflicts));
-	if (atomic_load(&rb.failed))
-		buf_printf(&notes, "; %lu listings or writes FAILED: the index is incomplete, "
-				   "run rebuild again", atomic_load(&rb.failed));
-	log_msg("rebuild: %lu keys (%lu with md5) from %lu dirs on %d volumes (%lu subvolumes) "
-		"in %s (%.0f keys/s)%s",
-		keys, with_md5, atomic_load(&rb.dirs_done), cfg->nvol, nsub, dur,
-		ms ? (double)keys * 1000 / (double)ms : 0.0, notes.data);
-	rc = atomic_load(&rb.failed) ? 1 : 0;
-
-	buf_free(&notes);
 	for (int i = 0; i < rb.nroots; i++) {
 		free(rb.roots[i]->loc);
 		free(rb.roots[i]);
 	}
 	free(rb.roots);
-	free(rb.pair_root);
-	free(rb.pair_xx);
 	free(rb.units);
-	pthread_mutex_destroy(&rb.mu);
-	pthread_cond_destroy(&rb.cv);
 	if (rb.old && rb.old != rb.idx)
 		index_close(rb.old);
-	meta_close();
-	index_close(rb.idx);
+	if (rb.idx) {
+		meta_close();
+		index_close(rb.idx);
+	}
 	return rc;
 }

@@ -1,92 +1,48 @@
-/* util.c -- worker pool, progress line and small helpers shared by
- * rebuild and rebalance.  See ops.h. */
+/* util.c -- what the commands share: the worker pool, the progress line,
+ * the offline walk over the index and the small HTTP calls.  See ops.h. */
 #include "ops.h"
+#include "../master/index.h"
+#include "../master/spawn.h"
 #include "../common/httpc.h"
+#include "../common/placement.h"
+#include "../common/record.h"
 #include "../common/util.h"
 
+#include <jansson.h>
 #include <pthread.h>
-#include <stdatomic.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-/* ---- worker pool ---- */
+#define BATCH 4096             /* records handed to the workers at a time */
+#define MAX_LOGS 20
 
-struct pool {
+struct range {
 	void (*fn)(void *ctx, size_t i);
 	void *ctx;
-	size_t n;
-	atomic_size_t next;
 };
 
-static void *pool_thread(void *arg)
+static void range_job(void *ctx, void *item)
 {
-	struct pool *p = arg;
-	for (;;) {
-		size_t i = atomic_fetch_add(&p->next, 1);
-		if (i >= p->n)
-			break;
-		p->fn(p->ctx, i);
-	}
-	httpc_thread_cleanup();
-	return NULL;
+	struct range *r = ctx;
+	r->fn(r->ctx, (size_t)(uintptr_t)item);
 }
 
 void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
-	struct pool p = {.fn = fn, .ctx = ctx, .n = n};
-	pthread_t *t;
-	if (workers < 1)
-		workers = 1;
+	struct range r = {fn, ctx};
+	struct spawn_queue *q;
+	if (n == 0)
+		return;
 	if ((size_t)workers > n)
-		workers = n ? (int)n : 1;
-	atomic_init(&p.next, 0);
-	t = xcalloc((size_t)workers, sizeof(*t));
-	for (int i = 0; i < workers; i++)
-		if (pthread_create(&t[i], NULL, pool_thread, &p))
-			die("pthread_create failed");
-	for (int i = 0; i < workers; i++)
-		pthread_join(t[i], NULL);
-	free(t);
-}
-
-struct ops_threads {
-	int n;
-	void (*fn)(void *ctx);
-	void *ctx;
-	pthread_t t[];
-};
-
-static void *plain_thread(void *arg)
-{
-	struct ops_threads *t = arg;
-	t->fn(t->ctx);
-	httpc_thread_cleanup();
-	return NULL;
-}
-
-struct ops_threads *ops_threads_start(int workers, void (*fn)(void *ctx), void *ctx)
-{
-	struct ops_threads *t;
-	if (workers < 1)
-		workers = 1;
-	t = xcalloc(1, sizeof(*t) + (size_t)workers * sizeof(pthread_t));
-	t->n = workers;
-	t->fn = fn;
-	t->ctx = ctx;
-	for (int i = 0; i < workers; i++)
-		if (pthread_create(&t->t[i], NULL, plain_thread, t))
-			die("pthread_create failed");
-	return t;
-}
-
-void ops_threads_join(struct ops_threads *t)
-{
-	for (int i = 0; i < t->n; i++)
-		pthread_join(t->t[i], NULL);
-	free(t);
+		workers = (int)n;
+	q = spawn_queue(workers > 0 ? workers : 1, range_job, &r);
+	for (size_t i = 0; i < n; i++)
+		spawn_queue_push(q, (void *)(uintptr_t)i);
+	spawn_queue_end(q);
 }
 
 /* ---- progress line ---- */
@@ -94,15 +50,16 @@ void ops_threads_join(struct ops_threads *t)
 struct ops_progress {
 	void (*line)(void *ctx, char *out, size_t n);
 	void *ctx;
-	pthread_t t;
+	struct spawn_queue *drawer;   /* NULL when stderr is no terminal */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	bool stop, running;
+	bool stop;
 };
 
-static void *progress_thread(void *arg)
+static void progress_job(void *ctx, void *item)
 {
-	struct ops_progress *p = arg;
+	struct ops_progress *p = item;
+	(void)ctx;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
 		char text[256];
@@ -114,7 +71,6 @@ static void *progress_thread(void *arg)
 		fflush(stderr);
 	}
 	pthread_mutex_unlock(&p->mu);
-	return NULL;
 }
 
 struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_t n), void *ctx)
@@ -124,21 +80,21 @@ struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_
 	p->ctx = ctx;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
-	if (isatty(2) && pthread_create(&p->t, NULL, progress_thread, p) == 0)
-		p->running = true;
+	if (isatty(2)) {
+		p->drawer = spawn_queue(1, progress_job, NULL);
+		spawn_queue_push(p->drawer, p);
+	}
 	return p;
 }
 
 void ops_progress_stop(struct ops_progress *p)
 {
-	if (!p)
-		return;
-	if (p->running) {
+	if (p->drawer) {
 		pthread_mutex_lock(&p->mu);
 		p->stop = true;
 		pthread_cond_signal(&p->cv);
 		pthread_mutex_unlock(&p->mu);
-		pthread_join(p->t, NULL);
+		spawn_queue_end(p->drawer);
 		fprintf(stderr, "\r\033[K");
 		fflush(stderr);
 	}
@@ -158,3 +114,167 @@ void ops_fmt_duration(uint64_t ms, char *out, size_t n)
 			 (unsigned)(ms / 60000 % 60));
 }
 
+double ops_per_s(double n, uint64_t ms)
+{
+	return ms ? n * 1000 / (double)ms : 0.0;
+}
+
+/* ---- the index, offline ---- */
+
+struct index *ops_index_open(const char *db, const char *who, const char *hint)
+{
+	char *why = NULL;
+	struct index *idx = index_open(db, &why);
+	if (idx)
+		return idx;
+	log_msg("%s: %s", who, why);
+	if (hint && strstr(why, "in use"))
+		log_msg("%s: a master is serving this index: %s", who, hint);
+	free(why);
+	return NULL;
+}
+
+void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
+		    void (*fn)(void *ctx, size_t i), void *ctx)
+{
+	struct index_iter *it = index_iter_new(idx, "", 0);
+	b->keys = xcalloc(BATCH, sizeof(*b->keys));
+	b->vals = xcalloc(BATCH, sizeof(*b->vals));
+	b->klens = xcalloc(BATCH, sizeof(*b->klens));
+	b->vlens = xcalloc(BATCH, sizeof(*b->vlens));
+	while (index_iter_valid(it)) {
+		size_t n = 0;
+		for (; n < BATCH && index_iter_valid(it); index_iter_next(it), n++) {
+			const char *k = index_iter_key(it, &b->klens[n]);
+			const char *v = index_iter_value(it, &b->vlens[n]);
+			b->keys[n] = xstrndup(k, b->klens[n]);
+			b->vals[n] = xstrndup(v, b->vlens[n]);
+		}
+		ops_pool_run(workers, n, fn, ctx);
+		for (size_t i = 0; i < n; i++) {
+			free(b->keys[i]);
+			free(b->vals[i]);
+		}
+	}
+	index_iter_free(it);
+	free(b->keys);
+	free(b->vals);
+	free(b->klens);
+	free(b->vlens);
+	memset(b, 0, sizeof(*b));
+}
+
+bool ops_has_loc(char *const *locs, int n, const char *loc)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(locs[i], loc))
+			return true;
+	return false;
+}
+
+int64_t ops_http_time(const char *s)
+{
+	struct tm tm = {0};
+	if (!s || !strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm))
+		return 0;
+	return (int64_t)timegm(&tm);
+}
+
+long ops_path_key(const char *path, char *key)
+{
+	char want[PATH_MAX_LEN];
+	long len = strlen(path) > 7 ? placement_name_key(path + 7, strlen(path + 7), key) : -1;
+	if (len <= 0 || len > KEY_MAX)
+		return -1;
+	placement_path(key, (size_t)len, want);
+	return strcmp(want, path) ? -1 : len;
+}
+
+int ops_hash_dir(const char *s)
+{
+	return strlen(s) == 2 && strspn(s, "0123456789abcdef") == 2 ? (int)strtol(s, NULL, 16) : -1;
+}
+
+bool ops_subvolume_dir(const char *s)
+{
+	size_t n = strlen(s);
+	return n >= 4 && n <= 6 && !strncmp(s, "sv", 2) &&
+	       strspn(s + 2, "0123456789abcdefABCDEF") == n - 2;
+}
+
+/* ---- HTTP ---- */
+
+char *ops_url(const char *host, const char *path, size_t n, const char *query)
+{
+	char *enc = url_escape(path, n, true);
+	char *url = xasprintf("%s%s%s%s", strstr(host, "://") ? "" : "http://", host, enc, query);
+	free(enc);
+	return url;
+}
+
+void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	unsigned long n = __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
+	if (n > MAX_LOGS)
+		return;
+	if (n == MAX_LOGS) {
+		log_msg("%s: more problems: counted, not logged", who);
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_msg("%s: %s", who, line);
+}
+
+int ops_delete(const char *url, long timeout_ms, char *err)
+{
+	int st = httpc_do("DELETE", url, NULL, 0, timeout_ms, NULL, 0, err);
+	if (st == 204 || st == 200 || st == 404)
+		return 0;
+	if (st > 0)
+		snprintf(err, 256, "status %d", st);
+	return -1;
+}
+
+json_t *ops_listing(int status, const char *body, size_t len, char *err)
+{
+	json_error_t je;
+	json_t *doc;
+	if (status != 200) {
+		if (status > 0)
+			snprintf(err, 256, "status %d", status);
+		return NULL;
+	}
+	doc = json_loadb(body ? body : "", len, 0, &je);
+	if (json_is_array(doc))
+		return doc;
+	json_decref(doc);
+	snprintf(err, 256, "not a JSON listing (autoindex_format json?)");
+	return NULL;
+}
+
+int ops_master_head(const char *master, const char *key, size_t klen, int tries,
+		    struct ops_head_info *h, struct record *r, char *err)
+{
+	char *url = ops_url(master, key, klen, "");
+	int st = -1;
+	for (int t = 0; t < tries; t++) {
+		if (t)
+			usleep(250000u << t);
+		st = ops_head_info(url, 60000, h, err);
+		if (st != 503 && st >= 0)
+			break;
+	}
+	free(url);
+	if (st != 302 || !r)
+		return st;
+	memset(r, 0, sizeof(*r));
+	memcpy(r->hash, h->md5, 33);
+	for (char *s = h->volumes, *save = NULL, *t; (t = strtok_r(s, ",", &save)); s = NULL)
+		if (r->nlocs < RECORD_MAX_LOCS)
+			r->locs[r->nlocs++] = t;
+	return st;
+}
