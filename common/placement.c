@@ -7,12 +7,14 @@
 #include "placement.h"
 #include "util.h"
 
+#include <errno.h>
 #include <openssl/evp.h>
 #include <openssl/md5.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void md5(const void *a, size_t an, const void *b, size_t bn, unsigned char out[16])
 {
@@ -39,6 +41,23 @@ void md5_hex(const void *data, size_t n, char out[33])
 	unsigned char d[16];
 	md5(data, n, NULL, 0, d);
 	digest_hex(d, out);
+}
+
+bool md5_fd(int fd, char out[33])
+{
+	unsigned char buf[64 * 1024];
+	ssize_t n;
+	MD5_CTX c;
+	MD5_Init(&c);
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno != EINTR)
+			return false;
+		if (n > 0)
+			MD5_Update(&c, buf, (size_t)n);
+	}
+	MD5_Final(buf, &c);
+	digest_hex(buf, out);
+	return true;
 }
 
 static int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_space)
