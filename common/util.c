@@ -125,6 +125,23 @@ bool uri_has_too_many_args(const char *uri)
 	return args > 100;
 }
 
+void to_hex(const void *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (const unsigned char *d = in; n--; d++) {
+		*out++ = digits[*d >> 4];
+		*out++ = digits[*d & 15];
+	}
+	*out = '\0';
+}
+
+int pct_value(const char *p, size_t left)
+{
+	int hi = left >= 3 && p[0] == '%' ? hex_value(p[1]) : -1;
+	int lo = hi < 0 ? -1 : hex_value(p[2]);
+	return lo < 0 ? -1 : hi << 4 | lo;
+}
+
 int hex_value(int c)
 {
 	if (c >= '0' && c <= '9')

@@ -130,17 +130,12 @@ bool health_up(const char *loc, size_t len)
 			return atomic_load(&v->up[0]);
 		/* "/svNN": hex, as key2volume writes it */
 		if (len > v->len + 3 && !memcmp(loc + v->len, "/sv", 3)) {
-			char *end;
-			char num[16];
-			size_t nl = len - v->len - 3;
-			long sv;
-			if (nl >= sizeof(num))
-				return true;
-			memcpy(num, loc + v->len + 3, nl);
-			num[nl] = '\0';
-			sv = strtol(num, &end, 16);
-			if (*end || sv < 0 || sv >= v->nsv)
-				return true;
+			long sv = 0;
+			for (size_t i = v->len + 3; i < len; i++) {
+				int h = hex_value(loc[i]);
+				if (h < 0 || (sv = sv * 16 + h) >= v->nsv)
+					return true;
+			}
 			return atomic_load(&v->up[sv]);
 		}
 	}

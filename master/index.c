@@ -15,10 +15,6 @@ struct index {
 	leveldb_cache_t *cache;
 };
 
-struct index_iter {
-	leveldb_iterator_t *it;
-};
-
 struct index *index_open(const char *path, char **why)
 {
 	struct index *idx = xcalloc(1, sizeof(*idx));
@@ -77,13 +73,18 @@ char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen)
 	return out;
 }
 
-static int put(struct index *idx, const leveldb_writeoptions_t *o, const char *key, size_t klen,
-	       const char *val, size_t vlen)
+/* A put, or a delete when val is NULL. */
+static int write1(struct index *idx, bool sync, const char *key, size_t klen, const char *val,
+		  size_t vlen)
 {
+	leveldb_writeoptions_t *o = sync ? idx->wopts : idx->wopts_nosync;
 	char *err = NULL;
-	leveldb_put(idx->db, o, key, klen, val, vlen, &err);
+	if (val)
+		leveldb_put(idx->db, o, key, klen, val, vlen, &err);
+	else
+		leveldb_delete(idx->db, o, key, klen, &err);
 	if (err) {
-		log_msg("leveldb_put failed: %s", err);
+		log_msg("leveldb_%s failed: %s", val ? "put" : "delete", err);
 		leveldb_free(err);
 		return -1;
 	}
@@ -92,13 +93,23 @@ static int put(struct index *idx, const leveldb_writeoptions_t *o, const char *k
 
 int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
 {
-	return put(idx, idx->wopts, key, klen, val, vlen);
+	return write1(idx, true, key, klen, val, vlen);
 }
 
 int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
 		     size_t vlen)
 {
-	return put(idx, idx->wopts_nosync, key, klen, val, vlen);
+	return write1(idx, false, key, klen, val, vlen);
+}
+
+int index_delete(struct index *idx, const char *key, size_t klen)
+{
+	return write1(idx, true, key, klen, NULL, 0);
+}
+
+int index_delete_nosync(struct index *idx, const char *key, size_t klen)
+{
+	return write1(idx, false, key, klen, NULL, 0);
 }
 
 int index_sync(struct index *idx)
@@ -115,58 +126,35 @@ int index_sync(struct index *idx)
 	return 0;
 }
 
-static int del(struct index *idx, const leveldb_writeoptions_t *o, const char *key, size_t klen)
-{
-	char *err = NULL;
-	leveldb_delete(idx->db, o, key, klen, &err);
-	if (err) {
-		log_msg("leveldb_delete failed: %s", err);
-		leveldb_free(err);
-		return -1;
-	}
-	return 0;
-}
-
-int index_delete(struct index *idx, const char *key, size_t klen)
-{
-	return del(idx, idx->wopts, key, klen);
-}
-
-int index_delete_nosync(struct index *idx, const char *key, size_t klen)
-{
-	return del(idx, idx->wopts_nosync, key, klen);
-}
-
+/* An index_iter is LevelDB's iterator. */
 struct index_iter *index_iter_new(struct index *idx, const char *start, size_t slen)
 {
-	struct index_iter *it = xmalloc(sizeof(*it));
-	it->it = leveldb_create_iterator(idx->db, idx->ropts);
-	leveldb_iter_seek(it->it, start, slen);
-	return it;
+	leveldb_iterator_t *it = leveldb_create_iterator(idx->db, idx->ropts);
+	leveldb_iter_seek(it, start, slen);
+	return (struct index_iter *)it;
 }
 
 bool index_iter_valid(struct index_iter *it)
 {
-	return leveldb_iter_valid(it->it);
+	return leveldb_iter_valid((leveldb_iterator_t *)it);
 }
 
 void index_iter_next(struct index_iter *it)
 {
-	leveldb_iter_next(it->it);
+	leveldb_iter_next((leveldb_iterator_t *)it);
 }
 
 const char *index_iter_key(struct index_iter *it, size_t *len)
 {
-	return leveldb_iter_key(it->it, len);
+	return leveldb_iter_key((leveldb_iterator_t *)it, len);
 }
 
 const char *index_iter_value(struct index_iter *it, size_t *len)
 {
-	return leveldb_iter_value(it->it, len);
+	return leveldb_iter_value((leveldb_iterator_t *)it, len);
 }
 
 void index_iter_free(struct index_iter *it)
 {
-	leveldb_iter_destroy(it->it);
-	free(it);
+	leveldb_iter_destroy((leveldb_iterator_t *)it);
 }
