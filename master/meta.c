@@ -36,6 +36,7 @@ struct index *meta_index(void)
 	return db;
 }
 
+/* The sidecar's key for name under type: a heap string of nlen + 1 bytes. */
 static char *name_of(char type, const char *name, size_t nlen)
 {
 	char *k = xmalloc(nlen + 2);
@@ -47,38 +48,29 @@ static char *name_of(char type, const char *name, size_t nlen)
 
 int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
 {
-	char *k;
-	int rc;
-	if (!db)
-		return 0;
-	k = name_of(type, name, nlen);
-	rc = sync ? index_put(db, k, nlen + 1, val, strlen(val))
-		  : index_put_nosync(db, k, nlen + 1, val, strlen(val));
+	char *k = db ? name_of(type, name, nlen) : NULL;
+	int rc = !k ? 0
+		: sync ? index_put(db, k, nlen + 1, val, strlen(val))
+		: index_put_nosync(db, k, nlen + 1, val, strlen(val));
 	free(k);
 	return rc;
 }
 
 char *meta_raw_get(char type, const char *name, size_t nlen)
 {
-	char *k, *v;
+	char *k = db ? name_of(type, name, nlen) : NULL, *v;
 	size_t vlen;
-	if (!db)
-		return NULL;
-	k = name_of(type, name, nlen);
-	v = index_get(db, k, nlen + 1, &vlen);
+	v = k ? index_get(db, k, nlen + 1, &vlen) : NULL;
 	free(k);
 	return v;
 }
 
 static void raw_delete(char type, const char *name, size_t nlen, bool sync)
 {
-	char *k;
-	if (!db)
-		return;
-	k = name_of(type, name, nlen);
-	if (sync)
+	char *k = db ? name_of(type, name, nlen) : NULL;
+	if (k && sync)
 		index_delete(db, k, nlen + 1);
-	else
+	else if (k)
 		index_delete_nosync(db, k, nlen + 1);
 	free(k);
 }

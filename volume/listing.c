@@ -48,7 +48,6 @@ struct ent {
 };
 
 struct vol_list {
-	const struct vol_root *root;
 	char *path;            /* root->path "/" path "/", for getxattr */
 	DIR *d;
 	struct ent **v;        /* the current batch, sorted; up to 2 * batch while reading */
@@ -308,7 +307,6 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bo
 		return NULL;
 	}
 	l = xcalloc(1, sizeof(*l));
-	l->root = root;
 	l->d = fdopendir(fd);
 	if (!l->d)
 		die("fdopendir: %s", strerror(errno));
