@@ -295,7 +295,7 @@ static int deep_next(struct vol_list *l)
 	}
 }
 
-struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bool deep,
+struct vol_list *vol_list_open(const struct vol_root *root, const char *path, int mode,
 			       int *status)
 {
 	struct vol_list *l;
@@ -312,7 +312,8 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bo
 		die("fdopendir: %s", strerror(errno));
 	l->path = *path ? xasprintf("%s/%s/", root->path, path) : xasprintf("%s/", root->path);
 	l->more = true;         /* nothing read yet */
-	if (deep) {
+	l->tmp = mode & VOL_LIST_TMP;
+	if (mode & VOL_LIST_DEEP) {
 		struct stat st;
 		l->depth = 1;
 		l->level[0].d = l->d;
@@ -323,11 +324,6 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bo
 	}
 	buf_puts(&l->out, "[");
 	return l;
-}
-
-void vol_list_show_tmp(struct vol_list *l)
-{
-	l->tmp = true;
 }
 
 ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max)

@@ -56,7 +56,7 @@ struct req {
 struct queue {
 	struct vol_server *s;
 	pthread_cond_t cv;
-	struct req *head, *tail;
+	struct req *head, **tail;      /* tail: the last next, or &head */
 	pthread_t threads[SYNC_WORKERS];
 	int n;
 };
@@ -164,13 +164,12 @@ static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection 
 				    const char *path, bool head)
 {
 	int status;
-	bool deep = has_arg(c, "recursive");
-	struct vol_list *l = vol_list_open(&s->root, path, deep, &status);
+	int mode = !has_arg(c, "recursive") ? 0
+		 : has_arg(c, "tmp") ? VOL_LIST_DEEP | VOL_LIST_TMP : VOL_LIST_DEEP;
+	struct vol_list *l = vol_list_open(&s->root, path, mode, &status);
 	struct MHD_Response *resp;
 	if (!l)
 		return send_error_to(c, head, status, NULL);
-	if (deep && has_arg(c, "tmp"))
-		vol_list_show_tmp(l);
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, list_read, l,
 						 list_free);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -282,7 +281,7 @@ static void *worker(void *arg)
 		while (!q->head && !s->stopping)
 			pthread_cond_wait(&q->cv, &s->mu);
 		if ((r = q->head) && !(q->head = r->next))
-			q->tail = NULL;
+			q->tail = &q->head;
 		pthread_mutex_unlock(&s->mu);
 		if (!r)
 			return NULL;            /* stopping, and the queue is empty */
@@ -307,11 +306,8 @@ static bool queue_push(struct vol_server *s, struct req *r)
 	pthread_mutex_lock(&s->mu);
 	if ((ok = !s->stopping)) {
 		MHD_suspend_connection(r->conn);
-		if (q->tail)
-			q->tail->next = r;
-		else
-			q->head = r;
-		q->tail = r;
+		*q->tail = r;
+		q->tail = &r->next;
 		pthread_cond_signal(&q->cv);
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -321,6 +317,7 @@ static bool queue_push(struct vol_server *s, struct req *r)
 static void queue_start(struct vol_server *s, struct queue *q, int threads)
 {
 	q->s = s;
+	q->tail = &q->head;
 	pthread_cond_init(&q->cv, NULL);
 	for (; q->n < threads; q->n++)
 		if (pthread_create(&q->threads[q->n], NULL, worker, q))
