@@ -21,32 +21,30 @@ struct index *index_open(const char *path, char **why)
 	char *err = NULL;
 	idx->opts = leveldb_options_create();
 	idx->cache = leveldb_cache_create_lru(64 << 20);
-	leveldb_options_set_create_if_missing(idx->opts, 1);
-	leveldb_options_set_cache(idx->opts, idx->cache);
-	idx->db = leveldb_open(idx->opts, path, &err);
-	if (err) {
-		if (strstr(err, "lock") || strstr(err, "LOCK"))
-			*why = xasprintf("index %s is in use by another process (%s)", path, err);
-		else
-			*why = xasprintf("cannot open index %s: %s", path, err);
-		leveldb_free(err);
-		leveldb_options_destroy(idx->opts);
-		leveldb_cache_destroy(idx->cache);
-		free(idx);
-		return NULL;
-	}
 	idx->ropts = leveldb_readoptions_create();
 	idx->wopts = leveldb_writeoptions_create();
-	leveldb_writeoptions_set_sync(idx->wopts, 1);
 	idx->wopts_nosync = leveldb_writeoptions_create();
-	return idx;
+	leveldb_options_set_create_if_missing(idx->opts, 1);
+	leveldb_options_set_cache(idx->opts, idx->cache);
+	leveldb_writeoptions_set_sync(idx->wopts, 1);
+	idx->db = leveldb_open(idx->opts, path, &err);
+	if (!err)
+		return idx;
+	if (strstr(err, "lock") || strstr(err, "LOCK"))
+		*why = xasprintf("index %s is in use by another process (%s)", path, err);
+	else
+		*why = xasprintf("cannot open index %s: %s", path, err);
+	leveldb_free(err);
+	index_close(idx);
+	return NULL;
 }
 
 void index_close(struct index *idx)
 {
 	if (!idx)
 		return;
-	leveldb_close(idx->db);
+	if (idx->db)
+		leveldb_close(idx->db);
 	leveldb_options_destroy(idx->opts);
 	leveldb_cache_destroy(idx->cache);
 	leveldb_readoptions_destroy(idx->ropts);
@@ -55,16 +53,21 @@ void index_close(struct index *idx)
 	free(idx);
 }
 
+/* LevelDB's error, if any, logged and freed: -1, else 0. */
+static int failed(const char *call, char *err)
+{
+	if (!err)
+		return 0;
+	log_msg("%s failed: %s", call, err);
+	leveldb_free(err);
+	return -1;
+}
+
 char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen)
 {
 	char *err = NULL, *v, *out;
 	v = leveldb_get(idx->db, idx->ropts, key, klen, vlen, &err);
-	if (err) {
-		log_msg("leveldb_get failed: %s", err);
-		leveldb_free(err);
-		return NULL;
-	}
-	if (!v)
+	if (failed("leveldb_get", err) || !v)
 		return NULL;
 	out = xmalloc(*vlen + 1);
 	memcpy(out, v, *vlen);
@@ -83,12 +86,7 @@ static int write1(struct index *idx, bool sync, const char *key, size_t klen, co
 		leveldb_put(idx->db, o, key, klen, val, vlen, &err);
 	else
 		leveldb_delete(idx->db, o, key, klen, &err);
-	if (err) {
-		log_msg("leveldb_%s failed: %s", val ? "put" : "delete", err);
-		leveldb_free(err);
-		return -1;
-	}
-	return 0;
+	return failed(val ? "leveldb_put" : "leveldb_delete", err);
 }
 
 int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
@@ -118,12 +116,7 @@ int index_sync(struct index *idx)
 	char *err = NULL;
 	leveldb_write(idx->db, idx->wopts, b, &err); /* an empty synced write syncs the log */
 	leveldb_writebatch_destroy(b);
-	if (err) {
-		log_msg("leveldb_write (sync) failed: %s", err);
-		leveldb_free(err);
-		return -1;
-	}
-	return 0;
+	return failed("leveldb_write (sync)", err);
 }
 
 /* An index_iter is LevelDB's iterator. */
