@@ -39,7 +39,7 @@ enum method { M_PUT, M_DELETE, M_MD5, M_OTHER };
 
 /* A PUT, DELETE or unsupported method; GET and HEAD need no state. */
 struct req {
-	struct req *next;              /* in the sync queue */
+	struct req *next;              /* in a worker queue */
 	struct MHD_Connection *conn;
 	enum method m;
 	int status;                    /* the answer, once known */
