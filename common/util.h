@@ -1,4 +1,4 @@
-/* util.h -- allocation that never returns NULL, logging, small string helpers.
+/* util.h -- allocation that never returns NULL, logging, small string functions.
  *
  * Allocation failure aborts the process: no caller handles a NULL from
  * xmalloc/xrealloc/xstrdup.  Logging goes to stderr, one line per call,

@@ -98,7 +98,8 @@ int vol_errno_status(int err, int notfound)
 int vol_fs_fail(const struct vol_root *r, const char *call, const char *path, int err,
 		int notfound)
 {
-	log_msg("%s() \"%s/%s\" failed (%d: %s)", call, r->path, path, err, strerror(err));
+	if (notfound != 404 || (err != ENOENT && err != ENOTDIR))
+		log_msg("%s() \"%s/%s\" failed (%d: %s)", call, r->path, path, err, strerror(err));
 	return vol_errno_status(err, notfound);
 }
 
@@ -107,8 +108,7 @@ int vol_fs_open(const struct vol_root *r, const char *path, int *fd, struct stat
 	/* O_NONBLOCK: a FIFO someone left in the directory must not hang us. */
 	*fd = openat(r->fd, *path ? path : ".", O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (*fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? 404
-							   : vol_fs_fail(r, "open", path, errno, 404);
+		return vol_fs_fail(r, "open", path, errno, 404);
 	if (fstat(*fd, st) < 0) {
 		int status = vol_fs_fail(r, "fstat", path, errno, 404);
 		close(*fd);
@@ -384,11 +384,8 @@ int vol_fs_delete(const struct vol_root *r, const char *path)
 	char *dir;
 	int status;
 
-	if (unlinkat(r->fd, path, 0) < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return 404;
+	if (unlinkat(r->fd, path, 0) < 0)
 		return vol_fs_fail(r, "unlink", path, errno, 404);
-	}
 	/* Make the removal durable too: a blob must not come back after a crash. */
 	dir = slash ? xstrndup(path, (size_t)(slash - path)) : xstrdup(".");
 	status = sync_dir(r, dir);

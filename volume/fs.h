@@ -27,7 +27,8 @@ int vol_root_open(struct vol_root *r, const char *path);
 
 /* The one errno -> status table.  notfound is what ENOENT/ENOTDIR mean for
  * this request (404 for reads, 409 for a PUT whose parent is a file).
- * vol_fs_fail logs `call() "root/path" failed (errno: text)` too. */
+ * vol_fs_fail logs `call() "root/path" failed (errno: text)` too, but not
+ * for a missing file where that means 404: no news. */
 int vol_errno_status(int err, int notfound);
 int vol_fs_fail(const struct vol_root *r, const char *call, const char *path, int err,
 		int notfound);

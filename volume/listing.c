@@ -301,9 +301,7 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, in
 	struct vol_list *l;
 	int fd = openat(root->fd, *path ? path : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
-		*status = errno == ENOENT || errno == ENOTDIR
-				  ? 404
-				  : vol_fs_fail(root, "opendir", path, errno, 404);
+		*status = vol_fs_fail(root, "opendir", path, errno, 404);
 		return NULL;
 	}
 	l = xcalloc(1, sizeof(*l));
