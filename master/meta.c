@@ -48,29 +48,38 @@ static char *name_of(char type, const char *name, size_t nlen)
 
 int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
 {
-	char *k = db ? name_of(type, name, nlen) : NULL;
-	int rc = !k ? 0
-		: sync ? index_put(db, k, nlen + 1, val, strlen(val))
-		: index_put_nosync(db, k, nlen + 1, val, strlen(val));
+	char *k;
+	int rc;
+	if (!db)
+		return 0;
+	k = name_of(type, name, nlen);
+	rc = sync ? index_put(db, k, nlen + 1, val, strlen(val))
+		  : index_put_nosync(db, k, nlen + 1, val, strlen(val));
 	free(k);
 	return rc;
 }
 
 char *meta_raw_get(char type, const char *name, size_t nlen)
 {
-	char *k = db ? name_of(type, name, nlen) : NULL, *v;
+	char *k, *v;
 	size_t vlen;
-	v = k ? index_get(db, k, nlen + 1, &vlen) : NULL;
+	if (!db)
+		return NULL;
+	k = name_of(type, name, nlen);
+	v = index_get(db, k, nlen + 1, &vlen);
 	free(k);
 	return v;
 }
 
 static void raw_delete(char type, const char *name, size_t nlen, bool sync)
 {
-	char *k = db ? name_of(type, name, nlen) : NULL;
-	if (k && sync)
+	char *k;
+	if (!db)
+		return;
+	k = name_of(type, name, nlen);
+	if (sync)
 		index_delete(db, k, nlen + 1);
-	else if (k)
+	else
 		index_delete_nosync(db, k, nlen + 1);
 	free(k);
 }

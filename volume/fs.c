@@ -36,7 +36,7 @@ static _Atomic unsigned long tmp_seq;
  * created directory's parent (0: at itself), if it is still -1. */
 static int mkdirs(int at, char *dir, ssize_t *made)
 {
-	for (char *s = dir + 1;; s++) {
+	for (char *s = dir + (*dir != '\0');; s++) {
 		char c = *s;
 		if (c != '/' && c != '\0')
 			continue;

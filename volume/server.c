@@ -104,8 +104,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, int status, struct MH
 }
 
 /* A one-line text/plain reason for a 3xx/4xx/5xx, with one more header
- * when name is not NULL (Allow for a 405).  To a HEAD, no body: Content-Length: 0, as
- * minikeyvalue answers every HEAD error. */
+ * when name is not NULL (and Allow for a 405).  To a HEAD, no body:
+ * Content-Length: 0, as minikeyvalue answers every HEAD error. */
 static enum MHD_Result send_error_hdr(struct MHD_Connection *c, bool head, int status,
 				      const char *why, const char *name, const char *value)
 {
