@@ -38,19 +38,18 @@ static int check_one(struct vol *v, int sv)
 	else
 		snprintf(url, sizeof(url), "http://%s/.mkv", v->name);
 	st = httpc_do("HEAD", url, NULL, 0, (long)timeout_ms, NULL, 0, err);
+	if (st == 404 && !v->seen[sv]) {     /* a new disk: mark it */
+		st = httpc_do("PUT", url, marker_body, strlen(marker_body), (long)timeout_ms, NULL,
+			      0, err);
+		if (st < 200 || st >= 300) {
+			log_msg("volume %s: cannot write marker %s (status %d)", v->name, url, st);
+			return 0;
+		}
+		st = 200;
+	}
 	if (st == 200) {
 		v->seen[sv] = true;
 		return 1;
-	}
-	if (st == 404 && !v->seen[sv]) {
-		st = httpc_do("PUT", url, marker_body, strlen(marker_body), (long)timeout_ms, NULL,
-			      0, err);
-		if (st >= 200 && st < 300) {
-			v->seen[sv] = true;
-			return 1;
-		}
-		log_msg("volume %s: cannot write marker %s (status %d)", v->name, url, st);
-		return 0;
 	}
 	if (st == 404) {
 		if (atomic_load(&v->up[sv]))

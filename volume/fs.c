@@ -75,23 +75,11 @@ int vol_root_open(struct vol_root *r, const char *path)
 int vol_errno_status(int err, int notfound)
 {
 	switch (err) {
-	case ENOENT:
-	case ENOTDIR:
-	case ENAMETOOLONG:
-		return notfound;
-	case EACCES:
-	case EPERM:
-	case ELOOP:
-		return 403;
-	case EISDIR:
-	case ENOTEMPTY:
-	case EEXIST:
-		return 409;
-	case ENOSPC:
-	case EDQUOT:
-		return 507;
-	default:
-		return 500;
+	case ENOENT: case ENOTDIR: case ENAMETOOLONG: return notfound;
+	case EACCES: case EPERM: case ELOOP:          return 403;
+	case EISDIR: case ENOTEMPTY: case EEXIST:     return 409;
+	case ENOSPC: case EDQUOT:                     return 507;
+	default:                                      return 500;
 	}
 }
 
