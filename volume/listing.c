@@ -228,20 +228,19 @@ static void deep_enter(struct vol_list *l, const char *name, size_t len)
 {
 	struct level *up = &l->level[l->depth - 1], *lv;
 	struct stat st;
+	bool skip;
 	int fd;
 	if (l->depth == DEEP_MAX || up->plen + len + 2 > sizeof(l->rel))
 		return;
-	fd = openat(dirfd(up->d), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		if (fd >= 0)
-			close(fd);
+	if ((fd = openat(dirfd(up->d), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return;
+	skip = fstat(fd, &st) < 0;
+	for (int i = 0; i < l->depth && !skip; i++)
+		skip = l->level[i].dev == st.st_dev && l->level[i].ino == st.st_ino;
+	if (skip) {
+		close(fd);
 		return;
 	}
-	for (int i = 0; i < l->depth; i++)
-		if (l->level[i].dev == st.st_dev && l->level[i].ino == st.st_ino) {
-			close(fd);
-			return;
-		}
 	lv = &l->level[l->depth++];
 	lv->d = fdopendir(fd);
 	if (!lv->d)
