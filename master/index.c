@@ -149,5 +149,6 @@ const char *index_iter_value(struct index_iter *it, size_t *len)
 
 void index_iter_free(struct index_iter *it)
 {
-	leveldb_iter_destroy((leveldb_iterator_t *)it);
+	if (it)
+		leveldb_iter_destroy((leveldb_iterator_t *)it);
 }

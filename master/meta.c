@@ -164,8 +164,7 @@ bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct
 		index_iter_next(c->it);
 	}
 	if (!ck) {
-		if (c->it)
-			index_iter_free(c->it);
+		index_iter_free(c->it);
 		c->it = index_iter_new(db, c->want, klen + 1);
 		if (!index_iter_valid(c->it))
 			return false;
@@ -181,8 +180,7 @@ void meta_cursor_free(struct meta_cursor *c)
 {
 	if (!c)
 		return;
-	if (c->it)
-		index_iter_free(c->it);
+	index_iter_free(c->it);
 	free(c->want);
 	free(c);
 }
