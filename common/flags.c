@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void flags_usage(FILE *f, const struct flag *t, const char *head)
+static void usage(FILE *f, const struct flag *t, const char *head)
 {
 	fputs(head, f);
 	for (; t->name; t++) {
@@ -93,7 +93,7 @@ int flags_parse(const struct flag *t, int argc, char **argv, const char *prog,
 		if (val)
 			*val++ = '\0';
 		if (!strcmp(name, "h") || !strcmp(name, "help")) {
-			flags_usage(stdout, t, head);
+			usage(stdout, t, head);
 			exit(0);
 		}
 		for (f = t; f->name && strcmp(f->name, name); f++)

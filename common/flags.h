@@ -37,7 +37,5 @@ int flags_parse(const struct flag *t, int argc, char **argv, const char *prog,
 /* The error path of flags_parse, for checks made after it. */
 void flags_fail(const char *prog, const char *head, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));
-/* head, then one line per flag of the table. */
-void flags_usage(FILE *f, const struct flag *t, const char *head);
 
 #endif

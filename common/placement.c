@@ -7,12 +7,14 @@
 #include "placement.h"
 #include "util.h"
 
+#include <errno.h>
 #include <openssl/evp.h>
 #include <openssl/md5.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void md5(const void *a, size_t an, const void *b, size_t bn, unsigned char out[16])
 {
@@ -26,12 +28,7 @@ static void md5(const void *a, size_t an, const void *b, size_t bn, unsigned cha
 
 void digest_hex(const unsigned char d[16], char out[33])
 {
-	static const char hex[] = "0123456789abcdef";
-	for (int i = 0; i < 16; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[32] = '\0';
+	to_hex(d, 16, out);
 }
 
 void md5_hex(const void *data, size_t n, char out[33])
@@ -41,19 +38,32 @@ void md5_hex(const void *data, size_t n, char out[33])
 	digest_hex(d, out);
 }
 
+bool md5_fd(int fd, char out[33])
+{
+	unsigned char buf[64 * 1024];
+	ssize_t n;
+	MD5_CTX c;
+	MD5_Init(&c);
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno != EINTR)
+			return false;
+		if (n > 0)
+			MD5_Update(&c, buf, (size_t)n);
+	}
+	MD5_Final(buf, &c);
+	digest_hex(buf, out);
+	return true;
+}
+
 static int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_space)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (src[i] == '%') {
-			int h, l;
-			if (i + 2 >= n)
+			int c = pct_value(src + i, n - i);
+			if (c < 0)
 				return -1;
-			h = hex_value(src[i + 1]);
-			l = hex_value(src[i + 2]);
-			if (h < 0 || l < 0)
-				return -1;
-			out[o++] = (char)(h << 4 | l);
+			out[o++] = (char)c;
 			i += 2;
 		} else if (plus_space && src[i] == '+') {
 			out[o++] = ' ';
@@ -129,15 +139,10 @@ void placement_path(const char *key, size_t keylen, char *out)
 	unsigned char d[16];
 	if (keylen > KEY_MAX)
 		keylen = KEY_MAX;
-	static const char hex[] = "0123456789abcdef";
 	md5(key, keylen, NULL, 0, d);
-	out[0] = '/';
-	out[1] = hex[d[0] >> 4];
-	out[2] = hex[d[0] & 15];
-	out[3] = '/';
-	out[4] = hex[d[1] >> 4];
-	out[5] = hex[d[1] & 15];
-	out[6] = '/';
+	to_hex(d, 1, out + 1);
+	to_hex(d + 1, 1, out + 4);
+	out[0] = out[3] = out[6] = '/';
 	b64((const unsigned char *)key, keylen, out + 7);
 }
 
@@ -164,7 +169,6 @@ int placement_volumes(const char *key, size_t keylen, char *const *volumes, int 
 	}
 	qsort(sv, (size_t)nvol, sizeof(sv[0]), by_score);
 	for (int i = 0; i < n; i++) {
-		static const char hex[] = "0123456789ABCDEF";
 		const unsigned char *s = sv[i].score;
 		const char *v = volumes[sv[i].idx];
 		size_t vl = strlen(v);
@@ -173,15 +177,9 @@ int placement_volumes(const char *key, size_t keylen, char *const *volumes, int 
 		if (vl > LOC_MAX - 8)
 			vl = LOC_MAX - 8;
 		memcpy(out[i], v, vl);
-		if (subvolumes > 1) {   /* "%s/sv%02X" */
-			memcpy(out[i] + vl, "/sv", 3);
-			vl += 3;
-			if (k > 0xff)
-				out[i][vl++] = hex[k >> 8 & 15];
-			out[i][vl++] = hex[k >> 4 & 15];
-			out[i][vl++] = hex[k & 15];
-		}
 		out[i][vl] = '\0';
+		if (subvolumes > 1)
+			snprintf(out[i] + vl, 8, "/sv%02X", k & 0xfff);
 	}
 	return n;
 }

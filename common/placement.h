@@ -6,6 +6,7 @@
 #ifndef MKV_PLACEMENT_H
 #define MKV_PLACEMENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define KEY_MAX 189          /* longest key whose base64 fits one file name */
@@ -46,6 +47,8 @@ int placement_volumes(const char *key, size_t keylen, char *const *volumes, int 
 
 /* md5 of data as 32 lowercase hex digits + NUL. */
 void md5_hex(const void *data, size_t n, char out[33]);
+/* md5 of what is left to read from fd; false on a read error (errno set). */
+bool md5_fd(int fd, char out[33]);
 /* A 16-byte digest as 32 lowercase hex digits + NUL. */
 void digest_hex(const unsigned char d[16], char out[33]);
 

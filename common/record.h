@@ -22,10 +22,10 @@ struct record {
 int record_parse(char *val, size_t n, struct record *r);
 
 /* Without parsing or copying the encoded record val[0..n): is it marked
- * DELETED (unlinked, or a write in progress)?  Its HASH into hash ("" when
- * it has none). */
+ * DELETED (unlinked, or a write in progress)?  Its HASH into hash (false
+ * and "" when it has none). */
 bool record_deleted(const char *val, size_t n);
-void record_hash(const char *val, size_t n, char hash[33]);
+bool record_hash(const char *val, size_t n, char hash[33]);
 
 /* Encode into a fresh heap string (caller frees); *len gets its length. */
 char *record_encode(const struct record *r, size_t *len);

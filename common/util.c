@@ -11,34 +11,29 @@
 
 static const char *prog = "mkv";
 
-static void oom(void)
+/* p, unless an allocation failed: then abort. */
+static void *live(void *p)
 {
-	fprintf(stderr, "%s: out of memory\n", prog);
-	abort();
+	if (!p) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		abort();
+	}
+	return p;
 }
 
 void *xmalloc(size_t n)
 {
-	void *p = malloc(n ? n : 1);
-	if (!p)
-		oom();
-	return p;
+	return live(malloc(n ? n : 1));
 }
 
 void *xcalloc(size_t n, size_t size)
 {
-	void *p = calloc(n ? n : 1, size ? size : 1);
-	if (!p)
-		oom();
-	return p;
+	return live(calloc(n ? n : 1, size ? size : 1));
 }
 
 void *xrealloc(void *p, size_t n)
 {
-	p = realloc(p, n ? n : 1);
-	if (!p)
-		oom();
-	return p;
+	return live(realloc(p, n ? n : 1));
 }
 
 char *xstrdup(const char *s)
@@ -60,7 +55,7 @@ char *xasprintf(const char *fmt, ...)
 	char *s;
 	va_start(ap, fmt);
 	if (vasprintf(&s, fmt, ap) < 0)
-		oom();
+		s = live(NULL);
 	va_end(ap);
 	return s;
 }
@@ -123,6 +118,23 @@ bool uri_has_too_many_args(const char *uri)
 	for (const char *q = strchr(uri, '?'); q && *q; q++)
 		args += *q == '&';
 	return args > 100;
+}
+
+void to_hex(const void *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (const unsigned char *d = in; n--; d++) {
+		*out++ = digits[*d >> 4];
+		*out++ = digits[*d & 15];
+	}
+	*out = '\0';
+}
+
+int pct_value(const char *p, size_t left)
+{
+	int hi = left >= 3 && p[0] == '%' ? hex_value(p[1]) : -1;
+	int lo = hi < 0 ? -1 : hex_value(p[2]);
+	return lo < 0 ? -1 : hi << 4 | lo;
 }
 
 int hex_value(int c)
@@ -204,7 +216,7 @@ void buf_printf(struct buf *b, const char *fmt, ...)
 	n = vasprintf(&s, fmt, ap);
 	va_end(ap);
 	if (n < 0)
-		oom();
+		live(NULL);
 	buf_append(b, s, (size_t)n);
 	free(s);
 }

@@ -1,4 +1,4 @@
-/* util.h -- allocation that never returns NULL, logging, small string helpers.
+/* util.h -- allocation that never returns NULL, logging, small string functions.
  *
  * Allocation failure aborts the process: no caller handles a NULL from
  * xmalloc/xrealloc/xstrdup.  Logging goes to stderr, one line per call,
@@ -53,8 +53,12 @@ void conn_close_if_eof(int fd);
  * length (0 for a bare "b"); NULL when the name does not occur. */
 const char *query_param(const char *q, const char *name, size_t *vlen);
 
-/* The value of one hex digit (either case), or -1. */
+/* Hex: n bytes as 2n lowercase digits and a NUL; one digit's value (either
+ * case) or -1; the byte "%XX" at p stands for (left: the bytes readable
+ * from p), or -1. */
+void to_hex(const void *in, size_t n, char *out);
 int hex_value(int c);
+int pct_value(const char *p, size_t left);
 
 /* Parse a whole decimal string into [min,max]; false on "", "-1",
  * "12x", overflow. */

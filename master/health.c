@@ -38,19 +38,18 @@ static int check_one(struct vol *v, int sv)
 	else
 		snprintf(url, sizeof(url), "http://%s/.mkv", v->name);
 	st = httpc_do("HEAD", url, NULL, 0, (long)timeout_ms, NULL, 0, err);
+	if (st == 404 && !v->seen[sv]) {     /* a new disk: mark it */
+		st = httpc_do("PUT", url, marker_body, strlen(marker_body), (long)timeout_ms, NULL,
+			      0, err);
+		if (st < 200 || st >= 300) {
+			log_msg("volume %s: cannot write marker %s (status %d)", v->name, url, st);
+			return 0;
+		}
+		st = 200;
+	}
 	if (st == 200) {
 		v->seen[sv] = true;
 		return 1;
-	}
-	if (st == 404 && !v->seen[sv]) {
-		st = httpc_do("PUT", url, marker_body, strlen(marker_body), (long)timeout_ms, NULL,
-			      0, err);
-		if (st >= 200 && st < 300) {
-			v->seen[sv] = true;
-			return 1;
-		}
-		log_msg("volume %s: cannot write marker %s (status %d)", v->name, url, st);
-		return 0;
 	}
 	if (st == 404) {
 		if (atomic_load(&v->up[sv]))
@@ -130,17 +129,12 @@ bool health_up(const char *loc, size_t len)
 			return atomic_load(&v->up[0]);
 		/* "/svNN": hex, as key2volume writes it */
 		if (len > v->len + 3 && !memcmp(loc + v->len, "/sv", 3)) {
-			char *end;
-			char num[16];
-			size_t nl = len - v->len - 3;
-			long sv;
-			if (nl >= sizeof(num))
-				return true;
-			memcpy(num, loc + v->len + 3, nl);
-			num[nl] = '\0';
-			sv = strtol(num, &end, 16);
-			if (*end || sv < 0 || sv >= v->nsv)
-				return true;
+			long sv = 0;
+			for (size_t i = v->len + 3; i < len; i++) {
+				int h = hex_value(loc[i]);
+				if (h < 0 || (sv = sv * 16 + h) >= v->nsv)
+					return true;
+			}
 			return atomic_load(&v->up[sv]);
 		}
 	}

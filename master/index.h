@@ -41,6 +41,6 @@ bool index_iter_valid(struct index_iter *it);
 void index_iter_next(struct index_iter *it);
 const char *index_iter_key(struct index_iter *it, size_t *len);
 const char *index_iter_value(struct index_iter *it, size_t *len);
-void index_iter_free(struct index_iter *it);
+void index_iter_free(struct index_iter *it);    /* NULL is fine */
 
 #endif

@@ -19,45 +19,41 @@ struct held {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct held *buckets[NBUCKETS];
 
-static unsigned bucket(const char *key, size_t klen)
+/* The link to key's entry, or to the NULL ending its bucket; mu held. */
+static struct held **find(const char *key, size_t klen)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
+	struct held **pp;
 	for (size_t i = 0; i < klen; i++)
 		h = (h ^ (unsigned char)key[i]) * 16777619u;
-	return h % NBUCKETS;
+	for (pp = &buckets[h % NBUCKETS]; *pp; pp = &(*pp)->next)
+		if ((*pp)->klen == klen && !memcmp((*pp)->key, key, klen))
+			break;
+	return pp;
 }
 
 bool keylock_try(const char *key, size_t klen)
 {
-	unsigned b = bucket(key, klen);
-	struct held *h;
+	struct held **pp, *h = NULL;
 	pthread_mutex_lock(&mu);
-	for (h = buckets[b]; h; h = h->next) {
-		if (h->klen == klen && !memcmp(h->key, key, klen)) {
-			pthread_mutex_unlock(&mu);
-			return false;
-		}
+	if (!*(pp = find(key, klen))) {
+		h = xmalloc(sizeof(*h) + klen);
+		h->next = NULL;
+		h->klen = klen;
+		memcpy(h->key, key, klen);
+		*pp = h;
 	}
-	h = xmalloc(sizeof(*h) + klen);
-	h->klen = klen;
-	memcpy(h->key, key, klen);
-	h->next = buckets[b];
-	buckets[b] = h;
 	pthread_mutex_unlock(&mu);
-	return true;
+	return h != NULL;
 }
 
 void keylock_release(const char *key, size_t klen)
 {
-	unsigned b = bucket(key, klen);
+	struct held **pp, *h;
 	pthread_mutex_lock(&mu);
-	for (struct held **pp = &buckets[b]; *pp; pp = &(*pp)->next) {
-		struct held *h = *pp;
-		if (h->klen == klen && !memcmp(h->key, key, klen)) {
-			*pp = h->next;
-			free(h);
-			break;
-		}
+	if ((h = *(pp = find(key, klen)))) {
+		*pp = h->next;
+		free(h);
 	}
 	pthread_mutex_unlock(&mu);
 }

@@ -36,6 +36,7 @@ struct index *meta_index(void)
 	return db;
 }
 
+/* The sidecar's key for name under type: a heap string of nlen + 1 bytes. */
 static char *name_of(char type, const char *name, size_t nlen)
 {
 	char *k = xmalloc(nlen + 2);
@@ -70,14 +71,22 @@ char *meta_raw_get(char type, const char *name, size_t nlen)
 	return v;
 }
 
-void meta_raw_delete(char type, const char *name, size_t nlen)
+static void raw_delete(char type, const char *name, size_t nlen, bool sync)
 {
 	char *k;
 	if (!db)
 		return;
 	k = name_of(type, name, nlen);
-	index_delete(db, k, nlen + 1);
+	if (sync)
+		index_delete(db, k, nlen + 1);
+	else
+		index_delete_nosync(db, k, nlen + 1);
 	free(k);
+}
+
+void meta_raw_delete(char type, const char *name, size_t nlen)
+{
+	raw_delete(type, name, nlen, true);
 }
 
 void meta_put(const char *key, size_t klen, const struct meta *m)
@@ -120,11 +129,7 @@ struct meta_cursor {
 
 struct meta_cursor *meta_cursor_new(void)
 {
-	struct meta_cursor *c;
-	if (!db)
-		return NULL;
-	c = xcalloc(1, sizeof(*c));
-	return c;
+	return db ? xcalloc(1, sizeof(struct meta_cursor)) : NULL;
 }
 
 static int cmp(const char *a, size_t al, const char *b, size_t bl)
@@ -148,23 +153,18 @@ bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct
 	memcpy(c->want + 1, key, klen);
 	/* Asked in ascending order: a step or two forward usually lands on
 	 * the entry; otherwise one seek. */
-	for (int step = 0; c->it && index_iter_valid(c->it) && step < 4; step++) {
-		ck = index_iter_key(c->it, &cl);
-		if (cmp(ck, cl, c->want, klen + 1) >= 0)
+	for (int step = 0; c->it && index_iter_valid(c->it); step++) {
+		const char *k = index_iter_key(c->it, &cl);
+		if (cmp(k, cl, c->want, klen + 1) >= 0) {
+			ck = k;
+			break;
+		}
+		if (step == 4)
 			break;
 		index_iter_next(c->it);
-		ck = NULL;
-	}
-	if (c->it && index_iter_valid(c->it)) {
-		ck = index_iter_key(c->it, &cl);
-		if (cmp(ck, cl, c->want, klen + 1) < 0)
-			ck = NULL;
-	} else {
-		ck = NULL;
 	}
 	if (!ck) {
-		if (c->it)
-			index_iter_free(c->it);
+		index_iter_free(c->it);
 		c->it = index_iter_new(db, c->want, klen + 1);
 		if (!index_iter_valid(c->it))
 			return false;
@@ -180,20 +180,14 @@ void meta_cursor_free(struct meta_cursor *c)
 {
 	if (!c)
 		return;
-	if (c->it)
-		index_iter_free(c->it);
+	index_iter_free(c->it);
 	free(c->want);
 	free(c);
 }
 
 void meta_delete(const char *key, size_t klen)
 {
-	char *k;
-	if (!db)
-		return;
-	k = name_of('m', key, klen);
-	index_delete_nosync(db, k, klen + 1); /* lost alone, it leaves a stale entry no listing reads */
-	free(k);
+	raw_delete('m', key, klen, false); /* lost alone, it leaves a stale entry no listing reads */
 }
 
 void meta_sweep_replaces(struct index *idx)

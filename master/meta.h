@@ -4,8 +4,8 @@
  *
  * It lives in a second LevelDB, a sidecar in the index directory
  * (<db>/mkv-meta/), never in the index itself: minikeyvalue (and every
- * mkv tool that walks the index) sees exactly SPEC §3's records, nothing
- * else.  LevelDB and goleveldb both ignore a directory entry whose name is
+ * mkv tool that walks the index) sees exactly the records of
+ * docs/protocol.md §3, nothing else.  LevelDB and goleveldb both ignore a directory entry whose name is
  * not one of their own files.  Sidecar keys are one type byte + a name:
  *   'm' key       "<size> <mtime unix s> <etag>"   (etag: md5 hex, or
  *                  "<md5 of part md5s>-N" after a multipart upload)

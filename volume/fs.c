@@ -21,6 +21,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "../common/placement.h"
 #include "../common/util.h"
 
 #define PUT_BUF (128 * 1024)
@@ -30,23 +31,38 @@ unsigned vol_fs_slow_sync_ms;
 static _Atomic long long fault_written;
 static _Atomic unsigned long tmp_seq;
 
+/* mkdir -p dir, relative to at: 0, or the errno of the mkdir that failed,
+ * with dir cut after the one it tried.  *made gets the length of the first
+ * created directory's parent (0: at itself), if it is still -1. */
+static int mkdirs(int at, char *dir, ssize_t *made)
+{
+	for (char *s = dir + (*dir != '\0');; s++) {
+		char c = *s;
+		if (c != '/' && c != '\0')
+			continue;
+		*s = '\0';
+		if (mkdirat(at, dir, 0755) == 0) {
+			const char *sl = strrchr(dir, '/');
+			if (*made < 0)
+				*made = sl ? sl - dir : 0;
+		} else if (errno != EEXIST) {
+			return errno;
+		}
+		if (!(*s = c))
+			return 0;
+	}
+}
+
 int vol_root_open(struct vol_root *r, const char *path)
 {
 	char *p = xstrdup(path);
-	for (char *s = p + 1;; s++) {          /* mkdir -p */
-		if (*s != '/' && *s != '\0')
-			continue;
-		char c = *s;
-		*s = '\0';
-		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-			log_msg("mkdir() \"%s\" failed (%d: %s)", p, errno, strerror(errno));
-			free(p);
-			return -1;
-		}
-		if (!(*s = c))
-			break;
-	}
+	ssize_t made = -1;
+	int err = mkdirs(AT_FDCWD, p, &made);
+	if (err)
+		log_msg("mkdir() \"%s\" failed (%d: %s)", p, err, strerror(err));
 	free(p);
+	if (err)
+		return -1;
 	r->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r->fd < 0) {
 		log_msg("open() \"%s\" failed (%d: %s)", path, errno, strerror(errno));
@@ -59,30 +75,19 @@ int vol_root_open(struct vol_root *r, const char *path)
 int vol_errno_status(int err, int notfound)
 {
 	switch (err) {
-	case ENOENT:
-	case ENOTDIR:
-	case ENAMETOOLONG:
-		return notfound;
-	case EACCES:
-	case EPERM:
-	case ELOOP:
-		return 403;
-	case EISDIR:
-	case ENOTEMPTY:
-	case EEXIST:
-		return 409;
-	case ENOSPC:
-	case EDQUOT:
-		return 507;
-	default:
-		return 500;
+	case ENOENT: case ENOTDIR: case ENAMETOOLONG: return notfound;
+	case EACCES: case EPERM: case ELOOP:          return 403;
+	case EISDIR: case ENOTEMPTY: case EEXIST:     return 409;
+	case ENOSPC: case EDQUOT:                     return 507;
+	default:                                      return 500;
 	}
 }
 
 int vol_fs_fail(const struct vol_root *r, const char *call, const char *path, int err,
 		int notfound)
 {
-	log_msg("%s() \"%s/%s\" failed (%d: %s)", call, r->path, path, err, strerror(err));
+	if (notfound != 404 || (err != ENOENT && err != ENOTDIR))
+		log_msg("%s() \"%s/%s\" failed (%d: %s)", call, r->path, path, err, strerror(err));
 	return vol_errno_status(err, notfound);
 }
 
@@ -91,8 +96,7 @@ int vol_fs_open(const struct vol_root *r, const char *path, int *fd, struct stat
 	/* O_NONBLOCK: a FIFO someone left in the directory must not hang us. */
 	*fd = openat(r->fd, *path ? path : ".", O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (*fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? 404
-							   : vol_fs_fail(r, "open", path, errno, 404);
+		return vol_fs_fail(r, "open", path, errno, 404);
 	if (fstat(*fd, st) < 0) {
 		int status = vol_fs_fail(r, "fstat", path, errno, 404);
 		close(*fd);
@@ -108,40 +112,16 @@ int vol_fs_open(const struct vol_root *r, const char *path, int *fd, struct stat
 int vol_fs_md5(const struct vol_root *r, const char *path, int *fd, struct stat *st,
 	       char hex[33])
 {
-	static const char digits[] = "0123456789abcdef";
-	unsigned char d[EVP_MAX_MD_SIZE], *buf;
-	unsigned int dl = 0;
-	EVP_MD_CTX *md;
-	ssize_t n;
+	const char *failed;
 	int status = vol_fs_open(r, path, fd, st);
 	if (status != 200)
 		return status;
-	md = EVP_MD_CTX_new();
-	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
-		die("md5 init failed");
-	buf = xmalloc(PUT_BUF);
-	while ((n = read(*fd, buf, PUT_BUF)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		EVP_DigestUpdate(md, buf, (size_t)n);
-	}
-	free(buf);
-	if (n < 0 || lseek(*fd, 0, SEEK_SET) < 0) {
-		status = vol_fs_fail(r, n < 0 ? "read" : "lseek", path, errno, 404);
+	failed = !md5_fd(*fd, hex) ? "read" : lseek(*fd, 0, SEEK_SET) < 0 ? "lseek" : NULL;
+	if (failed) {
+		status = vol_fs_fail(r, failed, path, errno, 404);
 		close(*fd);
 		*fd = -1;
-	} else {
-		if (!EVP_DigestFinal_ex(md, d, &dl) || dl != 16)
-			die("md5 final failed");
-		for (int i = 0; i < 16; i++) {
-			hex[2 * i] = digits[d[i] >> 4];
-			hex[2 * i + 1] = digits[d[i] & 15];
-		}
-		hex[32] = '\0';
 	}
-	EVP_MD_CTX_free(md);
 	return status;
 }
 
@@ -153,8 +133,8 @@ struct vol_put {
 	int fd;              /* the temporary file */
 	bool named;          /* the temporary file has tmpname (no O_TMPFILE) */
 	bool existed;        /* the target existed when the PUT began */
-	bool made_dirs;      /* parents were created: their entries are fsynced at commit */
-	size_t made_parent;  /* the length of the first made one's parent (0: the root) */
+	ssize_t made_parent; /* parents were created, the first in the directory of
+				this length (0: the root): fsync at commit; -1: none */
 	char tmpname[64];
 	EVP_MD_CTX *md5;
 	size_t buffered;     /* bytes waiting in buf */
@@ -172,27 +152,13 @@ static int open_parent(struct vol_put *p)
 {
 	const char *slash = strrchr(p->path, '/');
 	char *dir = slash ? xstrndup(p->path, (size_t)(slash - p->path)) : xstrdup(".");
-	int status = 0;
+	int err, status = 0;
 
 	p->dfd = openat(p->root->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (p->dfd < 0 && errno == ENOENT) {
-		for (char *s = dir;; s++) {
-			if (*s != '/' && *s != '\0')
-				continue;
-			char c = *s;
-			*s = '\0';
-			if (mkdirat(p->root->fd, dir, 0755) == 0) {
-				const char *sl = strrchr(dir, '/');
-				if (!p->made_dirs)
-					p->made_parent = sl ? (size_t)(sl - dir) : 0;
-				p->made_dirs = true;
-			} else if (errno != EEXIST)
-				status = vol_fs_fail(p->root, "mkdir", dir, errno, 409);
-			*s = c;
-			if (status || !c)
-				break;
-		}
-		if (!status)
+		if ((err = mkdirs(p->root->fd, dir, &p->made_parent)))
+			status = vol_fs_fail(p->root, "mkdir", dir, err, 409);
+		else
 			p->dfd = openat(p->root->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 	if (!status && p->dfd < 0)
@@ -213,6 +179,7 @@ struct vol_put *vol_put_begin(const struct vol_root *r, const char *path, int *s
 	slash = strrchr(p->path, '/');
 	p->base = slash ? slash + 1 : p->path;
 	p->dfd = p->fd = -1;
+	p->made_parent = -1;
 	*status = open_parent(p);
 	if (*status)
 		goto fail;
@@ -281,6 +248,17 @@ int vol_put_write(struct vol_put *p, const void *data, size_t n)
 	return 0;
 }
 
+/* fsync directory dir of the root: 0, or an error status (logged). */
+static int sync_dir(const struct vol_root *r, const char *dir)
+{
+	int fd = openat(r->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), status = 0;
+	if (fd < 0 || fsync(fd) < 0)
+		status = vol_fs_fail(r, fd < 0 ? "open" : "fsync", dir, errno, 500);
+	if (fd >= 0)
+		close(fd);
+	return status;
+}
+
 /* The directories this PUT created must reach the disk before the entry
  * naming the file does: fsync the parent of the first one made and every
  * one made below it, but the target's own directory (fsynced after the
@@ -293,18 +271,13 @@ static int sync_parents(struct vol_put *p)
 	if (p->made_parent == 0 && fsync(p->root->fd) < 0)
 		status = vol_fs_fail(p->root, "fsync", "", errno, 500);
 	for (char *s = strchr(dir, '/'); s && !status; s = strchr(s + 1, '/')) {
-		size_t q = (size_t)(s - dir);
-		int fd;
-		if (q == (size_t)(last - p->path))
+		ssize_t q = s - dir;
+		if (q == last - p->path)
 			break;                    /* the target's own directory */
 		if (q < p->made_parent)
 			continue;                 /* above the first made dir's parent */
 		*s = '\0';
-		fd = openat(p->root->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0 || fsync(fd) < 0)
-			status = vol_fs_fail(p->root, fd < 0 ? "open" : "fsync", dir, errno, 500);
-		if (fd >= 0)
-			close(fd);
+		status = sync_dir(p->root, dir);
 		*s = '/';
 	}
 	free(dir);
@@ -329,8 +302,7 @@ int vol_put_commit(struct vol_put *p)
 		goto out;
 	if (!EVP_DigestFinal_ex(p->md5, d, &dl) || dl != 16)
 		die("md5 final failed");
-	for (int i = 0; i < 16; i++)
-		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	digest_hex(d, hex);
 	/* A filesystem without user xattrs just has no md5 to offer. */
 	if (fsetxattr(p->fd, VOL_MD5_XATTR, hex, 32, 0) < 0 && errno != ENOTSUP &&
 	    errno != EPERM && errno != EACCES)
@@ -367,7 +339,7 @@ int vol_put_commit(struct vol_put *p)
 	}
 	p->named = false;
 linked:
-	if (p->made_dirs && (status = sync_parents(p)))
+	if (p->made_parent >= 0 && (status = sync_parents(p)))
 		goto out;
 	if (fsync(p->dfd) < 0) {
 		status = vol_fs_fail(p->root, "fsync", p->path, errno, 500);
@@ -398,20 +370,13 @@ int vol_fs_delete(const struct vol_root *r, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	char *dir;
-	int fd, status = 204;
+	int status;
 
-	if (unlinkat(r->fd, path, 0) < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return 404;
+	if (unlinkat(r->fd, path, 0) < 0)
 		return vol_fs_fail(r, "unlink", path, errno, 404);
-	}
 	/* Make the removal durable too: a blob must not come back after a crash. */
 	dir = slash ? xstrndup(path, (size_t)(slash - path)) : xstrdup(".");
-	fd = openat(r->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
-		status = vol_fs_fail(r, fd < 0 ? "open" : "fsync", dir, errno, 500);
-	if (fd >= 0)
-		close(fd);
+	status = sync_dir(r, dir);
 	free(dir);
-	return status;
+	return status ? status : 204;
 }

@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 
 #define VOL_MD5_XATTR "user.mkv.md5"
+/* Hidden temporary files (a crash between link and rename leaves one)
+ * start with this; `mkv gc` finds them with `?recursive&tmp`. */
+#define VOL_TMP_PREFIX ".mkv-tmp."
 
 struct vol_root {
 	int fd;             /* O_DIRECTORY fd of the data directory */
@@ -23,42 +26,38 @@ struct vol_root {
 int vol_root_open(struct vol_root *r, const char *path);
 
 /* The one errno -> status table.  notfound is what ENOENT/ENOTDIR mean for
- * this request (404 for reads, 409 for a PUT whose parent is a file). */
+ * this request (404 for reads, 409 for a PUT whose parent is a file).
+ * vol_fs_fail logs `call() "root/path" failed (errno: text)` too, but not
+ * for a missing file where that means 404: no news. */
 int vol_errno_status(int err, int notfound);
-/* Log `call() "root/path" failed (errno: text)` and return the status. */
 int vol_fs_fail(const struct vol_root *r, const char *call, const char *path, int err,
 		int notfound);
 
-/* Open a file for reading.  Returns 200 with *fd and *st set (the caller
- * owns *fd), 301 when path is a directory, or an error status. */
+/* Open a file for reading: 200 with *fd (the caller's) and *st, 301 for a
+ * directory, or an error status.  vol_fs_md5 also reads it whole for the
+ * md5 of its bytes (never the xattr: what `mkv verify` asks) and rewinds
+ * it: call it off the event loop. */
 int vol_fs_open(const struct vol_root *r, const char *path, int *fd, struct stat *st);
-
-/* Open a file and read it whole for its md5 (the bytes, never the xattr:
- * what `mkv verify` asks).  Returns 200 with *fd (rewound; the caller
- * owns it), *st and hex set, 301 for a directory, or an error status.
- * Reads the whole file: call it off the event loop. */
 int vol_fs_md5(const struct vol_root *r, const char *path, int *fd, struct stat *st,
 	       char hex[33]);
 
 /* A PUT in progress: an unnamed temporary file in the target's directory
  * (a hidden named one where O_TMPFILE is not supported) and the md5 of
- * what was written so far. */
+ * what was written so far.
+ *   begin:  create missing parents and the temporary file; NULL with
+ *           *status set (409: the target is a directory or a parent a file)
+ *   write:  append; 0, or an error status (507 when the disk is full)
+ *   commit: make it durable and visible (md5 xattr, fsync, rename over the
+ *           target, fsync the directory): 201 (new) or 204 (replaced), or
+ *           an error status with nothing changed.  Blocks: call it off the
+ *           event loop.
+ *   abort:  forget it, leaving no trace on disk (p may be NULL).
+ * commit and abort free p. */
 struct vol_put;
-/* Create missing parents and the temporary file.  Returns NULL with
- * *status set (409 when the target is a directory or a parent a file). */
 struct vol_put *vol_put_begin(const struct vol_root *r, const char *path, int *status);
-/* Append; 0, or an error status (507 when the disk is full). */
 int vol_put_write(struct vol_put *p, const void *data, size_t n);
-/* Make it durable and visible: md5 xattr, fsync, rename over the target,
- * fsync the directory.  201 (new) or 204 (replaced), or an error status
- * with nothing changed.  Frees p.  May block: call it off the event loop. */
 int vol_put_commit(struct vol_put *p);
-/* Forget the upload; no trace is left on disk.  Frees p (NULL is fine). */
 void vol_put_abort(struct vol_put *p);
-
-/* Hidden temporary files (a crash between link and rename leaves one)
- * start with this; `mkv gc` finds them with `?recursive&tmp`. */
-#define VOL_TMP_PREFIX ".mkv-tmp."
 
 /* Remove a file and fsync its directory: 204, 404, 409 for a directory. */
 int vol_fs_delete(const struct vol_root *r, const char *path);

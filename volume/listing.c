@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
@@ -47,7 +48,6 @@ struct ent {
 };
 
 struct vol_list {
-	const struct vol_root *root;
 	char *path;            /* root->path "/" path "/", for getxattr */
 	DIR *d;
 	struct ent **v;        /* the current batch, sorted; up to 2 * batch while reading */
@@ -86,6 +86,22 @@ static void keep_smallest(struct vol_list *l, size_t keep)
 	}
 }
 
+/* Is entry de of d a directory?  Symlinks are followed (so are entries of
+ * a filesystem without d_type); -1 when that fails. */
+static int is_dir(DIR *d, const struct dirent *de)
+{
+	struct stat st;
+	if (de->d_type == DT_DIR || de->d_type == DT_REG)
+		return de->d_type == DT_DIR;
+	return fstatat(dirfd(d), de->d_name, &st, 0) == 0 ? S_ISDIR(st.st_mode) : -1;
+}
+
+static struct ent *ent_dup(const struct ent *e)
+{
+	size_t n = sizeof(*e) + strlen(e->name) + 1;
+	return memcpy(xmalloc(n), e, n);
+}
+
 /* One pass over the directory: the next batch into l->v. */
 static int next_batch(struct vol_list *l)
 {
@@ -105,8 +121,6 @@ static int next_batch(struct vol_list *l)
 			struct ent e;
 			char room[sizeof(struct ent) + sizeof(de->d_name)];
 		} key;
-		struct stat st;
-		size_t len;
 
 		errno = 0;
 		de = readdir(l->d);
@@ -114,20 +128,15 @@ static int next_batch(struct vol_list *l)
 			break;
 		if (de->d_name[0] == '.')
 			continue;
-		if (de->d_type == DT_DIR || de->d_type == DT_REG)
-			key.e.dir = de->d_type == DT_DIR;
-		else    /* a symlink or an fs without d_type: follow it */
-			key.e.dir = fstatat(dirfd(l->d), de->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
-		len = strlen(de->d_name);
-		memcpy(key.e.name, de->d_name, len + 1);
+		key.e.dir = is_dir(l->d, de) == 1;
+		strcpy(key.e.name, de->d_name);
 		if (l->last && ent_cmp(&key.e, l->last) <= 0)
 			continue;               /* sent in an earlier batch */
 		if (bounded && ent_cmp(&key.e, l->v[batch - 1]) > 0) {
 			l->more = true;         /* for a later batch */
 			continue;
 		}
-		l->v[l->n] = xmalloc(sizeof(struct ent) + len + 1);
-		memcpy(l->v[l->n++], &key, sizeof(struct ent) + len + 1);
+		l->v[l->n++] = ent_dup(&key.e);
 		if (l->n == cap) {
 			keep_smallest(l, batch);
 			bounded = true;
@@ -139,42 +148,29 @@ static int next_batch(struct vol_list *l)
 	}
 	keep_smallest(l, batch);
 	free(l->last);
-	l->last = NULL;
-	if (l->n > 0) {
-		struct ent *t = l->v[l->n - 1];
-		size_t len = strlen(t->name);
-		l->last = xmalloc(sizeof(*t) + len + 1);
-		memcpy(l->last, t, sizeof(*t) + len + 1);
-	}
+	l->last = l->n > 0 ? ent_dup(l->v[l->n - 1]) : NULL;
 	return 0;
 }
 
-/* nginx's ngx_escape_json. */
+/* A JSON string body as nginx's ngx_escape_json writes it: \" \\ \n \r \t
+ * \b \f, other control bytes as \u00XX, every other byte as it is.  The
+ * master's JSON (json_append_string, master/handlers.c) follows Go's
+ * encoding/json instead -- \u003c for <, >, &, U+FFFD for bad UTF-8 -- as
+ * minikeyvalue does: two writers, because the two programs they copy differ. */
 static void put_json(struct buf *b, const char *s)
 {
-	static const char hex[] = "0123456789ABCDEF";
+	static const char two[] = "\"\"\\\\\nn\rr\tt\bb\ff";   /* byte, its letter */
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		char e[6] = {'\\', 0, '0', '0', 0, 0};
-		if (*p == '"' || *p == '\\') {
-			e[1] = (char)*p;
-			buf_append(b, e, 2);
-		} else if (*p > 0x1f) {
+		const char *e;
+		char u[7];
+		if (*p > 0x1f && *p != '"' && *p != '\\') {
 			buf_append(b, p, 1);
+		} else if ((e = memchr(two, *p, sizeof(two) - 1))) {
+			buf_append(b, "\\", 1);
+			buf_append(b, e + 1, 1);
 		} else {
-			switch (*p) {
-			case '\n': e[1] = 'n'; break;
-			case '\r': e[1] = 'r'; break;
-			case '\t': e[1] = 't'; break;
-			case '\b': e[1] = 'b'; break;
-			case '\f': e[1] = 'f'; break;
-			default:
-				e[1] = 'u';
-				e[4] = hex[*p >> 4];
-				e[5] = hex[*p & 15];
-				buf_append(b, e, 6);
-				continue;
-			}
-			buf_append(b, e, 2);
+			snprintf(u, sizeof(u), "\\u%04X", *p);
+			buf_append(b, u, 6);
 		}
 	}
 }
@@ -232,20 +228,19 @@ static void deep_enter(struct vol_list *l, const char *name, size_t len)
 {
 	struct level *up = &l->level[l->depth - 1], *lv;
 	struct stat st;
+	bool skip;
 	int fd;
 	if (l->depth == DEEP_MAX || up->plen + len + 2 > sizeof(l->rel))
 		return;
-	fd = openat(dirfd(up->d), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		if (fd >= 0)
-			close(fd);
+	if ((fd = openat(dirfd(up->d), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return;
+	skip = fstat(fd, &st) < 0;
+	for (int i = 0; i < l->depth && !skip; i++)
+		skip = l->level[i].dev == st.st_dev && l->level[i].ino == st.st_ino;
+	if (skip) {
+		close(fd);
 		return;
 	}
-	for (int i = 0; i < l->depth; i++)
-		if (l->level[i].dev == st.st_dev && l->level[i].ino == st.st_ino) {
-			close(fd);
-			return;
-		}
 	lv = &l->level[l->depth++];
 	lv->d = fdopendir(fd);
 	if (!lv->d)
@@ -264,9 +259,8 @@ static int deep_next(struct vol_list *l)
 	for (;;) {
 		struct level *lv = &l->level[l->depth - 1];
 		struct dirent *de;
-		struct stat st;
 		size_t len;
-		bool dir;
+		int dir;
 
 		errno = 0;
 		de = readdir(lv->d);
@@ -286,11 +280,7 @@ static int deep_next(struct vol_list *l)
 		    !(l->tmp && !strncmp(de->d_name, VOL_TMP_PREFIX, strlen(VOL_TMP_PREFIX))))
 			continue;
 		len = strlen(de->d_name);
-		if (de->d_type == DT_DIR || de->d_type == DT_REG)
-			dir = de->d_type == DT_DIR;
-		else if (fstatat(dirfd(lv->d), de->d_name, &st, 0) == 0)
-			dir = S_ISDIR(st.st_mode);
-		else
+		if ((dir = is_dir(lv->d, de)) < 0)
 			continue;
 		if (dir) {
 			deep_enter(l, de->d_name, len);
@@ -304,25 +294,23 @@ static int deep_next(struct vol_list *l)
 	}
 }
 
-struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bool deep,
+struct vol_list *vol_list_open(const struct vol_root *root, const char *path, int mode,
 			       int *status)
 {
 	struct vol_list *l;
 	int fd = openat(root->fd, *path ? path : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
-		*status = errno == ENOENT || errno == ENOTDIR
-				  ? 404
-				  : vol_fs_fail(root, "opendir", path, errno, 404);
+		*status = vol_fs_fail(root, "opendir", path, errno, 404);
 		return NULL;
 	}
 	l = xcalloc(1, sizeof(*l));
-	l->root = root;
 	l->d = fdopendir(fd);
 	if (!l->d)
 		die("fdopendir: %s", strerror(errno));
 	l->path = *path ? xasprintf("%s/%s/", root->path, path) : xasprintf("%s/", root->path);
 	l->more = true;         /* nothing read yet */
-	if (deep) {
+	l->tmp = mode & VOL_LIST_TMP;
+	if (mode & VOL_LIST_DEEP) {
 		struct stat st;
 		l->depth = 1;
 		l->level[0].d = l->d;
@@ -333,11 +321,6 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bo
 	}
 	buf_puts(&l->out, "[");
 	return l;
-}
-
-void vol_list_show_tmp(struct vol_list *l)
-{
-	l->tmp = true;
 }
 
 ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max)

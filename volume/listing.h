@@ -14,13 +14,14 @@
 
 struct vol_list;
 
-/* Open the directory path ("" for the root), for a recursive listing when
- * deep.  Returns NULL with *status set (404 when missing or not a
- * directory).  root must outlive the list. */
-struct vol_list *vol_list_open(const struct vol_root *root, const char *path, bool deep,
+/* Open the directory path ("" for the root), for a plain listing (0) or a
+ * recursive one (VOL_LIST_DEEP), which may show hidden temporary files
+ * (VOL_TMP_PREFIX) too (| VOL_LIST_TMP).  Returns NULL with *status set
+ * (404 when missing or not a directory).  root must outlive the list. */
+#define VOL_LIST_DEEP 1
+#define VOL_LIST_TMP 2
+struct vol_list *vol_list_open(const struct vol_root *root, const char *path, int mode,
 			       int *status);
-/* A recursive listing shows hidden temporary files (VOL_TMP_PREFIX) too. */
-void vol_list_show_tmp(struct vol_list *l);
 /* Copy up to max bytes of the listing into buf.  Returns the count, 0 at
  * the end, -1 on a read error (logged). */
 ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max);

@@ -1,5 +1,8 @@
 /* path.c -- see path.h. */
 #include "path.h"
+
+#include <stdint.h>
+
 #include "../common/util.h"
 
 /* Decoding happens before splitting into segments, so "%2e%2e" is "..",
@@ -19,12 +22,11 @@ int vol_path_clean(const char *raw, char *out, size_t outsz, bool *dir, const ch
 	for (const unsigned char *p = (const unsigned char *)raw;; p++) {
 		int c = *p;
 		if (c == '%') {
-			int hi = hex_value(p[1]), lo = hi < 0 ? -1 : hex_value(p[2]);
-			if (lo < 0) {
+			/* raw ends in a NUL, which stops pct_value before the end */
+			if ((c = pct_value((const char *)p, SIZE_MAX)) < 0) {
 				*why = "bad percent-encoding";
 				return 400;
 			}
-			c = hi << 4 | lo;
 			if (c == 0) {
 				*why = "NUL byte in path";
 				return 400;

@@ -35,21 +35,30 @@
 #define CONN_MEMORY (32 * 1024)  /* request line + headers + one body buffer */
 #define PATH_BYTES 4096
 
-enum method { M_GET, M_HEAD, M_PUT, M_DELETE, M_MD5, M_OTHER };
+enum method { M_PUT, M_DELETE, M_MD5, M_OTHER };
 
 /* A PUT, DELETE or unsupported method; GET and HEAD need no state. */
 struct req {
-	struct req *next;              /* in the sync queue */
+	struct req *next;              /* in a worker queue */
 	struct MHD_Connection *conn;
 	enum method m;
 	int status;                    /* the answer, once known */
 	const char *why;               /* its reason, or NULL for the default */
-	bool synced;                   /* a sync worker has finished with it */
+	bool synced;                   /* a worker has finished with it */
 	struct vol_put *put;
 	int fd;                        /* M_MD5: the file, once hashed */
 	struct stat st;
 	char md5[33];
 	char path[PATH_BYTES];
+};
+
+/* Requests waiting for a worker thread, under the server's mu. */
+struct queue {
+	struct vol_server *s;
+	pthread_cond_t cv;
+	struct req *head, **tail;      /* tail: the last next, or &head */
+	pthread_t threads[SYNC_WORKERS];
+	int n;
 };
 
 struct vol_server {
@@ -58,18 +67,13 @@ struct vol_server {
 	char *dir;
 	int port;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct req *head, *tail;       /* waiting for a sync worker */
 	bool stopping;
-	pthread_t workers[SYNC_WORKERS];
-	int nworkers;
-	/* HEAD ?md5 (mkv verify) reads whole files: a queue and threads of
-	 * their own, so a verify never holds up the fsyncs of writes */
-	pthread_cond_t hcv;            /* with mu */
-	struct req *hhead, *htail;
-	pthread_t hashers[HASH_WORKERS];
-	int nhashers;
+	/* PUT and DELETE wait for their fsyncs in q[Q_SYNC].  HEAD ?md5 (mkv
+	 * verify) reads whole files: q[Q_HASH] has threads of its own, so a
+	 * verify never holds up the fsyncs of writes. */
+	struct queue q[2];
 };
+enum { Q_SYNC, Q_HASH };
 
 static char get_marker;          /* *con_cls of a GET */
 static char head_marker;         /* ... of a HEAD */
@@ -100,8 +104,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, int status, struct MH
 }
 
 /* A one-line text/plain reason for a 3xx/4xx/5xx, with one more header
- * when name is not NULL.  To a HEAD, no body: Content-Length: 0, as
- * minikeyvalue answers every HEAD error. */
+ * when name is not NULL (and Allow for a 405).  To a HEAD, no body:
+ * Content-Length: 0, as minikeyvalue answers every HEAD error. */
 static enum MHD_Result send_error_hdr(struct MHD_Connection *c, bool head, int status,
 				      const char *why, const char *name, const char *value)
 {
@@ -111,6 +115,8 @@ static enum MHD_Result send_error_hdr(struct MHD_Connection *c, bool head, int s
 		MHD_create_response_from_buffer((size_t)n, line, MHD_RESPMEM_MUST_COPY);
 	if (!head)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+	if (status == 405)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, PUT, DELETE");
 	if (name)
 		MHD_add_response_header(resp, name, value);
 	return send_resp(c, status, resp);
@@ -119,10 +125,14 @@ static enum MHD_Result send_error_hdr(struct MHD_Connection *c, bool head, int s
 static enum MHD_Result send_error_to(struct MHD_Connection *c, bool head, int status,
 				     const char *why)
 {
-	if (status == 405)
-		return send_error_hdr(c, head, status, why, MHD_HTTP_HEADER_ALLOW,
-				      "GET, HEAD, PUT, DELETE");
 	return send_error_hdr(c, head, status, why, NULL, NULL);
+}
+
+static int conn_fd(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
 }
 
 static const char *header(struct MHD_Connection *c, const char *name)
@@ -154,13 +164,12 @@ static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection 
 				    const char *path, bool head)
 {
 	int status;
-	bool deep = has_arg(c, "recursive");
-	struct vol_list *l = vol_list_open(&s->root, path, deep, &status);
+	int mode = !has_arg(c, "recursive") ? 0
+		 : has_arg(c, "tmp") ? VOL_LIST_DEEP | VOL_LIST_TMP : VOL_LIST_DEEP;
+	struct vol_list *l = vol_list_open(&s->root, path, mode, &status);
 	struct MHD_Response *resp;
 	if (!l)
 		return send_error_to(c, head, status, NULL);
-	if (deep && has_arg(c, "tmp"))
-		vol_list_show_tmp(l);
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, list_read, l,
 						 list_free);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -173,11 +182,15 @@ static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connec
 					 const char *url, bool head)
 {
 	const char *host = header(c, MHD_HTTP_HEADER_HOST);
-	size_t hl = host ? strcspn(host, ":") : 0;
-	char *loc = s->port == 80 ? xasprintf("http://%.*s%s/", (int)hl, host ? host : "", url)
-				  : xasprintf("http://%.*s:%d%s/", (int)hl, host ? host : "",
-					      s->port, url);
-	enum MHD_Result ok = send_error_hdr(c, head, 301, NULL, MHD_HTTP_HEADER_LOCATION, loc);
+	char port[16] = "";
+	char *loc;
+	enum MHD_Result ok;
+	if (!host)
+		host = "";
+	if (s->port != 80)
+		snprintf(port, sizeof(port), ":%d", s->port);
+	loc = xasprintf("http://%.*s%s%s/", (int)strcspn(host, ":"), host, port, url);
+	ok = send_error_hdr(c, head, 301, NULL, MHD_HTTP_HEADER_LOCATION, loc);
 	free(loc);
 	return ok;
 }
@@ -191,7 +204,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	const char *inm, *ims, *range, *ifr;
 	uint64_t start = 0, len, size;
 	enum vol_range rr;
-	int fd, status = vol_fs_open(&s->root, path, &fd, &st);
+	int fd, sock, status = vol_fs_open(&s->root, path, &fd, &st);
 
 	if (status == 301)
 		return send_dir_redirect(s, c, url, head);
@@ -238,12 +251,8 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	} else {
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
 	}
-	if (!head && len > 0) {
-		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-		if (ci)
-			wire_file_body(ci->connect_fd, fd, start + len);
-	}
+	if (!head && len > 0 && (sock = conn_fd(c)) >= 0)
+		wire_file_body(sock, fd, start + len);
 headers:
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_LAST_MODIFIED, date);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
@@ -262,21 +271,23 @@ static enum MHD_Result answer_read(struct vol_server *s, struct MHD_Connection *
 	return dir ? send_listing(s, c, path, head) : send_file(s, c, url, path, head);
 }
 
-static void *sync_worker(void *arg)
+static void *worker(void *arg)
 {
-	struct vol_server *s = arg;
+	struct queue *q = arg;
+	struct vol_server *s = q->s;
 	for (;;) {
 		struct req *r;
 		pthread_mutex_lock(&s->mu);
-		while (!s->head && !s->stopping)
-			pthread_cond_wait(&s->cv, &s->mu);
-		r = s->head;
-		if (r && !(s->head = r->next))
-			s->tail = NULL;
+		while (!q->head && !s->stopping)
+			pthread_cond_wait(&q->cv, &s->mu);
+		if ((r = q->head) && !(q->head = r->next))
+			q->tail = &q->head;
 		pthread_mutex_unlock(&s->mu);
 		if (!r)
 			return NULL;            /* stopping, and the queue is empty */
-		if (r->m == M_PUT) {
+		if (r->m == M_MD5) {
+			r->status = vol_fs_md5(&s->root, r->path, &r->fd, &r->st, r->md5);
+		} else if (r->m == M_PUT) {
 			r->status = vol_put_commit(r->put);
 			r->put = NULL;
 		} else {
@@ -287,54 +298,30 @@ static void *sync_worker(void *arg)
 	}
 }
 
-static void *hash_worker(void *arg)
+/* Suspend the connection and hand r to a worker, which resumes it. */
+static bool queue_push(struct vol_server *s, struct req *r)
 {
-	struct vol_server *s = arg;
-	for (;;) {
-		struct req *r;
-		pthread_mutex_lock(&s->mu);
-		while (!s->hhead && !s->stopping)
-			pthread_cond_wait(&s->hcv, &s->mu);
-		r = s->hhead;
-		if (r && !(s->hhead = r->next))
-			s->htail = NULL;
-		pthread_mutex_unlock(&s->mu);
-		if (!r)
-			return NULL;
-		r->status = vol_fs_md5(&s->root, r->path, &r->fd, &r->st, r->md5);
-		r->synced = true;
-		MHD_resume_connection(r->conn);
+	struct queue *q = &s->q[r->m == M_MD5 ? Q_HASH : Q_SYNC];
+	bool ok;
+	pthread_mutex_lock(&s->mu);
+	if ((ok = !s->stopping)) {
+		MHD_suspend_connection(r->conn);
+		*q->tail = r;
+		q->tail = &r->next;
+		pthread_cond_signal(&q->cv);
 	}
+	pthread_mutex_unlock(&s->mu);
+	return ok;
 }
 
-/* Suspend the connection and hand r to a sync worker (a hash worker for
- * HEAD ?md5), which resumes it. */
-static bool queue_sync(struct vol_server *s, struct req *r)
+static void queue_start(struct vol_server *s, struct queue *q, int threads)
 {
-	pthread_mutex_lock(&s->mu);
-	if (s->stopping) {
-		pthread_mutex_unlock(&s->mu);
-		return false;
-	}
-	MHD_suspend_connection(r->conn);
-	if (r->m == M_MD5) {
-		if (s->htail)
-			s->htail->next = r;
-		else
-			s->hhead = r;
-		s->htail = r;
-		pthread_cond_signal(&s->hcv);
-		pthread_mutex_unlock(&s->mu);
-		return true;
-	}
-	if (s->tail)
-		s->tail->next = r;
-	else
-		s->head = r;
-	s->tail = r;
-	pthread_cond_signal(&s->cv);
-	pthread_mutex_unlock(&s->mu);
-	return true;
+	q->s = s;
+	q->tail = &q->head;
+	pthread_cond_init(&q->cv, NULL);
+	for (; q->n < threads; q->n++)
+		if (pthread_create(&q->threads[q->n], NULL, worker, q))
+			die("pthread_create failed");
 }
 
 /* `HEAD /path?md5` (mkv verify): the md5 of the bytes, read just now by a
@@ -366,39 +353,23 @@ static bool has_body(struct MHD_Connection *c)
  * the connection stays open. */
 static void begin_write(struct vol_server *s, struct req *r, const char *url)
 {
-	bool dir;
-	int status;
+	bool dir = false;
+	int status = r->m == M_OTHER ? 405
+		   : vol_path_clean(url, r->path, sizeof(r->path), &dir, &r->why);
 
-	if (r->m == M_OTHER) {
-		r->status = 405;
-		return;
-	}
-	if (r->m == M_MD5) {
-		status = vol_path_clean(url, r->path, sizeof(r->path), &dir, &r->why);
-		if (status || dir)
-			r->status = status ? status : 404;
-		return;
-	}
-	status = vol_path_clean(url, r->path, sizeof(r->path), &dir, &r->why);
-	if (status) {
+	if (status)
 		r->status = status;
-		return;
-	}
-	if (r->m == M_DELETE) {
-		if (has_body(r->conn))
-			r->status = 415;
-		else if (dir)
-			r->status = 409;    /* no recursive delete here */
-		return;
-	}
-	if (dir) {
+	else if (r->m == M_MD5)
+		r->status = dir ? 404 : 0;
+	else if (r->m == M_DELETE)
+		r->status = has_body(r->conn) ? 415 : dir ? 409 : 0; /* no recursive delete */
+	else if (dir) {
 		r->status = 409;
 		r->why = "a PUT path must not end in /";
-	} else if (header(r->conn, MHD_HTTP_HEADER_CONTENT_RANGE)) {
+	} else if (header(r->conn, MHD_HTTP_HEADER_CONTENT_RANGE))
 		r->status = 501;
-	} else {
+	else
 		r->put = vol_put_begin(&s->root, r->path, &r->status);
-	}
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -454,16 +425,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				 MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
 	}
 	/* The whole body is in (a PUT) or there is none (a DELETE). */
-	if (!queue_sync(s, r))
-		return MHD_NO;
-	return MHD_YES;
+	return queue_push(s, r) ? MHD_YES : MHD_NO;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct req *r = *con_cls;
-	const union MHD_ConnectionInfo *ci;
 	(void)cls;
 	if (r && (void *)r != &get_marker && (void *)r != &head_marker) {
 		vol_put_abort(r->put);      /* a PUT cut off: its temporary file goes */
@@ -472,20 +440,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		free(r);
 	}
 	*con_cls = NULL;
-	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK &&
-	    (ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)))
-		conn_close_if_eof(ci->connect_fd);
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		conn_close_if_eof(conn_fd(c));
 }
 
 /* A new connection may have a closed one's socket number. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			  enum MHD_ConnectionNotificationCode code)
 {
-	const union MHD_ConnectionInfo *ci;
 	(void)cls, (void)socket_context;
-	if (code == MHD_CONNECTION_NOTIFY_STARTED &&
-	    (ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)))
-		wire_reset(ci->connect_fd);
+	if (code == MHD_CONNECTION_NOTIFY_STARTED)
+		wire_reset(conn_fd(c));
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -507,13 +472,10 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 /* Cut off a request with absurdly many query arguments (see util.h). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
+	int fd;
 	(void)cls;
-	if (uri_has_too_many_args(uri)) {
-		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-		if (ci)
-			shutdown(ci->connect_fd, SHUT_RDWR);
-	}
+	if (uri_has_too_many_args(uri) && (fd = conn_fd(c)) >= 0)
+		shutdown(fd, SHUT_RDWR);
 	return NULL;
 }
 
@@ -537,17 +499,14 @@ struct vol_server *vol_server_start(int port, const char *dir)
 
 	s->dir = xstrdup(dir);
 	s->port = port;
-	if (vol_root_open(&s->root, s->dir) < 0)
-		goto fail;
+	if (vol_root_open(&s->root, s->dir) < 0) {
+		free(s->dir);
+		free(s);
+		return NULL;
+	}
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, NULL);
-	for (; s->nworkers < SYNC_WORKERS; s->nworkers++)
-		if (pthread_create(&s->workers[s->nworkers], NULL, sync_worker, s))
-			die("pthread_create failed");
-	pthread_cond_init(&s->hcv, NULL);
-	for (; s->nhashers < HASH_WORKERS; s->nhashers++)
-		if (pthread_create(&s->hashers[s->nhashers], NULL, hash_worker, s))
-			die("pthread_create failed");
+	queue_start(s, &s->q[Q_SYNC], SYNC_WORKERS);
+	queue_start(s, &s->q[Q_HASH], HASH_WORKERS);
 	s->d = MHD_start_daemon(
 		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
 			MHD_USE_ERROR_LOG,
@@ -569,28 +528,23 @@ struct vol_server *vol_server_start(int port, const char *dir)
 	}
 	log_msg("serving %s on port %d", s->dir, port);
 	return s;
-fail:
-	free(s->dir);
-	free(s);
-	return NULL;
 }
 
 void vol_server_stop(struct vol_server *s)
 {
 	pthread_mutex_lock(&s->mu);
 	s->stopping = true;
-	pthread_cond_broadcast(&s->cv);
-	pthread_cond_broadcast(&s->hcv);
+	for (int i = 0; i < 2; i++)
+		pthread_cond_broadcast(&s->q[i].cv);
 	pthread_mutex_unlock(&s->mu);
-	for (int i = 0; i < s->nworkers; i++)
-		pthread_join(s->workers[i], NULL);
-	for (int i = 0; i < s->nhashers; i++)
-		pthread_join(s->hashers[i], NULL);
+	for (int i = 0; i < 2; i++)
+		for (int t = 0; t < s->q[i].n; t++)
+			pthread_join(s->q[i].threads[t], NULL);
 	if (s->d)
 		MHD_stop_daemon(s->d);
 	pthread_mutex_destroy(&s->mu);
-	pthread_cond_destroy(&s->cv);
-	pthread_cond_destroy(&s->hcv);
+	for (int i = 0; i < 2; i++)
+		pthread_cond_destroy(&s->q[i].cv);
 	close(s->root.fd);
 	free(s->dir);
 	free(s);
