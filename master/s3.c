@@ -13,8 +13,6 @@
  * in order, from their volumes into a REPLACE of the final key. */
 #include "s3.h"
 #include "s3req.h"
-#include "put.h"
-#include "s3list.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -88,7 +86,7 @@ static void bucket_create(struct s3req *s)
 /* DeleteBucket: refused while a key is listed under it. */
 static void bucket_delete(struct s3req *s)
 {
-	if (!s3_bucket_empty(s3_idx, s->bucket)) {
+	if (!s3_bucket_empty(s->bucket)) {
 		s3_error(s, 409, "BucketNotEmpty", "The bucket you tried to delete is not empty");
 		return;
 	}
@@ -112,7 +110,7 @@ static void delete_object(struct s3req *s)
 	if (st == 204)
 		s->status = 204;
 	else
-		s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
+		s3_fail(s, st, why);
 }
 
 static void (*const workers[])(struct s3req *) = {
@@ -245,12 +243,12 @@ struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *p
 		     const char *query)
 {
 	struct s3req *s = xcalloc(1, sizeof(*s));
-	s->conn = c;
+	s->sleep.conn = c;
 	snprintf(s->method, sizeof(s->method), "%s", method);
 	s->path = xstrdup(path);
 	s->query = query ? xstrdup(query) : NULL;
 	s->refs = 1;
-	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->sleep.mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	classify(s);
 	return s;
@@ -280,7 +278,7 @@ int s3_handler(struct s3req *s, const char *data, size_t *size)
 	}
 	if (s->op == S3_GET)
 		return s3_get_run(s);
-	if (!s->async_started)
+	if (!s->sleep.async_started)
 		return s3_start_async(s, async_main);
 	return front_wait(&s->sleep) ? s3_send(s) : FRONT_YES;
 }
@@ -295,9 +293,9 @@ void s3_done(struct s3req *s)
 	if (s->put)
 		front_put_done(s->put);
 	s->put = NULL;
-	pthread_mutex_lock(&s->mu);
-	s->gone = true;
+	pthread_mutex_lock(&s->sleep.mu);
+	s->sleep.gone = true;
 	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->sleep.mu);
 	s3_unref(s);
 }

@@ -3,7 +3,6 @@
 #include "s3.h"
 #include "s3req.h"
 #include "health.h"
-#include "s3list.h"
 #include "../common/httpc.h"
 
 #include <malloc.h>
@@ -51,12 +50,12 @@ static bool on_header(void *ctx, int status, const char *b, size_t len)
 		if (httpc_header(b, len, "Content-Length", num, sizeof(num)))
 			s->vlen = strtoll(num, NULL, 10);
 	} else if (status == 200 || status == 206 || status == 416) {
-		pthread_mutex_lock(&s->mu);
+		pthread_mutex_lock(&s->sleep.mu);
 		s->hdr_done = true;
-		pthread_mutex_unlock(&s->mu);
+		pthread_mutex_unlock(&s->sleep.mu);
 		if (status == 416)
 			return false; /* nothing to stream */
-		s3_wake(s);
+		front_wake(&s->sleep);
 	} else {
 		return false; /* this replica cannot serve: try the next */
 	}
@@ -67,11 +66,11 @@ static bool on_body(void *ctx, const char *b, size_t len)
 {
 	struct s3req *s = ctx;
 	size_t done = 0;
-	pthread_mutex_lock(&s->mu);
-	while (done < len && !s->gone) {
+	pthread_mutex_lock(&s->sleep.mu);
+	while (done < len && !s->sleep.gone) {
 		size_t room = RING_CAP - (size_t)(s->rhead - s->rtail), off, chunk;
 		if (!room) {
-			pthread_cond_wait(&s->cv, &s->mu);
+			pthread_cond_wait(&s->cv, &s->sleep.mu);
 			continue;
 		}
 		chunk = len - done < room ? len - done : room;
@@ -81,12 +80,9 @@ static bool on_body(void *ctx, const char *b, size_t len)
 		memcpy(s->ring + off, b + done, chunk);
 		s->rhead += chunk;
 		done += chunk;
-		if (s->suspended) {
-			s->suspended = false;
-			front_resume(s->conn);
-		}
+		front_wake_locked(&s->sleep);
 	}
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->sleep.mu);
 	return done == len;
 }
 
@@ -109,21 +105,17 @@ static void stream_main(void *arg)
 		if (!s->hdr_done && s->vstatus != 404)
 			missing = false;
 		if (s->hdr_done && st < 0 && s->vstatus != 416) {
-			pthread_mutex_lock(&s->mu);
+			pthread_mutex_lock(&s->sleep.mu);
 			s->failed = true; /* cut off mid-body: the client sees a short answer */
-			pthread_mutex_unlock(&s->mu);
+			pthread_mutex_unlock(&s->sleep.mu);
 		}
 	}
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->sleep.mu);
 	if (!s->hdr_done)
 		s->vstatus = missing ? 404 : 503;
 	s->eof = true;
-	if (s->suspended && !s->gone) {
-		s->suspended = false;
-		front_resume(s->conn);
-	}
-	s->woken = true;
-	pthread_mutex_unlock(&s->mu);
+	front_wake_locked(&s->sleep);
+	pthread_mutex_unlock(&s->sleep.mu);
 	s3_unref(s);
 }
 
@@ -133,17 +125,16 @@ ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max)
 	struct s3req *s = cls;
 	size_t avail, off, n;
 	(void)pos;
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->sleep.mu);
 	avail = (size_t)(s->rhead - s->rtail);
 	if (!avail) {
 		bool eof = s->eof, failed = s->failed;
 		if (eof) {
-			pthread_mutex_unlock(&s->mu);
+			pthread_mutex_unlock(&s->sleep.mu);
 			return failed ? FRONT_READER_ERROR : FRONT_READER_END;
 		}
-		s->suspended = true;
-		front_suspend(s->conn);
-		pthread_mutex_unlock(&s->mu);
+		front_sleep_locked(&s->sleep);
+		pthread_mutex_unlock(&s->sleep.mu);
 		return 0;
 	}
 	n = avail < max ? avail : max;
@@ -153,7 +144,7 @@ ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max)
 	memcpy(out, s->ring + off, n);
 	s->rtail += n;
 	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->sleep.mu);
 	return (ssize_t)n;
 }
 
@@ -189,7 +180,7 @@ static void object_headers(struct s3req *s)
 	if (s->etag[0])
 		s3_hdr(s, "ETag", "\"%s\"", s->etag);
 	if (s->have_meta) {
-		s3_http_time(s->mtime, when);
+		http_date((time_t)s->mtime, when);
 		s3_hdr(s, "Last-Modified", "%s", when);
 	} else if (s->vlastmod[0]) {
 		s3_hdr(s, "Last-Modified", "%s", s->vlastmod);
@@ -209,7 +200,7 @@ static bool get_prepare(struct s3req *s)
 		   *rg = s3_req_header(s, "Range");
 
 	if (!s3_live_record(s->key, s->klen, &v, &r)) {
-		s3_error(s, 404, "NoSuchKey", "The specified key does not exist.");
+		s3_no_such_key(s);
 		return true;
 	}
 	s->have_meta = meta_get(s->key, s->klen, &m);
@@ -251,19 +242,19 @@ static bool get_prepare(struct s3req *s)
 int s3_get_run(struct s3req *s)
 {
 	bool done, eof;
-	if (!s->async_started) {
+	if (!s->sleep.async_started) {
 		if (get_prepare(s))
 			return s3_send(s);
 		s->ring = s3_stream_begin();
 		s->vlen = -1;
 		return s3_start_async(s, stream_main);
 	}
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->sleep.mu);
 	done = s->hdr_done;
 	eof = s->eof;
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->sleep.mu);
 	if (!done && !eof) {
-		s3_wait(s);
+		front_wait(&s->sleep);
 		return FRONT_YES;
 	}
 	if (!done) {

@@ -1,59 +1,15 @@
-/* s3list.c -- see s3list.h. */
-#include "s3list.h"
+/* s3list.c -- ListObjects V1/V2 and ListBuckets.  See s3req.h. */
 #include "s3req.h"
-#include "handlers.h"
-#include "meta.h"
 #include "../common/placement.h"
-#include "../common/record.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define LIST_MAX_KEYS 1000
 #define BUCKETS_MAX 10000
 #define OWNER "<Owner><ID>mkv</ID><DisplayName>mkv</DisplayName></Owner>"
-
-void xml_escape(struct buf *b, const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		switch (c) {
-		case '&': buf_puts(b, "&amp;"); break;
-		case '<': buf_puts(b, "&lt;"); break;
-		case '>': buf_puts(b, "&gt;"); break;
-		case '"': buf_puts(b, "&quot;"); break;
-		case '\'': buf_puts(b, "&apos;"); break;
-		default:
-			if (c < 0x20 && c != '\t' && c != '\n')
-				buf_printf(b, "&#x%x;", c);
-			else
-				buf_append(b, &s[i], 1);
-		}
-	}
-}
-
-void s3_iso_time(int64_t t, char out[32])
-{
-	struct tm tm;
-	time_t tt = (time_t)t;
-	gmtime_r(&tt, &tm);
-	strftime(out, 32, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
-}
-
-void s3_http_time(int64_t t, char out[40])
-{
-	http_date((time_t)t, out);
-}
-
-void xml_tag(struct buf *b, const char *name, const char *s, size_t n)
-{
-	buf_printf(b, "<%s>", name);
-	xml_escape(b, s, n);
-	buf_printf(b, "</%s>", name);
-}
 
 /* A tag whose text is escaped, or URL-encoded when url. */
 static void tag(struct buf *b, const char *name, const char *s, size_t n, bool url)
@@ -247,7 +203,7 @@ static void list_xml(const struct walk *w, struct buf *out)
 void s3_list(struct s3req *s)
 {
 	char *lt = s3_req_param(s, "list-type"), *et = s3_req_param(s, "encoding-type");
-	char *fo = s3_req_param(s, "fetch-owner"), *mk = s3_req_param(s, "max-keys");
+	char *fo = s3_req_param(s, "fetch-owner");
 	char *pre = s3_req_param(s, "prefix"), *dl = s3_req_param(s, "delimiter");
 	char *tok = s3_req_param(s, "continuation-token"), *sa = s3_req_param(s, "start-after");
 	char *mr = s3_req_param(s, "marker");
@@ -259,7 +215,7 @@ void s3_list(struct s3req *s)
 	w.start = w.v2 ? sa : mr;
 	if (et && !w.url)
 		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");
-	else if (mk && !parse_u64(mk, 0, INT32_MAX, &w.max))
+	else if (s3_num_param(s, "max-keys", 0, INT32_MAX, &w.max) < 0)
 		s3_error(s, 400, "InvalidArgument", "max-keys must be a non-negative integer");
 	else if (w.token && !(w.after = token_decode(w.token, &w.alen)))
 		s3_error(s, 400, "InvalidArgument", "the continuation token is not one this server gave");
@@ -283,14 +239,14 @@ void s3_list(struct s3req *s)
 	buf_free(&w.prefixes);
 	buf_free(&w.last);
 	free(w.after);
-	free(lt), free(et), free(fo), free(mk), free(pre), free(dl), free(tok), free(sa), free(mr);
+	free(lt), free(et), free(fo), free(pre), free(dl), free(tok), free(sa), free(mr);
 }
 
-bool s3_bucket_empty(struct index *idx, const char *bucket)
+bool s3_bucket_empty(const char *bucket)
 {
 	char *p = xasprintf("/%s/", bucket);
 	size_t plen = strlen(p), klen, vlen;
-	struct index_iter *it = index_iter_new(idx, p, plen);
+	struct index_iter *it = index_iter_new(s3_idx, p, plen);
 	bool empty = true;
 	for (; empty && index_iter_valid(it); index_iter_next(it)) {
 		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);

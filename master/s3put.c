@@ -5,7 +5,6 @@
 #include "s3req.h"
 #include "keylock.h"
 #include "put.h"
-#include "s3list.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -71,10 +70,8 @@ static bool put_prepare(struct s3req *s)
 {
 	const char *ce = s3_req_header(s, "Content-Encoding");
 	const char *sha = s3_req_header(s, "X-Amz-Content-Sha256"), *cl, *why;
-	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
 	uint64_t clen = 0;
 	bool known;
-	int n;
 
 	s->aws_chunked = (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
 	cl = s3_req_header(s, s->aws_chunked ? "X-Amz-Decoded-Content-Length" : "Content-Length");
@@ -84,15 +81,14 @@ static bool put_prepare(struct s3req *s)
 		return true;
 	}
 	if (s->op == S3_MPU_PART) {
-		char *up = s3_upload(s), *pn = s3_req_param(s, "partNumber");
+		char *up = s3_upload(s);
 		uint64_t num = 0;
-		if (up && (!pn || !parse_u64(pn, 1, PARTS_MAX, &num)))
+		if (up && s3_num_param(s, "partNumber", 1, PARTS_MAX, &num) < 1)
 			s3_error(s, 400, "InvalidArgument",
 				 "Part number must be an integer between 1 and 10000, inclusive");
 		else if (up)
 			s3_part_key(up, (int)num, s->target, &s->tlen);
 		free(up);
-		free(pn);
 		if (s->status)
 			return true;
 	} else {
@@ -103,21 +99,15 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
 		return true;
 	}
-	n = handle_put_locations(s3_cfg, s->target, s->tlen, locs, &why);
-	if (n < 0) {
-		keylock_release(s->target, s->tlen);
-		s3_error(s, 503, "ServiceUnavailable", why);
-		return true;
-	}
-	for (int i = 0; i < n; i++)
-		lp[i] = locs[i];
 	/* An aws-chunked body goes to the volumes unannounced (chunked), even
 	 * with its decoded length known: then no replica can finish before
 	 * the framing has been checked to its end, and bad framing leaves
 	 * the old value everywhere. */
-	s->put = put_start_replace(s3_cfg, s3_idx, s->target, s->tlen, lp, n,
-				   known && !s->aws_chunked ? (int64_t)clen : -1, s3_wake, s, S3_RING);
-	return false;
+	s->put = s3_replace(s->target, s->tlen, known && !s->aws_chunked ? (int64_t)clen : -1,
+			    front_wake, &s->sleep, S3_RING, &why);
+	if (!s->put)
+		s3_error(s, 503, "ServiceUnavailable", why);
+	return !s->put;
 }
 
 /* The body went wrong mid-way: stop the put (the old value stays). */
@@ -151,7 +141,7 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 	s->fed += took;
 	*size -= took;
 	if (*size)
-		s3_wait(s);
+		front_wait(&s->sleep);
 	return FRONT_YES;
 }
 
@@ -167,7 +157,7 @@ static int put_end(struct s3req *s)
 		s->put_finished = true;
 	}
 	if (!put_result(s->put, &st, &why)) {
-		s3_wait(s);
+		front_wait(&s->sleep);
 		return FRONT_YES;
 	}
 	if (s->bad == BAD_SIZE)
@@ -194,7 +184,7 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 	while (s->poff < s->pending.len) {
 		s->poff += put_feed(s->put, s->pending.data + s->poff, s->pending.len - s->poff);
 		if (s->poff < s->pending.len) {
-			s3_wait(s);
+			front_wait(&s->sleep);
 			return FRONT_YES;
 		}
 	}

@@ -143,18 +143,13 @@ bool front_any_header(struct MHD_Connection *c, bool (*match)(const char *, cons
 	return m.found;
 }
 
-void front_suspend(struct MHD_Connection *c)
+void front_sleep_locked(struct front_sleep *z)
 {
-	MHD_suspend_connection(c);
+	z->suspended = true;
+	MHD_suspend_connection(z->conn);
 }
 
-void front_resume(struct MHD_Connection *c)
-{
-	MHD_resume_connection(c);
-}
-
-/* Under z->mu. */
-static void wake_locked(struct front_sleep *z)
+void front_wake_locked(struct front_sleep *z)
 {
 	z->woken = true;
 	if (z->suspended && !z->gone) {
@@ -167,7 +162,7 @@ void front_wake(void *arg)
 {
 	struct front_sleep *z = arg;
 	pthread_mutex_lock(&z->mu);
-	wake_locked(z);
+	front_wake_locked(z);
 	pthread_mutex_unlock(&z->mu);
 }
 
@@ -176,7 +171,7 @@ void front_finish(struct front_sleep *z)
 {
 	pthread_mutex_lock(&z->mu);
 	z->async_done = true;
-	wake_locked(z);
+	front_wake_locked(z);
 	pthread_mutex_unlock(&z->mu);
 }
 
@@ -185,10 +180,8 @@ bool front_wait(struct front_sleep *z)
 	bool done;
 	pthread_mutex_lock(&z->mu);
 	done = z->async_done;
-	if (!done && !z->woken) {
-		z->suspended = true;
-		MHD_suspend_connection(z->conn);
-	}
+	if (!done && !z->woken)
+		front_sleep_locked(z);
 	z->woken = false;
 	pthread_mutex_unlock(&z->mu);
 	return done;
@@ -203,8 +196,7 @@ int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg)
 		return -1;
 	}
 	z->async_started = true;
-	z->suspended = true;
-	MHD_suspend_connection(z->conn);
+	front_sleep_locked(z);
 	pthread_mutex_unlock(&z->mu);
 	return 0;
 }
