@@ -32,15 +32,6 @@ static const char *const s3_queries[] = {
 	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm", NULL,
 };
 
-/* An S3 signature, or one of the headers only S3 clients send. */
-static bool signed_header(const char *key, const char *value)
-{
-	if (!strcasecmp(key, "Authorization"))
-		return value && (!strncmp(value, "AWS4-HMAC-SHA256", 16) || !strncmp(value, "AWS ", 4));
-	return !strcasecmp(key, "X-Amz-Date") || !strcasecmp(key, "X-Amz-Decoded-Content-Length") ||
-	       !strcasecmp(key, "X-Amz-Content-Sha256");
-}
-
 static bool has_param(const char *query, const char *name)
 {
 	size_t n;
@@ -49,10 +40,15 @@ static bool has_param(const char *query, const char *name)
 
 bool s3_is_request(struct MHD_Connection *c, const char *method, const char *query)
 {
+	const char *auth;
 	if (strcmp(method, "GET") && strcmp(method, "HEAD") && strcmp(method, "PUT") &&
 	    strcmp(method, "POST") && strcmp(method, "DELETE"))
 		return false;
-	if (front_any_header(c, signed_header))
+	auth = front_header(c, "Authorization");
+	/* an S3 signature, or one of the headers only S3 clients send */
+	if ((auth && (!strncmp(auth, "AWS4-HMAC-SHA256", 16) || !strncmp(auth, "AWS ", 4))) ||
+	    front_header(c, "X-Amz-Date") || front_header(c, "X-Amz-Decoded-Content-Length") ||
+	    front_header(c, "X-Amz-Content-Sha256"))
 		return true;
 	if (!query || is_list_query(query))
 		return false; /* native ?list and ?unlinked */

@@ -40,8 +40,6 @@ int front_send(struct MHD_Connection *c, int status, const struct front_hdr *h, 
 int front_stream(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
 		 int64_t size, ssize_t (*reader)(void *, uint64_t, char *, size_t), void *cls);
 const char *front_header(struct MHD_Connection *c, const char *name);
-/* Does match(name, value) hold for one of the request's headers? */
-bool front_any_header(struct MHD_Connection *c, bool (*match)(const char *, const char *));
 
 /* A request's connection sleeps (front_wait, from the handler) until
  * another thread wakes it (front_wake).  mu guards the flags; gone: the

@@ -177,10 +177,10 @@ static bool etag_matches(const char *list, const char *etag)
 static void object_headers(struct s3req *s)
 {
 	char when[40];
-	if (s->etag[0])
-		s3_hdr(s, "ETag", "\"%s\"", s->etag);
+	if (s->meta.etag[0])
+		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
 	if (s->have_meta) {
-		http_date((time_t)s->mtime, when);
+		http_date((time_t)s->meta.mtime, when);
 		s3_hdr(s, "Last-Modified", "%s", when);
 	} else if (s->vlastmod[0]) {
 		s3_hdr(s, "Last-Modified", "%s", s->vlastmod);
@@ -195,7 +195,6 @@ static bool get_prepare(struct s3req *s)
 {
 	struct record r;
 	char *v, path[PATH_MAX_LEN];
-	struct meta m;
 	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match"),
 		   *rg = s3_req_header(s, "Range");
 
@@ -203,23 +202,22 @@ static bool get_prepare(struct s3req *s)
 		s3_no_such_key(s);
 		return true;
 	}
-	s->have_meta = meta_get(s->key, s->klen, &m);
-	snprintf(s->etag, sizeof(s->etag), "%s", s->have_meta && m.etag[0] ? m.etag : r.hash);
-	s->mtime = m.mtime;
-	s->size = m.size;
+	s->have_meta = meta_get(s->key, s->klen, &s->meta);
+	if (!s->meta.etag[0])
+		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", r.hash);
 	placement_path(s->key, s->klen, path);
 	for (int i = 0; i < r.nlocs; i++)
 		if (health_up(r.locs[i], strlen(r.locs[i])))
 			s->urls[s->nurls++] = xasprintf("http://%s%s", r.locs[i], path);
 	free(v);
-	if (s->etag[0] && im && !etag_matches(im, s->etag)) {
+	if (s->meta.etag[0] && im && !etag_matches(im, s->meta.etag)) {
 		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
 			 "specified did not hold.");
 		return true;
 	}
-	if (s->etag[0] && inm && etag_matches(inm, s->etag)) {
+	if (s->meta.etag[0] && inm && etag_matches(inm, s->meta.etag)) {
 		s->status = 304;
-		s3_hdr(s, "ETag", "\"%s\"", s->etag);
+		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
 		return true;
 	}
 	if (!s->nurls) {
@@ -231,7 +229,7 @@ static bool get_prepare(struct s3req *s)
 	if (s->head && s->have_meta && !s->range[0]) {
 		s->status = 200;
 		s->stream = true;  /* an empty stream: MHD sends no body to HEAD */
-		s->vlen = (int64_t)s->size;
+		s->vlen = (int64_t)s->meta.size;
 		s->eof = true;
 		object_headers(s);
 		return true;

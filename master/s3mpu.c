@@ -274,7 +274,7 @@ static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *
 	while (!put_result(f.p, &st, why))
 		feeder_wait(&f);
 	if (st == 201)
-		snprintf(s->etag, sizeof(s->etag), "%s", etag ? etag : put_md5(f.p));
+		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", etag ? etag : put_md5(f.p));
 	else
 		snprintf(s->range, sizeof(s->range), "%s", *why); /* outlives the put */
 	put_release(f.p);
@@ -310,7 +310,7 @@ void s3_copy(struct s3req *s)
 	size = known ? m.size : UINT64_MAX;
 	if (klen == s->klen && !memcmp(key, s->key, klen)) {
 		/* a copy onto itself changes metadata only, which mkv does not keep */
-		snprintf(s->etag, sizeof(s->etag), "%s", known && m.etag[0] ? m.etag : r.hash);
+		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", known && m.etag[0] ? m.etag : r.hash);
 	} else {
 		memcpy(keys[0], key, klen);
 		st = write_from(s, keys, &klen, &size, 1, known && strchr(m.etag, '-') ? m.etag : NULL,
@@ -323,7 +323,7 @@ void s3_copy(struct s3req *s)
 	s3_iso_time((int64_t)time(NULL), iso);
 	s3_xml_start(s, 200);
 	buf_printf(&s->body, "<CopyObjectResult xmlns=\"" XMLNS "\"><LastModified>%s</LastModified>"
-			     "<ETag>&quot;%s&quot;</ETag></CopyObjectResult>", iso, s->etag);
+			     "<ETag>&quot;%s&quot;</ETag></CopyObjectResult>", iso, s->meta.etag);
 }
 
 /* The parts CompleteMultipartUpload lists (their keys into keys and klens,

@@ -97,9 +97,7 @@ struct s3req {
 	long vstatus;
 	int64_t vlen;
 	char crange[128], vlastmod[64];
-	char etag[META_ETAG_MAX];
-	int64_t mtime;
-	uint64_t size;
+	struct meta meta;             /* its etag: the record's md5 when the sidecar has none */
 	bool have_meta;
 };
 

@@ -122,27 +122,6 @@ const char *front_header(struct MHD_Connection *c, const char *name)
 	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-struct header_match {
-	bool (*match)(const char *, const char *);
-	bool found;
-};
-
-static enum MHD_Result header_matches(void *cls, enum MHD_ValueKind kind, const char *key,
-				      const char *value)
-{
-	struct header_match *m = cls;
-	(void)kind;
-	m->found = m->match(key, value);
-	return m->found ? MHD_NO : MHD_YES;   /* MHD_NO ends the pass */
-}
-
-bool front_any_header(struct MHD_Connection *c, bool (*match)(const char *, const char *))
-{
-	struct header_match m = {match, false};
-	MHD_get_connection_values(c, MHD_HEADER_KIND, header_matches, &m);
-	return m.found;
-}
-
 void front_sleep_locked(struct front_sleep *z)
 {
 	z->suspended = true;
