@@ -261,88 +261,71 @@ bool s3_bucket_empty(const char *bucket)
 
 /* ---- ListBuckets ---- */
 
-struct bucket {
-	char *name;
-	int64_t created;   /* 0: unknown */
-};
-
-/* By name, the latest creation date first. */
-static int by_name(const void *x, const void *y)
+/* The first path component, from *it on, that names a bucket (not
+ * .mkv-mpu, which holds parts): its length (*name points at it), or 0. */
+static size_t key_bucket(struct index_iter **it, const char **name)
 {
-	const struct bucket *a = x, *b = y;
-	int c = strcmp(a->name, b->name);
-	return c ? c : (a->created < b->created) - (a->created > b->created);
-}
-
-/* The first path components of the keys. */
-static int key_buckets(struct index *idx, struct bucket *out)
-{
-	struct index_iter *it = index_iter_new(idx, "/", 1);
-	int n = 0;
-	while (it && index_iter_valid(it) && n < BUCKETS_MAX) {
+	while (*it && index_iter_valid(*it)) {
 		size_t klen;
-		const char *k = index_iter_key(it, &klen), *slash;
+		const char *k = index_iter_key(*it, &klen), *slash;
 		if (!klen || k[0] != '/')
 			break;
 		slash = memchr(k + 1, '/', klen - 1);
 		if (!slash || slash == k + 1) {
-			index_iter_next(it);
-			continue;
+			index_iter_next(*it);
+		} else if (k[1] == '.') {
+			*it = seek_past(s3_idx, *it, k, (size_t)(slash - k));
+		} else {
+			*name = k + 1;
+			return (size_t)(slash - k - 1);
 		}
-		if (k[1] != '.')   /* not a valid bucket name: .mkv-mpu holds parts */
-			out[n++] = (struct bucket){xstrndup(k + 1, (size_t)(slash - k - 1)), 0};
-		it = seek_past(idx, it, k, (size_t)(slash - k));
 	}
-	if (it)
-		index_iter_free(it);
-	return n;
+	return 0;
 }
 
-/* The buckets CreateBucket made, with their creation dates. */
-static int created_buckets(struct bucket *out, int max)
-{
-	struct index *side = meta_index();
-	struct index_iter *it;
-	int n = 0;
-	if (!side)
-		return 0;
-	it = index_iter_new(side, "b", 1);
-	for (; index_iter_valid(it) && n < max; index_iter_next(it)) {
-		size_t klen, vlen;
-		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
-		char num[24];
-		uint64_t t = 0;
-		if (!klen || k[0] != 'b')
-			break;
-		snprintf(num, sizeof(num), "%.*s", (int)(vlen < 23 ? vlen : 23), v);
-		parse_u64(num, 0, INT64_MAX, &t);
-		out[n++] = (struct bucket){xstrndup(k + 1, klen - 1), (int64_t)t};
-	}
-	index_iter_free(it);
-	return n;
-}
-
+/* The buckets the keys name and the ones CreateBucket made (with their
+ * creation dates), merged: both come in name order. */
 void s3_list_buckets(struct s3req *s)
 {
-	struct bucket *b = xmalloc(BUCKETS_MAX * sizeof(*b));
+	struct index *side = meta_index();
+	struct index_iter *ki = index_iter_new(s3_idx, "/", 1);
+	struct index_iter *bi = side ? index_iter_new(side, "b", 1) : NULL;
 	struct buf *out = &s->body;
-	int n = key_buckets(s3_idx, b);
-	n += created_buckets(b + n, BUCKETS_MAX - n);
-	qsort(b, (size_t)n, sizeof(*b), by_name);
+
 	out->len = 0;
 	buf_puts(out, XML_HEAD "<ListAllMyBucketsResult xmlns=\"" XMLNS "\">" OWNER "<Buckets>");
-	for (int i = 0; i < n; i++) {
-		char iso[32];
-		if (i && !strcmp(b[i].name, b[i - 1].name))
-			continue;
-		s3_iso_time(b[i].created, iso);
+	for (int n = 0; n < BUCKETS_MAX; n++) {
+		size_t kl, bl = 0, vl;
+		const char *kn = NULL, *bn = NULL, *v;
+		char num[24], iso[32];
+		uint64_t t = 0;
+		int c;
+		if (bi && index_iter_valid(bi))
+			bn = index_iter_key(bi, &bl);
+		if (!bn || !bl || bn[0] != 'b')
+			bn = NULL;   /* past the sidecar's 'b' entries */
+		else
+			bn++, bl--;
+		kl = key_bucket(&ki, &kn);
+		if (!kl && !bn)
+			break;
+		c = !kl ? 1 : !bn ? -1 : bytes_cmp(kn, kl, bn, bl);
+		if (c >= 0) {
+			v = index_iter_value(bi, &vl);
+			snprintf(num, sizeof(num), "%.*s", (int)(vl < 23 ? vl : 23), v);
+			parse_u64(num, 0, INT64_MAX, &t);
+		}
+		s3_iso_time((int64_t)t, iso);
 		buf_puts(out, "<Bucket>");
-		tag(out, "Name", b[i].name, strlen(b[i].name), false);
+		tag(out, "Name", c <= 0 ? kn : bn, c <= 0 ? kl : bl, false);
 		buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
+		if (c <= 0)
+			ki = seek_past(s3_idx, ki, kn - 1, kl + 1);
+		if (c >= 0)
+			index_iter_next(bi);
 	}
 	buf_puts(out, "</Buckets></ListAllMyBucketsResult>");
 	s->status = 200;
-	for (int i = 0; i < n; i++)
-		free(b[i].name);
-	free(b);
+	index_iter_free(ki);
+	index_iter_free(bi);
 }

@@ -77,8 +77,7 @@ static atomic_int inflight;
 struct conn {
 	struct conn *prev, *next;
 	int fd;
-	atomic_ullong since_ms;   /* waiting for a request head since */
-	atomic_bool in_request;   /* a head arrived; the request runs */
+	atomic_ullong since_ms;   /* waiting for a request head since (0: a request runs) */
 	bool cut;
 };
 
@@ -418,7 +417,7 @@ static enum MHD_Result req_begin(struct req *r, struct MHD_Connection *conn, con
 	r->sl.conn = conn;
 	r->sock = ci ? ci->socket_context : NULL;
 	if (r->sock)
-		atomic_store(&r->sock->in_request, true);
+		atomic_store(&r->sock->since_ms, 0);
 	req_parse(r, method);
 	if (s3_is_request(conn, method, r->query)) {
 		r->s3 = s3_new(conn, method, r->uri, r->query);
@@ -544,7 +543,6 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	unlock_key(r);
 	if (r->sock) {
 		atomic_store(&r->sock->since_ms, now_ms());
-		atomic_store(&r->sock->in_request, false);
 		if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
 			conn_close_if_eof(r->sock->fd);
 	}
@@ -593,8 +591,8 @@ static void *reaper(void *arg)
 		uint64_t now = now_ms();
 		pthread_mutex_lock(&conns_mu);
 		for (struct conn *k = conns.next; k != &conns; k = k->next) {
-			if (k->cut || k->fd < 0 || atomic_load(&k->in_request) ||
-			    now - atomic_load(&k->since_ms) < cfg->idletimeout_ms)
+			uint64_t since = atomic_load(&k->since_ms);
+			if (k->cut || k->fd < 0 || !since || now < since + cfg->idletimeout_ms)
 				continue;
 			shutdown(k->fd, SHUT_RDWR);
 			k->cut = true;
