@@ -148,28 +148,25 @@ ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max)
 	return (ssize_t)n;
 }
 
+/* Does an If-Match / If-None-Match list ("*", or ETags, quoted, weak or
+ * not, comma-separated) name etag? */
 static bool etag_matches(const char *list, const char *etag)
 {
-	char one[META_ETAG_MAX + 8];
-	while (*list) {
-		size_t n;
-		list += strspn(list, " ,");
-		n = strcspn(list, ",");
-		while (n && list[n - 1] == ' ')
+	size_t el = strlen(etag);
+	for (const char *p = list; *p; p += *p == ',') {
+		const char *e = p + strspn(p, " ");
+		size_t n = strcspn(e, ",");
+		p = e + n;
+		while (n && e[n - 1] == ' ')
 			n--;
-		if (n == 1 && list[0] == '*')
+		if (n == 1 && e[0] == '*')
 			return true;
-		if (n < sizeof(one)) {
-			memcpy(one, list, n);
-			one[n] = '\0';
-			if (!strncmp(one, "W/", 2))
-				memmove(one, one + 2, n - 1);
-			s3_strip_quotes(one);
-			if (!strcmp(one, etag))
-				return true;
-		}
-		list += n;
-		list += strspn(list, " ,");
+		if (n >= 2 && !strncmp(e, "W/", 2))
+			e += 2, n -= 2;
+		if (n >= 2 && e[0] == '"' && e[n - 1] == '"')
+			e++, n -= 2;
+		if (n == el && !memcmp(e, etag, n))
+			return true;
 	}
 	return false;
 }
@@ -262,16 +259,14 @@ int s3_get_run(struct s3req *s)
 			s3_error(s, 503, "ServiceUnavailable", "no replica could be read");
 		return s3_send(s);
 	}
-	if (s->vstatus == 416) {
+	if (s->vstatus == 416)
 		s3_error(s, 416, "InvalidRange", "The requested range is not satisfiable");
-		if (s->crange[0])
-			s3_hdr(s, "Content-Range", "%s", s->crange);
-		return s3_send(s);
-	}
-	s->status = (int)s->vstatus;
-	s->stream = true;
 	if (s->crange[0])
 		s3_hdr(s, "Content-Range", "%s", s->crange);
-	object_headers(s);
+	if (s->vstatus != 416) {
+		s->status = (int)s->vstatus;
+		s->stream = true;
+		object_headers(s);
+	}
 	return s3_send(s);
 }

@@ -60,18 +60,19 @@ void s3_mpu_create(struct s3req *s)
 {
 	unsigned char r[16];
 	char id[33], *v;
+	int rc;
 	if (getrandom(r, sizeof(r), 0) != sizeof(r)) {
 		s3_error(s, 500, "InternalError", "no randomness for an upload id");
 		return;
 	}
 	digest_hex(r, id);
 	v = xasprintf("%lld %.*s", (long long)time(NULL), (int)s->klen, s->key);
-	if (meta_raw_put('u', id, 32, v, true) < 0) {
-		free(v);
+	rc = meta_raw_put('u', id, 32, v, true);
+	free(v);
+	if (rc < 0) {
 		s3_error(s, 500, "InternalError", "index write failed");
 		return;
 	}
-	free(v);
 	s3_xml_start(s, 200);
 	buf_puts(&s->body, "<InitiateMultipartUploadResult xmlns=\"" XMLNS "\">");
 	bucket_and_key(s);
@@ -326,6 +327,15 @@ void s3_copy(struct s3req *s)
 			     "<ETag>&quot;%s&quot;</ETag></CopyObjectResult>", iso, s->meta.etag);
 }
 
+static void strip_quotes(char *e)
+{
+	size_t n = strlen(e);
+	if (n >= 2 && e[0] == '"' && e[n - 1] == '"') {
+		memmove(e, e + 1, n - 2);
+		e[n - 2] = '\0';
+	}
+}
+
 /* The parts CompleteMultipartUpload lists (their keys into keys and klens,
  * sizes into sizes, their binary md5s into md): how many, or -1 with an
  * error answered. */
@@ -351,7 +361,7 @@ static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX 
 		} else {
 			s3_part_key(up, (int)v, keys[n], &klens[n]);
 			if (et)
-				s3_strip_quotes(et);
+				strip_quotes(et);
 			if (!meta_get(keys[n], klens[n], &m) || strlen(m.etag) != 32 ||
 			    (et && strcmp(et, m.etag)))
 				s3_error(s, 400, "InvalidPart", "One or more of the specified parts "

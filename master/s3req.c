@@ -263,15 +263,6 @@ char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outl
 	return o.data;
 }
 
-void s3_strip_quotes(char *e)
-{
-	size_t n = strlen(e);
-	if (n >= 2 && e[0] == '"' && e[n - 1] == '"') {
-		memmove(e, e + 1, n - 2);
-		e[n - 2] = '\0';
-	}
-}
-
 /* Take key's lock, waiting a little: S3 clients retry their own requests
  * on 503, not on 409. */
 bool s3_lock_key(const char *key, size_t klen)

@@ -129,7 +129,6 @@ char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outl
 void xml_tag(struct buf *b, const char *name, const char *s, size_t n);
 /* ISO 8601 with milliseconds ("2026-11-30T17:00:00.000Z"). */
 void s3_iso_time(int64_t t, char out[32]);
-void s3_strip_quotes(char *e);
 bool s3_lock_key(const char *key, size_t klen);
 /* A live record of key into r (*v holds its storage; caller frees it). */
 bool s3_live_record(const char *key, size_t klen, char **v, struct record *r);
