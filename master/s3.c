@@ -93,10 +93,10 @@ static void bucket_delete(struct s3req *s)
 /* GetBucketLocation (us-east-1) and GetBucketVersioning (never enabled). */
 static void bucket_config(struct s3req *s)
 {
-	s3_xml_start(s, 200);
+	s->status = 200;
 	buf_puts(&s->body, s->op == S3_BUCKET_LOCATION
-				   ? "<LocationConstraint xmlns=\"" XMLNS "\"></LocationConstraint>"
-				   : "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
+				   ? XML_HEAD "<LocationConstraint xmlns=\"" XMLNS "\"></LocationConstraint>"
+				   : XML_HEAD "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
 }
 
 static void delete_object(struct s3req *s)

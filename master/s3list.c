@@ -169,7 +169,6 @@ static void walk(struct index *idx, struct walk *w)
 static void list_xml(const struct walk *w, struct buf *out)
 {
 	bool next = w->truncated && w->count;
-	buf_puts(out, XML_HEAD "<ListBucketResult xmlns=\"" XMLNS "\">");
 	tag(out, "Name", w->bucket, strlen(w->bucket), false);
 	tag(out, "Prefix", w->pfx, w->plen, w->url);
 	if (w->v2) {
@@ -231,9 +230,8 @@ void s3_list(struct s3req *s)
 		buf_puts(&w.items, "");
 		buf_puts(&w.prefixes, "");
 		walk(s3_idx, &w);
-		s->body.len = 0;
+		s3_xml_start(s, "ListBucketResult");
 		list_xml(&w, &s->body);
-		s->status = 200;
 	}
 	buf_free(&w.items);
 	buf_free(&w.prefixes);
@@ -292,8 +290,8 @@ void s3_list_buckets(struct s3req *s)
 	struct index_iter *bi = side ? index_iter_new(side, "b", 1) : NULL;
 	struct buf *out = &s->body;
 
-	out->len = 0;
-	buf_puts(out, XML_HEAD "<ListAllMyBucketsResult xmlns=\"" XMLNS "\">" OWNER "<Buckets>");
+	s3_xml_start(s, "ListAllMyBucketsResult");
+	buf_puts(out, OWNER "<Buckets>");
 	for (int n = 0; n < BUCKETS_MAX; n++) {
 		size_t kl, bl = 0, vl;
 		const char *kn = NULL, *bn = NULL, *v;
@@ -325,7 +323,6 @@ void s3_list_buckets(struct s3req *s)
 			index_iter_next(bi);
 	}
 	buf_puts(out, "</Buckets></ListAllMyBucketsResult>");
-	s->status = 200;
 	index_iter_free(ki);
 	index_iter_free(bi);
 }

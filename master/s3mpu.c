@@ -18,8 +18,7 @@ void s3_list_uploads(struct s3req *s)
 	struct index *side = meta_index();
 	struct index_iter *it;
 	int n = 0;
-	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<ListMultipartUploadsResult xmlns=\"" XMLNS "\">");
+	s3_xml_start(s, "ListMultipartUploadsResult");
 	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
 	buf_puts(&s->body, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
 			   "<MaxUploads>1000</MaxUploads>");
@@ -73,8 +72,7 @@ void s3_mpu_create(struct s3req *s)
 		s3_error(s, 500, "InternalError", "index write failed");
 		return;
 	}
-	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<InitiateMultipartUploadResult xmlns=\"" XMLNS "\">");
+	s3_xml_start(s, "InitiateMultipartUploadResult");
 	bucket_and_key(s);
 	buf_printf(&s->body, "<UploadId>%s</UploadId></InitiateMultipartUploadResult>", id);
 }
@@ -154,8 +152,7 @@ void s3_mpu_list_parts(struct s3req *s)
 		pl.marker = (int)marker;
 		buf_puts(&parts, "");
 		each_part(up, list_part, &pl);
-		s3_xml_start(s, 200);
-		buf_puts(&s->body, "<ListPartsResult xmlns=\"" XMLNS "\">");
+		s3_xml_start(s, "ListPartsResult");
 		bucket_and_key(s);
 		buf_printf(&s->body, "<UploadId>%s</UploadId><PartNumberMarker>%d"
 				     "</PartNumberMarker><NextPartNumberMarker>%d</NextPartNumberMarker>"
@@ -322,9 +319,9 @@ void s3_copy(struct s3req *s)
 		}
 	}
 	s3_iso_time((int64_t)time(NULL), iso);
-	s3_xml_start(s, 200);
-	buf_printf(&s->body, "<CopyObjectResult xmlns=\"" XMLNS "\"><LastModified>%s</LastModified>"
-			     "<ETag>&quot;%s&quot;</ETag></CopyObjectResult>", iso, s->meta.etag);
+	s3_xml_start(s, "CopyObjectResult");
+	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
+			     "</CopyObjectResult>", iso, s->meta.etag);
 }
 
 static void strip_quotes(char *e)
@@ -420,8 +417,7 @@ void s3_mpu_complete(struct s3req *s)
 	}
 	meta_raw_delete('u', up, 32);
 	each_part(up, drop_part, up);
-	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<CompleteMultipartUploadResult xmlns=\"" XMLNS "\">");
+	s3_xml_start(s, "CompleteMultipartUploadResult");
 	xml_tag(&s->body, "Location", s->key, s->klen);
 	bucket_and_key(s);
 	buf_printf(&s->body, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);

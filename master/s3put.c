@@ -266,8 +266,7 @@ void s3_delete_many(struct s3req *s)
 		s3_error(s, 400, "MalformedXML", "no <Delete> document");
 		return;
 	}
-	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<DeleteResult xmlns=\"" XMLNS "\">");
+	s3_xml_start(s, "DeleteResult");
 	buf_append(&s->body, out.data, out.len);
 	buf_puts(&s->body, "</DeleteResult>");
 	buf_free(&out);

@@ -31,11 +31,11 @@ void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 	s->hdr[s->nhdr++] = (struct front_hdr){name, v};
 }
 
-void s3_xml_start(struct s3req *s, int status)
+void s3_xml_start(struct s3req *s, const char *root)
 {
-	s->status = status;
+	s->status = 200;
 	s->body.len = 0;
-	buf_puts(&s->body, XML_HEAD);
+	buf_printf(&s->body, XML_HEAD "<%s xmlns=\"" XMLNS "\">", root);
 }
 
 /* S3's error document (HEAD answers carry none). */
@@ -46,8 +46,7 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 	s->stream = false;
 	if (s->head)
 		return;
-	s3_xml_start(s, status);
-	buf_printf(&s->body, "<Error><Code>%s</Code>", code);
+	buf_printf(&s->body, XML_HEAD "<Error><Code>%s</Code>", code);
 	xml_tag(&s->body, "Message", msg, strlen(msg));
 	xml_tag(&s->body, "Resource", s->path, strlen(s->path));
 	buf_puts(&s->body, "<RequestId>mkv</RequestId></Error>");

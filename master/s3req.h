@@ -107,7 +107,8 @@ extern struct index *s3_idx;
 /* ---- answers, suspension and the rest of s3req.c; int results are FRONT_YES/NO ---- */
 void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void s3_xml_start(struct s3req *s, int status);
+/* A 200 answer whose XML body opens <root xmlns="..."> */
+void s3_xml_start(struct s3req *s, const char *root);
 void s3_error(struct s3req *s, int status, const char *code, const char *msg);
 /* A failed write's error: 503 SlowDown, else InternalError. */
 void s3_fail(struct s3req *s, int status, const char *why);
