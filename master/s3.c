@@ -210,7 +210,6 @@ static void classify(struct s3req *s)
 	}
 	for (int i = 0; unsupported[i]; i++) {
 		if (has_param(s->query, unsupported[i])) {
-			s->op = S3_UNSUPPORTED;
 			s3_error(s, 501, "NotImplemented", "this subresource is not supported");
 			return;
 		}

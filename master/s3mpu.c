@@ -16,36 +16,33 @@
 void s3_list_uploads(struct s3req *s)
 {
 	struct index *side = meta_index();
-	struct index_iter *it;
+	struct index_iter *it = side ? index_iter_new(side, "u", 1) : NULL;
 	int n = 0;
 	s3_xml_start(s, "ListMultipartUploadsResult");
 	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
 	buf_puts(&s->body, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
 			   "<MaxUploads>1000</MaxUploads>");
-	if (side) {
-		it = index_iter_new(side, "u", 1);
-		for (; index_iter_valid(it) && n < 1000; index_iter_next(it)) {
-			size_t kl, vl;
-			const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl), *sp;
-			char iso[32];
-			if (!kl || k[0] != 'u')
-				break;
-			sp = memchr(v, ' ', vl);
-			if (!sp || kl != 33)
-				continue;
-			/* the key must be /<bucket>/... */
-			if ((size_t)(v + vl - sp - 1) <= s->blen + 2 || sp[1] != '/' ||
-			    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
-				continue;
-			s3_iso_time(strtoll(v, NULL, 10), iso);
-			buf_puts(&s->body, "<Upload>");
-			xml_tag(&s->body, "Key", sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
-			buf_printf(&s->body, "<UploadId>%.32s</UploadId><Initiated>%s</Initiated>"
-					     "<StorageClass>STANDARD</StorageClass></Upload>", k + 1, iso);
-			n++;
-		}
-		index_iter_free(it);
+	for (; it && index_iter_valid(it) && n < 1000; index_iter_next(it)) {
+		size_t kl, vl;
+		const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl), *sp;
+		char iso[32];
+		if (!kl || k[0] != 'u')
+			break;
+		sp = memchr(v, ' ', vl);
+		if (!sp || kl != 33)
+			continue;
+		/* the key must be /<bucket>/... */
+		if ((size_t)(v + vl - sp - 1) <= s->blen + 2 || sp[1] != '/' ||
+		    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
+			continue;
+		s3_iso_time(strtoll(v, NULL, 10), iso);
+		buf_puts(&s->body, "<Upload>");
+		xml_tag(&s->body, "Key", sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
+		buf_printf(&s->body, "<UploadId>%.32s</UploadId><Initiated>%s</Initiated>"
+				     "<StorageClass>STANDARD</StorageClass></Upload>", k + 1, iso);
+		n++;
 	}
+	index_iter_free(it);
 	buf_puts(&s->body, "<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>");
 }
 
@@ -116,7 +113,7 @@ void s3_mpu_abort(struct s3req *s)
 	free(up);
 }
 
-struct partlist { struct buf *b; int marker, max, n, last; bool more; };
+struct partlist { struct buf b; int marker, max, n, last; bool more; };
 
 static void list_part(void *ctx, const char *k, size_t kl, int num)
 {
@@ -131,7 +128,7 @@ static void list_part(void *ctx, const char *k, size_t kl, int num)
 	}
 	meta_get(k, kl, &m);
 	s3_iso_time(m.mtime, iso);
-	buf_printf(pl->b, "<Part><PartNumber>%d</PartNumber><LastModified>%s</LastModified>"
+	buf_printf(&pl->b, "<Part><PartNumber>%d</PartNumber><LastModified>%s</LastModified>"
 			  "<ETag>&quot;%s&quot;</ETag><Size>%" PRIu64 "</Size></Part>",
 		   num, iso, m.etag, m.size);
 	pl->n++;
@@ -142,15 +139,14 @@ void s3_mpu_list_parts(struct s3req *s)
 {
 	char *up = s3_upload(s);
 	uint64_t max = 1000, marker = 0;
-	struct buf parts = {0};
-	struct partlist pl = {&parts, 0, 0, 0, 0, false};
+	struct partlist pl = {0};
 	if (up && (s3_num_param(s, "max-parts", 0, 1000000, &max) < 0 ||
 		   s3_num_param(s, "part-number-marker", 0, PARTS_MAX, &marker) < 0)) {
 		s3_error(s, 400, "InvalidArgument", "max-parts and part-number-marker are integers");
 	} else if (up) {
 		pl.max = max > 1000 ? 1000 : (int)max;
 		pl.marker = (int)marker;
-		buf_puts(&parts, "");
+		buf_puts(&pl.b, "");
 		each_part(up, list_part, &pl);
 		s3_xml_start(s, "ListPartsResult");
 		bucket_and_key(s);
@@ -159,10 +155,10 @@ void s3_mpu_list_parts(struct s3req *s)
 				     "<MaxParts>%d</MaxParts><IsTruncated>%s</IsTruncated>"
 				     "<StorageClass>STANDARD</StorageClass>",
 			   up, pl.marker, pl.last, pl.max, pl.more ? "true" : "false");
-		buf_append(&s->body, parts.data, parts.len);
+		buf_append(&s->body, pl.b.data, pl.b.len);
 		buf_puts(&s->body, "</ListPartsResult>");
 	}
-	buf_free(&parts);
+	buf_free(&pl.b);
 	free(up);
 }
 

@@ -175,11 +175,8 @@ static int put_end(struct s3req *s)
 
 int s3_put_run(struct s3req *s, const char *data, size_t *size)
 {
-	if (!s->prepared) {
-		s->prepared = true;
-		if (put_prepare(s))
-			return s3_handler(s, data, size); /* answered once the body is in */
-	}
+	if (!s->put && put_prepare(s))
+		return s3_handler(s, data, size); /* answered once the body is in */
 	/* what was decoded but not yet taken goes first */
 	while (s->poff < s->pending.len) {
 		s->poff += put_feed(s->put, s->pending.data + s->poff, s->pending.len - s->poff);
@@ -223,14 +220,12 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, st
 		return;
 	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
 	xml_tag(out, "Key", k, kl);
-	if (st == 204) {
-		buf_puts(out, "</Deleted>");
-		return;
+	if (st != 204) {
+		buf_printf(out, "<Code>%s</Code>",
+			   st == 503 ? "SlowDown" : st < 500 ? "InvalidArgument" : "InternalError");
+		xml_tag(out, "Message", why, strlen(why));
 	}
-	buf_printf(out, "<Code>%s</Code>",
-		   st == 503 ? "SlowDown" : st < 500 ? "InvalidArgument" : "InternalError");
-	xml_tag(out, "Message", why, strlen(why));
-	buf_puts(out, "</Error>");
+	buf_puts(out, st == 204 ? "</Deleted>" : "</Error>");
 }
 
 void s3_delete_many(struct s3req *s)
@@ -240,34 +235,27 @@ void s3_delete_many(struct s3req *s)
 	char *quiet = s3_xml_next(&p, end, "Quiet", &ql), *obj, *k;
 	bool q = quiet && !strcmp(quiet, "true");
 	int n = 0;
-	struct buf out = {0};
 
 	free(quiet);
 	if (s->in_too_big) {
 		s3_error(s, 400, "MalformedXML", "request body too large");
 		return;
 	}
-	buf_puts(&out, "");
+	s3_xml_start(s, "DeleteResult");   /* an error below replaces it */
 	for (p = doc; (obj = s3_xml_next(&p, end, "Object", &olen)); free(k)) {
 		const char *op = obj;
 		k = s3_xml_next(&op, obj + olen, "Key", &kl);
 		free(obj);
 		if (++n > 1000 || !k) {
 			free(k);
-			buf_free(&out);
 			s3_error(s, 400, "MalformedXML",
 				 n > 1000 ? "more than 1000 keys" : "an Object without a Key");
 			return;
 		}
-		delete_one(s, k, kl, q, &out);
+		delete_one(s, k, kl, q, &s->body);
 	}
-	if (!n && !memmem(doc, s->in.len, "<Delete", 7)) {
-		buf_free(&out);
+	if (!n && !memmem(doc, s->in.len, "<Delete", 7))
 		s3_error(s, 400, "MalformedXML", "no <Delete> document");
-		return;
-	}
-	s3_xml_start(s, "DeleteResult");
-	buf_append(&s->body, out.data, out.len);
-	buf_puts(&s->body, "</DeleteResult>");
-	buf_free(&out);
+	else
+		buf_puts(&s->body, "</DeleteResult>");
 }

@@ -34,7 +34,7 @@
 enum { BAD_FRAMING = 1, BAD_SIZE };
 
 enum s3op {
-	S3_BAD, S3_UNSUPPORTED, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
+	S3_BAD, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
 	S3_BUCKET_DELETE, S3_BUCKET_LOCATION, S3_BUCKET_VERSIONING, S3_LIST, S3_LIST_UPLOADS,
 	S3_DELETE_MANY, S3_GET, S3_PUT, S3_DELETE, S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE,
 	S3_MPU_ABORT, S3_MPU_LIST_PARTS, S3_COPY
@@ -74,7 +74,6 @@ struct s3req {
 	bool in_too_big;
 
 	/* PutObject / UploadPart */
-	bool prepared;
 	struct put *put;
 	bool put_finished;
 	char target[KEY_MAX + 1];     /* the key written (a part's own key for UploadPart) */
