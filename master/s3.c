@@ -131,7 +131,8 @@ static void async_main(void *arg)
 {
 	struct s3req *s = arg;
 	workers[s->op](s);
-	s3_async_finish(s);
+	front_finish(&s->sleep);
+	s3_unref(s);
 }
 
 /* ---- the request ---- */

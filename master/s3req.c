@@ -114,12 +114,6 @@ int s3_start_async(struct s3req *s, void (*fn)(void *))
 	return s3_send(s);
 }
 
-void s3_async_finish(struct s3req *s)
-{
-	front_finish(&s->sleep);
-	s3_unref(s);
-}
-
 /* ---- parameters, XML, keys and uploads ---- */
 
 char *s3_req_param(struct s3req *s, const char *name)

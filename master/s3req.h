@@ -114,9 +114,9 @@ void s3_fail(struct s3req *s, int status, const char *why);
 int s3_send(struct s3req *s);
 void s3_unref(struct s3req *s);
 /* Runs fn(s) on a worker while the connection sleeps (503 SlowDown when no
- * thread can be had); the worker ends with s3_async_finish. */
+ * thread can be had); the worker ends with s3_unref, after front_finish
+ * when it answers. */
 int s3_start_async(struct s3req *s, void (*fn)(void *));
-void s3_async_finish(struct s3req *s);
 char *s3_req_param(struct s3req *s, const char *name);
 /* A numeric query parameter in [min, max] into *v: 1, 0 when absent (*v
  * unchanged), -1 when it is not such a number. */
