@@ -114,16 +114,15 @@ static void walk(struct index *idx, struct walk *w)
 	size_t flen = strlen(full), blen = flen - w->plen;
 	struct meta_cursor *mc = meta_cursor_new();
 	struct index_iter *it;
+	struct buf from = {0};   /* the bucket, then the prefix or, past it, after */
 
-	if (w->after && bytes_cmp(w->after, w->alen, w->pfx, w->plen) > 0) {
-		struct buf k = {0};
-		buf_append(&k, full, blen);
-		buf_append(&k, w->after, w->alen);
-		it = index_iter_new(idx, k.data, k.len);
-		buf_free(&k);
-	} else {
-		it = index_iter_new(idx, full, flen);
-	}
+	buf_append(&from, full, blen);
+	if (w->after && bytes_cmp(w->after, w->alen, w->pfx, w->plen) > 0)
+		buf_append(&from, w->after, w->alen);
+	else
+		buf_append(&from, w->pfx, w->plen);
+	it = index_iter_new(idx, from.data, from.len);
+	buf_free(&from);
 	while (w->max && it && index_iter_valid(it)) {
 		size_t klen, vlen, rlen;
 		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen), *rel, *d;
