@@ -13,25 +13,18 @@
  * libmicrohttpd's buffers of the same size, are below the mmap threshold
  * and land in per-thread arenas; when the last one ends those pages go
  * back to the kernel, so a burst of GETs does not stay resident. */
-static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
-static int streams;
+static atomic_int streams;
 
 char *s3_stream_begin(void)
 {
-	pthread_mutex_lock(&streams_mu);
-	streams++;
-	pthread_mutex_unlock(&streams_mu);
+	atomic_fetch_add(&streams, 1);
 	return xmalloc(RING_CAP);
 }
 
 void s3_stream_end(char *ring)
 {
-	bool last;
 	free(ring);
-	pthread_mutex_lock(&streams_mu);
-	last = --streams == 0;
-	pthread_mutex_unlock(&streams_mu);
-	if (last)
+	if (atomic_fetch_sub(&streams, 1) == 1)
 		malloc_trim(0);
 }
 

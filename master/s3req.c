@@ -80,11 +80,7 @@ int s3_send(struct s3req *s)
 
 void s3_unref(struct s3req *s)
 {
-	bool last;
-	pthread_mutex_lock(&s->sleep.mu);
-	last = --s->refs == 0;
-	pthread_mutex_unlock(&s->sleep.mu);
-	if (!last)
+	if (atomic_fetch_sub(&s->refs, 1) > 1)
 		return;
 	buf_free(&s->body);
 	buf_free(&s->in);
@@ -104,9 +100,7 @@ void s3_unref(struct s3req *s)
 
 int s3_start_async(struct s3req *s, void (*fn)(void *))
 {
-	pthread_mutex_lock(&s->sleep.mu);
-	s->refs++;                   /* the worker's, dropped by s3_async_finish */
-	pthread_mutex_unlock(&s->sleep.mu);
+	atomic_fetch_add(&s->refs, 1);   /* the worker's */
 	if (front_spawn(&s->sleep, fn, s) == 0)
 		return FRONT_YES;
 	s3_unref(s);

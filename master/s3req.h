@@ -17,6 +17,7 @@
 #include "../common/util.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -53,7 +54,7 @@ struct chunkdec {
 struct s3req {
 	struct front_sleep sleep;   /* its connection; sleep.mu guards what both threads touch */
 	pthread_cond_t cv;
-	int refs;
+	atomic_int refs;
 	char method[16];
 	char *path, *query;
 	enum s3op op;
