@@ -1,6 +1,5 @@
 /* s3get.c -- GetObject and HeadObject, streamed by the master from a live
  * replica (S3 clients do not follow a 302).  See s3req.h. */
-#include "s3.h"
 #include "s3req.h"
 #include "health.h"
 #include "../common/httpc.h"

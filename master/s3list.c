@@ -1,6 +1,5 @@
 /* s3list.c -- ListObjects V1/V2 and ListBuckets.  See s3req.h. */
 #include "s3req.h"
-#include "../common/placement.h"
 
 #include <inttypes.h>
 #include <stdio.h>

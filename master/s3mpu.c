@@ -1,13 +1,10 @@
 /* s3mpu.c -- multipart uploads and their listing (parts are keys under
  * /.mkv-mpu/<upload id>/; CompleteMultipartUpload streams them into a
  * REPLACE of the final key) and CopyObject.  See s3req.h. */
-#include "s3.h"
 #include "s3req.h"
 #include "health.h"
 #include "put.h"
 #include "../common/httpc.h"
-#include "../common/placement.h"
-#include "../common/record.h"
 
 #include <openssl/evp.h>
 #include <string.h>

@@ -1,7 +1,6 @@
 /* s3put.c -- PutObject and UploadPart (streamed through put.c, REPLACE
  * semantics, aws-chunked bodies decoded), DeleteObject and DeleteObjects.
  * See s3req.h. */
-#include "s3.h"
 #include "s3req.h"
 #include "keylock.h"
 #include "put.h"

@@ -1,7 +1,6 @@
 /* s3req.c -- an S3 request's answers (headers, error XML, the response),
  * its suspension while a worker runs, and the small functions the S3 files
  * share.  See s3req.h. */
-#include "s3.h"
 #include "s3req.h"
 #include "keylock.h"
 #include "put.h"

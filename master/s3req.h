@@ -8,19 +8,13 @@
 #ifndef MKV_S3REQ_H
 #define MKV_S3REQ_H
 
-#include "s3.h"
-#include "index.h"
+#include "s3.h"   /* and so index.h, mkv.h and the C headers it needs */
 #include "handlers.h"
 #include "meta.h"
-#include "mkv.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/types.h>
 
 #define XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 #define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
