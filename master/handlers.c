@@ -90,13 +90,9 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 	char *v, path[PATH_MAX_LEN];
 	int live[RECORD_MAX_LOCS], nlive = 0, pick = -1;
 
-	if (!load(idx, key, klen, &v, &r, a)) {
-		if (!v)
+	if (!load(idx, key, klen, &v, &r, a) || r.deleted || !r.nlocs) {
+		if (a->status != 500)   /* a malformed record's answer stays */
 			not_found(cfg, raw_path, a);
-		goto out;
-	}
-	if (r.deleted || !r.nlocs) {
-		not_found(cfg, raw_path, a);
 		goto out;
 	}
 	placement_path(key, klen, path);
@@ -384,8 +380,7 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 	a->ctype = "application/json";
 out:
 	buf_free(&keys);
-	if (it)
-		index_iter_free(it);
+	index_iter_free(it);
 	free(start);
 }
 

@@ -158,8 +158,7 @@ static void walk(struct index *idx, struct walk *w)
 		contents(w, mc, k, klen, rel, rlen, v, vlen);
 		index_iter_next(it);
 	}
-	if (it)
-		index_iter_free(it);
+	index_iter_free(it);
 	meta_cursor_free(mc);
 	free(full);
 }
