@@ -148,12 +148,7 @@ int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *o
 	buf_puts(&enc, "/");
 	buf_append(&enc, s->bucket, s->blen);
 	buf_puts(&enc, "/");
-	for (size_t i = 0; i < n; i++) {
-		if (name[i] == '%')
-			buf_puts(&enc, "%25");
-		else
-			buf_append(&enc, &name[i], 1);
-	}
+	buf_url_escape(&enc, name, n, true);   /* key_decode takes it back to name */
 	if (enc.len > KEY_MAX * 3) {
 		buf_free(&enc);
 		*why = "key longer than 189 bytes";
