@@ -60,25 +60,27 @@ static void not_found(const struct config *cfg, const char *raw_path, struct ans
 {
 	if (cfg->fallback) {
 		a->status = 302;
+		a->body.len = 0;
 		snprintf(a->location, sizeof(a->location), "http://%s%s", cfg->fallback, raw_path);
 		return;
 	}
 	answer_error(a, 404, "key not found");
 }
 
-/* key's record into r (*v holds its storage; caller frees it): false, with
- * *v NULL, when there is none; false with a 500 answered when it is
- * malformed. */
+/* key's record into r (*v holds its storage; caller frees it), else false
+ * with 404 (*v NULL: there is none) or 500 (it is malformed) answered. */
 static bool load(struct index *idx, const char *key, size_t klen, char **v, struct record *r,
 		 struct answer *a)
 {
 	size_t vlen;
 	*v = index_get(idx, key, klen, &vlen);
-	if (*v && record_parse(*v, vlen, r) < 0) {
+	if (!*v)
+		answer_error(a, 404, "key not found");
+	else if (record_parse(*v, vlen, r) < 0)
 		answer_error(a, 500, "index record is malformed");
-		return false;
-	}
-	return *v != NULL;
+	else
+		return true;
+	return false;
 }
 
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
@@ -88,13 +90,9 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 	char *v, path[PATH_MAX_LEN];
 	int live[RECORD_MAX_LOCS], nlive = 0, pick = -1;
 
-	if (!load(idx, key, klen, &v, &r, a)) {
-		if (!v)
+	if (!load(idx, key, klen, &v, &r, a) || r.deleted || !r.nlocs) {
+		if (a->status != 500)   /* a malformed record's answer stays */
 			not_found(cfg, raw_path, a);
-		goto out;
-	}
-	if (r.deleted || !r.nlocs) {
-		not_found(cfg, raw_path, a);
 		goto out;
 	}
 	placement_path(key, klen, path);
@@ -173,11 +171,8 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 	size_t elen;
 	char *v, *enc = NULL;
 
-	if (!load(idx, key, klen, &v, &r, a)) {
-		if (!v)
-			answer_error(a, 404, "key not found");
+	if (!load(idx, key, klen, &v, &r, a))
 		goto out;
-	}
 	if (unlink && r.deleted) {
 		answer_error(a, 404, "key already unlinked");
 		goto out;
@@ -223,11 +218,8 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 	size_t elen;
 	char *v, *enc = NULL, path[PATH_MAX_LEN];
 
-	if (!load(idx, key, klen, &v, &r, a)) {
-		if (!v)
-			answer_error(a, 404, "key not found");
+	if (!load(idx, key, klen, &v, &r, a))
 		goto out;
-	}
 	if (!r.deleted) {
 		a->status = 204;
 		goto out;
@@ -388,8 +380,7 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 	a->ctype = "application/json";
 out:
 	buf_free(&keys);
-	if (it)
-		index_iter_free(it);
+	index_iter_free(it);
 	free(start);
 }
 

@@ -29,12 +29,8 @@ void answer_free(struct answer *a);
  * raw_path is the request path as sent (for -fallback). */
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		const char *raw_path, struct answer *a);
-/* DELETE (unlink=false) or UNLINK. */
-enum del_mode {
-	DEL_DELETE,        /* DELETE */
-	DEL_UNLINK,        /* UNLINK */
-	DEL_UNLINKED,      /* DELETE ?unlinked (mkv gc): only a key already unlinked */
-};
+/* DELETE, UNLINK, or DELETE ?unlinked (mkv gc: only a key already unlinked). */
+enum del_mode { DEL_DELETE, DEL_UNLINK, DEL_UNLINKED };
 void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   enum del_mode mode, struct answer *a);
 /* RELINK: an unlinked key live again (204; 204 when already live; 404

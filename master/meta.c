@@ -1,5 +1,6 @@
 /* meta.c -- see meta.h. */
 #include "meta.h"
+#include "handlers.h"
 #include "index.h"
 #include "../common/record.h"
 #include "../common/util.h"
@@ -132,12 +133,6 @@ struct meta_cursor *meta_cursor_new(void)
 	return db ? xcalloc(1, sizeof(struct meta_cursor)) : NULL;
 }
 
-static int cmp(const char *a, size_t al, const char *b, size_t bl)
-{
-	int c = memcmp(a, b, al < bl ? al : bl);
-	return c ? c : (al > bl) - (al < bl);
-}
-
 bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct meta *m)
 {
 	size_t cl = 0, vl;
@@ -155,7 +150,7 @@ bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct
 	 * the entry; otherwise one seek. */
 	for (int step = 0; c->it && index_iter_valid(c->it); step++) {
 		const char *k = index_iter_key(c->it, &cl);
-		if (cmp(k, cl, c->want, klen + 1) >= 0) {
+		if (bytes_cmp(k, cl, c->want, klen + 1) >= 0) {
 			ck = k;
 			break;
 		}
@@ -170,7 +165,7 @@ bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct
 			return false;
 		ck = index_iter_key(c->it, &cl);
 	}
-	if (cmp(ck, cl, c->want, klen + 1))
+	if (bytes_cmp(ck, cl, c->want, klen + 1))
 		return false;
 	v = index_iter_value(c->it, &vl);
 	return parse(v, vl, m);

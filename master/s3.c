@@ -13,8 +13,6 @@
  * in order, from their volumes into a REPLACE of the final key. */
 #include "s3.h"
 #include "s3req.h"
-#include "put.h"
-#include "s3list.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -34,15 +32,6 @@ static const char *const s3_queries[] = {
 	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm", NULL,
 };
 
-/* An S3 signature, or one of the headers only S3 clients send. */
-static bool signed_header(const char *key, const char *value)
-{
-	if (!strcasecmp(key, "Authorization"))
-		return value && (!strncmp(value, "AWS4-HMAC-SHA256", 16) || !strncmp(value, "AWS ", 4));
-	return !strcasecmp(key, "X-Amz-Date") || !strcasecmp(key, "X-Amz-Decoded-Content-Length") ||
-	       !strcasecmp(key, "X-Amz-Content-Sha256");
-}
-
 static bool has_param(const char *query, const char *name)
 {
 	size_t n;
@@ -51,10 +40,15 @@ static bool has_param(const char *query, const char *name)
 
 bool s3_is_request(struct MHD_Connection *c, const char *method, const char *query)
 {
+	const char *auth;
 	if (strcmp(method, "GET") && strcmp(method, "HEAD") && strcmp(method, "PUT") &&
 	    strcmp(method, "POST") && strcmp(method, "DELETE"))
 		return false;
-	if (front_any_header(c, signed_header))
+	auth = front_header(c, "Authorization");
+	/* an S3 signature, or one of the headers only S3 clients send */
+	if ((auth && (!strncmp(auth, "AWS4-HMAC-SHA256", 16) || !strncmp(auth, "AWS ", 4))) ||
+	    front_header(c, "X-Amz-Date") || front_header(c, "X-Amz-Decoded-Content-Length") ||
+	    front_header(c, "X-Amz-Content-Sha256"))
 		return true;
 	if (!query || is_list_query(query))
 		return false; /* native ?list and ?unlinked */
@@ -88,7 +82,7 @@ static void bucket_create(struct s3req *s)
 /* DeleteBucket: refused while a key is listed under it. */
 static void bucket_delete(struct s3req *s)
 {
-	if (!s3_bucket_empty(s3_idx, s->bucket)) {
+	if (!s3_bucket_empty(s->bucket)) {
 		s3_error(s, 409, "BucketNotEmpty", "The bucket you tried to delete is not empty");
 		return;
 	}
@@ -99,10 +93,10 @@ static void bucket_delete(struct s3req *s)
 /* GetBucketLocation (us-east-1) and GetBucketVersioning (never enabled). */
 static void bucket_config(struct s3req *s)
 {
-	s3_xml_start(s, 200);
+	s->status = 200;
 	buf_puts(&s->body, s->op == S3_BUCKET_LOCATION
-				   ? "<LocationConstraint xmlns=\"" XMLNS "\"></LocationConstraint>"
-				   : "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
+				   ? XML_HEAD "<LocationConstraint xmlns=\"" XMLNS "\"></LocationConstraint>"
+				   : XML_HEAD "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
 }
 
 static void delete_object(struct s3req *s)
@@ -112,7 +106,7 @@ static void delete_object(struct s3req *s)
 	if (st == 204)
 		s->status = 204;
 	else
-		s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
+		s3_fail(s, st, why);
 }
 
 static void (*const workers[])(struct s3req *) = {
@@ -137,7 +131,8 @@ static void async_main(void *arg)
 {
 	struct s3req *s = arg;
 	workers[s->op](s);
-	s3_async_finish(s);
+	front_finish(&s->sleep);
+	s3_unref(s);
 }
 
 /* ---- the request ---- */
@@ -216,7 +211,6 @@ static void classify(struct s3req *s)
 	}
 	for (int i = 0; unsupported[i]; i++) {
 		if (has_param(s->query, unsupported[i])) {
-			s->op = S3_UNSUPPORTED;
 			s3_error(s, 501, "NotImplemented", "this subresource is not supported");
 			return;
 		}
@@ -245,12 +239,12 @@ struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *p
 		     const char *query)
 {
 	struct s3req *s = xcalloc(1, sizeof(*s));
-	s->conn = c;
+	s->sleep.conn = c;
 	snprintf(s->method, sizeof(s->method), "%s", method);
 	s->path = xstrdup(path);
 	s->query = query ? xstrdup(query) : NULL;
 	s->refs = 1;
-	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->sleep.mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	classify(s);
 	return s;
@@ -280,7 +274,7 @@ int s3_handler(struct s3req *s, const char *data, size_t *size)
 	}
 	if (s->op == S3_GET)
 		return s3_get_run(s);
-	if (!s->async_started)
+	if (!s->sleep.async_started)
 		return s3_start_async(s, async_main);
 	return front_wait(&s->sleep) ? s3_send(s) : FRONT_YES;
 }
@@ -295,9 +289,9 @@ void s3_done(struct s3req *s)
 	if (s->put)
 		front_put_done(s->put);
 	s->put = NULL;
-	pthread_mutex_lock(&s->mu);
-	s->gone = true;
+	pthread_mutex_lock(&s->sleep.mu);
+	s->sleep.gone = true;
 	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->sleep.mu);
 	s3_unref(s);
 }

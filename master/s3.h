@@ -40,10 +40,6 @@ int front_send(struct MHD_Connection *c, int status, const struct front_hdr *h, 
 int front_stream(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
 		 int64_t size, ssize_t (*reader)(void *, uint64_t, char *, size_t), void *cls);
 const char *front_header(struct MHD_Connection *c, const char *name);
-/* Does match(name, value) hold for one of the request's headers? */
-bool front_any_header(struct MHD_Connection *c, bool (*match)(const char *, const char *));
-void front_suspend(struct MHD_Connection *c);
-void front_resume(struct MHD_Connection *c);
 
 /* A request's connection sleeps (front_wait, from the handler) until
  * another thread wakes it (front_wake).  mu guards the flags; gone: the
@@ -54,6 +50,10 @@ struct front_sleep {
 	bool suspended, woken, gone, async_started, async_done;
 };
 void front_wake(void *z);   /* z: a struct front_sleep (so it can be put.h's wake) */
+/* The same two under z->mu, held by the caller: sleep now (a streamed
+ * body's reader with nothing to give), wake. */
+void front_sleep_locked(struct front_sleep *z);
+void front_wake_locked(struct front_sleep *z);
 /* Sleeps unless woken since the last call, or the worker is done: returns
  * whether it is (then it does not sleep). */
 bool front_wait(struct front_sleep *z);

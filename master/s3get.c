@@ -1,9 +1,7 @@
 /* s3get.c -- GetObject and HeadObject, streamed by the master from a live
  * replica (S3 clients do not follow a 302).  See s3req.h. */
-#include "s3.h"
 #include "s3req.h"
 #include "health.h"
-#include "s3list.h"
 #include "../common/httpc.h"
 
 #include <malloc.h>
@@ -14,25 +12,18 @@
  * libmicrohttpd's buffers of the same size, are below the mmap threshold
  * and land in per-thread arenas; when the last one ends those pages go
  * back to the kernel, so a burst of GETs does not stay resident. */
-static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
-static int streams;
+static atomic_int streams;
 
 char *s3_stream_begin(void)
 {
-	pthread_mutex_lock(&streams_mu);
-	streams++;
-	pthread_mutex_unlock(&streams_mu);
+	atomic_fetch_add(&streams, 1);
 	return xmalloc(RING_CAP);
 }
 
 void s3_stream_end(char *ring)
 {
-	bool last;
 	free(ring);
-	pthread_mutex_lock(&streams_mu);
-	last = --streams == 0;
-	pthread_mutex_unlock(&streams_mu);
-	if (last)
+	if (atomic_fetch_sub(&streams, 1) == 1)
 		malloc_trim(0);
 }
 
@@ -51,12 +42,12 @@ static bool on_header(void *ctx, int status, const char *b, size_t len)
 		if (httpc_header(b, len, "Content-Length", num, sizeof(num)))
 			s->vlen = strtoll(num, NULL, 10);
 	} else if (status == 200 || status == 206 || status == 416) {
-		pthread_mutex_lock(&s->mu);
+		pthread_mutex_lock(&s->sleep.mu);
 		s->hdr_done = true;
-		pthread_mutex_unlock(&s->mu);
+		pthread_mutex_unlock(&s->sleep.mu);
 		if (status == 416)
 			return false; /* nothing to stream */
-		s3_wake(s);
+		front_wake(&s->sleep);
 	} else {
 		return false; /* this replica cannot serve: try the next */
 	}
@@ -67,11 +58,11 @@ static bool on_body(void *ctx, const char *b, size_t len)
 {
 	struct s3req *s = ctx;
 	size_t done = 0;
-	pthread_mutex_lock(&s->mu);
-	while (done < len && !s->gone) {
+	pthread_mutex_lock(&s->sleep.mu);
+	while (done < len && !s->sleep.gone) {
 		size_t room = RING_CAP - (size_t)(s->rhead - s->rtail), off, chunk;
 		if (!room) {
-			pthread_cond_wait(&s->cv, &s->mu);
+			pthread_cond_wait(&s->cv, &s->sleep.mu);
 			continue;
 		}
 		chunk = len - done < room ? len - done : room;
@@ -81,12 +72,9 @@ static bool on_body(void *ctx, const char *b, size_t len)
 		memcpy(s->ring + off, b + done, chunk);
 		s->rhead += chunk;
 		done += chunk;
-		if (s->suspended) {
-			s->suspended = false;
-			front_resume(s->conn);
-		}
+		front_wake_locked(&s->sleep);
 	}
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->sleep.mu);
 	return done == len;
 }
 
@@ -109,21 +97,17 @@ static void stream_main(void *arg)
 		if (!s->hdr_done && s->vstatus != 404)
 			missing = false;
 		if (s->hdr_done && st < 0 && s->vstatus != 416) {
-			pthread_mutex_lock(&s->mu);
+			pthread_mutex_lock(&s->sleep.mu);
 			s->failed = true; /* cut off mid-body: the client sees a short answer */
-			pthread_mutex_unlock(&s->mu);
+			pthread_mutex_unlock(&s->sleep.mu);
 		}
 	}
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->sleep.mu);
 	if (!s->hdr_done)
 		s->vstatus = missing ? 404 : 503;
 	s->eof = true;
-	if (s->suspended && !s->gone) {
-		s->suspended = false;
-		front_resume(s->conn);
-	}
-	s->woken = true;
-	pthread_mutex_unlock(&s->mu);
+	front_wake_locked(&s->sleep);
+	pthread_mutex_unlock(&s->sleep.mu);
 	s3_unref(s);
 }
 
@@ -133,17 +117,16 @@ ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max)
 	struct s3req *s = cls;
 	size_t avail, off, n;
 	(void)pos;
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->sleep.mu);
 	avail = (size_t)(s->rhead - s->rtail);
 	if (!avail) {
 		bool eof = s->eof, failed = s->failed;
 		if (eof) {
-			pthread_mutex_unlock(&s->mu);
+			pthread_mutex_unlock(&s->sleep.mu);
 			return failed ? FRONT_READER_ERROR : FRONT_READER_END;
 		}
-		s->suspended = true;
-		front_suspend(s->conn);
-		pthread_mutex_unlock(&s->mu);
+		front_sleep_locked(&s->sleep);
+		pthread_mutex_unlock(&s->sleep.mu);
 		return 0;
 	}
 	n = avail < max ? avail : max;
@@ -153,32 +136,29 @@ ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max)
 	memcpy(out, s->ring + off, n);
 	s->rtail += n;
 	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->sleep.mu);
 	return (ssize_t)n;
 }
 
+/* Does an If-Match / If-None-Match list ("*", or ETags, quoted, weak or
+ * not, comma-separated) name etag? */
 static bool etag_matches(const char *list, const char *etag)
 {
-	char one[META_ETAG_MAX + 8];
-	while (*list) {
-		size_t n;
-		list += strspn(list, " ,");
-		n = strcspn(list, ",");
-		while (n && list[n - 1] == ' ')
+	size_t el = strlen(etag);
+	for (const char *p = list; *p; p += *p == ',') {
+		const char *e = p + strspn(p, " ");
+		size_t n = strcspn(e, ",");
+		p = e + n;
+		while (n && e[n - 1] == ' ')
 			n--;
-		if (n == 1 && list[0] == '*')
+		if (n == 1 && e[0] == '*')
 			return true;
-		if (n < sizeof(one)) {
-			memcpy(one, list, n);
-			one[n] = '\0';
-			if (!strncmp(one, "W/", 2))
-				memmove(one, one + 2, n - 1);
-			s3_strip_quotes(one);
-			if (!strcmp(one, etag))
-				return true;
-		}
-		list += n;
-		list += strspn(list, " ,");
+		if (n >= 2 && !strncmp(e, "W/", 2))
+			e += 2, n -= 2;
+		if (n >= 2 && e[0] == '"' && e[n - 1] == '"')
+			e++, n -= 2;
+		if (n == el && !memcmp(e, etag, n))
+			return true;
 	}
 	return false;
 }
@@ -186,10 +166,10 @@ static bool etag_matches(const char *list, const char *etag)
 static void object_headers(struct s3req *s)
 {
 	char when[40];
-	if (s->etag[0])
-		s3_hdr(s, "ETag", "\"%s\"", s->etag);
+	if (s->meta.etag[0])
+		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
 	if (s->have_meta) {
-		s3_http_time(s->mtime, when);
+		http_date((time_t)s->meta.mtime, when);
 		s3_hdr(s, "Last-Modified", "%s", when);
 	} else if (s->vlastmod[0]) {
 		s3_hdr(s, "Last-Modified", "%s", s->vlastmod);
@@ -204,31 +184,29 @@ static bool get_prepare(struct s3req *s)
 {
 	struct record r;
 	char *v, path[PATH_MAX_LEN];
-	struct meta m;
 	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match"),
 		   *rg = s3_req_header(s, "Range");
 
 	if (!s3_live_record(s->key, s->klen, &v, &r)) {
-		s3_error(s, 404, "NoSuchKey", "The specified key does not exist.");
+		s3_no_such_key(s);
 		return true;
 	}
-	s->have_meta = meta_get(s->key, s->klen, &m);
-	snprintf(s->etag, sizeof(s->etag), "%s", s->have_meta && m.etag[0] ? m.etag : r.hash);
-	s->mtime = m.mtime;
-	s->size = m.size;
+	s->have_meta = meta_get(s->key, s->klen, &s->meta);
+	if (!s->meta.etag[0])
+		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", r.hash);
 	placement_path(s->key, s->klen, path);
 	for (int i = 0; i < r.nlocs; i++)
 		if (health_up(r.locs[i], strlen(r.locs[i])))
 			s->urls[s->nurls++] = xasprintf("http://%s%s", r.locs[i], path);
 	free(v);
-	if (s->etag[0] && im && !etag_matches(im, s->etag)) {
+	if (s->meta.etag[0] && im && !etag_matches(im, s->meta.etag)) {
 		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
 			 "specified did not hold.");
 		return true;
 	}
-	if (s->etag[0] && inm && etag_matches(inm, s->etag)) {
+	if (s->meta.etag[0] && inm && etag_matches(inm, s->meta.etag)) {
 		s->status = 304;
-		s3_hdr(s, "ETag", "\"%s\"", s->etag);
+		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
 		return true;
 	}
 	if (!s->nurls) {
@@ -240,7 +218,7 @@ static bool get_prepare(struct s3req *s)
 	if (s->head && s->have_meta && !s->range[0]) {
 		s->status = 200;
 		s->stream = true;  /* an empty stream: MHD sends no body to HEAD */
-		s->vlen = (int64_t)s->size;
+		s->vlen = (int64_t)s->meta.size;
 		s->eof = true;
 		object_headers(s);
 		return true;
@@ -251,19 +229,19 @@ static bool get_prepare(struct s3req *s)
 int s3_get_run(struct s3req *s)
 {
 	bool done, eof;
-	if (!s->async_started) {
+	if (!s->sleep.async_started) {
 		if (get_prepare(s))
 			return s3_send(s);
 		s->ring = s3_stream_begin();
 		s->vlen = -1;
 		return s3_start_async(s, stream_main);
 	}
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->sleep.mu);
 	done = s->hdr_done;
 	eof = s->eof;
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->sleep.mu);
 	if (!done && !eof) {
-		s3_wait(s);
+		front_wait(&s->sleep);
 		return FRONT_YES;
 	}
 	if (!done) {
@@ -273,16 +251,14 @@ int s3_get_run(struct s3req *s)
 			s3_error(s, 503, "ServiceUnavailable", "no replica could be read");
 		return s3_send(s);
 	}
-	if (s->vstatus == 416) {
+	if (s->vstatus == 416)
 		s3_error(s, 416, "InvalidRange", "The requested range is not satisfiable");
-		if (s->crange[0])
-			s3_hdr(s, "Content-Range", "%s", s->crange);
-		return s3_send(s);
-	}
-	s->status = (int)s->vstatus;
-	s->stream = true;
 	if (s->crange[0])
 		s3_hdr(s, "Content-Range", "%s", s->crange);
-	object_headers(s);
+	if (s->vstatus != 416) {
+		s->status = (int)s->vstatus;
+		s->stream = true;
+		object_headers(s);
+	}
 	return s3_send(s);
 }

@@ -1,59 +1,14 @@
-/* s3list.c -- see s3list.h. */
-#include "s3list.h"
+/* s3list.c -- ListObjects V1/V2 and ListBuckets.  See s3req.h. */
 #include "s3req.h"
-#include "handlers.h"
-#include "meta.h"
-#include "../common/placement.h"
-#include "../common/record.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define LIST_MAX_KEYS 1000
 #define BUCKETS_MAX 10000
 #define OWNER "<Owner><ID>mkv</ID><DisplayName>mkv</DisplayName></Owner>"
-
-void xml_escape(struct buf *b, const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		switch (c) {
-		case '&': buf_puts(b, "&amp;"); break;
-		case '<': buf_puts(b, "&lt;"); break;
-		case '>': buf_puts(b, "&gt;"); break;
-		case '"': buf_puts(b, "&quot;"); break;
-		case '\'': buf_puts(b, "&apos;"); break;
-		default:
-			if (c < 0x20 && c != '\t' && c != '\n')
-				buf_printf(b, "&#x%x;", c);
-			else
-				buf_append(b, &s[i], 1);
-		}
-	}
-}
-
-void s3_iso_time(int64_t t, char out[32])
-{
-	struct tm tm;
-	time_t tt = (time_t)t;
-	gmtime_r(&tt, &tm);
-	strftime(out, 32, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
-}
-
-void s3_http_time(int64_t t, char out[40])
-{
-	http_date((time_t)t, out);
-}
-
-void xml_tag(struct buf *b, const char *name, const char *s, size_t n)
-{
-	buf_printf(b, "<%s>", name);
-	xml_escape(b, s, n);
-	buf_printf(b, "</%s>", name);
-}
 
 /* A tag whose text is escaped, or URL-encoded when url. */
 static void tag(struct buf *b, const char *name, const char *s, size_t n, bool url)
@@ -158,16 +113,15 @@ static void walk(struct index *idx, struct walk *w)
 	size_t flen = strlen(full), blen = flen - w->plen;
 	struct meta_cursor *mc = meta_cursor_new();
 	struct index_iter *it;
+	struct buf from = {0};   /* the bucket, then the prefix or, past it, after */
 
-	if (w->after && bytes_cmp(w->after, w->alen, w->pfx, w->plen) > 0) {
-		struct buf k = {0};
-		buf_append(&k, full, blen);
-		buf_append(&k, w->after, w->alen);
-		it = index_iter_new(idx, k.data, k.len);
-		buf_free(&k);
-	} else {
-		it = index_iter_new(idx, full, flen);
-	}
+	buf_append(&from, full, blen);
+	if (w->after && bytes_cmp(w->after, w->alen, w->pfx, w->plen) > 0)
+		buf_append(&from, w->after, w->alen);
+	else
+		buf_append(&from, w->pfx, w->plen);
+	it = index_iter_new(idx, from.data, from.len);
+	buf_free(&from);
 	while (w->max && it && index_iter_valid(it)) {
 		size_t klen, vlen, rlen;
 		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen), *rel, *d;
@@ -204,8 +158,7 @@ static void walk(struct index *idx, struct walk *w)
 		contents(w, mc, k, klen, rel, rlen, v, vlen);
 		index_iter_next(it);
 	}
-	if (it)
-		index_iter_free(it);
+	index_iter_free(it);
 	meta_cursor_free(mc);
 	free(full);
 }
@@ -213,7 +166,6 @@ static void walk(struct index *idx, struct walk *w)
 static void list_xml(const struct walk *w, struct buf *out)
 {
 	bool next = w->truncated && w->count;
-	buf_puts(out, XML_HEAD "<ListBucketResult xmlns=\"" XMLNS "\">");
 	tag(out, "Name", w->bucket, strlen(w->bucket), false);
 	tag(out, "Prefix", w->pfx, w->plen, w->url);
 	if (w->v2) {
@@ -247,7 +199,7 @@ static void list_xml(const struct walk *w, struct buf *out)
 void s3_list(struct s3req *s)
 {
 	char *lt = s3_req_param(s, "list-type"), *et = s3_req_param(s, "encoding-type");
-	char *fo = s3_req_param(s, "fetch-owner"), *mk = s3_req_param(s, "max-keys");
+	char *fo = s3_req_param(s, "fetch-owner");
 	char *pre = s3_req_param(s, "prefix"), *dl = s3_req_param(s, "delimiter");
 	char *tok = s3_req_param(s, "continuation-token"), *sa = s3_req_param(s, "start-after");
 	char *mr = s3_req_param(s, "marker");
@@ -259,7 +211,7 @@ void s3_list(struct s3req *s)
 	w.start = w.v2 ? sa : mr;
 	if (et && !w.url)
 		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");
-	else if (mk && !parse_u64(mk, 0, INT32_MAX, &w.max))
+	else if (s3_num_param(s, "max-keys", 0, INT32_MAX, &w.max) < 0)
 		s3_error(s, 400, "InvalidArgument", "max-keys must be a non-negative integer");
 	else if (w.token && !(w.after = token_decode(w.token, &w.alen)))
 		s3_error(s, 400, "InvalidArgument", "the continuation token is not one this server gave");
@@ -275,22 +227,21 @@ void s3_list(struct s3req *s)
 		buf_puts(&w.items, "");
 		buf_puts(&w.prefixes, "");
 		walk(s3_idx, &w);
-		s->body.len = 0;
+		s3_xml_start(s, "ListBucketResult");
 		list_xml(&w, &s->body);
-		s->status = 200;
 	}
 	buf_free(&w.items);
 	buf_free(&w.prefixes);
 	buf_free(&w.last);
 	free(w.after);
-	free(lt), free(et), free(fo), free(mk), free(pre), free(dl), free(tok), free(sa), free(mr);
+	free(lt), free(et), free(fo), free(pre), free(dl), free(tok), free(sa), free(mr);
 }
 
-bool s3_bucket_empty(struct index *idx, const char *bucket)
+bool s3_bucket_empty(const char *bucket)
 {
 	char *p = xasprintf("/%s/", bucket);
 	size_t plen = strlen(p), klen, vlen;
-	struct index_iter *it = index_iter_new(idx, p, plen);
+	struct index_iter *it = index_iter_new(s3_idx, p, plen);
 	bool empty = true;
 	for (; empty && index_iter_valid(it); index_iter_next(it)) {
 		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
@@ -305,88 +256,70 @@ bool s3_bucket_empty(struct index *idx, const char *bucket)
 
 /* ---- ListBuckets ---- */
 
-struct bucket {
-	char *name;
-	int64_t created;   /* 0: unknown */
-};
-
-/* By name, the latest creation date first. */
-static int by_name(const void *x, const void *y)
+/* The first path component, from *it on, that names a bucket (not
+ * .mkv-mpu, which holds parts): its length (*name points at it), or 0. */
+static size_t key_bucket(struct index_iter **it, const char **name)
 {
-	const struct bucket *a = x, *b = y;
-	int c = strcmp(a->name, b->name);
-	return c ? c : (a->created < b->created) - (a->created > b->created);
-}
-
-/* The first path components of the keys. */
-static int key_buckets(struct index *idx, struct bucket *out)
-{
-	struct index_iter *it = index_iter_new(idx, "/", 1);
-	int n = 0;
-	while (it && index_iter_valid(it) && n < BUCKETS_MAX) {
+	while (*it && index_iter_valid(*it)) {
 		size_t klen;
-		const char *k = index_iter_key(it, &klen), *slash;
+		const char *k = index_iter_key(*it, &klen), *slash;
 		if (!klen || k[0] != '/')
 			break;
 		slash = memchr(k + 1, '/', klen - 1);
 		if (!slash || slash == k + 1) {
-			index_iter_next(it);
-			continue;
+			index_iter_next(*it);
+		} else if (k[1] == '.') {
+			*it = seek_past(s3_idx, *it, k, (size_t)(slash - k));
+		} else {
+			*name = k + 1;
+			return (size_t)(slash - k - 1);
 		}
-		if (k[1] != '.')   /* not a valid bucket name: .mkv-mpu holds parts */
-			out[n++] = (struct bucket){xstrndup(k + 1, (size_t)(slash - k - 1)), 0};
-		it = seek_past(idx, it, k, (size_t)(slash - k));
 	}
-	if (it)
-		index_iter_free(it);
-	return n;
+	return 0;
 }
 
-/* The buckets CreateBucket made, with their creation dates. */
-static int created_buckets(struct bucket *out, int max)
-{
-	struct index *side = meta_index();
-	struct index_iter *it;
-	int n = 0;
-	if (!side)
-		return 0;
-	it = index_iter_new(side, "b", 1);
-	for (; index_iter_valid(it) && n < max; index_iter_next(it)) {
-		size_t klen, vlen;
-		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
-		char num[24];
-		uint64_t t = 0;
-		if (!klen || k[0] != 'b')
-			break;
-		snprintf(num, sizeof(num), "%.*s", (int)(vlen < 23 ? vlen : 23), v);
-		parse_u64(num, 0, INT64_MAX, &t);
-		out[n++] = (struct bucket){xstrndup(k + 1, klen - 1), (int64_t)t};
-	}
-	index_iter_free(it);
-	return n;
-}
-
+/* The buckets the keys name and the ones CreateBucket made (with their
+ * creation dates), merged: both come in name order. */
 void s3_list_buckets(struct s3req *s)
 {
-	struct bucket *b = xmalloc(BUCKETS_MAX * sizeof(*b));
+	struct index *side = meta_index();
+	struct index_iter *ki = index_iter_new(s3_idx, "/", 1);
+	struct index_iter *bi = side ? index_iter_new(side, "b", 1) : NULL;
 	struct buf *out = &s->body;
-	int n = key_buckets(s3_idx, b);
-	n += created_buckets(b + n, BUCKETS_MAX - n);
-	qsort(b, (size_t)n, sizeof(*b), by_name);
-	out->len = 0;
-	buf_puts(out, XML_HEAD "<ListAllMyBucketsResult xmlns=\"" XMLNS "\">" OWNER "<Buckets>");
-	for (int i = 0; i < n; i++) {
-		char iso[32];
-		if (i && !strcmp(b[i].name, b[i - 1].name))
-			continue;
-		s3_iso_time(b[i].created, iso);
+
+	s3_xml_start(s, "ListAllMyBucketsResult");
+	buf_puts(out, OWNER "<Buckets>");
+	for (int n = 0; n < BUCKETS_MAX; n++) {
+		size_t kl, bl = 0, vl;
+		const char *kn = NULL, *bn = NULL, *v;
+		char num[24], iso[32];
+		uint64_t t = 0;
+		int c;
+		if (bi && index_iter_valid(bi))
+			bn = index_iter_key(bi, &bl);
+		if (!bn || !bl || bn[0] != 'b')
+			bn = NULL;   /* past the sidecar's 'b' entries */
+		else
+			bn++, bl--;
+		kl = key_bucket(&ki, &kn);
+		if (!kl && !bn)
+			break;
+		c = !kl ? 1 : !bn ? -1 : bytes_cmp(kn, kl, bn, bl);
+		if (c >= 0) {
+			v = index_iter_value(bi, &vl);
+			snprintf(num, sizeof(num), "%.*s", (int)(vl < 23 ? vl : 23), v);
+			parse_u64(num, 0, INT64_MAX, &t);
+		}
+		s3_iso_time((int64_t)t, iso);
 		buf_puts(out, "<Bucket>");
-		tag(out, "Name", b[i].name, strlen(b[i].name), false);
+		tag(out, "Name", c <= 0 ? kn : bn, c <= 0 ? kl : bl, false);
 		buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
+		if (c <= 0)
+			ki = seek_past(s3_idx, ki, kn - 1, kl + 1);
+		if (c >= 0)
+			index_iter_next(bi);
 	}
 	buf_puts(out, "</Buckets></ListAllMyBucketsResult>");
-	s->status = 200;
-	for (int i = 0; i < n; i++)
-		free(b[i].name);
-	free(b);
+	index_iter_free(ki);
+	index_iter_free(bi);
 }

@@ -1,15 +1,10 @@
 /* s3mpu.c -- multipart uploads and their listing (parts are keys under
  * /.mkv-mpu/<upload id>/; CompleteMultipartUpload streams them into a
  * REPLACE of the final key) and CopyObject.  See s3req.h. */
-#include "s3.h"
 #include "s3req.h"
 #include "health.h"
-#include "keylock.h"
 #include "put.h"
-#include "s3list.h"
 #include "../common/httpc.h"
-#include "../common/placement.h"
-#include "../common/record.h"
 
 #include <openssl/evp.h>
 #include <string.h>
@@ -18,37 +13,33 @@
 void s3_list_uploads(struct s3req *s)
 {
 	struct index *side = meta_index();
-	struct index_iter *it;
+	struct index_iter *it = side ? index_iter_new(side, "u", 1) : NULL;
 	int n = 0;
-	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<ListMultipartUploadsResult xmlns=\"" XMLNS "\">");
+	s3_xml_start(s, "ListMultipartUploadsResult");
 	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
 	buf_puts(&s->body, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
 			   "<MaxUploads>1000</MaxUploads>");
-	if (side) {
-		it = index_iter_new(side, "u", 1);
-		for (; index_iter_valid(it) && n < 1000; index_iter_next(it)) {
-			size_t kl, vl;
-			const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl), *sp;
-			char iso[32];
-			if (!kl || k[0] != 'u')
-				break;
-			sp = memchr(v, ' ', vl);
-			if (!sp || kl != 33)
-				continue;
-			/* the key must be /<bucket>/... */
-			if ((size_t)(v + vl - sp - 1) <= s->blen + 2 || sp[1] != '/' ||
-			    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
-				continue;
-			s3_iso_time(strtoll(v, NULL, 10), iso);
-			buf_puts(&s->body, "<Upload>");
-			xml_tag(&s->body, "Key", sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
-			buf_printf(&s->body, "<UploadId>%.32s</UploadId><Initiated>%s</Initiated>"
-					     "<StorageClass>STANDARD</StorageClass></Upload>", k + 1, iso);
-			n++;
-		}
-		index_iter_free(it);
+	for (; it && index_iter_valid(it) && n < 1000; index_iter_next(it)) {
+		size_t kl, vl;
+		const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl), *sp;
+		char iso[32];
+		if (!kl || k[0] != 'u')
+			break;
+		sp = memchr(v, ' ', vl);
+		if (!sp || kl != 33)
+			continue;
+		/* the key must be /<bucket>/... */
+		if ((size_t)(v + vl - sp - 1) <= s->blen + 2 || sp[1] != '/' ||
+		    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
+			continue;
+		s3_iso_time(strtoll(v, NULL, 10), iso);
+		buf_puts(&s->body, "<Upload>");
+		xml_tag(&s->body, "Key", sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
+		buf_printf(&s->body, "<UploadId>%.32s</UploadId><Initiated>%s</Initiated>"
+				     "<StorageClass>STANDARD</StorageClass></Upload>", k + 1, iso);
+		n++;
 	}
+	index_iter_free(it);
 	buf_puts(&s->body, "<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>");
 }
 
@@ -62,27 +53,26 @@ void s3_mpu_create(struct s3req *s)
 {
 	unsigned char r[16];
 	char id[33], *v;
+	int rc;
 	if (getrandom(r, sizeof(r), 0) != sizeof(r)) {
 		s3_error(s, 500, "InternalError", "no randomness for an upload id");
 		return;
 	}
 	digest_hex(r, id);
 	v = xasprintf("%lld %.*s", (long long)time(NULL), (int)s->klen, s->key);
-	if (meta_raw_put('u', id, 32, v, true) < 0) {
-		free(v);
+	rc = meta_raw_put('u', id, 32, v, true);
+	free(v);
+	if (rc < 0) {
 		s3_error(s, 500, "InternalError", "index write failed");
 		return;
 	}
-	free(v);
-	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<InitiateMultipartUploadResult xmlns=\"" XMLNS "\">");
+	s3_xml_start(s, "InitiateMultipartUploadResult");
 	bucket_and_key(s);
 	buf_printf(&s->body, "<UploadId>%s</UploadId></InitiateMultipartUploadResult>", id);
 }
 
 /* Every part key of an upload, in order, by callback. */
-static void each_part(const char *upload, void (*fn)(void *, const char *, size_t, int, const char *,
-						     size_t), void *ctx)
+static void each_part(const char *upload, void (*fn)(void *, const char *, size_t, int), void *ctx)
 {
 	char pfx[64];
 	size_t plen = (size_t)snprintf(pfx, sizeof(pfx), "/" S3_MPU_BUCKET "/%s/", upload);
@@ -94,34 +84,19 @@ static void each_part(const char *upload, void (*fn)(void *, const char *, size_
 			break;
 		if (kl != plen + 5 || record_deleted(v, vl))
 			continue;
-		fn(ctx, k, kl, atoi(k + plen), v, vl);
+		fn(ctx, k, kl, atoi(k + plen));
 	}
 	index_iter_free(it);
 }
 
-struct keys { char (*k)[64]; size_t *len; int n; };
-
-static void collect(void *ctx, const char *k, size_t kl, int num, const char *v, size_t vl)
+/* The iterator reads a snapshot: deleting as it goes is safe. */
+static void drop_part(void *upload, const char *k, size_t kl, int num)
 {
-	struct keys *ks = ctx;
-	(void)num, (void)v, (void)vl;
-	if (ks->n == PARTS_MAX || kl >= 64)
-		return;
-	memcpy(ks->k[ks->n], k, kl);
-	ks->len[ks->n++] = kl;
-}
-
-static void drop_parts(const char *upload)
-{
-	struct keys ks = {xmalloc(PARTS_MAX * 64), xmalloc(PARTS_MAX * sizeof(size_t)), 0};
 	const char *why;
-	each_part(upload, collect, &ks);
-	for (int i = 0; i < ks.n; i++)
-		if (s3_delete_key(ks.k[i], ks.len[i], &why) != 204)
-			log_msg("multipart %s: part %.*s not removed: %s", upload, (int)ks.len[i],
-				ks.k[i], why);
-	free(ks.k);
-	free(ks.len);
+	(void)num;
+	if (s3_delete_key(k, kl, &why) != 204)
+		log_msg("multipart %s: part %.*s not removed: %s", (const char *)upload, (int)kl, k,
+			why);
 }
 
 void s3_mpu_abort(struct s3req *s)
@@ -129,20 +104,19 @@ void s3_mpu_abort(struct s3req *s)
 	char *up = s3_upload(s);
 	if (up) {
 		meta_raw_delete('u', up, 32);
-		drop_parts(up);
+		each_part(up, drop_part, up);
 		s->status = 204;
 	}
 	free(up);
 }
 
-struct partlist { struct buf *b; int marker, max, n, last; bool more; };
+struct partlist { struct buf b; int marker, max, n, last; bool more; };
 
-static void list_part(void *ctx, const char *k, size_t kl, int num, const char *v, size_t vl)
+static void list_part(void *ctx, const char *k, size_t kl, int num)
 {
 	struct partlist *pl = ctx;
 	struct meta m;
 	char iso[32];
-	(void)v, (void)vl;
 	if (num <= pl->marker)
 		return;
 	if (pl->n == pl->max) {
@@ -151,7 +125,7 @@ static void list_part(void *ctx, const char *k, size_t kl, int num, const char *
 	}
 	meta_get(k, kl, &m);
 	s3_iso_time(m.mtime, iso);
-	buf_printf(pl->b, "<Part><PartNumber>%d</PartNumber><LastModified>%s</LastModified>"
+	buf_printf(&pl->b, "<Part><PartNumber>%d</PartNumber><LastModified>%s</LastModified>"
 			  "<ETag>&quot;%s&quot;</ETag><Size>%" PRIu64 "</Size></Part>",
 		   num, iso, m.etag, m.size);
 	pl->n++;
@@ -160,32 +134,29 @@ static void list_part(void *ctx, const char *k, size_t kl, int num, const char *
 
 void s3_mpu_list_parts(struct s3req *s)
 {
-	char *up = s3_upload(s), *mp = s3_req_param(s, "max-parts");
-	char *pm = s3_req_param(s, "part-number-marker");
+	char *up = s3_upload(s);
 	uint64_t max = 1000, marker = 0;
-	struct buf parts = {0};
-	struct partlist pl = {&parts, 0, 0, 0, 0, false};
-	if (up && ((mp && !parse_u64(mp, 0, 1000000, &max)) ||
-		   (pm && !parse_u64(pm, 0, PARTS_MAX, &marker)))) {
+	struct partlist pl = {0};
+	if (up && (s3_num_param(s, "max-parts", 0, 1000000, &max) < 0 ||
+		   s3_num_param(s, "part-number-marker", 0, PARTS_MAX, &marker) < 0)) {
 		s3_error(s, 400, "InvalidArgument", "max-parts and part-number-marker are integers");
 	} else if (up) {
 		pl.max = max > 1000 ? 1000 : (int)max;
 		pl.marker = (int)marker;
-		buf_puts(&parts, "");
+		buf_puts(&pl.b, "");
 		each_part(up, list_part, &pl);
-		s3_xml_start(s, 200);
-		buf_puts(&s->body, "<ListPartsResult xmlns=\"" XMLNS "\">");
+		s3_xml_start(s, "ListPartsResult");
 		bucket_and_key(s);
 		buf_printf(&s->body, "<UploadId>%s</UploadId><PartNumberMarker>%d"
 				     "</PartNumberMarker><NextPartNumberMarker>%d</NextPartNumberMarker>"
 				     "<MaxParts>%d</MaxParts><IsTruncated>%s</IsTruncated>"
 				     "<StorageClass>STANDARD</StorageClass>",
 			   up, pl.marker, pl.last, pl.max, pl.more ? "true" : "false");
-		buf_append(&s->body, parts.data, parts.len);
+		buf_append(&s->body, pl.b.data, pl.b.len);
 		buf_puts(&s->body, "</ListPartsResult>");
 	}
-	buf_free(&parts);
-	free(up), free(mp), free(pm);
+	buf_free(&pl.b);
+	free(up);
 }
 
 /* CompleteMultipartUpload's copy: parts stream from a replica into a put. */
@@ -265,26 +236,22 @@ static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t si
  * from their volumes (sizes[i] each; UINT64_MAX = unknown).  etag: what
  * the metadata keeps (NULL: the md5).  200, or a status with *why. */
 static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *klens,
-		      const uint64_t *sizes, int n, uint64_t total, const char *etag,
-		      const char **why)
+		      const uint64_t *sizes, int n, const char *etag, const char **why)
 {
-	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
 	struct feeder f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-	int np, st;
+	uint64_t total = 0;
+	int st;
 
+	for (int i = 0; i < n && total != UINT64_MAX; i++)
+		total = sizes[i] == UINT64_MAX ? UINT64_MAX : total + sizes[i];
 	if (!s3_lock_key(s->key, s->klen)) {
 		*why = "another write of this key is in progress";
 		return 503;
 	}
-	np = handle_put_locations(s3_cfg, s->key, s->klen, locs, why);
-	if (np < 0) {
-		keylock_release(s->key, s->klen);
+	f.p = s3_replace(s->key, s->klen, total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake,
+			 &f, 0, why);
+	if (!f.p)
 		return 503;
-	}
-	for (int i = 0; i < np; i++)
-		lp[i] = locs[i];
-	f.p = put_start_replace(s3_cfg, s3_idx, s->key, s->klen, lp, np,
-				total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake, &f, 0);
 	if (etag)
 		put_set_etag(f.p, etag);
 	for (int i = 0; i < n; i++) {
@@ -298,7 +265,7 @@ static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *
 	while (!put_result(f.p, &st, why))
 		feeder_wait(&f);
 	if (st == 201)
-		snprintf(s->etag, sizeof(s->etag), "%s", etag ? etag : put_md5(f.p));
+		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", etag ? etag : put_md5(f.p));
 	else
 		snprintf(s->range, sizeof(s->range), "%s", *why); /* outlives the put */
 	put_release(f.p);
@@ -310,65 +277,69 @@ static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *
 void s3_copy(struct s3req *s)
 {
 	const char *src = s3_req_header(s, "X-Amz-Copy-Source"), *why;
-	char key[KEY_MAX * 3 + 8], *v, iso[32];
-	char (*keys)[KEY_MAX + 1] = xmalloc(sizeof(*keys));
-	size_t n = strcspn(src, "?"), klen;
-	struct buf path = {0};
+	bool slash = src[0] == '/';
+	char *path = xasprintf("/%.*s", (int)(strcspn(src, "?") - slash), src + slash);
+	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], *v, iso[32];
+	size_t klen, plen = strlen(path);
 	struct record r;
 	struct meta m;
-	int st;
+	bool known;
 	uint64_t size;
+	int st = plen > KEY_MAX * 3 ? 414 : key_decode(path, plen, key, &klen, &why);
 
-	buf_puts(&path, "/");
-	buf_append(&path, src[0] == '/' ? src + 1 : src, src[0] == '/' ? n - 1 : n);
-	st = path.len > KEY_MAX * 3 ? 414 : key_decode(path.data, path.len, key, &klen, &why);
-	buf_free(&path);
+	free(path);
 	if (st) {
 		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source is not a valid key");
-		goto out;
+		return;
 	}
 	if (!s3_live_record(key, klen, &v, &r)) {
-		s3_error(s, 404, "NoSuchKey", "The specified key does not exist.");
-		goto out;
+		s3_no_such_key(s);
+		return;
 	}
 	free(v);
-	bool known = meta_get(key, klen, &m);
+	known = meta_get(key, klen, &m);
 	size = known ? m.size : UINT64_MAX;
 	if (klen == s->klen && !memcmp(key, s->key, klen)) {
 		/* a copy onto itself changes metadata only, which mkv does not keep */
-		snprintf(s->etag, sizeof(s->etag), "%s", known && m.etag[0] ? m.etag : r.hash);
+		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", known && m.etag[0] ? m.etag : r.hash);
 	} else {
 		memcpy(keys[0], key, klen);
-		st = write_from(s, keys, &klen, &size, 1, size,
-				known && strchr(m.etag, '-') ? m.etag : NULL, &why);
+		st = write_from(s, keys, &klen, &size, 1, known && strchr(m.etag, '-') ? m.etag : NULL,
+				&why);
 		if (st != 200) {
-			s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
-			goto out;
+			s3_fail(s, st, why);
+			return;
 		}
 	}
 	s3_iso_time((int64_t)time(NULL), iso);
-	s3_xml_start(s, 200);
-	buf_printf(&s->body, "<CopyObjectResult xmlns=\"" XMLNS "\"><LastModified>%s</LastModified>"
-			     "<ETag>&quot;%s&quot;</ETag></CopyObjectResult>", iso, s->etag);
-out:
-	free(keys);
+	s3_xml_start(s, "CopyObjectResult");
+	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
+			     "</CopyObjectResult>", iso, s->meta.etag);
 }
 
-/* The parts CompleteMultipartUpload lists (numbers into nums, sizes into
- * sizes, their binary md5s into md): how many, or -1 with an error
- * answered. */
-static int complete_parts(struct s3req *s, const char *up, int *nums, uint64_t *sizes,
-			  uint64_t *total, EVP_MD_CTX *md)
+static void strip_quotes(char *e)
+{
+	size_t n = strlen(e);
+	if (n >= 2 && e[0] == '"' && e[n - 1] == '"') {
+		memmove(e, e + 1, n - 2);
+		e[n - 2] = '\0';
+	}
+}
+
+/* The parts CompleteMultipartUpload lists (their keys into keys and klens,
+ * sizes into sizes, their binary md5s into md): how many, or -1 with an
+ * error answered. */
+static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX + 1],
+			  size_t *klens, uint64_t *sizes, EVP_MD_CTX *md)
 {
 	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len;
 	int n = 0, last = 0;
 	for (;;) {
 		size_t pl, nl, el;
-		char *part = s3_xml_next(&p, end, "Part", &pl), *num, *et, pk[KEY_MAX + 1];
+		char *part = s3_xml_next(&p, end, "Part", &pl), *num, *et;
 		const char *pp = part;
 		uint64_t v = 0;
 		struct meta m;
-		size_t pkl;
 		if (!part)
 			break;
 		num = s3_xml_next(&pp, part + pl, "PartNumber", &nl);
@@ -378,10 +349,11 @@ static int complete_parts(struct s3req *s, const char *up, int *nums, uint64_t *
 			s3_error(s, 400, num && v ? "InvalidPartOrder" : "MalformedXML",
 				 "parts must be listed in ascending order, each once");
 		} else {
-			s3_part_key(up, (int)v, pk, &pkl);
+			s3_part_key(up, (int)v, keys[n], &klens[n]);
 			if (et)
-				s3_strip_quotes(et);
-			if (!meta_get(pk, pkl, &m) || strlen(m.etag) != 32 || (et && strcmp(et, m.etag)))
+				strip_quotes(et);
+			if (!meta_get(keys[n], klens[n], &m) || strlen(m.etag) != 32 ||
+			    (et && strcmp(et, m.etag)))
 				s3_error(s, 400, "InvalidPart", "One or more of the specified parts "
 					 "could not be found or its ETag does not match.");
 			else {
@@ -390,9 +362,7 @@ static int complete_parts(struct s3req *s, const char *up, int *nums, uint64_t *
 					bin[i] = (unsigned char)(hex_value(m.etag[2 * i]) << 4 |
 								 hex_value(m.etag[2 * i + 1]));
 				EVP_DigestUpdate(md, bin, 16);
-				nums[n] = (int)v;
 				sizes[n++] = m.size;
-				*total += m.size;
 				last = (int)v;
 			}
 		}
@@ -409,12 +379,12 @@ void s3_mpu_complete(struct s3req *s)
 {
 	char *up = s3_upload(s);
 	const char *why;
-	int *nums = xmalloc(PARTS_MAX * sizeof(int)), n;
-	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t)), total = 0;
+	char (*keys)[KEY_MAX + 1] = xmalloc(PARTS_MAX * sizeof(*keys)), etag[META_ETAG_MAX];
+	size_t *klens = xmalloc(PARTS_MAX * sizeof(size_t));
+	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t));
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	char etag[META_ETAG_MAX];
 	unsigned char d[16];
-	int st;
+	int n, st;
 
 	EVP_DigestInit_ex(md, EVP_md5(), NULL);
 	if (!up)
@@ -423,7 +393,7 @@ void s3_mpu_complete(struct s3req *s)
 		s3_error(s, 400, "MalformedXML", "request body too large");
 		goto out;
 	}
-	n = complete_parts(s, up, nums, sizes, &total, md);
+	n = complete_parts(s, up, keys, klens, sizes, md);
 	if (n < 0)
 		goto out;
 	if (!n) {
@@ -433,30 +403,21 @@ void s3_mpu_complete(struct s3req *s)
 	EVP_DigestFinal_ex(md, d, NULL);
 	digest_hex(d, etag);
 	snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
-
-	{
-		char (*keys)[KEY_MAX + 1] = xmalloc((size_t)n * sizeof(*keys));
-		size_t *klens = xmalloc((size_t)n * sizeof(size_t));
-		for (int i = 0; i < n; i++)
-			s3_part_key(up, nums[i], keys[i], &klens[i]);
-		st = write_from(s, keys, klens, sizes, n, total, etag, &why);
-		free(keys);
-		free(klens);
-		if (st != 200) {
-			s3_error(s, st, st == 503 ? "SlowDown" : "InternalError", why);
-			goto out;
-		}
+	st = write_from(s, keys, klens, sizes, n, etag, &why);
+	if (st != 200) {
+		s3_fail(s, st, why);
+		goto out;
 	}
 	meta_raw_delete('u', up, 32);
-	drop_parts(up);
-	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<CompleteMultipartUploadResult xmlns=\"" XMLNS "\">");
+	each_part(up, drop_part, up);
+	s3_xml_start(s, "CompleteMultipartUploadResult");
 	xml_tag(&s->body, "Location", s->key, s->klen);
 	bucket_and_key(s);
 	buf_printf(&s->body, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);
 out:
 	EVP_MD_CTX_free(md);
-	free(nums);
+	free(keys);
+	free(klens);
 	free(sizes);
 	free(up);
 }

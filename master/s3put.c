@@ -1,11 +1,9 @@
 /* s3put.c -- PutObject and UploadPart (streamed through put.c, REPLACE
  * semantics, aws-chunked bodies decoded), DeleteObject and DeleteObjects.
  * See s3req.h. */
-#include "s3.h"
 #include "s3req.h"
 #include "keylock.h"
 #include "put.h"
-#include "s3list.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -71,10 +69,8 @@ static bool put_prepare(struct s3req *s)
 {
 	const char *ce = s3_req_header(s, "Content-Encoding");
 	const char *sha = s3_req_header(s, "X-Amz-Content-Sha256"), *cl, *why;
-	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
 	uint64_t clen = 0;
 	bool known;
-	int n;
 
 	s->aws_chunked = (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
 	cl = s3_req_header(s, s->aws_chunked ? "X-Amz-Decoded-Content-Length" : "Content-Length");
@@ -84,15 +80,14 @@ static bool put_prepare(struct s3req *s)
 		return true;
 	}
 	if (s->op == S3_MPU_PART) {
-		char *up = s3_upload(s), *pn = s3_req_param(s, "partNumber");
+		char *up = s3_upload(s);
 		uint64_t num = 0;
-		if (up && (!pn || !parse_u64(pn, 1, PARTS_MAX, &num)))
+		if (up && s3_num_param(s, "partNumber", 1, PARTS_MAX, &num) < 1)
 			s3_error(s, 400, "InvalidArgument",
 				 "Part number must be an integer between 1 and 10000, inclusive");
 		else if (up)
 			s3_part_key(up, (int)num, s->target, &s->tlen);
 		free(up);
-		free(pn);
 		if (s->status)
 			return true;
 	} else {
@@ -103,21 +98,15 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
 		return true;
 	}
-	n = handle_put_locations(s3_cfg, s->target, s->tlen, locs, &why);
-	if (n < 0) {
-		keylock_release(s->target, s->tlen);
-		s3_error(s, 503, "ServiceUnavailable", why);
-		return true;
-	}
-	for (int i = 0; i < n; i++)
-		lp[i] = locs[i];
 	/* An aws-chunked body goes to the volumes unannounced (chunked), even
 	 * with its decoded length known: then no replica can finish before
 	 * the framing has been checked to its end, and bad framing leaves
 	 * the old value everywhere. */
-	s->put = put_start_replace(s3_cfg, s3_idx, s->target, s->tlen, lp, n,
-				   known && !s->aws_chunked ? (int64_t)clen : -1, s3_wake, s, S3_RING);
-	return false;
+	s->put = s3_replace(s->target, s->tlen, known && !s->aws_chunked ? (int64_t)clen : -1,
+			    front_wake, &s->sleep, S3_RING, &why);
+	if (!s->put)
+		s3_error(s, 503, "ServiceUnavailable", why);
+	return !s->put;
 }
 
 /* The body went wrong mid-way: stop the put (the old value stays). */
@@ -151,7 +140,7 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 	s->fed += took;
 	*size -= took;
 	if (*size)
-		s3_wait(s);
+		front_wait(&s->sleep);
 	return FRONT_YES;
 }
 
@@ -167,7 +156,7 @@ static int put_end(struct s3req *s)
 		s->put_finished = true;
 	}
 	if (!put_result(s->put, &st, &why)) {
-		s3_wait(s);
+		front_wait(&s->sleep);
 		return FRONT_YES;
 	}
 	if (s->bad == BAD_SIZE)
@@ -185,16 +174,13 @@ static int put_end(struct s3req *s)
 
 int s3_put_run(struct s3req *s, const char *data, size_t *size)
 {
-	if (!s->prepared) {
-		s->prepared = true;
-		if (put_prepare(s))
-			return s3_handler(s, data, size); /* answered once the body is in */
-	}
+	if (!s->put && put_prepare(s))
+		return s3_handler(s, data, size); /* answered once the body is in */
 	/* what was decoded but not yet taken goes first */
 	while (s->poff < s->pending.len) {
 		s->poff += put_feed(s->put, s->pending.data + s->poff, s->pending.len - s->poff);
 		if (s->poff < s->pending.len) {
-			s3_wait(s);
+			front_wait(&s->sleep);
 			return FRONT_YES;
 		}
 	}
@@ -233,14 +219,12 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, st
 		return;
 	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
 	xml_tag(out, "Key", k, kl);
-	if (st == 204) {
-		buf_puts(out, "</Deleted>");
-		return;
+	if (st != 204) {
+		buf_printf(out, "<Code>%s</Code>",
+			   st == 503 ? "SlowDown" : st < 500 ? "InvalidArgument" : "InternalError");
+		xml_tag(out, "Message", why, strlen(why));
 	}
-	buf_printf(out, "<Code>%s</Code>",
-		   st == 503 ? "SlowDown" : st < 500 ? "InvalidArgument" : "InternalError");
-	xml_tag(out, "Message", why, strlen(why));
-	buf_puts(out, "</Error>");
+	buf_puts(out, st == 204 ? "</Deleted>" : "</Error>");
 }
 
 void s3_delete_many(struct s3req *s)
@@ -250,35 +234,27 @@ void s3_delete_many(struct s3req *s)
 	char *quiet = s3_xml_next(&p, end, "Quiet", &ql), *obj, *k;
 	bool q = quiet && !strcmp(quiet, "true");
 	int n = 0;
-	struct buf out = {0};
 
 	free(quiet);
 	if (s->in_too_big) {
 		s3_error(s, 400, "MalformedXML", "request body too large");
 		return;
 	}
-	buf_puts(&out, "");
+	s3_xml_start(s, "DeleteResult");   /* an error below replaces it */
 	for (p = doc; (obj = s3_xml_next(&p, end, "Object", &olen)); free(k)) {
 		const char *op = obj;
 		k = s3_xml_next(&op, obj + olen, "Key", &kl);
 		free(obj);
 		if (++n > 1000 || !k) {
 			free(k);
-			buf_free(&out);
 			s3_error(s, 400, "MalformedXML",
 				 n > 1000 ? "more than 1000 keys" : "an Object without a Key");
 			return;
 		}
-		delete_one(s, k, kl, q, &out);
+		delete_one(s, k, kl, q, &s->body);
 	}
-	if (!n && !memmem(doc, s->in.len, "<Delete", 7)) {
-		buf_free(&out);
+	if (!n && !memmem(doc, s->in.len, "<Delete", 7))
 		s3_error(s, 400, "MalformedXML", "no <Delete> document");
-		return;
-	}
-	s3_xml_start(s, 200);
-	buf_puts(&s->body, "<DeleteResult xmlns=\"" XMLNS "\">");
-	buf_append(&s->body, out.data, out.len);
-	buf_puts(&s->body, "</DeleteResult>");
-	buf_free(&out);
+	else
+		buf_puts(&s->body, "</DeleteResult>");
 }

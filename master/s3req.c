@@ -1,15 +1,15 @@
 /* s3req.c -- an S3 request's answers (headers, error XML, the response),
  * its suspension while a worker runs, and the small functions the S3 files
  * share.  See s3req.h. */
-#include "s3.h"
 #include "s3req.h"
 #include "keylock.h"
-#include "s3list.h"
+#include "put.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 const struct config *s3_cfg;
@@ -30,11 +30,11 @@ void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 	s->hdr[s->nhdr++] = (struct front_hdr){name, v};
 }
 
-void s3_xml_start(struct s3req *s, int status)
+void s3_xml_start(struct s3req *s, const char *root)
 {
-	s->status = status;
+	s->status = 200;
 	s->body.len = 0;
-	buf_puts(&s->body, XML_HEAD);
+	buf_printf(&s->body, XML_HEAD "<%s xmlns=\"" XMLNS "\">", root);
 }
 
 /* S3's error document (HEAD answers carry none). */
@@ -45,11 +45,20 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 	s->stream = false;
 	if (s->head)
 		return;
-	s3_xml_start(s, status);
-	buf_printf(&s->body, "<Error><Code>%s</Code>", code);
+	buf_printf(&s->body, XML_HEAD "<Error><Code>%s</Code>", code);
 	xml_tag(&s->body, "Message", msg, strlen(msg));
 	xml_tag(&s->body, "Resource", s->path, strlen(s->path));
 	buf_puts(&s->body, "<RequestId>mkv</RequestId></Error>");
+}
+
+void s3_fail(struct s3req *s, int status, const char *why)
+{
+	s3_error(s, status, status == 503 ? "SlowDown" : "InternalError", why);
+}
+
+void s3_no_such_key(struct s3req *s)
+{
+	s3_error(s, 404, "NoSuchKey", "The specified key does not exist.");
 }
 
 int s3_send(struct s3req *s)
@@ -62,29 +71,15 @@ int s3_send(struct s3req *s)
 	h[nh++] = (struct front_hdr){"x-amz-request-id", "mkv"};
 	s->answered = true;
 	if (s->stream)
-		return front_stream(s->conn, s->status, h, nh, s->vlen, s3_get_reader, s);
-	return front_send(s->conn, s->status, h, nh, s->body.data, s->body.len);
+		return front_stream(s->sleep.conn, s->status, h, nh, s->vlen, s3_get_reader, s);
+	return front_send(s->sleep.conn, s->status, h, nh, s->body.data, s->body.len);
 }
 
 /* ---- suspension ---- */
 
-void s3_wake(void *arg)
-{
-	front_wake(&((struct s3req *)arg)->sleep);
-}
-
-void s3_wait(struct s3req *s)
-{
-	front_wait(&s->sleep);
-}
-
 void s3_unref(struct s3req *s)
 {
-	bool last;
-	pthread_mutex_lock(&s->mu);
-	last = --s->refs == 0;
-	pthread_mutex_unlock(&s->mu);
-	if (!last)
+	if (atomic_fetch_sub(&s->refs, 1) > 1)
 		return;
 	buf_free(&s->body);
 	buf_free(&s->in);
@@ -97,27 +92,19 @@ void s3_unref(struct s3req *s)
 		s3_stream_end(s->ring);
 	free(s->path);
 	free(s->query);
-	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->sleep.mu);
 	pthread_cond_destroy(&s->cv);
 	free(s);
 }
 
 int s3_start_async(struct s3req *s, void (*fn)(void *))
 {
-	pthread_mutex_lock(&s->mu);
-	s->refs++;                   /* the worker's, dropped by s3_async_finish */
-	pthread_mutex_unlock(&s->mu);
+	atomic_fetch_add(&s->refs, 1);   /* the worker's */
 	if (front_spawn(&s->sleep, fn, s) == 0)
 		return FRONT_YES;
 	s3_unref(s);
 	s3_error(s, 503, "SlowDown", "server busy: no thread for this request");
 	return s3_send(s);
-}
-
-void s3_async_finish(struct s3req *s)
-{
-	front_finish(&s->sleep);
-	s3_unref(s);
 }
 
 /* ---- parameters, XML, keys and uploads ---- */
@@ -138,9 +125,17 @@ char *s3_req_param(struct s3req *s, const char *name)
 	return out;
 }
 
+int s3_num_param(struct s3req *s, const char *name, uint64_t min, uint64_t max, uint64_t *v)
+{
+	char *p = s3_req_param(s, name);
+	int rc = !p ? 0 : parse_u64(p, min, max, v) ? 1 : -1;
+	free(p);
+	return rc;
+}
+
 const char *s3_req_header(struct s3req *s, const char *name)
 {
-	return front_header(s->conn, name);
+	return front_header(s->sleep.conn, name);
 }
 
 /* A key from XML (raw bytes, not percent-encoded) under the bucket, checked
@@ -153,12 +148,7 @@ int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *o
 	buf_puts(&enc, "/");
 	buf_append(&enc, s->bucket, s->blen);
 	buf_puts(&enc, "/");
-	for (size_t i = 0; i < n; i++) {
-		if (name[i] == '%')
-			buf_puts(&enc, "%25");
-		else
-			buf_append(&enc, &name[i], 1);
-	}
+	buf_url_escape(&enc, name, n, true);   /* key_decode takes it back to name */
 	if (enc.len > KEY_MAX * 3) {
 		buf_free(&enc);
 		*why = "key longer than 189 bytes";
@@ -167,6 +157,40 @@ int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *o
 	st = key_decode(enc.data, enc.len, out, outlen, why);
 	buf_free(&enc);
 	return st;
+}
+
+static void xml_escape(struct buf *b, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		switch (c) {
+		case '&': buf_puts(b, "&amp;"); break;
+		case '<': buf_puts(b, "&lt;"); break;
+		case '>': buf_puts(b, "&gt;"); break;
+		case '"': buf_puts(b, "&quot;"); break;
+		case '\'': buf_puts(b, "&apos;"); break;
+		default:
+			if (c < 0x20 && c != '\t' && c != '\n')
+				buf_printf(b, "&#x%x;", c);
+			else
+				buf_append(b, &s[i], 1);
+		}
+	}
+}
+
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n)
+{
+	buf_printf(b, "<%s>", name);
+	xml_escape(b, s, n);
+	buf_printf(b, "</%s>", name);
+}
+
+void s3_iso_time(int64_t t, char out[32])
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+	gmtime_r(&tt, &tm);
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
 }
 
 static void utf8_put(struct buf *o, unsigned long v)
@@ -220,15 +244,6 @@ char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outl
 	return o.data;
 }
 
-void s3_strip_quotes(char *e)
-{
-	size_t n = strlen(e);
-	if (n >= 2 && e[0] == '"' && e[n - 1] == '"') {
-		memmove(e, e + 1, n - 2);
-		e[n - 2] = '\0';
-	}
-}
-
 /* Take key's lock, waiting a little: S3 clients retry their own requests
  * on 503, not on 409. */
 bool s3_lock_key(const char *key, size_t klen)
@@ -254,6 +269,20 @@ bool s3_live_record(const char *key, size_t klen, char **v, struct record *r)
 		return false;
 	}
 	return true;
+}
+
+struct put *s3_replace(const char *key, size_t klen, int64_t clen, void (*wake)(void *),
+		       void *arg, size_t ring, const char **why)
+{
+	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
+	int n = handle_put_locations(s3_cfg, key, klen, locs, why);
+	if (n < 0) {
+		keylock_release(key, klen);
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		lp[i] = locs[i];
+	return put_start_replace(s3_cfg, s3_idx, key, klen, lp, n, clen, wake, arg, ring);
 }
 
 void s3_part_key(const char *upload, int n, char *out, size_t *len)

@@ -1,25 +1,20 @@
-/* s3req.h -- what the S3 files (s3.c, s3req.c, s3get.c, s3put.c, s3mpu.c)
- * share: one S3 request and the functions that answer it.  Not an interface
- * for the rest of the master: that is s3.h.
+/* s3req.h -- what the S3 files (s3*.c) share: one S3 request and the
+ * functions that answer it.  Not an interface for the rest of the master:
+ * that is s3.h.
  *
  * Threads: a request is driven by libmicrohttpd's calls (s3_handler) and,
- * while its connection sleeps, by one worker thread; s->mu guards what both
- * touch, s->refs counts them (s3_unref frees on the last). */
+ * while its connection sleeps, by one worker thread; s->sleep.mu guards
+ * what both touch, s->refs counts them (s3_unref frees on the last). */
 #ifndef MKV_S3REQ_H
 #define MKV_S3REQ_H
 
-#include "s3.h"
-#include "index.h"
+#include "s3.h"   /* and so index.h, mkv.h and the C headers it needs */
 #include "handlers.h"
 #include "meta.h"
-#include "mkv.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/types.h>
+#include <stdatomic.h>
 
 #define XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 #define XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -27,13 +22,14 @@
 #define RING_CAP (256u << 10)   /* a GetObject's bytes between volume and client */
 #define S3_RING (1u << 20)        /* a PutObject's or part's ring (put.h): clients send ~10 at once */
 #define PARTS_MAX 10000
+#define S3_MPU_BUCKET ".mkv-mpu"   /* where multipart parts live (not a valid S3 bucket name) */
 #define CHUNK_LINE_MAX 4096
 #define NHDR 12
 
 enum { BAD_FRAMING = 1, BAD_SIZE };
 
 enum s3op {
-	S3_BAD, S3_UNSUPPORTED, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
+	S3_BAD, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
 	S3_BUCKET_DELETE, S3_BUCKET_LOCATION, S3_BUCKET_VERSIONING, S3_LIST, S3_LIST_UPLOADS,
 	S3_DELETE_MANY, S3_GET, S3_PUT, S3_DELETE, S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE,
 	S3_MPU_ABORT, S3_MPU_LIST_PARTS, S3_COPY
@@ -50,16 +46,9 @@ struct chunkdec {
 };
 
 struct s3req {
-	union {       /* sleep's fields, also by their own names (s->mu, s->conn) */
-		struct front_sleep sleep;
-		struct {
-			struct MHD_Connection *conn;
-			pthread_mutex_t mu;
-			bool suspended, woken, gone, async_started, async_done;
-		};
-	};
+	struct front_sleep sleep;   /* its connection; sleep.mu guards what both threads touch */
 	pthread_cond_t cv;
-	int refs;
+	atomic_int refs;
 	char method[16];
 	char *path, *query;
 	enum s3op op;
@@ -80,7 +69,6 @@ struct s3req {
 	bool in_too_big;
 
 	/* PutObject / UploadPart */
-	bool prepared;
 	struct put *put;
 	bool put_finished;
 	char target[KEY_MAX + 1];     /* the key written (a part's own key for UploadPart) */
@@ -103,9 +91,7 @@ struct s3req {
 	long vstatus;
 	int64_t vlen;
 	char crange[128], vlastmod[64];
-	char etag[META_ETAG_MAX];
-	int64_t mtime;
-	uint64_t size;
+	struct meta meta;             /* its etag: the record's md5 when the sidecar has none */
 	bool have_meta;
 };
 
@@ -115,24 +101,38 @@ extern struct index *s3_idx;
 /* ---- answers, suspension and the rest of s3req.c; int results are FRONT_YES/NO ---- */
 void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void s3_xml_start(struct s3req *s, int status);
+/* A 200 answer whose XML body opens <root xmlns="..."> */
+void s3_xml_start(struct s3req *s, const char *root);
 void s3_error(struct s3req *s, int status, const char *code, const char *msg);
+/* A failed write's error: 503 SlowDown, else InternalError. */
+void s3_fail(struct s3req *s, int status, const char *why);
 int s3_send(struct s3req *s);
-void s3_wake(void *arg);
-void s3_wait(struct s3req *s);
 void s3_unref(struct s3req *s);
 /* Runs fn(s) on a worker while the connection sleeps (503 SlowDown when no
- * thread can be had); the worker ends with s3_async_finish. */
+ * thread can be had); the worker ends with s3_unref, after front_finish
+ * when it answers. */
 int s3_start_async(struct s3req *s, void (*fn)(void *));
-void s3_async_finish(struct s3req *s);
 char *s3_req_param(struct s3req *s, const char *name);
+/* A numeric query parameter in [min, max] into *v: 1, 0 when absent (*v
+ * unchanged), -1 when it is not such a number. */
+int s3_num_param(struct s3req *s, const char *name, uint64_t min, uint64_t max, uint64_t *v);
 const char *s3_req_header(struct s3req *s, const char *name);
 int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *outlen,
 		   const char **why);
 char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen);
-void s3_strip_quotes(char *e);
+/* <name>s[0..n), escaped</name> */
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n);
+/* ISO 8601 with milliseconds ("2026-11-30T17:00:00.000Z"). */
+void s3_iso_time(int64_t t, char out[32]);
 bool s3_lock_key(const char *key, size_t klen);
+/* A live record of key into r (*v holds its storage; caller frees it). */
 bool s3_live_record(const char *key, size_t klen, char **v, struct record *r);
+void s3_no_such_key(struct s3req *s);
+/* Start a REPLACE of key, whose lock the caller holds and hands over to
+ * the put; NULL with *why (and the lock released) when too few volumes
+ * are up.  clen, wake, arg, ring: as put_start_replace's. */
+struct put *s3_replace(const char *key, size_t klen, int64_t clen, void (*wake)(void *),
+		       void *arg, size_t ring, const char **why);
 void s3_part_key(const char *upload, int n, char *out, size_t *len);
 char *s3_upload(struct s3req *s);
 
@@ -150,9 +150,13 @@ int s3_delete_key(const char *key, size_t klen, const char **why);
 void s3_delete_many(struct s3req *s);
 
 /* ---- run on a worker thread: ListObjects V1/V2 and ListBuckets
- * (s3list.c); multipart uploads and their listing, CopyObject (s3mpu.c) ---- */
+ * (s3list.c: from the index and the sidecar, never a volume; memory
+ * bounded by max-keys); multipart uploads and their listing, CopyObject
+ * (s3mpu.c) ---- */
 void s3_list(struct s3req *s);
 void s3_list_buckets(struct s3req *s);
+/* No live key under the bucket? */
+bool s3_bucket_empty(const char *bucket);
 void s3_list_uploads(struct s3req *s);
 void s3_mpu_create(struct s3req *s);
 void s3_mpu_abort(struct s3req *s);

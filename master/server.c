@@ -77,8 +77,7 @@ static atomic_int inflight;
 struct conn {
 	struct conn *prev, *next;
 	int fd;
-	atomic_ullong since_ms;   /* waiting for a request head since */
-	atomic_bool in_request;   /* a head arrived; the request runs */
+	atomic_ullong since_ms;   /* waiting for a request head since (0: a request runs) */
 	bool cut;
 };
 
@@ -122,39 +121,13 @@ const char *front_header(struct MHD_Connection *c, const char *name)
 	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-struct header_match {
-	bool (*match)(const char *, const char *);
-	bool found;
-};
-
-static enum MHD_Result header_matches(void *cls, enum MHD_ValueKind kind, const char *key,
-				      const char *value)
+void front_sleep_locked(struct front_sleep *z)
 {
-	struct header_match *m = cls;
-	(void)kind;
-	m->found = m->match(key, value);
-	return m->found ? MHD_NO : MHD_YES;   /* MHD_NO ends the pass */
+	z->suspended = true;
+	MHD_suspend_connection(z->conn);
 }
 
-bool front_any_header(struct MHD_Connection *c, bool (*match)(const char *, const char *))
-{
-	struct header_match m = {match, false};
-	MHD_get_connection_values(c, MHD_HEADER_KIND, header_matches, &m);
-	return m.found;
-}
-
-void front_suspend(struct MHD_Connection *c)
-{
-	MHD_suspend_connection(c);
-}
-
-void front_resume(struct MHD_Connection *c)
-{
-	MHD_resume_connection(c);
-}
-
-/* Under z->mu. */
-static void wake_locked(struct front_sleep *z)
+void front_wake_locked(struct front_sleep *z)
 {
 	z->woken = true;
 	if (z->suspended && !z->gone) {
@@ -167,7 +140,7 @@ void front_wake(void *arg)
 {
 	struct front_sleep *z = arg;
 	pthread_mutex_lock(&z->mu);
-	wake_locked(z);
+	front_wake_locked(z);
 	pthread_mutex_unlock(&z->mu);
 }
 
@@ -176,7 +149,7 @@ void front_finish(struct front_sleep *z)
 {
 	pthread_mutex_lock(&z->mu);
 	z->async_done = true;
-	wake_locked(z);
+	front_wake_locked(z);
 	pthread_mutex_unlock(&z->mu);
 }
 
@@ -185,10 +158,8 @@ bool front_wait(struct front_sleep *z)
 	bool done;
 	pthread_mutex_lock(&z->mu);
 	done = z->async_done;
-	if (!done && !z->woken) {
-		z->suspended = true;
-		MHD_suspend_connection(z->conn);
-	}
+	if (!done && !z->woken)
+		front_sleep_locked(z);
 	z->woken = false;
 	pthread_mutex_unlock(&z->mu);
 	return done;
@@ -203,8 +174,7 @@ int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg)
 		return -1;
 	}
 	z->async_started = true;
-	z->suspended = true;
-	MHD_suspend_connection(z->conn);
+	front_sleep_locked(z);
 	pthread_mutex_unlock(&z->mu);
 	return 0;
 }
@@ -289,9 +259,8 @@ static void run_op(struct req *r)
 		break;
 	case OP_REBALANCE:
 		/* ?unlinked: move an unlinked key's blob too (online rebalance) */
-		st = r->query ? rebalance_key_flags(cfg, idx, r->key, r->klen, REBALANCE_UNLINKED,
-						    NULL, &why)
-			      : rebalance_key(cfg, idx, r->key, r->klen, &why);
+		st = rebalance_key_flags(cfg, idx, r->key, r->klen, r->query ? REBALANCE_UNLINKED : 0,
+					 NULL, &why);
 		if (st == 204)
 			r->ans.status = 204;
 		else
@@ -447,7 +416,7 @@ static enum MHD_Result req_begin(struct req *r, struct MHD_Connection *conn, con
 	r->sl.conn = conn;
 	r->sock = ci ? ci->socket_context : NULL;
 	if (r->sock)
-		atomic_store(&r->sock->in_request, true);
+		atomic_store(&r->sock->since_ms, 0);
 	req_parse(r, method);
 	if (s3_is_request(conn, method, r->query)) {
 		r->s3 = s3_new(conn, method, r->uri, r->query);
@@ -573,7 +542,6 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	unlock_key(r);
 	if (r->sock) {
 		atomic_store(&r->sock->since_ms, now_ms());
-		atomic_store(&r->sock->in_request, false);
 		if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
 			conn_close_if_eof(r->sock->fd);
 	}
@@ -622,8 +590,8 @@ static void *reaper(void *arg)
 		uint64_t now = now_ms();
 		pthread_mutex_lock(&conns_mu);
 		for (struct conn *k = conns.next; k != &conns; k = k->next) {
-			if (k->cut || k->fd < 0 || atomic_load(&k->in_request) ||
-			    now - atomic_load(&k->since_ms) < cfg->idletimeout_ms)
+			uint64_t since = atomic_load(&k->since_ms);
+			if (k->cut || k->fd < 0 || !since || now < since + cfg->idletimeout_ms)
 				continue;
 			shutdown(k->fd, SHUT_RDWR);
 			k->cut = true;
