@@ -8,6 +8,7 @@
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
+#include "../ops/ops.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -31,8 +32,7 @@ struct put {
 	struct httpc_stream *st;
 	uint64_t size;           /* the body's length (the worker's, once the body ended) */
 	bool aborted, released, finished;
-	bool small;              /* sent whole (httpc.h): the worker starts at put_finish */
-	bool started;            /* the worker runs (or ran) */
+	bool started;            /* the worker runs (or ran); a small body's at put_finish */
 	int refs;
 	char hash[33];
 
@@ -166,14 +166,6 @@ static void cleanup_failed(struct put *p)
 
 /* ---- REPLACE ---- */
 
-static bool named(char *const *locs, int n, const char *loc)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(locs[i], loc))
-			return true;
-	return false;
-}
-
 /* Best-effort removal of the copies at old locations that the record no
  * longer names (they hold the old bytes, or none).  A failure leaves an
  * orphan that gc finds: nothing names it. */
@@ -182,7 +174,7 @@ static void drop_unnamed(struct put *p, char *const *keep, int nkeep, char *cons
 	for (int i = 0; i < ncand; i++) {
 		char url[LOC_MAX + PATH_MAX_LEN + 16];
 		int st;
-		if (named(keep, nkeep, cand[i]))
+		if (ops_has_loc(keep, nkeep, cand[i]))
 			continue;
 		snprintf(url, sizeof(url), "http://%s%s", cand[i], p->path);
 		st = httpc_do("DELETE", url, NULL, 0, (long)p->cfg->voltimeout_ms * 5, NULL, 0, NULL);
@@ -329,7 +321,6 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 	}
 	if (!ring || ring > RING_MAX)
 		ring = RING_MAX;
-	p->small = clen > 0 && (uint64_t)clen <= HTTPC_SMALL_MAX;
 	/* A REPLACE drives every replica to its end even after one fails:
 	 * what each holds (old bytes or new) decides what the record says. */
 	sc.all = p->replace;
@@ -339,7 +330,7 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 	p->wake = wake;
 	p->arg = arg;
 	p->refs = 1;
-	if (!p->small)
+	if (!(clen > 0 && (uint64_t)clen <= HTTPC_SMALL_MAX)) /* sent whole (httpc.h) */
 		start_worker(p);
 	return p;
 }
@@ -381,7 +372,7 @@ size_t put_feed(struct put *p, const char *data, size_t n)
 void put_finish(struct put *p)
 {
 	httpc_stream_finish(p->st, p->hash);
-	if (p->small && !p->started && !p->finished)
+	if (!p->started && !p->finished)
 		start_worker(p);
 }
 
