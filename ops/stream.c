@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- -rate ---- */
@@ -21,17 +20,10 @@ static pthread_mutex_t rate_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rate_bps;        /* 0: no cap */
 static double rate_next;         /* when the bytes taken so far are paid for (s) */
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 void ops_rate_init(uint64_t bytes_per_s)
 {
 	rate_bps = bytes_per_s;
-	rate_next = now_s();
+	rate_next = (double)now_ms() / 1e3;
 }
 
 /* Every reader books its bytes on one timeline and sleeps until its slot:
@@ -42,7 +34,7 @@ void ops_rate_take(uint64_t n)
 	if (!rate_bps || !n)
 		return;
 	pthread_mutex_lock(&rate_mu);
-	now = now_s();
+	now = (double)now_ms() / 1e3;
 	if (rate_next < now - 1)
 		rate_next = now - 1;     /* an idle second earns at most one second's bytes */
 	rate_next += (double)n / (double)rate_bps;
