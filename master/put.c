@@ -184,14 +184,6 @@ static void drop_unnamed(struct put *p, char *const *keep, int nkeep, char *cons
 	}
 }
 
-static void replace_begin(struct put *p)
-{
-	/* The marker lets a master that crashes mid-REPLACE unlink the key at
-	 * its next start instead of serving copies that may differ. */
-	if (meta_raw_put('r', p->key, p->klen, "", true) < 0)
-		fail(p, 500, "index write failed");
-}
-
 /* After the transfers: the new record, or on failure the record of what
  * the replicas now hold.  Replicas that answered 2xx hold the new bytes;
  * the others kept the old ones (volumes write to a temporary name and
@@ -239,11 +231,11 @@ static void worker(void *arg)
 {
 	struct put *p = arg;
 
-	if (p->replace)
-		replace_begin(p);
-	if (p->status)
-		;
-	else if (!p->replace && write_record(p, true, "", p->locs, p->nlocs) < 0)
+	/* First the DELETED record (put.h) or, for a REPLACE, the marker that
+	 * lets a master that crashes mid-REPLACE unlink the key at its next
+	 * start instead of serving copies that may differ. */
+	if (p->replace ? meta_raw_put('r', p->key, p->klen, "", true) < 0
+		       : write_record(p, true, "", p->locs, p->nlocs) < 0)
 		fail(p, 500, "index write failed");
 	else
 		send_body(p);
