@@ -9,19 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define IDLE_MAX 64
 #define WAKE_BYTES (256u << 10)
 
 _Static_assert(CURL_ERROR_SIZE <= sizeof(((struct httpc_req *)0)->err), "curl's error buffer");
 
-/* A thread's handles: an easy handle for single requests and a multi
- * handle (its connection cache) with easy handles for fan-outs.  They stay
+/* A thread's handles: a multi handle (its connection cache) with easy
+ * handles for fan-outs; the first also serves single requests.  They stay
  * with the thread until httpc_thread_cleanup, which parks them here for
  * the next short-lived thread: it then reuses warm connections instead of
  * connecting anew. */
 struct conns {
-	CURL *easy;
 	CURLM *multi;
 	CURL **h;
 	int nh;
@@ -57,7 +57,6 @@ void httpc_thread_cleanup(void)
 		return;
 	for (int i = 0; i < c->nh; i++)
 		curl_easy_cleanup(c->h[i]);
-	curl_easy_cleanup(c->easy);
 	curl_multi_cleanup(c->multi);
 	free(c->h);
 	free(c);
@@ -75,10 +74,8 @@ static struct conns *conns(int n)
 	}
 	if (!c) {
 		c = xcalloc(1, sizeof(*c));
-		c->easy = curl_easy_init();
-		c->multi = curl_multi_init();
-		if (!c->easy || !c->multi)
-			die("curl init failed");
+		if (!(c->multi = curl_multi_init()))
+			die("curl_multi_init failed");
 		curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 64L);
 	}
 	tl = c;
@@ -140,6 +137,21 @@ static int outcome(CURL *h, CURLcode rc, const char *errbuf, char *err)
 	return -1;
 }
 
+static EVP_MD_CTX *md5_new(void)
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
+		die("md5 init failed");
+	return md;
+}
+
+static void md5_end(EVP_MD_CTX *md, char out[33])
+{
+	unsigned char d[16];
+	EVP_DigestFinal_ex(md, d, NULL);
+	digest_hex(d, out);
+}
+
 /* method with body (NULL: none) and the head, no 100-continue round trip;
  * the answer's body is dropped unless the caller sets a writer. */
 static void request_opts(CURL *h, const char *method, const void *body, size_t len,
@@ -161,7 +173,7 @@ int httpc_do(const char *method, const char *url, const void *body, size_t bodyl
 {
 	struct sink sink = {resp, resp_max, false};
 	char errbuf[CURL_ERROR_SIZE];
-	CURL *c = conns(0)->easy;
+	CURL *c = conns(1)->h[0];
 
 	base_opts(c, url, errbuf, timeout_ms);
 	request_opts(c, method, body, bodylen, timeout_ms);
@@ -176,11 +188,31 @@ static void req_done(struct httpc_req *r, CURL *h, CURLcode rc)
 	r->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
 }
 
+/* Move m's transfers along and hand each finished one to fin; returns how
+ * many still run. */
+static int turn(CURLM *m, void (*fin)(void *ctx, CURL *h, CURLcode rc), void *ctx)
+{
+	CURLMsg *msg;
+	int running, left;
+	curl_multi_perform(m, &running);
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE)
+			fin(ctx, msg->easy_handle, msg->data.result);
+	return running;
+}
+
+static void fanout_done(void *ctx, CURL *h, CURLcode rc)
+{
+	struct httpc_req *r;
+	(void)ctx;
+	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
+	req_done(r, h, rc);
+}
+
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms)
 {
 	struct conns *c = conns(n);
-	int running = 1;
 
 	for (int i = 0; i < n; i++) {
 		CURL *h = c->h[i];
@@ -191,20 +223,8 @@ void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void 
 		request_opts(h, method, body, bodylen, timeout_ms);
 		curl_multi_add_handle(c->multi, h);
 	}
-	while (running) {
-		CURLMsg *msg;
-		int left;
-		curl_multi_perform(c->multi, &running);
-		while ((msg = curl_multi_info_read(c->multi, &left))) {
-			struct httpc_req *r;
-			if (msg->msg != CURLMSG_DONE)
-				continue;
-			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
-			req_done(r, msg->easy_handle, msg->data.result);
-		}
-		if (running)
-			curl_multi_poll(c->multi, NULL, 0, 1000, NULL);
-	}
+	while (turn(c->multi, fanout_done, NULL))
+		curl_multi_poll(c->multi, NULL, 0, 1000, NULL);
 	for (int i = 0; i < n; i++)
 		curl_multi_remove_handle(c->multi, c->h[i]);
 }
@@ -214,6 +234,7 @@ void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void 
 struct get_state {
 	const struct httpc_call *g;
 	int status;
+	EVP_MD_CTX *md;         /* when g->md5 */
 };
 
 static size_t get_header(char *p, size_t size, size_t n, void *ud)
@@ -233,6 +254,8 @@ static size_t get_body(char *p, size_t size, size_t n, void *ud)
 {
 	struct get_state *s = ud;
 	size_t len = size * n;
+	if (s->md && s->status == 200)
+		EVP_DigestUpdate(s->md, p, len);
 	return !s->g->body || s->g->body(s->g->ctx, p, len) ? len : 0;
 }
 
@@ -240,15 +263,19 @@ static size_t put_body(char *p, size_t size, size_t n, void *ud)
 {
 	struct get_state *s = ud;
 	ssize_t got = s->g->read(s->g->ctx, p, size * n);
-	return got < 0 ? CURL_READFUNC_ABORT : (size_t)got;
+	if (got < 0)
+		return CURL_READFUNC_ABORT;
+	if (s->md)
+		EVP_DigestUpdate(s->md, p, (size_t)got);
+	return (size_t)got;
 }
 
 int httpc_call(const struct httpc_call *g, char *err)
 {
-	struct get_state s = {g, 0};
+	struct get_state s = {g, 0, g->md5 ? md5_new() : NULL};
 	struct curl_slist *hl = NULL;
 	char errbuf[CURL_ERROR_SIZE], line[200];
-	CURL *c = conns(0)->easy;
+	CURL *c = conns(1)->h[0];
 	int st;
 
 	base_opts(c, g->url, errbuf, g->connect_ms);
@@ -280,6 +307,12 @@ int httpc_call(const struct httpc_call *g, char *err)
 		curl_easy_setopt(c, CURLOPT_BUFFERSIZE, g->bufsize);
 	st = outcome(c, curl_easy_perform(c), errbuf, err);
 	curl_slist_free_all(hl);
+	if (s.md) {
+		g->md5[0] = '\0';
+		if (st >= 0)
+			md5_end(s.md, g->md5);
+		EVP_MD_CTX_free(s.md);
+	}
 	return st;
 }
 
@@ -346,9 +379,7 @@ struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg)
 	s->ring = xmalloc(cfg->cap);
 	s->first = -1;
 	s->rep = xcalloc((size_t)cfg->n, sizeof(*s->rep));
-	s->md = EVP_MD_CTX_new();
-	if (!s->md || !EVP_DigestInit_ex(s->md, EVP_md5(), NULL))
-		die("md5 init failed");
+	s->md = md5_new();
 	for (int i = 0; i < cfg->n; i++) {
 		s->rep[i] = (struct rep){.s = s, .req = &cfg->reqs[i]};
 		cfg->reqs[i].status = -1;
@@ -382,9 +413,7 @@ static uint64_t tail_of(struct httpc_stream *s)
 /* Compare the md5 of everything taken with the wanted one (mu held). */
 static bool md5_ok(struct httpc_stream *s)
 {
-	unsigned char d[16];
-	EVP_DigestFinal_ex(s->md, d, NULL);
-	digest_hex(d, s->md5);
+	md5_end(s->md, s->md5);
 	if (!s->want_md5 || !strcmp(s->md5, s->want_md5))
 		return true;
 	snprintf(s->why, sizeof(s->why), "source bytes do not match md5 %s (got %s)",
@@ -536,8 +565,9 @@ static void start_puts(struct httpc_stream *s, struct conns *c)
 }
 
 /* A transfer of the multi finished. */
-static void xfer_done(struct httpc_stream *s, CURL *h, CURLcode rc)
+static void xfer_done(void *ctx, CURL *h, CURLcode rc)
 {
+	struct httpc_stream *s = ctx;
 	struct rep *r;
 	pthread_mutex_lock(&s->mu);
 	if (h == s->src) {
@@ -605,13 +635,9 @@ static void drive(struct httpc_stream *s, struct conns *c)
 
 	while (running && (s->first < 0 || s->cfg.all)) {
 		bool stalled = false;
-		CURLMsg *m;
-		int nun, left;
+		int nun;
 
-		curl_multi_perform(c->multi, &running);
-		while ((m = curl_multi_info_read(c->multi, &left)))
-			if (m->msg == CURLMSG_DONE)
-				xfer_done(s, m->easy_handle, m->data.result);
+		running = turn(c->multi, xfer_done, s);
 		if (s->src && !s->started && s->src_status == 200 && !s->aborted) {
 			start_puts(s, c);
 			running = 1;
@@ -741,84 +767,134 @@ int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, 
 /* ---- many GETs in flight on one thread ---- */
 
 struct mget {
-	CURL *h;
+	CURL *h;                /* made when the GET first starts */
+	char *url;
 	void *req;
 	struct buf body;
 	struct sink sink;
 	char err[CURL_ERROR_SIZE];
-	struct mget *next;      /* free list */
+	struct mget *next;      /* the queue, or the free list */
 };
 
 struct httpc_multi {
 	CURLM *multi;
-	int active;
+	int conns, active, queued;
+	size_t max;
+	struct mget *head, *tail;   /* the queue: added, not started */
 	struct mget *free;
+	httpc_multi_done done;      /* httpc_multi_run's */
+	void *ctx;
 };
 
-struct httpc_multi *httpc_multi_new(int conns)
+struct httpc_multi *httpc_multi_new(int conns, size_t max)
 {
 	struct httpc_multi *m = xcalloc(1, sizeof(*m));
+	m->conns = conns < 1 ? 1 : conns;
+	m->max = max;
 	if (!(m->multi = curl_multi_init()))
 		die("curl_multi_init failed");
-	curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, (long)conns);
+	curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, (long)m->conns * 2 + 8);
 	return m;
 }
 
-void httpc_multi_get(struct httpc_multi *m, const char *url, size_t max, void *req)
+void httpc_multi_add(struct httpc_multi *m, const char *url, void *req)
 {
 	struct mget *x = m->free;
-	if (x) {
+	if (x)
 		m->free = x->next;
-	} else {
+	else
 		x = xcalloc(1, sizeof(*x));
-		if (!(x->h = curl_easy_init()))
-			die("curl_easy_init failed");
-	}
+	x->url = xstrdup(url);
 	x->req = req;
+	x->next = NULL;
+	if (m->tail)
+		m->tail->next = x;
+	else
+		m->head = x;
+	m->tail = x;
+	m->queued++;
+}
+
+/* Start the GET at the head of the queue. */
+static void mget_start(struct httpc_multi *m)
+{
+	struct mget *x = m->head;
+	if (!(m->head = x->next))
+		m->tail = NULL;
+	m->queued--;
+	m->active++;
+	if (!x->h && !(x->h = curl_easy_init()))
+		die("curl_easy_init failed");
 	x->body.len = 0;
-	x->sink = (struct sink){&x->body, max, false};
-	base_opts(x->h, url, x->err, 10000);
+	x->sink = (struct sink){&x->body, m->max, false};
+	base_opts(x->h, x->url, x->err, 10000);
+	free(x->url);   /* libcurl keeps its own copy */
 	curl_easy_setopt(x->h, CURLOPT_WRITEDATA, &x->sink);
 	curl_easy_setopt(x->h, CURLOPT_PRIVATE, (char *)x);
 	curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, 120000L);
 	curl_multi_add_handle(m->multi, x->h);
-	m->active++;
 }
 
-int httpc_multi_poll(struct httpc_multi *m,
-		     void (*done)(void *ctx, void *req, int status, const char *body, size_t len,
-				  const char *err),
+static void mget_done(void *ctx, CURL *h, CURLcode rc)
+{
+	struct httpc_multi *m = ctx;
+	struct mget *x;
+	int st;
+	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&x);
+	st = outcome(h, rc, x->err, x->err);
+	if (x->sink.over)
+		snprintf(x->err, sizeof(x->err), "answer larger than %zu bytes", x->sink.max);
+	curl_multi_remove_handle(m->multi, h);
+	m->active--;
+	m->done(m->ctx, x->req, st, x->body.data ? x->body.data : "", x->body.len, x->err);
+	x->next = m->free;
+	m->free = x;
+}
+
+void httpc_multi_run(struct httpc_multi *m, int (*more)(void *ctx), httpc_multi_done done,
 		     void *ctx)
 {
-	CURLMsg *msg;
-	int q, running;
-	curl_multi_perform(m->multi, &running);
-	while ((msg = curl_multi_info_read(m->multi, &q))) {
-		struct mget *x;
-		int st;
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-		st = outcome(x->h, msg->data.result, x->err, x->err);
-		if (x->sink.over)
-			snprintf(x->err, sizeof(x->err), "answer larger than %zu bytes", x->sink.max);
-		curl_multi_remove_handle(m->multi, x->h);
-		m->active--;
-		done(ctx, x->req, st, x->body.data ? x->body.data : "", x->body.len, x->err);
-		x->next = m->free;
-		m->free = x;
+	bool finished = false;
+	m->done = done;
+	m->ctx = ctx;
+	for (;;) {
+		while (!finished && m->active + m->queued < m->conns) {
+			int n = more(ctx);
+			if (n < 0)
+				finished = true;
+			if (n <= 0)
+				break;
+		}
+		while (m->head && m->active < m->conns)
+			mget_start(m);
+		if (m->active) {
+			turn(m->multi, mget_done, m);
+			if (m->active)
+				curl_multi_poll(m->multi, NULL, 0, 100, NULL);
+		} else if (finished && !m->head) {
+			break;
+		} else {
+			usleep(1000);   /* more() waits on someone else */
+		}
 	}
-	if (m->active)
-		curl_multi_poll(m->multi, NULL, 0, 100, NULL);
-	return m->active;
 }
 
 void httpc_multi_free(struct httpc_multi *m)
 {
+	if (!m)
+		return;
+	while (m->head) {   /* never started: onto the free list */
+		struct mget *x = m->head;
+		m->head = x->next;
+		free(x->url);
+		x->next = m->free;
+		m->free = x;
+	}
 	while (m->free) {
 		struct mget *x = m->free;
 		m->free = x->next;
-		curl_easy_cleanup(x->h);
+		if (x->h)
+			curl_easy_cleanup(x->h);
 		buf_free(&x->body);
 		free(x);
 	}

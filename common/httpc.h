@@ -65,6 +65,9 @@ struct httpc_call {
 	 * the end, -1 to fail). */
 	ssize_t (*read)(void *ctx, char *p, size_t n);
 	uint64_t size;
+	/* When set: once an answer came, the md5 (hex) of the bytes read (a
+	 * PUT) or of the 200's body; else "". */
+	char *md5;
 	void *ctx;
 };
 /* Returns the final status, or -1 with err (256 bytes) when the transfer
@@ -126,18 +129,24 @@ void httpc_stream_free(struct httpc_stream *s);
 int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
 	       char *err);
 
-/* ---- many GETs in flight on one thread ---- */
+/* ---- many GETs in flight on one thread ----
+ *
+ * Cheaper than a thread per request when there are hundreds of thousands
+ * of small ones.  At most conns GETs are in flight; the others wait in
+ * the order added.  Bodies past max bytes (0: any) fail the GET.
+ *   more(ctx) is called while fewer than conns GETs are in flight or
+ *   waiting; it adds work with httpc_multi_add and returns 1, or returns
+ *   0 for "nothing right now" or -1 for "nothing ever again".
+ *   done(ctx, req, status, body, len, err) gets each answer (status -1 and
+ *   err when none came) and may add more.
+ * httpc_multi_run returns when more() said -1 and nothing is left. */
 struct httpc_multi;
-struct httpc_multi *httpc_multi_new(int conns);
-/* Start a GET of url; its body (up to max bytes, 0: any) and req go to
- * the done() of a later httpc_multi_poll. */
-void httpc_multi_get(struct httpc_multi *m, const char *url, size_t max, void *req);
-/* Wait (100 ms at most) and report each finished GET to done (status -1
- * and err when no answer came).  Returns how many are still in flight. */
-int httpc_multi_poll(struct httpc_multi *m,
-		     void (*done)(void *ctx, void *req, int status, const char *body, size_t len,
-				  const char *err),
+typedef void (*httpc_multi_done)(void *ctx, void *req, int status, const char *body, size_t len,
+				 const char *err);
+struct httpc_multi *httpc_multi_new(int conns, size_t max);
+void httpc_multi_add(struct httpc_multi *m, const char *url, void *req);
+void httpc_multi_run(struct httpc_multi *m, int (*more)(void *ctx), httpc_multi_done done,
 		     void *ctx);
-void httpc_multi_free(struct httpc_multi *m);
+void httpc_multi_free(struct httpc_multi *m);   /* m may be NULL */
 
 #endif

@@ -8,6 +8,7 @@
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
+#include "../ops/ops.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -31,8 +32,7 @@ struct put {
 	struct httpc_stream *st;
 	uint64_t size;           /* the body's length (the worker's, once the body ended) */
 	bool aborted, released, finished;
-	bool small;              /* sent whole (httpc.h): the worker starts at put_finish */
-	bool started;            /* the worker runs (or ran) */
+	bool started;            /* the worker runs (or ran); a small body's at put_finish */
 	int refs;
 	char hash[33];
 
@@ -166,14 +166,6 @@ static void cleanup_failed(struct put *p)
 
 /* ---- REPLACE ---- */
 
-static bool named(char *const *locs, int n, const char *loc)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(locs[i], loc))
-			return true;
-	return false;
-}
-
 /* Best-effort removal of the copies at old locations that the record no
  * longer names (they hold the old bytes, or none).  A failure leaves an
  * orphan that gc finds: nothing names it. */
@@ -182,7 +174,7 @@ static void drop_unnamed(struct put *p, char *const *keep, int nkeep, char *cons
 	for (int i = 0; i < ncand; i++) {
 		char url[LOC_MAX + PATH_MAX_LEN + 16];
 		int st;
-		if (named(keep, nkeep, cand[i]))
+		if (ops_has_loc(keep, nkeep, cand[i]))
 			continue;
 		snprintf(url, sizeof(url), "http://%s%s", cand[i], p->path);
 		st = httpc_do("DELETE", url, NULL, 0, (long)p->cfg->voltimeout_ms * 5, NULL, 0, NULL);
@@ -190,14 +182,6 @@ static void drop_unnamed(struct put *p, char *const *keep, int nkeep, char *cons
 			log_msg("REPLACE %s: DELETE %s failed (%d); the stale copy stays until gc",
 				p->key, url, st);
 	}
-}
-
-static void replace_begin(struct put *p)
-{
-	/* The marker lets a master that crashes mid-REPLACE unlink the key at
-	 * its next start instead of serving copies that may differ. */
-	if (meta_raw_put('r', p->key, p->klen, "", true) < 0)
-		fail(p, 500, "index write failed");
 }
 
 /* After the transfers: the new record, or on failure the record of what
@@ -247,11 +231,11 @@ static void worker(void *arg)
 {
 	struct put *p = arg;
 
-	if (p->replace)
-		replace_begin(p);
-	if (p->status)
-		;
-	else if (!p->replace && write_record(p, true, "", p->locs, p->nlocs) < 0)
+	/* First the DELETED record (put.h) or, for a REPLACE, the marker that
+	 * lets a master that crashes mid-REPLACE unlink the key at its next
+	 * start instead of serving copies that may differ. */
+	if (p->replace ? meta_raw_put('r', p->key, p->klen, "", true) < 0
+		       : write_record(p, true, "", p->locs, p->nlocs) < 0)
 		fail(p, 500, "index write failed");
 	else
 		send_body(p);
@@ -329,7 +313,6 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 	}
 	if (!ring || ring > RING_MAX)
 		ring = RING_MAX;
-	p->small = clen > 0 && (uint64_t)clen <= HTTPC_SMALL_MAX;
 	/* A REPLACE drives every replica to its end even after one fails:
 	 * what each holds (old bytes or new) decides what the record says. */
 	sc.all = p->replace;
@@ -339,7 +322,7 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 	p->wake = wake;
 	p->arg = arg;
 	p->refs = 1;
-	if (!p->small)
+	if (!(clen > 0 && (uint64_t)clen <= HTTPC_SMALL_MAX)) /* sent whole (httpc.h) */
 		start_worker(p);
 	return p;
 }
@@ -381,7 +364,7 @@ size_t put_feed(struct put *p, const char *data, size_t n)
 void put_finish(struct put *p)
 {
 	httpc_stream_finish(p->st, p->hash);
-	if (p->small && !p->started && !p->finished)
+	if (!p->started && !p->finished)
 		start_worker(p);
 }
 

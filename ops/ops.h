@@ -109,15 +109,9 @@ int ops_delete(const char *url, long timeout_ms, char *err);
  * (256 bytes) saying why (status 404 included: "status 404"). */
 struct json_t *ops_listing(int status, const char *body, size_t len, char *err);
 
-/* Many GETs in flight on one thread (httpc_multi): cheaper than a thread
- * per request when there are hundreds of thousands of small ones.
- *   more(ctx) is called while fewer than `concurrency` GETs are in flight
- *   or queued; it queues work with ops_fetch_add and returns 1, or returns
- *   0 for "nothing right now" or -1 for "nothing ever again".
- *   done(ctx, req, status, body, len, err) gets each answer (status -1 and
- *   err on no answer) and may queue more.
- * ops_fetch_run returns when more() said -1 and nothing is left.  Bodies
- * past max bytes fail the GET. */
+/* Many GETs in flight on one thread, at most `concurrency` at once: the
+ * volume client's httpc_multi (common/httpc.h says how more() and done()
+ * are called). */
 struct ops_fetch;
 struct ops_fetch *ops_fetch_new(int concurrency, size_t max);
 void ops_fetch_add(struct ops_fetch *f, const char *url, void *req);
@@ -127,17 +121,19 @@ void ops_fetch_run(struct ops_fetch *f, int (*more)(void *ctx),
 		   void *ctx);
 void ops_fetch_free(struct ops_fetch *f);
 
-/* Copy the blob at src_url to each of dst_urls[0..ndst), streamed (the
- * volume client's stream: a ring, never whole in memory).  When md5 is a
- * 32-hex string the bytes read must match it.  Returns 0, 1 when the
+/* ---- streamed transfers for verify, rebalance, put and get (stream.c) ---- */
+
+/* Copy the blob at src_url to each of dst_urls[0..ndst), streamed
+ * (httpc_copy: a ring, never whole in memory).  When md5 is a 32-hex
+ * string the bytes read must match it, and a PUT gets its last bytes only
+ * once they did: a volume renames only a complete body into place, so a
+ * truncated or corrupt source leaves no copy.  Returns 0, 1 when the
  * source could not be read whole (missing, cut short) or did not match
- * md5, -1 when a destination failed;
- * err (256 bytes) gets a reason when non-zero.  ndst <= OPS_COPY_MAXDST. */
+ * md5, -1 when a destination failed; err (256 bytes) gets a reason when
+ * non-zero.  ndst <= OPS_COPY_MAXDST. */
 #define OPS_COPY_MAXDST 16
 int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
 	     long timeout_ms, char *err);
-
-/* ---- streamed transfers for verify, put and get (stream.c) ---- */
 
 /* -rate: all reads that ask (rate=true below, or ops_rate_take) share at
  * most bytes_per_s (0: no cap).  Call before the workers start. */

@@ -1,19 +1,17 @@
-/* stream.c -- streamed GETs and PUTs of whole blobs and files, a HEAD
- * that reads the headers the tools need, and the -rate token bucket: what
- * verify, put and get share.  See ops.h. */
+/* stream.c -- streamed GETs and PUTs of whole blobs and files, the
+ * volume-to-volume copy, a HEAD that reads the headers the tools need, and
+ * the -rate token bucket: what verify, rebalance, put and get share.  See
+ * ops.h. */
 #include "ops.h"
 #include "../common/httpc.h"
-#include "../common/placement.h"
 #include "../common/util.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- -rate ---- */
@@ -22,17 +20,10 @@ static pthread_mutex_t rate_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rate_bps;        /* 0: no cap */
 static double rate_next;         /* when the bytes taken so far are paid for (s) */
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 void ops_rate_init(uint64_t bytes_per_s)
 {
 	rate_bps = bytes_per_s;
-	rate_next = now_s();
+	rate_next = (double)now_ms() / 1e3;
 }
 
 /* Every reader books its bytes on one timeline and sleeps until its slot:
@@ -43,7 +34,7 @@ void ops_rate_take(uint64_t n)
 	if (!rate_bps || !n)
 		return;
 	pthread_mutex_lock(&rate_mu);
-	now = now_s();
+	now = (double)now_ms() / 1e3;
 	if (rate_next < now - 1)
 		rate_next = now - 1;     /* an idle second earns at most one second's bytes */
 	rate_next += (double)n / (double)rate_bps;
@@ -93,7 +84,6 @@ struct sink {
 	bool rate;
 	bool first_done;            /* the first response's headers are over */
 	int status;                 /* of the response whose body arrives */
-	EVP_MD_CTX *md;
 	uint64_t size;
 	int werr;                   /* errno of a failed write */
 	char *hdr_md5;
@@ -117,7 +107,6 @@ static bool get_body(void *ctx, const char *p, size_t len)
 		return true;   /* an error page */
 	if (s->rate)
 		ops_rate_take(len);
-	EVP_DigestUpdate(s->md, p, len);
 	s->size += len;
 	for (size_t off = 0; s->fd >= 0 && off < len;) {
 		ssize_t w = write(s->fd, p + off, len - off);
@@ -132,41 +121,23 @@ static bool get_body(void *ctx, const char *p, size_t len)
 	return true;
 }
 
-static EVP_MD_CTX *md5_new(void)
-{
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
-		die("md5 init failed");
-	return md;
-}
-
-static void md5_end(EVP_MD_CTX *md, char out[33])
-{
-	unsigned char d[16];
-	EVP_DigestFinal_ex(md, d, NULL);
-	digest_hex(d, out);
-	EVP_MD_CTX_free(md);
-}
-
 int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33],
 		   uint64_t *size, char hdr_md5[33], char *err)
 {
-	struct sink s = {.fd = fd, .rate = rate, .hdr_md5 = hdr_md5, .md = md5_new()};
+	struct sink s = {.fd = fd, .rate = rate, .hdr_md5 = hdr_md5};
 	/* A volume that stops sending for a minute fails the read. */
-	struct httpc_call g = {.url = url, .follow = follow, .stall_s = 60,
+	struct httpc_call g = {.url = url, .follow = follow, .stall_s = 60, .md5 = md5,
 			      .header = get_header, .body = get_body, .ctx = &s};
 	int st;
 
-	hdr_md5[0] = md5[0] = '\0';
+	hdr_md5[0] = '\0';
 	st = httpc_call(&g, err);
 	if (st < 0 && s.werr)
 		snprintf(err, 256, "write failed (%s)", strerror(s.werr));
 	else if (st > 0 && st != 200)
 		snprintf(err, 256, "status %d", st);
-	if (st == 200)
-		md5_end(s.md, md5);
-	else
-		EVP_MD_CTX_free(s.md);
+	if (st != 200)
+		md5[0] = '\0';
 	*size = st == 200 ? s.size : 0;
 	keep_md5(hdr_md5);
 	return st;
@@ -174,7 +145,6 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
 
 struct source {
 	int fd;
-	EVP_MD_CTX *md;
 	int rerr;
 };
 
@@ -186,24 +156,53 @@ static ssize_t put_read(void *ctx, char *p, size_t n)
 		;
 	if (r < 0)
 		s->rerr = errno;
-	else
-		EVP_DigestUpdate(s->md, p, (size_t)r);
 	return r;
 }
 
 int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *err)
 {
-	struct source s = {.fd = fd, .md = md5_new()};
-	struct httpc_call c = {.url = url, .stall_s = 60, .read = put_read, .size = size, .ctx = &s};
+	struct source s = {.fd = fd};
+	struct httpc_call c = {.url = url, .stall_s = 60, .read = put_read, .size = size,
+			      .md5 = md5, .ctx = &s};
 	int st = httpc_call(&c, err);
-	md5[0] = '\0';
 	if (st < 0 && s.rerr)
 		snprintf(err, 256, "read failed (%s)", strerror(s.rerr));
-	if (st >= 0)
-		md5_end(s.md, md5);
-	else
-		EVP_MD_CTX_free(s.md);
 	return st;
+}
+
+int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
+	     long timeout_ms, char *err)
+{
+	struct httpc_req reqs[OPS_COPY_MAXDST];
+	char why[256];
+	int st;
+
+	if (ndst > OPS_COPY_MAXDST) {
+		snprintf(err, 256, "more than %d destinations", OPS_COPY_MAXDST);
+		return -1;
+	}
+	for (int i = 0; i < ndst; i++)
+		reqs[i].url = dst_urls[i];
+	st = httpc_copy(src_url, md5 && strlen(md5) == 32 ? md5 : NULL, reqs, ndst, timeout_ms,
+			why);
+	if (st != 200) {
+		if (st > 0)
+			snprintf(err, 256, "GET %s: status %d", src_url, st);
+		else
+			snprintf(err, 256, "GET %s: %.160s", src_url, why);
+		return 1;
+	}
+	for (int i = 0; i < ndst; i++) {
+		if (reqs[i].status < 0) {
+			snprintf(err, 256, "PUT %s: %.160s", dst_urls[i], reqs[i].err);
+			return -1;
+		}
+		if (reqs[i].status != 200 && reqs[i].status != 201 && reqs[i].status != 204) {
+			snprintf(err, 256, "PUT %s: status %d", dst_urls[i], reqs[i].status);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 char *ops_master_url(const char *m)
