@@ -45,7 +45,7 @@ int rebalance_drain(uint64_t timeout_ms);
 /* ---- shared by the commands (util.c) ---- */
 
 /* Run fn(ctx, i) for i in [0, n) on `workers` threads of the pool
- * (master/spawn.h); returns when all are done. */
+ * (common/spawn.h); returns when all are done. */
 void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 
 /* A progress line on stderr, redrawn every 250 ms while stderr is a

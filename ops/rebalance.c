@@ -2,7 +2,7 @@
  * where key2volume puts them now.  See ops.h for the order of a move. */
 #include "../master/mkv.h"
 #include "../master/index.h"
-#include "../master/spawn.h"
+#include "../common/spawn.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"

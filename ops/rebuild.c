@@ -23,7 +23,7 @@
 #include "../master/mkv.h"
 #include "../master/index.h"
 #include "../master/meta.h"
-#include "../master/spawn.h"
+#include "../common/spawn.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"

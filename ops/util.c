@@ -2,7 +2,7 @@
  * the offline walk over the index and the small HTTP calls.  See ops.h. */
 #include "ops.h"
 #include "../master/index.h"
-#include "../master/spawn.h"
+#include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/record.h"

@@ -1,4 +1,4 @@
-/* spawn.h -- the one pool of threads: the server's requests, the operator
+/* spawn.h -- the one pool of threads: the master's requests, the operator
  * commands' workers, rebuild's writers, rebalance's background deletes and
  * the progress line all run on it.
  * Creating a thread (and connecting it anew to the volumes) per PUT or
