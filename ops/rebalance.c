@@ -106,10 +106,6 @@ static int copy_missing(struct move *m, const char **why)
 	for (int i = 0; i < m->nwant; i++)
 		if (!ops_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
 			dst[ndst++] = xasprintf("http://%s%s", m->want[i], m->path);
-	if (ndst && !m->r.nlocs) {
-		*why = "record names no volume to copy from";
-		got = -2;
-	}
 	/* ops_copy feeds at most OPS_COPY_MAXDST destinations at once */
 	for (int d = 0; d < ndst && !got; d += OPS_COPY_MAXDST) {
 		int nd = ndst - d < OPS_COPY_MAXDST ? ndst - d : OPS_COPY_MAXDST;
@@ -124,8 +120,10 @@ static int copy_missing(struct move *m, const char **why)
 	}
 	for (int i = 0; i < ndst; i++)
 		free(dst[i]);
-	if (got == -2)
+	if (got && !m->r.nlocs) {
+		*why = "record names no volume to copy from";
 		return 500;
+	}
 	if (got)
 		*why = got < 0 ? "a new location refused the copy" : "no replica could be read intact";
 	return got ? 503 : 0;
