@@ -54,8 +54,7 @@ struct root {
 struct entry {
 	char *key;
 	size_t klen;
-	const char *loc;          /* its root's */
-	int vol;                  /* its root's */
+	const struct root *root;  /* where it was found */
 	int rank;                 /* where the record names it: make_record */
 	char md5[33];
 	uint64_t size;            /* from the listing, for S3's metadata */
@@ -287,8 +286,7 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 	en = &lf->e[lf->n++];
 	en->key = xstrndup(key, (size_t)kl);
 	en->klen = (size_t)kl;
-	en->loc = rb->roots[ri]->loc;
-	en->vol = rb->roots[ri]->vol;
+	en->root = rb->roots[ri];
 	en->size = json_is_integer(sz) && json_integer_value(sz) >= 0
 			   ? (uint64_t)json_integer_value(sz) : 0;
 	en->mtime = ops_http_time(json_string_value(json_object_get(e, "mtime")));
@@ -355,7 +353,7 @@ static int by_rank(const void *a, const void *b)
 	const struct entry *x = a, *y = b;
 	if (x->rank != y->rank)
 		return x->rank - y->rank;
-	return strcmp(x->loc, y->loc);
+	return strcmp(x->root->loc, y->root->loc);
 }
 
 /* The record of one key from its copies e[0..n), sorted into its order:
@@ -373,11 +371,11 @@ static void make_record(struct rb *rb, struct entry *e, size_t n, struct record 
 	for (size_t i = 0; i < n; i++) {
 		e[i].rank = 2 * nv;
 		for (int j = 0; j < nv; j++) {
-			if (!strcmp(pref[j], e[i].loc)) {
+			if (!strcmp(pref[j], e[i].root->loc)) {
 				e[i].rank = j;
 				break;
 			}
-			if (!strcmp(plain[j], cfg->volumes[e[i].vol]))
+			if (!strcmp(plain[j], cfg->volumes[e[i].root->vol]))
 				e[i].rank = nv + j;
 		}
 	}
@@ -385,17 +383,17 @@ static void make_record(struct rb *rb, struct entry *e, size_t n, struct record 
 	qsort(e, n, sizeof(*e), by_rank);
 	for (size_t i = 0; i < n; i++) {
 		if (r->nlocs < RECORD_MAX_LOCS)
-			r->locs[r->nlocs++] = (char *)e[i].loc;
+			r->locs[r->nlocs++] = e[i].root->loc;
 		if (!e[i].md5[0])
 			continue;
 		if (!r->hash[0]) {
 			memcpy(r->hash, e[i].md5, 33);
-			hash_from = e[i].loc;
+			hash_from = e[i].root->loc;
 		} else if (strcmp(r->hash, e[i].md5) &&
 			   rb->conflicts++ < MAX_STRAY_LOGS) {
 			log_msg("rebuild: %.*s: copies differ (md5 %s on %s, %s on %s); kept the "
 				"first", (int)e->klen, e->key, r->hash, hash_from, e[i].md5,
-				e[i].loc);
+				e[i].root->loc);
 		}
 	}
 }
