@@ -1,12 +1,11 @@
 /* health.c -- see health.h. */
 #include "health.h"
 #include "../common/httpc.h"
+#include "../common/spawn.h"
 #include "../common/util.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,9 +16,9 @@ struct vol {
 	atomic_bool *up;   /* per subvolume (one entry when subvolumes == 1) */
 	bool *seen;        /* marker seen present once, per subvolume */
 	atomic_int rounds; /* completed check rounds */
-	pthread_t thread;
 };
 
+static struct spawn_queue *checkers;   /* a worker per volume, until health_stop */
 static struct vol *vols;
 static int nvols;
 static int subvols;
@@ -63,10 +62,11 @@ static int check_one(struct vol *v, int sv)
 	return -1; /* unreachable: the whole volume likely is */
 }
 
-static void *checker(void *arg)
+static void checker(void *ctx, void *item)
 {
-	struct vol *v = arg;
+	struct vol *v = item;
 	uint64_t interval = timeout_ms < 1000 ? 1000 : timeout_ms;
+	(void)ctx;
 	while (!atomic_load(&stopping)) {
 		uint64_t start = now_ms();
 		for (int sv = 0; sv < v->nsv; sv++) {
@@ -85,8 +85,6 @@ static void *checker(void *arg)
 		while (!atomic_load(&stopping) && now_ms() - start < interval)
 			usleep(20000);
 	}
-	httpc_thread_cleanup();
-	return NULL;
 }
 
 void health_start(const struct config *cfg)
@@ -96,6 +94,7 @@ void health_start(const struct config *cfg)
 	subvols = cfg->subvolumes;
 	timeout_ms = cfg->voltimeout_ms;
 	vols = xcalloc((size_t)nvols, sizeof(*vols));
+	checkers = spawn_queue(nvols, checker, NULL);
 	for (int i = 0; i < nvols; i++) {
 		struct vol *v = &vols[i];
 		v->name = cfg->volumes[i];
@@ -103,8 +102,7 @@ void health_start(const struct config *cfg)
 		v->nsv = subvols > 1 ? subvols : 1;
 		v->up = xcalloc((size_t)v->nsv, sizeof(*v->up));
 		v->seen = xcalloc((size_t)v->nsv, sizeof(*v->seen));
-		if (pthread_create(&v->thread, NULL, checker, v))
-			die("pthread_create failed");
+		spawn_queue_push(checkers, v);
 	}
 	deadline = now_ms() + (timeout_ms + 100) * 2;
 	for (int i = 0; i < nvols; i++)
@@ -115,8 +113,7 @@ void health_start(const struct config *cfg)
 void health_stop(void)
 {
 	atomic_store(&stopping, true);
-	for (int i = 0; i < nvols; i++)
-		pthread_join(vols[i].thread, NULL);
+	spawn_queue_end(checkers);
 }
 
 bool health_up(const char *loc, size_t len)

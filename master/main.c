@@ -5,7 +5,6 @@
 #include "../common/flags.h"
 #include "../common/util.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

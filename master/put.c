@@ -3,7 +3,7 @@
 #include "put.h"
 #include "keylock.h"
 #include "meta.h"
-#include "spawn.h"
+#include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/record.h"

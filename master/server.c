@@ -17,7 +17,7 @@
 #include "put.h"
 #include "meta.h"
 #include "s3.h"
-#include "spawn.h"
+#include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/record.h"

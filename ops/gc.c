@@ -40,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define EXAMPLES 10
 #define TIMEOUT_MS 60000L
@@ -145,12 +144,12 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 		/* gone already */
 	} else if (st != 200 || !old_enough(g, ops_http_time(h.lastmod)) ||
 		   (key && named(g, key, (size_t)klen, loc) != 0)) {
-		atomic_fetch_add(&g->rekept, 1);   /* changed since it was listed: kept */
+		g->rekept++;   /* changed since it was listed: kept */
 	} else if (ops_delete(url, TIMEOUT_MS, err) == 0) {
-		atomic_fetch_add(&g->deleted, 1);
+		g->deleted++;
 	} else {
 		log_msg("gc: DELETE %s failed: %s", url, err);
-		atomic_fetch_add(&g->failed, 1);
+		g->failed++;
 	}
 	free(url);
 }
@@ -163,19 +162,19 @@ static void consider(struct gc *g, const char *loc, const char *path, long long 
 	char key[PATH_MAX_LEN];
 	long klen = tmp ? -1 : ops_path_key(path, key);
 	int n = klen > 0 ? named(g, key, (size_t)klen, loc) : 0;
-	atomic_fetch_add(&g->files, 1);
+	g->files++;
 	if (n != 0) {
 		if (n < 0)
-			atomic_fetch_add(&g->failed, 1);
+			g->failed++;
 		return;
 	}
 	if (!old_enough(g, mtime)) {
-		atomic_fetch_add(&g->young, 1);
+		g->young++;
 		return;
 	}
-	atomic_fetch_add(tmp ? &g->tmps : &g->orphans, 1);
-	atomic_fetch_add(tmp ? &g->tmp_bytes : &g->orphan_bytes, (unsigned long long)size);
-	if (atomic_fetch_add(&g->examples, 1) < EXAMPLES)
+	*(tmp ? &g->tmps : &g->orphans) += 1;
+	*(tmp ? &g->tmp_bytes : &g->orphan_bytes) += (unsigned long long)size;
+	if (g->examples++ < EXAMPLES)
 		log_msg("gc: %s http://%s%s (%lld bytes)", tmp ? "stale temporary file"
 			: klen > 0 ? "no record names" : "not a blob's path:", loc, path, size);
 	if (g->cfg->delete_)
@@ -190,10 +189,10 @@ static json_t *list(struct gc *g, const char *loc, const char *path, const char 
 	struct buf b = {0};
 	int st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, OPS_LIST_MAX, err);
 	json_t *doc = ops_listing(st, b.data, b.len, err);
-	atomic_fetch_add(&g->dirs, 1);
+	g->dirs++;
 	if (!doc && st != 404) {
 		log_msg("gc: GET %s failed: %s: not looked at", url, err);
-		atomic_fetch_add(&g->failed, 1);
+		g->failed++;
 	}
 	buf_free(&b);
 	free(url);
@@ -204,18 +203,18 @@ static void walk(struct gc *g, const char *loc, const char *path, int depth)
 {
 	json_t *doc = list(g, loc, path, "?recursive&tmp"), *e;
 	size_t i;
+	char type;
 	json_array_foreach(doc, i, e) {
-		const char *name = json_string_value(json_object_get(e, "name"));
-		const char *type = json_string_value(json_object_get(e, "type"));
+		const char *name = ops_entry(e, &type);
 		char *sub;
-		if (!name || !type || !*name)
+		if (!name)
 			continue;
 		sub = xasprintf("%s%s", path, name);
-		if (!strcmp(type, "directory") && depth < 64) {
+		if (type == 'd' && depth < 64) {
 			char *d = xasprintf("%s/", sub);
 			walk(g, loc, d, depth + 1);   /* nginx: no recursive listings */
 			free(d);
-		} else if (!strcmp(type, "file")) {
+		} else if (type == 'f') {
 			json_t *sz = json_object_get(e, "size");
 			consider(g, loc, sub,
 				 json_is_integer(sz) ? (long long)json_integer_value(sz) : 0,
@@ -231,10 +230,10 @@ static void walk_root(struct gc *g, const char *loc, bool volume)
 {
 	json_t *doc = list(g, loc, "/", ""), *e;
 	size_t i;
+	char type;
 	json_array_foreach(doc, i, e) {
-		const char *name = json_string_value(json_object_get(e, "name"));
-		const char *type = json_string_value(json_object_get(e, "type"));
-		if (!name || !type || strcmp(type, "directory"))
+		const char *name = ops_entry(e, &type);
+		if (!name || type != 'd')
 			continue;
 		if (ops_hash_dir(name) >= 0) {
 			add_unit(g, loc, ops_hash_dir(name));
@@ -271,16 +270,16 @@ static void unlinked_online_one(void *ctx, size_t i)
 	struct gc *g = ctx;
 	char *url = ops_url(g->master, g->b.keys[i], g->b.klens[i], "?unlinked"), err[256];
 	int st = g->cfg->delete_ ? httpc_do("DELETE", url, NULL, 0, 0, NULL, 0, err) : 0;
-	atomic_fetch_add(&g->unlinked, 1);
+	g->unlinked++;
 	if (st == 204 || st == 404) {
-		atomic_fetch_add(&g->unlinked_gone, 1);
+		g->unlinked_gone++;
 	} else if (st == 403 || st == 409) {
-		atomic_fetch_add(&g->unlinked_busy, 1);
+		g->unlinked_busy++;
 	} else if (st != 0) {
 		if (st > 0)
 			snprintf(err, sizeof(err), "the master answered %d", st);
 		log_msg("gc: DELETE %.*s?unlinked: %s", (int)g->b.klens[i], g->b.keys[i], err);
-		atomic_fetch_add(&g->failed, 1);
+		g->failed++;
 	}
 	free(url);
 }
@@ -294,7 +293,7 @@ static void unlinked_offline_one(void *ctx, size_t i)
 	bool ok = true;
 	if (record_parse(g->b.vals[i], g->b.vlens[i], &r) < 0 || !r.deleted)
 		return;
-	atomic_fetch_add(&g->unlinked, 1);
+	g->unlinked++;
 	if (!g->cfg->delete_)
 		return;
 	placement_path(g->b.keys[i], g->b.klens[i], path);
@@ -307,9 +306,9 @@ static void unlinked_offline_one(void *ctx, size_t i)
 		free(url);
 	}
 	if (ok && index_delete(g->idx, g->b.keys[i], g->b.klens[i]) == 0)
-		atomic_fetch_add(&g->unlinked_gone, 1);
+		g->unlinked_gone++;
 	else
-		atomic_fetch_add(&g->failed, 1);
+		g->failed++;
 }
 
 static int remove_unlinked(struct gc *g)
@@ -401,9 +400,7 @@ static void progress_line(void *ctx, char *out, size_t n)
 {
 	struct gc *g = ctx;
 	snprintf(out, n, "gc: %lu dirs, %lu files, %lu orphans, %lu temporary, %lu deleted, "
-		 "%lu failed", atomic_load(&g->dirs), atomic_load(&g->files),
-		 atomic_load(&g->orphans), atomic_load(&g->tmps), atomic_load(&g->deleted),
-		 atomic_load(&g->failed));
+		 "%lu failed", g->dirs, g->files, g->orphans, g->tmps, g->deleted, g->failed);
 }
 
 /* The summary; the exit status: 1 when something is left wrong, a failure
@@ -412,25 +409,19 @@ static int report(struct gc *g, int rc)
 {
 	const struct config *cfg = g->cfg;
 	char dur[32];
-	ops_fmt_duration(now_ms() - g->t0, dur, sizeof(dur));
+	ops_elapsed(g->t0, dur);
 	log_msg("gc: %lu files in %lu dirs: %lu orphans (%.1f MB), %lu stale temporary files "
 		"(%.1f MB), %lu younger than %llu s kept, %lu %s, %lu failed in %s%s",
-		atomic_load(&g->files), atomic_load(&g->dirs), atomic_load(&g->orphans),
-		(double)atomic_load(&g->orphan_bytes) / 1e6, atomic_load(&g->tmps),
-		(double)atomic_load(&g->tmp_bytes) / 1e6, atomic_load(&g->young),
-		(unsigned long long)g->grace_s, atomic_load(&g->deleted),
+		g->files, g->dirs, g->orphans, (double)g->orphan_bytes / 1e6, g->tmps,
+		(double)g->tmp_bytes / 1e6, g->young, (unsigned long long)g->grace_s, g->deleted,
 		cfg->delete_ ? "deleted" : "deleted (a dry run: -delete removes them)",
-		atomic_load(&g->failed), dur, rc ? "; stopped early, see above" : "");
+		g->failed, dur, rc ? "; stopped early, see above" : "");
 	if (cfg->unlinked)
 		log_msg("gc: %lu unlinked keys, %lu removed, %lu live again or being written%s",
-			atomic_load(&g->unlinked), atomic_load(&g->unlinked_gone),
-			atomic_load(&g->unlinked_busy),
+			g->unlinked, g->unlinked_gone, g->unlinked_busy,
 			cfg->delete_ ? "" : " (a dry run: -delete removes them)");
-	return rc || atomic_load(&g->failed) ||
-	       atomic_load(&g->deleted) + atomic_load(&g->rekept) <
-		       atomic_load(&g->orphans) + atomic_load(&g->tmps) ||
-	       atomic_load(&g->unlinked) >
-		       atomic_load(&g->unlinked_gone) + atomic_load(&g->unlinked_busy);
+	return rc || g->failed || g->deleted + g->rekept < g->orphans + g->tmps ||
+	       g->unlinked > g->unlinked_gone + g->unlinked_busy;
 }
 
 static int gc_run(struct gc *g)

@@ -45,7 +45,7 @@ int rebalance_drain(uint64_t timeout_ms);
 /* ---- shared by the commands (util.c) ---- */
 
 /* Run fn(ctx, i) for i in [0, n) on `workers` threads of the pool
- * (master/spawn.h); returns when all are done. */
+ * (common/spawn.h); returns when all are done. */
 void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 
 /* A progress line on stderr, redrawn every 250 ms while stderr is a
@@ -55,10 +55,13 @@ struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_
 					void *ctx);
 void ops_progress_stop(struct ops_progress *p);   /* clears the line */
 
-/* "1.2 s", "3 min 4 s" ... into out. */
-void ops_fmt_duration(uint64_t ms, char *out, size_t n);
 /* n per second over ms milliseconds (0 when ms is 0). */
 double ops_per_s(double n, uint64_t ms);
+/* The milliseconds since t0, also into dur as "1.2 s", "3 min 4 s" ... */
+uint64_t ops_elapsed(uint64_t t0, char dur[32]);
+/* Append ", ETA 3 min 4 s" to the line in out when 0 < done < total: the
+ * rest at the pace of done in ms. */
+void ops_eta(char *out, size_t n, uint64_t done, uint64_t total, uint64_t ms);
 
 /* The index at db for a command, or NULL after logging "<who>: <why>"
  * and, when a master holds it (and hint is not NULL), "<who>: a master is
@@ -84,8 +87,9 @@ char *ops_url(const char *host, const char *path, size_t n, const char *query);
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Is loc one of locs[0..n)? */
+/* Is loc one of locs[0..n)?  Do a and b name the same, in the same order? */
 bool ops_has_loc(char *const *locs, int n, const char *loc);
+bool ops_same_locs(char *const *a, int na, char *const *b, int nb);
 /* An HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT") as unix seconds; 0 when
  * s is NULL or no such date. */
 int64_t ops_http_time(const char *s);
@@ -108,6 +112,9 @@ int ops_delete(const char *url, long timeout_ms, char *err);
 /* A JSON directory listing's array from a GET's answer, or NULL with err
  * (256 bytes) saying why (status 404 included: "status 404"). */
 struct json_t *ops_listing(int status, const char *body, size_t len, char *err);
+/* A listing entry's name (NULL when it has none), and its *type: 'd' for a
+ * directory, 'f' for a file, else 0. */
+const char *ops_entry(struct json_t *e, char *type);
 
 /* Many GETs in flight on one thread, at most `concurrency` at once: the
  * volume client's httpc_multi (common/httpc.h says how more() and done()

@@ -47,21 +47,21 @@ struct pg {
 	const char *verb;
 };
 
-/* A file that failed: "<verb>: <name>: <why>", counted. */
-static void fail(struct pg *g, const char *name, const char *why)
-{
-	ops_note(&g->logged, g->verb, "%s: %s", name, why);
-	atomic_fetch_add(&g->failed, 1);
-}
+/* A file that failed, or differs from its key: "<verb>: <name>: <why>",
+ * counted. */
+#define tell(g, count, ...) \
+	(ops_note(&(g)->logged, (g)->verb, __VA_ARGS__), atomic_fetch_add(count, 1))
+#define fail(g, ...) tell(g, &(g)->failed, __VA_ARGS__)
+#define differs(g, ...) tell(g, &(g)->differ, __VA_ARGS__)
 
 static void progress_line(void *ctx, char *out, size_t n)
 {
 	struct pg *g = ctx;
 	uint64_t ms = now_ms() - g->t0;
-	unsigned long files = atomic_load(&g->files), bytes = atomic_load(&g->bytes);
+	unsigned long files = g->files, bytes = g->bytes;
 	snprintf(out, n, "%s: %lu files, %.1f MB, %lu skipped, %lu failed, %.0f files/s, %.1f MB/s",
-		 g->verb, files, (double)bytes / 1e6, atomic_load(&g->skipped),
-		 atomic_load(&g->failed), ops_per_s(files, ms), ops_per_s(bytes, ms) / 1e6);
+		 g->verb, files, (double)bytes / 1e6, g->skipped, g->failed, ops_per_s(files, ms),
+		 ops_per_s(bytes, ms) / 1e6);
 }
 
 /* Run fn on every name (put) or every key under the prefix (get: listing),
@@ -80,17 +80,16 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 				   &g->klens, fn, g);
 	ops_progress_stop(p);
 	free(lp);
-	ms = now_ms() - g->t0;
-	bytes = atomic_load(&g->bytes);
-	ops_fmt_duration(ms, dur, sizeof(dur));
+	ms = ops_elapsed(g->t0, dur);
+	bytes = g->bytes;
 	log_msg("%s: %lu files, %.1f MB, %lu skipped (already there, same md5), %lu differ, "
 		"%lu failed in %s (%.1f MB/s)",
-		g->verb, atomic_load(&g->files), (double)bytes / 1e6, atomic_load(&g->skipped),
-		atomic_load(&g->differ), atomic_load(&g->failed), dur, ops_per_s(bytes, ms) / 1e6);
-	if (atomic_load(&g->differ))
+		g->verb, g->files, (double)bytes / 1e6, g->skipped, g->differ, g->failed, dur,
+		ops_per_s(bytes, ms) / 1e6);
+	if (g->differ)
 		log_msg("%s: keys that differ were left as they are (see above); DELETE them "
 			"first to replace them", g->verb);
-	return rc || atomic_load(&g->failed) || atomic_load(&g->differ) ? 1 : 0;
+	return rc || g->failed || g->differ ? 1 : 0;
 }
 
 /* The prefix (no trailing '/', "" for "/") and the directory (no
@@ -191,18 +190,14 @@ static void compare(struct pg *g, const char *key, const char *path)
 	if (status != 302 || !file_md5(path, md5)) {
 		if (status > 0)
 			snprintf(err, sizeof(err), "HEAD answered %d", status);
-		ops_note(&g->logged, g->verb, "%s: exists, and its md5 cannot be compared (%s)", path,
-			 err);
-		atomic_fetch_add(&g->failed, 1);
+		fail(g, "%s: exists, and its md5 cannot be compared (%s)", path, err);
 	} else if (!h.md5[0]) {
-		ops_note(&g->logged, g->verb, "%s: the key exists and has no md5 to compare with", path);
-		atomic_fetch_add(&g->differ, 1);
+		differs(g, "%s: the key exists and has no md5 to compare with", path);
 	} else if (strcmp(h.md5, md5)) {
-		ops_note(&g->logged, g->verb, "%s: key %s exists with other bytes (md5 %s, file %s)",
-			 path, key, h.md5, md5);
-		atomic_fetch_add(&g->differ, 1);
+		differs(g, "%s: key %s exists with other bytes (md5 %s, file %s)", path, key, h.md5,
+			md5);
 	} else {
-		atomic_fetch_add(&g->skipped, 1);
+		g->skipped++;
 	}
 }
 
@@ -211,30 +206,29 @@ static void put_one(void *ctx, size_t i)
 	struct pg *g = ctx;
 	char *key = xasprintf("%s/%s", g->prefix, g->names[i]);
 	char *path = xasprintf("%s/%s", g->dir, g->names[i]);
-	char *url = ops_url(g->master, key, strlen(key), ""), err[256] = "", why[320];
+	char *url = ops_url(g->master, key, strlen(key), ""), err[256] = "";
 	struct ops_head_info h;
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), status = -1;
 
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		fail(g, path, strerror(errno));
+		fail(g, "%s: %s", path, strerror(errno));
 	} else if (st.st_size == 0) {
-		fail(g, path, "empty file: the store keeps no empty values");
+		fail(g, "%s: empty file: the store keeps no empty values", path);
 	} else if (st.st_size >= ASK_FIRST && ops_head_info(url, TIMEOUT_MS, &h, err) == 302) {
 		/* A big file is sent only when the key is absent: asking first costs a
 		 * round trip, sending it in vain costs the whole file (the master
 		 * answers 403 only after the body). */
 		compare(g, key, path);
 	} else if ((status = send_file(url, fd, (uint64_t)st.st_size, err)) == 201) {
-		atomic_fetch_add(&g->files, 1);
-		atomic_fetch_add(&g->bytes, (unsigned long)st.st_size);
+		g->files++;
+		g->bytes += (unsigned long)st.st_size;
 	} else if (status == 403) {
 		compare(g, key, path);
 	} else {
 		if (status > 0)
 			snprintf(err, sizeof(err), "the master answered %d", status);
-		snprintf(why, sizeof(why), "PUT %s failed: %s", key, err);
-		fail(g, path, why);
+		fail(g, "%s: PUT %s failed: %s", path, key, err);
 	}
 	if (fd >= 0)
 		close(fd);
@@ -306,12 +300,12 @@ static int make_parents(char *path)
 static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *path,
 			  const char *tmp)
 {
-	char md5[33], hdr[33], err[256] = "", why[320];
+	char md5[33], hdr[33], err[256] = "";
 	uint64_t size;
 	int fd = -1, status = -1;
 	if (make_parents(path) < 0 ||
 	    (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-		fail(g, path, strerror(errno));
+		fail(g, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	for (int tries = 0; tries < 4; tries++) {
@@ -324,23 +318,20 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *
 		if (status != 503 && status >= 0 && status < 500)
 			break;
 	}
-	if (status == 404) {      /* deleted since the listing */
-		why[0] = '\0';
+	if (status == 404) {
+		/* deleted since the listing */
 	} else if (status != 200) {
-		snprintf(why, sizeof(why), "GET %s failed: %s", key, err);
+		fail(g, "%s: GET %s failed: %s", path, key, err);
 	} else if (hdr[0] && strcmp(hdr, md5)) {
-		snprintf(why, sizeof(why), "md5 %s, the master says %s: not saved (run verify)", md5,
-			 hdr);
+		fail(g, "%s: md5 %s, the master says %s: not saved (run verify)", path, md5, hdr);
 	} else if (fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
 		fd = -1;
-		snprintf(why, sizeof(why), "%s", strerror(errno));
+		fail(g, "%s: %s", path, strerror(errno));
 	} else {
 		return (int64_t)size;
 	}
 	if (fd >= 0)
 		close(fd);
-	if (why[0])
-		fail(g, path, why);
 	unlink(tmp);
 	return -1;
 }
@@ -357,13 +348,13 @@ static void get_one(void *ctx, size_t i)
 	slash = strrchr(path, '/');
 	tmp = xasprintf("%.*s/.%s.mkv-get", (int)(slash - path), path, slash + 1);
 	if (strlen(key) != g->klens[i] || !safe_rel(rel)) {
-		fail(g, key, "not a safe file name below the directory, skipped");
+		fail(g, "%s: not a safe file name below the directory, skipped", key);
 	} else if (access(path, F_OK) == 0 && ops_head_info(url, TIMEOUT_MS, &h, err) == 302 &&
 		   h.md5[0] && file_md5(path, md5) && !strcmp(md5, h.md5)) {
-		atomic_fetch_add(&g->skipped, 1);
+		g->skipped++;
 	} else if ((size = fetch_file(g, key, url, path, tmp)) >= 0) {
-		atomic_fetch_add(&g->files, 1);
-		atomic_fetch_add(&g->bytes, (unsigned long)size);
+		g->files++;
+		g->bytes += (unsigned long)size;
 	}
 	free(tmp);
 	free(path);

@@ -2,7 +2,7 @@
  * where key2volume puts them now.  See ops.h for the order of a move. */
 #include "../master/mkv.h"
 #include "../master/index.h"
-#include "../master/spawn.h"
+#include "../common/spawn.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define GRACE_MS 2000          /* old copies outlive the switch this long (online) */
@@ -98,16 +97,6 @@ struct move {
 	long tmo;
 };
 
-static bool in_place(const struct move *m)
-{
-	if (m->nwant != m->r.nlocs)
-		return false;
-	for (int i = 0; i < m->nwant; i++)
-		if (strcmp(m->want[i], m->r.locs[i]))
-			return false;
-	return true;
-}
-
 /* 1. Copy to the wanted locations the record lacks, from any replica that
  * reads intact.  0, or an HTTP status with *why. */
 static int copy_missing(struct move *m, const char **why)
@@ -117,10 +106,6 @@ static int copy_missing(struct move *m, const char **why)
 	for (int i = 0; i < m->nwant; i++)
 		if (!ops_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
 			dst[ndst++] = xasprintf("http://%s%s", m->want[i], m->path);
-	if (ndst && !m->r.nlocs) {
-		*why = "record names no volume to copy from";
-		got = -2;
-	}
 	/* ops_copy feeds at most OPS_COPY_MAXDST destinations at once */
 	for (int d = 0; d < ndst && !got; d += OPS_COPY_MAXDST) {
 		int nd = ndst - d < OPS_COPY_MAXDST ? ndst - d : OPS_COPY_MAXDST;
@@ -135,8 +120,10 @@ static int copy_missing(struct move *m, const char **why)
 	}
 	for (int i = 0; i < ndst; i++)
 		free(dst[i]);
-	if (got == -2)
+	if (got && !m->r.nlocs) {
+		*why = "record names no volume to copy from";
 		return 500;
+	}
 	if (got)
 		*why = got < 0 ? "a new location refused the copy" : "no replica could be read intact";
 	return got ? 503 : 0;
@@ -194,7 +181,7 @@ int rebalance_key_flags(const struct config *cfg, struct index *idx, const char 
 				    cfg->subvolumes, m.want);
 	for (int i = 0; i < m.nwant; i++)
 		m.wantp[i] = m.want[i];
-	if (rc != 204 || in_place(&m))
+	if (rc != 204 || ops_same_locs(m.wantp, m.nwant, m.r.locs, m.r.nlocs))
 		goto out;
 	if (m.nwant == 0) {
 		*why = "no volumes configured";
@@ -246,19 +233,14 @@ struct run {
 static void progress_line(void *ctx, char *out, size_t n)
 {
 	struct run *r = ctx;
-	unsigned long seen = atomic_load(&r->seen);
-	double rate = ops_per_s(seen, now_ms() - r->t0);
+	unsigned long seen = r->seen;
+	uint64_t ms = now_ms() - r->t0;
 	int k = snprintf(out, n, "rebalance: %lu", seen);
 	if (r->total)
 		k += snprintf(out + k, n - (size_t)k, "/%llu", (unsigned long long)r->total);
-	k += snprintf(out + k, n - (size_t)k, " keys, %lu moved, %lu failed, %.0f keys/s",
-		      atomic_load(&r->moved), atomic_load(&r->failed), rate);
-	if (r->total && rate > 0 && seen < r->total) {
-		char eta[32];
-		ops_fmt_duration((uint64_t)((double)(r->total - seen) * 1000 / rate), eta,
-				 sizeof(eta));
-		snprintf(out + k, n - (size_t)k, ", ETA %s", eta);
-	}
+	snprintf(out + k, n - (size_t)k, " keys, %lu moved, %lu failed, %.0f keys/s",
+		 r->moved, r->failed, ops_per_s(seen, ms));
+	ops_eta(out, n, seen, r->total, ms);
 }
 
 static void offline_one(void *ctx, size_t i)
@@ -270,16 +252,16 @@ static void offline_one(void *ctx, size_t i)
 				     REBALANCE_UNLINKED | REBALANCE_NOW, &moved, &why);
 	if (st == 204) {
 		if (moved)
-			atomic_fetch_add(&r->moved, 1);
+			r->moved++;
 	} else if (why == left_behind) {
 		/* safe (the record names the new copies); only space is wasted */
-		atomic_fetch_add(&r->moved, 1);
-		atomic_fetch_add(&r->left, 1);
+		r->moved++;
+		r->left++;
 	} else if (st != 404) {   /* 404: deleted meanwhile */
 		log_msg("rebalance: %.*s: %s", (int)r->b.klens[i], r->b.keys[i], why);
-		atomic_fetch_add(&r->failed, 1);
+		r->failed++;
 	}
-	atomic_fetch_add(&r->seen, 1);
+	r->seen++;
 }
 
 static int run_offline(struct run *r)
@@ -319,19 +301,19 @@ static void online_one(void *ctx, size_t i)
 		usleep(50000);
 	}
 	if (st == 204) {
-		atomic_fetch_add(&r->moved, 1);
+		r->moved++;
 	} else if (r->unlinked && st >= 400 && st < 500) {
-		atomic_fetch_add(&r->skipped, 1);
+		r->skipped++;
 	} else if (st != 404) {
 		log_msg("rebalance: REBALANCE %.*s: %s", (int)r->b.klens[i], r->b.keys[i],
 			st < 0 ? err : "failed");
 		if (st > 0)
 			log_msg("rebalance: the master answered %d", st);
-		atomic_fetch_add(&r->failed, 1);
+		r->failed++;
 	}
 done:
 	free(url);
-	atomic_fetch_add(&r->seen, 1);
+	r->seen++;
 }
 
 /* Live keys, then unlinked ones. */
@@ -352,7 +334,6 @@ int rebalance_main(const struct config *cfg)
 {
 	struct run r = {.cfg = cfg, .t0 = now_ms()};
 	struct ops_progress *p;
-	unsigned long moved, skipped;
 	char dur[32];
 	uint64_t ms;
 	int rc;
@@ -361,23 +342,20 @@ int rebalance_main(const struct config *cfg)
 	p = ops_progress_start(progress_line, &r);
 	rc = cfg->master ? run_online(&r) : run_offline(&r);
 	ops_progress_stop(p);
-	ms = now_ms() - r.t0;
-	ops_fmt_duration(ms, dur, sizeof(dur));
-	moved = atomic_load(&r.moved);
-	skipped = atomic_load(&r.skipped);
-	if (rc == 0 || atomic_load(&r.seen)) {
+	ms = ops_elapsed(r.t0, dur);
+	if (rc == 0 || r.seen) {
 		log_msg("rebalance: %lu keys seen, %lu moved, %lu failed in %s (%.0f moved keys/s)%s",
-			atomic_load(&r.seen), moved, atomic_load(&r.failed), dur,
-			ops_per_s(moved, ms), rc ? "; stopped early, see above" : "");
-		if (atomic_load(&r.left))
+			r.seen, r.moved, r.failed, dur, ops_per_s(r.moved, ms),
+			rc ? "; stopped early, see above" : "");
+		if (r.left)
 			log_msg("rebalance: %lu moved keys left an old copy behind (a DELETE failed, "
-				"see above): wasted space, not a risk", atomic_load(&r.left));
-		if (skipped)
+				"see above): wasted space, not a risk", r.left);
+		if (r.skipped)
 			log_msg("rebalance: %lu unlinked keys were not moved: the master does not "
 				"move unlinked keys (REBALANCE ?unlinked); DELETE them, or rebalance "
-				"offline", skipped);
+				"offline", r.skipped);
 	}
-	if (rc == 0 && atomic_load(&r.failed))
+	if (rc == 0 && r.failed)
 		log_msg("rebalance: run it again to retry the failed keys (moving is idempotent)");
-	return rc || atomic_load(&r.failed) ? 1 : 0;
+	return rc || r.failed ? 1 : 0;
 }

@@ -23,7 +23,7 @@
 #include "../master/mkv.h"
 #include "../master/index.h"
 #include "../master/meta.h"
-#include "../master/spawn.h"
+#include "../common/spawn.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
@@ -37,8 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #define TRIES 3
 #define MAX_STRAY_LOGS 10
@@ -56,8 +54,7 @@ struct root {
 struct entry {
 	char *key;
 	size_t klen;
-	const char *loc;          /* its root's */
-	int vol;                  /* its root's */
+	const struct root *root;  /* where it was found */
 	int rank;                 /* where the record names it: make_record */
 	char md5[33];
 	uint64_t size;            /* from the listing, for S3's metadata */
@@ -103,18 +100,6 @@ struct rb {
 
 /* ---- listings, many in flight on the listings' thread ---- */
 
-static const char *ent_name(json_t *e, bool *is_dir, bool *is_file)
-{
-	const char *name = json_string_value(json_object_get(e, "name"));
-	const char *type = json_string_value(json_object_get(e, "type"));
-	*is_dir = type && !strcmp(type, "directory");
-	*is_file = type && !strcmp(type, "file");
-	if (!name || !*name || name[0] == '.')
-		return NULL;   /* a name with '/' comes from a recursive listing */
-	return name;
-}
-
-
 static void lreq_add(struct rb *rb, struct lreq *q)
 {
 	char *url = ops_url(rb->roots[q->root]->loc, q->path, q->plen, q->leaf ? "?recursive" : "");
@@ -148,7 +133,7 @@ static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *bo
 	json_t *doc = ops_listing(status, body, len, why);
 	*retry = false;
 	if (doc || status == 404) {
-		atomic_fetch_add(&rb->dirs_done, 1);
+		rb->dirs_done++;
 		return doc;
 	}
 	if (status <= 0)
@@ -159,8 +144,8 @@ static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *bo
 		return NULL;
 	}
 	log_msg("rebuild: GET http://%s%s failed: %s", rb->roots[q->root]->loc, q->path, why);
-	atomic_fetch_add(&rb->failed, 1);
-	atomic_fetch_add(&rb->dirs_done, 1);
+	rb->failed++;
+	rb->dirs_done++;
 	return NULL;
 }
 
@@ -172,7 +157,7 @@ static void root_add(struct rb *rb, char *loc, int vol)
 	r->vol = vol;
 	rb->roots = xrealloc(rb->roots, (size_t)(rb->nroots + 1) * sizeof(*rb->roots));
 	rb->roots[rb->nroots] = r;
-	atomic_fetch_add(&rb->dirs_total, 1);
+	rb->dirs_total++;
 	lreq_new(rb, rb->nroots++, NULL, "/");
 }
 
@@ -194,7 +179,7 @@ static void dir_entry(struct rb *rb, struct lreq *q, const char *name)
 	struct root *r = rb->roots[q->root];
 	int x = ops_hash_dir(name);
 	if (x >= 0 && q->plen == 1) {
-		atomic_fetch_add(&rb->dirs_total, 1);
+		rb->dirs_total++;
 		lreq_new(rb, q->root, NULL, "/%02x/", x);
 	} else if (x >= 0) {
 		unsigned bit = (unsigned)(strtol(q->path + 1, NULL, 16) << 8 | x);
@@ -238,7 +223,7 @@ static void plan_units(struct rb *rb)
 		}
 		if (most > 0 && most <= SPARSE_YY) {
 			rb->units[rb->nleaves++] = (struct unit){(uint8_t)x, -1};
-			atomic_fetch_add(&rb->dirs_total, (unsigned long)holders);
+			rb->dirs_total += (unsigned long)holders;
 		}
 		for (int y = 0; most > SPARSE_YY && y < 256; y++) {
 			struct unit u = {(uint8_t)x, (int16_t)y};
@@ -247,7 +232,7 @@ static void plan_units(struct rb *rb)
 				holders += holds(rb->roots[i], u);
 			if (holders) {
 				rb->units[rb->nleaves++] = u;
-				atomic_fetch_add(&rb->dirs_total, (unsigned long)holders);
+				rb->dirs_total += (unsigned long)holders;
 			}
 		}
 	}
@@ -259,11 +244,11 @@ static int more_leaf(void *ctx)
 	struct leaf *lf;
 	if (rb->next_leaf >= rb->nleaves)
 		return -1;
-	if (atomic_load(&rb->leaves_open) >= LEAVES_OPEN)
+	if (rb->leaves_open >= LEAVES_OPEN)
 		return 0;   /* the writers are behind */
 	lf = xcalloc(1, sizeof(*lf));
 	lf->u = rb->units[rb->next_leaf++];
-	atomic_fetch_add(&rb->leaves_open, 1);
+	rb->leaves_open++;
 	for (int ri = 0; ri < rb->nroots; ri++) {
 		if (!holds(rb->roots[ri], lf->u))
 			continue;
@@ -289,7 +274,7 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 	json_t *sz = json_object_get(e, "size");
 	struct entry *en;
 	if (kl < 0) {
-		if (atomic_fetch_add(&rb->strays, 1) < MAX_STRAY_LOGS)
+		if (rb->strays++ < MAX_STRAY_LOGS)
 			log_msg("rebuild: skipping %s%s: not where key2path puts its name's key",
 				rb->roots[ri]->loc, path);
 		return;
@@ -301,8 +286,7 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 	en = &lf->e[lf->n++];
 	en->key = xstrndup(key, (size_t)kl);
 	en->klen = (size_t)kl;
-	en->loc = rb->roots[ri]->loc;
-	en->vol = rb->roots[ri]->vol;
+	en->root = rb->roots[ri];
 	en->size = json_is_integer(sz) && json_integer_value(sz) >= 0
 			   ? (uint64_t)json_integer_value(sz) : 0;
 	en->mtime = ops_http_time(json_string_value(json_object_get(e, "mtime")));
@@ -311,18 +295,18 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 		memcpy(en->md5, md5, 33);
 }
 
-/* In a unit: directories below (listed in turn), files. */
-static void leaf_entry(struct rb *rb, struct lreq *q, const char *name, bool d, bool f,
-		       json_t *e)
+/* In a unit: directories below (listed in turn), files.  (A name with
+ * '/' comes from a recursive listing.) */
+static void leaf_entry(struct rb *rb, struct lreq *q, const char *name, char type, json_t *e)
 {
 	char path[PATH_MAX_LEN + 16];
 	if (q->plen + strlen(name) + 2 > PATH_MAX_LEN)
 		return;   /* longer than any key's path */
 	snprintf(path, sizeof(path), "%s%s", q->path, name);
-	if (d && !strchr(name, '/')) {
-		atomic_fetch_add(&rb->dirs_total, 1);
+	if (type == 'd' && !strchr(name, '/')) {
+		rb->dirs_total++;
 		lreq_new(rb, q->root, q->leaf, "%s/", path);
-	} else if (f) {
+	} else if (type == 'f') {
 		leaf_file(rb, q->leaf, q->root, path, e);
 	}
 }
@@ -333,16 +317,19 @@ static void done(void *ctx, void *req, int status, const char *body, size_t len,
 	struct rb *rb = ctx;
 	struct lreq *q = req;
 	struct leaf *lf = q->leaf;
-	bool retry, d, f;
+	bool retry;
 	json_t *doc = listing(rb, q, status, body, len, err, &retry), *e;
 	size_t j;
+	char type;
 	if (retry)
 		return;
 	json_array_foreach(doc, j, e) {
-		const char *name = ent_name(e, &d, &f);
-		if (name && lf)
-			leaf_entry(rb, q, name, d, f, e);
-		else if (name && d)
+		const char *name = ops_entry(e, &type);
+		if (!name || name[0] == '.')
+			continue;
+		if (lf)
+			leaf_entry(rb, q, name, type, e);
+		else if (type == 'd')
 			dir_entry(rb, q, name);
 	}
 	json_decref(doc);
@@ -366,7 +353,7 @@ static int by_rank(const void *a, const void *b)
 	const struct entry *x = a, *y = b;
 	if (x->rank != y->rank)
 		return x->rank - y->rank;
-	return strcmp(x->loc, y->loc);
+	return strcmp(x->root->loc, y->root->loc);
 }
 
 /* The record of one key from its copies e[0..n), sorted into its order:
@@ -384,11 +371,11 @@ static void make_record(struct rb *rb, struct entry *e, size_t n, struct record 
 	for (size_t i = 0; i < n; i++) {
 		e[i].rank = 2 * nv;
 		for (int j = 0; j < nv; j++) {
-			if (!strcmp(pref[j], e[i].loc)) {
+			if (!strcmp(pref[j], e[i].root->loc)) {
 				e[i].rank = j;
 				break;
 			}
-			if (!strcmp(plain[j], cfg->volumes[e[i].vol]))
+			if (!strcmp(plain[j], cfg->volumes[e[i].root->vol]))
 				e[i].rank = nv + j;
 		}
 	}
@@ -396,17 +383,17 @@ static void make_record(struct rb *rb, struct entry *e, size_t n, struct record 
 	qsort(e, n, sizeof(*e), by_rank);
 	for (size_t i = 0; i < n; i++) {
 		if (r->nlocs < RECORD_MAX_LOCS)
-			r->locs[r->nlocs++] = (char *)e[i].loc;
+			r->locs[r->nlocs++] = e[i].root->loc;
 		if (!e[i].md5[0])
 			continue;
 		if (!r->hash[0]) {
 			memcpy(r->hash, e[i].md5, 33);
-			hash_from = e[i].loc;
+			hash_from = e[i].root->loc;
 		} else if (strcmp(r->hash, e[i].md5) &&
-			   atomic_fetch_add(&rb->conflicts, 1) < MAX_STRAY_LOGS) {
+			   rb->conflicts++ < MAX_STRAY_LOGS) {
 			log_msg("rebuild: %.*s: copies differ (md5 %s on %s, %s on %s); kept the "
 				"first", (int)e->klen, e->key, r->hash, hash_from, e[i].md5,
-				e[i].loc);
+				e[i].root->loc);
 		}
 	}
 }
@@ -421,31 +408,31 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 
 	make_record(rb, e, n, &r);
 	if (r.hash[0])
-		atomic_fetch_add(&rb->with_md5, 1);
+		rb->with_md5++;
 	if (rb->old && (old = index_get(rb->old, e->key, e->klen, &olen))) {
 		if (record_parse(old, olen, &o) == 0) {
 			r.deleted = o.deleted;
 			if (!r.hash[0] && o.hash[0]) {
 				memcpy(r.hash, o.hash, 33);
-				atomic_fetch_add(&rb->with_md5, 1);
-				atomic_fetch_add(&rb->md5_from_old, 1);
+				rb->with_md5++;
+				rb->md5_from_old++;
 			}
 		}
 		free(old);
 	}
 	if (r.deleted)
-		atomic_fetch_add(&rb->unlinked, 1);
+		rb->unlinked++;
 	val = record_encode(&r, &vlen);
 	/* Not synced one by one: a rebuild that dies is simply run again, and
 	 * the end of the run syncs them all at once. */
 	if (index_put_nosync(rb->idx, e->key, e->klen, val, vlen) < 0) {
-		atomic_fetch_add(&rb->failed, 1);
+		rb->failed++;
 	} else {
 		/* S3's size and time, from the copy the record names first */
 		m = (struct meta){.size = e[0].size, .mtime = e[0].mtime};
 		snprintf(m.etag, sizeof(m.etag), "%s", r.hash);
 		meta_put(e->key, e->klen, &m);
-		atomic_fetch_add(&rb->keys, 1);
+		rb->keys++;
 	}
 	free(val);
 }
@@ -467,23 +454,19 @@ static void write_leaf(void *ctx, void *item)
 		free(lf->e[j].key);
 	free(lf->e);
 	free(lf);
-	atomic_fetch_sub(&rb->leaves_open, 1);
-	atomic_fetch_add(&rb->leaves_done, 1);
+	rb->leaves_open--;
+	rb->leaves_done++;
 }
 
 static void progress_line(void *ctx, char *out, size_t n)
 {
 	struct rb *rb = ctx;
-	unsigned long done = atomic_load(&rb->dirs_done), total = atomic_load(&rb->dirs_total);
-	unsigned long keys = atomic_load(&rb->keys), ld = atomic_load(&rb->leaves_done);
-	int k = snprintf(out, n, "rebuild: dirs %lu/%lu, %lu keys, %.0f keys/s", done, total,
-			 keys, ops_per_s(keys, now_ms() - rb->t0));
-	if (rb->t_leaves && ld && ld < rb->nleaves) {
-		char eta[32];
-		uint64_t lms = now_ms() - rb->t_leaves;
-		ops_fmt_duration(lms * (rb->nleaves - ld) / ld, eta, sizeof(eta));
-		snprintf(out + k, n - (size_t)k, ", ETA %s", eta);
-	}
+	unsigned long done = rb->dirs_done, total = rb->dirs_total;
+	unsigned long keys = rb->keys;
+	snprintf(out, n, "rebuild: dirs %lu/%lu, %lu keys, %.0f keys/s", done, total, keys,
+		 ops_per_s(keys, now_ms() - rb->t0));
+	if (rb->t_leaves)
+		ops_eta(out, n, rb->leaves_done, rb->nleaves, now_ms() - rb->t_leaves);
 }
 
 /* Open the index (and -from's, or the index itself when it was not
@@ -530,39 +513,37 @@ static void rebuild_walk(struct rb *rb)
 /* The one-line summary, with what the run could not do. */
 static void report(struct rb *rb, bool was_empty)
 {
-	unsigned long keys = atomic_load(&rb->keys), with_md5 = atomic_load(&rb->with_md5);
+	unsigned long keys = rb->keys, with_md5 = rb->with_md5;
 	unsigned long nsub = 0;
-	uint64_t ms = now_ms() - rb->t0;
 	struct buf notes = {0};
 	char dur[32];
+	uint64_t ms = ops_elapsed(rb->t0, dur);
 	for (int i = 0; i < rb->nroots; i++)
 		nsub += strchr(rb->roots[i]->loc, '/') != NULL;
-	ops_fmt_duration(ms, dur, sizeof(dur));
 	buf_puts(&notes, "");
 	if (!rb->cfg->from && was_empty)
 		buf_puts(&notes, "; unlinked state lives only in the index: without -from OLD_DB "
 				 "unlinked keys come back live");
-	if (atomic_load(&rb->unlinked))
-		buf_printf(&notes, "; %lu kept unlinked", atomic_load(&rb->unlinked));
+	if (rb->unlinked)
+		buf_printf(&notes, "; %lu kept unlinked", rb->unlinked);
 	if (with_md5 < keys)
 		buf_printf(&notes, "; %lu keys without md5: their volumes keep none (nginx), "
 				   "so their records have no HASH", keys - with_md5);
-	if (atomic_load(&rb->md5_from_old))
-		buf_printf(&notes, "; %lu md5s taken from the old index",
-			   atomic_load(&rb->md5_from_old));
+	if (rb->md5_from_old)
+		buf_printf(&notes, "; %lu md5s taken from the old index", rb->md5_from_old);
 	if (!was_empty)
 		buf_puts(&notes, "; the index was not empty: records of keys not found on the "
 				 "volumes were left as they were");
-	if (atomic_load(&rb->strays))
-		buf_printf(&notes, "; %lu stray files skipped", atomic_load(&rb->strays));
-	if (atomic_load(&rb->conflicts))
-		buf_printf(&notes, "; %lu keys whose copies differ", atomic_load(&rb->conflicts));
-	if (atomic_load(&rb->failed))
+	if (rb->strays)
+		buf_printf(&notes, "; %lu stray files skipped", rb->strays);
+	if (rb->conflicts)
+		buf_printf(&notes, "; %lu keys whose copies differ", rb->conflicts);
+	if (rb->failed)
 		buf_printf(&notes, "; %lu listings or writes FAILED: the index is incomplete, "
-				   "run rebuild again", atomic_load(&rb->failed));
+				   "run rebuild again", rb->failed);
 	log_msg("rebuild: %lu keys (%lu with md5) from %lu dirs on %d volumes (%lu subvolumes) "
-		"in %s (%.0f keys/s)%s", keys, with_md5, atomic_load(&rb->dirs_done),
-		rb->cfg->nvol, nsub, dur, ops_per_s(keys, ms), notes.data);
+		"in %s (%.0f keys/s)%s", keys, with_md5, rb->dirs_done, rb->cfg->nvol, nsub, dur,
+		ops_per_s(keys, ms), notes.data);
 	buf_free(&notes);
 }
 
@@ -576,9 +557,9 @@ int rebuild_main(const struct config *cfg)
 	if (rebuild_open(&rb, &was_empty) == 0) {
 		rebuild_walk(&rb);
 		if (index_sync(rb.idx) < 0 || index_sync(meta_index()) < 0)
-			atomic_fetch_add(&rb.failed, 1);
+			rb.failed++;
 		report(&rb, was_empty);
-		rc = atomic_load(&rb.failed) ? 1 : 0;
+		rc = rb.failed ? 1 : 0;
 	}
 	for (int i = 0; i < rb.nroots; i++) {
 		free(rb.roots[i]->loc);

@@ -2,7 +2,7 @@
  * the offline walk over the index and the small HTTP calls.  See ops.h. */
 #include "ops.h"
 #include "../master/index.h"
-#include "../master/spawn.h"
+#include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/record.h"
@@ -103,7 +103,7 @@ void ops_progress_stop(struct ops_progress *p)
 	free(p);
 }
 
-void ops_fmt_duration(uint64_t ms, char *out, size_t n)
+static void fmt_duration(uint64_t ms, char *out, size_t n)
 {
 	if (ms < 60000)
 		snprintf(out, n, "%.1f s", (double)ms / 1000);
@@ -117,6 +117,23 @@ void ops_fmt_duration(uint64_t ms, char *out, size_t n)
 double ops_per_s(double n, uint64_t ms)
 {
 	return ms ? n * 1000 / (double)ms : 0.0;
+}
+
+uint64_t ops_elapsed(uint64_t t0, char dur[32])
+{
+	uint64_t ms = now_ms() - t0;
+	fmt_duration(ms, dur, 32);
+	return ms;
+}
+
+void ops_eta(char *out, size_t n, uint64_t done, uint64_t total, uint64_t ms)
+{
+	size_t k = strlen(out);
+	char eta[32];
+	if (done && done < total) {
+		fmt_duration(ms * (total - done) / done, eta, sizeof(eta));
+		snprintf(out + k, n - k, ", ETA %s", eta);
+	}
 }
 
 /* ---- the index, offline ---- */
@@ -170,6 +187,14 @@ bool ops_has_loc(char *const *locs, int n, const char *loc)
 		if (!strcmp(locs[i], loc))
 			return true;
 	return false;
+}
+
+bool ops_same_locs(char *const *a, int na, char *const *b, int nb)
+{
+	for (int i = 0; i < na && na == nb; i++)
+		if (strcmp(a[i], b[i]))
+			return false;
+	return na == nb;
 }
 
 int64_t ops_http_time(const char *s)
@@ -254,6 +279,14 @@ json_t *ops_listing(int status, const char *body, size_t len, char *err)
 	json_decref(doc);
 	snprintf(err, 256, "not a JSON listing (autoindex_format json?)");
 	return NULL;
+}
+
+const char *ops_entry(json_t *e, char *type)
+{
+	const char *name = json_string_value(json_object_get(e, "name"));
+	const char *t = json_string_value(json_object_get(e, "type"));
+	*type = !t ? 0 : !strcmp(t, "directory") ? 'd' : !strcmp(t, "file") ? 'f' : 0;
+	return name && *name ? name : NULL;
 }
 
 int ops_master_head(const char *master, const char *key, size_t klen, int tries,

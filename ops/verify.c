@@ -71,14 +71,14 @@ static int replica_md5(struct vr *v, const char *url, char md5[33], char *err)
 	if (st == 200 && h.md5[0]) {              /* an mkv-volume hashed it */
 		if (h.size > 0)
 			ops_rate_take((uint64_t)h.size);
-		atomic_fetch_add(&v->bytes, h.size > 0 ? (uint64_t)h.size : 0);
+		v->bytes += h.size > 0 ? (uint64_t)h.size : 0;
 		memcpy(md5, h.md5, 33);
 		return 200;
 	}
 	if (st == 200)                             /* nginx: read it here */
 		st = ops_stream_get(url, false, -1, true, md5, &size, hdr, err);
 	if (st == 200) {
-		atomic_fetch_add(&v->bytes, size);
+		v->bytes += size;
 		return 200;
 	}
 	if (st == 404)
@@ -105,16 +105,6 @@ static int master_record(struct vr *v, const char *key, size_t klen, struct ops_
 	return 200;
 }
 
-static bool same_record(const struct record *a, const struct record *b)
-{
-	if (strcmp(a->hash, b->hash) || a->nlocs != b->nlocs)
-		return false;
-	for (int i = 0; i < a->nlocs; i++)
-		if (strcmp(a->locs[i], b->locs[i]))
-			return false;
-	return true;
-}
-
 /* Without a HASH, the good md5 is the one a strict majority of the copies
  * read have. */
 static void majority(struct vr *v, struct key *k)
@@ -132,7 +122,7 @@ static void majority(struct vr *v, struct key *k)
 	if (!k->want[0] && present) {
 		note(v, "%.*s: no HASH, and its copies disagree with no majority: "
 			"cannot tell the good one", k->klen, k->key);
-		atomic_fetch_add(&v->failed, 1);
+		v->failed++;
 	}
 }
 
@@ -155,10 +145,10 @@ static void fix(struct vr *v, struct key *k, char **bad, int nbad)
 	for (int i = 0; i < nbad; i++) {
 		char now[33];
 		if (replica_md5(v, bad[i], now, err) == 200 && !strcmp(now, k->want)) {
-			atomic_fetch_add(&v->fixed, 1);
+			v->fixed++;
 		} else {
 			note(v, "%.*s: %s could not be fixed", k->klen, k->key, bad[i]);
-			atomic_fetch_add(&v->failed, 1);
+			v->failed++;
 		}
 	}
 }
@@ -169,7 +159,8 @@ static bool changed(struct vr *v, struct key *k)
 	struct ops_head_info h;
 	struct record now;
 	return v->master && (master_record(v, k->key, (size_t)k->klen, &h, &now) != 200 ||
-			     !same_record(k->r, &now));
+			     strcmp(k->r->hash, now.hash) ||
+			     !ops_same_locs(k->r->locs, k->r->nlocs, now.locs, now.nlocs));
 }
 
 static void verify_key(struct vr *v, const char *key, size_t klen, struct record *r)
@@ -183,11 +174,11 @@ static void verify_key(struct vr *v, const char *key, size_t klen, struct record
 		int s;
 		k.urls[i] = xasprintf("http://%s%s", r->locs[i], path);
 		s = replica_md5(v, k.urls[i], k.md5[i], err);
-		atomic_fetch_add(&v->replicas, 1);
+		v->replicas++;
 		k.st[i] = s == 200 ? ST_GOOD : s == 404 ? ST_MISSING : ST_UNKNOWN;
 		if (s < 0) {
 			note(v, "%.*s: %s: %s", k.klen, key, k.urls[i], err);
-			atomic_fetch_add(&v->failed, 1);
+			v->failed++;
 		}
 	}
 	memcpy(k.want, r->hash, 33);
@@ -196,11 +187,11 @@ static void verify_key(struct vr *v, const char *key, size_t klen, struct record
 	for (int i = 0; i < r->nlocs; i++) {
 		if (k.st[i] == ST_GOOD && k.want[0] && strcmp(k.md5[i], k.want)) {
 			k.st[i] = ST_CORRUPT;
-			atomic_fetch_add(&v->corrupt, 1);
+			v->corrupt++;
 			note(v, "%.*s: %s is corrupt (md5 %s, want %s)", k.klen, key, k.urls[i],
 			     k.md5[i], k.want);
 		} else if (k.st[i] == ST_MISSING) {
-			atomic_fetch_add(&v->missing, 1);
+			v->missing++;
 			note(v, "%.*s: %s is missing", k.klen, key, k.urls[i]);
 		}
 		if (k.st[i] == ST_MISSING || k.st[i] == ST_CORRUPT)
@@ -209,9 +200,9 @@ static void verify_key(struct vr *v, const char *key, size_t klen, struct record
 	}
 	if (v->cfg->fix && nbad && k.want[0] && !ngood) {
 		note(v, "%.*s: no good copy left to fix the others from", k.klen, key);
-		atomic_fetch_add(&v->failed, (unsigned long)nbad);
+		v->failed += (unsigned long)nbad;
 	} else if (v->cfg->fix && nbad && k.want[0] && changed(v, &k)) {
-		atomic_fetch_add(&v->skipped, 1);
+		v->skipped++;
 	} else if (v->cfg->fix && nbad && k.want[0]) {
 		fix(v, &k, bad, nbad);
 	}
@@ -225,13 +216,13 @@ static void offline_one(void *ctx, size_t i)
 	struct record r;
 	if (record_parse(v->b.vals[i], v->b.vlens[i], &r) < 0) {
 		note(v, "%.*s: malformed record", (int)v->b.klens[i], v->b.keys[i]);
-		atomic_fetch_add(&v->failed, 1);
+		v->failed++;
 	} else if (r.deleted && !r.hash[0]) {
-		atomic_fetch_add(&v->skipped, 1);   /* an interrupted PUT: see gc */
+		v->skipped++;   /* an interrupted PUT: see gc */
 	} else {
 		verify_key(v, v->b.keys[i], v->b.klens[i], &r);
 	}
-	atomic_fetch_add(&v->keys_done, 1);
+	v->keys_done++;
 }
 
 static void online_one(void *ctx, size_t i)
@@ -243,8 +234,8 @@ static void online_one(void *ctx, size_t i)
 	if (st == 200)
 		verify_key(v, v->b.keys[i], v->b.klens[i], &r);
 	else if (st < 0)
-		atomic_fetch_add(&v->failed, 1);
-	atomic_fetch_add(&v->keys_done, 1);
+		v->failed++;
+	v->keys_done++;
 }
 
 static int run(struct vr *v)
@@ -265,19 +256,17 @@ static void progress_line(void *ctx, char *out, size_t n)
 {
 	struct vr *v = ctx;
 	uint64_t ms = now_ms() - v->t0;
-	unsigned long keys = atomic_load(&v->keys_done);
+	unsigned long keys = v->keys_done;
 	snprintf(out, n, "verify: %lu keys, %lu replicas, %lu missing, %lu corrupt, %lu fixed, "
-		 "%lu failed, %.0f keys/s, %.1f MB/s",
-		 keys, atomic_load(&v->replicas), atomic_load(&v->missing),
-		 atomic_load(&v->corrupt), atomic_load(&v->fixed), atomic_load(&v->failed),
-		 ops_per_s(keys, ms), ops_per_s(atomic_load(&v->bytes), ms) / 1e6);
+		 "%lu failed, %.0f keys/s, %.1f MB/s", keys, v->replicas, v->missing, v->corrupt,
+		 v->fixed, v->failed, ops_per_s(keys, ms), ops_per_s(v->bytes, ms) / 1e6);
 }
 
 int verify_main(const struct config *cfg)
 {
 	struct vr v = {.cfg = cfg, .t0 = now_ms()};
 	struct ops_progress *p;
-	unsigned long bad, fixed, failed;
+	unsigned long bad;
 	uint64_t ms;
 	char dur[32];
 	int rc;
@@ -288,23 +277,18 @@ int verify_main(const struct config *cfg)
 	p = ops_progress_start(progress_line, &v);
 	rc = run(&v);
 	ops_progress_stop(p);
-	ms = now_ms() - v.t0;
-	ops_fmt_duration(ms, dur, sizeof(dur));
-	bad = atomic_load(&v.missing) + atomic_load(&v.corrupt);
-	fixed = atomic_load(&v.fixed);
-	failed = atomic_load(&v.failed);
+	ms = ops_elapsed(v.t0, dur);
+	bad = v.missing + v.corrupt;
 	log_msg("verify: %lu keys, %lu replicas checked, %lu missing, %lu corrupt, %lu fixed, "
-		"%lu failed in %s (%.0f keys/s, %.1f MB/s read)%s",
-		atomic_load(&v.keys_done), atomic_load(&v.replicas), atomic_load(&v.missing),
-		atomic_load(&v.corrupt), fixed, failed, dur,
-		ops_per_s(atomic_load(&v.keys_done), ms), ops_per_s(atomic_load(&v.bytes), ms) / 1e6,
-		rc ? "; stopped early, see above" : "");
-	if (atomic_load(&v.skipped))
-		log_msg("verify: %lu keys skipped: %s", atomic_load(&v.skipped),
+		"%lu failed in %s (%.0f keys/s, %.1f MB/s read)%s", v.keys_done, v.replicas,
+		v.missing, v.corrupt, v.fixed, v.failed, dur, ops_per_s(v.keys_done, ms),
+		ops_per_s(v.bytes, ms) / 1e6, rc ? "; stopped early, see above" : "");
+	if (v.skipped)
+		log_msg("verify: %lu keys skipped: %s", v.skipped,
 			v.master ? "changed while being fixed (run verify again)"
 				 : "interrupted PUTs (DELETED, no HASH: see gc -unlinked)");
-	if (bad > fixed && !cfg->fix)
+	if (bad > v.fixed && !cfg->fix)
 		log_msg("verify: run it with -fix to copy good replicas over the bad ones");
 	free(v.master);
-	return rc || failed || bad > fixed ? 1 : 0;
+	return rc || v.failed || bad > v.fixed ? 1 : 0;
 }

@@ -3,8 +3,9 @@
  * libmicrohttpd runs an epoll thread pool.  Reads (open, fstat, sendfile)
  * and the writes of a PUT body happen on those threads: they do not wait
  * for the disk.  What does -- the fsyncs that make a PUT or DELETE durable
- * -- runs on a pool of sync workers while the connection is suspended, so
- * a slow disk never stalls the other connections of that thread.
+ * -- runs on a work queue of the thread pool (common/spawn.h) while the
+ * connection is suspended, so a slow disk never stalls the other
+ * connections of that thread.
  *
  * Every response is queued on the second call of the access handler or
  * later: queued on the first, libmicrohttpd closes the connection. */
@@ -21,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../common/spawn.h"
 #include "../common/util.h"
 #include "fs.h"
 #include "listing.h"
@@ -39,7 +41,6 @@ enum method { M_PUT, M_DELETE, M_MD5, M_OTHER };
 
 /* A PUT, DELETE or unsupported method; GET and HEAD need no state. */
 struct req {
-	struct req *next;              /* in a worker queue */
 	struct MHD_Connection *conn;
 	enum method m;
 	int status;                    /* the answer, once known */
@@ -52,28 +53,18 @@ struct req {
 	char path[PATH_BYTES];
 };
 
-/* Requests waiting for a worker thread, under the server's mu. */
-struct queue {
-	struct vol_server *s;
-	pthread_cond_t cv;
-	struct req *head, **tail;      /* tail: the last next, or &head */
-	pthread_t threads[SYNC_WORKERS];
-	int n;
-};
-
 struct vol_server {
 	struct MHD_Daemon *d;
 	struct vol_root root;
 	char *dir;
 	int port;
-	pthread_mutex_t mu;
+	pthread_mutex_t mu;            /* no push once stopping: the queues end */
 	bool stopping;
-	/* PUT and DELETE wait for their fsyncs in q[Q_SYNC].  HEAD ?md5 (mkv
-	 * verify) reads whole files: q[Q_HASH] has threads of its own, so a
+	/* PUT and DELETE wait for their fsyncs in sync.  HEAD ?md5 (mkv
+	 * verify) reads whole files: hash has threads of its own, so a
 	 * verify never holds up the fsyncs of writes. */
-	struct queue q[2];
+	struct spawn_queue *sync, *hash;
 };
-enum { Q_SYNC, Q_HASH };
 
 static char get_marker;          /* *con_cls of a GET */
 static char head_marker;         /* ... of a HEAD */
@@ -271,57 +262,33 @@ static enum MHD_Result answer_read(struct vol_server *s, struct MHD_Connection *
 	return dir ? send_listing(s, c, path, head) : send_file(s, c, url, path, head);
 }
 
-static void *worker(void *arg)
+static void work(void *ctx, void *item)
 {
-	struct queue *q = arg;
-	struct vol_server *s = q->s;
-	for (;;) {
-		struct req *r;
-		pthread_mutex_lock(&s->mu);
-		while (!q->head && !s->stopping)
-			pthread_cond_wait(&q->cv, &s->mu);
-		if ((r = q->head) && !(q->head = r->next))
-			q->tail = &q->head;
-		pthread_mutex_unlock(&s->mu);
-		if (!r)
-			return NULL;            /* stopping, and the queue is empty */
-		if (r->m == M_MD5) {
-			r->status = vol_fs_md5(&s->root, r->path, &r->fd, &r->st, r->md5);
-		} else if (r->m == M_PUT) {
-			r->status = vol_put_commit(r->put);
-			r->put = NULL;
-		} else {
-			r->status = vol_fs_delete(&s->root, r->path);
-		}
-		r->synced = true;
-		MHD_resume_connection(r->conn);
+	struct vol_server *s = ctx;
+	struct req *r = item;
+	if (r->m == M_MD5) {
+		r->status = vol_fs_md5(&s->root, r->path, &r->fd, &r->st, r->md5);
+	} else if (r->m == M_PUT) {
+		r->status = vol_put_commit(r->put);
+		r->put = NULL;
+	} else {
+		r->status = vol_fs_delete(&s->root, r->path);
 	}
+	r->synced = true;
+	MHD_resume_connection(r->conn);
 }
 
 /* Suspend the connection and hand r to a worker, which resumes it. */
 static bool queue_push(struct vol_server *s, struct req *r)
 {
-	struct queue *q = &s->q[r->m == M_MD5 ? Q_HASH : Q_SYNC];
 	bool ok;
 	pthread_mutex_lock(&s->mu);
 	if ((ok = !s->stopping)) {
 		MHD_suspend_connection(r->conn);
-		*q->tail = r;
-		q->tail = &r->next;
-		pthread_cond_signal(&q->cv);
+		spawn_queue_push(r->m == M_MD5 ? s->hash : s->sync, r);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return ok;
-}
-
-static void queue_start(struct vol_server *s, struct queue *q, int threads)
-{
-	q->s = s;
-	q->tail = &q->head;
-	pthread_cond_init(&q->cv, NULL);
-	for (; q->n < threads; q->n++)
-		if (pthread_create(&q->threads[q->n], NULL, worker, q))
-			die("pthread_create failed");
 }
 
 /* `HEAD /path?md5` (mkv verify): the md5 of the bytes, read just now by a
@@ -505,8 +472,8 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		return NULL;
 	}
 	pthread_mutex_init(&s->mu, NULL);
-	queue_start(s, &s->q[Q_SYNC], SYNC_WORKERS);
-	queue_start(s, &s->q[Q_HASH], HASH_WORKERS);
+	s->sync = spawn_queue(SYNC_WORKERS, work, s);
+	s->hash = spawn_queue(HASH_WORKERS, work, s);
 	s->d = MHD_start_daemon(
 		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
 			MHD_USE_ERROR_LOG,
@@ -534,17 +501,12 @@ void vol_server_stop(struct vol_server *s)
 {
 	pthread_mutex_lock(&s->mu);
 	s->stopping = true;
-	for (int i = 0; i < 2; i++)
-		pthread_cond_broadcast(&s->q[i].cv);
 	pthread_mutex_unlock(&s->mu);
-	for (int i = 0; i < 2; i++)
-		for (int t = 0; t < s->q[i].n; t++)
-			pthread_join(s->q[i].threads[t], NULL);
+	spawn_queue_end(s->sync);   /* every suspended connection resumed */
+	spawn_queue_end(s->hash);
 	if (s->d)
 		MHD_stop_daemon(s->d);
 	pthread_mutex_destroy(&s->mu);
-	for (int i = 0; i < 2; i++)
-		pthread_cond_destroy(&s->q[i].cv);
 	close(s->root.fd);
 	free(s->dir);
 	free(s);

@@ -1,6 +1,7 @@
-/* spawn.h -- the one pool of threads: the server's requests, the operator
- * commands' workers, rebuild's writers, rebalance's background deletes and
- * the progress line all run on it.
+/* spawn.h -- the one pool of threads: the master's requests and volume
+ * checks, the operator commands' workers, rebuild's writers, rebalance's
+ * background deletes and the progress line run on it, and mkv-volume's
+ * fsyncs and md5s.
  * Creating a thread (and connecting it anew to the volumes) per PUT or
  * DELETE cost more than the request; cached threads keep their stacks and
  * their warm httpc handles.  Threads idle for 30 s exit. */

@@ -6,8 +6,8 @@
  * thread shares a condition variable, so a busy server does not spend its
  * time with woken threads fighting over one lock. */
 #include "spawn.h"
-#include "../common/httpc.h"
-#include "../common/util.h"
+#include "httpc.h"
+#include "util.h"
 
 #include <errno.h>
 #include <pthread.h>
