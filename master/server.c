@@ -17,6 +17,7 @@
 #include "put.h"
 #include "meta.h"
 #include "s3.h"
+#include "front.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
