@@ -55,6 +55,29 @@ static char *fresh(const char *stem)
 	return xasprintf("/%s-%d-%d", stem, (int)getpid(), n++);
 }
 
+/* Lines of the master's log holding both a and b. */
+static int log_count(const char *a, const char *b)
+{
+	char line[2048];
+	int n = 0;
+	FILE *f = fopen(m.log, "r");
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, a) && strstr(line, b);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* Wait (at most 20 s: a loaded machine is slow) until the master has
+ * logged one more line holding a and b than the n0 it had, then let the
+ * checker store what it logged. */
+static void wait_log(int n0, const char *a, const char *b)
+{
+	for (int i = 0; i < 200 && log_count(a, b) <= n0; i++)
+		usleep(100000);
+	usleep(200000);
+}
+
 static long put(const char *key, const char *body, size_t len)
 {
 	struct resp r;
@@ -402,9 +425,10 @@ START_TEST(test_volume_down)
 	char *key = fresh("down"), *u = url(key);
 	char *dead = vols[0].name;
 	struct resp r;
+	int n0 = log_count(dead, "marked down");
 	ck_assert_int_eq(put(key, "v", 1), 201);
 	kill(-vols[0].pid, SIGSTOP);
-	usleep(2600000); /* > -voltimeout plus one check interval */
+	wait_log(n0, dead, "marked down");   /* -voltimeout plus a check interval, or more under load */
 	for (int i = 0; i < 30; i++) {
 		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
 		ck_assert_msg(!strstr(r.location, dead), "redirected to a volume known down");
@@ -425,7 +449,8 @@ START_TEST(test_all_down)
 	ck_assert_int_eq(put(key, "v", 1), 201);
 	for (int i = 0; i < 3; i++)
 		kill(-vols[i].pid, SIGSTOP);
-	usleep(2600000);
+	for (int i = 0; i < 200 && req("GET", key) != 503; i++)   /* checks see them down */
+		usleep(100000);
 	ck_assert_int_eq(req("GET", key), 503);
 	ck_assert_int_eq(req("GET", "/nope"), 404);
 	for (int i = 0; i < 3; i++)
@@ -502,7 +527,7 @@ START_TEST(test_swapped_disk)
 {
 	char *key = fresh("swap"), *u = url(key), *locs, *first, *cmd;
 	struct resp r;
-	int port = 0;
+	int port = 0, n0 = log_count("is gone", "marked down");
 	ck_assert_int_eq(put(key, "v", 1), 201);
 	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
 	locs = h_header(&r, "Key-Volumes");
@@ -516,7 +541,7 @@ START_TEST(test_swapped_disk)
 		ck_assert_int_eq(system(cmd), 0);
 		free(cmd);
 	}
-	usleep(2600000);
+	wait_log(n0, "is gone", "marked down");
 	for (int i = 0; i < 30; i++) {
 		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
 		ck_assert_msg(strncmp(r.location + 7, first, strlen(first)),
