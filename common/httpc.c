@@ -149,7 +149,7 @@ static void md5_end(EVP_MD_CTX *md, char out[33])
 {
 	unsigned char d[16];
 	EVP_DigestFinal_ex(md, d, NULL);
-	digest_hex(d, out);
+	to_hex(d, 16, out);
 }
 
 /* method with body (NULL: none) and the head, no 100-continue round trip;

@@ -26,16 +26,11 @@ static void md5(const void *a, size_t an, const void *b, size_t bn, unsigned cha
 	MD5_Final(out, &c);
 }
 
-void digest_hex(const unsigned char d[16], char out[33])
-{
-	to_hex(d, 16, out);
-}
-
 void md5_hex(const void *data, size_t n, char out[33])
 {
 	unsigned char d[16];
 	md5(data, n, NULL, 0, d);
-	digest_hex(d, out);
+	to_hex(d, 16, out);
 }
 
 bool md5_fd(int fd, char out[33])
@@ -51,7 +46,7 @@ bool md5_fd(int fd, char out[33])
 			MD5_Update(&c, buf, (size_t)n);
 	}
 	MD5_Final(buf, &c);
-	digest_hex(buf, out);
+	to_hex(buf, 16, out);
 	return true;
 }
 

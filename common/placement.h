@@ -49,7 +49,5 @@ int placement_volumes(const char *key, size_t keylen, char *const *volumes, int 
 void md5_hex(const void *data, size_t n, char out[33]);
 /* md5 of what is left to read from fd; false on a read error (errno set). */
 bool md5_fd(int fd, char out[33]);
-/* A 16-byte digest as 32 lowercase hex digits + NUL. */
-void digest_hex(const unsigned char d[16], char out[33]);
 
 #endif

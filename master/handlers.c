@@ -89,10 +89,16 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 	struct record r;
 	char *v, path[PATH_MAX_LEN];
 	int live[RECORD_MAX_LOCS], nlive = 0, pick = -1;
+	size_t vlen;
 
-	if (!load(idx, key, klen, &v, &r, a) || r.deleted || !r.nlocs) {
-		if (a->status != 500)   /* a malformed record's answer stays */
-			not_found(cfg, raw_path, a);
+	/* Not load(): an absent key's answer is not_found's (-fallback). */
+	v = index_get(idx, key, klen, &vlen);
+	if (v && record_parse(v, vlen, &r) < 0) {
+		answer_error(a, 500, "index record is malformed");
+		goto out;
+	}
+	if (!v || r.deleted || !r.nlocs) {
+		not_found(cfg, raw_path, a);
 		goto out;
 	}
 	placement_path(key, klen, path);

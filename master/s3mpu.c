@@ -58,7 +58,7 @@ void s3_mpu_create(struct s3req *s)
 		s3_error(s, 500, "InternalError", "no randomness for an upload id");
 		return;
 	}
-	digest_hex(r, id);
+	to_hex(r, 16, id);
 	v = xasprintf("%lld %.*s", (long long)time(NULL), (int)s->klen, s->key);
 	rc = meta_raw_put('u', id, 32, v, true);
 	free(v);
@@ -401,7 +401,7 @@ void s3_mpu_complete(struct s3req *s)
 		goto out;
 	}
 	EVP_DigestFinal_ex(md, d, NULL);
-	digest_hex(d, etag);
+	to_hex(d, 16, etag);
 	snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
 	st = write_from(s, keys, klens, sizes, n, etag, &why);
 	if (st != 200) {

@@ -260,8 +260,8 @@ static void run_op(struct req *r)
 		break;
 	case OP_REBALANCE:
 		/* ?unlinked: move an unlinked key's blob too (online rebalance) */
-		st = rebalance_key_flags(cfg, idx, r->key, r->klen, r->query ? REBALANCE_UNLINKED : 0,
-					 NULL, &why);
+		st = rebalance_key(cfg, idx, r->key, r->klen, r->query ? REBALANCE_UNLINKED : 0,
+				   NULL, &why);
 		if (st == 204)
 			r->ans.status = 204;
 		else

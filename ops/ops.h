@@ -20,22 +20,19 @@
 struct config;
 struct index;
 
-/* Move key onto key2volume(cfg) locations, for a running server (docs/protocol.md §4
- * REBALANCE).  Returns 204 (moved, or already in place), 404 (absent or
- * unlinked), or 500/503 with *why a static one-line reason (details are
- * logged).  Thread-safe; the caller serialises writers of the same key (the
- * server holds the key's lock).  Old copies are deleted a grace period after
- * the new record is written, in the background, so that a GET redirected
- * to an old copy just before the switch still finds it. */
-int rebalance_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		  const char **why);
-
+/* Move key onto key2volume(cfg) locations (docs/protocol.md §4
+ * REBALANCE, and `mkv rebalance`).  Returns 204 (moved, or already in
+ * place), 404 (absent, or unlinked without REBALANCE_UNLINKED), or 500/503
+ * with *why a static one-line reason (details are logged); *moved (may be
+ * NULL) tells whether any blob or record changed.  Thread-safe; the caller
+ * serialises writers of the same key (the server holds the key's lock).
+ * Old copies are deleted a grace period after the new record is written,
+ * in the background, so that a GET redirected to an old copy just before
+ * the switch still finds it (REBALANCE_NOW: at once). */
 #define REBALANCE_UNLINKED 1   /* move unlinked keys' blobs too (not 404) */
 #define REBALANCE_NOW      2   /* delete old copies at once: nobody reads (offline) */
-/* rebalance_key with flags; *moved (may be NULL) tells whether any blob or
- * record changed. */
-int rebalance_key_flags(const struct config *cfg, struct index *idx, const char *key,
-			size_t klen, int flags, bool *moved, const char **why);
+int rebalance_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		  int flags, bool *moved, const char **why);
 
 /* Wait (bounded by timeout_ms) until the background deletes queued by
  * rebalance_key are done; returns how many are still pending.  A server

@@ -135,7 +135,7 @@ static bool file_md5(const char *path, char out[33])
 		fclose(f);
 	EVP_DigestFinal_ex(md, d, NULL);
 	EVP_MD_CTX_free(md);
-	digest_hex(d, out);
+	to_hex(d, 16, out);
 	return ok;
 }
 

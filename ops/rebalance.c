@@ -154,8 +154,8 @@ static int drop_old(struct move *m, int flags, const char **why)
 	return rc;
 }
 
-int rebalance_key_flags(const struct config *cfg, struct index *idx, const char *key,
-			size_t klen, int flags, bool *moved, const char **why)
+int rebalance_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		  int flags, bool *moved, const char **why)
 {
 	struct move m = {.tmo = cfg->voltimeout_ms ? (long)cfg->voltimeout_ms : 1000L};
 	struct record nr;
@@ -211,12 +211,6 @@ out:
 	return rc;
 }
 
-int rebalance_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		  const char **why)
-{
-	return rebalance_key_flags(cfg, idx, key, klen, 0, NULL, why);
-}
-
 /* ---- the command ---- */
 
 struct run {
@@ -248,7 +242,7 @@ static void offline_one(void *ctx, size_t i)
 	struct run *r = ctx;
 	const char *why = NULL;
 	bool moved;
-	int st = rebalance_key_flags(r->cfg, r->idx, r->b.keys[i], r->b.klens[i],
+	int st = rebalance_key(r->cfg, r->idx, r->b.keys[i], r->b.klens[i],
 				     REBALANCE_UNLINKED | REBALANCE_NOW, &moved, &why);
 	if (st == 204) {
 		if (moved)

@@ -302,7 +302,7 @@ int vol_put_commit(struct vol_put *p)
 		goto out;
 	if (!EVP_DigestFinal_ex(p->md5, d, &dl) || dl != 16)
 		die("md5 final failed");
-	digest_hex(d, hex);
+	to_hex(d, 16, hex);
 	/* A filesystem without user xattrs just has no md5 to offer. */
 	if (fsetxattr(p->fd, VOL_MD5_XATTR, hex, 32, 0) < 0 && errno != ENOTSUP &&
 	    errno != EPERM && errno != EACCES)
