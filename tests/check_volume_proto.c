@@ -684,6 +684,60 @@ START_TEST(test_big_listing)
 }
 END_TEST
 
+/* Answers whose framing a client on a keep-alive connection relies on:
+ * several ranges give the whole file from its first byte, and a HEAD of a
+ * listing has no body (not even a chunked one's end), so the next answer
+ * on the connection is read right (mkv-volume closes after that HEAD). */
+START_TEST(test_keep_alive_framing)
+{
+	static const struct {
+		const char *method, *path, *hdr;
+		long status;
+		const char *body;          /* NULL: not checked */
+	} q[] = {
+		{"GET", "/frame/f", "Range: bytes=1-2,4-5", 200, "hello world"},
+		{"GET", "/frame/f", "Range: bytes=6-,0-0", 200, "hello world"},
+		{"HEAD", "/frame/", NULL, 200, ""},
+		{"GET", "/frame/f", "Range: bytes=6-", 206, "world"},
+		{"HEAD", "/", NULL, 200, ""},
+		{"GET", "/frame/f", NULL, 200, "hello world"},
+	};
+	const struct vol *vs[] = {&mkv, &ngx};
+	for (int v = 0; v < 2; v++) {
+		int fd;
+		ck_assert_int_eq(put(vs[v], "/frame/f", "hello world", 11) / 100, 2);
+		fd = h_connect(vs[v]->port);
+		ck_assert_int_ge(fd, 0);
+		for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+			char *rq = xasprintf("%s %s HTTP/1.1\r\nHost: h\r\n%s%s\r\n", q[i].method,
+					     q[i].path, q[i].hdr ? q[i].hdr : "", q[i].hdr ? "\r\n" : "");
+			struct buf out = {0};
+			long st;
+			char *body;
+			ck_assert(h_send(fd, rq, strlen(rq)));
+			st = h_recv_resp(fd, &out, 3000, q[i].method[0] == 'H');
+			buf_append(&out, "", 1);
+			ck_assert_msg(st == q[i].status, "%s: %s %s (%s): %ld, want %ld\n%.300s",
+				      vs[v] == &mkv ? "mkv-volume" : "nginx", q[i].method, q[i].path,
+				      q[i].hdr ? q[i].hdr : "", st, q[i].status, out.data);
+			body = strstr(out.data, "\r\n\r\n");
+			ck_assert_ptr_nonnull(body);
+			if (q[i].body)
+				ck_assert_msg(!strcmp(body + 4, q[i].body), "%s: %s %s (%s): body \"%s\"",
+					      vs[v] == &mkv ? "mkv-volume" : "nginx", q[i].method,
+					      q[i].path, q[i].hdr ? q[i].hdr : "", body + 4);
+			if (strcasestr(out.data, "\r\nConnection: close\r\n")) {
+				close(fd);           /* the server closes: a new connection */
+				fd = h_connect(vs[v]->port);
+			}
+			buf_free(&out);
+			free(rq);
+		}
+		close(fd);
+	}
+}
+END_TEST
+
 /* Writes, in order, on both. */
 START_TEST(test_writes_side_by_side)
 {
@@ -1227,6 +1281,7 @@ int main(void)
 	tcase_add_test(side, test_big_listing);
 	tcase_add_test(side, test_recursive_listing);
 	tcase_add_test(side, test_conditional);
+	tcase_add_test(side, test_keep_alive_framing);
 	tcase_add_test(side, test_writes_side_by_side);
 	tcase_add_test(side, test_large_bodies);
 	suite_add_tcase(s, side);

@@ -12,7 +12,8 @@ enum vol_range {
 };
 
 /* hdr may be NULL (no Range header).  Several satisfiable ranges give
- * VOL_RANGE_ALL; unsatisfiable ones among satisfiable ones are dropped. */
+ * VOL_RANGE_ALL; unsatisfiable ones among satisfiable ones are dropped.
+ * *start and *len mean something only with VOL_RANGE_ONE. */
 enum vol_range vol_range_parse(const char *hdr, uint64_t size, uint64_t *start, uint64_t *len);
 
 #endif

@@ -164,6 +164,12 @@ static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection 
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, list_read, l,
 						 list_free);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	/* libmicrohttpd 0.9.75 ends a chunked answer to a HEAD with a body of
+	 * its own ("0\r\n\r\n"), which the client would take for the start of
+	 * the next answer: to a HEAD, no chunks (as nginx: no length either),
+	 * and the connection closes. */
+	if (head)
+		MHD_set_response_options(resp, MHD_RF_HTTP_VERSION_1_0_ONLY, MHD_RO_END);
 	return send_resp(c, 200, resp);
 }
 
@@ -225,8 +231,10 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 		snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
 		return send_error_hdr(c, head, 416, NULL, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
 	}
-	if (rr == VOL_RANGE_ALL)
+	if (rr == VOL_RANGE_ALL) {   /* a parse may have set them before giving up */
+		start = 0;
 		len = size;
+	}
 	/* sendfile(2) from fd; libmicrohttpd closes it with the response. */
 	resp = MHD_create_response_from_fd_at_offset64(len, fd, start);
 	if (!resp) {
