@@ -157,6 +157,27 @@ START_TEST(test_range_empty_file)
 }
 END_TEST
 
+START_TEST(test_validators)
+{
+	const char *e = "\"5-b\"";
+	ck_assert_int_eq(vol_http_time("Sun, 06 Nov 1994 08:49:37 GMT"), 784111777);
+	ck_assert_int_eq(vol_http_time("Sunday, 06-Nov-94 08:49:37 GMT"), 784111777);
+	ck_assert_int_eq(vol_http_time("Sun Nov  6 08:49:37 1994"), 784111777);
+	ck_assert_int_eq(vol_http_time("Sun, 06 Nov 1994 08:49:37 GMTx"), -1);
+	ck_assert_int_eq(vol_http_time(""), -1);
+	ck_assert(vol_etag_listed("*", e, false));
+	ck_assert(vol_etag_listed("\"5-b\"", e, false));
+	ck_assert(vol_etag_listed("\"a\", \"5-b\" ", e, false));
+	ck_assert(vol_etag_listed("\"a\",\t\"5-b\",\"c\"", e, false));
+	ck_assert(!vol_etag_listed("W/\"5-b\"", e, false));
+	ck_assert(vol_etag_listed("W/\"5-b\"", e, true));
+	ck_assert(!vol_etag_listed("\"5-b\"x", e, true));
+	ck_assert(!vol_etag_listed("\"5-", e, true));
+	ck_assert(!vol_etag_listed("", e, true));
+	ck_assert(!vol_etag_listed("**", e, true));
+}
+END_TEST
+
 static char *read_listing(struct vol_root *root, const char *path, size_t chunk)
 {
 	int st;
@@ -873,6 +894,51 @@ START_TEST(test_conditional)
 		ck_assert_int_eq(req(v, "GET", "/3e/d1/L2hlbGxv", NULL, 0, h, NULL), 304);
 		snprintf(h, sizeof(h), "If-None-Match: \"other\"");
 		ck_assert_int_eq(req(v, "GET", "/3e/d1/L2hlbGxv", NULL, 0, h, NULL), 200);
+		{
+			/* nginx's not-modified filter: If-Match and If-Unmodified-Since
+			 * fail with 412 (before any Range), ETag lists, weak
+			 * If-None-Match, every HTTP date form. */
+			char *asctime_lm = NULL;
+			struct tm tm;
+			const char *ok[][2] = {
+				{"If-None-Match: \"x\", %s", "304"},
+				{"If-None-Match: W/%s", "304"},
+				{"If-Match: \"x\", %s", "200"},
+				{"If-Match: %s", "200"},
+				{"If-Match: *", "200"},
+				{"If-Match: W/%s", "412"},
+				{"If-Match: \"x\"", "412"},
+				{"If-Unmodified-Since: %L", "200"},
+				{"If-Unmodified-Since: %A", "200"},
+				{"If-Unmodified-Since: Sat, 01 Jan 2000 00:00:00 GMT", "412"},
+				{"If-Unmodified-Since: garbage", "412"},
+				{"If-Modified-Since: %A", "304"},
+				{"If-Modified-Since: garbage", "200"},
+			};
+			memset(&tm, 0, sizeof(tm));
+			ck_assert_ptr_nonnull(strptime(lm, "%a, %d %b %Y %H:%M:%S GMT", &tm));
+			asctime_lm = xmalloc(64);
+			strftime(asctime_lm, 64, "%a %b %e %H:%M:%S %Y", &tm);
+			for (size_t j = 0; j < sizeof(ok) / sizeof(ok[0]); j++) {
+				const char *f = ok[j][0], *pc = strchr(f, '%');
+				char line[160];
+				snprintf(line, sizeof(line), "%.*s%s%s", pc ? (int)(pc - f) : (int)strlen(f), f,
+					 !pc ? "" : pc[1] == 's' ? etag : pc[1] == 'L' ? lm : asctime_lm,
+					 pc ? pc + 2 : "");
+				ck_assert_msg(req(v, "GET", "/3e/d1/L2hlbGxv", NULL, 0, line, NULL) ==
+						      atol(ok[j][1]),
+					      "%s: %s: want %s", i ? "nginx" : "mkv-volume", line, ok[j][1]);
+			}
+			{
+				const char *two[] = {"If-Match: \"x\"", "Range: bytes=0-1", NULL};
+				struct resp r2;
+				char *u = url(v, "/3e/d1/L2hlbGxv");
+				ck_assert_int_eq(h_http("GET", u, NULL, 0, two, false, &r2), 412);
+				h_resp_free(&r2);
+				free(u);
+			}
+			free(asctime_lm);
+		}
 		free(etag);
 		free(lm);
 	}
@@ -1268,6 +1334,7 @@ int main(void)
 	tcase_add_test(unit, test_path_too_long);
 	tcase_add_loop_test(unit, test_range_parse, 0, sizeof(ranges) / sizeof(ranges[0]));
 	tcase_add_test(unit, test_range_empty_file);
+	tcase_add_test(unit, test_validators);
 	tcase_add_test(unit, test_listing_batches);
 	tcase_add_test(unit, test_put_enospc);
 	tcase_add_test(unit, test_errno_table);

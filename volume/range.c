@@ -1,7 +1,8 @@
-/* range.c -- see range.h.  A transcription of ngx_http_range_parse(). */
+/* range.c -- see range.h.  vol_range_parse transcribes
+ * ngx_http_range_parse(); vol_etag_listed, ngx_http_test_if_match(). */
 #include "range.h"
 
-#include <stdbool.h>
+#include <string.h>
 #include <strings.h>
 
 #define OFF_MAX INT64_MAX
@@ -81,4 +82,47 @@ found:
 	if (!found)
 		return VOL_RANGE_BAD;
 	return VOL_RANGE_ONE;
+}
+
+bool vol_etag_listed(const char *list, const char *etag, bool weak)
+{
+	size_t n = strlen(etag);
+	const char *p = list, *end = list + strlen(list);
+	if (!strcmp(list, "*"))
+		return true;
+	while (p < end) {
+		if (weak && end - p > 2 && p[0] == 'W' && p[1] == '/')
+			p += 2;
+		if ((size_t)(end - p) < n)
+			return false;
+		if (!strncmp(p, etag, n)) {
+			p += n;
+			while (p < end && (*p == ' ' || *p == '\t'))
+				p++;
+			if (p == end || *p == ',')
+				return true;
+		}
+		while (p < end && *p != ',')
+			p++;
+		while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+			p++;
+	}
+	return false;
+}
+
+/* The process never calls setlocale, so %a and %b are English. */
+time_t vol_http_time(const char *s)
+{
+	static const char *const forms[] = {
+		"%a, %d %b %Y %H:%M:%S GMT",   /* Sun, 06 Nov 1994 08:49:37 GMT */
+		"%A, %d-%b-%y %H:%M:%S GMT",   /* Sunday, 06-Nov-94 08:49:37 GMT */
+		"%a %b %e %H:%M:%S %Y",        /* Sun Nov  6 08:49:37 1994 */
+	};
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		struct tm tm = {0};
+		const char *end = strptime(s, forms[i], &tm);
+		if (end && !*end)
+			return timegm(&tm);
+	}
+	return -1;
 }

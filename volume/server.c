@@ -78,6 +78,7 @@ static const char *status_reason(int status)
 	case 404: return "not found";
 	case 405: return "method not allowed";
 	case 409: return "conflict: the path names a directory, or a parent is a file";
+	case 412: return "precondition failed: If-Match or If-Unmodified-Since";
 	case 414: return "path too long";
 	case 415: return "no request body allowed";
 	case 416: return "requested range not satisfiable";
@@ -198,7 +199,7 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	struct MHD_Response *resp;
 	struct stat st;
 	char etag[64], date[HTTP_DATE_LEN], cr[96];
-	const char *inm, *ims, *range, *ifr;
+	const char *ius, *im, *inm, *ims, *range, *ifr;
 	uint64_t start = 0, len, size;
 	enum vol_range rr;
 	int fd, sock, status = vol_fs_open(&s->root, path, &fd, &st);
@@ -212,10 +213,20 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 		 (unsigned long long)size);
 	http_date(st.st_mtime, date);
 
-	/* As nginx: If-None-Match first, else an exact If-Modified-Since. */
+	/* As nginx's not-modified filter, in its order: a failed
+	 * If-Unmodified-Since or If-Match is a 412 (so a resumed download never
+	 * mixes two versions of a file); then a 304 when every one given of
+	 * If-Modified-Since (the exact time) and If-None-Match holds. */
+	ius = header(c, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE);
+	im = header(c, MHD_HTTP_HEADER_IF_MATCH);
+	if ((ius && vol_http_time(ius) < st.st_mtime) || (im && !vol_etag_listed(im, etag, false))) {
+		close(fd);
+		return send_error_to(c, head, 412, NULL);
+	}
 	inm = header(c, MHD_HTTP_HEADER_IF_NONE_MATCH);
 	ims = header(c, MHD_HTTP_HEADER_IF_MODIFIED_SINCE);
-	if (inm ? !strcmp(inm, etag) || !strcmp(inm, "*") : ims && !strcmp(ims, date)) {
+	if ((inm || ims) && (!ims || vol_http_time(ims) == st.st_mtime) &&
+	    (!inm || vol_etag_listed(inm, etag, true))) {
 		close(fd);
 		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 		status = 304;
