@@ -806,6 +806,25 @@ START_TEST(test_writes_side_by_side)
 }
 END_TEST
 
+/* No DELETE removes a directory tree: nginx's dav module would, with the
+ * data directory itself for "DELETE /"; its config refuses it. */
+START_TEST(test_no_tree_delete)
+{
+	static const char *const paths[] = {"/tree/a/", "/tree/", "/", "//tree//", "/tree%2F"};
+	const struct vol *vs[] = {&mkv, &ngx};
+	for (int v = 0; v < 2; v++) {
+		ck_assert_int_eq(put(vs[v], "/tree/a/f", "x", 1) / 100, 2);
+		for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+			long st = req(vs[v], "DELETE", paths[i], NULL, 0, NULL, NULL);
+			ck_assert_msg(st == 409, "%s: DELETE %s: %ld",
+				      vs[v] == &mkv ? "mkv-volume" : "nginx", paths[i], st);
+		}
+		ck_assert_int_eq(req(vs[v], "GET", "/tree/a/f", NULL, 0, NULL, NULL), 200);
+		ck_assert_int_eq(req(vs[v], "DELETE", "/tree/a/f", NULL, 0, NULL, NULL), 204);
+	}
+}
+END_TEST
+
 /* Bodies of several sendfile calls, whole and in ranges, one after another
  * on one keep-alive connection: mkv-volume widens libmicrohttpd's sendfile
  * calls and sends each header with its body (volume/wire.c), and must
@@ -1351,6 +1370,7 @@ int main(void)
 	tcase_add_test(side, test_keep_alive_framing);
 	tcase_add_test(side, test_writes_side_by_side);
 	tcase_add_test(side, test_large_bodies);
+	tcase_add_test(side, test_no_tree_delete);
 	suite_add_tcase(s, side);
 
 	tcase_add_unchecked_fixture(solo_tc, solo_start, solo_stop);
