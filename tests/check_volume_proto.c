@@ -806,6 +806,40 @@ START_TEST(test_writes_side_by_side)
 }
 END_TEST
 
+/* The 301 to a directory's URL with its slash: on the Host asked for (an
+ * IPv6 literal whole), else the address reached, with the query kept. */
+START_TEST(test_dir_redirect)
+{
+	static const struct {
+		const char *req, *loc;      /* loc: %d is the server's port */
+	} q[] = {
+		{"GET /67?recursive&a=%20 HTTP/1.1\r\nHost: h\r\n", "http://h:%d/67/?recursive&a=%%20"},
+		{"GET /67/c0 HTTP/1.1\r\nHost: [::1]:9\r\n", "http://[::1]:%d/67/c0/"},
+		{"HEAD /67 HTTP/1.1\r\nHost: [::1]\r\n", "http://[::1]:%d/67/"},
+		{"GET /67 HTTP/1.0\r\n", "http://127.0.0.1:%d/67/"},
+	};
+	const struct vol *vs[] = {&mkv, &ngx};
+	for (int v = 0; v < 2; v++) {
+		for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+			char *rq = xasprintf("%sConnection: close\r\n\r\n", q[i].req), *want, *got;
+			struct buf out = {0};
+			ck_assert_int_eq(h_raw(vs[v]->port, rq, strlen(rq), &out, 3000), 301);
+			buf_append(&out, "", 1);
+			want = xasprintf(q[i].loc, vs[v]->port);
+			got = strstr(out.data, "\r\nLocation: ");
+			ck_assert_ptr_nonnull(got);
+			got += strlen("\r\nLocation: ");
+			ck_assert_msg(!strncmp(got, want, strlen(want)) && got[strlen(want)] == '\r',
+				      "%s: %s: %.60s, want %s", vs[v] == &mkv ? "mkv-volume" : "nginx",
+				      q[i].req, got, want);
+			buf_free(&out);
+			free(rq);
+			free(want);
+		}
+	}
+}
+END_TEST
+
 /* No DELETE removes a directory tree: nginx's dav module would, with the
  * data directory itself for "DELETE /"; its config refuses it. */
 START_TEST(test_no_tree_delete)
@@ -1368,6 +1402,7 @@ int main(void)
 	tcase_add_test(side, test_recursive_listing);
 	tcase_add_test(side, test_conditional);
 	tcase_add_test(side, test_keep_alive_framing);
+	tcase_add_test(side, test_dir_redirect);
 	tcase_add_test(side, test_writes_side_by_side);
 	tcase_add_test(side, test_large_bodies);
 	tcase_add_test(side, test_no_tree_delete);

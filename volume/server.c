@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -174,21 +176,47 @@ static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection 
 	return send_resp(c, 200, resp);
 }
 
+/* The query string again, from its arguments (undecoded: no_unescape). */
+static enum MHD_Result arg_append(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	struct buf *b = cls;
+	(void)kind;
+	buf_printf(b, "%s%s%s%s", b->len ? "&" : "?", key, value ? "=" : "", value ? value : "");
+	return MHD_YES;
+}
+
 /* nginx answers a directory named without its slash with a 301 to the
- * name with it, on the Host the client used and the port we listen on. */
+ * name with it and the same query, on the Host the client used (else the
+ * address it reached) and the port we listen on. */
 static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connection *c,
 					 const char *url, bool head)
 {
 	const char *host = header(c, MHD_HTTP_HEADER_HOST);
-	char port[16] = "";
+	char port[16] = "", addr[INET_ADDRSTRLEN] = "";
+	struct buf query = {0};
+	size_t hlen;
 	char *loc;
 	enum MHD_Result ok;
-	if (!host)
-		host = "";
+	if (!host || !*host) {
+		struct sockaddr_in sa;
+		socklen_t sl = sizeof(sa);
+		int fd = conn_fd(c);
+		if (fd >= 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
+		    sa.sin_family == AF_INET)
+			inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof(addr));
+		host = addr;
+	}
+	/* The host without its port; an IPv6 literal keeps its brackets. */
+	hlen = host[0] == '[' && strchr(host, ']') ? (size_t)(strchr(host, ']') - host) + 1
+						 : strcspn(host, ":");
 	if (s->port != 80)
 		snprintf(port, sizeof(port), ":%d", s->port);
-	loc = xasprintf("http://%.*s%s%s/", (int)strcspn(host, ":"), host, port, url);
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, arg_append, &query);
+	loc = xasprintf("http://%.*s%s%s/%s", (int)hlen, host, port, url,
+			query.len ? query.data : "");
 	ok = send_error_hdr(c, head, 301, NULL, MHD_HTTP_HEADER_LOCATION, loc);
+	buf_free(&query);
 	free(loc);
 	return ok;
 }
