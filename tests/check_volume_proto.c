@@ -840,6 +840,27 @@ START_TEST(test_dir_redirect)
 }
 END_TEST
 
+/* A body in a coding other than chunked: 501 at once, as nginx (libmicrohttpd
+ * alone waits for the client to close). */
+START_TEST(test_unknown_coding)
+{
+	static const char *const q[] = {
+		"GET /67/ HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
+		"PUT /te/a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"PUT /te/b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: identity\r\nContent-Length: 1\r\n\r\nx",
+	};
+	const struct vol *vs[] = {&mkv, &ngx};
+	for (int v = 0; v < 2; v++) {
+		for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+			long st = h_raw(vs[v]->port, q[i], strlen(q[i]), NULL, 2000);
+			ck_assert_msg(st == 501, "%s: %.40s: %ld", vs[v] == &mkv ? "mkv-volume" : "nginx",
+				      q[i], st);
+		}
+		ck_assert_int_eq(req(vs[v], "GET", "/te/a", NULL, 0, NULL, NULL), 404);
+	}
+}
+END_TEST
+
 /* No DELETE removes a directory tree: nginx's dav module would, with the
  * data directory itself for "DELETE /"; its config refuses it. */
 START_TEST(test_no_tree_delete)
@@ -1403,6 +1424,7 @@ int main(void)
 	tcase_add_test(side, test_conditional);
 	tcase_add_test(side, test_keep_alive_framing);
 	tcase_add_test(side, test_dir_redirect);
+	tcase_add_test(side, test_unknown_coding);
 	tcase_add_test(side, test_writes_side_by_side);
 	tcase_add_test(side, test_large_bodies);
 	tcase_add_test(side, test_no_tree_delete);

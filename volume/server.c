@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -396,6 +397,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 	if (!r) {
 		bool md5 = !strcmp(method, "HEAD") && has_arg(c, "md5");
+		const char *te = header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+		/* libmicrohttpd takes a body of any other coding to run until the
+		 * client closes: as nginx, 501 at once (and, answered before the
+		 * body, the connection closes). */
+		if (te && strcasecmp(te, "chunked"))
+			return send_error_to(c, !strcmp(method, "HEAD"), 501,
+					     "Transfer-Encoding other than chunked is not supported");
 		if (!md5 && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
 			*con_cls = method[0] == 'G' ? &get_marker : &head_marker;
 			return MHD_YES;
