@@ -861,6 +861,21 @@ START_TEST(test_unknown_coding)
 }
 END_TEST
 
+/* Two Content-Lengths that differ: 400, as nginx, and nothing stored
+ * (libmicrohttpd alone took the first and read the rest as a request). */
+START_TEST(test_two_lengths)
+{
+	const char *q = "PUT /two/a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+			"Content-Length: 4\r\n\r\nabcd";
+	const struct vol *vs[] = {&mkv, &ngx};
+	for (int v = 0; v < 2; v++) {
+		long st = h_raw(vs[v]->port, q, strlen(q), NULL, 2000);
+		ck_assert_msg(st == 400, "%s: %ld", vs[v] == &mkv ? "mkv-volume" : "nginx", st);
+		ck_assert_int_eq(req(vs[v], "GET", "/two/a", NULL, 0, NULL, NULL), 404);
+	}
+}
+END_TEST
+
 /* No DELETE removes a directory tree: nginx's dav module would, with the
  * data directory itself for "DELETE /"; its config refuses it. */
 START_TEST(test_no_tree_delete)
@@ -1425,6 +1440,7 @@ int main(void)
 	tcase_add_test(side, test_keep_alive_framing);
 	tcase_add_test(side, test_dir_redirect);
 	tcase_add_test(side, test_unknown_coding);
+	tcase_add_test(side, test_two_lengths);
 	tcase_add_test(side, test_writes_side_by_side);
 	tcase_add_test(side, test_large_bodies);
 	tcase_add_test(side, test_no_tree_delete);

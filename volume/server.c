@@ -387,6 +387,32 @@ static void begin_write(struct vol_server *s, struct req *r, const char *url)
 		r->put = vol_put_begin(&s->root, r->path, &r->status);
 }
 
+struct lengths {
+	const char *first;
+	bool differ;
+};
+
+static enum MHD_Result length_cmp(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	struct lengths *l = cls;
+	(void)kind;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) || !value)
+		return MHD_YES;
+	if (!l->first)
+		l->first = value;
+	else if (strcmp(l->first, value))
+		l->differ = true;
+	return l->differ ? MHD_NO : MHD_YES;
+}
+
+static bool lengths_differ(struct MHD_Connection *c)
+{
+	struct lengths l = {NULL, false};
+	MHD_get_connection_values(c, MHD_HEADER_KIND, length_cmp, &l);
+	return l.differ;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version,
 				  const char *upload, size_t *upload_size, void **con_cls)
@@ -404,6 +430,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (te && strcasecmp(te, "chunked"))
 			return send_error_to(c, !strcmp(method, "HEAD"), 501,
 					     "Transfer-Encoding other than chunked is not supported");
+		/* Two lengths that differ leave where the body ends in doubt
+		 * (libmicrohttpd takes the first): 400 and close, as nginx. */
+		if (lengths_differ(c))
+			return send_error_to(c, !strcmp(method, "HEAD"), 400,
+					     "Content-Length given twice, differently");
 		if (!md5 && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
 			*con_cls = method[0] == 'G' ? &get_marker : &head_marker;
 			return MHD_YES;
