@@ -817,9 +817,11 @@ START_TEST(test_dir_redirect)
 		{"GET /67/c0 HTTP/1.1\r\nHost: [::1]:9\r\n", "http://[::1]:%d/67/c0/"},
 		{"HEAD /67 HTTP/1.1\r\nHost: [::1]\r\n", "http://[::1]:%d/67/"},
 		{"GET /67 HTTP/1.0\r\n", "http://127.0.0.1:%d/67/"},
+		{"GET /\xc3\xa9 HTTP/1.1\r\nHost: h\r\n", "http://h:%d/%%C3%%A9/"},
 	};
 	const struct vol *vs[] = {&mkv, &ngx};
 	for (int v = 0; v < 2; v++) {
+		ck_assert_int_eq(put(vs[v], "/%C3%A9/f", "x", 1), 201);
 		for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
 			char *rq = xasprintf("%sConnection: close\r\n\r\n", q[i].req), *want, *got;
 			struct buf out = {0};

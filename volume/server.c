@@ -195,9 +195,8 @@ static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connec
 {
 	const char *host = header(c, MHD_HTTP_HEADER_HOST);
 	char port[16] = "", addr[INET_ADDRSTRLEN] = "";
-	struct buf query = {0};
+	struct buf query = {0}, path = {0};
 	size_t hlen;
-	char *loc;
 	enum MHD_Result ok;
 	if (!host || !*host) {
 		struct sockaddr_in sa;
@@ -214,11 +213,19 @@ static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connec
 	if (s->port != 80)
 		snprintf(port, sizeof(port), ":%d", s->port);
 	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, arg_append, &query);
-	loc = xasprintf("http://%.*s%s%s/%s", (int)hlen, host, port, url,
-			query.len ? query.data : "");
-	ok = send_error_hdr(c, head, 301, NULL, MHD_HTTP_HEADER_LOCATION, loc);
+	buf_printf(&path, "http://%.*s%s", (int)hlen, host, port);
+	/* The path as it came (still encoded), but for bytes a URL must not
+	 * hold raw: those are escaped, as nginx escapes them. */
+	for (const unsigned char *u = (const unsigned char *)url; *u; u++) {
+		if (*u > ' ' && *u < 0x7f && *u != '"')
+			buf_append(&path, u, 1);
+		else
+			buf_printf(&path, "%%%02X", *u);
+	}
+	buf_printf(&path, "/%s", query.len ? query.data : "");
+	ok = send_error_hdr(c, head, 301, NULL, MHD_HTTP_HEADER_LOCATION, path.data);
 	buf_free(&query);
-	free(loc);
+	buf_free(&path);
 	return ok;
 }
 
