@@ -1028,6 +1028,24 @@ START_TEST(test_conditional)
 				h_resp_free(&r2);
 				free(u);
 			}
+			{
+				/* If-Range: an ETag exactly, or the time in any date form */
+				const char *ir[][2] = {{"%A", "206"}, {"%L", "206"}, {"W/%s", "200"},
+						       {"%s", "206"}, {"garbage", "200"}};
+				for (size_t j = 0; j < sizeof(ir) / sizeof(ir[0]); j++) {
+					const char *f = ir[j][0], *pc = strchr(f, '%');
+					char line[160];
+					const char *two[] = {line, "Range: bytes=0-1", NULL};
+					struct resp r2;
+					char *u = url(v, "/3e/d1/L2hlbGxv");
+					snprintf(line, sizeof(line), "If-Range: %.*s%s", pc ? (int)(pc - f) : (int)strlen(f), f,
+						 !pc ? "" : pc[1] == 's' ? etag : pc[1] == 'L' ? lm : asctime_lm);
+					ck_assert_msg(h_http("GET", u, NULL, 0, two, false, &r2) == atol(ir[j][1]),
+						      "%s: %s: want %s", i ? "nginx" : "mkv-volume", line, ir[j][1]);
+					h_resp_free(&r2);
+					free(u);
+				}
+			}
 			free(asctime_lm);
 		}
 		free(etag);

@@ -270,7 +270,11 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	}
 	range = header(c, MHD_HTTP_HEADER_RANGE);
 	ifr = header(c, MHD_HTTP_HEADER_IF_RANGE);
-	if (range && ifr && strcmp(ifr, ifr[0] == '"' ? etag : date))
+	/* As nginx: an If-Range ending in a quote is an ETag, compared
+	 * exactly; else a date, which must be the file's time. */
+	if (range && ifr &&
+	    (*ifr && ifr[strlen(ifr) - 1] == '"' ? strcmp(ifr, etag) != 0
+						 : vol_http_time(ifr) != st.st_mtime))
 		range = NULL;
 	rr = vol_range_parse(range, size, &start, &len);
 	if (rr == VOL_RANGE_BAD) {
