@@ -443,7 +443,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 					     "Transfer-Encoding other than chunked is not supported");
 		/* Two lengths that differ leave where the body ends in doubt
 		 * (libmicrohttpd takes the first): 400 and close, as nginx. */
-		if (lengths_differ(c))
+		if (header(c, MHD_HTTP_HEADER_CONTENT_LENGTH) && lengths_differ(c))
 			return send_error_to(c, !strcmp(method, "HEAD"), 400,
 					     "Content-Length given twice, differently");
 		if (!md5 && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
