@@ -29,7 +29,9 @@ void s3_init(const struct config *c, struct index *i)
 static const char *const s3_queries[] = {
 	"list-type", "uploads", "uploadId", "partNumber", "delete", "location", "prefix",
 	"delimiter", "marker", "max-keys", "continuation-token", "start-after", "encoding-type",
-	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm", NULL,
+	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm",
+	"AWSAccessKeyId", "Signature",   /* a presigned URL of signature version 2 */
+	NULL,
 };
 
 static bool has_param(const char *query, const char *name)

@@ -445,6 +445,35 @@ START_TEST(test_bad_requests)
 }
 END_TEST
 
+/* Presigned URLs, unsigned requests: signature version 4 and the
+ * version 2 form (AWSAccessKeyId, Signature, Expires) that `aws s3
+ * presign` and boto3 make for us-east-1.  Both are S3: the object is
+ * streamed, and a PUT overwrites. */
+START_TEST(test_presigned)
+{
+	char *k = fresh("/psb/k"), *p;
+	const char *none[] = {NULL};
+	const char *q[] = {"?AWSAccessKeyId=mkv&Signature=c2ln%2B%3D&Expires=1796081097",
+			   "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=mkv%2F20261130%2F"
+			   "us-east-1%2Fs3%2Faws4_request&X-Amz-Signature=ab"};
+	struct resp r;
+	for (int i = 0; i < 2; i++) {
+		p = xasprintf("%s%s", k, q[i]);
+		ck_assert_int_eq(s3("PUT", p, "presigned", 9, none, &r), 200);
+		h_resp_free(&r);
+		ck_assert_int_eq(s3("PUT", p, i ? "again" : "Again", 5, none, &r), 200);
+		h_resp_free(&r);
+		ck_assert_int_eq(s3("GET", p, NULL, 0, none, &r), 200);
+		ck_assert(r.body.len == 5 && !memcmp(r.body.data, i ? "again" : "Again", 5));
+		h_resp_free(&r);
+		ck_assert_int_eq(s3("DELETE", p, NULL, 0, none, &r), 204);
+		h_resp_free(&r);
+		free(p);
+	}
+	free(k);
+}
+END_TEST
+
 /* Stop the cluster's master and wait until it is gone: the fixture
  * started it in another process, so h_stop cannot wait for it. */
 static void master_gone(void)
@@ -637,6 +666,7 @@ static TCase *s3_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_minikeyvalue_forms);
 	tcase_add_test(tc, test_listing);
 	tcase_add_test(tc, test_bad_requests);
+	tcase_add_test(tc, test_presigned);
 	tcase_add_test(tc, test_clients);
 	tcase_add_test(tc, test_restart); /* last: its master dies with the test's process */
 	return tc;
