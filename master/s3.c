@@ -176,6 +176,11 @@ static void route(struct s3req *s, bool object)
 			s->op = S3_COPY;
 		return;
 	}
+	if (!object && strcmp(s->method, "GET") && has_param(s->query, "versioning")) {
+		/* not a CreateBucket: a 200 would say versioning is on */
+		s3_error(s, 501, "NotImplemented", "versioning is not supported");
+		return;
+	}
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		const struct route *r = &routes[i];
 		if (r->object == object && !strcmp(r->method, s->method) &&

@@ -436,6 +436,16 @@ START_TEST(test_bad_requests)
 	ck_assert(has(&r, "NotImplemented"));
 	h_resp_free(&r);
 	free(p);
+	/* PutBucketVersioning is refused, not taken for a CreateBucket */
+	p = xasprintf("%s?versioning", b);
+	ck_assert_int_eq(s3("PUT", p, "<VersioningConfiguration><Status>Enabled</Status>"
+				      "</VersioningConfiguration>", 75, NULL, &r), 501);
+	ck_assert(has(&r, "<Code>NotImplemented</Code>"));
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<VersioningConfiguration") && !has(&r, "Enabled"));
+	h_resp_free(&r);
+	free(p);
 	ck_assert_int_eq(s3("PATCH", "/x/y", NULL, 0, NULL, &r), 405); /* not S3: native */
 	h_resp_free(&r);
 	ck_assert_int_eq(s3("POST", "/", NULL, 0, NULL, &r), 405);
