@@ -207,7 +207,7 @@ void s3_list(struct s3req *s)
 			 .max = LIST_MAX_KEYS, .v2 = lt && !strcmp(lt, "2"),
 			 .url = et && !strcmp(et, "url"), .owner = fo && !strcmp(fo, "true")};
 
-	w.token = w.v2 ? tok : NULL;
+	w.token = w.v2 && tok && tok[0] ? tok : NULL;   /* empty: none (start-after holds) */
 	w.start = w.v2 ? sa : mr;
 	if (et && !w.url)
 		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");

@@ -386,6 +386,13 @@ START_TEST(test_listing)
 		  !has(&r, "<Key>d/1</Key>"));
 	h_resp_free(&r);
 	free(p);
+	/* an empty continuation-token is none: start-after still applies */
+	p = xasprintf("%s?list-type=2&continuation-token=&start-after=d/2", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<Key>d/e/3</Key>") && !has(&r, "<Key>a</Key>") &&
+		  !has(&r, "<Key>d/2</Key>"));
+	h_resp_free(&r);
+	free(p);
 	p = xasprintf("%s?list-type=2&max-keys=x", b);
 	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 400);
 	ck_assert(has(&r, "<Code>InvalidArgument</Code>"));
