@@ -411,6 +411,35 @@ START_TEST(test_listing)
 	ck_assert(has(&r, "<LocationConstraint"));
 	h_resp_free(&r);
 	free(p);
+	/* ListMultipartUploads keeps to its prefix */
+	{
+		const char *names[] = {"up/one", "zz"};
+		char *ids[2];
+		for (int i = 0; i < 2; i++) {
+			p = xasprintf("%s/%s?uploads", b, names[i]);
+			ck_assert_int_eq(s3("POST", p, NULL, 0, NULL, &r), 200);
+			ids[i] = xstrndup(strstr(r.body.data, "<UploadId>") + 10, 32);
+			h_resp_free(&r);
+			free(p);
+		}
+		p = xasprintf("%s?uploads&prefix=up/", b);
+		ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+		ck_assert(has(&r, ids[0]) && !has(&r, ids[1]) && has(&r, "<Prefix>up/</Prefix>"));
+		h_resp_free(&r);
+		free(p);
+		p = xasprintf("%s?uploads", b);
+		ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+		ck_assert(has(&r, ids[0]) && has(&r, ids[1]));
+		h_resp_free(&r);
+		free(p);
+		for (int i = 0; i < 2; i++) {
+			p = xasprintf("%s/%s?uploadId=%s", b, names[i], ids[i]);
+			ck_assert_int_eq(s3("DELETE", p, NULL, 0, NULL, &r), 204);
+			h_resp_free(&r);
+			free(p);
+			free(ids[i]);
+		}
+	}
 	free(b);
 }
 END_TEST
