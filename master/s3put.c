@@ -5,6 +5,7 @@
 #include "keylock.h"
 #include "put.h"
 
+#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,29 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 	return d->st != DEC_ERROR;
 }
 
+/* Content-MD5 (base64 of 16 bytes) into want: 1, 0 when absent, -1 when
+ * it is not such a digest. */
+static int content_md5(struct s3req *s, unsigned char want[16])
+{
+	const char *h = s3_req_header(s, "Content-MD5");
+	unsigned char out[24];
+	if (!h)
+		return 0;
+	if (strlen(h) != 24 || strcmp(h + 22, "==") ||
+	    EVP_DecodeBlock(out, (const unsigned char *)h, 24) != 18)
+		return -1;
+	memcpy(want, out, 16);
+	return 1;
+}
+
+/* Does the body's md5 match its Content-MD5? */
+static bool digest_ok(struct s3req *s)
+{
+	unsigned char d[16];
+	unsigned int n = 0;
+	return EVP_DigestFinal_ex(s->digest, d, &n) && n == 16 && !memcmp(d, s->want_md5, 16);
+}
+
 /* Before the body: what can be refused, then the put.  true when answered. */
 static bool put_prepare(struct s3req *s)
 {
@@ -78,6 +102,17 @@ static bool put_prepare(struct s3req *s)
 	if (known && s3_cfg->maxsize && clen > s3_cfg->maxsize) {
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
 		return true;
+	}
+	switch (content_md5(s, s->want_md5)) {
+	case -1:
+		s3_error(s, 400, "InvalidDigest", "The Content-MD5 you specified was invalid.");
+		return true;
+	case 1:
+		s->digest = EVP_MD_CTX_new();
+		if (!s->digest || !EVP_DigestInit_ex(s->digest, EVP_md5(), NULL)) {
+			s3_error(s, 500, "InternalError", "no md5 context");
+			return true;
+		}
 	}
 	if (s->op == S3_MPU_PART) {
 		char *up = s3_upload(s);
@@ -98,11 +133,12 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
 		return true;
 	}
-	/* An aws-chunked body goes to the volumes unannounced (chunked), even
-	 * with its decoded length known: then no replica can finish before
-	 * the framing has been checked to its end, and bad framing leaves
-	 * the old value everywhere. */
-	s->put = s3_replace(s->target, s->tlen, known && !s->aws_chunked ? (int64_t)clen : -1,
+	/* An aws-chunked body, or one with a Content-MD5, goes to the volumes
+	 * unannounced (chunked), even with its length known: then no replica
+	 * can finish before the framing and the digest have been checked to
+	 * the end, and a bad one leaves the old value everywhere. */
+	s->put = s3_replace(s->target, s->tlen,
+			    known && !s->aws_chunked && !s->digest ? (int64_t)clen : -1,
 			    front_wake, &s->sleep, S3_RING, &why);
 	if (!s->put)
 		s3_error(s, 503, "ServiceUnavailable", why);
@@ -132,11 +168,15 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 		s->pending.len = 0;
 	}
 	if (s->bad || s->aws_chunked) {
+		if (!s->bad && s->digest)
+			EVP_DigestUpdate(s->digest, s->pending.data, s->pending.len);
 		s->fed += s->bad ? 0 : took;
 		*size = 0;
 		return FRONT_YES;
 	}
 	took = put_feed(s->put, data, *size);
+	if (s->digest)
+		EVP_DigestUpdate(s->digest, data, took);
 	s->fed += took;
 	*size -= took;
 	if (*size)
@@ -151,6 +191,8 @@ static int put_end(struct s3req *s)
 	const char *why;
 	if (s->aws_chunked && s->dec.st != DEC_DONE)
 		put_refuse(s, BAD_FRAMING);
+	if (s->digest && !s->bad && !s->put_finished && !digest_ok(s))
+		put_refuse(s, BAD_DIGEST);
 	if (!s->bad && !s->put_finished) {
 		put_finish(s->put);
 		s->put_finished = true;
@@ -161,6 +203,9 @@ static int put_end(struct s3req *s)
 	}
 	if (s->bad == BAD_SIZE)
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
+	else if (s->bad == BAD_DIGEST)
+		s3_error(s, 400, "BadDigest",
+			 "The Content-MD5 you specified did not match what we received.");
 	else if (s->bad)
 		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
 	else if (st != 201)

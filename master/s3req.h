@@ -14,6 +14,7 @@
 #include "../common/record.h"
 #include "../common/util.h"
 
+#include <openssl/types.h>
 #include <stdatomic.h>
 
 #define XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -26,7 +27,7 @@
 #define CHUNK_LINE_MAX 4096
 #define NHDR 12
 
-enum { BAD_FRAMING = 1, BAD_SIZE };
+enum { BAD_FRAMING = 1, BAD_SIZE, BAD_DIGEST };
 
 enum s3op {
 	S3_BAD, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
@@ -79,6 +80,8 @@ struct s3req {
 	size_t poff;
 	uint64_t fed;                 /* body bytes (decoded) so far */
 	int bad;                      /* BAD_*: the body is refused */
+	EVP_MD_CTX *digest;           /* md5 of the body, when it came with a Content-MD5 */
+	unsigned char want_md5[16];
 
 	/* GetObject */
 	bool stream;
