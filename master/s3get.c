@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* GetObjects streaming now.  Their rings, and libcurl's and
  * libmicrohttpd's buffers of the same size, are below the mmap threshold
@@ -163,6 +164,18 @@ static bool etag_matches(const char *list, const char *etag)
 	return false;
 }
 
+/* An HTTP date into *t; false when it is not one (the header is then
+ * ignored, as S3 does). */
+static bool parse_http_date(const char *h, time_t *t)
+{
+	struct tm tm = {0};
+	const char *e = h ? strptime(h, "%a, %d %b %Y %H:%M:%S GMT", &tm) : NULL;
+	if (!e || *e)
+		return false;
+	*t = timegm(&tm);
+	return true;
+}
+
 static void object_headers(struct s3req *s)
 {
 	char when[40];
@@ -186,6 +199,10 @@ static bool get_prepare(struct s3req *s)
 	char *v, path[PATH_MAX_LEN];
 	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match"),
 		   *rg = s3_req_header(s, "Range");
+	time_t since;
+	/* If-Unmodified-Since counts without an If-Match, If-Modified-Since
+	 * without an If-None-Match (S3's rules, RFC 9110's); both need a time */
+	bool stale, fresh;
 
 	if (!s3_live_record(s->key, s->klen, &v, &r)) {
 		s3_no_such_key(s);
@@ -199,12 +216,18 @@ static bool get_prepare(struct s3req *s)
 		if (health_up(r.locs[i], strlen(r.locs[i])))
 			s->urls[s->nurls++] = xasprintf("http://%s%s", r.locs[i], path);
 	free(v);
-	if (s->meta.etag[0] && im && !etag_matches(im, s->meta.etag)) {
+	stale = !im && s->have_meta &&
+		parse_http_date(s3_req_header(s, "If-Unmodified-Since"), &since) &&
+		s->meta.mtime > (int64_t)since;
+	fresh = !inm && s->have_meta &&
+		parse_http_date(s3_req_header(s, "If-Modified-Since"), &since) &&
+		s->meta.mtime <= (int64_t)since;
+	if ((s->meta.etag[0] && im && !etag_matches(im, s->meta.etag)) || stale) {
 		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
 			 "specified did not hold.");
 		return true;
 	}
-	if (s->meta.etag[0] && inm && etag_matches(inm, s->meta.etag)) {
+	if ((s->meta.etag[0] && inm && etag_matches(inm, s->meta.etag)) || fresh) {
 		s->status = 304;
 		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
 		return true;

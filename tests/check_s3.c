@@ -205,6 +205,19 @@ START_TEST(test_objects)
 	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 412);
 	ck_assert(has(&r, "<Code>PreconditionFailed</Code>"));
 	h_resp_free(&r);
+	/* the time conditions: If-Unmodified-Since, If-Modified-Since */
+	snprintf(inm, sizeof(inm), "If-Unmodified-Since: Mon, 01 Jan 2001 00:00:00 GMT");
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 412);
+	h_resp_free(&r);
+	snprintf(inm, sizeof(inm), "If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT");
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 200);
+	ck_assert_int_eq(r.body.len, 10);
+	h_resp_free(&r);
+	snprintf(inm, sizeof(inm), "If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT");
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 304);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("HEAD", ke, NULL, 0, (const char *const *)im, &r), 304);
+	h_resp_free(&r);
 	/* overwrite */
 	ck_assert_int_eq(s3("PUT", ke, "new", 3, NULL, &r), 200);
 	h_resp_free(&r);
