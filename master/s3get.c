@@ -176,6 +176,24 @@ static bool parse_http_date(const char *h, time_t *t)
 	return true;
 }
 
+int s3_preconditions(struct s3req *s, const char *const names[4], const char *etag,
+		     int64_t mtime)
+{
+	const char *im = s3_req_header(s, names[0]), *inm = s3_req_header(s, names[1]);
+	time_t since;
+	/* If-Unmodified-Since counts without an If-Match, If-Modified-Since
+	 * without an If-None-Match (S3's rules, RFC 9110's); both need a time */
+	bool stale = !im && mtime >= 0 && parse_http_date(s3_req_header(s, names[2]), &since) &&
+		     mtime > (int64_t)since;
+	bool fresh = !inm && mtime >= 0 && parse_http_date(s3_req_header(s, names[3]), &since) &&
+		     mtime <= (int64_t)since;
+	if ((etag[0] && im && !etag_matches(im, etag)) || stale)
+		return 412;
+	if ((etag[0] && inm && etag_matches(inm, etag)) || fresh)
+		return 304;
+	return 0;
+}
+
 static void object_headers(struct s3req *s)
 {
 	char when[40];
@@ -197,12 +215,10 @@ static bool get_prepare(struct s3req *s)
 {
 	struct record r;
 	char *v, path[PATH_MAX_LEN];
-	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match"),
-		   *rg = s3_req_header(s, "Range");
-	time_t since;
-	/* If-Unmodified-Since counts without an If-Match, If-Modified-Since
-	 * without an If-None-Match (S3's rules, RFC 9110's); both need a time */
-	bool stale, fresh;
+	const char *rg = s3_req_header(s, "Range");
+	static const char *const conds[4] = {"If-Match", "If-None-Match", "If-Unmodified-Since",
+					     "If-Modified-Since"};
+	int pre;
 
 	if (!s3_live_record(s->key, s->klen, &v, &r)) {
 		s3_no_such_key(s);
@@ -216,18 +232,13 @@ static bool get_prepare(struct s3req *s)
 		if (health_up(r.locs[i], strlen(r.locs[i])))
 			s->urls[s->nurls++] = xasprintf("http://%s%s", r.locs[i], path);
 	free(v);
-	stale = !im && s->have_meta &&
-		parse_http_date(s3_req_header(s, "If-Unmodified-Since"), &since) &&
-		s->meta.mtime > (int64_t)since;
-	fresh = !inm && s->have_meta &&
-		parse_http_date(s3_req_header(s, "If-Modified-Since"), &since) &&
-		s->meta.mtime <= (int64_t)since;
-	if ((s->meta.etag[0] && im && !etag_matches(im, s->meta.etag)) || stale) {
+	pre = s3_preconditions(s, conds, s->meta.etag, s->have_meta ? s->meta.mtime : -1);
+	if (pre == 412) {
 		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
 			 "specified did not hold.");
 		return true;
 	}
-	if ((s->meta.etag[0] && inm && etag_matches(inm, s->meta.etag)) || fresh) {
+	if (pre == 304) {
 		s->status = 304;
 		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
 		return true;

@@ -293,6 +293,9 @@ void s3_copy(struct s3req *s)
 	bool known;
 	uint64_t size;
 	int st = plen > KEY_MAX * 3 ? 414 : key_decode(path, plen, key, &klen, &why);
+	static const char *const conds[4] = {
+		"X-Amz-Copy-Source-If-Match", "X-Amz-Copy-Source-If-None-Match",
+		"X-Amz-Copy-Source-If-Unmodified-Since", "X-Amz-Copy-Source-If-Modified-Since"};
 
 	free(path);
 	if (st) {
@@ -306,6 +309,12 @@ void s3_copy(struct s3req *s)
 	free(v);
 	known = meta_get(key, klen, &m);
 	size = known ? m.size : UINT64_MAX;
+	if (s3_preconditions(s, conds, known && m.etag[0] ? m.etag : r.hash,
+			     known ? m.mtime : -1)) {
+		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
+			 "specified did not hold.");
+		return;
+	}
 	if (klen == s->klen && !memcmp(key, s->key, klen)) {
 		/* a copy onto itself changes metadata only, which mkv does not keep */
 		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", known && m.etag[0] ? m.etag : r.hash);

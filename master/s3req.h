@@ -145,6 +145,11 @@ char *s3_upload(struct s3req *s);
 char *s3_stream_begin(void);
 void s3_stream_end(char *ring);
 ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max);
+/* The conditions of the headers names[0..3] (if-match, if-none-match,
+ * if-unmodified-since, if-modified-since) on an object of that etag ("":
+ * none known) and mtime (-1: unknown): 0 when they hold, else 412 or 304. */
+int s3_preconditions(struct s3req *s, const char *const names[4], const char *etag,
+		     int64_t mtime);
 int s3_get_run(struct s3req *s);
 
 /* ---- PutObject / UploadPart, DeleteObject(s) (s3put.c) ---- */

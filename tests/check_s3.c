@@ -336,6 +336,40 @@ START_TEST(test_content_md5)
 }
 END_TEST
 
+/* CopyObject's x-amz-copy-source-if-* conditions: 412, nothing copied. */
+START_TEST(test_copy_conditions)
+{
+	char *src = fresh("/cpb/src"), *dst = fresh("/cpb/dst"), cs[128], cond[128], md5[33];
+	const char *hd[] = {SIGNED[0], cs, cond, NULL};
+	struct resp r;
+	md5_hex("v1", 2, md5);
+	snprintf(cs, sizeof(cs), "X-Amz-Copy-Source: %s", src);
+	ck_assert_int_eq(s3("PUT", src, "v1", 2, NULL, &r), 200);
+	h_resp_free(&r);
+	snprintf(cond, sizeof(cond), "X-Amz-Copy-Source-If-Match: \"0000\"");
+	ck_assert_int_eq(s3("PUT", dst, NULL, 0, hd, &r), 412);
+	ck_assert(has(&r, "<Code>PreconditionFailed</Code>"));
+	h_resp_free(&r);
+	snprintf(cond, sizeof(cond), "X-Amz-Copy-Source-If-None-Match: \"%s\"", md5);
+	ck_assert_int_eq(s3("PUT", dst, NULL, 0, hd, &r), 412);
+	h_resp_free(&r);
+	snprintf(cond, sizeof(cond), "X-Amz-Copy-Source-If-Unmodified-Since: "
+		 "Mon, 01 Jan 2001 00:00:00 GMT");
+	ck_assert_int_eq(s3("PUT", dst, NULL, 0, hd, &r), 412);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", dst, NULL, 0, NULL, &r), 404);
+	h_resp_free(&r);
+	snprintf(cond, sizeof(cond), "X-Amz-Copy-Source-If-Match: \"%s\"", md5);
+	ck_assert_int_eq(s3("PUT", dst, NULL, 0, hd, &r), 200);
+	ck_assert(has(&r, "<CopyObjectResult"));
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", dst, NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == 2 && !memcmp(r.body.data, "v1", 2));
+	h_resp_free(&r);
+	free(src), free(dst);
+}
+END_TEST
+
 /* minikeyvalue's own S3 forms, unsigned, as its users send them. */
 START_TEST(test_minikeyvalue_forms)
 {
@@ -771,6 +805,7 @@ static TCase *s3_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_objects);
 	tcase_add_test(tc, test_aws_chunked);
 	tcase_add_test(tc, test_content_md5);
+	tcase_add_test(tc, test_copy_conditions);
 	tcase_add_test(tc, test_minikeyvalue_forms);
 	tcase_add_test(tc, test_listing);
 	tcase_add_test(tc, test_bad_requests);
