@@ -127,6 +127,7 @@ static void (*const workers[])(struct s3req *) = {
 	[S3_MPU_LIST_PARTS] = s3_mpu_list_parts,
 	[S3_MPU_COMPLETE] = s3_mpu_complete,
 	[S3_COPY] = s3_copy,
+	[S3_MPU_PART_COPY] = s3_mpu_part_copy,
 };
 
 static void async_main(void *arg)
@@ -170,10 +171,7 @@ static void route(struct s3req *s, bool object)
 {
 	bool part = has_param(s->query, "partNumber") || has_param(s->query, "uploadId");
 	if (object && !strcmp(s->method, "PUT") && s3_req_header(s, "X-Amz-Copy-Source")) {
-		if (part)
-			s3_error(s, 501, "NotImplemented", "UploadPartCopy is not supported");
-		else
-			s->op = S3_COPY;
+		s->op = part ? S3_MPU_PART_COPY : S3_COPY;
 		return;
 	}
 	if (!object && strcmp(s->method, "GET") && has_param(s->query, "versioning")) {

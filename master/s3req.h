@@ -33,7 +33,7 @@ enum s3op {
 	S3_BAD, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
 	S3_BUCKET_DELETE, S3_BUCKET_LOCATION, S3_BUCKET_VERSIONING, S3_LIST, S3_LIST_UPLOADS,
 	S3_DELETE_MANY, S3_GET, S3_PUT, S3_DELETE, S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE,
-	S3_MPU_ABORT, S3_MPU_LIST_PARTS, S3_COPY
+	S3_MPU_ABORT, S3_MPU_LIST_PARTS, S3_COPY, S3_MPU_PART_COPY
 };
 
 /* aws-chunked framing: "<hex size>[;ext]\r\n<data>\r\n" ... "0[;ext]\r\n"
@@ -170,6 +170,7 @@ void s3_mpu_create(struct s3req *s);
 void s3_mpu_abort(struct s3req *s);
 void s3_mpu_list_parts(struct s3req *s);
 void s3_copy(struct s3req *s);
+void s3_mpu_part_copy(struct s3req *s);
 void s3_mpu_complete(struct s3req *s);
 
 #endif

@@ -370,6 +370,53 @@ START_TEST(test_copy_conditions)
 }
 END_TEST
 
+/* UploadPartCopy: a part from a range of an object, or from all of it. */
+START_TEST(test_part_copy)
+{
+	char *src = fresh("/pcb/src"), *dst = fresh("/pcb/dst"), *p, *id, cs[128];
+	char e1[40], e2[40], cmu[300];
+	const char *hd[] = {SIGNED[0], cs, "X-Amz-Copy-Source-Range: bytes=2-4", NULL};
+	struct resp r;
+	snprintf(cs, sizeof(cs), "X-Amz-Copy-Source: %s", src);
+	ck_assert_int_eq(s3("PUT", src, "0123456789", 10, NULL, &r), 200);
+	h_resp_free(&r);
+	p = xasprintf("%s?uploads", dst);
+	ck_assert_int_eq(s3("POST", p, NULL, 0, NULL, &r), 200);
+	id = xstrndup(strstr(r.body.data, "<UploadId>") + 10, 32);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?partNumber=1&uploadId=%s", dst, id);
+	ck_assert_int_eq(s3("PUT", p, NULL, 0, hd, &r), 200);
+	ck_assert(has(&r, "<CopyPartResult"));
+	md5_hex("234", 3, e1);
+	ck_assert(has(&r, e1));
+	h_resp_free(&r);
+	hd[2] = "X-Amz-Copy-Source-Range: bytes=5-10"; /* past the end */
+	ck_assert_int_eq(s3("PUT", p, NULL, 0, hd, &r), 400);
+	ck_assert(has(&r, "<Code>InvalidArgument</Code>"));
+	h_resp_free(&r);
+	free(p);
+	hd[2] = NULL;
+	p = xasprintf("%s?partNumber=2&uploadId=%s", dst, id);
+	ck_assert_int_eq(s3("PUT", p, NULL, 0, hd, &r), 200);
+	md5_hex("0123456789", 10, e2);
+	ck_assert(has(&r, e2));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?uploadId=%s", dst, id);
+	snprintf(cmu, sizeof(cmu), "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+		 "<ETag>\"%s\"</ETag></Part><Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag>"
+		 "</Part></CompleteMultipartUpload>", e1, e2);
+	ck_assert_int_eq(s3("POST", p, cmu, strlen(cmu), NULL, &r), 200);
+	h_resp_free(&r);
+	free(p);
+	ck_assert_int_eq(s3("GET", dst, NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == 13 && !memcmp(r.body.data, "2340123456789", 13));
+	h_resp_free(&r);
+	free(id), free(src), free(dst);
+}
+END_TEST
+
 /* minikeyvalue's own S3 forms, unsigned, as its users send them. */
 START_TEST(test_minikeyvalue_forms)
 {
@@ -806,6 +853,7 @@ static TCase *s3_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_aws_chunked);
 	tcase_add_test(tc, test_content_md5);
 	tcase_add_test(tc, test_copy_conditions);
+	tcase_add_test(tc, test_part_copy);
 	tcase_add_test(tc, test_minikeyvalue_forms);
 	tcase_add_test(tc, test_listing);
 	tcase_add_test(tc, test_bad_requests);
