@@ -139,7 +139,9 @@ static void walk(struct index *idx, struct walk *w)
 		if (d) {   /* a common prefix: listed once, then skipped past */
 			size_t cplen = (size_t)(d - rel) + w->dlen;
 			char *cp = xstrndup(k, blen + cplen);
-			bool seen = w->after && bytes_cmp(cp + blen, cplen, w->after, w->alen) <= 0;
+			/* the page before ended on it; a marker inside it (k is past
+			 * the marker) still lists it, as S3 does */
+			bool seen = w->after && bytes_cmp(cp + blen, cplen, w->after, w->alen) == 0;
 			if (!seen && !take(w, cp + blen, cplen)) {
 				free(cp);
 				break;

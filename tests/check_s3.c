@@ -528,6 +528,19 @@ START_TEST(test_listing)
 		  !has(&r, "<Key>d/1</Key>"));
 	h_resp_free(&r);
 	free(p);
+	/* a marker inside a common prefix: the prefix is listed, keys past
+	 * the marker are in it; a marker equal to it (where the page before
+	 * ended) steps over it */
+	p = xasprintf("%s/?delimiter=/&marker=d/1", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<Prefix>d/</Prefix>") && has(&r, "<Key>z&amp;&lt;</Key>"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/?delimiter=/&marker=d/", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(!has(&r, "<Prefix>d/</Prefix>") && has(&r, "<Key>z&amp;&lt;</Key>"));
+	h_resp_free(&r);
+	free(p);
 	/* an empty continuation-token is none: start-after still applies */
 	p = xasprintf("%s?list-type=2&continuation-token=&start-after=d/2", b);
 	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
