@@ -101,16 +101,6 @@ static void bucket_config(struct s3req *s)
 				   : XML_HEAD "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
 }
 
-static void delete_object(struct s3req *s)
-{
-	const char *why;
-	int st = s3_delete_key(s->key, s->klen, &why);
-	if (st == 204)
-		s->status = 204;
-	else
-		s3_fail(s, st, why);
-}
-
 static void (*const workers[])(struct s3req *) = {
 	[S3_LIST_BUCKETS] = s3_list_buckets,
 	[S3_BUCKET_HEAD] = bucket_head,
@@ -121,7 +111,7 @@ static void (*const workers[])(struct s3req *) = {
 	[S3_LIST] = s3_list,
 	[S3_LIST_UPLOADS] = s3_list_uploads,
 	[S3_DELETE_MANY] = s3_delete_many,
-	[S3_DELETE] = delete_object,
+	[S3_DELETE] = s3_delete_object,
 	[S3_MPU_CREATE] = s3_mpu_create,
 	[S3_MPU_ABORT] = s3_mpu_abort,
 	[S3_MPU_LIST_PARTS] = s3_mpu_list_parts,

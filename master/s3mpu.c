@@ -101,7 +101,7 @@ static void drop_part(void *upload, const char *k, size_t kl, int num)
 {
 	const char *why;
 	(void)num;
-	if (s3_delete_key(k, kl, &why) != 204)
+	if (s3_delete_key(k, kl, true, &why) != 204)
 		log_msg("multipart %s: part %.*s not removed: %s", (const char *)upload, (int)kl, k,
 			why);
 }

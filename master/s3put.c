@@ -6,6 +6,7 @@
 #include "put.h"
 
 #include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,20 +236,48 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 
 /* ---- everything else, on a thread of its own ---- */
 
-int s3_delete_key(const char *key, size_t klen, const char **why)
+int s3_delete_key(const char *key, size_t klen, bool part, const char **why)
 {
+	static __thread char reason[256];   /* the native answer's, for *why */
 	struct answer a = {0};
 	int st;
 	if (!s3_lock_key(key, klen)) {
 		*why = "another write of this key is in progress";
 		return 503;
 	}
-	handle_delete(s3_cfg, s3_idx, key, klen, DEL_DELETE, &a);
+	if (part && s3_cfg->protect) {
+		/* a part is the upload's, not the user's: -protect's UNLINK first */
+		handle_delete(s3_cfg, s3_idx, key, klen, DEL_UNLINK, &a);
+		answer_free(&a);
+		a = (struct answer){0};
+		handle_delete(s3_cfg, s3_idx, key, klen, DEL_UNLINKED, &a);
+	} else {
+		handle_delete(s3_cfg, s3_idx, key, klen, DEL_DELETE, &a);
+	}
 	keylock_release(key, klen);
 	st = a.status == 404 ? 204 : a.status;
-	*why = st == 204 ? NULL : "a volume refused the delete; the key stays unlinked";
+	snprintf(reason, sizeof(reason), "%.*s", (int)strcspn(a.body.data ? a.body.data : "", "\n"),
+		 a.body.data ? a.body.data : "");
+	*why = st == 204 ? NULL : reason;
 	answer_free(&a);
 	return st;
+}
+
+/* The S3 error code of a failed delete. */
+static const char *delete_code(int st)
+{
+	return st == 503 ? "SlowDown" : st == 403 ? "AccessDenied"
+		: st < 500 ? "InvalidArgument" : "InternalError";
+}
+
+void s3_delete_object(struct s3req *s)
+{
+	const char *why;
+	int st = s3_delete_key(s->key, s->klen, false, &why);
+	if (st == 204)
+		s->status = 204;
+	else
+		s3_error(s, st, delete_code(st), why);
 }
 
 /* One <Object> of a DeleteObjects document: deleted, or an <Error>. */
@@ -259,14 +288,13 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, st
 	const char *why;
 	int st = s3_xml_key(s, k, kl, full, &fl, &why);
 	if (!st)
-		st = s3_delete_key(full, fl, &why);
+		st = s3_delete_key(full, fl, false, &why);
 	if (st == 204 && quiet)
 		return;
 	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
 	xml_tag(out, "Key", k, kl);
 	if (st != 204) {
-		buf_printf(out, "<Code>%s</Code>",
-			   st == 503 ? "SlowDown" : st < 500 ? "InvalidArgument" : "InternalError");
+		buf_printf(out, "<Code>%s</Code>", delete_code(st));
 		xml_tag(out, "Message", why, strlen(why));
 	}
 	buf_puts(out, st == 204 ? "</Deleted>" : "</Error>");

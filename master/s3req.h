@@ -154,7 +154,11 @@ int s3_get_run(struct s3req *s);
 
 /* ---- PutObject / UploadPart, DeleteObject(s) (s3put.c) ---- */
 int s3_put_run(struct s3req *s, const char *data, size_t *size);
-int s3_delete_key(const char *key, size_t klen, const char **why);
+/* 204, or a status with *why (valid until the thread's next call).  part:
+ * a multipart part's key, removed whatever -protect says. */
+int s3_delete_key(const char *key, size_t klen, bool part, const char **why);
+/* DeleteObject: 204, also for a missing key; 403 AccessDenied under -protect. */
+void s3_delete_object(struct s3req *s);
 void s3_delete_many(struct s3req *s);
 
 /* ---- run on a worker thread: ListObjects V1/V2 and ListBuckets

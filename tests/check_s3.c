@@ -836,6 +836,60 @@ START_TEST(test_replace_failures)
 }
 END_TEST
 
+/* -protect: DeleteObject(s) of a live key is 403 AccessDenied with its
+ * reason; a multipart upload's parts still go once it is completed or
+ * aborted. */
+START_TEST(test_protect)
+{
+	struct vol v[1];
+	struct master mm = {0};
+	static const char *const flags[] = {"-protect", "-replicas", "1", NULL};
+	const char cmu[] = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+			   "</CompleteMultipartUpload>";
+	struct resp r;
+	char *u, *id;
+	h_vol_start(&v[0], VOL_MKV);
+	h_master_start(&mm, v, 1, flags);
+	u = xasprintf("%s/pb/k", mm.base);
+	ck_assert_int_eq(h_http("PUT", u, "v", 1, SIGNED, false, &r), 200);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("DELETE", u, NULL, 0, SIGNED, false, &r), 403);
+	ck_assert(has(&r, "<Code>AccessDenied</Code>") && has(&r, "-protect"));
+	h_resp_free(&r);
+	free(u);
+	u = xasprintf("%s/pb?delete", mm.base);
+	ck_assert_int_eq(h_http("POST", u, "<Delete><Object><Key>k</Key></Object></Delete>", 46,
+				SIGNED, false, &r), 200);
+	ck_assert(has(&r, "<Error><Key>k</Key><Code>AccessDenied</Code>"));
+	h_resp_free(&r);
+	free(u);
+	for (int abort = 0; abort < 2; abort++) {
+		u = xasprintf("%s/pb/mp?uploads", mm.base);
+		ck_assert_int_eq(h_http("POST", u, NULL, 0, SIGNED, false, &r), 200);
+		id = xstrndup(strstr(r.body.data, "<UploadId>") + 10, 32);
+		h_resp_free(&r);
+		free(u);
+		u = xasprintf("%s/pb/mp?partNumber=1&uploadId=%s", mm.base, id);
+		ck_assert_int_eq(h_http("PUT", u, "abc", 3, SIGNED, false, &r), 200);
+		h_resp_free(&r);
+		free(u);
+		u = xasprintf("%s/pb/mp?uploadId=%s", mm.base, id);
+		ck_assert_int_eq(h_http(abort ? "DELETE" : "POST", u, cmu, abort ? 0 : sizeof(cmu) - 1,
+					SIGNED, false, &r), abort ? 204 : 200);
+		h_resp_free(&r);
+		free(u);
+		free(id);
+	}
+	u = xasprintf("%s/.mkv-mpu/?list", mm.base);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_msg(has(&r, "\"keys\":[]"), "parts left: %s", r.body.data);
+	h_resp_free(&r);
+	free(u);
+	h_master_stop(&mm);
+	h_vol_stop(&v[0]);
+}
+END_TEST
+
 /* boto3, the aws CLI, rclone and s3cmd against this cluster. */
 START_TEST(test_clients)
 {
@@ -889,6 +943,7 @@ int main(void)
 		TCase *tc = tcase_create("failures");
 		tcase_set_timeout(tc, 60);
 		tcase_add_test(tc, test_replace_failures);
+		tcase_add_test(tc, test_protect);
 		suite_add_tcase(s, tc);
 	}
 	sr = srunner_create(s);
