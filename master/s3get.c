@@ -4,6 +4,7 @@
 #include "health.h"
 #include "../common/httpc.h"
 
+#include <ctype.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,37 @@ static void object_headers(struct s3req *s)
 	s3_hdr(s, "Content-Type", "binary/octet-stream");
 }
 
+/* Is rg one range S3 acts on: "bytes=first-last" (first <= last),
+ * "bytes=first-" or "bytes=-suffix"?  Any other Range is ignored (the
+ * whole object, 200), as S3 does; one past the end is still 416. */
+static bool range_valid(const char *rg)
+{
+	const char *p = rg + 6;
+	char *e;
+	uint64_t first, last;
+	if (strncmp(rg, "bytes=", 6))
+		return false;
+	p += strspn(p, " ");
+	if (*p == '-') {
+		if (!isdigit((unsigned char)p[1]))
+			return false;
+		strtoull(p + 1, &e, 10);
+		return !e[strspn(e, " ")];
+	}
+	if (!isdigit((unsigned char)*p))
+		return false;
+	first = strtoull(p, &e, 10);
+	if (*e != '-')
+		return false;
+	p = e + 1 + strspn(e + 1, " ");
+	if (!*p)
+		return true;
+	if (!isdigit((unsigned char)*p))
+		return false;
+	last = strtoull(p, &e, 10);
+	return !e[strspn(e, " ")] && first <= last;
+}
+
 /* First part of GetObject/HeadObject: the index and the sidecar only.
  * true when answered (s->status set) without a volume. */
 static bool get_prepare(struct s3req *s)
@@ -247,7 +279,7 @@ static bool get_prepare(struct s3req *s)
 		s3_error(s, 503, "ServiceUnavailable", "no replica of this key is on a volume that is up");
 		return true;
 	}
-	if (rg && !strchr(rg, ',') && strlen(rg) < sizeof(s->range))
+	if (rg && range_valid(rg) && strlen(rg) < sizeof(s->range))
 		snprintf(s->range, sizeof(s->range), "%s", rg);
 	if (s->head && s->have_meta && !s->range[0]) {
 		s->status = 200;

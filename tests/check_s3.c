@@ -198,6 +198,15 @@ START_TEST(test_objects)
 	ck_assert_int_eq(s3("GET", ke, NULL, 0, bad, &r), 416);
 	ck_assert(has(&r, "<Code>InvalidRange</Code>"));
 	h_resp_free(&r);
+	/* a Range that is not one S3 acts on is ignored: the whole object */
+	bad[1] = "Range: bytes=abc";
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, bad, &r), 200);
+	ck_assert_int_eq(r.body.len, 10);
+	h_resp_free(&r);
+	bad[1] = "Range: bytes=5-2";
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, bad, &r), 200);
+	ck_assert_int_eq(r.body.len, 10);
+	h_resp_free(&r);
 	snprintf(inm, sizeof(inm), "If-None-Match: \"%s\"", md5);
 	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 304);
 	h_resp_free(&r);
