@@ -15,12 +15,13 @@ void s3_list_uploads(struct s3req *s)
 	struct index *side = meta_index();
 	struct index_iter *it = side ? index_iter_new(side, "u", 1) : NULL;
 	char *pre = s3_req_param(s, "prefix");
-	size_t pl = pre ? strlen(pre) : 0;
+	const char *px = pre ? pre : "";
+	size_t pl = strlen(px);
 	int n = 0;
 	s3_xml_start(s, "ListMultipartUploadsResult");
 	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
 	buf_puts(&s->body, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>");
-	xml_tag(&s->body, "Prefix", pre ? pre : "", pl);
+	xml_tag(&s->body, "Prefix", px, pl);
 	buf_puts(&s->body, "<MaxUploads>1000</MaxUploads>");
 	for (; it && index_iter_valid(it) && n < 1000; index_iter_next(it)) {
 		size_t kl, vl;
@@ -36,7 +37,7 @@ void s3_list_uploads(struct s3req *s)
 		    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
 			continue;
 		/* and its name must start with the prefix */
-		if ((size_t)(v + vl - sp - 3) - s->blen < pl || memcmp(sp + 3 + s->blen, pre, pl))
+		if ((size_t)(v + vl - sp - 3) - s->blen < pl || memcmp(sp + 3 + s->blen, px, pl))
 			continue;
 		s3_iso_time(strtoll(v, NULL, 10), iso);
 		buf_puts(&s->body, "<Upload>");
