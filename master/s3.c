@@ -29,7 +29,9 @@ void s3_init(const struct config *c, struct index *i)
 static const char *const s3_queries[] = {
 	"list-type", "uploads", "uploadId", "partNumber", "delete", "location", "prefix",
 	"delimiter", "marker", "max-keys", "continuation-token", "start-after", "encoding-type",
-	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm", NULL,
+	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm",
+	"AWSAccessKeyId", "Signature",   /* a presigned URL of signature version 2 */
+	NULL,
 };
 
 static bool has_param(const char *query, const char *name)
@@ -99,16 +101,6 @@ static void bucket_config(struct s3req *s)
 				   : XML_HEAD "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
 }
 
-static void delete_object(struct s3req *s)
-{
-	const char *why;
-	int st = s3_delete_key(s->key, s->klen, &why);
-	if (st == 204)
-		s->status = 204;
-	else
-		s3_fail(s, st, why);
-}
-
 static void (*const workers[])(struct s3req *) = {
 	[S3_LIST_BUCKETS] = s3_list_buckets,
 	[S3_BUCKET_HEAD] = bucket_head,
@@ -119,12 +111,13 @@ static void (*const workers[])(struct s3req *) = {
 	[S3_LIST] = s3_list,
 	[S3_LIST_UPLOADS] = s3_list_uploads,
 	[S3_DELETE_MANY] = s3_delete_many,
-	[S3_DELETE] = delete_object,
+	[S3_DELETE] = s3_delete_object,
 	[S3_MPU_CREATE] = s3_mpu_create,
 	[S3_MPU_ABORT] = s3_mpu_abort,
 	[S3_MPU_LIST_PARTS] = s3_mpu_list_parts,
 	[S3_MPU_COMPLETE] = s3_mpu_complete,
 	[S3_COPY] = s3_copy,
+	[S3_MPU_PART_COPY] = s3_mpu_part_copy,
 };
 
 static void async_main(void *arg)
@@ -168,10 +161,12 @@ static void route(struct s3req *s, bool object)
 {
 	bool part = has_param(s->query, "partNumber") || has_param(s->query, "uploadId");
 	if (object && !strcmp(s->method, "PUT") && s3_req_header(s, "X-Amz-Copy-Source")) {
-		if (part)
-			s3_error(s, 501, "NotImplemented", "UploadPartCopy is not supported");
-		else
-			s->op = S3_COPY;
+		s->op = part ? S3_MPU_PART_COPY : S3_COPY;
+		return;
+	}
+	if (!object && strcmp(s->method, "GET") && has_param(s->query, "versioning")) {
+		/* not a CreateBucket: a 200 would say versioning is on */
+		s3_error(s, 501, "NotImplemented", "versioning is not supported");
 		return;
 	}
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {

@@ -4,9 +4,11 @@
 #include "health.h"
 #include "../common/httpc.h"
 
+#include <ctype.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* GetObjects streaming now.  Their rings, and libcurl's and
  * libmicrohttpd's buffers of the same size, are below the mmap threshold
@@ -163,6 +165,36 @@ static bool etag_matches(const char *list, const char *etag)
 	return false;
 }
 
+/* An HTTP date into *t; false when it is not one (the header is then
+ * ignored, as S3 does). */
+static bool parse_http_date(const char *h, time_t *t)
+{
+	struct tm tm = {0};
+	const char *e = h ? strptime(h, "%a, %d %b %Y %H:%M:%S GMT", &tm) : NULL;
+	if (!e || *e)
+		return false;
+	*t = timegm(&tm);
+	return true;
+}
+
+int s3_preconditions(struct s3req *s, const char *const names[4], const char *etag,
+		     int64_t mtime)
+{
+	const char *im = s3_req_header(s, names[0]), *inm = s3_req_header(s, names[1]);
+	time_t since;
+	/* If-Unmodified-Since counts without an If-Match, If-Modified-Since
+	 * without an If-None-Match (S3's rules, RFC 9110's); both need a time */
+	bool stale = !im && mtime >= 0 && parse_http_date(s3_req_header(s, names[2]), &since) &&
+		     mtime > (int64_t)since;
+	bool fresh = !inm && mtime >= 0 && parse_http_date(s3_req_header(s, names[3]), &since) &&
+		     mtime <= (int64_t)since;
+	if ((etag[0] && im && !etag_matches(im, etag)) || stale)
+		return 412;
+	if ((etag[0] && inm && etag_matches(inm, etag)) || fresh)
+		return 304;
+	return 0;
+}
+
 static void object_headers(struct s3req *s)
 {
 	char when[40];
@@ -178,14 +210,47 @@ static void object_headers(struct s3req *s)
 	s3_hdr(s, "Content-Type", "binary/octet-stream");
 }
 
+/* Is rg one range S3 acts on: "bytes=first-last" (first <= last),
+ * "bytes=first-" or "bytes=-suffix"?  Any other Range is ignored (the
+ * whole object, 200), as S3 does; one past the end is still 416. */
+static bool range_valid(const char *rg)
+{
+	const char *p = rg + 6;
+	char *e;
+	uint64_t first, last;
+	if (strncmp(rg, "bytes=", 6))
+		return false;
+	p += strspn(p, " ");
+	if (*p == '-') {
+		if (!isdigit((unsigned char)p[1]))
+			return false;
+		strtoull(p + 1, &e, 10);
+		return !e[strspn(e, " ")];
+	}
+	if (!isdigit((unsigned char)*p))
+		return false;
+	first = strtoull(p, &e, 10);
+	if (*e != '-')
+		return false;
+	p = e + 1 + strspn(e + 1, " ");
+	if (!*p)
+		return true;
+	if (!isdigit((unsigned char)*p))
+		return false;
+	last = strtoull(p, &e, 10);
+	return !e[strspn(e, " ")] && first <= last;
+}
+
 /* First part of GetObject/HeadObject: the index and the sidecar only.
  * true when answered (s->status set) without a volume. */
 static bool get_prepare(struct s3req *s)
 {
 	struct record r;
 	char *v, path[PATH_MAX_LEN];
-	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match"),
-		   *rg = s3_req_header(s, "Range");
+	const char *rg = s3_req_header(s, "Range");
+	static const char *const conds[4] = {"If-Match", "If-None-Match", "If-Unmodified-Since",
+					     "If-Modified-Since"};
+	int pre;
 
 	if (!s3_live_record(s->key, s->klen, &v, &r)) {
 		s3_no_such_key(s);
@@ -199,12 +264,13 @@ static bool get_prepare(struct s3req *s)
 		if (health_up(r.locs[i], strlen(r.locs[i])))
 			s->urls[s->nurls++] = xasprintf("http://%s%s", r.locs[i], path);
 	free(v);
-	if (s->meta.etag[0] && im && !etag_matches(im, s->meta.etag)) {
+	pre = s3_preconditions(s, conds, s->meta.etag, s->have_meta ? s->meta.mtime : -1);
+	if (pre == 412) {
 		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
 			 "specified did not hold.");
 		return true;
 	}
-	if (s->meta.etag[0] && inm && etag_matches(inm, s->meta.etag)) {
+	if (pre == 304) {
 		s->status = 304;
 		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
 		return true;
@@ -213,7 +279,7 @@ static bool get_prepare(struct s3req *s)
 		s3_error(s, 503, "ServiceUnavailable", "no replica of this key is on a volume that is up");
 		return true;
 	}
-	if (rg && !strchr(rg, ',') && strlen(rg) < sizeof(s->range))
+	if (rg && range_valid(rg) && strlen(rg) < sizeof(s->range))
 		snprintf(s->range, sizeof(s->range), "%s", rg);
 	if (s->head && s->have_meta && !s->range[0]) {
 		s->status = 200;

@@ -139,7 +139,9 @@ static void walk(struct index *idx, struct walk *w)
 		if (d) {   /* a common prefix: listed once, then skipped past */
 			size_t cplen = (size_t)(d - rel) + w->dlen;
 			char *cp = xstrndup(k, blen + cplen);
-			bool seen = w->after && bytes_cmp(cp + blen, cplen, w->after, w->alen) <= 0;
+			/* the page before ended on it; a marker inside it (k is past
+			 * the marker) still lists it, as S3 does */
+			bool seen = w->after && bytes_cmp(cp + blen, cplen, w->after, w->alen) == 0;
 			if (!seen && !take(w, cp + blen, cplen)) {
 				free(cp);
 				break;
@@ -207,7 +209,7 @@ void s3_list(struct s3req *s)
 			 .max = LIST_MAX_KEYS, .v2 = lt && !strcmp(lt, "2"),
 			 .url = et && !strcmp(et, "url"), .owner = fo && !strcmp(fo, "true")};
 
-	w.token = w.v2 ? tok : NULL;
+	w.token = w.v2 && tok && tok[0] ? tok : NULL;   /* empty: none (start-after holds) */
 	w.start = w.v2 ? sa : mr;
 	if (et && !w.url)
 		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");

@@ -1,6 +1,6 @@
 /* s3mpu.c -- multipart uploads and their listing (parts are keys under
  * /.mkv-mpu/<upload id>/; CompleteMultipartUpload streams them into a
- * REPLACE of the final key) and CopyObject.  See s3req.h. */
+ * REPLACE of the final key), CopyObject and UploadPartCopy.  See s3req.h. */
 #include "s3req.h"
 #include "health.h"
 #include "put.h"
@@ -14,11 +14,15 @@ void s3_list_uploads(struct s3req *s)
 {
 	struct index *side = meta_index();
 	struct index_iter *it = side ? index_iter_new(side, "u", 1) : NULL;
+	char *pre = s3_req_param(s, "prefix");
+	const char *px = pre ? pre : "";
+	size_t pl = strlen(px);
 	int n = 0;
 	s3_xml_start(s, "ListMultipartUploadsResult");
 	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
-	buf_puts(&s->body, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
-			   "<MaxUploads>1000</MaxUploads>");
+	buf_puts(&s->body, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>");
+	xml_tag(&s->body, "Prefix", px, pl);
+	buf_puts(&s->body, "<MaxUploads>1000</MaxUploads>");
 	for (; it && index_iter_valid(it) && n < 1000; index_iter_next(it)) {
 		size_t kl, vl;
 		const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl), *sp;
@@ -32,6 +36,9 @@ void s3_list_uploads(struct s3req *s)
 		if ((size_t)(v + vl - sp - 1) <= s->blen + 2 || sp[1] != '/' ||
 		    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
 			continue;
+		/* and its name must start with the prefix */
+		if ((size_t)(v + vl - sp - 3) - s->blen < pl || memcmp(sp + 3 + s->blen, px, pl))
+			continue;
 		s3_iso_time(strtoll(v, NULL, 10), iso);
 		buf_puts(&s->body, "<Upload>");
 		xml_tag(&s->body, "Key", sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
@@ -40,6 +47,7 @@ void s3_list_uploads(struct s3req *s)
 		n++;
 	}
 	index_iter_free(it);
+	free(pre);
 	buf_puts(&s->body, "<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>");
 }
 
@@ -94,7 +102,7 @@ static void drop_part(void *upload, const char *k, size_t kl, int num)
 {
 	const char *why;
 	(void)num;
-	if (s3_delete_key(k, kl, &why) != 204)
+	if (s3_delete_key(k, kl, true, &why) != 204)
 		log_msg("multipart %s: part %.*s not removed: %s", (const char *)upload, (int)kl, k,
 			why);
 }
@@ -166,6 +174,7 @@ struct feeder {
 	bool woken;
 	struct put *p;
 	uint64_t got;
+	const char *range;   /* a Range header's value (UploadPartCopy), or NULL */
 };
 
 static void feeder_wake(void *arg)
@@ -202,15 +211,17 @@ static bool feed_body(void *ctx, const char *b, size_t len)
 /* Refuse an error page: its body is not the part's bytes. */
 static bool part_header(void *ctx, int status, const char *b, size_t len)
 {
-	(void)ctx, (void)b;
-	return len > 2 || status == 200;
+	struct feeder *f = ctx;
+	(void)b;
+	return len > 2 || status == (f->range ? 206 : 200);
 }
 
 /* Copy one part (size bytes) into the put from a live replica.  0 or -1. */
 static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t size)
 {
 	struct httpc_call g = {.connect_ms = (long)s3_cfg->voltimeout_ms, .bufsize = 256L * 1024,
-			      .header = part_header, .body = feed_body, .ctx = f};
+			      .range = f->range, .header = part_header, .body = feed_body,
+			      .ctx = f};
 	struct record r;
 	char *v, path[PATH_MAX_LEN], err[256];
 	int rc = -1;
@@ -225,30 +236,34 @@ static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t si
 			break;
 		snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
 		g.url = url;
-		if (httpc_call(&g, err) == 200 && (size == UINT64_MAX || f->got == size))
+		if (httpc_call(&g, err) == (f->range ? 206 : 200) &&
+		    (size == UINT64_MAX || f->got == size))
 			rc = 0;
 	}
 	free(v);
 	return rc;
 }
 
-/* Write s->key (REPLACE) from the bytes of keys[0..n), in order, streamed
- * from their volumes (sizes[i] each; UINT64_MAX = unknown).  etag: what
- * the metadata keeps (NULL: the md5).  200, or a status with *why. */
-static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *klens,
-		      const uint64_t *sizes, int n, const char *etag, const char **why)
+/* Write target (REPLACE) from the bytes of keys[0..n), in order, streamed
+ * from their volumes (sizes[i] each; UINT64_MAX = unknown), or of only
+ * range (a Range header's value; n is 1) of keys[0].  etag: what the
+ * metadata keeps (NULL: the md5).  200, or a status with *why. */
+static int write_from(struct s3req *s, const char *target, size_t tlen,
+		      char (*keys)[KEY_MAX + 1], const size_t *klens, const uint64_t *sizes, int n,
+		      const char *range, const char *etag, const char **why)
 {
-	struct feeder f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	struct feeder f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+			   .range = range};
 	uint64_t total = 0;
 	int st;
 
 	for (int i = 0; i < n && total != UINT64_MAX; i++)
 		total = sizes[i] == UINT64_MAX ? UINT64_MAX : total + sizes[i];
-	if (!s3_lock_key(s->key, s->klen)) {
+	if (!s3_lock_key(target, tlen)) {
 		*why = "another write of this key is in progress";
 		return 503;
 	}
-	f.p = s3_replace(s->key, s->klen, total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake,
+	f.p = s3_replace(target, tlen, total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake,
 			 &f, 0, why);
 	if (!f.p)
 		return 503;
@@ -274,38 +289,63 @@ static int write_from(struct s3req *s, char (*keys)[KEY_MAX + 1], const size_t *
 	return st == 201 ? 200 : st >= 500 ? st : 500;
 }
 
-void s3_copy(struct s3req *s)
+/* CopyObject's and UploadPartCopy's source: its key, live, into key and
+ * *klen, its metadata into m (false: none), *size (UINT64_MAX: unknown)
+ * and its etag into etag; x-amz-copy-source-if-* checked.  false with
+ * the error answered. */
+static bool copy_source(struct s3req *s, char *key, size_t *klen, struct meta *m, bool *known,
+			uint64_t *size, char etag[META_ETAG_MAX])
 {
 	const char *src = s3_req_header(s, "X-Amz-Copy-Source"), *why;
 	bool slash = src[0] == '/';
-	char *path = xasprintf("/%.*s", (int)(strcspn(src, "?") - slash), src + slash);
-	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], *v, iso[32];
-	size_t klen, plen = strlen(path);
+	char *path = xasprintf("/%.*s", (int)(strcspn(src, "?") - slash), src + slash), *v;
+	size_t plen = strlen(path);
 	struct record r;
-	struct meta m;
-	bool known;
-	uint64_t size;
-	int st = plen > KEY_MAX * 3 ? 414 : key_decode(path, plen, key, &klen, &why);
+	int st = plen > KEY_MAX * 3 ? 414 : key_decode(path, plen, key, klen, &why);
+	static const char *const conds[4] = {
+		"X-Amz-Copy-Source-If-Match", "X-Amz-Copy-Source-If-None-Match",
+		"X-Amz-Copy-Source-If-Unmodified-Since", "X-Amz-Copy-Source-If-Modified-Since"};
 
 	free(path);
 	if (st) {
 		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source is not a valid key");
-		return;
+		return false;
 	}
-	if (!s3_live_record(key, klen, &v, &r)) {
+	if (!s3_live_record(key, *klen, &v, &r)) {
 		s3_no_such_key(s);
-		return;
+		return false;
 	}
 	free(v);
-	known = meta_get(key, klen, &m);
-	size = known ? m.size : UINT64_MAX;
+	*known = meta_get(key, *klen, m);
+	*size = *known ? m->size : UINT64_MAX;
+	snprintf(etag, META_ETAG_MAX, "%s", *known && m->etag[0] ? m->etag : r.hash);
+	if (s3_preconditions(s, conds, etag, *known ? m->mtime : -1)) {
+		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
+			 "specified did not hold.");
+		return false;
+	}
+	return true;
+}
+
+void s3_copy(struct s3req *s)
+{
+	const char *why;
+	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], iso[32], etag[META_ETAG_MAX];
+	size_t klen;
+	struct meta m;
+	bool known;
+	uint64_t size;
+	int st;
+
+	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
+		return;
 	if (klen == s->klen && !memcmp(key, s->key, klen)) {
 		/* a copy onto itself changes metadata only, which mkv does not keep */
-		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", known && m.etag[0] ? m.etag : r.hash);
+		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", etag);
 	} else {
 		memcpy(keys[0], key, klen);
-		st = write_from(s, keys, &klen, &size, 1, known && strchr(m.etag, '-') ? m.etag : NULL,
-				&why);
+		st = write_from(s, s->key, s->klen, keys, &klen, &size, 1, NULL,
+				known && strchr(m.etag, '-') ? m.etag : NULL, &why);
 		if (st != 200) {
 			s3_fail(s, st, why);
 			return;
@@ -315,6 +355,54 @@ void s3_copy(struct s3req *s)
 	s3_xml_start(s, "CopyObjectResult");
 	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
 			     "</CopyObjectResult>", iso, s->meta.etag);
+}
+
+/* UploadPartCopy: the source, or x-amz-copy-source-range of it
+ * ("bytes=first-last"), streamed into the part's key. */
+void s3_mpu_part_copy(struct s3req *s)
+{
+	const char *rg = s3_req_header(s, "X-Amz-Copy-Source-Range"), *why;
+	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], part[KEY_MAX + 1], iso[32];
+	char etag[META_ETAG_MAX], range[64], *up = s3_upload(s);
+	size_t klen, plen;
+	struct meta m;
+	bool known;
+	uint64_t size, num = 0, first = 0, last = 0;
+	int st;
+
+	if (!up)
+		return;
+	if (s3_num_param(s, "partNumber", 1, PARTS_MAX, &num) < 1) {
+		s3_error(s, 400, "InvalidArgument",
+			 "Part number must be an integer between 1 and 10000, inclusive");
+		goto out;
+	}
+	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
+		goto out;
+	if (rg) {
+		char tail;
+		if (sscanf(rg, "bytes=%" SCNu64 "-%" SCNu64 "%c", &first, &last, &tail) != 2 ||
+		    first > last || (size != UINT64_MAX && last >= size)) {
+			s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range must be "
+				 "bytes=first-last, within the source object");
+			goto out;
+		}
+		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, first, last);
+		size = last - first + 1;
+	}
+	s3_part_key(up, (int)num, part, &plen);
+	memcpy(keys[0], key, klen);
+	st = write_from(s, part, plen, keys, &klen, &size, 1, rg ? range : NULL, NULL, &why);
+	if (st != 200) {
+		s3_fail(s, st, why);
+		goto out;
+	}
+	s3_iso_time((int64_t)time(NULL), iso);
+	s3_xml_start(s, "CopyPartResult");
+	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
+			     "</CopyPartResult>", iso, s->meta.etag);
+out:
+	free(up);
 }
 
 static void strip_quotes(char *e)
@@ -403,7 +491,7 @@ void s3_mpu_complete(struct s3req *s)
 	EVP_DigestFinal_ex(md, d, NULL);
 	to_hex(d, 16, etag);
 	snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
-	st = write_from(s, keys, klens, sizes, n, etag, &why);
+	st = write_from(s, s->key, s->klen, keys, klens, sizes, n, NULL, etag, &why);
 	if (st != 200) {
 		s3_fail(s, st, why);
 		goto out;

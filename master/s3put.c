@@ -5,6 +5,8 @@
 #include "keylock.h"
 #include "put.h"
 
+#include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +66,29 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 	return d->st != DEC_ERROR;
 }
 
+/* Content-MD5 (base64 of 16 bytes) into want: 1, 0 when absent, -1 when
+ * it is not such a digest. */
+static int content_md5(struct s3req *s, unsigned char want[16])
+{
+	const char *h = s3_req_header(s, "Content-MD5");
+	unsigned char out[24];
+	if (!h)
+		return 0;
+	if (strlen(h) != 24 || strcmp(h + 22, "==") ||
+	    EVP_DecodeBlock(out, (const unsigned char *)h, 24) != 18)
+		return -1;
+	memcpy(want, out, 16);
+	return 1;
+}
+
+/* Does the body's md5 match its Content-MD5? */
+static bool digest_ok(struct s3req *s)
+{
+	unsigned char d[16];
+	unsigned int n = 0;
+	return EVP_DigestFinal_ex(s->digest, d, &n) && n == 16 && !memcmp(d, s->want_md5, 16);
+}
+
 /* Before the body: what can be refused, then the put.  true when answered. */
 static bool put_prepare(struct s3req *s)
 {
@@ -78,6 +103,17 @@ static bool put_prepare(struct s3req *s)
 	if (known && s3_cfg->maxsize && clen > s3_cfg->maxsize) {
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
 		return true;
+	}
+	switch (content_md5(s, s->want_md5)) {
+	case -1:
+		s3_error(s, 400, "InvalidDigest", "The Content-MD5 you specified was invalid.");
+		return true;
+	case 1:
+		s->digest = EVP_MD_CTX_new();
+		if (!s->digest || !EVP_DigestInit_ex(s->digest, EVP_md5(), NULL)) {
+			s3_error(s, 500, "InternalError", "no md5 context");
+			return true;
+		}
 	}
 	if (s->op == S3_MPU_PART) {
 		char *up = s3_upload(s);
@@ -98,11 +134,12 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
 		return true;
 	}
-	/* An aws-chunked body goes to the volumes unannounced (chunked), even
-	 * with its decoded length known: then no replica can finish before
-	 * the framing has been checked to its end, and bad framing leaves
-	 * the old value everywhere. */
-	s->put = s3_replace(s->target, s->tlen, known && !s->aws_chunked ? (int64_t)clen : -1,
+	/* An aws-chunked body, or one with a Content-MD5, goes to the volumes
+	 * unannounced (chunked), even with its length known: then no replica
+	 * can finish before the framing and the digest have been checked to
+	 * the end, and a bad one leaves the old value everywhere. */
+	s->put = s3_replace(s->target, s->tlen,
+			    known && !s->aws_chunked && !s->digest ? (int64_t)clen : -1,
 			    front_wake, &s->sleep, S3_RING, &why);
 	if (!s->put)
 		s3_error(s, 503, "ServiceUnavailable", why);
@@ -132,11 +169,15 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 		s->pending.len = 0;
 	}
 	if (s->bad || s->aws_chunked) {
+		if (!s->bad && s->digest)
+			EVP_DigestUpdate(s->digest, s->pending.data, s->pending.len);
 		s->fed += s->bad ? 0 : took;
 		*size = 0;
 		return FRONT_YES;
 	}
 	took = put_feed(s->put, data, *size);
+	if (s->digest)
+		EVP_DigestUpdate(s->digest, data, took);
 	s->fed += took;
 	*size -= took;
 	if (*size)
@@ -151,6 +192,8 @@ static int put_end(struct s3req *s)
 	const char *why;
 	if (s->aws_chunked && s->dec.st != DEC_DONE)
 		put_refuse(s, BAD_FRAMING);
+	if (s->digest && !s->bad && !s->put_finished && !digest_ok(s))
+		put_refuse(s, BAD_DIGEST);
 	if (!s->bad && !s->put_finished) {
 		put_finish(s->put);
 		s->put_finished = true;
@@ -161,6 +204,9 @@ static int put_end(struct s3req *s)
 	}
 	if (s->bad == BAD_SIZE)
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
+	else if (s->bad == BAD_DIGEST)
+		s3_error(s, 400, "BadDigest",
+			 "The Content-MD5 you specified did not match what we received.");
 	else if (s->bad)
 		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
 	else if (st != 201)
@@ -190,20 +236,48 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 
 /* ---- everything else, on a thread of its own ---- */
 
-int s3_delete_key(const char *key, size_t klen, const char **why)
+int s3_delete_key(const char *key, size_t klen, bool part, const char **why)
 {
+	static __thread char reason[256];   /* the native answer's, for *why */
 	struct answer a = {0};
 	int st;
 	if (!s3_lock_key(key, klen)) {
 		*why = "another write of this key is in progress";
 		return 503;
 	}
-	handle_delete(s3_cfg, s3_idx, key, klen, DEL_DELETE, &a);
+	if (part && s3_cfg->protect) {
+		/* a part is the upload's, not the user's: -protect's UNLINK first */
+		handle_delete(s3_cfg, s3_idx, key, klen, DEL_UNLINK, &a);
+		answer_free(&a);
+		a = (struct answer){0};
+		handle_delete(s3_cfg, s3_idx, key, klen, DEL_UNLINKED, &a);
+	} else {
+		handle_delete(s3_cfg, s3_idx, key, klen, DEL_DELETE, &a);
+	}
 	keylock_release(key, klen);
 	st = a.status == 404 ? 204 : a.status;
-	*why = st == 204 ? NULL : "a volume refused the delete; the key stays unlinked";
+	snprintf(reason, sizeof(reason), "%.*s", (int)strcspn(a.body.data ? a.body.data : "", "\n"),
+		 a.body.data ? a.body.data : "");
+	*why = st == 204 ? NULL : reason;
 	answer_free(&a);
 	return st;
+}
+
+/* The S3 error code of a failed delete. */
+static const char *delete_code(int st)
+{
+	return st == 503 ? "SlowDown" : st == 403 ? "AccessDenied"
+		: st < 500 ? "InvalidArgument" : "InternalError";
+}
+
+void s3_delete_object(struct s3req *s)
+{
+	const char *why;
+	int st = s3_delete_key(s->key, s->klen, false, &why);
+	if (st == 204)
+		s->status = 204;
+	else
+		s3_error(s, st, delete_code(st), why);
 }
 
 /* One <Object> of a DeleteObjects document: deleted, or an <Error>. */
@@ -214,14 +288,13 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, st
 	const char *why;
 	int st = s3_xml_key(s, k, kl, full, &fl, &why);
 	if (!st)
-		st = s3_delete_key(full, fl, &why);
+		st = s3_delete_key(full, fl, false, &why);
 	if (st == 204 && quiet)
 		return;
 	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
 	xml_tag(out, "Key", k, kl);
 	if (st != 204) {
-		buf_printf(out, "<Code>%s</Code>",
-			   st == 503 ? "SlowDown" : st < 500 ? "InvalidArgument" : "InternalError");
+		buf_printf(out, "<Code>%s</Code>", delete_code(st));
 		xml_tag(out, "Message", why, strlen(why));
 	}
 	buf_puts(out, st == 204 ? "</Deleted>" : "</Error>");

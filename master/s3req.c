@@ -5,6 +5,7 @@
 #include "keylock.h"
 #include "put.h"
 
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,7 @@ void s3_unref(struct s3req *s)
 	buf_free(&s->body);
 	buf_free(&s->in);
 	buf_free(&s->pending);
+	EVP_MD_CTX_free(s->digest);
 	for (int i = 0; i < s->nhdr; i++)
 		free((char *)s->hdr[i].value);
 	for (int i = 0; i < s->nurls; i++)

@@ -14,6 +14,7 @@
 #include "../common/record.h"
 #include "../common/util.h"
 
+#include <openssl/types.h>
 #include <stdatomic.h>
 
 #define XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -26,13 +27,13 @@
 #define CHUNK_LINE_MAX 4096
 #define NHDR 12
 
-enum { BAD_FRAMING = 1, BAD_SIZE };
+enum { BAD_FRAMING = 1, BAD_SIZE, BAD_DIGEST };
 
 enum s3op {
 	S3_BAD, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
 	S3_BUCKET_DELETE, S3_BUCKET_LOCATION, S3_BUCKET_VERSIONING, S3_LIST, S3_LIST_UPLOADS,
 	S3_DELETE_MANY, S3_GET, S3_PUT, S3_DELETE, S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE,
-	S3_MPU_ABORT, S3_MPU_LIST_PARTS, S3_COPY
+	S3_MPU_ABORT, S3_MPU_LIST_PARTS, S3_COPY, S3_MPU_PART_COPY
 };
 
 /* aws-chunked framing: "<hex size>[;ext]\r\n<data>\r\n" ... "0[;ext]\r\n"
@@ -79,6 +80,8 @@ struct s3req {
 	size_t poff;
 	uint64_t fed;                 /* body bytes (decoded) so far */
 	int bad;                      /* BAD_*: the body is refused */
+	EVP_MD_CTX *digest;           /* md5 of the body, when it came with a Content-MD5 */
+	unsigned char want_md5[16];
 
 	/* GetObject */
 	bool stream;
@@ -142,11 +145,20 @@ char *s3_upload(struct s3req *s);
 char *s3_stream_begin(void);
 void s3_stream_end(char *ring);
 ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max);
+/* The conditions of the headers names[0..3] (if-match, if-none-match,
+ * if-unmodified-since, if-modified-since) on an object of that etag ("":
+ * none known) and mtime (-1: unknown): 0 when they hold, else 412 or 304. */
+int s3_preconditions(struct s3req *s, const char *const names[4], const char *etag,
+		     int64_t mtime);
 int s3_get_run(struct s3req *s);
 
 /* ---- PutObject / UploadPart, DeleteObject(s) (s3put.c) ---- */
 int s3_put_run(struct s3req *s, const char *data, size_t *size);
-int s3_delete_key(const char *key, size_t klen, const char **why);
+/* 204, or a status with *why (valid until the thread's next call).  part:
+ * a multipart part's key, removed whatever -protect says. */
+int s3_delete_key(const char *key, size_t klen, bool part, const char **why);
+/* DeleteObject: 204, also for a missing key; 403 AccessDenied under -protect. */
+void s3_delete_object(struct s3req *s);
 void s3_delete_many(struct s3req *s);
 
 /* ---- run on a worker thread: ListObjects V1/V2 and ListBuckets
@@ -162,6 +174,7 @@ void s3_mpu_create(struct s3req *s);
 void s3_mpu_abort(struct s3req *s);
 void s3_mpu_list_parts(struct s3req *s);
 void s3_copy(struct s3req *s);
+void s3_mpu_part_copy(struct s3req *s);
 void s3_mpu_complete(struct s3req *s);
 
 #endif

@@ -198,12 +198,34 @@ START_TEST(test_objects)
 	ck_assert_int_eq(s3("GET", ke, NULL, 0, bad, &r), 416);
 	ck_assert(has(&r, "<Code>InvalidRange</Code>"));
 	h_resp_free(&r);
+	/* a Range that is not one S3 acts on is ignored: the whole object */
+	bad[1] = "Range: bytes=abc";
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, bad, &r), 200);
+	ck_assert_int_eq(r.body.len, 10);
+	h_resp_free(&r);
+	bad[1] = "Range: bytes=5-2";
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, bad, &r), 200);
+	ck_assert_int_eq(r.body.len, 10);
+	h_resp_free(&r);
 	snprintf(inm, sizeof(inm), "If-None-Match: \"%s\"", md5);
 	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 304);
 	h_resp_free(&r);
 	snprintf(inm, sizeof(inm), "If-Match: \"0000\"");
 	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 412);
 	ck_assert(has(&r, "<Code>PreconditionFailed</Code>"));
+	h_resp_free(&r);
+	/* the time conditions: If-Unmodified-Since, If-Modified-Since */
+	snprintf(inm, sizeof(inm), "If-Unmodified-Since: Mon, 01 Jan 2001 00:00:00 GMT");
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 412);
+	h_resp_free(&r);
+	snprintf(inm, sizeof(inm), "If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT");
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 200);
+	ck_assert_int_eq(r.body.len, 10);
+	h_resp_free(&r);
+	snprintf(inm, sizeof(inm), "If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT");
+	ck_assert_int_eq(s3("GET", ke, NULL, 0, (const char *const *)im, &r), 304);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("HEAD", ke, NULL, 0, (const char *const *)im, &r), 304);
 	h_resp_free(&r);
 	/* overwrite */
 	ck_assert_int_eq(s3("PUT", ke, "new", 3, NULL, &r), 200);
@@ -272,6 +294,135 @@ START_TEST(test_aws_chunked)
 	ck_assert(r.body.len == 11 && !memcmp(r.body.data, "hello world", 11));
 	h_resp_free(&r);
 	free(k);
+}
+END_TEST
+
+/* A Content-MD5 is checked before anything is replaced: 400 BadDigest
+ * leaves the old value (or no key), 400 InvalidDigest for one that is not
+ * a digest.  Also for a part. */
+START_TEST(test_content_md5)
+{
+	char *k = fresh("/md5b/k"), *n = fresh("/md5b/new"), *p, *id;
+	const char *ok[] = {SIGNED[0], "Content-MD5: kAFQmDzST7DWlj99KOF/cg==", NULL};
+	const char *junk[] = {SIGNED[0], "Content-MD5: abc", NULL};
+	struct resp r;
+	ck_assert_int_eq(s3("PUT", k, "abc", 3, ok, &r), 200);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("PUT", k, "abd", 3, ok, &r), 400);
+	ck_assert(has(&r, "<Code>BadDigest</Code>"));
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == 3 && !memcmp(r.body.data, "abc", 3));
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("PUT", n, "abd", 3, ok, &r), 400);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", n, NULL, 0, NULL, &r), 404);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("PUT", k, "abc", 3, junk, &r), 400);
+	ck_assert(has(&r, "<Code>InvalidDigest</Code>"));
+	h_resp_free(&r);
+	p = xasprintf("%s?uploads", n);
+	ck_assert_int_eq(s3("POST", p, NULL, 0, NULL, &r), 200);
+	id = xstrndup(strstr(r.body.data, "<UploadId>") + 10, 32);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?partNumber=1&uploadId=%s", n, id);
+	ck_assert_int_eq(s3("PUT", p, "abd", 3, ok, &r), 400);
+	ck_assert(has(&r, "<Code>BadDigest</Code>"));
+	h_resp_free(&r);
+	/* SlowDown while the refused part is cleaned up, as S3 clients retry */
+	for (int i = 0; i < 50 && s3("PUT", p, "abc", 3, ok, &r) == 503; i++) {
+		h_resp_free(&r);
+		usleep(100000);
+	}
+	ck_assert_int_eq(r.status, 200);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?uploadId=%s", n, id);
+	ck_assert_int_eq(s3("DELETE", p, NULL, 0, NULL, &r), 204);
+	h_resp_free(&r);
+	free(p), free(id), free(k), free(n);
+}
+END_TEST
+
+/* CopyObject's x-amz-copy-source-if-* conditions: 412, nothing copied. */
+START_TEST(test_copy_conditions)
+{
+	char *src = fresh("/cpb/src"), *dst = fresh("/cpb/dst"), cs[128], cond[128], md5[33];
+	const char *hd[] = {SIGNED[0], cs, cond, NULL};
+	struct resp r;
+	md5_hex("v1", 2, md5);
+	snprintf(cs, sizeof(cs), "X-Amz-Copy-Source: %s", src);
+	ck_assert_int_eq(s3("PUT", src, "v1", 2, NULL, &r), 200);
+	h_resp_free(&r);
+	snprintf(cond, sizeof(cond), "X-Amz-Copy-Source-If-Match: \"0000\"");
+	ck_assert_int_eq(s3("PUT", dst, NULL, 0, hd, &r), 412);
+	ck_assert(has(&r, "<Code>PreconditionFailed</Code>"));
+	h_resp_free(&r);
+	snprintf(cond, sizeof(cond), "X-Amz-Copy-Source-If-None-Match: \"%s\"", md5);
+	ck_assert_int_eq(s3("PUT", dst, NULL, 0, hd, &r), 412);
+	h_resp_free(&r);
+	snprintf(cond, sizeof(cond), "X-Amz-Copy-Source-If-Unmodified-Since: "
+		 "Mon, 01 Jan 2001 00:00:00 GMT");
+	ck_assert_int_eq(s3("PUT", dst, NULL, 0, hd, &r), 412);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", dst, NULL, 0, NULL, &r), 404);
+	h_resp_free(&r);
+	snprintf(cond, sizeof(cond), "X-Amz-Copy-Source-If-Match: \"%s\"", md5);
+	ck_assert_int_eq(s3("PUT", dst, NULL, 0, hd, &r), 200);
+	ck_assert(has(&r, "<CopyObjectResult"));
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", dst, NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == 2 && !memcmp(r.body.data, "v1", 2));
+	h_resp_free(&r);
+	free(src), free(dst);
+}
+END_TEST
+
+/* UploadPartCopy: a part from a range of an object, or from all of it. */
+START_TEST(test_part_copy)
+{
+	char *src = fresh("/pcb/src"), *dst = fresh("/pcb/dst"), *p, *id, cs[128];
+	char e1[40], e2[40], cmu[300];
+	const char *hd[] = {SIGNED[0], cs, "X-Amz-Copy-Source-Range: bytes=2-4", NULL};
+	struct resp r;
+	snprintf(cs, sizeof(cs), "X-Amz-Copy-Source: %s", src);
+	ck_assert_int_eq(s3("PUT", src, "0123456789", 10, NULL, &r), 200);
+	h_resp_free(&r);
+	p = xasprintf("%s?uploads", dst);
+	ck_assert_int_eq(s3("POST", p, NULL, 0, NULL, &r), 200);
+	id = xstrndup(strstr(r.body.data, "<UploadId>") + 10, 32);
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?partNumber=1&uploadId=%s", dst, id);
+	ck_assert_int_eq(s3("PUT", p, NULL, 0, hd, &r), 200);
+	ck_assert(has(&r, "<CopyPartResult"));
+	md5_hex("234", 3, e1);
+	ck_assert(has(&r, e1));
+	h_resp_free(&r);
+	hd[2] = "X-Amz-Copy-Source-Range: bytes=5-10"; /* past the end */
+	ck_assert_int_eq(s3("PUT", p, NULL, 0, hd, &r), 400);
+	ck_assert(has(&r, "<Code>InvalidArgument</Code>"));
+	h_resp_free(&r);
+	free(p);
+	hd[2] = NULL;
+	p = xasprintf("%s?partNumber=2&uploadId=%s", dst, id);
+	ck_assert_int_eq(s3("PUT", p, NULL, 0, hd, &r), 200);
+	md5_hex("0123456789", 10, e2);
+	ck_assert(has(&r, e2));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s?uploadId=%s", dst, id);
+	snprintf(cmu, sizeof(cmu), "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+		 "<ETag>\"%s\"</ETag></Part><Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag>"
+		 "</Part></CompleteMultipartUpload>", e1, e2);
+	ck_assert_int_eq(s3("POST", p, cmu, strlen(cmu), NULL, &r), 200);
+	h_resp_free(&r);
+	free(p);
+	ck_assert_int_eq(s3("GET", dst, NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == 13 && !memcmp(r.body.data, "2340123456789", 13));
+	h_resp_free(&r);
+	free(id), free(src), free(dst);
 }
 END_TEST
 
@@ -386,6 +537,26 @@ START_TEST(test_listing)
 		  !has(&r, "<Key>d/1</Key>"));
 	h_resp_free(&r);
 	free(p);
+	/* a marker inside a common prefix: the prefix is listed, keys past
+	 * the marker are in it; a marker equal to it (where the page before
+	 * ended) steps over it */
+	p = xasprintf("%s/?delimiter=/&marker=d/1", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<Prefix>d/</Prefix>") && has(&r, "<Key>z&amp;&lt;</Key>"));
+	h_resp_free(&r);
+	free(p);
+	p = xasprintf("%s/?delimiter=/&marker=d/", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(!has(&r, "<Prefix>d/</Prefix>") && has(&r, "<Key>z&amp;&lt;</Key>"));
+	h_resp_free(&r);
+	free(p);
+	/* an empty continuation-token is none: start-after still applies */
+	p = xasprintf("%s?list-type=2&continuation-token=&start-after=d/2", b);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<Key>d/e/3</Key>") && !has(&r, "<Key>a</Key>") &&
+		  !has(&r, "<Key>d/2</Key>"));
+	h_resp_free(&r);
+	free(p);
 	p = xasprintf("%s?list-type=2&max-keys=x", b);
 	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 400);
 	ck_assert(has(&r, "<Code>InvalidArgument</Code>"));
@@ -404,6 +575,35 @@ START_TEST(test_listing)
 	ck_assert(has(&r, "<LocationConstraint"));
 	h_resp_free(&r);
 	free(p);
+	/* ListMultipartUploads keeps to its prefix */
+	{
+		const char *names[] = {"up/one", "zz"};
+		char *ids[2];
+		for (int i = 0; i < 2; i++) {
+			p = xasprintf("%s/%s?uploads", b, names[i]);
+			ck_assert_int_eq(s3("POST", p, NULL, 0, NULL, &r), 200);
+			ids[i] = xstrndup(strstr(r.body.data, "<UploadId>") + 10, 32);
+			h_resp_free(&r);
+			free(p);
+		}
+		p = xasprintf("%s?uploads&prefix=up/", b);
+		ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+		ck_assert(has(&r, ids[0]) && !has(&r, ids[1]) && has(&r, "<Prefix>up/</Prefix>"));
+		h_resp_free(&r);
+		free(p);
+		p = xasprintf("%s?uploads", b);
+		ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+		ck_assert(has(&r, ids[0]) && has(&r, ids[1]));
+		h_resp_free(&r);
+		free(p);
+		for (int i = 0; i < 2; i++) {
+			p = xasprintf("%s/%s?uploadId=%s", b, names[i], ids[i]);
+			ck_assert_int_eq(s3("DELETE", p, NULL, 0, NULL, &r), 204);
+			h_resp_free(&r);
+			free(p);
+			free(ids[i]);
+		}
+	}
 	free(b);
 }
 END_TEST
@@ -436,12 +636,51 @@ START_TEST(test_bad_requests)
 	ck_assert(has(&r, "NotImplemented"));
 	h_resp_free(&r);
 	free(p);
+	/* PutBucketVersioning is refused, not taken for a CreateBucket */
+	p = xasprintf("%s?versioning", b);
+	ck_assert_int_eq(s3("PUT", p, "<VersioningConfiguration><Status>Enabled</Status>"
+				      "</VersioningConfiguration>", 75, NULL, &r), 501);
+	ck_assert(has(&r, "<Code>NotImplemented</Code>"));
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", p, NULL, 0, NULL, &r), 200);
+	ck_assert(has(&r, "<VersioningConfiguration") && !has(&r, "Enabled"));
+	h_resp_free(&r);
+	free(p);
 	ck_assert_int_eq(s3("PATCH", "/x/y", NULL, 0, NULL, &r), 405); /* not S3: native */
 	h_resp_free(&r);
 	ck_assert_int_eq(s3("POST", "/", NULL, 0, NULL, &r), 405);
 	h_resp_free(&r);
 	free(junk);
 	free(b);
+}
+END_TEST
+
+/* Presigned URLs, unsigned requests: signature version 4 and the
+ * version 2 form (AWSAccessKeyId, Signature, Expires) that `aws s3
+ * presign` and boto3 make for us-east-1.  Both are S3: the object is
+ * streamed, and a PUT overwrites. */
+START_TEST(test_presigned)
+{
+	char *k = fresh("/psb/k"), *p;
+	const char *none[] = {NULL};
+	const char *q[] = {"?AWSAccessKeyId=mkv&Signature=c2ln%2B%3D&Expires=1796081097",
+			   "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=mkv%2F20261130%2F"
+			   "us-east-1%2Fs3%2Faws4_request&X-Amz-Signature=ab"};
+	struct resp r;
+	for (int i = 0; i < 2; i++) {
+		p = xasprintf("%s%s", k, q[i]);
+		ck_assert_int_eq(s3("PUT", p, "presigned", 9, none, &r), 200);
+		h_resp_free(&r);
+		ck_assert_int_eq(s3("PUT", p, i ? "again" : "Again", 5, none, &r), 200);
+		h_resp_free(&r);
+		ck_assert_int_eq(s3("GET", p, NULL, 0, none, &r), 200);
+		ck_assert(r.body.len == 5 && !memcmp(r.body.data, i ? "again" : "Again", 5));
+		h_resp_free(&r);
+		ck_assert_int_eq(s3("DELETE", p, NULL, 0, none, &r), 204);
+		h_resp_free(&r);
+		free(p);
+	}
+	free(k);
 }
 END_TEST
 
@@ -606,6 +845,60 @@ START_TEST(test_replace_failures)
 }
 END_TEST
 
+/* -protect: DeleteObject(s) of a live key is 403 AccessDenied with its
+ * reason; a multipart upload's parts still go once it is completed or
+ * aborted. */
+START_TEST(test_protect)
+{
+	struct vol v[1];
+	struct master mm = {0};
+	static const char *const flags[] = {"-protect", "-replicas", "1", NULL};
+	const char cmu[] = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+			   "</CompleteMultipartUpload>";
+	struct resp r;
+	char *u, *id;
+	h_vol_start(&v[0], VOL_MKV);
+	h_master_start(&mm, v, 1, flags);
+	u = xasprintf("%s/pb/k", mm.base);
+	ck_assert_int_eq(h_http("PUT", u, "v", 1, SIGNED, false, &r), 200);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("DELETE", u, NULL, 0, SIGNED, false, &r), 403);
+	ck_assert(has(&r, "<Code>AccessDenied</Code>") && has(&r, "-protect"));
+	h_resp_free(&r);
+	free(u);
+	u = xasprintf("%s/pb?delete", mm.base);
+	ck_assert_int_eq(h_http("POST", u, "<Delete><Object><Key>k</Key></Object></Delete>", 46,
+				SIGNED, false, &r), 200);
+	ck_assert(has(&r, "<Error><Key>k</Key><Code>AccessDenied</Code>"));
+	h_resp_free(&r);
+	free(u);
+	for (int abort = 0; abort < 2; abort++) {
+		u = xasprintf("%s/pb/mp?uploads", mm.base);
+		ck_assert_int_eq(h_http("POST", u, NULL, 0, SIGNED, false, &r), 200);
+		id = xstrndup(strstr(r.body.data, "<UploadId>") + 10, 32);
+		h_resp_free(&r);
+		free(u);
+		u = xasprintf("%s/pb/mp?partNumber=1&uploadId=%s", mm.base, id);
+		ck_assert_int_eq(h_http("PUT", u, "abc", 3, SIGNED, false, &r), 200);
+		h_resp_free(&r);
+		free(u);
+		u = xasprintf("%s/pb/mp?uploadId=%s", mm.base, id);
+		ck_assert_int_eq(h_http(abort ? "DELETE" : "POST", u, cmu, abort ? 0 : sizeof(cmu) - 1,
+					SIGNED, false, &r), abort ? 204 : 200);
+		h_resp_free(&r);
+		free(u);
+		free(id);
+	}
+	u = xasprintf("%s/.mkv-mpu/?list", mm.base);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_msg(has(&r, "\"keys\":[]"), "parts left: %s", r.body.data);
+	h_resp_free(&r);
+	free(u);
+	h_master_stop(&mm);
+	h_vol_stop(&v[0]);
+}
+END_TEST
+
 /* boto3, the aws CLI, rclone and s3cmd against this cluster. */
 START_TEST(test_clients)
 {
@@ -634,9 +927,13 @@ static TCase *s3_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_replace_atomic);
 	tcase_add_test(tc, test_objects);
 	tcase_add_test(tc, test_aws_chunked);
+	tcase_add_test(tc, test_content_md5);
+	tcase_add_test(tc, test_copy_conditions);
+	tcase_add_test(tc, test_part_copy);
 	tcase_add_test(tc, test_minikeyvalue_forms);
 	tcase_add_test(tc, test_listing);
 	tcase_add_test(tc, test_bad_requests);
+	tcase_add_test(tc, test_presigned);
 	tcase_add_test(tc, test_clients);
 	tcase_add_test(tc, test_restart); /* last: its master dies with the test's process */
 	return tc;
@@ -655,6 +952,7 @@ int main(void)
 		TCase *tc = tcase_create("failures");
 		tcase_set_timeout(tc, 60);
 		tcase_add_test(tc, test_replace_failures);
+		tcase_add_test(tc, test_protect);
 		suite_add_tcase(s, tc);
 	}
 	sr = srunner_create(s);

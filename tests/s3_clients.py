@@ -182,6 +182,9 @@ def aws_tests():
         for f in files:
             p = os.path.join(root, f)
             check(md5(p) == md5(os.path.join(dst, os.path.relpath(p, src))), "aws sync down " + p)
+    run(a + ["cp", "s3://awsb/tree/big", "s3://awsb/copied"])   # UploadPartCopy (> 8 MiB)
+    run(a + ["cp", "s3://awsb/copied", os.path.join(WORK, "copied")])
+    check(md5(os.path.join(WORK, "copied")) == md5(os.path.join(src, "big")), "aws cp s3 to s3")
     check("awsb" in run(a + ["ls"]), "aws s3 ls lists buckets")
     run(a + ["rm", "--recursive", "s3://awsb/"])
     check(run(a + ["ls", "--recursive", "s3://awsb/"]).strip() == "", "aws rm --recursive")
