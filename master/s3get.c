@@ -281,6 +281,10 @@ static bool get_prepare(struct s3req *s)
 	}
 	if (rg && range_valid(rg) && strlen(rg) < sizeof(s->range))
 		snprintf(s->range, sizeof(s->range), "%s", rg);
+	if (s->range[0] && s->have_meta && !s->meta.size) {   /* no byte to give, as S3 */
+		s3_error(s, 416, "InvalidRange", "The requested range is not satisfiable");
+		return true;
+	}
 	if (s->head && s->have_meta && !s->range[0]) {
 		s->status = 200;
 		s->stream = true;  /* an empty stream: MHD sends no body to HEAD */

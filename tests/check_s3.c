@@ -261,6 +261,12 @@ START_TEST(test_objects)
 	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 200);
 	ck_assert_int_eq(r.body.len, 0);
 	h_resp_free(&r);
+	{	/* an empty object has no byte for a Range to name */
+		const char *rg[] = {"Range: bytes=0-", "X-Amz-Date: 20260101T000000Z", NULL};
+		ck_assert_int_eq(s3("GET", k, NULL, 0, rg, &r), 416);
+		ck_assert(has(&r, "InvalidRange"));
+		h_resp_free(&r);
+	}
 	free(b), free(k), free(ke);
 }
 END_TEST
