@@ -456,7 +456,7 @@ int gc_main(const struct config *cfg)
 	if (g.grace_s < 2)
 		g.grace_s = 2;
 	g.master = ops_master_url(cfg->master);
-	if (g.master || (g.idx = ops_index_open(cfg->db, "gc", "run gc online with -master host:port")))
+	if (g.master || (g.idx = ops_index_open(cfg->db, false, "gc", "run gc online with -master host:port")))
 		rc = gc_run(&g);
 	for (size_t i = 0; i < g.nunits; i++)
 		free(g.units[i].loc);

@@ -62,8 +62,10 @@ void ops_eta(char *out, size_t n, uint64_t done, uint64_t total, uint64_t ms);
 
 /* The index at db for a command, or NULL after logging "<who>: <why>"
  * and, when a master holds it (and hint is not NULL), "<who>: a master is
- * serving this index: <hint>". */
-struct index *ops_index_open(const char *db, const char *who, const char *hint);
+ * serving this index: <hint>".  Unless create, an index must already be
+ * there: a mistyped -db is an error, not an empty index (in which gc
+ * would take every blob for an orphan). */
+struct index *ops_index_open(const char *db, bool create, const char *who, const char *hint);
 
 /* Offline: every record of idx, BATCH at a time, through fn(ctx, i) on
  * `workers` threads; while a batch runs, b holds its keys and values

@@ -260,7 +260,7 @@ static void offline_one(void *ctx, size_t i)
 
 static int run_offline(struct run *r)
 {
-	r->idx = ops_index_open(r->cfg->db, "rebalance",
+	r->idx = ops_index_open(r->cfg->db, false, "rebalance",
 				"stop it, or rebalance online with -master host:port");
 	if (!r->idx)
 		return -1;

@@ -8,12 +8,14 @@
 #include "../common/record.h"
 #include "../common/util.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,10 +140,18 @@ void ops_eta(char *out, size_t n, uint64_t done, uint64_t total, uint64_t ms)
 
 /* ---- the index, offline ---- */
 
-struct index *ops_index_open(const char *db, const char *who, const char *hint)
+struct index *ops_index_open(const char *db, bool create, const char *who, const char *hint)
 {
-	char *why = NULL;
-	struct index *idx = index_open(db, &why);
+	char *why = NULL, *current = xasprintf("%s/CURRENT", db);
+	struct index *idx = NULL;
+	struct stat st;
+	int err = stat(current, &st) == 0 ? 0 : errno;
+	free(current);
+	if (err && !create) {
+		log_msg("%s: no index at %s (%s)", who, db, strerror(err));
+		return NULL;
+	}
+	idx = index_open(db, &why);
 	if (idx)
 		return idx;
 	log_msg("%s: %s", who, why);

@@ -244,7 +244,7 @@ static int run(struct vr *v)
 	if (v->master)
 		return ops_list_each(v->master, "", false, "verify", v->cfg->workers, &v->b.keys,
 				     &v->b.klens, online_one, v);
-	idx = ops_index_open(v->cfg->db, "verify", "verify online with -master host:port");
+	idx = ops_index_open(v->cfg->db, false, "verify", "verify online with -master host:port");
 	if (!idx)
 		return -1;
 	ops_index_each(idx, v->cfg->workers, &v->b, offline_one, v);

@@ -18,6 +18,8 @@
  *     afterwards every key written reads back intact (verify is clean);
  *     -volumes spelled otherwise makes -delete refuse; offline (-db)
  *     -unlinked -delete removes an unlinked key's bytes and record;
+ *   - a -db naming no index (gc -delete, verify, rebalance, rebuild's
+ *     -from) is an error, exit 1: nothing is created, no blob deleted;
  *   - put/get: a tree with nested directories and names that need
  *     percent-escaping, each interrupted (SIGKILL) and resumed, comes back
  *     byte for byte; a rerun skips everything; a file changed locally is
@@ -752,6 +754,51 @@ START_TEST(test_gc)
 }
 END_TEST
 
+/* ---- a mistyped -db ---- */
+
+/* The offline commands read an index that must exist: a -db (or rebuild's
+ * -from) naming no index is an error, exit 1, and creates nothing -- an
+ * empty index there would make gc -delete take every blob for an orphan. */
+START_TEST(test_missing_index)
+{
+	char locs[RECORD_MAX_LOCS][LOC_MAX], *log, *missing, *newdb, *f;
+	int nl;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/missing.log", tmp);
+	missing = xasprintf("%s/no-such-index", tmp);
+	newdb = xasprintf("%s/new-index", tmp);
+	ck_assert_int_eq(put_key("/kept", "kept", 4), 201);
+	key_locs("/kept", locs, &nl);
+	for (int i = 0; i < nl; i++) {
+		f = replica_file("/kept", locs[i]);
+		make_old(f);
+		free(f);
+	}
+	{
+		const char *gc[] = {"-db", missing, "-delete", "-unlinked", "gc", NULL};
+		const char *verify[] = {"-db", missing, "-fix", "verify", NULL};
+		const char *rebalance[] = {"-db", missing, "rebalance", NULL};
+		const char *rebuild[] = {"-db", newdb, "-from", missing, "rebuild", NULL};
+		ck_assert_int_eq(mkv_run(true, gc, log, 0), 1);
+		ck_assert(log_has(log, "no index at"));
+		ck_assert_int_eq(mkv_run(true, verify, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, rebalance, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, rebuild, log, 0), 1);
+		ck_assert(log_has(log, "-from: no index at"));
+	}
+	ck_assert_int_ne(access(missing, F_OK), 0);
+	for (int i = 0; i < nl; i++) {
+		f = replica_file("/kept", locs[i]);
+		ck_assert_int_eq(access(f, F_OK), 0);
+		free(f);
+	}
+	free(newdb);
+	free(missing);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
 /* ---- put / get ---- */
 
 static int nfiles = 2000;
@@ -943,6 +990,10 @@ Suite *tools_suite(void)
 	tc = tcase_create("gc");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_gc, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("missing_index");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_missing_index);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("putget");
 	tcase_set_timeout(tc, 600);
