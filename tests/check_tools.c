@@ -18,6 +18,8 @@
  *     afterwards every key written reads back intact (verify is clean);
  *     -volumes spelled otherwise makes -delete refuse; offline (-db)
  *     -unlinked -delete removes an unlinked key's bytes and record;
+ *   - put of a tree with a directory it cannot read fails (exit 1), and
+ *     says so; a symlink is not sent, and said;
  *   - a -db naming no index (gc -delete, verify, rebalance, rebuild's
  *     -from) is an error, exit 1: nothing is created, no blob deleted;
  *   - put/get: a tree with nested directories and names that need
@@ -871,6 +873,57 @@ static void same_tree(const char *a, const char *b)
 	ck_assert_int_eq(count_files(b), nfiles);
 }
 
+/* A directory put cannot read: its files are not sent, and that is a
+ * failure (exit 1), not a silent skip; a symlink is not followed, and
+ * said.  Run as nobody when root (root reads any directory). */
+START_TEST(test_put_unreadable)
+{
+	char *src = NULL, *sub, *f, *log, *bin = h_bin("mkv");
+	int st;
+	pid_t pid;
+	if (geteuid() == 0 && access("/usr/bin/setpriv", X_OK) != 0) {
+		fprintf(stderr, "put_unreadable: skipped (root, and no setpriv)\n");
+		free(bin);
+		return;
+	}
+	cluster_up_kind(VOL_MKV);
+	chmod(tmp, 0755);
+	src = xasprintf("%s/unreadable", tmp);
+	sub = xasprintf("%s/locked", src);
+	log = xasprintf("%s/unreadable.log", tmp);
+	mkdir(src, 0755);
+	mkdir(sub, 0755);
+	f = xasprintf("%s/ok", src);
+	write_file(f, "ok", 2);
+	free(f);
+	f = xasprintf("%s/inside", sub);
+	write_file(f, "inside", 6);
+	free(f);
+	f = xasprintf("%s/link", src);
+	ck_assert_int_eq(symlink("ok", f), 0);
+	free(f);
+	ck_assert_int_eq(chmod(sub, 0), 0);
+	{
+		char *argv[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+				"--clear-groups", bin, "-master", M.base + 7, "put", src, "/u", NULL};
+		pid = h_spawn(geteuid() == 0 ? argv : argv + 4, log);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+		show_log(log);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	ck_assert(log_has(log, "cannot read this directory"));
+	ck_assert(log_has(log, "1 symlinks or special files not sent"));
+	ck_assert(log_has(log, "put: 1 files,"));
+	chmod(sub, 0755);
+	free(sub);
+	free(src);
+	free(log);
+	free(bin);
+	cluster_down();
+}
+END_TEST
+
 START_TEST(test_putget)
 {
 	char *src, *dst, *log, *args_dir;
@@ -994,6 +1047,10 @@ Suite *tools_suite(void)
 	tc = tcase_create("missing_index");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_missing_index);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("put_unreadable");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_put_unreadable);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("putget");
 	tcase_set_timeout(tc, 600);
