@@ -52,6 +52,13 @@ struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_
 					void *ctx);
 void ops_progress_stop(struct ops_progress *p);   /* clears the line */
 
+/* For the commands (not the server), before any thread starts: SIGINT,
+ * SIGTERM and SIGHUP end the process at once, as they would by default
+ * (every command is safe to kill and rerun), but first log where it was
+ * -- the current progress line, terminal or not -- as its last line.
+ * Exit status 128 + the signal. */
+void ops_signals_init(void);
+
 /* n per second over ms milliseconds (0 when ms is 0). */
 double ops_per_s(double n, uint64_t ms);
 /* The milliseconds since t0, also into dur as "1.2 s", "3 min 4 s" ... */

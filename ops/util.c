@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,10 @@ static void progress_job(void *ctx, void *item)
 	pthread_mutex_unlock(&p->mu);
 }
 
+/* The progress line a signal reports (ops_signals_init). */
+static pthread_mutex_t current_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ops_progress *current;
+
 struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_t n), void *ctx)
 {
 	struct ops_progress *p = xcalloc(1, sizeof(*p));
@@ -86,11 +91,18 @@ struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_
 		p->drawer = spawn_queue(1, progress_job, NULL);
 		spawn_queue_push(p->drawer, p);
 	}
+	pthread_mutex_lock(&current_mu);
+	current = p;
+	pthread_mutex_unlock(&current_mu);
 	return p;
 }
 
 void ops_progress_stop(struct ops_progress *p)
 {
+	pthread_mutex_lock(&current_mu);
+	if (current == p)
+		current = NULL;
+	pthread_mutex_unlock(&current_mu);
 	if (p->drawer) {
 		pthread_mutex_lock(&p->mu);
 		p->stop = true;
@@ -103,6 +115,39 @@ void ops_progress_stop(struct ops_progress *p)
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
 	free(p);
+}
+
+static void *signal_main(void *arg)
+{
+	sigset_t *set = arg;
+	char text[256] = "";
+	int sig = 0;
+	while (sigwait(set, &sig) != 0)
+		;
+	pthread_mutex_lock(&current_mu);   /* held to the end: the line stays still */
+	if (current)
+		current->line(current->ctx, text, sizeof(text));
+	if (isatty(2))
+		fprintf(stderr, "\r\033[K");
+	log_msg("%s%sinterrupted (%s): run it again to finish (that is safe)", text,
+		*text ? "; " : "", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+	_exit(128 + sig);
+}
+
+void ops_signals_init(void)
+{
+	static sigset_t set;
+	pthread_t t;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
+	    pthread_create(&t, NULL, signal_main, &set) != 0) {
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);   /* the default then */
+		return;
+	}
+	pthread_detach(t);
 }
 
 static void fmt_duration(uint64_t ms, char *out, size_t n)

@@ -18,6 +18,8 @@
  *     afterwards every key written reads back intact (verify is clean);
  *     -volumes spelled otherwise makes -delete refuse; offline (-db)
  *     -unlinked -delete removes an unlinked key's bytes and record;
+ *   - SIGINT or SIGTERM stops verify at once with a last line that says
+ *     where it was, exit 128 + the signal;
  *   - put of a tree with a directory it cannot read fails (exit 1), and
  *     says so; a symlink is not sent, and said;
  *   - a -db naming no index (gc -delete, verify, rebalance, rebuild's
@@ -873,6 +875,45 @@ static void same_tree(const char *a, const char *b)
 	ck_assert_int_eq(count_files(b), nfiles);
 }
 
+/* Ctrl-C (SIGINT) or SIGTERM: a command stops at once, as before, but
+ * first says where it was, and exits 128 + the signal. */
+START_TEST(test_interrupted)
+{
+	static const int sigs[] = {SIGINT, SIGTERM};
+	char *log, *bin = h_bin("mkv"), *vols, *big;
+	size_t n = 2 << 20;
+	int st;
+	pid_t pid;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/interrupted.log", tmp);
+	vols = h_volumes_arg(V, NVOL);
+	big = xmalloc(n);
+	memset(big, 'i', n);
+	ck_assert_int_eq(put_key("/big", big, n), 201);
+	for (int i = 0; i < 2; i++) {
+		/* at 0.2 MB/s the 2 MiB key takes 10 s or more to verify */
+		char *argv[] = {bin, "-volumes", vols, "-replicas", REPLICAS, "-master",
+				M.base + 7, "-rate", "0.2", "verify", NULL};
+		unlink(log);
+		pid = h_spawn(argv, log);
+		usleep(700000);
+		ck_assert_int_eq(kill(pid, sigs[i]), 0);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		if (!WIFEXITED(st))
+			show_log(log);
+		ck_assert(WIFEXITED(st));
+		ck_assert_int_eq(WEXITSTATUS(st), 128 + sigs[i]);
+		ck_assert(log_has(log, "verify: 0 keys, 0 replicas"));   /* the progress */
+		ck_assert(log_has(log, i ? "interrupted (SIGTERM)" : "interrupted (SIGINT)"));
+	}
+	free(big);
+	free(vols);
+	free(log);
+	free(bin);
+	cluster_down();
+}
+END_TEST
+
 /* A directory put cannot read: its files are not sent, and that is a
  * failure (exit 1), not a silent skip; a symlink is not followed, and
  * said.  Run as nobody when root (root reads any directory). */
@@ -1047,6 +1088,10 @@ Suite *tools_suite(void)
 	tc = tcase_create("missing_index");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_missing_index);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("interrupted");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_interrupted);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("put_unreadable");
 	tcase_set_timeout(tc, 60);
