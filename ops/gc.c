@@ -271,7 +271,9 @@ static void unlinked_online_one(void *ctx, size_t i)
 	char *url = ops_url(g->master, g->b.keys[i], g->b.klens[i], "?unlinked"), err[256];
 	int st = g->cfg->delete_ ? httpc_do("DELETE", url, NULL, 0, 0, NULL, 0, err) : 0;
 	g->unlinked++;
-	if (st == 204 || st == 404) {
+	if (st == 404 && ops_unreachable("gc", g->b.keys[i], g->b.klens[i])) {
+		g->failed++;
+	} else if (st == 204 || st == 404) {
 		g->unlinked_gone++;
 	} else if (st == 403 || st == 409) {
 		g->unlinked_busy++;

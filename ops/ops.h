@@ -199,6 +199,12 @@ struct ops_page {
 int ops_list_page(const char *master, const char *prefix, bool unlinked, char **start,
 		  struct ops_page *pg, const char *who);
 void ops_page_free(struct ops_page *pg);
+/* A key from ?list that the master then does not know (404): deleted
+ * meanwhile -- unless its name holds U+FFFD, which is what Go's
+ * encoding/json, and so ?list, writes for bytes that are not UTF-8: the
+ * real key is then out of reach through the master.  In that case true,
+ * and logged ("<who>: ..."): the caller counts it failed. */
+bool ops_unreachable(const char *who, const char *key, size_t klen);
 /* Page through PREFIX?list (or ?unlinked) and run fn(ctx, i) on every key
  * of each page on `workers` threads; while a page runs, *keys and *klens
  * point at its keys (NULL after).  Returns 0, or -1 once a page failed. */

@@ -331,7 +331,9 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *
 			break;
 	}
 	if (status == 404) {
-		/* deleted since the listing */
+		/* deleted since the listing, or a name ?list cannot spell */
+		if (ops_unreachable("get", key, strlen(key)))
+			atomic_fetch_add(&g->failed, 1);
 	} else if (status != 200) {
 		fail(g, "%s: GET %s failed: %s", path, key, err);
 	} else if (hdr[0] && strcmp(hdr, md5)) {

@@ -305,8 +305,11 @@ static void online_one(void *ctx, size_t i)
 	int st;
 	/* A key already where it belongs (or deleted meanwhile) is left alone. */
 	if (!r->unlinked && ((st = ops_head_info(url, 30000, &h, err)) == 404 ||
-			     !strcmp(h.balance, "balanced")))
+			     !strcmp(h.balance, "balanced"))) {
+		if (st == 404 && ops_unreachable("rebalance", r->b.keys[i], r->b.klens[i]))
+			r->failed++;
 		goto done;
+	}
 	/* 409: a PUT or DELETE of the key is running; it ends soon */
 	for (int tries = 0;; tries++) {
 		st = rebalance_request(url, &moved, err);
@@ -316,6 +319,8 @@ static void online_one(void *ctx, size_t i)
 	}
 	if (st == 204) {
 		r->moved += moved;
+	} else if (st == 404 && ops_unreachable("rebalance", r->b.keys[i], r->b.klens[i])) {
+		r->failed++;
 	} else if (r->unlinked && st >= 400 && st < 500) {
 		r->skipped++;
 	} else if (st != 404) {

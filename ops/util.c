@@ -366,3 +366,13 @@ int ops_master_head(const char *master, const char *key, size_t klen, int tries,
 			r->locs[r->nlocs++] = t;
 	return st;
 }
+
+bool ops_unreachable(const char *who, const char *key, size_t klen)
+{
+	if (!memmem(key, klen, "\xef\xbf\xbd", 3))
+		return false;
+	log_msg("%s: %.*s: listed, then not found: a name that is not UTF-8 comes out of "
+		"?list with U+FFFD in place of its bytes, and cannot be reached through the "
+		"master (offline, with -db, rebalance, verify and gc do reach it)", who, (int)klen, key);
+	return true;
+}

@@ -233,7 +233,7 @@ static void online_one(void *ctx, size_t i)
 	int st = master_record(v, v->b.keys[i], v->b.klens[i], &h, &r);
 	if (st == 200)
 		verify_key(v, v->b.keys[i], v->b.klens[i], &r);
-	else if (st < 0)
+	else if (st < 0 || ops_unreachable("verify", v->b.keys[i], v->b.klens[i]))
 		v->failed++;
 	v->keys_done++;
 }

@@ -18,6 +18,8 @@
  *     afterwards every key written reads back intact (verify is clean);
  *     -volumes spelled otherwise makes -delete refuse; offline (-db)
  *     -unlinked -delete removes an unlinked key's bytes and record;
+ *   - a key whose name is not UTF-8 (?list spells it with U+FFFD): get
+ *     and online verify say they cannot reach it, and fail;
  *   - SIGINT or SIGTERM stops verify at once with a last line that says
  *     where it was, exit 128 + the signal;
  *   - put of a tree with a directory it cannot read fails (exit 1), and
@@ -875,6 +877,38 @@ static void same_tree(const char *a, const char *b)
 	ck_assert_int_eq(count_files(b), nfiles);
 }
 
+/* A key whose name is not UTF-8 comes out of ?list with U+FFFD (as from
+ * Go's encoding/json), so the online commands cannot reach it: they say
+ * so and fail (exit 1) instead of taking it for deleted. */
+START_TEST(test_not_utf8)
+{
+	char *src, *f, *dst, *log;
+	cluster_up_kind(VOL_MKV);
+	src = xasprintf("%s/latin1", tmp);
+	dst = xasprintf("%s/latin1-copy", tmp);
+	log = xasprintf("%s/latin1.log", tmp);
+	mkdir(src, 0755);
+	f = xasprintf("%s/caf\xe9", src);
+	write_file(f, "latin-1", 7);
+	free(f);
+	{
+		const char *put[] = {"-master", M.base + 7, "put", src, "/l1", NULL};
+		const char *get[] = {"-master", M.base + 7, "get", "/l1", dst, NULL};
+		const char *verify[] = {"-master", M.base + 7, "verify", NULL};
+		ck_assert_int_eq(mkv_run(false, put, log, 0), 0);
+		ck_assert_int_eq(mkv_run(false, get, log, 0), 1);
+		ck_assert(log_has(log, "not UTF-8"));
+		ck_assert(log_has(log, "1 failed"));
+		ck_assert_int_eq(mkv_run(true, verify, log, 0), 1);
+		ck_assert(log_has(log, "not UTF-8"));
+	}
+	free(src);
+	free(dst);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
 /* Ctrl-C (SIGINT) or SIGTERM: a command stops at once, as before, but
  * first says where it was, and exits 128 + the signal. */
 START_TEST(test_interrupted)
@@ -1088,6 +1122,10 @@ Suite *tools_suite(void)
 	tc = tcase_create("missing_index");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_missing_index);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("not_utf8");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_not_utf8);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("interrupted");
 	tcase_set_timeout(tc, 60);
