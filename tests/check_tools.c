@@ -26,6 +26,7 @@
  *     says so; a symlink is not sent, and said;
  *   - a -db naming no index (gc -delete, verify, rebalance, rebuild's
  *     -from) is an error, exit 1: nothing is created, no blob deleted;
+ *     over an index that holds no key, gc -delete is a dry run;
  *   - put/get: a tree with nested directories and names that need
  *     percent-escaping, each interrupted (SIGKILL) and resumed, comes back
  *     byte for byte; a rerun skips everything; a file changed locally is
@@ -764,7 +765,8 @@ END_TEST
 
 /* The offline commands read an index that must exist: a -db (or rebuild's
  * -from) naming no index is an error, exit 1, and creates nothing -- an
- * empty index there would make gc -delete take every blob for an orphan. */
+ * empty index there would make gc -delete take every blob for an orphan;
+ * and over an index that exists but holds no key, gc deletes nothing. */
 START_TEST(test_missing_index)
 {
 	char locs[RECORD_MAX_LOCS][LOC_MAX], *log, *missing, *newdb, *f;
@@ -793,6 +795,17 @@ START_TEST(test_missing_index)
 		ck_assert(log_has(log, "-from: no index at"));
 	}
 	ck_assert_int_ne(access(missing, F_OK), 0);
+	/* an index that is there but holds no key: -delete is a dry run */
+	{
+		char *why = NULL;
+		struct index *idx = index_open(missing, &why);
+		const char *gc[] = {"-db", missing, "-delete", "gc", NULL};
+		ck_assert_ptr_nonnull(idx);
+		index_close(idx);
+		ck_assert_int_eq(mkv_run(true, gc, log, 0), 1);
+		ck_assert(log_has(log, "the index holds no key"));
+		ck_assert(log_has(log, " 0 deleted (a dry run"));
+	}
 	for (int i = 0; i < nl; i++) {
 		f = replica_file("/kept", locs[i]);
 		ck_assert_int_eq(access(f, F_OK), 0);
