@@ -26,7 +26,8 @@
  *     says so; a symlink is not sent, and said;
  *   - a -db naming no index (gc -delete, verify, rebalance, rebuild's
  *     -from) is an error, exit 1: nothing is created, no blob deleted;
- *     over an index that holds no key, gc -delete is a dry run;
+ *     over an index that holds no key, gc -delete is a dry run; a new
+ *     -db's missing parents are made;
  *   - put/get: a tree with nested directories and names that need
  *     percent-escaping, each interrupted (SIGKILL) and resumed, comes back
  *     byte for byte; a rerun skips everything; a file changed locally is
@@ -810,6 +811,25 @@ START_TEST(test_missing_index)
 		f = replica_file("/kept", locs[i]);
 		ck_assert_int_eq(access(f, F_OK), 0);
 		free(f);
+	}
+	/* a new -db's missing parents are made, as goleveldb makes them; a
+	 * -db that cannot be made is not said to be "in use" */
+	{
+		char *deep = xasprintf("%s/not/yet/there/db", tmp), *plain = xasprintf("%s/plain", tmp);
+		char *under = xasprintf("%s/db", plain);
+		const char *rebuild[] = {"-db", deep, "rebuild", NULL};
+		const char *verify[] = {"-db", deep, "verify", NULL};
+		const char *bad[] = {"-db", under, "rebuild", NULL};
+		ck_assert_int_eq(mkv_run(true, rebuild, log, 0), 0);
+		ck_assert_int_eq(mkv_run(true, verify, log, 0), 0);
+		ck_assert(log_has(log, "verify: 1 keys"));
+		write_file(plain, "", 0);   /* a regular file: no directory under it */
+		ck_assert_int_eq(mkv_run(true, bad, log, 0), 1);
+		ck_assert(!log_has(log, "in use"));
+		ck_assert(log_has(log, "cannot open index"));
+		free(deep);
+		free(plain);
+		free(under);
 	}
 	free(newdb);
 	free(missing);
