@@ -79,10 +79,15 @@ int flags_parse(const struct flag *t, int argc, char **argv, const char *prog,
 		const char *head, char **pos, int npos, int flags_until)
 {
 	int n = 0;
+	bool dashdash = false;
 	for (int i = 1; i < argc; i++) {
 		char *a = argv[i], *name, *val;
 		const struct flag *f;
-		if (a[0] != '-' || !a[1] || n >= flags_until) {
+		if (!dashdash && !strcmp(a, "--") && n < flags_until) {
+			dashdash = true;     /* Go's flag: "--" ends the flags */
+			continue;
+		}
+		if (a[0] != '-' || !a[1] || dashdash || n >= flags_until) {
 			if (n >= npos)
 				flags_fail(prog, head, "unexpected argument %s", a);
 			pos[n++] = a;

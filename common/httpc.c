@@ -289,6 +289,8 @@ int httpc_call(const struct httpc_call *g, char *err)
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, get_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
 	curl_easy_setopt(c, CURLOPT_NOBODY, g->head ? 1L : 0L);
+	if (g->method)
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, g->method);
 	if (g->read) {
 		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(c, CURLOPT_READFUNCTION, put_body);

@@ -69,6 +69,9 @@ struct httpc_call {
 	 * PUT) or of the 200's body; else "". */
 	char *md5;
 	void *ctx;
+	/* Another method (REBALANCE ...), with no body; NULL: GET, or HEAD
+	 * (head), or PUT (read). */
+	const char *method;
 };
 /* Returns the final status, or -1 with err (256 bytes) when the transfer
  * failed or a callback stopped it. */

@@ -168,23 +168,52 @@ bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 
 bool parse_duration_ms(const char *s, uint64_t *out_ms)
 {
-	char *end;
-	double v;
+	/* Go's time.ParseDuration units, in ns; "µs" in either code point */
+	static const struct {
+		const char *name;
+		uint64_t ns;
+	} units[] = {
+		{"ns", 1}, {"us", 1000}, {"\xc2\xb5s", 1000}, {"\xce\xbcs", 1000},
+		{"ms", 1000000}, {"s", 1000000000}, {"m", 60000000000}, {"h", 3600000000000},
+	};
+	const uint64_t max = 365 * 86400 * UINT64_C(1000000000);
+	const char *start;
+	uint64_t total = 0;
 	if (!s || !*s)
 		return false;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v < 0 || v > 86400.0 * 365)
-		return false;
-	if (!strcmp(end, "") || !strcmp(end, "s"))
-		v *= 1000;
-	else if (!strcmp(end, "ms"))
-		;
-	else if (!strcmp(end, "m"))
-		v *= 60000;
-	else
-		return false;
-	*out_ms = (uint64_t)v;
+	s += *s == '+';
+	start = s;
+	while (*s) {
+		const char *comp = s;
+		uint64_t whole = 0, frac = 0, scale = 1, ns;
+		bool digits = false, bare;
+		size_t ulen = 0, u;
+		for (; *s >= '0' && *s <= '9'; s++, digits = true)
+			if ((whole = whole * 10 + (uint64_t)(*s - '0')) > max)
+				return false;
+		if (*s == '.')
+			for (s++; *s >= '0' && *s <= '9'; s++, digits = true)
+				if (scale < UINT64_C(1000000000000000))   /* finer digits add nothing */
+					frac = frac * 10 + (uint64_t)(*s - '0'), scale *= 10;
+		if (!digits)
+			return false;
+		while (s[ulen] && s[ulen] != '.' && (s[ulen] < '0' || s[ulen] > '9'))
+			ulen++;
+		bare = !ulen && !*s && comp == start;         /* the whole value is a number */
+		for (u = 0; !bare && u < sizeof(units) / sizeof(units[0]); u++)
+			if (strlen(units[u].name) == ulen && !memcmp(s, units[u].name, ulen))
+				break;
+		if (!bare && u == sizeof(units) / sizeof(units[0]))
+			return false;
+		ns = bare ? 1000000000 : units[u].ns;        /* a bare number: seconds */
+		if (whole > max / ns)
+			return false;
+		total += whole * ns + (uint64_t)((double)frac * (double)ns / (double)scale);
+		if (total > max)
+			return false;
+		s += ulen;
+	}
+	*out_ms = total / 1000000;
 	return true;
 }
 

@@ -5,6 +5,7 @@
 #include <leveldb/c.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct index {
 	leveldb_t *db;
@@ -14,6 +15,20 @@ struct index {
 	leveldb_writeoptions_t *wopts_nosync;
 	leveldb_cache_t *cache;
 };
+
+/* mkdir -p the parents of path (LevelDB makes only the last directory;
+ * goleveldb, and so minikeyvalue, makes them all).  Errors are left for
+ * leveldb_open to report. */
+static void make_parents(const char *path)
+{
+	char *p = xstrdup(path);
+	for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		mkdir(p, 0755);
+		*s = '/';
+	}
+	free(p);
+}
 
 struct index *index_open(const char *path, char **why)
 {
@@ -27,10 +42,13 @@ struct index *index_open(const char *path, char **why)
 	leveldb_options_set_create_if_missing(idx->opts, 1);
 	leveldb_options_set_cache(idx->opts, idx->cache);
 	leveldb_writeoptions_set_sync(idx->wopts, 1);
+	make_parents(path);
 	idx->db = leveldb_open(idx->opts, path, &err);
 	if (!err)
 		return idx;
-	if (strstr(err, "lock") || strstr(err, "LOCK"))
+	/* another process's flock (EAGAIN), or this one's */
+	if (strstr(err, "lock") && (strstr(err, "temporarily unavailable") ||
+				    strstr(err, "already held")))
 		*why = xasprintf("index %s is in use by another process (%s)", path, err);
 	else
 		*why = xasprintf("cannot open index %s: %s", path, err);

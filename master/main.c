@@ -2,6 +2,7 @@
  * "-flag value" or "-flag=value"), then one of server, rebuild, rebalance,
  * verify, gc, put, get. */
 #include "mkv.h"
+#include "../ops/ops.h"
 #include "../common/flags.h"
 #include "../common/util.h"
 
@@ -115,6 +116,7 @@ int main(int argc, char **argv)
 		if (npos != 3)
 			bad("usage: mkv -master H:P %s", cmd->run == put_main ? "put DIR /prefix"
 									   : "get /prefix DIR");
+		ops_signals_init();
 		return cmd->run(&c);
 	}
 	volbuf = split_volumes(&c, volumes ? volumes : "");
@@ -126,6 +128,8 @@ int main(int argc, char **argv)
 		bad("give -master (online) or -db (offline), not both");
 	if (c.nvol < c.replicas)
 		bad("need at least as many volumes as -replicas");
+	if (cmd->run != server_main)
+		ops_signals_init();
 	rc = cmd->run(&c);
 	free(c.volumes);
 	free(volbuf);

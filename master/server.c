@@ -240,6 +240,7 @@ static enum MHD_Result send_error(struct req *r, int status, const char *why)
 static void run_op(struct req *r)
 {
 	const char *why = NULL;
+	bool moved = false;
 	int st;
 	switch (r->op) {
 	case OP_GET:
@@ -261,10 +262,12 @@ static void run_op(struct req *r)
 	case OP_REBALANCE:
 		/* ?unlinked: move an unlinked key's blob too (online rebalance) */
 		st = rebalance_key(cfg, idx, r->key, r->klen, r->query ? REBALANCE_UNLINKED : 0,
-				   NULL, &why);
-		if (st == 204)
+				   &moved, &why);
+		if (st == 204) {
 			r->ans.status = 204;
-		else
+			/* what this request did: nothing (already home), or a move */
+			r->ans.balance = moved ? "rebalanced" : "balanced";
+		} else
 			answer_error(&r->ans, st, why ? why : "rebalance failed");
 		break;
 	default:

@@ -271,7 +271,9 @@ static void unlinked_online_one(void *ctx, size_t i)
 	char *url = ops_url(g->master, g->b.keys[i], g->b.klens[i], "?unlinked"), err[256];
 	int st = g->cfg->delete_ ? httpc_do("DELETE", url, NULL, 0, 0, NULL, 0, err) : 0;
 	g->unlinked++;
-	if (st == 204 || st == 404) {
+	if (st == 404 && ops_unreachable("gc", g->b.keys[i], g->b.klens[i])) {
+		g->failed++;
+	} else if (st == 204 || st == 404) {
 		g->unlinked_gone++;
 	} else if (st == 403 || st == 409) {
 		g->unlinked_busy++;
@@ -346,10 +348,11 @@ static char *stranger(const struct config *cfg, const struct record *r)
 	return NULL;
 }
 
-static char *sample_offline(struct gc *g)
+static char *sample_offline(struct gc *g, bool *empty)
 {
 	struct index_iter *it = index_iter_new(g->idx, "", 0);
 	char *found = NULL;
+	*empty = !index_iter_valid(it);
 	for (int n = 0; n < SAMPLE && index_iter_valid(it) && !found; n++, index_iter_next(it)) {
 		size_t vl;
 		const char *v = index_iter_value(it, &vl);
@@ -363,13 +366,23 @@ static char *sample_offline(struct gc *g)
 	return found;
 }
 
-static char *sample_online(struct gc *g)
+static char *sample_online(struct gc *g, bool *empty)
 {
 	struct ops_page pg;
 	char *start = xstrdup(""), *found = NULL, err[256];
+	*empty = false;
 	if (ops_list_page(g->master, "", false, &start, &pg, "gc") < 0) {
 		free(start);
 		return NULL;
+	}
+	if (pg.n == 0) {      /* no live key: an unlinked one, then? */
+		struct ops_page ul;
+		char *s2 = xstrdup("");
+		if (ops_list_page(g->master, "", true, &s2, &ul, "gc") == 0) {
+			*empty = ul.n == 0;
+			ops_page_free(&ul);
+		}
+		free(s2);
 	}
 	for (size_t i = 0; i < pg.n && i < SAMPLE && !found; i++) {
 		struct ops_head_info h;
@@ -382,14 +395,24 @@ static char *sample_online(struct gc *g)
 	return found;
 }
 
-/* 0 when every sampled location is on a -volumes volume, else -1 (logged). */
+/* 0 when every sampled location is on a -volumes volume, else -1
+ * (logged); -2 (logged) when the index holds no key at all (a wrong -db,
+ * or a master serving another index): every file would look unnamed. */
 static int check_names(struct gc *g)
 {
-	char *found = g->master ? sample_online(g) : sample_offline(g);
+	bool empty = false;
+	char *found = g->master ? sample_online(g, &empty) : sample_offline(g, &empty);
+	if (empty) {
+		log_msg("gc: the index holds no key, live or unlinked: every file would look "
+			"unnamed (a wrong -db, or a master serving another index?)");
+		return -2;
+	}
 	if (!found)
 		return 0;
 	log_msg("gc: a record names %s, which is on none of -volumes: with another spelling of "
-		"a volume's name (or a volume left out) every file would look unnamed", found);
+		"a volume's name (or a volume left out) every file would look unnamed; give "
+		"-volumes exactly as the master has them (and rebalance away from volumes taken "
+		"out)", found);
 	free(found);
 	return -1;
 }
@@ -427,11 +450,17 @@ static int report(struct gc *g, int rc)
 static int gc_run(struct gc *g)
 {
 	struct ops_progress *p;
-	int rc = 0;
-	if (check_names(g) < 0) {
+	struct config dry;
+	int rc = 0, names = check_names(g);
+	if (names == -2 && g->cfg->delete_) {
+		/* files there may be found and counted, never deleted */
+		log_msg("gc: so -delete deletes nothing: this run is a dry run");
+		dry = *g->cfg;
+		dry.delete_ = false;
+		g->cfg = &dry;
+	} else if (names < 0) {
 		if (g->cfg->delete_) {
-			log_msg("gc: nothing deleted: give -volumes exactly as the master has them "
-				"(and rebalance away from volumes taken out)");
+			log_msg("gc: nothing deleted (see above)");
 			return 1;
 		}
 		log_msg("gc: what this dry run calls orphans may not be");
@@ -456,7 +485,7 @@ int gc_main(const struct config *cfg)
 	if (g.grace_s < 2)
 		g.grace_s = 2;
 	g.master = ops_master_url(cfg->master);
-	if (g.master || (g.idx = ops_index_open(cfg->db, "gc", "run gc online with -master host:port")))
+	if (g.master || (g.idx = ops_index_open(cfg->db, false, "gc", "run gc online with -master host:port")))
 		rc = gc_run(&g);
 	for (size_t i = 0; i < g.nunits; i++)
 		free(g.units[i].loc);

@@ -52,6 +52,13 @@ struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_
 					void *ctx);
 void ops_progress_stop(struct ops_progress *p);   /* clears the line */
 
+/* For the commands (not the server), before any thread starts: SIGINT,
+ * SIGTERM and SIGHUP end the process at once, as they would by default
+ * (every command is safe to kill and rerun), but first log where it was
+ * -- the current progress line, terminal or not -- as its last line.
+ * Exit status 128 + the signal. */
+void ops_signals_init(void);
+
 /* n per second over ms milliseconds (0 when ms is 0). */
 double ops_per_s(double n, uint64_t ms);
 /* The milliseconds since t0, also into dur as "1.2 s", "3 min 4 s" ... */
@@ -62,8 +69,10 @@ void ops_eta(char *out, size_t n, uint64_t done, uint64_t total, uint64_t ms);
 
 /* The index at db for a command, or NULL after logging "<who>: <why>"
  * and, when a master holds it (and hint is not NULL), "<who>: a master is
- * serving this index: <hint>". */
-struct index *ops_index_open(const char *db, const char *who, const char *hint);
+ * serving this index: <hint>".  Unless create, an index must already be
+ * there: a mistyped -db is an error, not an empty index (in which gc
+ * would take every blob for an orphan). */
+struct index *ops_index_open(const char *db, bool create, const char *who, const char *hint);
 
 /* Offline: every record of idx, BATCH at a time, through fn(ctx, i) on
  * `workers` threads; while a batch runs, b holds its keys and values
@@ -190,6 +199,12 @@ struct ops_page {
 int ops_list_page(const char *master, const char *prefix, bool unlinked, char **start,
 		  struct ops_page *pg, const char *who);
 void ops_page_free(struct ops_page *pg);
+/* A key from ?list that the master then does not know (404): deleted
+ * meanwhile -- unless its name holds U+FFFD, which is what Go's
+ * encoding/json, and so ?list, writes for bytes that are not UTF-8: the
+ * real key is then out of reach through the master.  In that case true,
+ * and logged ("<who>: ..."): the caller counts it failed. */
+bool ops_unreachable(const char *who, const char *key, size_t klen);
 /* Page through PREFIX?list (or ?unlinked) and run fn(ctx, i) on every key
  * of each page on `workers` threads; while a page runs, *keys and *klens
  * point at its keys (NULL after).  Returns 0, or -1 once a page failed. */

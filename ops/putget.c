@@ -42,6 +42,7 @@ struct pg {
 	size_t *klens;           /* get: their lengths */
 	size_t n;
 	atomic_ulong files, bytes, skipped, differ, failed;
+	unsigned long not_regular;   /* put: symlinks and special files, not sent */
 	unsigned long logged;
 	uint64_t t0;
 	const char *verb;
@@ -147,9 +148,17 @@ static size_t walk_cap;
 static int walk_one(const char *path, const struct stat *st, int type, struct FTW *f)
 {
 	struct pg *g = walk_pg;
-	(void)st, (void)f;
-	if (type != FTW_F || !S_ISREG(st->st_mode))
+	(void)f;
+	if (type == FTW_DNR || type == FTW_NS) {
+		/* its files (or it) cannot be seen: the tree does not go up whole */
+		fail(g, "%s: %s, not sent", path,
+		     type == FTW_DNR ? "cannot read this directory" : "cannot stat it");
 		return 0;
+	}
+	if (type != FTW_F || !S_ISREG(st->st_mode)) {
+		g->not_regular += type != FTW_D;
+		return 0;
+	}
 	if (g->n == walk_cap) {
 		walk_cap = walk_cap ? 2 * walk_cap : 1024;
 		g->names = xrealloc(g->names, walk_cap * sizeof(*g->names));
@@ -250,8 +259,11 @@ int put_main(const struct config *cfg)
 	} else {
 		walk_pg = &g;
 		if (nftw(g.dir, walk_one, 64, FTW_PHYS) < 0)
-			log_msg("put: walking %s failed (%s): not every file was seen", g.dir,
-				strerror(errno));
+			fail(&g, "walking %s failed (%s): not every file was seen", g.dir,
+			     strerror(errno));
+		if (g.not_regular)
+			log_msg("put: %lu symlinks or special files not sent (put sends regular "
+				"files only, and follows no symlink)", g.not_regular);
 		rc = run(&g, put_one, false);
 	}
 	for (size_t i = 0; i < g.n; i++)
@@ -319,7 +331,9 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *
 			break;
 	}
 	if (status == 404) {
-		/* deleted since the listing */
+		/* deleted since the listing, or a name ?list cannot spell */
+		if (ops_unreachable("get", key, strlen(key)))
+			atomic_fetch_add(&g->failed, 1);
 	} else if (status != 200) {
 		fail(g, "%s: GET %s failed: %s", path, key, err);
 	} else if (hdr[0] && strcmp(hdr, md5)) {

@@ -260,7 +260,7 @@ static void offline_one(void *ctx, size_t i)
 
 static int run_offline(struct run *r)
 {
-	r->idx = ops_index_open(r->cfg->db, "rebalance",
+	r->idx = ops_index_open(r->cfg->db, false, "rebalance",
 				"stop it, or rebalance online with -master host:port");
 	if (!r->idx)
 		return -1;
@@ -275,6 +275,25 @@ static int run_offline(struct run *r)
 	return 0;
 }
 
+static bool balance_header(void *ctx, int status, const char *line, size_t len)
+{
+	(void)status;
+	httpc_header(line, len, "Key-Balance", ctx, 32);
+	return true;
+}
+
+/* REBALANCE url; *moved: the master moved it (Key-Balance: rebalanced;
+ * a master that does not say is taken to have). */
+static int rebalance_request(const char *url, bool *moved, char *err)
+{
+	char balance[32] = "";
+	struct httpc_call c = {.url = url, .method = "REBALANCE", .header = balance_header,
+			       .ctx = balance};
+	int st = httpc_call(&c, err);
+	*moved = strcmp(balance, "balanced") != 0;
+	return st;
+}
+
 /* Online: each key goes through the master, which holds its lock. */
 static void online_one(void *ctx, size_t i)
 {
@@ -282,20 +301,26 @@ static void online_one(void *ctx, size_t i)
 	char *url = ops_url(r->master, r->b.keys[i], r->b.klens[i], r->unlinked ? "?unlinked" : "");
 	char err[256];
 	struct ops_head_info h;
+	bool moved = true;
 	int st;
 	/* A key already where it belongs (or deleted meanwhile) is left alone. */
 	if (!r->unlinked && ((st = ops_head_info(url, 30000, &h, err)) == 404 ||
-			     !strcmp(h.balance, "balanced")))
+			     !strcmp(h.balance, "balanced"))) {
+		if (st == 404 && ops_unreachable("rebalance", r->b.keys[i], r->b.klens[i]))
+			r->failed++;
 		goto done;
+	}
 	/* 409: a PUT or DELETE of the key is running; it ends soon */
 	for (int tries = 0;; tries++) {
-		st = httpc_do("REBALANCE", url, NULL, 0, 0, NULL, 0, err);
+		st = rebalance_request(url, &moved, err);
 		if (st != 409 || tries == 20)
 			break;
 		usleep(50000);
 	}
 	if (st == 204) {
-		r->moved++;
+		r->moved += moved;
+	} else if (st == 404 && ops_unreachable("rebalance", r->b.keys[i], r->b.klens[i])) {
+		r->failed++;
 	} else if (r->unlinked && st >= 400 && st < 500) {
 		r->skipped++;
 	} else if (st != 404) {

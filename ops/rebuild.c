@@ -476,7 +476,7 @@ static int rebuild_open(struct rb *rb, bool *was_empty)
 	const struct config *cfg = rb->cfg;
 	char ra[PATH_MAX], rd[PATH_MAX];
 	struct index_iter *it;
-	if (!(rb->idx = ops_index_open(cfg->db, "rebuild", "rebuild into a new -db")))
+	if (!(rb->idx = ops_index_open(cfg->db, true, "rebuild", "rebuild into a new -db")))
 		return -1;
 	if (meta_open(cfg->db) < 0) {
 		index_close(rb->idx);
@@ -488,7 +488,7 @@ static int rebuild_open(struct rb *rb, bool *was_empty)
 	index_iter_free(it);
 	if (cfg->from && realpath(cfg->from, ra) && realpath(cfg->db, rd) && !strcmp(ra, rd))
 		rb->old = rb->idx;
-	else if (cfg->from && !(rb->old = ops_index_open(cfg->from, "rebuild: -from", NULL)))
+	else if (cfg->from && !(rb->old = ops_index_open(cfg->from, false, "rebuild: -from", NULL)))
 		return -1;
 	else if (!cfg->from && !*was_empty)
 		rb->old = rb->idx;

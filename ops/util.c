@@ -8,12 +8,15 @@
 #include "../common/record.h"
 #include "../common/util.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,6 +76,10 @@ static void progress_job(void *ctx, void *item)
 	pthread_mutex_unlock(&p->mu);
 }
 
+/* The progress line a signal reports (ops_signals_init). */
+static pthread_mutex_t current_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ops_progress *current;
+
 struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_t n), void *ctx)
 {
 	struct ops_progress *p = xcalloc(1, sizeof(*p));
@@ -84,11 +91,18 @@ struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_
 		p->drawer = spawn_queue(1, progress_job, NULL);
 		spawn_queue_push(p->drawer, p);
 	}
+	pthread_mutex_lock(&current_mu);
+	current = p;
+	pthread_mutex_unlock(&current_mu);
 	return p;
 }
 
 void ops_progress_stop(struct ops_progress *p)
 {
+	pthread_mutex_lock(&current_mu);
+	if (current == p)
+		current = NULL;
+	pthread_mutex_unlock(&current_mu);
 	if (p->drawer) {
 		pthread_mutex_lock(&p->mu);
 		p->stop = true;
@@ -101,6 +115,39 @@ void ops_progress_stop(struct ops_progress *p)
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
 	free(p);
+}
+
+static void *signal_main(void *arg)
+{
+	sigset_t *set = arg;
+	char text[256] = "";
+	int sig = 0;
+	while (sigwait(set, &sig) != 0)
+		;
+	pthread_mutex_lock(&current_mu);   /* held to the end: the line stays still */
+	if (current)
+		current->line(current->ctx, text, sizeof(text));
+	if (isatty(2))
+		fprintf(stderr, "\r\033[K");
+	log_msg("%s%sinterrupted (%s): run it again to finish (that is safe)", text,
+		*text ? "; " : "", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+	_exit(128 + sig);
+}
+
+void ops_signals_init(void)
+{
+	static sigset_t set;
+	pthread_t t;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
+	    pthread_create(&t, NULL, signal_main, &set) != 0) {
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);   /* the default then */
+		return;
+	}
+	pthread_detach(t);
 }
 
 static void fmt_duration(uint64_t ms, char *out, size_t n)
@@ -138,10 +185,18 @@ void ops_eta(char *out, size_t n, uint64_t done, uint64_t total, uint64_t ms)
 
 /* ---- the index, offline ---- */
 
-struct index *ops_index_open(const char *db, const char *who, const char *hint)
+struct index *ops_index_open(const char *db, bool create, const char *who, const char *hint)
 {
-	char *why = NULL;
-	struct index *idx = index_open(db, &why);
+	char *why = NULL, *current = xasprintf("%s/CURRENT", db);
+	struct index *idx = NULL;
+	struct stat st;
+	int err = stat(current, &st) == 0 ? 0 : errno;
+	free(current);
+	if (err && !create) {
+		log_msg("%s: no index at %s (%s)", who, db, strerror(err));
+		return NULL;
+	}
+	idx = index_open(db, &why);
 	if (idx)
 		return idx;
 	log_msg("%s: %s", who, why);
@@ -310,4 +365,14 @@ int ops_master_head(const char *master, const char *key, size_t klen, int tries,
 		if (r->nlocs < RECORD_MAX_LOCS)
 			r->locs[r->nlocs++] = t;
 	return st;
+}
+
+bool ops_unreachable(const char *who, const char *key, size_t klen)
+{
+	if (!memmem(key, klen, "\xef\xbf\xbd", 3))
+		return false;
+	log_msg("%s: %.*s: listed, then not found: a name that is not UTF-8 comes out of "
+		"?list with U+FFFD in place of its bytes, and cannot be reached through the "
+		"master (offline, with -db, rebalance, verify and gc do reach it)", who, (int)klen, key);
+	return true;
 }

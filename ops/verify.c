@@ -233,7 +233,7 @@ static void online_one(void *ctx, size_t i)
 	int st = master_record(v, v->b.keys[i], v->b.klens[i], &h, &r);
 	if (st == 200)
 		verify_key(v, v->b.keys[i], v->b.klens[i], &r);
-	else if (st < 0)
+	else if (st < 0 || ops_unreachable("verify", v->b.keys[i], v->b.klens[i]))
 		v->failed++;
 	v->keys_done++;
 }
@@ -244,7 +244,7 @@ static int run(struct vr *v)
 	if (v->master)
 		return ops_list_each(v->master, "", false, "verify", v->cfg->workers, &v->b.keys,
 				     &v->b.klens, online_one, v);
-	idx = ops_index_open(v->cfg->db, "verify", "verify online with -master host:port");
+	idx = ops_index_open(v->cfg->db, false, "verify", "verify online with -master host:port");
 	if (!idx)
 		return -1;
 	ops_index_each(idx, v->cfg->workers, &v->b, offline_one, v);

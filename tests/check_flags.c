@@ -56,6 +56,10 @@ static const char *const bad[][3] = {
 	{"-n", NULL, NULL},      {"-on=maybe", NULL, NULL}, {"-t", "0", NULL},
 	{"-t", "soon", NULL},    {"-rate", "0", NULL}, {"-rate", "-1", NULL},
 	{"-size", "-1", NULL},   {"a", "b", "c"},
+	/* durations Go's time.ParseDuration refuses, and more than a year */
+	{"-t", "nan", NULL},     {"-t", "inf", NULL}, {"-t", "1e3ms", NULL}, {"-t", " 1s", NULL},
+	{"-t", "1s ", NULL},     {"-t", "-1s", NULL}, {"-t", "1d", NULL},    {"-t", ".s", NULL},
+	{"-t", "s", NULL},       {"-t", "1s2", NULL}, {"-t", "0x10s", NULL}, {"-t", "8761h", NULL},
 };
 
 START_TEST(test_bad)
@@ -70,6 +74,40 @@ START_TEST(test_bad)
 	parse(argc, argv, pos);
 	if (argc == 5)
 		exit(0);             /* "a b c -on": c and -on are operands, too many */
+}
+END_TEST
+
+/* Durations as Go's time.ParseDuration reads them (a bare number is
+ * seconds), in milliseconds. */
+static const struct {
+	const char *arg;
+	uint64_t ms;
+} durations[] = {
+	{"1s", 1000},      {"500ms", 500},     {"2m", 120000},     {"1h", 3600000},
+	{"1h30m", 5400000}, {"1m30.5s", 90500}, {"1.5s", 1500},    {".5s", 500},
+	{"2000us", 2},     {"3000000ns", 3},   {"1500\xc2\xb5s", 1}, {"+1s", 1000},
+	{"0.001s", 1},     {"3", 3000},        {"8760h", 31536000000},
+};
+
+START_TEST(test_duration)
+{
+	const char *argv[] = {"t", "-t", durations[_i].arg, NULL};
+	char *pos[3];
+	ck_assert_int_eq(parse(3, argv, pos), 0);
+	ck_assert_uint_eq(ms, durations[_i].ms);
+}
+END_TEST
+
+/* "--" ends the flags, as in Go: what follows is positional, dashes and all. */
+START_TEST(test_dashdash)
+{
+	const char *argv[] = {"t", "-on", "--", "-n", "--", NULL};
+	char *pos[3];
+	ck_assert_int_eq(parse(5, argv, pos), 2);
+	ck_assert(on);
+	ck_assert_int_eq(n, 7);
+	ck_assert_str_eq(pos[0], "-n");
+	ck_assert_str_eq(pos[1], "--");
 }
 END_TEST
 
@@ -89,6 +127,8 @@ int main(void)
 	int failed;
 	tcase_add_test(tc, test_good);
 	tcase_add_loop_exit_test(tc, test_bad, 2, 0, (int)(sizeof(bad) / sizeof(bad[0])));
+	tcase_add_loop_test(tc, test_duration, 0, (int)(sizeof(durations) / sizeof(durations[0])));
+	tcase_add_test(tc, test_dashdash);
 	tcase_add_exit_test(tc, test_help, 0);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

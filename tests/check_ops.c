@@ -12,7 +12,7 @@
  *   - rebalance offline 5 -> 3 -> 5 volumes (the second run SIGKILLed
  *     midway, checked for losses, then rerun), and online 5 -> 4 through
  *     the master's REBALANCE while a reader GETs through the master: every
- *     read succeeds;
+ *     read succeeds, and a second online run moves nothing (0 moved);
  * and after each step every key reads back byte-identical from every
  * location its record names, those are exactly key2volume's, and no file
  * on any volume's disk is a stray copy. */
@@ -637,6 +637,13 @@ START_TEST(test_rebuild_rebalance)
 		(unsigned long long)took, atomic_load(&rd.ok), atomic_load(&rd.fail));
 	ck_assert_int_eq(atomic_load(&rd.fail), 0);
 	ck_assert_int_gt(atomic_load(&rd.ok), 100);
+	/* run again: nothing is left to move, unlinked keys included (the
+	 * master's Key-Balance says which REBALANCE moved nothing) */
+	unlink(log);
+	MKV_OK("rebalance", 4, NULL, online, log);
+	if (!file_has(log, " 0 moved"))
+		show_log(log);
+	ck_assert(file_has(log, " 0 moved"));
 	/* old copies go a grace period after each switch; a master that takes
 	 * no REBALANCE ?unlinked leaves unlinked keys where they were */
 	{

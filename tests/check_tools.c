@@ -18,6 +18,16 @@
  *     afterwards every key written reads back intact (verify is clean);
  *     -volumes spelled otherwise makes -delete refuse; offline (-db)
  *     -unlinked -delete removes an unlinked key's bytes and record;
+ *   - a key whose name is not UTF-8 (?list spells it with U+FFFD): get
+ *     and online verify say they cannot reach it, and fail;
+ *   - SIGINT or SIGTERM stops verify at once with a last line that says
+ *     where it was, exit 128 + the signal;
+ *   - put of a tree with a directory it cannot read fails (exit 1), and
+ *     says so; a symlink is not sent, and said;
+ *   - a -db naming no index (gc -delete, verify, rebalance, rebuild's
+ *     -from) is an error, exit 1: nothing is created, no blob deleted;
+ *     over an index that holds no key, gc -delete is a dry run; a new
+ *     -db's missing parents are made;
  *   - put/get: a tree with nested directories and names that need
  *     percent-escaping, each interrupted (SIGKILL) and resumed, comes back
  *     byte for byte; a rerun skips everything; a file changed locally is
@@ -752,6 +762,82 @@ START_TEST(test_gc)
 }
 END_TEST
 
+/* ---- a mistyped -db ---- */
+
+/* The offline commands read an index that must exist: a -db (or rebuild's
+ * -from) naming no index is an error, exit 1, and creates nothing -- an
+ * empty index there would make gc -delete take every blob for an orphan;
+ * and over an index that exists but holds no key, gc deletes nothing. */
+START_TEST(test_missing_index)
+{
+	char locs[RECORD_MAX_LOCS][LOC_MAX], *log, *missing, *newdb, *f;
+	int nl;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/missing.log", tmp);
+	missing = xasprintf("%s/no-such-index", tmp);
+	newdb = xasprintf("%s/new-index", tmp);
+	ck_assert_int_eq(put_key("/kept", "kept", 4), 201);
+	key_locs("/kept", locs, &nl);
+	for (int i = 0; i < nl; i++) {
+		f = replica_file("/kept", locs[i]);
+		make_old(f);
+		free(f);
+	}
+	{
+		const char *gc[] = {"-db", missing, "-delete", "-unlinked", "gc", NULL};
+		const char *verify[] = {"-db", missing, "-fix", "verify", NULL};
+		const char *rebalance[] = {"-db", missing, "rebalance", NULL};
+		const char *rebuild[] = {"-db", newdb, "-from", missing, "rebuild", NULL};
+		ck_assert_int_eq(mkv_run(true, gc, log, 0), 1);
+		ck_assert(log_has(log, "no index at"));
+		ck_assert_int_eq(mkv_run(true, verify, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, rebalance, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, rebuild, log, 0), 1);
+		ck_assert(log_has(log, "-from: no index at"));
+	}
+	ck_assert_int_ne(access(missing, F_OK), 0);
+	/* an index that is there but holds no key: -delete is a dry run */
+	{
+		char *why = NULL;
+		struct index *idx = index_open(missing, &why);
+		const char *gc[] = {"-db", missing, "-delete", "gc", NULL};
+		ck_assert_ptr_nonnull(idx);
+		index_close(idx);
+		ck_assert_int_eq(mkv_run(true, gc, log, 0), 1);
+		ck_assert(log_has(log, "the index holds no key"));
+		ck_assert(log_has(log, " 0 deleted (a dry run"));
+	}
+	for (int i = 0; i < nl; i++) {
+		f = replica_file("/kept", locs[i]);
+		ck_assert_int_eq(access(f, F_OK), 0);
+		free(f);
+	}
+	/* a new -db's missing parents are made, as goleveldb makes them; a
+	 * -db that cannot be made is not said to be "in use" */
+	{
+		char *deep = xasprintf("%s/not/yet/there/db", tmp), *plain = xasprintf("%s/plain", tmp);
+		char *under = xasprintf("%s/db", plain);
+		const char *rebuild[] = {"-db", deep, "rebuild", NULL};
+		const char *verify[] = {"-db", deep, "verify", NULL};
+		const char *bad[] = {"-db", under, "rebuild", NULL};
+		ck_assert_int_eq(mkv_run(true, rebuild, log, 0), 0);
+		ck_assert_int_eq(mkv_run(true, verify, log, 0), 0);
+		ck_assert(log_has(log, "verify: 1 keys"));
+		write_file(plain, "", 0);   /* a regular file: no directory under it */
+		ck_assert_int_eq(mkv_run(true, bad, log, 0), 1);
+		ck_assert(!log_has(log, "in use"));
+		ck_assert(log_has(log, "cannot open index"));
+		free(deep);
+		free(plain);
+		free(under);
+	}
+	free(newdb);
+	free(missing);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
 /* ---- put / get ---- */
 
 static int nfiles = 2000;
@@ -823,6 +909,128 @@ static void same_tree(const char *a, const char *b)
 	}
 	ck_assert_int_eq(count_files(b), nfiles);
 }
+
+/* A key whose name is not UTF-8 comes out of ?list with U+FFFD (as from
+ * Go's encoding/json), so the online commands cannot reach it: they say
+ * so and fail (exit 1) instead of taking it for deleted. */
+START_TEST(test_not_utf8)
+{
+	char *src, *f, *dst, *log;
+	cluster_up_kind(VOL_MKV);
+	src = xasprintf("%s/latin1", tmp);
+	dst = xasprintf("%s/latin1-copy", tmp);
+	log = xasprintf("%s/latin1.log", tmp);
+	mkdir(src, 0755);
+	f = xasprintf("%s/caf\xe9", src);
+	write_file(f, "latin-1", 7);
+	free(f);
+	{
+		const char *put[] = {"-master", M.base + 7, "put", src, "/l1", NULL};
+		const char *get[] = {"-master", M.base + 7, "get", "/l1", dst, NULL};
+		const char *verify[] = {"-master", M.base + 7, "verify", NULL};
+		ck_assert_int_eq(mkv_run(false, put, log, 0), 0);
+		ck_assert_int_eq(mkv_run(false, get, log, 0), 1);
+		ck_assert(log_has(log, "not UTF-8"));
+		ck_assert(log_has(log, "1 failed"));
+		ck_assert_int_eq(mkv_run(true, verify, log, 0), 1);
+		ck_assert(log_has(log, "not UTF-8"));
+	}
+	free(src);
+	free(dst);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
+/* Ctrl-C (SIGINT) or SIGTERM: a command stops at once, as before, but
+ * first says where it was, and exits 128 + the signal. */
+START_TEST(test_interrupted)
+{
+	static const int sigs[] = {SIGINT, SIGTERM};
+	char *log, *bin = h_bin("mkv"), *vols, *big;
+	size_t n = 2 << 20;
+	int st;
+	pid_t pid;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/interrupted.log", tmp);
+	vols = h_volumes_arg(V, NVOL);
+	big = xmalloc(n);
+	memset(big, 'i', n);
+	ck_assert_int_eq(put_key("/big", big, n), 201);
+	for (int i = 0; i < 2; i++) {
+		/* at 0.2 MB/s the 2 MiB key takes 10 s or more to verify */
+		char *argv[] = {bin, "-volumes", vols, "-replicas", REPLICAS, "-master",
+				M.base + 7, "-rate", "0.2", "verify", NULL};
+		unlink(log);
+		pid = h_spawn(argv, log);
+		usleep(700000);
+		ck_assert_int_eq(kill(pid, sigs[i]), 0);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		if (!WIFEXITED(st))
+			show_log(log);
+		ck_assert(WIFEXITED(st));
+		ck_assert_int_eq(WEXITSTATUS(st), 128 + sigs[i]);
+		ck_assert(log_has(log, "verify: 0 keys, 0 replicas"));   /* the progress */
+		ck_assert(log_has(log, i ? "interrupted (SIGTERM)" : "interrupted (SIGINT)"));
+	}
+	free(big);
+	free(vols);
+	free(log);
+	free(bin);
+	cluster_down();
+}
+END_TEST
+
+/* A directory put cannot read: its files are not sent, and that is a
+ * failure (exit 1), not a silent skip; a symlink is not followed, and
+ * said.  Run as nobody when root (root reads any directory). */
+START_TEST(test_put_unreadable)
+{
+	char *src = NULL, *sub, *f, *log, *bin = h_bin("mkv");
+	int st;
+	pid_t pid;
+	if (geteuid() == 0 && access("/usr/bin/setpriv", X_OK) != 0) {
+		fprintf(stderr, "put_unreadable: skipped (root, and no setpriv)\n");
+		free(bin);
+		return;
+	}
+	cluster_up_kind(VOL_MKV);
+	chmod(tmp, 0755);
+	src = xasprintf("%s/unreadable", tmp);
+	sub = xasprintf("%s/locked", src);
+	log = xasprintf("%s/unreadable.log", tmp);
+	mkdir(src, 0755);
+	mkdir(sub, 0755);
+	f = xasprintf("%s/ok", src);
+	write_file(f, "ok", 2);
+	free(f);
+	f = xasprintf("%s/inside", sub);
+	write_file(f, "inside", 6);
+	free(f);
+	f = xasprintf("%s/link", src);
+	ck_assert_int_eq(symlink("ok", f), 0);
+	free(f);
+	ck_assert_int_eq(chmod(sub, 0), 0);
+	{
+		char *argv[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+				"--clear-groups", bin, "-master", M.base + 7, "put", src, "/u", NULL};
+		pid = h_spawn(geteuid() == 0 ? argv : argv + 4, log);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+		show_log(log);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	ck_assert(log_has(log, "cannot read this directory"));
+	ck_assert(log_has(log, "1 symlinks or special files not sent"));
+	ck_assert(log_has(log, "put: 1 files,"));
+	chmod(sub, 0755);
+	free(sub);
+	free(src);
+	free(log);
+	free(bin);
+	cluster_down();
+}
+END_TEST
 
 START_TEST(test_putget)
 {
@@ -943,6 +1151,22 @@ Suite *tools_suite(void)
 	tc = tcase_create("gc");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_gc, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("missing_index");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_missing_index);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("not_utf8");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_not_utf8);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("interrupted");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_interrupted);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("put_unreadable");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_put_unreadable);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("putget");
 	tcase_set_timeout(tc, 600);
