@@ -646,6 +646,45 @@ START_TEST(test_headcheck)
 }
 END_TEST
 
+/* -headcheck with -fallback: a key whose blob no replica holds is the
+ * key's 404, not a redirect to the fallback (which is for absent keys);
+ * a key none of whose volumes is up is 503, as without -headcheck. */
+START_TEST(test_headcheck_fallback)
+{
+	static const char *const f[] = {"-headcheck", "-fallback", "127.0.0.1:9", "-replicas",
+					 "1", "-voltimeout", "200ms", NULL};
+	struct vol hv = {0};
+	struct master hm = {0};
+	struct resp r;
+	char *u, *b, *loc, path[PATH_MAX_LEN];
+	long st = 0;
+	h_vol_start(&hv, VOL_MKV);
+	h_master_start(&hm, &hv, 1, f);
+	u = xasprintf("%s/hcf", hm.base);
+	for (int i = 0; i < 100 && (st = h_http("PUT", u, "v", 1, NULL, false, &r)) == 503; i++) {
+		h_resp_free(&r);
+		usleep(50000);
+	}
+	ck_assert_int_eq(st, 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+	loc = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	placement_path("/hcf", 4, path);
+	b = xasprintf("http://%s%s", loc, path);
+	ck_assert_int_eq(h_status("DELETE", b), 204);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+	ck_assert_ptr_null(r.location);
+	h_resp_free(&r);
+	h_vol_stop(&hv);
+	for (int i = 0; i < 100 && (st = h_status("GET", u)) != 503; i++)
+		usleep(100000);
+	ck_assert_int_eq(st, 503);
+	free(u), free(b), free(loc);
+	h_master_stop(&hm);
+}
+END_TEST
+
 /* -maxsize: a value larger is refused with 413, by Content-Length before
  * the body, or part way through a chunked one; nothing is left behind. */
 START_TEST(test_maxsize)
@@ -719,6 +758,7 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, up_protect, cluster_down);
 	tcase_add_test(tc, test_protect_fallback);
 	tcase_add_test(tc, test_headcheck);
+	tcase_add_test(tc, test_headcheck_fallback);
 	tcase_add_test(tc, test_maxsize);
 	tcase_add_test(tc, test_mkv_format_index);
 	tcase_add_test(tc, test_usage);
