@@ -347,7 +347,9 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 	const char *next = NULL;
 	struct index_iter *it = NULL;
 	struct buf keys = {0};
-	bool unlinked = query_param(query, "unlinked", &n) && !query_param(query, "list", &n);
+	/* the first of list and unlinked says which, as in minikeyvalue */
+	const char *ul = query_param(query, "unlinked", &n), *li = query_param(query, "list", &n);
+	bool unlinked = ul && (!li || ul < li);
 
 	if (!list_args(query, &limit, &start, &stlen, a))
 		goto out;

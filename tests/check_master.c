@@ -253,6 +253,31 @@ START_TEST(test_unlink)
 }
 END_TEST
 
+/* As in minikeyvalue: of list and unlinked, the first one named says
+ * which keys are listed. */
+START_TEST(test_query_forms)
+{
+	char *key = fresh("qf"), *u;
+	char expect[256];
+	struct resp r;
+	ck_assert_int_eq(put(key, "v", 1), 201);
+	ck_assert_int_eq(req("UNLINK", key), 204);
+	snprintf(expect, sizeof(expect), "{\"next\":\"\",\"keys\":[\"%s\"]}", key);
+	u = xasprintf("%s%s?unlinked&list", m.base, key);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_str_eq(r.body.data, expect);
+	h_resp_free(&r);
+	free(u);
+	u = xasprintf("%s%s?list&unlinked", m.base, key);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_str_eq(r.body.data, "{\"next\":\"\",\"keys\":[]}");
+	h_resp_free(&r);
+	free(u);
+	ck_assert_int_eq(req("DELETE", key), 204);
+	free(key);
+}
+END_TEST
+
 START_TEST(test_list_paging)
 {
 	char *stem = fresh("l"), *k, *u;
@@ -731,6 +756,7 @@ static TCase *api_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_large_streaming);
 	tcase_add_test(tc, test_unlink);
 	tcase_add_test(tc, test_list_paging);
+	tcase_add_test(tc, test_query_forms);
 	tcase_add_test(tc, test_list_escaping);
 	tcase_add_loop_test(tc, test_bad_input, 0, sizeof(bads) / sizeof(bads[0]));
 	tcase_add_test(tc, test_key_lengths);
