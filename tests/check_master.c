@@ -710,6 +710,63 @@ START_TEST(test_headcheck_fallback)
 }
 END_TEST
 
+/* A REBALANCE deletes the copies it moved away from 2 s later; a write of
+ * the key in between that puts the bytes back at such a place (the key's
+ * home down again, the old place next in line) must survive that delete.
+ * The home is made down for good by removing its marker (a swapped disk),
+ * while it still takes the REBALANCE's copy. */
+START_TEST(test_rebalance_then_rewrite)
+{
+	static const char *const f[] = {"-replicas", "1", "-subvolumes", "1", "-voltimeout",
+					 "200ms", NULL};
+	struct vol rv[2] = {{0}};
+	struct master rm = {0};
+	struct resp r;
+	char *u, *home = NULL, *marker;
+	long st = 0;
+	int h;
+	for (int i = 0; i < 2; i++)
+		h_vol_start(&rv[i], VOL_MKV);
+	h_master_start(&rm, rv, 2, f);
+	u = xasprintf("%s/rebalance-rewrite", rm.base);
+	for (int i = 0; i < 100 && (st = h_http("PUT", u, "probe", 5, NULL, false, &r)) == 503; i++) {
+		h_resp_free(&r);
+		usleep(50000);
+	}
+	ck_assert_int_eq(st, 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	home = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("DELETE", u), 204);
+	h = !strcmp(home, rv[0].name) ? 0 : 1;
+	ck_assert_str_eq(home, rv[h].name);
+	marker = xasprintf("%s/.mkv", rv[h].dir);
+	ck_assert_int_eq(unlink(marker), 0);
+	for (int i = 0; i < 200; i++) {   /* the master sees the home down */
+		char *log = h_read_file(rm.log);
+		bool gone = strstr(log, "is gone") != NULL;
+		free(log);
+		if (gone)
+			break;
+		usleep(100000);
+	}
+	ck_assert_int_eq(h_http("PUT", u, "old", 3, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("REBALANCE", u), 204);          /* to the home, still serving */
+	ck_assert_int_eq(h_http("REPLACE", u, "new", 3, NULL, false, &r), 201); /* back, at once */
+	h_resp_free(&r);
+	sleep(3);                                                 /* past the 2 s grace */
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_msg(r.body.len == 3 && !memcmp(r.body.data, "new", 3), "the REPLACE's bytes are lost");
+	h_resp_free(&r);
+	free(u), free(home), free(marker);
+	h_master_stop(&rm);
+	for (int i = 0; i < 2; i++)
+		h_vol_stop(&rv[i]);
+}
+END_TEST
+
 /* -maxsize: a value larger is refused with 413, by Content-Length before
  * the body, or part way through a chunked one; nothing is left behind. */
 START_TEST(test_maxsize)
@@ -785,6 +842,7 @@ int main(void)
 	tcase_add_test(tc, test_protect_fallback);
 	tcase_add_test(tc, test_headcheck);
 	tcase_add_test(tc, test_headcheck_fallback);
+	tcase_add_test(tc, test_rebalance_then_rewrite);
 	tcase_add_test(tc, test_maxsize);
 	tcase_add_test(tc, test_mkv_format_index);
 	tcase_add_test(tc, test_usage);
