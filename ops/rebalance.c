@@ -90,11 +90,11 @@ static void delete_due(void *ctx, void *item)
 	pthread_mutex_unlock(&dq.mu);
 }
 
-static void delete_later(char *url, struct index *idx, const char *key, size_t klen,
-			 const char *loc)
+void ops_delete_later(struct index *idx, const char *key, size_t klen, const char *loc,
+		      const char *path)
 {
 	struct pending *p = xmalloc(sizeof(*p));
-	p->url = url;
+	p->url = xasprintf("http://%s%s", loc, path);
 	p->due = now_ms() + GRACE_MS;
 	p->idx = idx;
 	p->key = xmalloc(klen + 1);
@@ -181,11 +181,11 @@ static int drop_old(struct move *m, int flags, struct index *idx, const char *ke
 		if (ops_has_loc(m->wantp, m->nwant, m->r.locs[i]) ||
 		    ops_has_loc(m->r.locs, i, m->r.locs[i]))
 			continue;
-		url = xasprintf("http://%s%s", m->r.locs[i], m->path);
 		if (!(flags & REBALANCE_NOW)) {
-			delete_later(url, idx, key, klen, m->r.locs[i]);
+			ops_delete_later(idx, key, klen, m->r.locs[i], m->path);
 			continue;
 		}
+		url = xasprintf("http://%s%s", m->r.locs[i], m->path);
 		if (ops_delete(url, 30000, err) < 0) {
 			log_msg("rebalance: DELETE %s failed (%s)", url, err);
 			*why = left_behind;

@@ -767,6 +767,77 @@ START_TEST(test_rebalance_then_rewrite)
 }
 END_TEST
 
+/* Lines of log holding both a and b. */
+static int file_count(const char *log, const char *a, const char *b)
+{
+	char *s = h_read_file(log);
+	int n = 0;
+	for (char *l = strtok(s, "\n"); l; l = strtok(NULL, "\n"))
+		n += strstr(l, a) && strstr(l, b);
+	free(s);
+	return n;
+}
+
+/* A REPLACE that moves a key (written next door while its home was down)
+ * back home keeps the old copy for the grace period, as REBALANCE does: a
+ * GET redirected there just before still reads the old value. */
+START_TEST(test_replace_keeps_old_copy_a_while)
+{
+	static const char *const f[] = {"-replicas", "1", "-subvolumes", "1", "-voltimeout",
+					 "200ms", NULL};
+	struct vol rv[2] = {{0}};
+	struct master rm = {0};
+	struct resp r;
+	char *u, *home = NULL, *old;
+	long st = 0;
+	int h, n0;
+	for (int i = 0; i < 2; i++)
+		h_vol_start(&rv[i], VOL_MKV);
+	h_master_start(&rm, rv, 2, f);
+	u = xasprintf("%s/replace-move", rm.base);
+	for (int i = 0; i < 100 && (st = h_http("PUT", u, "probe", 5, NULL, false, &r)) == 503; i++) {
+		h_resp_free(&r);
+		usleep(50000);
+	}
+	ck_assert_int_eq(st, 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	home = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("DELETE", u), 204);
+	h = !strcmp(home, rv[0].name) ? 0 : 1;
+	n0 = file_count(rm.log, home, "marked down");
+	kill(-rv[h].pid, SIGSTOP);
+	for (int i = 0; i < 200 && file_count(rm.log, home, "marked down") == n0; i++)
+		usleep(100000);
+	ck_assert_int_eq(h_http("PUT", u, "old", 3, NULL, false, &r), 201);   /* next door */
+	h_resp_free(&r);
+	n0 = file_count(rm.log, home, "is up");
+	kill(-rv[h].pid, SIGCONT);
+	for (int i = 0; i < 200 && file_count(rm.log, home, "is up") == n0; i++)
+		usleep(100000);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+	old = xstrdup(r.location);
+	h_resp_free(&r);
+	ck_assert_ptr_null(strstr(old, home));
+	ck_assert_int_eq(h_http("REPLACE", u, "new", 3, NULL, false, &r), 201);   /* home */
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", old, NULL, 0, NULL, false, &r), 200);
+	ck_assert_msg(r.body.len == 3 && !memcmp(r.body.data, "old", 3), "the old copy");
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_msg(r.body.len == 3 && !memcmp(r.body.data, "new", 3), "the new value");
+	h_resp_free(&r);
+	for (int i = 0; i < 100 && (st = h_status("GET", old)) == 200; i++)   /* then it goes */
+		usleep(100000);
+	ck_assert_int_eq(st, 404);
+	free(u), free(home), free(old);
+	h_master_stop(&rm);
+	for (int i = 0; i < 2; i++)
+		h_vol_stop(&rv[i]);
+}
+END_TEST
+
 /* -maxsize: a value larger is refused with 413, by Content-Length before
  * the body, or part way through a chunked one; nothing is left behind. */
 START_TEST(test_maxsize)
@@ -843,6 +914,7 @@ int main(void)
 	tcase_add_test(tc, test_headcheck);
 	tcase_add_test(tc, test_headcheck_fallback);
 	tcase_add_test(tc, test_rebalance_then_rewrite);
+	tcase_add_test(tc, test_replace_keeps_old_copy_a_while);
 	tcase_add_test(tc, test_maxsize);
 	tcase_add_test(tc, test_mkv_format_index);
 	tcase_add_test(tc, test_usage);
