@@ -690,6 +690,8 @@ static void stop_daemon(struct MHD_Daemon *d)
 			spawn_busy());
 		_exit(1);
 	}
+	/* ...which may have queued deletes that read the index: before it closes. */
+	rebalance_drain(5000);
 }
 
 int server_main(const struct config *c)
