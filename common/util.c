@@ -168,45 +168,23 @@ bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 
 bool parse_duration_ms(const char *s, uint64_t *out_ms)
 {
-	/* Go's time.ParseDuration: numbers with units, "1m30s", "1.5h", "100us" */
-	static const struct {
-		const char *name;
-		double ms;
-	} units[] = {{"ns", 1e-6}, {"us", 1e-3}, {"\xc2\xb5s", 1e-3}, {"\xce\xbcs", 1e-3},
-		     {"ms", 1},    {"s", 1e3},   {"m", 6e4},          {"h", 3.6e6}};
-	double total = 0;
+	char *end;
+	double v;
 	if (!s || !*s)
 		return false;
-	if (*s == '+')
-		s++;
-	while (*s) {
-		double v = 0, scale = 1;
-		bool digits = false;
-		size_t i, n;
-		for (; *s >= '0' && *s <= '9'; s++, digits = true)
-			v = v * 10 + (*s - '0');
-		if (*s == '.')
-			for (s++; *s >= '0' && *s <= '9'; s++, digits = true)
-				v += (*s - '0') * (scale /= 10);
-		if (!digits)
-			return false;
-		if (!*s && total == 0) { /* a bare number: seconds (mkv's, not Go's) */
-			total = v * 1e3;
-			break;
-		}
-		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-			n = strlen(units[i].name);
-			if (!strncmp(s, units[i].name, n)) /* "ms" is tried before "m" */
-				break;
-		}
-		if (i == sizeof(units) / sizeof(units[0]))
-			return false;
-		total += v * units[i].ms;
-		s += n;
-	}
-	if (total > 86400e3 * 365)
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v < 0 || v > 86400.0 * 365)
 		return false;
-	*out_ms = total > 0 && total < 1 ? 1 : (uint64_t)total;
+	if (!strcmp(end, "") || !strcmp(end, "s"))
+		v *= 1000;
+	else if (!strcmp(end, "ms"))
+		;
+	else if (!strcmp(end, "m"))
+		v *= 60000;
+	else
+		return false;
+	*out_ms = (uint64_t)v;
 	return true;
 }
 

@@ -63,9 +63,7 @@ int pct_value(const char *p, size_t left);
 /* Parse a whole decimal string into [min,max]; false on "", "-1",
  * "12x", overflow. */
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-/* Parse a duration as Go's time.ParseDuration does ("1s", "500ms", "1m30s",
- * "1.5h", "100us": a positive part under 1 ms is 1 ms), or a bare number of
- * seconds. */
+/* Parse a duration like "1s", "500ms", "2m", or a bare number of seconds. */
 bool parse_duration_ms(const char *s, uint64_t *out_ms);
 
 /* A growable byte buffer. */
