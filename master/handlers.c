@@ -105,8 +105,9 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 	for (int i = 0; i < r.nlocs; i++)
 		if (health_up(r.locs[i], strlen(r.locs[i])))
 			live[nlive++] = i;
-	if (cfg->headcheck) {
-		/* minikeyvalue's way: ask a replica before redirecting to it. */
+	if (cfg->headcheck && nlive) {
+		/* minikeyvalue's way: ask a replica before redirecting to it;
+		 * none has the blob: 404, the key's, not -fallback's redirect. */
 		while (nlive) {
 			unsigned k = rand_below((unsigned)nlive);
 			char url[LOC_MAX + PATH_MAX_LEN + 16];
@@ -119,7 +120,7 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 			live[k] = live[--nlive];
 		}
 		if (pick < 0) {
-			not_found(cfg, raw_path, a);
+			answer_error(a, 404, "no replica holds the blob");
 			goto out;
 		}
 	} else if (nlive) {
@@ -346,7 +347,9 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 	const char *next = NULL;
 	struct index_iter *it = NULL;
 	struct buf keys = {0};
-	bool unlinked = query_param(query, "unlinked", &n) && !query_param(query, "list", &n);
+	/* the first of list and unlinked says which, as in minikeyvalue */
+	const char *ul = query_param(query, "unlinked", &n), *li = query_param(query, "list", &n);
+	bool unlinked = ul && (!li || ul < li);
 
 	if (!list_args(query, &limit, &start, &stlen, a))
 		goto out;

@@ -166,22 +166,15 @@ static void cleanup_failed(struct put *p)
 
 /* ---- REPLACE ---- */
 
-/* Best-effort removal of the copies at old locations that the record no
- * longer names (they hold the old bytes, or none).  A failure leaves an
- * orphan that gc finds: nothing names it. */
+/* The copies at old locations that the record no longer names (they hold
+ * the old bytes, or none) go a grace period later, as REBALANCE's do: a
+ * GET redirected to one just before the switch still reads the old value.
+ * A failure leaves an orphan that gc finds: nothing names it. */
 static void drop_unnamed(struct put *p, char *const *keep, int nkeep, char *const *cand, int ncand)
 {
-	for (int i = 0; i < ncand; i++) {
-		char url[LOC_MAX + PATH_MAX_LEN + 16];
-		int st;
-		if (ops_has_loc(keep, nkeep, cand[i]))
-			continue;
-		snprintf(url, sizeof(url), "http://%s%s", cand[i], p->path);
-		st = httpc_do("DELETE", url, NULL, 0, (long)p->cfg->voltimeout_ms * 5, NULL, 0, NULL);
-		if (!(st >= 200 && st < 300) && st != 404)
-			log_msg("REPLACE %s: DELETE %s failed (%d); the stale copy stays until gc",
-				p->key, url, st);
-	}
+	for (int i = 0; i < ncand; i++)
+		if (!ops_has_loc(keep, nkeep, cand[i]))
+			ops_delete_later(p->idx, p->key, p->klen, cand[i], p->path);
 }
 
 /* After the transfers: the new record, or on failure the record of what

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -400,6 +401,14 @@ static void req_parse(struct req *r, const char *method)
 		r->op = OP_PUT;
 		r->replace = true;
 	}
+	/* The absolute form (RFC 9112 §3.2.2, what a client sends through a
+	 * proxy) names the same key as its path, as Go's server reads it. */
+	if (!strncasecmp(r->uri, "http://", 7) || !strncasecmp(r->uri, "https://", 8)) {
+		char *a = strstr(r->uri, "://") + 3, *p = a + strcspn(a, "/?"), *n;
+		n = xasprintf("%s%s", *p == '/' ? "" : "/", p);
+		free(r->uri);
+		r->uri = n;
+	}
 	r->query = strchr(r->uri, '?');
 	if (r->query)
 		*r->query++ = '\0';
@@ -412,16 +421,41 @@ static void req_parse(struct req *r, const char *method)
 	r->key_status = key_decode(r->uri, plen, r->key, &r->klen, &r->key_why);
 }
 
+/* Counts the Content-Length headers that disagree with the first. */
+static enum MHD_Result count_cl(void *cls, enum MHD_ValueKind kind, const char *key,
+				const char *value)
+{
+	const char **first = cls;
+	(void)kind;
+	if (strcasecmp(key, "Content-Length"))
+		return MHD_YES;
+	if (!first[0])
+		first[0] = value;
+	else if (strcmp(first[0], value))
+		first[1] = value;
+	return MHD_YES;
+}
+
 /* The first call: the request's head is in. */
 static enum MHD_Result req_begin(struct req *r, struct MHD_Connection *conn, const char *method)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	const char *te = front_header(conn, "Transfer-Encoding"), *cl[2] = {NULL, NULL};
 	r->sl.conn = conn;
 	r->sock = ci ? ci->socket_context : NULL;
 	if (r->sock)
 		atomic_store(&r->sock->since_ms, 0);
 	req_parse(r, method);
+	/* libmicrohttpd would read any other coding's body up to the close,
+	 * leaving the client waiting: refuse it, as nginx and Go do. */
+	if (te && strcasecmp(te, "chunked"))
+		return send_error(r, 400, "unsupported Transfer-Encoding: only chunked");
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_cl, cl);
+	if (cl[1])
+		return send_error(r, 400, "Content-Length headers disagree");
+	if (r->uri[0] != '/')
+		return send_error(r, 400, "the request target must be a path starting with /");
 	if (s3_is_request(conn, method, r->query)) {
 		r->s3 = s3_new(conn, method, r->uri, r->query);
 		return MHD_YES;
@@ -659,6 +693,8 @@ static void stop_daemon(struct MHD_Daemon *d)
 			spawn_busy());
 		_exit(1);
 	}
+	/* ...which may have queued deletes that read the index: before it closes. */
+	rebalance_drain(5000);
 }
 
 int server_main(const struct config *c)

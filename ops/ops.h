@@ -34,8 +34,16 @@ struct index;
 int rebalance_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		  int flags, bool *moved, const char **why);
 
+/* Delete the copy of key at loc (its path on a volume: placement_path) a
+ * grace period from now, in the background, unless key's record names loc
+ * again by then (asked under the key's lock): what REBALANCE and REPLACE
+ * do with the copies they move away from, so that a GET redirected there
+ * just before the switch still finds the bytes. */
+void ops_delete_later(struct index *idx, const char *key, size_t klen, const char *loc,
+		      const char *path);
+
 /* Wait (bounded by timeout_ms) until the background deletes queued by
- * rebalance_key are done; returns how many are still pending.  A server
+ * rebalance_key and ops_delete_later are done; returns how many are still pending.  A server
  * calls it at shutdown (an old copy left behind is only wasted space). */
 int rebalance_drain(uint64_t timeout_ms);
 

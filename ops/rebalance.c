@@ -2,6 +2,7 @@
  * where key2volume puts them now.  See ops.h for the order of a move. */
 #include "../master/mkv.h"
 #include "../master/index.h"
+#include "../master/keylock.h"
 #include "../common/spawn.h"
 #include "ops.h"
 #include "../common/httpc.h"
@@ -24,6 +25,10 @@
 struct pending {
 	char *url;
 	uint64_t due;
+	struct index *idx;       /* asked again before the delete */
+	char *key;
+	size_t klen;
+	char loc[LOC_MAX];
 };
 
 /* The queue (started with the first delete, never ended) and how many of
@@ -36,18 +41,48 @@ static struct {
 	bool hurry;
 } dq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, false};
 
+/* Does key's record name loc (again)?  A malformed record: yes, keep. */
+static bool named(struct index *idx, const char *key, size_t klen, const char *loc)
+{
+	struct record r;
+	size_t vlen;
+	char *v = index_get(idx, key, klen, &vlen);
+	bool yes = v && (record_parse(v, vlen, &r) < 0 || ops_has_loc(r.locs, r.nlocs, loc));
+	free(v);
+	return yes;
+}
+
 static void delete_due(void *ctx, void *item)
 {
 	struct pending *p = item;
 	char err[256];
+	bool hurry, locked;
 	(void)ctx;
 	pthread_mutex_lock(&dq.mu);
 	for (uint64_t now; !dq.hurry && (now = now_ms()) < p->due;)
 		cond_wait_ms(&dq.cv, &dq.mu, p->due - now);
+	hurry = dq.hurry;
 	pthread_mutex_unlock(&dq.mu);
-	if (ops_delete(p->url, 30000, err) < 0)
+	/* A write of the key since the move may have put its bytes back at
+	 * this very place (a home volume down, the old place next in its
+	 * rendezvous order): under the key's lock, a place the record names
+	 * again is kept.  A write running now: ask again later (at shutdown,
+	 * keep the copy: gc finds it). */
+	locked = keylock_try(p->key, p->klen);
+	if (!locked && !hurry) {
+		p->due = now_ms() + GRACE_MS;
+		spawn_queue_push(dq.q, p);
+		return;
+	}
+	if (!locked || named(p->idx, p->key, p->klen, p->loc))
+		log_msg("rebalance: %s is the key's again%s: kept", p->url,
+			locked ? "" : " or being written");
+	else if (ops_delete(p->url, 30000, err) < 0)
 		log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind", p->url, err);
+	if (locked)
+		keylock_release(p->key, p->klen);
 	free(p->url);
+	free(p->key);
 	free(p);
 	pthread_mutex_lock(&dq.mu);
 	dq.n--;
@@ -55,11 +90,17 @@ static void delete_due(void *ctx, void *item)
 	pthread_mutex_unlock(&dq.mu);
 }
 
-static void delete_later(char *url)
+void ops_delete_later(struct index *idx, const char *key, size_t klen, const char *loc,
+		      const char *path)
 {
 	struct pending *p = xmalloc(sizeof(*p));
-	p->url = url;
+	p->url = xasprintf("http://%s%s", loc, path);
 	p->due = now_ms() + GRACE_MS;
+	p->idx = idx;
+	p->key = xmalloc(klen + 1);
+	memcpy(p->key, key, klen);
+	p->klen = klen;
+	snprintf(p->loc, sizeof(p->loc), "%s", loc);
 	pthread_mutex_lock(&dq.mu);
 	if (!dq.q)
 		dq.q = spawn_queue(DELETERS, delete_due, NULL);
@@ -130,7 +171,8 @@ static int copy_missing(struct move *m, const char **why)
 }
 
 /* 3. The copies no longer wanted go: now (offline) or after the grace period. */
-static int drop_old(struct move *m, int flags, const char **why)
+static int drop_old(struct move *m, int flags, struct index *idx, const char *key, size_t klen,
+		    const char **why)
 {
 	char err[256];
 	int rc = 204;
@@ -139,11 +181,11 @@ static int drop_old(struct move *m, int flags, const char **why)
 		if (ops_has_loc(m->wantp, m->nwant, m->r.locs[i]) ||
 		    ops_has_loc(m->r.locs, i, m->r.locs[i]))
 			continue;
-		url = xasprintf("http://%s%s", m->r.locs[i], m->path);
 		if (!(flags & REBALANCE_NOW)) {
-			delete_later(url);
+			ops_delete_later(idx, key, klen, m->r.locs[i], m->path);
 			continue;
 		}
+		url = xasprintf("http://%s%s", m->r.locs[i], m->path);
 		if (ops_delete(url, 30000, err) < 0) {
 			log_msg("rebalance: DELETE %s failed (%s)", url, err);
 			*why = left_behind;
@@ -205,7 +247,7 @@ int rebalance_key(const struct config *cfg, struct index *idx, const char *key, 
 	}
 	if (moved)
 		*moved = true;
-	rc = drop_old(&m, flags, why);
+	rc = drop_old(&m, flags, idx, key, klen, why);
 out:
 	free(val);
 	return rc;

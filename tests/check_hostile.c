@@ -287,6 +287,45 @@ START_TEST(test_nul_and_encoding)
 }
 END_TEST
 
+/* A request target that is not a path is refused, but the absolute form
+ * (through a proxy) names its path's key, as Go's server reads it; a
+ * transfer coding libmicrohttpd cannot frame, or Content-Lengths that
+ * disagree, are refused at once instead of read to the close. */
+START_TEST(test_target_and_framing)
+{
+	static const char *const reqs[] = {
+		"PUT noslash HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv",
+		"GET noslash?list HTTP/1.1\r\nHost: x\r\n\r\n",
+		"PUT /fr/te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nvv",
+		"GET /ok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+		"PUT /fr/cl HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nvv"};
+	static const char absreq[] =
+		"PUT http://127.0.0.1/fr/abs HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv";
+	struct resp r;
+	char *u;
+	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		struct buf out = {0};
+		long st = send_req(reqs[i], strlen(reqs[i]), &out);
+		ck_assert_msg(st == 400, "request %zu: got %ld, want 400", i, st);
+		ck_assert_msg(strstr(out.data, "\r\n\r\n")[4] != '\0', "request %zu: no reason", i);
+		buf_free(&out);
+	}
+	ck_assert_int_eq(send_req(absreq, sizeof(absreq) - 1, NULL), 201);
+	u = url("/fr/abs");
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_msg(r.body.len == 1 && r.body.data[0] == 'v', "the absolute form's key");
+	h_resp_free(&r);
+	free(u);
+	u = url("/?list");
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_msg(!strstr(r.body.data, "noslash") && !strstr(r.body.data, "/fr/te") &&
+			      !strstr(r.body.data, "/fr/cl"), "a refused request stored: %s", r.body.data);
+	h_resp_free(&r);
+	free(u);
+	alive("targets and framing");
+}
+END_TEST
+
 START_TEST(test_huge_request_line)
 {
 	char *a = repeat("a", 65536), *dots = repeat("%2e%2e/", 65536 / 7), *req;
@@ -778,6 +817,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_traversal);
 	tcase_add_test(tc, test_nul_and_encoding);
+	tcase_add_test(tc, test_target_and_framing);
 	tcase_add_test(tc, test_huge_request_line);
 	tcase_add_test(tc, test_many_headers);
 	tcase_add_test(tc, test_hostile_queries);

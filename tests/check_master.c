@@ -253,6 +253,31 @@ START_TEST(test_unlink)
 }
 END_TEST
 
+/* As in minikeyvalue: of list and unlinked, the first one named says
+ * which keys are listed. */
+START_TEST(test_query_forms)
+{
+	char *key = fresh("qf"), *u;
+	char expect[256];
+	struct resp r;
+	ck_assert_int_eq(put(key, "v", 1), 201);
+	ck_assert_int_eq(req("UNLINK", key), 204);
+	snprintf(expect, sizeof(expect), "{\"next\":\"\",\"keys\":[\"%s\"]}", key);
+	u = xasprintf("%s%s?unlinked&list", m.base, key);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_str_eq(r.body.data, expect);
+	h_resp_free(&r);
+	free(u);
+	u = xasprintf("%s%s?list&unlinked", m.base, key);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_str_eq(r.body.data, "{\"next\":\"\",\"keys\":[]}");
+	h_resp_free(&r);
+	free(u);
+	ck_assert_int_eq(req("DELETE", key), 204);
+	free(key);
+}
+END_TEST
+
 START_TEST(test_list_paging)
 {
 	char *stem = fresh("l"), *k, *u;
@@ -646,6 +671,173 @@ START_TEST(test_headcheck)
 }
 END_TEST
 
+/* -headcheck with -fallback: a key whose blob no replica holds is the
+ * key's 404, not a redirect to the fallback (which is for absent keys);
+ * a key none of whose volumes is up is 503, as without -headcheck. */
+START_TEST(test_headcheck_fallback)
+{
+	static const char *const f[] = {"-headcheck", "-fallback", "127.0.0.1:9", "-replicas",
+					 "1", "-voltimeout", "200ms", NULL};
+	struct vol hv = {0};
+	struct master hm = {0};
+	struct resp r;
+	char *u, *b, *loc, path[PATH_MAX_LEN];
+	long st = 0;
+	h_vol_start(&hv, VOL_MKV);
+	h_master_start(&hm, &hv, 1, f);
+	u = xasprintf("%s/hcf", hm.base);
+	for (int i = 0; i < 100 && (st = h_http("PUT", u, "v", 1, NULL, false, &r)) == 503; i++) {
+		h_resp_free(&r);
+		usleep(50000);
+	}
+	ck_assert_int_eq(st, 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+	loc = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	placement_path("/hcf", 4, path);
+	b = xasprintf("http://%s%s", loc, path);
+	ck_assert_int_eq(h_status("DELETE", b), 204);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+	ck_assert_ptr_null(r.location);
+	h_resp_free(&r);
+	h_vol_stop(&hv);
+	for (int i = 0; i < 100 && (st = h_status("GET", u)) != 503; i++)
+		usleep(100000);
+	ck_assert_int_eq(st, 503);
+	free(u), free(b), free(loc);
+	h_master_stop(&hm);
+}
+END_TEST
+
+/* A REBALANCE deletes the copies it moved away from 2 s later; a write of
+ * the key in between that puts the bytes back at such a place (the key's
+ * home down again, the old place next in line) must survive that delete.
+ * The home is made down for good by removing its marker (a swapped disk),
+ * while it still takes the REBALANCE's copy. */
+START_TEST(test_rebalance_then_rewrite)
+{
+	static const char *const f[] = {"-replicas", "1", "-subvolumes", "1", "-voltimeout",
+					 "200ms", NULL};
+	struct vol rv[2] = {{0}};
+	struct master rm = {0};
+	struct resp r;
+	char *u, *home = NULL, *marker;
+	long st = 0;
+	int h;
+	for (int i = 0; i < 2; i++)
+		h_vol_start(&rv[i], VOL_MKV);
+	h_master_start(&rm, rv, 2, f);
+	u = xasprintf("%s/rebalance-rewrite", rm.base);
+	for (int i = 0; i < 100 && (st = h_http("PUT", u, "probe", 5, NULL, false, &r)) == 503; i++) {
+		h_resp_free(&r);
+		usleep(50000);
+	}
+	ck_assert_int_eq(st, 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	home = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("DELETE", u), 204);
+	h = !strcmp(home, rv[0].name) ? 0 : 1;
+	ck_assert_str_eq(home, rv[h].name);
+	marker = xasprintf("%s/.mkv", rv[h].dir);
+	ck_assert_int_eq(unlink(marker), 0);
+	for (int i = 0; i < 200; i++) {   /* the master sees the home down */
+		char *log = h_read_file(rm.log);
+		bool gone = strstr(log, "is gone") != NULL;
+		free(log);
+		if (gone)
+			break;
+		usleep(100000);
+	}
+	ck_assert_int_eq(h_http("PUT", u, "old", 3, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("REBALANCE", u), 204);          /* to the home, still serving */
+	ck_assert_int_eq(h_http("REPLACE", u, "new", 3, NULL, false, &r), 201); /* back, at once */
+	h_resp_free(&r);
+	sleep(3);                                                 /* past the 2 s grace */
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_msg(r.body.len == 3 && !memcmp(r.body.data, "new", 3), "the REPLACE's bytes are lost");
+	h_resp_free(&r);
+	free(u), free(home), free(marker);
+	h_master_stop(&rm);
+	for (int i = 0; i < 2; i++)
+		h_vol_stop(&rv[i]);
+}
+END_TEST
+
+/* Lines of log holding both a and b. */
+static int file_count(const char *log, const char *a, const char *b)
+{
+	char *s = h_read_file(log);
+	int n = 0;
+	for (char *l = strtok(s, "\n"); l; l = strtok(NULL, "\n"))
+		n += strstr(l, a) && strstr(l, b);
+	free(s);
+	return n;
+}
+
+/* A REPLACE that moves a key (written next door while its home was down)
+ * back home keeps the old copy for the grace period, as REBALANCE does: a
+ * GET redirected there just before still reads the old value. */
+START_TEST(test_replace_keeps_old_copy_a_while)
+{
+	static const char *const f[] = {"-replicas", "1", "-subvolumes", "1", "-voltimeout",
+					 "200ms", NULL};
+	struct vol rv[2] = {{0}};
+	struct master rm = {0};
+	struct resp r;
+	char *u, *home = NULL, *old;
+	long st = 0;
+	int h, n0;
+	for (int i = 0; i < 2; i++)
+		h_vol_start(&rv[i], VOL_MKV);
+	h_master_start(&rm, rv, 2, f);
+	u = xasprintf("%s/replace-move", rm.base);
+	for (int i = 0; i < 100 && (st = h_http("PUT", u, "probe", 5, NULL, false, &r)) == 503; i++) {
+		h_resp_free(&r);
+		usleep(50000);
+	}
+	ck_assert_int_eq(st, 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	home = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("DELETE", u), 204);
+	h = !strcmp(home, rv[0].name) ? 0 : 1;
+	n0 = file_count(rm.log, home, "marked down");
+	kill(-rv[h].pid, SIGSTOP);
+	for (int i = 0; i < 200 && file_count(rm.log, home, "marked down") == n0; i++)
+		usleep(100000);
+	ck_assert_int_eq(h_http("PUT", u, "old", 3, NULL, false, &r), 201);   /* next door */
+	h_resp_free(&r);
+	n0 = file_count(rm.log, home, "is up");
+	kill(-rv[h].pid, SIGCONT);
+	for (int i = 0; i < 200 && file_count(rm.log, home, "is up") == n0; i++)
+		usleep(100000);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+	old = xstrdup(r.location);
+	h_resp_free(&r);
+	ck_assert_ptr_null(strstr(old, home));
+	ck_assert_int_eq(h_http("REPLACE", u, "new", 3, NULL, false, &r), 201);   /* home */
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", old, NULL, 0, NULL, false, &r), 200);
+	ck_assert_msg(r.body.len == 3 && !memcmp(r.body.data, "old", 3), "the old copy");
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_msg(r.body.len == 3 && !memcmp(r.body.data, "new", 3), "the new value");
+	h_resp_free(&r);
+	for (int i = 0; i < 100 && (st = h_status("GET", old)) == 200; i++)   /* then it goes */
+		usleep(100000);
+	ck_assert_int_eq(st, 404);
+	free(u), free(home), free(old);
+	h_master_stop(&rm);
+	for (int i = 0; i < 2; i++)
+		h_vol_stop(&rv[i]);
+}
+END_TEST
+
 /* -maxsize: a value larger is refused with 413, by Content-Length before
  * the body, or part way through a chunked one; nothing is left behind. */
 START_TEST(test_maxsize)
@@ -692,6 +884,7 @@ static TCase *api_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_large_streaming);
 	tcase_add_test(tc, test_unlink);
 	tcase_add_test(tc, test_list_paging);
+	tcase_add_test(tc, test_query_forms);
 	tcase_add_test(tc, test_list_escaping);
 	tcase_add_loop_test(tc, test_bad_input, 0, sizeof(bads) / sizeof(bads[0]));
 	tcase_add_test(tc, test_key_lengths);
@@ -719,6 +912,9 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, up_protect, cluster_down);
 	tcase_add_test(tc, test_protect_fallback);
 	tcase_add_test(tc, test_headcheck);
+	tcase_add_test(tc, test_headcheck_fallback);
+	tcase_add_test(tc, test_rebalance_then_rewrite);
+	tcase_add_test(tc, test_replace_keeps_old_copy_a_while);
 	tcase_add_test(tc, test_maxsize);
 	tcase_add_test(tc, test_mkv_format_index);
 	tcase_add_test(tc, test_usage);
