@@ -213,7 +213,7 @@ bool parse_duration_ms(const char *s, uint64_t *out_ms)
 			return false;
 		s += ulen;
 	}
-	*out_ms = total / 1000000;
+	*out_ms = total && total < 1000000 ? 1 : total / 1000000;   /* 100us: 1 ms, not none */
 	return true;
 }
 

@@ -65,7 +65,8 @@ int pct_value(const char *p, size_t left);
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* Parse a duration as Go's time.ParseDuration does ("1s", "500ms", "2m",
  * "1h30m", "1.5s", "300us"; no sign but "+"), or a bare number of seconds;
- * at most a year.  Milliseconds, rounded down. */
+ * at most a year.  Milliseconds, rounded down, but never from more than
+ * nothing to 0. */
 bool parse_duration_ms(const char *s, uint64_t *out_ms);
 
 /* A growable byte buffer. */
