@@ -451,7 +451,8 @@ static enum MHD_Result req_begin(struct req *r, struct MHD_Connection *conn, con
 	 * leaving the client waiting: refuse it, as nginx and Go do. */
 	if (te && strcasecmp(te, "chunked"))
 		return send_error(r, 400, "unsupported Transfer-Encoding: only chunked");
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_cl, cl);
+	if (front_header(conn, "Content-Length"))   /* a GET has none: no header walk */
+		MHD_get_connection_values(conn, MHD_HEADER_KIND, count_cl, cl);
 	if (cl[1])
 		return send_error(r, 400, "Content-Length headers disagree");
 	if (r->uri[0] != '/')
