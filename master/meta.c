@@ -2,6 +2,7 @@
 #include "meta.h"
 #include "handlers.h"
 #include "index.h"
+#include "put.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
@@ -185,7 +186,7 @@ void meta_delete(const char *key, size_t klen)
 	raw_delete('m', key, klen, false); /* lost alone, it leaves a stale entry no listing reads */
 }
 
-void meta_sweep_replaces(struct index *idx)
+void meta_sweep_replaces(const struct config *cfg, struct index *idx)
 {
 	struct index_iter *it;
 	if (!db)
@@ -199,15 +200,16 @@ void meta_sweep_replaces(struct index *idx)
 		if (!klen || k[0] != 'r')
 			break;
 		v = index_get(idx, k + 1, klen - 1, &vlen);
-		if (v && record_parse(v, vlen, &r) == 0 && !r.deleted) {
+		if (v && record_parse(v, vlen, &r) == 0 && !r.deleted &&
+		    put_settle_replace(cfg, idx, k + 1, klen - 1, &r) < 0) {
 			size_t elen;
 			char *enc;
 			r.deleted = true;
 			enc = record_encode(&r, &elen);
 			if (index_put(idx, k + 1, klen - 1, enc, elen) == 0)
 				log_msg("REPLACE of %.*s was cut short by a restart: its copies may "
-					"differ, so it is unlinked (RELINK after verify, or DELETE)",
-					(int)klen - 1, k + 1);
+					"differ and none could be read, so it is unlinked (RELINK "
+					"after verify, or DELETE)", (int)klen - 1, k + 1);
 			free(enc);
 		}
 		free(v);
