@@ -9,6 +9,8 @@
  *   disk full: a volume on a 16 MiB tmpfs; PUTs until it fills answer 5xx
  *              naming the cause, earlier keys stay intact, a failed key is
  *              not visible.
+ *   read-only: a volume whose filesystem turns read-only refuses writes,
+ *              still answers 404 for a missing file, and serves reads.
  *   hung:      a SIGSTOPped volume (mkv-volume, then nginx) costs a GET
  *              nothing once the checker marked it down, and a PUT at most
  *              about -puttimeout.
@@ -579,6 +581,55 @@ START_TEST(test_disk_full)
 }
 END_TEST
 
+/* ---- a read-only volume ---- */
+
+/* The volume's filesystem turns read-only: a PUT or a DELETE of a file
+ * there fails with 5xx, a DELETE of a file that is not there is still 404
+ * (docs/protocol.md §5, as nginx answers: the master's cleanup of a
+ * failed PUT counts on it), and reads go on. */
+START_TEST(test_read_only)
+{
+	struct vol v;
+	char *u, *gone;
+	struct resp r;
+	long st;
+
+	h_vol_start(&v, VOL_MKV);
+	h_stop(v.pid, SIGTERM);
+	v.pid = 0;
+	/* The data directory becomes a mount of its own (its log stays
+	 * outside), so that it alone can turn read-only. */
+	if (mount(v.dir, v.dir, NULL, MS_BIND, NULL) < 0) {
+		fprintf(stderr, "read-only: SKIPPED: bind mount: %s\n", strerror(errno));
+		ck_assert_msg(geteuid() != 0, "cannot bind mount as root: %s", strerror(errno));
+		h_vol_stop(&v);
+		return;
+	}
+	h_vol_respawn(&v);
+	u = xasprintf("http://%s/ab/cd/kept", v.name);
+	gone = xasprintf("http://%s/ab/cd/never", v.name);
+	ck_assert_int_eq(h_http("PUT", u, "value", 5, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_msg(mount(NULL, v.dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) == 0,
+		      "remount %s read-only: %s", v.dir, strerror(errno));
+	st = h_http("DELETE", gone, NULL, 0, NULL, false, &r);
+	ck_assert_msg(st == 404, "DELETE of a missing file on a read-only volume: %ld", st);
+	h_resp_free(&r);
+	ck_assert_int_ge(h_http("DELETE", u, NULL, 0, NULL, false, &r), 500);
+	h_resp_free(&r);
+	ck_assert_int_ge(h_http("PUT", gone, "x", 1, NULL, false, &r), 500);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert(r.body.len == 5 && !memcmp(r.body.data, "value", 5));
+	h_resp_free(&r);
+	h_stop(v.pid, SIGTERM);
+	v.pid = 0;
+	umount2(v.dir, MNT_DETACH);
+	h_vol_stop(&v);
+	free(u), free(gone);
+}
+END_TEST
+
 /* ---- a hung volume ---- */
 
 /* Is location loc ("host:port/svNN" or "host:port") on volume name? */
@@ -831,6 +882,10 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_unchecked_fixture(tc, mount_small, umount_small);
 	tcase_add_test(tc, test_disk_full);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("read-only");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_read_only);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("hung volume");
 	tcase_set_timeout(tc, 60);
