@@ -274,6 +274,16 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 		return -1;
 	}
 	free(v);
+	/* The copies that differ hold a value no record names now: gone, so
+	 * that a rebuild cannot take them back (gc's, if the delete fails). */
+	for (int i = 0; i < r->nlocs; i++)
+		if (md5[i][0] && strcmp(md5[i], md5[pick])) {
+			char *url = xasprintf("http://%s%s", r->locs[i], path);
+			if (ops_delete(url, (long)cfg->voltimeout_ms * 5, err) < 0)
+				log_msg("REPLACE of %.*s: DELETE %s: %s (gc finds it)", (int)klen,
+					key, url, err);
+			free(url);
+		}
 	if (strcmp(md5[pick], r->hash)) { /* the new value: its S3 metadata */
 		struct meta m = {.size = size[pick], .mtime = (int64_t)time(NULL)};
 		snprintf(m.etag, sizeof(m.etag), "%s", md5[pick]);

@@ -61,7 +61,8 @@ struct put *put_start_replace(const struct config *cfg, struct index *idx, const
 /* At start, for a key whose REPLACE a crash cut short, r its live record:
  * read every copy r names; the record (synced) then names those holding
  * the old value (HASH), or when none does, those holding the value most
- * of them hold, with its HASH (and S3 metadata).  Returns 0, or -1 when
+ * of them hold, with its HASH (and S3 metadata); the copies that differ
+ * are deleted (gc's when that fails).  Returns 0, or -1 when
  * no copy could be read or the index write failed (the caller unlinks). */
 struct record;
 int put_settle_replace(const struct config *cfg, struct index *idx, const char *key,
