@@ -194,14 +194,17 @@ void meta_sweep_replaces(const struct config *cfg, struct index *idx)
 	it = index_iter_new(db, "r", 1);
 	for (; index_iter_valid(it); index_iter_next(it)) {
 		size_t klen, vlen;
-		const char *k = index_iter_key(it, &klen);
-		char *v;
+		const char *k = index_iter_key(it, &klen), *w;
+		char *v, *to;
 		struct record r;
+		size_t wlen;
 		if (!klen || k[0] != 'r')
 			break;
+		w = index_iter_value(it, &wlen);
+		to = xstrndup(w, wlen);
 		v = index_get(idx, k + 1, klen - 1, &vlen);
 		if (v && record_parse(v, vlen, &r) == 0 && !r.deleted &&
-		    put_settle_replace(cfg, idx, k + 1, klen - 1, &r) < 0) {
+		    put_settle_replace(cfg, idx, k + 1, klen - 1, &r, to) < 0) {
 			size_t elen;
 			char *enc;
 			r.deleted = true;
@@ -213,6 +216,7 @@ void meta_sweep_replaces(const struct config *cfg, struct index *idx)
 			free(enc);
 		}
 		free(v);
+		free(to);
 		index_delete(db, k, klen);
 	}
 	index_iter_free(it);

@@ -11,7 +11,7 @@
  *                  "<md5 of part md5s>-N" after a multipart upload)
  *   'u' upload id "<initiated unix s> <key>"
  *   'b' bucket    ""                               (CreateBucket)
- *   'r' key       ""   a REPLACE of key is running (see put.h)
+ *   'r' key       locs a REPLACE of key is running, writing to locs (put.h)
  * The index stays the truth for which keys exist: a 'm' entry is only
  * read for a key the index calls live; a missing one shows as size 0 and
  * is restored by `mkv rebuild` (volume listings carry size and mtime).

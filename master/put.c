@@ -233,17 +233,26 @@ static bool count_body(void *ctx, const char *p, size_t n)
  * the old value's (HASH) where one still holds it, else the value most of
  * them hold.  Returns 0, or -1 when no copy could be read. */
 int put_settle_replace(const struct config *cfg, struct index *idx, const char *key,
-		       size_t klen, const struct record *r)
+		       size_t klen, const struct record *r, const char *to)
 {
-	char path[PATH_MAX_LEN], md5[RECORD_MAX_LOCS][33], err[256], *v;
-	uint64_t size[RECORD_MAX_LOCS];
+	char path[PATH_MAX_LEN], md5[2 * RECORD_MAX_LOCS][33], err[256], *v;
+	char *locs[2 * RECORD_MAX_LOCS], *tocopy = xstrdup(to), *save = NULL;
+	uint64_t size[2 * RECORD_MAX_LOCS];
 	struct record n = {0};
-	int pick = -1, best = 0;
+	int pick = -1, best = 0, nall = r->nlocs;
 	size_t len;
 
+	/* The places the record names, then those the REPLACE wrote to besides
+	 * (never named now: only read, to delete what differs). */
+	for (int i = 0; i < r->nlocs; i++)
+		locs[i] = r->locs[i];
+	for (char *l = strtok_r(tocopy, ",", &save); l && nall < 2 * RECORD_MAX_LOCS;
+	     l = strtok_r(NULL, ",", &save))
+		if (!ops_has_loc(locs, nall, l))
+			locs[nall++] = l;
 	placement_path(key, klen, path);
-	for (int i = 0; i < r->nlocs; i++) {
-		char *url = xasprintf("http://%s%s", r->locs[i], path);
+	for (int i = 0; i < nall; i++) {
+		char *url = xasprintf("http://%s%s", locs[i], path);
 		struct httpc_call g = {.url = url, .connect_ms = (long)cfg->voltimeout_ms,
 				       .stall_s = 10, .body = count_body, .ctx = &size[i],
 				       .md5 = md5[i]};
@@ -262,8 +271,10 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 		if (same > best)
 			best = same, pick = i;
 	}
-	if (pick < 0)
+	if (pick < 0) {
+		free(tocopy);
 		return -1;
+	}
 	snprintf(n.hash, sizeof(n.hash), "%s", r->hash[0] ? md5[pick] : "");
 	for (int i = 0; i < r->nlocs; i++)
 		if (!strcmp(md5[i], md5[pick]))
@@ -271,14 +282,15 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 	v = record_encode(&n, &len);
 	if (index_put(idx, key, klen, v, len) < 0) {
 		free(v);
+		free(tocopy);
 		return -1;
 	}
 	free(v);
 	/* The copies that differ hold a value no record names now: gone, so
 	 * that a rebuild cannot take them back (gc's, if the delete fails). */
-	for (int i = 0; i < r->nlocs; i++)
+	for (int i = 0; i < nall; i++)
 		if (md5[i][0] && strcmp(md5[i], md5[pick])) {
-			char *url = xasprintf("http://%s%s", r->locs[i], path);
+			char *url = xasprintf("http://%s%s", locs[i], path);
 			if (ops_delete(url, (long)cfg->voltimeout_ms * 5, err) < 0)
 				log_msg("REPLACE of %.*s: DELETE %s: %s (gc finds it)", (int)klen,
 					key, url, err);
@@ -292,6 +304,7 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 	log_msg("REPLACE of %.*s was cut short by a restart: %d of its %d copies hold the %s "
 		"value, and the record names those", (int)klen, key, n.nlocs, r->nlocs,
 		!r->hash[0] ? "same" : strcmp(md5[pick], r->hash) ? "new" : "old");
+	free(tocopy);
 	return 0;
 }
 
@@ -302,11 +315,13 @@ static void worker(void *arg)
 	/* First the DELETED record (put.h) or, for a REPLACE, the marker that
 	 * lets a master that crashes mid-REPLACE settle the key at its next
 	 * start (put_settle_replace) instead of serving copies that may differ. */
-	if (p->replace ? meta_raw_put('r', p->key, p->klen, "", true) < 0
+	char *where = p->replace ? record_join_locs(p->locs, p->nlocs) : NULL;
+	if (p->replace ? meta_raw_put('r', p->key, p->klen, where, true) < 0
 		       : write_record(p, true, "", p->locs, p->nlocs) < 0)
 		fail(p, 500, "index write failed");
 	else
 		send_body(p);
+	free(where);
 
 	if (p->replace) {
 		replace_end(p);

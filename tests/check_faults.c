@@ -6,7 +6,8 @@
  *              whole, no acknowledged key is left unlinked.
  *   replace:   kill -9 the master mid-REPLACE with the copies differing:
  *              restarted, it serves one value, the old one, not a 404,
- *              and deletes the copy that differs.
+ *              and deletes the copy that differs (also where the record
+ *              does not look: a key whose copies were not home).
  *   disk full: a volume on a 16 MiB tmpfs; PUTs until it fills answer 5xx
  *              naming the cause, earlier keys stay intact, a failed key is
  *              not visible.
@@ -360,6 +361,115 @@ START_TEST(test_crash_during_replace)
 	free(u), free(old), free(nu), free(bu);
 	h_master_stop(&m);
 	for (int i = 0; i < 2; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
+/* The same on a key whose copies were not home (a volume was down at its
+ * PUT): the REPLACE writes home, so its new bytes land where the record
+ * does not look.  Restarted, the master serves the old value and deletes
+ * the new copy there too, which a rebuild would otherwise take back. */
+static bool on_vol(const char *loc, const char *name);
+static char *key_placed(const char *stem, char **names, int nvol, int replicas, const char *name,
+			bool want_on, int *counter);
+
+START_TEST(test_crash_during_replace_away)
+{
+	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "300ms",
+					    "-puttimeout", "30s", NULL};
+	struct vol vols[3];
+	struct master m = {0};
+	char *names[3], locs[2][LOC_MAX], *key, *u, *home1 = NULL, path[PATH_MAX_LEN];
+	char *old = body_of(3, 1000), *nu = body_of(4, 1000), *vl;
+	int counter = 0;
+	bool found, took = false;
+	struct resp r;
+	pid_t child;
+
+	for (int i = 0; i < 3; i++) {
+		h_vol_start(&vols[i], VOL_MKV);
+		names[i] = vols[i].name;
+	}
+	h_master_start(&m, vols, 3, flags);
+	wait_cluster(&m);
+	key = key_placed("away", names, 3, 2, names[2], false, &counter); /* home: 0 and 1 */
+	placement_volumes(key, strlen(key), names, 3, 2, 10, locs);
+	placement_path(key, strlen(key), path);
+	for (int i = 0; i < 2; i++)
+		if (on_vol(locs[i], names[1]))
+			home1 = xasprintf("http://%s%s", locs[i], path);
+	ck_assert_ptr_nonnull(home1);
+	u = murl(&m, key);
+	h_stop(vols[1].pid, SIGTERM);   /* down at the PUT: its copy goes to vols[2] */
+	vols[1].pid = 0;
+	{
+		char *k = key_placed("away-probe", names, 3, 2, names[1], true, &counter);
+		char *pu = murl(&m, k);
+		long st = 0;
+		for (int i = 0; i < 100 && st != 201; i++) {
+			st = h_http("PUT", pu, "x", 1, NULL, false, &r);
+			h_resp_free(&r);
+			usleep(100000);
+		}
+		ck_assert_int_eq(st, 201);
+		free(pu), free(k);
+	}
+	ck_assert_int_eq(h_http("PUT", u, old, 1000, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	vl = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	ck_assert_ptr_null(strstr(vl, names[1]));
+	free(vl);
+	h_vol_respawn(&vols[1]);
+	{       /* until the master sees it up: a new key homed there is balanced */
+		char *bal = NULL;
+		for (int i = 0; i < 100 && !(bal && !strcmp(bal, "balanced")); i++) {
+			char *k = key_placed("away-up", names, 3, 2, names[1], true, &counter);
+			char *pu = murl(&m, k);
+			free(bal);
+			bal = NULL;
+			if (h_http("PUT", pu, "x", 1, NULL, false, &r) == 201) {
+				h_resp_free(&r);
+				h_http("HEAD", pu, NULL, 0, NULL, false, &r);
+				bal = h_header(&r, "Key-Balance");
+			}
+			h_resp_free(&r);
+			free(pu), free(k);
+			usleep(100000);
+		}
+		ck_assert_msg(bal && !strcmp(bal, "balanced"), "vols[1] never came back up");
+		free(bal);
+	}
+	/* REPLACE: vols[0] hangs, vols[1] takes the new bytes */
+	ck_assert_int_eq(kill(-vols[0].pid, SIGSTOP), 0);
+	child = fork();
+	if (child == 0) {
+		h_http("REPLACE", u, nu, 1000, NULL, false, &r);
+		_exit(0);
+	}
+	for (int i = 0; i < 200 && !took; i++) {
+		took = h_http("GET", home1, NULL, 0, NULL, false, &r) == 200 && r.body.len == 1000 &&
+		       !memcmp(r.body.data, nu, 1000);
+		h_resp_free(&r);
+		usleep(20000);
+	}
+	ck_assert_msg(took, "the REPLACE never reached vols[1]");
+	h_stop(m.pid, SIGKILL);
+	m.pid = 0;
+	waitpid(child, NULL, 0);
+	h_stop(vols[0].pid, SIGKILL);
+	vols[0].pid = 0;
+	h_vol_respawn(&vols[0]);
+	h_master_restart(&m, vols, 3, flags);
+	wait_cluster(&m);
+	expect_value(&m, key, old, 1000, &found, NULL);
+	ck_assert_msg(found, "%s: a REPLACE cut short lost the acknowledged value", key);
+	ck_assert_int_eq(h_http("GET", home1, NULL, 0, NULL, false, &r), 404);
+	h_resp_free(&r);
+	free(u), free(old), free(nu), free(home1), free(key);
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
 		h_vol_stop(&vols[i]);
 }
 END_TEST
@@ -877,6 +987,7 @@ int main(void)
 	tc = tcase_create("crash during REPLACE");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_crash_during_replace);
+	tcase_add_test(tc, test_crash_during_replace_away);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("failed PUT answered");
 	tcase_set_timeout(tc, 60);
