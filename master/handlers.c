@@ -193,19 +193,18 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 		goto out;
 	}
 	/* Soft-delete first: from here on nothing is served, whatever fails.
-	 * UNLINK is answered on this write, so it is synced; DELETE's final
-	 * synced delete covers it. */
+	 * Synced: UNLINK is answered on this write, and DELETE removes the
+	 * blobs next, durably -- a power loss before its final synced delete
+	 * would otherwise bring back a live record naming blobs that are gone. */
 	r.deleted = true;
 	enc = record_encode(&r, &elen);
-	if ((unlink ? index_put(idx, key, klen, enc, elen)
-		    : index_put_nosync(idx, key, klen, enc, elen)) < 0) {
+	if (index_put(idx, key, klen, enc, elen) < 0) {
 		answer_error(a, 500, "index write failed");
 		goto out;
 	}
 	if (unlink)
 		a->status = 204;
 	else if (delete_replicas(cfg, key, klen, &r) < 0) {
-		index_put(idx, key, klen, enc, elen); /* make the unlink durable */
 		answer_error(a, 500, "a volume refused the delete; the key stays unlinked");
 	} else if (index_delete(idx, key, klen) < 0) {
 		answer_error(a, 500, "index delete failed; the key stays unlinked");
