@@ -193,19 +193,18 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 		goto out;
 	}
 	/* Soft-delete first: from here on nothing is served, whatever fails.
-	 * UNLINK is answered on this write, so it is synced; DELETE's final
-	 * synced delete covers it. */
+	 * Synced: UNLINK is answered on this write, and DELETE removes the
+	 * blobs next, durably -- a power loss before its final synced delete
+	 * would otherwise bring back a live record naming blobs that are gone. */
 	r.deleted = true;
 	enc = record_encode(&r, &elen);
-	if ((unlink ? index_put(idx, key, klen, enc, elen)
-		    : index_put_nosync(idx, key, klen, enc, elen)) < 0) {
+	if (index_put(idx, key, klen, enc, elen) < 0) {
 		answer_error(a, 500, "index write failed");
 		goto out;
 	}
 	if (unlink)
 		a->status = 204;
 	else if (delete_replicas(cfg, key, klen, &r) < 0) {
-		index_put(idx, key, klen, enc, elen); /* make the unlink durable */
 		answer_error(a, 500, "a volume refused the delete; the key stays unlinked");
 	} else if (index_delete(idx, key, klen) < 0) {
 		answer_error(a, 500, "index delete failed; the key stays unlinked");
@@ -224,6 +223,7 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 	struct record r;
 	size_t elen;
 	char *v, *enc = NULL, path[PATH_MAX_LEN];
+	int kept = 0;
 
 	if (!load(idx, key, klen, &v, &r, a))
 		goto out;
@@ -232,19 +232,32 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 		goto out;
 	}
 	/* An UNLINK keeps HASH; a PUT that never finished has none.  Without
-	 * one, relink only when every replica is there. */
-	if (!r.hash[0]) {
-		placement_path(key, klen, path);
-		for (int i = 0; i < r.nlocs; i++) {
-			char url[LOC_MAX + PATH_MAX_LEN + 16];
-			snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
-			if (httpc_do("HEAD", url, NULL, 0, (long)cfg->puttimeout_ms, NULL, 0, NULL) !=
-			    200) {
-				answer_error(a, 409, "a replica is missing: the record is an "
-						     "interrupted PUT's, not an UNLINK's");
-				goto out;
-			}
+	 * one, relink only when every replica is there.  With one, the
+	 * replicas that are gone (a DELETE that a volume refused, or a crash,
+	 * cut short) are no longer named: a GET must not be sent to them. */
+	placement_path(key, klen, path);
+	for (int i = 0; i < r.nlocs; i++) {
+		char url[LOC_MAX + PATH_MAX_LEN + 16];
+		int st;
+		snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
+		if (r.hash[0] && !health_up(r.locs[i], strlen(r.locs[i])))
+			continue;   /* down: its copy stays named, as any down replica's */
+		st = httpc_do("HEAD", url, NULL, 0, (long)cfg->puttimeout_ms, NULL, 0, NULL);
+		if (!r.hash[0] && st != 200) {
+			answer_error(a, 409, "a replica is missing: the record is an "
+					     "interrupted PUT's, not an UNLINK's");
+			goto out;
 		}
+		if (st == 404)
+			r.locs[i] = NULL;
+	}
+	for (int i = 0; i < r.nlocs; i++)
+		if (r.locs[i])
+			r.locs[kept++] = r.locs[i];
+	r.nlocs = kept;
+	if (!kept) {
+		answer_error(a, 409, "no replica holds the value any more: DELETE the key");
+		goto out;
 	}
 	r.deleted = false;
 	enc = record_encode(&r, &elen);

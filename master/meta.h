@@ -11,7 +11,7 @@
  *                  "<md5 of part md5s>-N" after a multipart upload)
  *   'u' upload id "<initiated unix s> <key>"
  *   'b' bucket    ""                               (CreateBucket)
- *   'r' key       ""   a REPLACE of key is running (see put.h)
+ *   'r' key       locs a REPLACE of key is running, writing to locs (put.h)
  * The index stays the truth for which keys exist: a 'm' entry is only
  * read for a key the index calls live; a missing one shows as size 0 and
  * is restored by `mkv rebuild` (volume listings carry size and mtime).
@@ -62,8 +62,10 @@ int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool
 char *meta_raw_get(char type, const char *name, size_t nlen);
 void meta_raw_delete(char type, const char *name, size_t nlen);
 
-/* At start: every key whose REPLACE a crash cut short is unlinked in idx
- * (its copies may differ), logged, and its marker removed. */
-void meta_sweep_replaces(struct index *idx);
+/* At start: every key whose REPLACE a crash cut short is settled in idx
+ * (put_settle_replace: its copies may differ), or unlinked when none of
+ * its copies can be read, logged, and its marker removed. */
+struct config;
+void meta_sweep_replaces(const struct config *cfg, struct index *idx);
 
 #endif

@@ -220,18 +220,108 @@ static void replace_end(struct put *p)
 	meta_raw_delete('r', p->key, p->klen);
 }
 
+static bool count_body(void *ctx, const char *p, size_t n)
+{
+	(void)p;
+	*(uint64_t *)ctx += n;
+	return true;
+}
+
+/* A REPLACE a crash cut short (put.h): each place the live record names
+ * holds the old value or the new, whole (a volume renames only complete
+ * bodies into place).  Read them all and name only the copies that agree:
+ * the old value's (HASH) where one still holds it, else the value most of
+ * them hold.  Returns 0, or -1 when no copy could be read. */
+int put_settle_replace(const struct config *cfg, struct index *idx, const char *key,
+		       size_t klen, const struct record *r, const char *to)
+{
+	char path[PATH_MAX_LEN], md5[2 * RECORD_MAX_LOCS][33], err[256], *v;
+	char *locs[2 * RECORD_MAX_LOCS], *tocopy = xstrdup(to), *save = NULL;
+	uint64_t size[2 * RECORD_MAX_LOCS];
+	struct record n = {0};
+	int pick = -1, best = 0, nall = r->nlocs;
+	size_t len;
+
+	/* The places the record names, then those the REPLACE wrote to besides
+	 * (never named now: only read, to delete what differs). */
+	for (int i = 0; i < r->nlocs; i++)
+		locs[i] = r->locs[i];
+	for (char *l = strtok_r(tocopy, ",", &save); l && nall < 2 * RECORD_MAX_LOCS;
+	     l = strtok_r(NULL, ",", &save))
+		if (!ops_has_loc(locs, nall, l))
+			locs[nall++] = l;
+	placement_path(key, klen, path);
+	for (int i = 0; i < nall; i++) {
+		char *url = xasprintf("http://%s%s", locs[i], path);
+		struct httpc_call g = {.url = url, .connect_ms = (long)cfg->voltimeout_ms,
+				       .stall_s = 10, .body = count_body, .ctx = &size[i],
+				       .md5 = md5[i]};
+		size[i] = 0;
+		if (httpc_call(&g, err) != 200)
+			md5[i][0] = '\0';
+		free(url);
+	}
+	for (int i = 0; i < r->nlocs && pick < 0; i++)
+		if (md5[i][0] && !strcmp(md5[i], r->hash))
+			pick = i;
+	for (int i = 0, old = pick; i < r->nlocs && old < 0; i++) {
+		int same = 0;
+		for (int j = 0; j < r->nlocs; j++)
+			same += md5[i][0] && !strcmp(md5[i], md5[j]);
+		if (same > best)
+			best = same, pick = i;
+	}
+	if (pick < 0) {
+		free(tocopy);
+		return -1;
+	}
+	snprintf(n.hash, sizeof(n.hash), "%s", r->hash[0] ? md5[pick] : "");
+	for (int i = 0; i < r->nlocs; i++)
+		if (!strcmp(md5[i], md5[pick]))
+			n.locs[n.nlocs++] = r->locs[i];
+	v = record_encode(&n, &len);
+	if (index_put(idx, key, klen, v, len) < 0) {
+		free(v);
+		free(tocopy);
+		return -1;
+	}
+	free(v);
+	/* The copies that differ hold a value no record names now: gone, so
+	 * that a rebuild cannot take them back (gc's, if the delete fails). */
+	for (int i = 0; i < nall; i++)
+		if (md5[i][0] && strcmp(md5[i], md5[pick])) {
+			char *url = xasprintf("http://%s%s", locs[i], path);
+			if (ops_delete(url, (long)cfg->voltimeout_ms * 5, err) < 0)
+				log_msg("REPLACE of %.*s: DELETE %s: %s (gc finds it)", (int)klen,
+					key, url, err);
+			free(url);
+		}
+	if (strcmp(md5[pick], r->hash)) { /* the new value: its S3 metadata */
+		struct meta m = {.size = size[pick], .mtime = (int64_t)time(NULL)};
+		snprintf(m.etag, sizeof(m.etag), "%s", md5[pick]);
+		meta_put(key, klen, &m);
+	}
+	log_msg("REPLACE of %.*s was cut short by a restart: %d of its %d copies hold the %s "
+		"value, and the record names those", (int)klen, key, n.nlocs, r->nlocs,
+		!r->hash[0] ? "same" : strcmp(md5[pick], r->hash) ? "new" : "old");
+	free(tocopy);
+	return 0;
+}
+
 static void worker(void *arg)
 {
 	struct put *p = arg;
 
 	/* First the DELETED record (put.h) or, for a REPLACE, the marker that
-	 * lets a master that crashes mid-REPLACE unlink the key at its next
-	 * start instead of serving copies that may differ. */
-	if (p->replace ? meta_raw_put('r', p->key, p->klen, "", true) < 0
+	 * lets a master that crashes mid-REPLACE settle the key at its next
+	 * start (put_settle_replace) instead of serving copies that may differ. */
+	char *where = p->replace ? record_join_locs(p->locs, p->nlocs) : NULL;
+	if (p->replace ? meta_raw_put('r', p->key, p->klen, where, true) < 0
 		       : write_record(p, true, "", p->locs, p->nlocs) < 0)
 		fail(p, 500, "index write failed");
 	else
 		send_body(p);
+	free(where);
 
 	if (p->replace) {
 		replace_end(p);

@@ -49,13 +49,26 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
  *     Key-Balance unbalanced; the other copies are deleted), and the 5xx
  *     says so: the new value is visible, never a mix of copies;
  * a crash mid-REPLACE: a marker in the sidecar (meta.h) makes the next
- * master start unlink the key (logged), so differing copies are never
- * served; the bytes stay for RELINK or DELETE.  Without a live record
+ * master start settle the key (put_settle_replace, logged), so differing
+ * copies are never served: the record names the copies that hold the old
+ * value, or when none does the new one; only when no copy can be read is
+ * the key unlinked, its bytes kept for RELINK or DELETE.  Without a live record
  * it is a plain put_start.  ring: the most body bytes held in memory (0:
  * put_start's 4 MiB; S3 clients send many parts at once, each gets less). */
 struct put *put_start_replace(const struct config *cfg, struct index *idx, const char *key,
 			      size_t klen, char *const *locs, int nlocs, int64_t clen,
 			      void (*wake)(void *), void *arg, size_t ring);
+/* At start, for a key whose REPLACE a crash cut short, r its live record
+ * and to the locations the REPLACE wrote to (its marker's value, joined
+ * by ','; "" when unknown): read every copy r names; the record (synced)
+ * then names those holding the old value (HASH), or when none does, those
+ * holding the value most of them hold, with its HASH (and S3 metadata).
+ * The copies that differ, at those places and at the REPLACE's others,
+ * are deleted (gc's when that fails).  Returns 0, or -1 when no copy r
+ * names could be read or the index write failed (the caller unlinks). */
+struct record;
+int put_settle_replace(const struct config *cfg, struct index *idx, const char *key,
+		       size_t klen, const struct record *r, const char *to);
 /* The S3 ETag the metadata keeps instead of the md5 (multipart's
  * "<md5>-N").  Call before put_finish. */
 void put_set_etag(struct put *p, const char *etag);

@@ -723,9 +723,9 @@ int server_main(const struct config *c)
 		index_close(idx);
 		return 1;
 	}
-	meta_sweep_replaces(idx);
-	s3_init(cfg, idx);
 	httpc_global_init();
+	meta_sweep_replaces(cfg, idx);
+	s3_init(cfg, idx);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);

@@ -358,9 +358,13 @@ static int by_rank(const void *a, const void *b)
 
 /* The record of one key from its copies e[0..n), sorted into its order:
  * the locations key2volume gives (with subvolumes, then without), the
- * others after; HASH from the first copy that has an md5. */
-static void make_record(struct rb *rb, struct entry *e, size_t n, struct record *r)
+ * others after; HASH from the first copy that has an md5, and only the
+ * copies like that one (same size, and md5 when known).  Returns the
+ * index of that copy. */
+static size_t make_record(struct rb *rb, struct entry *e, size_t n, struct record *r)
 {
+	size_t ref = 0;
+	bool conflict = false;
 	const struct config *cfg = rb->cfg;
 	char (*pref)[LOC_MAX] = xcalloc(2 * (size_t)cfg->nvol, LOC_MAX), (*plain)[LOC_MAX];
 	const char *hash_from = NULL;
@@ -381,21 +385,31 @@ static void make_record(struct rb *rb, struct entry *e, size_t n, struct record 
 	}
 	free(pref);
 	qsort(e, n, sizeof(*e), by_rank);
+	/* The copy that decides: the first with an md5, else the first. */
+	for (size_t i = 0; i < n && !hash_from; i++)
+		if (e[i].md5[0])
+			ref = i, hash_from = e[i].root->loc;
+	memcpy(r->hash, e[ref].md5, 33);
+	/* Copies that differ from it (a write a crash cut short) are not
+	 * named: a GET would read one value or the other at random.  They
+	 * are left to gc, as copies no record names. */
 	for (size_t i = 0; i < n; i++) {
-		if (r->nlocs < RECORD_MAX_LOCS)
+		bool same = e[i].size == e[ref].size &&
+			    (!e[i].md5[0] || !r->hash[0] || !strcmp(r->hash, e[i].md5));
+		if (!same) {
+			if (!conflict && rb->conflicts++ < MAX_STRAY_LOGS)
+				log_msg("rebuild: %.*s: copies differ (md5 %s, %llu bytes on %s; "
+					"%s, %llu bytes on %s): the record names only those like "
+					"the first", (int)e->klen, e->key, r->hash[0] ? r->hash : "?",
+					(unsigned long long)e[ref].size, e[ref].root->loc,
+					e[i].md5[0] ? e[i].md5 : "?", (unsigned long long)e[i].size,
+					e[i].root->loc);
+			conflict = true;
+		} else if (r->nlocs < RECORD_MAX_LOCS) {
 			r->locs[r->nlocs++] = e[i].root->loc;
-		if (!e[i].md5[0])
-			continue;
-		if (!r->hash[0]) {
-			memcpy(r->hash, e[i].md5, 33);
-			hash_from = e[i].root->loc;
-		} else if (strcmp(r->hash, e[i].md5) &&
-			   rb->conflicts++ < MAX_STRAY_LOGS) {
-			log_msg("rebuild: %.*s: copies differ (md5 %s on %s, %s on %s); kept the "
-				"first", (int)e->klen, e->key, r->hash, hash_from, e[i].md5,
-				e[i].root->loc);
 		}
 	}
+	return ref;
 }
 
 /* Write the record of one key, from its copies e[0..n). */
@@ -406,7 +420,7 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 	char *val, *old;
 	size_t vlen, olen;
 
-	make_record(rb, e, n, &r);
+	size_t ref = make_record(rb, e, n, &r);
 	if (r.hash[0])
 		rb->with_md5++;
 	if (rb->old && (old = index_get(rb->old, e->key, e->klen, &olen))) {
@@ -428,8 +442,8 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 	if (index_put_nosync(rb->idx, e->key, e->klen, val, vlen) < 0) {
 		rb->failed++;
 	} else {
-		/* S3's size and time, from the copy the record names first */
-		m = (struct meta){.size = e[0].size, .mtime = e[0].mtime};
+		/* S3's size and time, from the copy that decided the record */
+		m = (struct meta){.size = e[ref].size, .mtime = e[ref].mtime};
 		snprintf(m.etag, sizeof(m.etag), "%s", r.hash);
 		meta_put(e->key, e->klen, &m);
 		rb->keys++;

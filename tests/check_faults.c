@@ -4,9 +4,15 @@
  *              second round during it); restart both: every 201 reads back
  *              byte-identical, every 5xx or unanswered PUT is absent or
  *              whole, no acknowledged key is left unlinked.
+ *   replace:   kill -9 the master mid-REPLACE with the copies differing:
+ *              restarted, it serves one value, the old one, not a 404,
+ *              and deletes the copy that differs (also where the record
+ *              does not look: a key whose copies were not home).
  *   disk full: a volume on a 16 MiB tmpfs; PUTs until it fills answer 5xx
  *              naming the cause, earlier keys stay intact, a failed key is
  *              not visible.
+ *   read-only: a volume whose filesystem turns read-only refuses writes,
+ *              still answers 404 for a missing file, and serves reads.
  *   hung:      a SIGSTOPped volume (mkv-volume, then nginx) costs a GET
  *              nothing once the checker marked it down, and a PUT at most
  *              about -puttimeout.
@@ -289,6 +295,185 @@ START_TEST(test_crash_during_puts)
 }
 END_TEST
 
+/* ---- a REPLACE cut short by a crash ---- */
+
+/* docs/protocol.md §4: an acknowledged value reads back while a replica
+ * holds it; a REPLACE that was never answered leaves the old value or the
+ * new, not a missing key.  One replica takes the new bytes, the other
+ * hangs; the master and that volume are killed.  Restarted, the master
+ * serves the old value from the copy that still holds it (it unlinked
+ * the key: GET 404). */
+START_TEST(test_crash_during_replace)
+{
+	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "500ms",
+					    "-puttimeout", "30s", NULL};
+	struct vol vols[2];
+	struct master m = {0};
+	char *u, *old = body_of(1, 1000), *nu = body_of(2, 1000), path[PATH_MAX_LEN];
+	bool found, took = false;
+	struct resp r;
+	pid_t child;
+	char *bu = NULL;        /* the copy on vols[0] */
+
+	for (int i = 0; i < 2; i++)
+		h_vol_start(&vols[i], VOL_MKV);
+	h_master_start(&m, vols, 2, flags);
+	wait_cluster(&m);
+	u = murl(&m, "/replace-cut");
+	placement_path("/replace-cut", 12, path);
+	ck_assert_int_eq(h_http("PUT", u, old, 1000, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(kill(-vols[1].pid, SIGSTOP), 0);
+	child = fork();
+	if (child == 0) {
+		h_http("REPLACE", u, nu, 1000, NULL, false, &r);
+		_exit(0);
+	}
+	{       /* wait until the new bytes are on vols[0] */
+		char *names[2] = {vols[0].name, vols[1].name}, locs[2][LOC_MAX];
+		placement_volumes("/replace-cut", 12, names, 2, 2, 10, locs);
+		for (int i = 0; i < 2; i++)
+			if (!strncmp(locs[i], names[0], strlen(names[0])))
+				bu = xasprintf("http://%s%s", locs[i], path);
+		ck_assert_ptr_nonnull(bu);
+		for (int i = 0; i < 200 && !took; i++) {
+			took = h_http("GET", bu, NULL, 0, NULL, false, &r) == 200 &&
+			       r.body.len == 1000 && !memcmp(r.body.data, nu, 1000);
+			h_resp_free(&r);
+			usleep(20000);
+		}
+	}
+	ck_assert_msg(took, "the REPLACE never reached the running volume");
+	h_stop(m.pid, SIGKILL);
+	m.pid = 0;
+	waitpid(child, NULL, 0);
+	h_stop(vols[1].pid, SIGKILL);   /* the hung one never took the new bytes */
+	vols[1].pid = 0;
+	h_vol_respawn(&vols[1]);
+	h_master_restart(&m, vols, 2, flags);
+	wait_cluster(&m);
+	expect_value(&m, "/replace-cut", old, 1000, &found, NULL);
+	ck_assert_msg(found, "a REPLACE cut short by a crash lost the acknowledged value "
+		      "(GET 404; master log %s)", m.log);
+	/* and the copy that differs is gone: a rebuild cannot bring it back */
+	ck_assert_int_eq(h_http("GET", bu, NULL, 0, NULL, false, &r), 404);
+	h_resp_free(&r);
+	free(u), free(old), free(nu), free(bu);
+	h_master_stop(&m);
+	for (int i = 0; i < 2; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
+/* The same on a key whose copies were not home (a volume was down at its
+ * PUT): the REPLACE writes home, so its new bytes land where the record
+ * does not look.  Restarted, the master serves the old value and deletes
+ * the new copy there too, which a rebuild would otherwise take back. */
+static bool on_vol(const char *loc, const char *name);
+static char *key_placed(const char *stem, char **names, int nvol, int replicas, const char *name,
+			bool want_on, int *counter);
+
+START_TEST(test_crash_during_replace_away)
+{
+	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "300ms",
+					    "-puttimeout", "30s", NULL};
+	struct vol vols[3];
+	struct master m = {0};
+	char *names[3], locs[2][LOC_MAX], *key, *u, *home1 = NULL, path[PATH_MAX_LEN];
+	char *old = body_of(3, 1000), *nu = body_of(4, 1000), *vl;
+	int counter = 0;
+	bool found, took = false;
+	struct resp r;
+	pid_t child;
+
+	for (int i = 0; i < 3; i++) {
+		h_vol_start(&vols[i], VOL_MKV);
+		names[i] = vols[i].name;
+	}
+	h_master_start(&m, vols, 3, flags);
+	wait_cluster(&m);
+	key = key_placed("away", names, 3, 2, names[2], false, &counter); /* home: 0 and 1 */
+	placement_volumes(key, strlen(key), names, 3, 2, 10, locs);
+	placement_path(key, strlen(key), path);
+	for (int i = 0; i < 2; i++)
+		if (on_vol(locs[i], names[1]))
+			home1 = xasprintf("http://%s%s", locs[i], path);
+	ck_assert_ptr_nonnull(home1);
+	u = murl(&m, key);
+	h_stop(vols[1].pid, SIGTERM);   /* down at the PUT: its copy goes to vols[2] */
+	vols[1].pid = 0;
+	{
+		char *k = key_placed("away-probe", names, 3, 2, names[1], true, &counter);
+		char *pu = murl(&m, k);
+		long st = 0;
+		for (int i = 0; i < 100 && st != 201; i++) {
+			st = h_http("PUT", pu, "x", 1, NULL, false, &r);
+			h_resp_free(&r);
+			usleep(100000);
+		}
+		ck_assert_int_eq(st, 201);
+		free(pu), free(k);
+	}
+	ck_assert_int_eq(h_http("PUT", u, old, 1000, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	vl = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	ck_assert_ptr_null(strstr(vl, names[1]));
+	free(vl);
+	h_vol_respawn(&vols[1]);
+	{       /* until the master sees it up: a new key homed there is balanced */
+		char *bal = NULL;
+		for (int i = 0; i < 100 && !(bal && !strcmp(bal, "balanced")); i++) {
+			char *k = key_placed("away-up", names, 3, 2, names[1], true, &counter);
+			char *pu = murl(&m, k);
+			free(bal);
+			bal = NULL;
+			if (h_http("PUT", pu, "x", 1, NULL, false, &r) == 201) {
+				h_resp_free(&r);
+				h_http("HEAD", pu, NULL, 0, NULL, false, &r);
+				bal = h_header(&r, "Key-Balance");
+			}
+			h_resp_free(&r);
+			free(pu), free(k);
+			usleep(100000);
+		}
+		ck_assert_msg(bal && !strcmp(bal, "balanced"), "vols[1] never came back up");
+		free(bal);
+	}
+	/* REPLACE: vols[0] hangs, vols[1] takes the new bytes */
+	ck_assert_int_eq(kill(-vols[0].pid, SIGSTOP), 0);
+	child = fork();
+	if (child == 0) {
+		h_http("REPLACE", u, nu, 1000, NULL, false, &r);
+		_exit(0);
+	}
+	for (int i = 0; i < 200 && !took; i++) {
+		took = h_http("GET", home1, NULL, 0, NULL, false, &r) == 200 && r.body.len == 1000 &&
+		       !memcmp(r.body.data, nu, 1000);
+		h_resp_free(&r);
+		usleep(20000);
+	}
+	ck_assert_msg(took, "the REPLACE never reached vols[1]");
+	h_stop(m.pid, SIGKILL);
+	m.pid = 0;
+	waitpid(child, NULL, 0);
+	h_stop(vols[0].pid, SIGKILL);
+	vols[0].pid = 0;
+	h_vol_respawn(&vols[0]);
+	h_master_restart(&m, vols, 3, flags);
+	wait_cluster(&m);
+	expect_value(&m, key, old, 1000, &found, NULL);
+	ck_assert_msg(found, "%s: a REPLACE cut short lost the acknowledged value", key);
+	ck_assert_int_eq(h_http("GET", home1, NULL, 0, NULL, false, &r), 404);
+	h_resp_free(&r);
+	free(u), free(old), free(nu), free(home1), free(key);
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
 /* ---- a failed PUT is answered ---- */
 
 /* A volume dies in the middle of a large PUT: the client gets the 5xx and
@@ -507,6 +692,55 @@ START_TEST(test_disk_full)
 	h_master_stop(&m);
 	h_vol_stop(&v);
 	free(saved);
+}
+END_TEST
+
+/* ---- a read-only volume ---- */
+
+/* The volume's filesystem turns read-only: a PUT or a DELETE of a file
+ * there fails with 5xx, a DELETE of a file that is not there is still 404
+ * (docs/protocol.md §5, as nginx answers: the master's cleanup of a
+ * failed PUT counts on it), and reads go on. */
+START_TEST(test_read_only)
+{
+	struct vol v;
+	char *u, *gone;
+	struct resp r;
+	long st;
+
+	h_vol_start(&v, VOL_MKV);
+	h_stop(v.pid, SIGTERM);
+	v.pid = 0;
+	/* The data directory becomes a mount of its own (its log stays
+	 * outside), so that it alone can turn read-only. */
+	if (mount(v.dir, v.dir, NULL, MS_BIND, NULL) < 0) {
+		fprintf(stderr, "read-only: SKIPPED: bind mount: %s\n", strerror(errno));
+		ck_assert_msg(geteuid() != 0, "cannot bind mount as root: %s", strerror(errno));
+		h_vol_stop(&v);
+		return;
+	}
+	h_vol_respawn(&v);
+	u = xasprintf("http://%s/ab/cd/kept", v.name);
+	gone = xasprintf("http://%s/ab/cd/never", v.name);
+	ck_assert_int_eq(h_http("PUT", u, "value", 5, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_msg(mount(NULL, v.dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) == 0,
+		      "remount %s read-only: %s", v.dir, strerror(errno));
+	st = h_http("DELETE", gone, NULL, 0, NULL, false, &r);
+	ck_assert_msg(st == 404, "DELETE of a missing file on a read-only volume: %ld", st);
+	h_resp_free(&r);
+	ck_assert_int_ge(h_http("DELETE", u, NULL, 0, NULL, false, &r), 500);
+	h_resp_free(&r);
+	ck_assert_int_ge(h_http("PUT", gone, "x", 1, NULL, false, &r), 500);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert(r.body.len == 5 && !memcmp(r.body.data, "value", 5));
+	h_resp_free(&r);
+	h_stop(v.pid, SIGTERM);
+	v.pid = 0;
+	umount2(v.dir, MNT_DETACH);
+	h_vol_stop(&v);
+	free(u), free(gone);
 }
 END_TEST
 
@@ -750,6 +984,11 @@ int main(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_loop_test(tc, test_crash_during_puts, 0, 2);
 	suite_add_tcase(s, tc);
+	tc = tcase_create("crash during REPLACE");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_crash_during_replace);
+	tcase_add_test(tc, test_crash_during_replace_away);
+	suite_add_tcase(s, tc);
 	tc = tcase_create("failed PUT answered");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_failed_put_answered);
@@ -758,6 +997,10 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_unchecked_fixture(tc, mount_small, umount_small);
 	tcase_add_test(tc, test_disk_full);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("read-only");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_read_only);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("hung volume");
 	tcase_set_timeout(tc, 60);

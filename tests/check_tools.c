@@ -5,7 +5,8 @@
  *   - mkv-volume's HEAD ?md5 hashes the bytes on disk now (not the md5
  *     xattr), nginx answers it as a plain HEAD; ?recursive&tmp shows the
  *     hidden .mkv-tmp. files that other listings hide;
- *   - RELINK: live -> 204, unlinked -> 204 and served again, absent -> 404,
+ *   - RELINK: live -> 204, unlinked -> 204 and served again (from the
+ *     replicas still there, 409 when none is), absent -> 404,
  *     an interrupted PUT's record with a replica missing -> 409; 405 lists it;
  *   - verify: a replica's bytes corrupted on disk (the mkv-volume's md5
  *     xattr left as it was) and another replica deleted are both found,
@@ -287,6 +288,38 @@ START_TEST(test_relink)
 		ck_assert_int_eq(h_status("RELINK", c), 204);
 		ck_assert_int_eq(h_status("GET", c), 302);
 		free(c);
+	}
+
+	/* A DELETE cut short (a volume refused, or a crash) leaves a record
+	 * with HASH whose replicas are partly gone: RELINK names only those
+	 * still there, never sending a GET to a missing one; with none left,
+	 * 409. */
+	{
+		char *vols, *save = NULL, *bu;
+		ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+		vols = h_header(&r, "Key-Volumes");
+		h_resp_free(&r);
+		ck_assert_ptr_nonnull(strchr(vols, ','));
+		ck_assert_int_eq(h_status("UNLINK", u), 204);
+		placement_path("/re link", 8, path);
+		bu = xasprintf("http://%s%s", strtok_r(vols, ",", &save), path);
+		ck_assert_int_eq(h_status("DELETE", bu), 204);
+		ck_assert_int_eq(h_status("RELINK", u), 204);
+		for (int i = 0; i < 20; i++) {
+			ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+			ck_assert_str_eq(r.body.data, "hello");
+			h_resp_free(&r);
+		}
+		ck_assert_int_eq(h_status("UNLINK", u), 204);
+		for (char *l = strtok_r(NULL, ",", &save); l; l = strtok_r(NULL, ",", &save)) {
+			char *b2 = xasprintf("http://%s%s", l, path);
+			ck_assert_int_eq(h_status("DELETE", b2), 204);
+			free(b2);
+		}
+		ck_assert_int_eq(h_status("RELINK", u), 409);
+		ck_assert_int_eq(h_status("GET", u), 404);
+		free(bu);
+		free(vols);
 	}
 	free(u);
 	free(absent);

@@ -372,8 +372,16 @@ int vol_fs_delete(const struct vol_root *r, const char *path)
 	char *dir;
 	int status;
 
-	if (unlinkat(r->fd, path, 0) < 0)
-		return vol_fs_fail(r, "unlink", path, errno, 404);
+	if (unlinkat(r->fd, path, 0) < 0) {
+		int err = errno;
+		struct stat st;
+		/* A read-only filesystem refuses even a name that is not there
+		 * (EROFS before ENOENT): missing is 404, as nginx answers. */
+		if (err != ENOENT && fstatat(r->fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    errno == ENOENT)
+			err = ENOENT;
+		return vol_fs_fail(r, "unlink", path, err, 404);
+	}
 	/* Make the removal durable too: a blob must not come back after a crash. */
 	dir = slash ? xstrndup(path, (size_t)(slash - path)) : xstrdup(".");
 	status = sync_dir(r, dir);
