@@ -147,13 +147,14 @@ out:
 	free(v);
 }
 
-/* DELETE every replica at once: 0, or -1 when a volume refused. */
+/* DELETE every replica at once: 0, or -1 when a volume refused; then
+ * r names only the replicas that may still hold the bytes (the refusers). */
 static int delete_replicas(const struct config *cfg, const char *key, size_t klen,
-			   const struct record *r)
+			   struct record *r)
 {
 	struct httpc_req reqs[RECORD_MAX_LOCS];
 	char path[PATH_MAX_LEN];
-	int rc = 0;
+	int rc = 0, kept = 0;
 	placement_path(key, klen, path);
 	for (int i = 0; i < r->nlocs; i++)
 		reqs[i].url = xasprintf("http://%s%s", r->locs[i], path);
@@ -164,9 +165,12 @@ static int delete_replicas(const struct config *cfg, const char *key, size_t kle
 			log_msg("DELETE %s failed (%d%s%s)", reqs[i].url, st, st < 0 ? ": " : "",
 				st < 0 ? reqs[i].err : "");
 			rc = -1;
+			r->locs[kept++] = r->locs[i];
 		}
 		free((char *)reqs[i].url);
 	}
+	if (rc < 0)
+		r->nlocs = kept;
 	return rc;
 }
 
@@ -205,7 +209,11 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 	if (unlink)
 		a->status = 204;
 	else if (delete_replicas(cfg, key, klen, &r) < 0) {
-		index_put(idx, key, klen, enc, elen); /* make the unlink durable */
+		/* Durable, and naming only the replicas the delete did not
+		 * remove: a RELINK then serves the key from copies that exist. */
+		free(enc);
+		enc = record_encode(&r, &elen);
+		index_put(idx, key, klen, enc, elen);
 		answer_error(a, 500, "a volume refused the delete; the key stays unlinked");
 	} else if (index_delete(idx, key, klen) < 0) {
 		answer_error(a, 500, "index delete failed; the key stays unlinked");

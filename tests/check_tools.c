@@ -288,6 +288,36 @@ START_TEST(test_relink)
 		ck_assert_int_eq(h_status("GET", c), 302);
 		free(c);
 	}
+
+	/* A DELETE one volume refused (it was down) removed the other copy:
+	 * RELINK brings the key back served only from the copy that is left. */
+	{
+		char *c = key_url("/half deleted"), locs[2][LOC_MAX];
+		int n, down = -1;
+		ck_assert_int_eq(put_key("/half deleted", "hello", 5), 201);
+		key_locs("/half deleted", locs, &n);
+		for (int v = 0; v < NVOL; v++)
+			if (!strncmp(locs[0], V[v].name, strlen(V[v].name)))
+				down = v;
+		ck_assert_int_ge(down, 0);
+		h_stop(V[down].pid, SIGTERM);
+		V[down].pid = 0;
+		ck_assert_int_eq(h_status("DELETE", c), 500);
+		h_vol_respawn(&V[down]);
+		ck_assert_int_eq(h_status("RELINK", c), 204);
+		for (int i = 0; i < 100 && h_status("GET", c) != 302; i++)
+			usleep(100000);   /* the master sees the volume up again */
+		key_locs("/half deleted", locs, &n);
+		for (int i = 0; i < n; i++) {
+			char *bu;
+			placement_path("/half deleted", 13, path);
+			bu = xasprintf("http://%s%s", locs[i], path);
+			ck_assert_msg(h_status("HEAD", bu) == 200, "RELINK serves %s, which the "
+				      "DELETE removed", locs[i]);
+			free(bu);
+		}
+		free(c);
+	}
 	free(u);
 	free(absent);
 	cluster_down();
