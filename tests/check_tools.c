@@ -549,6 +549,69 @@ START_TEST(test_verify)
 }
 END_TEST
 
+/* Online verify while REPLACEs and DELETE+PUTs of its keys run: a key
+ * rewritten between the master's answer and the reads of its replicas is
+ * no missing or corrupt replica. */
+struct rewriter {
+	atomic_bool stop;
+	atomic_int done;
+};
+
+static void *rewrite_main(void *arg)
+{
+	struct rewriter *w = arg;
+	char key[32];
+	for (int i = 0; !atomic_load(&w->stop); i++) {
+		size_t n;
+		char *v = value(i, &n), *u;
+		struct resp r;
+		snprintf(key, sizeof(key), "/rw/%d", i % 20);
+		u = key_url(key);
+		if (i % 5 == 4) {
+			h_http("DELETE", u, NULL, 0, NULL, false, &r);
+			h_resp_free(&r);
+			h_http("PUT", u, v, n, NULL, false, &r);
+		} else {
+			h_http("REPLACE", u, v, n, NULL, false, &r);
+		}
+		h_resp_free(&r);
+		atomic_fetch_add(&w->done, 1);
+		free(u), free(v);
+	}
+	return NULL;
+}
+
+START_TEST(test_verify_under_writes)
+{
+	struct rewriter w = {0};
+	pthread_t t[2];
+	char key[32], *log;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/verify-rw.log", tmp);
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "/rw/%d", i);
+		ck_assert_int_eq(put_key(key, "first", 5), 201);
+	}
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, rewrite_main, &w), 0);
+	for (int run = 0; run < 6; run++) {
+		const char *args[] = {"-master", M.base + 7, run % 2 ? "-fix" : "-v", "verify", NULL};
+		int rc = mkv_run(true, args, log, 0);
+		if (rc != 0 || !log_has(log, " 0 missing, 0 corrupt")) {
+			show_log(log);
+			atomic_store(&w.stop, true);
+			ck_abort_msg("verify under writes: exit %d, replicas said bad", rc);
+		}
+	}
+	atomic_store(&w.stop, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_int_gt(atomic_load(&w.done), 20);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
 /* ---- gc ---- */
 
 struct load {
@@ -1177,6 +1240,7 @@ Suite *tools_suite(void)
 	tc = tcase_create("verify");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_verify, 0, 2);
+	tcase_add_test(tc, test_verify_under_writes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("gc");
 	tcase_set_timeout(tc, 300);
