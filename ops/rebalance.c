@@ -2,6 +2,7 @@
  * where key2volume puts them now.  See ops.h for the order of a move. */
 #include "../master/mkv.h"
 #include "../master/index.h"
+#include "../master/health.h"
 #include "../master/keylock.h"
 #include "../common/spawn.h"
 #include "ops.h"
@@ -148,10 +149,19 @@ static int copy_missing(struct move *m, const char **why)
 		if (!ops_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
 			dst[ndst++] = xasprintf("http://%s%s", m->want[i], m->path);
 	/* ops_copy feeds at most OPS_COPY_MAXDST destinations at once */
+	/* Sources on volumes the master's checks see up first: a hung one
+	 * accepts the connection, then stalls the copy for a minute while
+	 * the key stays locked.  (Offline, every volume counts as up.) */
+	int order[RECORD_MAX_LOCS], no = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < m->r.nlocs; i++)
+			if (health_up(m->r.locs[i], strlen(m->r.locs[i])) == !pass)
+				order[no++] = i;
 	for (int d = 0; d < ndst && !got; d += OPS_COPY_MAXDST) {
 		int nd = ndst - d < OPS_COPY_MAXDST ? ndst - d : OPS_COPY_MAXDST;
 		got = 1;
-		for (int i = 0; i < m->r.nlocs && got > 0; i++) {
+		for (int j = 0; j < no && got > 0; j++) {
+			int i = order[j];
 			char *src = xasprintf("http://%s%s", m->r.locs[i], m->path);
 			got = ops_copy(src, dst + d, nd, m->r.hash[0] ? m->r.hash : NULL, m->tmo, err);
 			if (got)
