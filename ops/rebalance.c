@@ -57,7 +57,7 @@ static void delete_due(void *ctx, void *item)
 {
 	struct pending *p = item;
 	char err[256];
-	bool hurry, locked;
+	bool hurry, locked, down;
 	(void)ctx;
 	pthread_mutex_lock(&dq.mu);
 	for (uint64_t now; !dq.hurry && (now = now_ms()) < p->due;)
@@ -67,9 +67,12 @@ static void delete_due(void *ctx, void *item)
 	/* A write of the key since the move may have put its bytes back at
 	 * this very place (a home volume down, the old place next in its
 	 * rendezvous order): under the key's lock, a place the record names
-	 * again is kept.  A write running now: ask again later (at shutdown,
-	 * keep the copy: gc finds it). */
-	locked = keylock_try(p->key, p->klen);
+	 * again is kept.  A write running now, or the copy's volume down (a
+	 * hung one would hold the key's lock through the DELETE's timeout,
+	 * and every write of the key would get 409): ask again later (at
+	 * shutdown, keep the copy: gc finds it). */
+	down = !health_up(p->loc, strlen(p->loc));
+	locked = !down && keylock_try(p->key, p->klen);
 	if (!locked && !hurry) {
 		p->due = now_ms() + GRACE_MS;
 		spawn_queue_push(dq.q, p);
@@ -77,7 +80,7 @@ static void delete_due(void *ctx, void *item)
 	}
 	if (!locked || named(p->idx, p->key, p->klen, p->loc))
 		log_msg("rebalance: %s is the key's again%s: kept", p->url,
-			locked ? "" : " or being written");
+			down ? " or its volume is down" : locked ? "" : " or being written");
 	else if (ops_delete(p->url, 30000, err) < 0)
 		log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind", p->url, err);
 	if (locked)

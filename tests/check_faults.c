@@ -682,6 +682,14 @@ START_TEST(test_rebalance_hung_source)
 	ck_assert_int_eq(st, 204);
 	ck_assert_msg(now_ms() - t0 < 5000, "REBALANCE waited %llu ms on a volume marked down",
 		      (unsigned long long)(now_ms() - t0));
+	/* A REPLACE moves the key off the hung volume; the old copy's delete
+	 * waits for the volume, without holding the key: writes go on. */
+	ck_assert_int_eq(h_http("REPLACE", u, "other", 5, NULL, false, &r), 201);
+	h_resp_free(&r);
+	usleep(3000000);   /* past the old copy's 2 s grace */
+	st = h_http("REPLACE", u, "value", 5, NULL, false, &r);
+	ck_assert_msg(st == 201, "REPLACE after a move off a hung volume: %ld %s", st, r.body.data);
+	h_resp_free(&r);
 	kill(-vols[0].pid, SIGCONT);
 	expect_value(&m, k, "value", 5, &found, NULL);
 	ck_assert(found);
