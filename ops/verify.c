@@ -187,6 +187,8 @@ static bool verify_key(struct vr *v, const char *key, size_t klen, struct record
 		suspect |= k.st[i] == ST_MISSING ||
 			   (k.st[i] == ST_GOOD && r->hash[0] && strcmp(k.md5[i], r->hash));
 	}
+	if (v->master && suspect && !retry)
+		usleep(200000);   /* a write whose copies are in place, its record not yet */
 	if (v->master && suspect && (retry || changed(v, &k))) {
 		if (!retry)
 			v->skipped++;
