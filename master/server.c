@@ -184,13 +184,25 @@ bool front_wait(struct front_sleep *z)
 int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg)
 {
 	pthread_mutex_lock(&z->mu);   /* fn's front_finish waits for the suspend */
+	/* Once fn runs the connection must stay suspended until it is done
+	 * (fn uses the request; a stop that closed the connection would free
+	 * it): counted before no_sleep is read, so stop_daemon either sees it
+	 * or it is refused here. */
+	atomic_fetch_add(&nsuspended, 1);
+	if (atomic_load(&no_sleep)) {
+		atomic_fetch_sub(&nsuspended, 1);
+		pthread_mutex_unlock(&z->mu);
+		return -1;
+	}
 	if (spawn(fn, arg) < 0) {
+		atomic_fetch_sub(&nsuspended, 1);
 		pthread_mutex_unlock(&z->mu);
 		log_msg("pthread_create failed: out of threads");
 		return -1;
 	}
 	z->async_started = true;
-	front_sleep_locked(z);
+	z->suspended = true;
+	MHD_suspend_connection(z->conn);
 	pthread_mutex_unlock(&z->mu);
 	return 0;
 }
