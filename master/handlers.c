@@ -147,13 +147,14 @@ out:
 	free(v);
 }
 
-/* DELETE every replica at once: 0, or -1 when a volume refused. */
+/* DELETE every replica at once: 0, or -1 when a volume refused; then
+ * r names only the replicas that may still hold the bytes (the refusers). */
 static int delete_replicas(const struct config *cfg, const char *key, size_t klen,
-			   const struct record *r)
+			   struct record *r)
 {
 	struct httpc_req reqs[RECORD_MAX_LOCS];
 	char path[PATH_MAX_LEN];
-	int rc = 0;
+	int rc = 0, kept = 0;
 	placement_path(key, klen, path);
 	for (int i = 0; i < r->nlocs; i++)
 		reqs[i].url = xasprintf("http://%s%s", r->locs[i], path);
@@ -164,9 +165,12 @@ static int delete_replicas(const struct config *cfg, const char *key, size_t kle
 			log_msg("DELETE %s failed (%d%s%s)", reqs[i].url, st, st < 0 ? ": " : "",
 				st < 0 ? reqs[i].err : "");
 			rc = -1;
+			r->locs[kept++] = r->locs[i];
 		}
 		free((char *)reqs[i].url);
 	}
+	if (rc < 0)
+		r->nlocs = kept;
 	return rc;
 }
 

@@ -70,6 +70,12 @@ struct req {
 static const struct config *cfg;
 static struct index *idx;
 static atomic_int inflight;
+/* Stopping (stop_daemon): draining, every answer closes its connection;
+ * refusing, a new request's connection is closed unanswered; no_sleep, a
+ * request no longer suspends, so that libmicrohttpd can be stopped (it
+ * aborts the process if a connection is suspended then). */
+static atomic_bool draining, refusing, no_sleep;
+static atomic_int nsuspended;
 
 /* Every open client connection, so that one dribbling its request head
  * (slowloris: never idle, so libmicrohttpd's timeout never fires) can be
@@ -98,6 +104,8 @@ static enum MHD_Result queue(struct MHD_Connection *c, int status, const struct 
 		return MHD_NO;
 	for (int i = 0; i < nh; i++)
 		MHD_add_response_header(resp, h[i].name, h[i].value);
+	if (atomic_load(&draining))
+		MHD_add_response_header(resp, "Connection", "close");
 	ret = MHD_queue_response(c, (unsigned)status, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -125,6 +133,11 @@ const char *front_header(struct MHD_Connection *c, const char *name)
 
 void front_sleep_locked(struct front_sleep *z)
 {
+	atomic_fetch_add(&nsuspended, 1);
+	if (atomic_load(&no_sleep)) {   /* the handler is called again instead */
+		atomic_fetch_sub(&nsuspended, 1);
+		return;
+	}
 	z->suspended = true;
 	MHD_suspend_connection(z->conn);
 }
@@ -134,6 +147,7 @@ void front_wake_locked(struct front_sleep *z)
 	z->woken = true;
 	if (z->suspended && !z->gone) {
 		z->suspended = false;
+		atomic_fetch_sub(&nsuspended, 1);
 		MHD_resume_connection(z->conn);
 	}
 }
@@ -170,13 +184,25 @@ bool front_wait(struct front_sleep *z)
 int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg)
 {
 	pthread_mutex_lock(&z->mu);   /* fn's front_finish waits for the suspend */
+	/* Once fn runs the connection must stay suspended until it is done
+	 * (fn uses the request; a stop that closed the connection would free
+	 * it): counted before no_sleep is read, so stop_daemon either sees it
+	 * or it is refused here. */
+	atomic_fetch_add(&nsuspended, 1);
+	if (atomic_load(&no_sleep)) {
+		atomic_fetch_sub(&nsuspended, 1);
+		pthread_mutex_unlock(&z->mu);
+		return -1;
+	}
 	if (spawn(fn, arg) < 0) {
+		atomic_fetch_sub(&nsuspended, 1);
 		pthread_mutex_unlock(&z->mu);
 		log_msg("pthread_create failed: out of threads");
 		return -1;
 	}
 	z->async_started = true;
-	front_sleep_locked(z);
+	z->suspended = true;
+	MHD_suspend_connection(z->conn);
 	pthread_mutex_unlock(&z->mu);
 	return 0;
 }
@@ -540,7 +566,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	struct req *r;
 	(void)cls;
-	if (uri_has_too_many_args(uri)) {
+	/* Counted before refusing is read: stop_daemon sets refusing, then
+	 * waits for inflight to reach 0, and misses no request. */
+	atomic_fetch_add(&inflight, 1);
+	if (atomic_load(&refusing) || uri_has_too_many_args(uri)) {
+		atomic_fetch_sub(&inflight, 1);
 		shutdown(conn_fd(conn), SHUT_RDWR);
 		return NULL;
 	}
@@ -548,7 +578,6 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	r->uri = xstrdup(uri);
 	r->start_ms = now_ms();
 	pthread_mutex_init(&r->sl.mu, NULL);
-	atomic_fetch_add(&inflight, 1);
 	return r;
 }
 
@@ -673,15 +702,29 @@ static struct MHD_Daemon *start_daemon(void)
 		MHD_OPTION_END);
 }
 
-/* Stop accepting, let what is in flight finish (bounded), then close. */
+/* Stop accepting, let what is in flight finish (bounded), then close.
+ * A kept-alive connection may carry one more request, answered with
+ * "Connection: close"; once none runs, any later one is refused. */
 static void stop_daemon(struct MHD_Daemon *d)
 {
 	MHD_socket fd = MHD_quiesce_daemon(d);
 	uint64_t deadline = now_ms() + 10000;
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);
+	atomic_store(&draining, true);
 	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
 		usleep(10000);
+	atomic_store(&refusing, true);
+	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
+		usleep(10000);
+	atomic_store(&no_sleep, true);
+	if (atomic_load(&nsuspended) > 0) {
+		/* Requests waiting on volumes for 10 s: libmicrohttpd cannot
+		 * stop under them.  Their writes' records stay DELETED. */
+		log_msg("stopping with %d requests unfinished after 10 s (waiting on volumes); "
+			"their writes' records stay DELETED", atomic_load(&nsuspended));
+		_exit(1);
+	}
 	atomic_store(&reaper_stop, true);
 	pthread_join(reaper_thread, NULL);
 	MHD_stop_daemon(d);

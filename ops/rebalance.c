@@ -2,6 +2,7 @@
  * where key2volume puts them now.  See ops.h for the order of a move. */
 #include "../master/mkv.h"
 #include "../master/index.h"
+#include "../master/health.h"
 #include "../master/keylock.h"
 #include "../common/spawn.h"
 #include "ops.h"
@@ -56,7 +57,7 @@ static void delete_due(void *ctx, void *item)
 {
 	struct pending *p = item;
 	char err[256];
-	bool hurry, locked;
+	bool hurry, locked, down;
 	(void)ctx;
 	pthread_mutex_lock(&dq.mu);
 	for (uint64_t now; !dq.hurry && (now = now_ms()) < p->due;)
@@ -66,9 +67,12 @@ static void delete_due(void *ctx, void *item)
 	/* A write of the key since the move may have put its bytes back at
 	 * this very place (a home volume down, the old place next in its
 	 * rendezvous order): under the key's lock, a place the record names
-	 * again is kept.  A write running now: ask again later (at shutdown,
-	 * keep the copy: gc finds it). */
-	locked = keylock_try(p->key, p->klen);
+	 * again is kept.  A write running now, or the copy's volume down (a
+	 * hung one would hold the key's lock through the DELETE's timeout,
+	 * and every write of the key would get 409): ask again later (at
+	 * shutdown, keep the copy: gc finds it). */
+	down = !health_up(p->loc, strlen(p->loc));
+	locked = !down && keylock_try(p->key, p->klen);
 	if (!locked && !hurry) {
 		p->due = now_ms() + GRACE_MS;
 		spawn_queue_push(dq.q, p);
@@ -76,7 +80,7 @@ static void delete_due(void *ctx, void *item)
 	}
 	if (!locked || named(p->idx, p->key, p->klen, p->loc))
 		log_msg("rebalance: %s is the key's again%s: kept", p->url,
-			locked ? "" : " or being written");
+			down ? " or its volume is down" : locked ? "" : " or being written");
 	else if (ops_delete(p->url, 30000, err) < 0)
 		log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind", p->url, err);
 	if (locked)
@@ -148,10 +152,19 @@ static int copy_missing(struct move *m, const char **why)
 		if (!ops_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
 			dst[ndst++] = xasprintf("http://%s%s", m->want[i], m->path);
 	/* ops_copy feeds at most OPS_COPY_MAXDST destinations at once */
+	/* Sources on volumes the master's checks see up first: a hung one
+	 * accepts the connection, then stalls the copy for a minute while
+	 * the key stays locked.  (Offline, every volume counts as up.) */
+	int order[RECORD_MAX_LOCS], no = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < m->r.nlocs; i++)
+			if (health_up(m->r.locs[i], strlen(m->r.locs[i])) == !pass)
+				order[no++] = i;
 	for (int d = 0; d < ndst && !got; d += OPS_COPY_MAXDST) {
 		int nd = ndst - d < OPS_COPY_MAXDST ? ndst - d : OPS_COPY_MAXDST;
 		got = 1;
-		for (int i = 0; i < m->r.nlocs && got > 0; i++) {
+		for (int j = 0; j < no && got > 0; j++) {
+			int i = order[j];
 			char *src = xasprintf("http://%s%s", m->r.locs[i], m->path);
 			got = ops_copy(src, dst + d, nd, m->r.hash[0] ? m->r.hash : NULL, m->tmo, err);
 			if (got)

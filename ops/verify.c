@@ -11,8 +11,10 @@
  * -fix only ever writes to a replica found missing or corrupt, from one
  * found good, through ops_copy, which checks the source's md5 before the
  * destination gets its last bytes: a good copy is never overwritten and
- * never deleted.  Online, the record is read again from the master just
- * before a fix, and a key that changed meanwhile is left alone.
+ * never deleted.  Online, a key with a replica missing or corrupt is
+ * looked at again (a write may have been under way), and the record is
+ * read again from the master before anything is counted or fixed: a key
+ * that changed meanwhile is left alone.
  *
  * Online (-master) verify sees live keys (?list, then a HEAD per key for
  * Key-Volumes and Content-Md5); offline (-db, the master stopped) every
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define HASH_TIMEOUT_MS (3600 * 1000L)   /* a volume hashing a huge blob */
 #define TIMEOUT_MS 60000L
@@ -163,21 +166,40 @@ static bool changed(struct vr *v, struct key *k)
 			     !ops_same_locs(k->r->locs, k->r->nlocs, now.locs, now.nlocs));
 }
 
-static void verify_key(struct vr *v, const char *key, size_t klen, struct record *r)
+/* Online, a write of the key (a REPLACE, a DELETE) may have run between
+ * the master's answer and the reads: with retry set, a replica found
+ * missing or corrupt counts nothing and returns true (read the record again
+ * and call once more), and the second look leaves alone a key whose record
+ * changed meanwhile. */
+static bool verify_key(struct vr *v, const char *key, size_t klen, struct record *r, bool retry)
 {
 	struct key k = {.key = key, .klen = (int)klen, .r = r};
-	char path[PATH_MAX_LEN], err[256], *bad[RECORD_MAX_LOCS];
+	char path[PATH_MAX_LEN], errs[RECORD_MAX_LOCS][256], *bad[RECORD_MAX_LOCS];
 	int nbad = 0, ngood = 0;
+	bool suspect = false;
 
 	placement_path(key, klen, path);
 	for (int i = 0; i < r->nlocs; i++) {
 		int s;
 		k.urls[i] = xasprintf("http://%s%s", r->locs[i], path);
-		s = replica_md5(v, k.urls[i], k.md5[i], err);
-		v->replicas++;
+		s = replica_md5(v, k.urls[i], k.md5[i], errs[i]);
 		k.st[i] = s == 200 ? ST_GOOD : s == 404 ? ST_MISSING : ST_UNKNOWN;
-		if (s < 0) {
-			note(v, "%.*s: %s: %s", k.klen, key, k.urls[i], err);
+		suspect |= k.st[i] == ST_MISSING ||
+			   (k.st[i] == ST_GOOD && r->hash[0] && strcmp(k.md5[i], r->hash));
+	}
+	if (v->master && suspect && !retry)
+		usleep(200000);   /* a write whose copies are in place, its record not yet */
+	if (v->master && suspect && (retry || changed(v, &k))) {
+		if (!retry)
+			v->skipped++;
+		for (int i = 0; i < r->nlocs; i++)
+			free(k.urls[i]);
+		return retry;
+	}
+	for (int i = 0; i < r->nlocs; i++) {
+		v->replicas++;
+		if (k.st[i] == ST_UNKNOWN) {
+			note(v, "%.*s: %s: %s", k.klen, key, k.urls[i], errs[i]);
 			v->failed++;
 		}
 	}
@@ -208,6 +230,7 @@ static void verify_key(struct vr *v, const char *key, size_t klen, struct record
 	}
 	for (int i = 0; i < r->nlocs; i++)
 		free(k.urls[i]);
+	return false;
 }
 
 static void offline_one(void *ctx, size_t i)
@@ -220,7 +243,7 @@ static void offline_one(void *ctx, size_t i)
 	} else if (r.deleted && !r.hash[0]) {
 		v->skipped++;   /* an interrupted PUT: see gc */
 	} else {
-		verify_key(v, v->b.keys[i], v->b.klens[i], &r);
+		verify_key(v, v->b.keys[i], v->b.klens[i], &r, false);
 	}
 	v->keys_done++;
 }
@@ -231,8 +254,14 @@ static void online_one(void *ctx, size_t i)
 	struct ops_head_info h;
 	struct record r;
 	int st = master_record(v, v->b.keys[i], v->b.klens[i], &h, &r);
+	if (st == 200 && verify_key(v, v->b.keys[i], v->b.klens[i], &r, true)) {
+		usleep(200000);   /* a write under way finishes */
+		st = master_record(v, v->b.keys[i], v->b.klens[i], &h, &r);
+		if (st == 200)
+			verify_key(v, v->b.keys[i], v->b.klens[i], &r, false);
+	}
 	if (st == 200)
-		verify_key(v, v->b.keys[i], v->b.klens[i], &r);
+		;
 	else if (st < 0 || ops_unreachable("verify", v->b.keys[i], v->b.klens[i]))
 		v->failed++;
 	v->keys_done++;
@@ -285,7 +314,7 @@ int verify_main(const struct config *cfg)
 		ops_per_s(v.bytes, ms) / 1e6, rc ? "; stopped early, see above" : "");
 	if (v.skipped)
 		log_msg("verify: %lu keys skipped: %s", v.skipped,
-			v.master ? "changed while being fixed (run verify again)"
+			v.master ? "changed while being verified (run verify again)"
 				 : "interrupted PUTs (DELETED, no HASH: see gc -unlinked)");
 	if (bad > v.fixed && !cfg->fix)
 		log_msg("verify: run it with -fix to copy good replicas over the bad ones");

@@ -866,6 +866,74 @@ START_TEST(test_hung_volume)
 }
 END_TEST
 
+/* REBALANCE of a key one of whose copies is on a hung volume that the
+ * master already sees down copies from the other copy at once: it tried
+ * the hung one first, which took the connection and stalled the copy (and
+ * the key's lock) for a minute. */
+START_TEST(test_rebalance_hung_source)
+{
+	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "500ms", NULL};
+	struct vol vols[3];
+	struct master m = {0};
+	char *names[3], *k = NULL, *u, locs[3][LOC_MAX];
+	struct resp r;
+	uint64_t t0;
+	long st = 0;
+	bool found;
+
+	for (int i = 0; i < 3; i++) {
+		h_vol_start(&vols[i], VOL_MKV);
+		names[i] = vols[i].name;
+	}
+	h_master_start(&m, vols, 3, flags);
+	wait_cluster(&m);
+	/* a key whose rendezvous order is vols 0, 1, 2 */
+	for (int i = 0; !k; i++) {
+		k = xasprintf("/hung-src-%d-%d", (int)getpid(), i);
+		placement_volumes(k, strlen(k), names, 3, 3, 10, locs);
+		if (!on_vol(locs[0], names[0]) || !on_vol(locs[1], names[1]))
+			free(k), k = NULL;
+	}
+	u = murl(&m, k);
+	/* written while vols[1] is down: its copies are on vols 0 and 2 */
+	h_stop(vols[1].pid, SIGTERM);
+	vols[1].pid = 0;
+	for (int i = 0; i < 100 && st != 201; i++) {
+		st = h_http("PUT", u, "value", 5, NULL, false, &r);
+		h_resp_free(&r);
+		if (st != 201)
+			usleep(100000);
+	}
+	ck_assert_int_eq(st, 201);
+	h_vol_respawn(&vols[1]);
+	ck_assert_int_eq(kill(-vols[0].pid, SIGSTOP), 0);
+	usleep(3000000);   /* the checker marks vols[0] down */
+	t0 = now_ms();
+	st = h_http("REBALANCE", u, NULL, 0, NULL, false, &r);
+	h_resp_free(&r);
+	fprintf(stderr, "rebalance, a copy on a hung volume: %ld after %llu ms\n", st,
+		(unsigned long long)(now_ms() - t0));
+	ck_assert_int_eq(st, 204);
+	ck_assert_msg(now_ms() - t0 < 5000, "REBALANCE waited %llu ms on a volume marked down",
+		      (unsigned long long)(now_ms() - t0));
+	/* A REPLACE moves the key off the hung volume; the old copy's delete
+	 * waits for the volume, without holding the key: writes go on. */
+	ck_assert_int_eq(h_http("REPLACE", u, "other", 5, NULL, false, &r), 201);
+	h_resp_free(&r);
+	usleep(3000000);   /* past the old copy's 2 s grace */
+	st = h_http("REPLACE", u, "value", 5, NULL, false, &r);
+	ck_assert_msg(st == 201, "REPLACE after a move off a hung volume: %ld %s", st, r.body.data);
+	h_resp_free(&r);
+	kill(-vols[0].pid, SIGCONT);
+	expect_value(&m, k, "value", 5, &found, NULL);
+	ck_assert(found);
+	free(u), free(k);
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
 /* ---- write availability, then rebalance ---- */
 
 START_TEST(test_write_availability)
@@ -1005,6 +1073,10 @@ int main(void)
 	tc = tcase_create("hung volume");
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_hung_volume, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("rebalance hung source");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_rebalance_hung_source);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("write availability");
 	tcase_set_timeout(tc, 120);

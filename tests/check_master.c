@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <leveldb/c.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <signal.h>
@@ -606,6 +607,108 @@ START_TEST(test_lock_and_sigterm)
 }
 END_TEST
 
+/* SIGTERM while clients PUT over kept-alive connections: every request
+ * the master took is answered whole, and it exits 0.  (It stopped
+ * libmicrohttpd while a request that came in on a kept-alive connection
+ * was suspended: abort, "called while we have suspended connections".) */
+struct ka {
+	int port, id, answered, torn;
+	volatile bool stop;
+};
+
+static void *ka_main(void *arg)
+{
+	struct ka *k = arg;
+	int fd = h_connect(k->port), one = 1;
+	char buf[4096];
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	for (int i = 0; fd >= 0 && !k->stop; i++) {
+		size_t have = 0;
+		ssize_t n;
+		int hl = snprintf(buf, sizeof(buf), "PUT /ka-%d-%d-%d HTTP/1.1\r\nHost: x\r\n"
+				  "Content-Length: 1\r\n\r\n", (int)getpid(), k->id, i);
+		/* head and body apart, as Python's http.client sends them */
+		if (!h_send(fd, buf, (size_t)hl) || !h_send(fd, "v", 1))
+			break;
+		while (!memmem(buf, have, "\r\n\r\n", 4) && have < sizeof(buf) - 1 &&
+		       (n = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0)
+			have += (size_t)n;
+		if (!have)
+			break;            /* closed before this request was read: refused */
+		buf[have] = '\0';
+		if (!memmem(buf, have, "\r\n\r\n", 4) || strncmp(buf, "HTTP/1.1 201", 12)) {
+			k->torn++;
+			break;
+		}
+		k->answered++;
+		if (strcasestr(buf, "Connection: close"))
+			break;
+	}
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+START_TEST(test_sigterm_under_keepalive)
+{
+	struct ka k[4];
+	pthread_t t[4];
+	int st, answered = 0;
+	for (int i = 0; i < 4; i++) {
+		k[i] = (struct ka){.port = m.port, .id = i};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, ka_main, &k[i]), 0);
+	}
+	usleep(1000000);
+	st = h_stop(m.pid, SIGTERM);
+	m.pid = 0;
+	for (int i = 0; i < 4; i++) {
+		k[i].stop = true;
+		pthread_join(t[i], NULL);
+		ck_assert_msg(!k[i].torn, "client %d: an answer cut off", i);
+		answered += k[i].answered;
+	}
+	ck_assert_int_gt(answered, 4);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "SIGTERM under load: %s %d (see %s)",
+		      WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+		      m.log);
+}
+END_TEST
+
+/* A request still waiting on a hung volume when the 10 s of draining are
+ * up: the master exits 1 and says why, instead of aborting inside
+ * libmicrohttpd (which refuses to stop under a suspended connection). */
+static void *delete_main(void *arg)
+{
+	h_status("DELETE", arg);
+	return NULL;
+}
+
+START_TEST(test_sigterm_hung_volume)
+{
+	char *u = url("/hung-at-stop");
+	pthread_t t;
+	int st = 0;
+	uint64_t end;
+	ck_assert_int_eq(put("/hung-at-stop", "v", 1), 201);
+	kill(-vols[0].pid, SIGSTOP);
+	ck_assert_int_eq(pthread_create(&t, NULL, delete_main, u), 0);
+	usleep(500000);
+	kill(m.pid, SIGTERM);
+	for (end = now_ms() + 20000; waitpid(m.pid, &st, WNOHANG) == 0 && now_ms() < end;)
+		usleep(20000);
+	if (now_ms() >= end)
+		kill(m.pid, SIGKILL), waitpid(m.pid, &st, 0);
+	m.pid = 0;
+	kill(-vols[0].pid, SIGCONT);
+	pthread_join(t, NULL);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "SIGTERM with a request on a hung "
+		      "volume: %s %d (see %s)", WIFEXITED(st) ? "exit" : "signal",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), m.log);
+	free(u);
+}
+END_TEST
+
 START_TEST(test_usage)
 {
 	char *bin = h_bin("mkv");
@@ -918,6 +1021,14 @@ int main(void)
 	tcase_add_test(tc, test_maxsize);
 	tcase_add_test(tc, test_mkv_format_index);
 	tcase_add_test(tc, test_usage);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("sigterm");
+	tcase_set_timeout(tc, 60);
+	/* checked: the master is the test process's child, so its exit
+	 * status can be waited for */
+	tcase_add_checked_fixture(tc, up_mkv, cluster_down);
+	tcase_add_test(tc, test_sigterm_under_keepalive);
+	tcase_add_test(tc, test_sigterm_hung_volume);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -321,6 +321,35 @@ START_TEST(test_relink)
 		free(bu);
 		free(vols);
 	}
+	/* A DELETE one volume refused (it was down) removed the other copy:
+	 * RELINK brings the key back served only from the copy that is left. */
+	{
+		char *c = key_url("/half deleted"), locs[2][LOC_MAX];
+		int n, down = -1;
+		ck_assert_int_eq(put_key("/half deleted", "hello", 5), 201);
+		key_locs("/half deleted", locs, &n);
+		for (int v = 0; v < NVOL; v++)
+			if (!strncmp(locs[0], V[v].name, strlen(V[v].name)))
+				down = v;
+		ck_assert_int_ge(down, 0);
+		h_stop(V[down].pid, SIGTERM);
+		V[down].pid = 0;
+		ck_assert_int_eq(h_status("DELETE", c), 500);
+		h_vol_respawn(&V[down]);
+		ck_assert_int_eq(h_status("RELINK", c), 204);
+		for (int i = 0; i < 100 && h_status("GET", c) != 302; i++)
+			usleep(100000);   /* the master sees the volume up again */
+		key_locs("/half deleted", locs, &n);
+		for (int i = 0; i < n; i++) {
+			char *bu;
+			placement_path("/half deleted", 13, path);
+			bu = xasprintf("http://%s%s", locs[i], path);
+			ck_assert_msg(h_status("HEAD", bu) == 200, "RELINK serves %s, which the "
+				      "DELETE removed", locs[i]);
+			free(bu);
+		}
+		free(c);
+	}
 	free(u);
 	free(absent);
 	cluster_down();
@@ -547,6 +576,69 @@ START_TEST(test_verify)
 	free(orig_g);
 	free(corrupt_file);
 	free(gone_file);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
+/* Online verify while REPLACEs and DELETE+PUTs of its keys run: a key
+ * rewritten between the master's answer and the reads of its replicas is
+ * no missing or corrupt replica. */
+struct rewriter {
+	atomic_bool stop;
+	atomic_int done;
+};
+
+static void *rewrite_main(void *arg)
+{
+	struct rewriter *w = arg;
+	char key[32];
+	for (int i = 0; !atomic_load(&w->stop); i++) {
+		size_t n;
+		char *v = value(i, &n), *u;
+		struct resp r;
+		snprintf(key, sizeof(key), "/rw/%d", i % 20);
+		u = key_url(key);
+		if (i % 5 == 4) {
+			h_http("DELETE", u, NULL, 0, NULL, false, &r);
+			h_resp_free(&r);
+			h_http("PUT", u, v, n, NULL, false, &r);
+		} else {
+			h_http("REPLACE", u, v, n, NULL, false, &r);
+		}
+		h_resp_free(&r);
+		atomic_fetch_add(&w->done, 1);
+		free(u), free(v);
+	}
+	return NULL;
+}
+
+START_TEST(test_verify_under_writes)
+{
+	struct rewriter w = {0};
+	pthread_t t[2];
+	char key[32], *log;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/verify-rw.log", tmp);
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "/rw/%d", i);
+		ck_assert_int_eq(put_key(key, "first", 5), 201);
+	}
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, rewrite_main, &w), 0);
+	for (int run = 0; run < 6; run++) {
+		const char *args[] = {"-master", M.base + 7, run % 2 ? "-fix" : "-v", "verify", NULL};
+		int rc = mkv_run(true, args, log, 0);
+		if (rc != 0 || !log_has(log, " 0 missing, 0 corrupt")) {
+			show_log(log);
+			atomic_store(&w.stop, true);
+			ck_abort_msg("verify under writes: exit %d, replicas said bad", rc);
+		}
+	}
+	atomic_store(&w.stop, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_int_gt(atomic_load(&w.done), 20);
 	free(log);
 	cluster_down();
 }
@@ -1180,6 +1272,7 @@ Suite *tools_suite(void)
 	tc = tcase_create("verify");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_verify, 0, 2);
+	tcase_add_test(tc, test_verify_under_writes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("gc");
 	tcase_set_timeout(tc, 300);
