@@ -198,8 +198,10 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 	}
 	/* Soft-delete first: from here on nothing is served, whatever fails.
 	 * Synced: UNLINK is answered on this write, and DELETE removes the
-	 * blobs next, durably -- a power loss before its final synced delete
-	 * would otherwise bring back a live record naming blobs that are gone. */
+	 * blobs next, durably -- a power loss before its final delete would
+	 * otherwise bring back a live record naming blobs that are gone.  That
+	 * final delete need not wait for the disk: lost, it leaves the key
+	 * unlinked, never served, for gc -unlinked (one fsync per DELETE). */
 	r.deleted = true;
 	enc = record_encode(&r, &elen);
 	if (index_put(idx, key, klen, enc, elen) < 0) {
@@ -210,7 +212,7 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
 		a->status = 204;
 	else if (delete_replicas(cfg, key, klen, &r) < 0) {
 		answer_error(a, 500, "a volume refused the delete; the key stays unlinked");
-	} else if (index_delete(idx, key, klen) < 0) {
+	} else if (index_delete_nosync(idx, key, klen) < 0) {
 		answer_error(a, 500, "index delete failed; the key stays unlinked");
 	} else {
 		meta_delete(key, klen);
