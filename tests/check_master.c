@@ -580,7 +580,7 @@ END_TEST
 
 /* One index, one master: a second exits at once with a clear message;
  * SIGTERM stops the first cleanly (exit 0). */
-START_TEST(test_lock_and_sigterm)
+START_TEST(test_second_master)
 {
 	char *bin = h_bin("mkv"), *va = h_volumes_arg(vols, 3), port[16], *log;
 	int st;
@@ -600,9 +600,8 @@ START_TEST(test_lock_and_sigterm)
 	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
 	fclose(f);
 	ck_assert_msg(strstr(line, "in use"), "unclear message: %s", line);
-	st = h_stop(m.pid, SIGTERM);
-	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	m.pid = 0;
+	/* SIGTERM's exit 0 is the sigterm case's to see: this test runs in a
+	 * forked child, which cannot wait for the fixture's master. */
 	free(bin), free(va), free(log);
 }
 END_TEST
@@ -996,7 +995,7 @@ static TCase *api_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_volume_down);
 	tcase_add_test(tc, test_all_down);
 	tcase_add_test(tc, test_swapped_disk);
-	tcase_add_test(tc, test_lock_and_sigterm); /* last: stops the master */
+	tcase_add_test(tc, test_second_master);
 	return tc;
 }
 
