@@ -527,6 +527,41 @@ START_TEST(test_malformed_range)
 }
 END_TEST
 
+/* Uploads cut off mid-body (the client sent a megabyte of ten, or of an
+ * endless chunked body, then closed): each connection and its temporary
+ * file are let go at once, not after the idle timeout (60 s). */
+START_TEST(test_cut_uploads_freed)
+{
+	static const char *const heads[] = {
+		"PUT /cut/%d HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n",
+		"PUT /cut/%d HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+		"10000000\r\n"};
+	enum { NCUT = 16, BODY = 1 << 20 };
+	char *body = xcalloc(1, BODY);
+	int before = h_fd_count(v.pid), now = 0;
+	uint64_t t0;
+	memset(body, 'a', BODY);
+	for (int i = 0; i < NCUT; i++) {
+		char *head = xasprintf(heads[i % 2], i);
+		int fd = h_connect(v.port);
+		ck_assert_int_ge(fd, 0);
+		memcpy(body, head, strlen(head));   /* head and body in one send */
+		h_send(fd, body, BODY);
+		close(fd);
+		free(head);
+	}
+	free(body);
+	t0 = now_ms();
+	while ((now = h_fd_count(v.pid)) > before && now_ms() - t0 < 3000)
+		usleep(50000);
+	fprintf(stderr, "volume cut uploads: %d descriptors before, %d after %llu ms\n", before,
+		now, (unsigned long long)(now_ms() - t0));
+	ck_assert_msg(now <= before, "%d uploads cut off: the volume holds %d descriptors, %d "
+		      "before", NCUT, now, before);
+	alive("cut uploads");
+}
+END_TEST
+
 /* ---- slow and idle clients ---- */
 
 START_TEST(test_slowloris)
@@ -674,6 +709,7 @@ int main(void)
 	tcase_add_test(tc, test_junk_then_good);
 	tcase_add_test(tc, test_unknown_methods);
 	tcase_add_test(tc, test_malformed_range);
+	tcase_add_test(tc, test_cut_uploads_freed);
 	tcase_add_test(tc, test_slowloris);
 	tcase_add_test(tc, test_idle_connections);
 	tcase_add_test(tc, test_rss_bounded);
