@@ -601,6 +601,35 @@ START_TEST(test_slowloris)
 }
 END_TEST
 
+/* A slowloris client sends a byte now and then, so it is never idle; as
+ * with nginx's client_header_timeout (60 s), the whole request head must
+ * arrive within 60 s, or the client is dropped: else 16,384 of them hold
+ * every connection the volume serves. */
+START_TEST(test_slow_headers_dropped)
+{
+	static const char req[] = "GET /ok/file HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	int fd = h_connect(v.port);
+	uint64_t t0 = now_ms();
+	bool dropped = false;
+	ck_assert_int_ge(fd, 0);
+	for (size_t i = 0; i < sizeof(req) - 1 && now_ms() - t0 < 80000; i++) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char c[512];
+		if (!h_send(fd, req + i, 1) ||
+		    (poll(&p, 1, 1000) == 1 && recv(fd, c, sizeof(c), 0) <= 0)) {
+			dropped = true;
+			break;
+		}
+	}
+	fprintf(stderr, "volume slow headers: %s after %llu ms\n", dropped ? "dropped" : "still open",
+		(unsigned long long)(now_ms() - t0));
+	close(fd);
+	ck_assert_msg(dropped && now_ms() - t0 < 70000, "a client dribbling its headers was kept "
+		      "%llu ms", (unsigned long long)(now_ms() - t0));
+	alive("slow headers");
+}
+END_TEST
+
 /* A connection begun but not waited for: the kernel completes it (or
  * not) while we open the next thousands. */
 static int connect_nb(int port)
@@ -714,6 +743,12 @@ int main(void)
 	tcase_add_test(tc, test_idle_connections);
 	tcase_add_test(tc, test_rss_bounded);
 	tcase_add_test(tc, test_clean_exit);
+	suite_add_tcase(s, tc);
+	/* its own volume: a minute and more */
+	tc = tcase_create("slow heads");
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 100);
+	tcase_add_test(tc, test_slow_headers_dropped);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
