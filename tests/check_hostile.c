@@ -636,6 +636,58 @@ START_TEST(test_range_on_master)
 }
 END_TEST
 
+/* Uploads cut off mid-body (a megabyte of ten, or of an endless chunked
+ * body, then the client closed): each is let go at once, so a retry of the
+ * key is not refused 409 until the idle timeout, and no DELETED record of
+ * it lingers. */
+START_TEST(test_cut_uploads_freed)
+{
+	static const char *const heads[] = {
+		"PUT /cut/%d HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n",
+		"PUT /cut/%d HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+		"10000000\r\n"};
+	enum { NCUT = 4, BODY = 1 << 20 };
+	char *body = xcalloc(1, BODY);
+	memset(body, 'a', BODY);
+	for (int i = 0; i < NCUT; i++) {
+		char *head = xasprintf(heads[i % 2], i);
+		char *u = xasprintf("%s/cut/%d", m.base, i);
+		int fd = h_connect(m.port);
+		struct resp r;
+		uint64_t t0;
+		long st;
+		ck_assert_int_ge(fd, 0);
+		memcpy(body, head, strlen(head));   /* head and body in one send */
+		h_send(fd, body, BODY);
+		close(fd);
+		t0 = now_ms();
+		while ((st = h_http("PUT", u, "x", 1, NULL, false, &r)) == 409 &&
+		       now_ms() - t0 < 5000) {
+			h_resp_free(&r);
+			usleep(20000);
+		}
+		h_resp_free(&r);
+		fprintf(stderr, "master cut upload %d: a retry got %ld after %llu ms\n", i, st,
+			(unsigned long long)(now_ms() - t0));
+		ck_assert_msg(st != 409 && now_ms() - t0 < 1000, "upload %d cut off: a retry of the "
+			      "key got %ld for %llu ms", i, st, (unsigned long long)(now_ms() - t0));
+		free(head);
+		free(u);
+	}
+	free(body);
+	{
+		struct resp r;
+		char *u = url("/cut/?unlinked");
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+		ck_assert_msg(strstr(r.body.data, "\"keys\":[]"), "after cut uploads: %s",
+			      r.body.data);
+		h_resp_free(&r);
+		free(u);
+	}
+	alive("cut uploads");
+}
+END_TEST
+
 START_TEST(test_slowloris)
 {
 	enum { NSLOW = 200, ROUNDS = 30 };
@@ -827,6 +879,7 @@ int main(void)
 	tcase_add_test(tc, test_junk_then_good);
 	tcase_add_test(tc, test_unknown_methods);
 	tcase_add_test(tc, test_range_on_master);
+	tcase_add_test(tc, test_cut_uploads_freed);
 	tcase_add_test(tc, test_slowloris);
 	tcase_add_test(tc, test_idle_dropped);
 	tcase_add_test(tc, test_slow_headers_dropped);

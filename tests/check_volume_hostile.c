@@ -527,6 +527,41 @@ START_TEST(test_malformed_range)
 }
 END_TEST
 
+/* Uploads cut off mid-body (the client sent a megabyte of ten, or of an
+ * endless chunked body, then closed): each connection and its temporary
+ * file are let go at once, not after the idle timeout (60 s). */
+START_TEST(test_cut_uploads_freed)
+{
+	static const char *const heads[] = {
+		"PUT /cut/%d HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n",
+		"PUT /cut/%d HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+		"10000000\r\n"};
+	enum { NCUT = 16, BODY = 1 << 20 };
+	char *body = xcalloc(1, BODY);
+	int before = h_fd_count(v.pid), now = 0;
+	uint64_t t0;
+	memset(body, 'a', BODY);
+	for (int i = 0; i < NCUT; i++) {
+		char *head = xasprintf(heads[i % 2], i);
+		int fd = h_connect(v.port);
+		ck_assert_int_ge(fd, 0);
+		memcpy(body, head, strlen(head));   /* head and body in one send */
+		h_send(fd, body, BODY);
+		close(fd);
+		free(head);
+	}
+	free(body);
+	t0 = now_ms();
+	while ((now = h_fd_count(v.pid)) > before && now_ms() - t0 < 3000)
+		usleep(50000);
+	fprintf(stderr, "volume cut uploads: %d descriptors before, %d after %llu ms\n", before,
+		now, (unsigned long long)(now_ms() - t0));
+	ck_assert_msg(now <= before, "%d uploads cut off: the volume holds %d descriptors, %d "
+		      "before", NCUT, now, before);
+	alive("cut uploads");
+}
+END_TEST
+
 /* ---- slow and idle clients ---- */
 
 START_TEST(test_slowloris)
@@ -563,6 +598,35 @@ START_TEST(test_slowloris)
 	 * every round late; one slow round is the machine, not the server. */
 	ck_assert_msg(slow <= ROUNDS / 10, "%d of %d normal GETs took a second or more beside "
 		      "slow clients", slow, ROUNDS);
+}
+END_TEST
+
+/* A slowloris client sends a byte now and then, so it is never idle; as
+ * with nginx's client_header_timeout (60 s), the whole request head must
+ * arrive within 60 s, or the client is dropped: else 16,384 of them hold
+ * every connection the volume serves. */
+START_TEST(test_slow_headers_dropped)
+{
+	static const char req[] = "GET /ok/file HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	int fd = h_connect(v.port);
+	uint64_t t0 = now_ms();
+	bool dropped = false;
+	ck_assert_int_ge(fd, 0);
+	for (size_t i = 0; i < sizeof(req) - 1 && now_ms() - t0 < 80000; i++) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char c[512];
+		if (!h_send(fd, req + i, 1) ||
+		    (poll(&p, 1, 1000) == 1 && recv(fd, c, sizeof(c), 0) <= 0)) {
+			dropped = true;
+			break;
+		}
+	}
+	fprintf(stderr, "volume slow headers: %s after %llu ms\n", dropped ? "dropped" : "still open",
+		(unsigned long long)(now_ms() - t0));
+	close(fd);
+	ck_assert_msg(dropped && now_ms() - t0 < 70000, "a client dribbling its headers was kept "
+		      "%llu ms", (unsigned long long)(now_ms() - t0));
+	alive("slow headers");
 }
 END_TEST
 
@@ -674,10 +738,17 @@ int main(void)
 	tcase_add_test(tc, test_junk_then_good);
 	tcase_add_test(tc, test_unknown_methods);
 	tcase_add_test(tc, test_malformed_range);
+	tcase_add_test(tc, test_cut_uploads_freed);
 	tcase_add_test(tc, test_slowloris);
 	tcase_add_test(tc, test_idle_connections);
 	tcase_add_test(tc, test_rss_bounded);
 	tcase_add_test(tc, test_clean_exit);
+	suite_add_tcase(s, tc);
+	/* its own volume: a minute and more */
+	tc = tcase_create("slow heads");
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 100);
+	tcase_add_test(tc, test_slow_headers_dropped);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

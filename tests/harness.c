@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -642,4 +643,19 @@ char *h_read_file(const char *path)
 		buf_append(&b, chunk, n);
 	fclose(f);
 	return b.data;
+}
+
+int h_fd_count(pid_t pid)
+{
+	char path[64];
+	int n = 0;
+	DIR *d;
+	struct dirent *e;
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	if (!(d = opendir(path)))
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
 }

@@ -112,5 +112,7 @@ bool h_wait_gone(pid_t pid, int timeout_ms);
 char *h_read_file(const char *path);
 /* VmRSS of pid in KiB, -1 if unknown. */
 long h_rss_kib(pid_t pid);
+/* Descriptors pid holds open (from /proc), or -1. */
+int h_fd_count(pid_t pid);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -56,6 +57,18 @@ struct req {
 	char path[PATH_BYTES];
 };
 
+/* Every open client connection, so that one dribbling its request head
+ * (slowloris: never idle, so libmicrohttpd's timeout never fires) is cut
+ * off once IDLE_TIMEOUT_S has passed without a complete head, as nginx's
+ * client_header_timeout (60 s) does.  The reaper shuts the socket down;
+ * the connection's own thread then sees the end and closes it. */
+struct conn {
+	struct conn *prev, *next;
+	int fd;
+	atomic_ullong since_ms;   /* waiting for a request head since (0: a request runs) */
+	bool cut;
+};
+
 struct vol_server {
 	struct MHD_Daemon *d;
 	struct vol_root root;
@@ -67,7 +80,22 @@ struct vol_server {
 	 * verify) reads whole files: hash has threads of its own, so a
 	 * verify never holds up the fsyncs of writes. */
 	struct spawn_queue *sync, *hash;
+	pthread_mutex_t conns_mu;
+	struct conn conns;             /* a ring, conns itself its head */
+	pthread_t reaper;
+	atomic_bool reaper_stop;
+	bool reaper_started;
 };
+
+/* c's entry in the ring: a request head is in (0) or awaited (now). */
+static void conn_waiting(struct MHD_Connection *c, bool waiting)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn *k = ci ? ci->socket_context : NULL;
+	if (k)
+		atomic_store(&k->since_ms, waiting ? now_ms() : 0);
+}
 
 static char get_marker;          /* *con_cls of a GET */
 static char head_marker;         /* ... of a HEAD */
@@ -434,6 +462,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 	if (!r) {
 		bool md5 = !strcmp(method, "HEAD") && has_arg(c, "md5");
+		conn_waiting(c, false);
 		const char *te = header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING);
 		/* libmicrohttpd takes a body of any other coding to run until the
 		 * client closes: as nginx, 501 at once (and, answered before the
@@ -504,6 +533,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		free(r);
 	}
 	*con_cls = NULL;
+	conn_waiting(c, true);
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		conn_close_if_eof(conn_fd(c));
 }
@@ -512,9 +542,47 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			  enum MHD_ConnectionNotificationCode code)
 {
-	(void)cls, (void)socket_context;
-	if (code == MHD_CONNECTION_NOTIFY_STARTED)
+	struct vol_server *s = cls;
+	struct conn *k = *socket_context;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		wire_reset(conn_fd(c));
+		k = xcalloc(1, sizeof(*k));
+		k->fd = conn_fd(c);
+		atomic_store(&k->since_ms, now_ms());
+		pthread_mutex_lock(&s->conns_mu);
+		k->next = &s->conns;
+		k->prev = s->conns.prev;
+		s->conns.prev->next = k;
+		s->conns.prev = k;
+		pthread_mutex_unlock(&s->conns_mu);
+		*socket_context = k;
+	} else if (k) {
+		pthread_mutex_lock(&s->conns_mu);
+		k->prev->next = k->next;
+		k->next->prev = k->prev;
+		pthread_mutex_unlock(&s->conns_mu);
+		free(k);
+		*socket_context = NULL;
+	}
+}
+
+static void *reaper(void *arg)
+{
+	struct vol_server *s = arg;
+	while (!atomic_load(&s->reaper_stop)) {
+		uint64_t now = now_ms();
+		pthread_mutex_lock(&s->conns_mu);
+		for (struct conn *k = s->conns.next; k != &s->conns; k = k->next) {
+			uint64_t since = atomic_load(&k->since_ms);
+			if (k->cut || k->fd < 0 || !since || now < since + IDLE_TIMEOUT_S * 1000)
+				continue;
+			shutdown(k->fd, SHUT_RDWR);
+			k->cut = true;
+		}
+		pthread_mutex_unlock(&s->conns_mu);
+		usleep(250000);
+	}
+	return NULL;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -569,6 +637,8 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		return NULL;
 	}
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->conns_mu, NULL);
+	s->conns.prev = s->conns.next = &s->conns;
 	s->sync = spawn_queue(SYNC_WORKERS, work, s);
 	s->hash = spawn_queue(HASH_WORKERS, work, s);
 	s->d = MHD_start_daemon(
@@ -590,6 +660,10 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		vol_server_stop(s);
 		return NULL;
 	}
+	if (pthread_create(&s->reaper, NULL, reaper, s) == 0)
+		s->reaper_started = true;
+	else
+		log_msg("pthread_create failed: slow request heads are not cut off");
 	log_msg("serving %s on port %d", s->dir, port);
 	return s;
 }
@@ -601,9 +675,14 @@ void vol_server_stop(struct vol_server *s)
 	pthread_mutex_unlock(&s->mu);
 	spawn_queue_end(s->sync);   /* every suspended connection resumed */
 	spawn_queue_end(s->hash);
+	if (s->reaper_started) {
+		atomic_store(&s->reaper_stop, true);
+		pthread_join(s->reaper, NULL);
+	}
 	if (s->d)
 		MHD_stop_daemon(s->d);
 	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->conns_mu);
 	close(s->root.fd);
 	free(s->dir);
 	free(s);
