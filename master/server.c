@@ -21,6 +21,7 @@
 #include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
+#include "../common/reaper.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
@@ -43,7 +44,7 @@ enum op { OP_GET, OP_HEAD, OP_PUT, OP_DELETE, OP_UNLINK, OP_REBALANCE, OP_RELINK
 
 struct req {
 	struct front_sleep sl;   /* its connection, and its sleep while a worker runs */
-	struct conn *sock;       /* its connection's entry */
+	struct reaper_conn *sock; /* its connection's entry */
 	char *uri;               /* raw, with the query */
 	char *query;             /* into uri, after '?', or NULL */
 	enum op op;
@@ -77,22 +78,8 @@ static atomic_int inflight;
 static atomic_bool draining, refusing, no_sleep;
 static atomic_int nsuspended;
 
-/* Every open client connection, so that one dribbling its request head
- * (slowloris: never idle, so libmicrohttpd's timeout never fires) can be
- * cut off once -idletimeout has passed without a complete head, as nginx's
- * client_header_timeout does.  The reaper shuts the socket down; the
- * connection's own thread then sees the end and closes it. */
-struct conn {
-	struct conn *prev, *next;
-	int fd;
-	atomic_ullong since_ms;   /* waiting for a request head since (0: a request runs) */
-	bool cut;
-};
-
-static pthread_mutex_t conns_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct conn conns = {.prev = &conns, .next = &conns};
-static pthread_t reaper_thread;
-static atomic_bool reaper_stop;
+/* Cuts off a connection whose request head takes over -idletimeout. */
+static struct reaper *reaper;
 
 /* ---- the front: answers, headers, suspension (s3.h) ---- */
 
@@ -470,8 +457,7 @@ static enum MHD_Result req_begin(struct req *r, struct MHD_Connection *conn, con
 	const char *te = front_header(conn, "Transfer-Encoding"), *cl[2] = {NULL, NULL};
 	r->sl.conn = conn;
 	r->sock = ci ? ci->socket_context : NULL;
-	if (r->sock)
-		atomic_store(&r->sock->since_ms, 0);
+	reaper_waiting(r->sock, false);
 	req_parse(r, method);
 	/* libmicrohttpd would read any other coding's body up to the close,
 	 * leaving the client waiting: refuse it, as nginx and Go do. */
@@ -608,11 +594,9 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->put)
 		front_put_done(r->put);
 	unlock_key(r);
-	if (r->sock) {
-		atomic_store(&r->sock->since_ms, now_ms());
-		if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-			conn_close_if_eof(r->sock->fd);
-	}
+	reaper_waiting(r->sock, true);
+	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		conn_close_if_eof(conn_fd(conn));
 	/* front_wake may still be between MHD_resume_connection and its unlock. */
 	pthread_mutex_lock(&r->sl.mu);
 	pthread_mutex_unlock(&r->sl.mu);
@@ -628,46 +612,13 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			  enum MHD_ConnectionNotificationCode code)
 {
-	struct conn *k = *socket_context;
 	(void)cls;
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-		k = xcalloc(1, sizeof(*k));
-		k->fd = conn_fd(c);
-		atomic_store(&k->since_ms, now_ms());
-		pthread_mutex_lock(&conns_mu);
-		k->next = &conns;
-		k->prev = conns.prev;
-		conns.prev->next = k;
-		conns.prev = k;
-		pthread_mutex_unlock(&conns_mu);
-		*socket_context = k;
-	} else if (k) {
-		pthread_mutex_lock(&conns_mu);
-		k->prev->next = k->next;
-		k->next->prev = k->prev;
-		pthread_mutex_unlock(&conns_mu);
-		free(k);
+		*socket_context = reaper_add(reaper, conn_fd(c));
+	} else {
+		reaper_remove(reaper, *socket_context);
 		*socket_context = NULL;
 	}
-}
-
-static void *reaper(void *arg)
-{
-	(void)arg;
-	while (!atomic_load(&reaper_stop)) {
-		uint64_t now = now_ms();
-		pthread_mutex_lock(&conns_mu);
-		for (struct conn *k = conns.next; k != &conns; k = k->next) {
-			uint64_t since = atomic_load(&k->since_ms);
-			if (k->cut || k->fd < 0 || !since || now < since + cfg->idletimeout_ms)
-				continue;
-			shutdown(k->fd, SHUT_RDWR);
-			k->cut = true;
-		}
-		pthread_mutex_unlock(&conns_mu);
-		usleep(250000);
-	}
-	return NULL;
 }
 
 /* ---- start and stop ---- */
@@ -725,9 +676,8 @@ static void stop_daemon(struct MHD_Daemon *d)
 			"their writes' records stay DELETED", atomic_load(&nsuspended));
 		_exit(1);
 	}
-	atomic_store(&reaper_stop, true);
-	pthread_join(reaper_thread, NULL);
 	MHD_stop_daemon(d);
+	reaper_stop(reaper);   /* after: the daemon's last closes leave its ring */
 	rebalance_drain(5000); /* old copies waiting out REBALANCE's grace period */
 	/* Writers cut off by the stop are still cleaning up, on the index. */
 	while (spawn_busy() > 0 && now_ms() < deadline + 10000)
@@ -775,10 +725,9 @@ int server_main(const struct config *c)
 	sigaddset(&set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread inherits this */
 	health_start(cfg);
+	reaper = reaper_start(cfg->idletimeout_ms);
 	d = start_daemon();
 	if (d) {
-		if (pthread_create(&reaper_thread, NULL, reaper, NULL))
-			die("pthread_create failed");
 		if (cfg->verbose)
 			log_msg("listening on port %d, %d volumes, replicas %d, subvolumes %d",
 				cfg->port, cfg->nvol, cfg->replicas, cfg->subvolumes);
@@ -787,6 +736,7 @@ int server_main(const struct config *c)
 		stop_daemon(d);
 	} else {
 		log_msg("cannot listen on port %d", cfg->port);
+		reaper_stop(reaper);
 	}
 	health_stop();
 	meta_close();

@@ -13,7 +13,6 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,6 +25,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../common/reaper.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
 #include "fs.h"
@@ -37,7 +37,6 @@
 #define SYNC_WORKERS 32          /* fsyncs in flight at once */
 #define HASH_WORKERS 4           /* HEAD ?md5 files being read at once */
 #define MAX_CONNECTIONS 16384    /* or what the fd limit allows: 2 fds each */
-#define IDLE_TIMEOUT_S 60
 #define CONN_MEMORY (32 * 1024)  /* request line + headers + one body buffer */
 #define PATH_BYTES 4096
 
@@ -57,18 +56,6 @@ struct req {
 	char path[PATH_BYTES];
 };
 
-/* Every open client connection, so that one dribbling its request head
- * (slowloris: never idle, so libmicrohttpd's timeout never fires) is cut
- * off once IDLE_TIMEOUT_S has passed without a complete head, as nginx's
- * client_header_timeout (60 s) does.  The reaper shuts the socket down;
- * the connection's own thread then sees the end and closes it. */
-struct conn {
-	struct conn *prev, *next;
-	int fd;
-	atomic_ullong since_ms;   /* waiting for a request head since (0: a request runs) */
-	bool cut;
-};
-
 struct vol_server {
 	struct MHD_Daemon *d;
 	struct vol_root root;
@@ -80,21 +67,15 @@ struct vol_server {
 	 * verify) reads whole files: hash has threads of its own, so a
 	 * verify never holds up the fsyncs of writes. */
 	struct spawn_queue *sync, *hash;
-	pthread_mutex_t conns_mu;
-	struct conn conns;             /* a ring, conns itself its head */
-	pthread_t reaper;
-	atomic_bool reaper_stop;
-	bool reaper_started;
+	struct reaper *reaper;         /* cuts off a request head slower than -idletimeout */
 };
 
-/* c's entry in the ring: a request head is in (0) or awaited (now). */
+/* c's reaper entry: a request head is awaited from now, or is in. */
 static void conn_waiting(struct MHD_Connection *c, bool waiting)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	struct conn *k = ci ? ci->socket_context : NULL;
-	if (k)
-		atomic_store(&k->since_ms, waiting ? now_ms() : 0);
+	reaper_waiting(ci ? ci->socket_context : NULL, waiting);
 }
 
 static char get_marker;          /* *con_cls of a GET */
@@ -543,46 +524,13 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 			  enum MHD_ConnectionNotificationCode code)
 {
 	struct vol_server *s = cls;
-	struct conn *k = *socket_context;
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		wire_reset(conn_fd(c));
-		k = xcalloc(1, sizeof(*k));
-		k->fd = conn_fd(c);
-		atomic_store(&k->since_ms, now_ms());
-		pthread_mutex_lock(&s->conns_mu);
-		k->next = &s->conns;
-		k->prev = s->conns.prev;
-		s->conns.prev->next = k;
-		s->conns.prev = k;
-		pthread_mutex_unlock(&s->conns_mu);
-		*socket_context = k;
-	} else if (k) {
-		pthread_mutex_lock(&s->conns_mu);
-		k->prev->next = k->next;
-		k->next->prev = k->prev;
-		pthread_mutex_unlock(&s->conns_mu);
-		free(k);
+		*socket_context = reaper_add(s->reaper, conn_fd(c));
+	} else {
+		reaper_remove(s->reaper, *socket_context);
 		*socket_context = NULL;
 	}
-}
-
-static void *reaper(void *arg)
-{
-	struct vol_server *s = arg;
-	while (!atomic_load(&s->reaper_stop)) {
-		uint64_t now = now_ms();
-		pthread_mutex_lock(&s->conns_mu);
-		for (struct conn *k = s->conns.next; k != &s->conns; k = k->next) {
-			uint64_t since = atomic_load(&k->since_ms);
-			if (k->cut || k->fd < 0 || !since || now < since + IDLE_TIMEOUT_S * 1000)
-				continue;
-			shutdown(k->fd, SHUT_RDWR);
-			k->cut = true;
-		}
-		pthread_mutex_unlock(&s->conns_mu);
-		usleep(250000);
-	}
-	return NULL;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -611,7 +559,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	return NULL;
 }
 
-struct vol_server *vol_server_start(int port, const char *dir)
+struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms)
 {
 	struct vol_server *s = xcalloc(1, sizeof(*s));
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -637,8 +585,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		return NULL;
 	}
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_mutex_init(&s->conns_mu, NULL);
-	s->conns.prev = s->conns.next = &s->conns;
+	s->reaper = reaper_start(idle_ms);
 	s->sync = spawn_queue(SYNC_WORKERS, work, s);
 	s->hash = spawn_queue(HASH_WORKERS, work, s);
 	s->d = MHD_start_daemon(
@@ -648,7 +595,7 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
 		MHD_OPTION_THREAD_POOL_SIZE, threads,
 		MHD_OPTION_CONNECTION_LIMIT, conns,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)IDLE_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(idle_ms / 1000),
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
@@ -660,10 +607,6 @@ struct vol_server *vol_server_start(int port, const char *dir)
 		vol_server_stop(s);
 		return NULL;
 	}
-	if (pthread_create(&s->reaper, NULL, reaper, s) == 0)
-		s->reaper_started = true;
-	else
-		log_msg("pthread_create failed: slow request heads are not cut off");
 	log_msg("serving %s on port %d", s->dir, port);
 	return s;
 }
@@ -675,14 +618,10 @@ void vol_server_stop(struct vol_server *s)
 	pthread_mutex_unlock(&s->mu);
 	spawn_queue_end(s->sync);   /* every suspended connection resumed */
 	spawn_queue_end(s->hash);
-	if (s->reaper_started) {
-		atomic_store(&s->reaper_stop, true);
-		pthread_join(s->reaper, NULL);
-	}
 	if (s->d)
 		MHD_stop_daemon(s->d);
+	reaper_stop(s->reaper);   /* after: the daemon's last closes leave its ring */
 	pthread_mutex_destroy(&s->mu);
-	pthread_mutex_destroy(&s->conns_mu);
 	close(s->root.fd);
 	free(s->dir);
 	free(s);

@@ -5,9 +5,12 @@
 
 struct vol_server;
 
+#include <stdint.h>
+
 /* Serve dir (created if missing) on port; 0 picks nothing, give a port.
- * Returns NULL after logging why it could not start. */
-struct vol_server *vol_server_start(int port, const char *dir);
+ * A connection silent, or sending its request head, for idle_ms is cut
+ * off.  Returns NULL after logging why it could not start. */
+struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms);
 /* Finish the writes being made durable, stop, free. */
 void vol_server_stop(struct vol_server *s);
 
