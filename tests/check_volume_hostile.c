@@ -636,7 +636,10 @@ START_TEST(test_slow_headers_dropped)
 	close(fd);
 	ck_assert_msg(dropped && now_ms() - t0 < 20000, "a client dribbling its headers was kept "
 		      "%llu ms (-idletimeout 2s)", (unsigned long long)(now_ms() - t0));
-	ck_assert_int_eq(h_raw(p, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n", 32, NULL, 5000), 404);
+	{
+		static const char get[] = "GET /x HTTP/1.1\r\nHost: x\r\n\r\n";
+		ck_assert_int_eq(h_raw(p, get, sizeof(get) - 1, NULL, 5000), 404);
+	}
 	ck_assert(WIFEXITED(h_stop(pid, SIGTERM)));
 	h_rmrf(dir);
 	free(bin), free(dir), free(log);
