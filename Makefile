@@ -35,7 +35,7 @@ SANENV := $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0 MKV_CHILD_ASA
 # SANITIZE=1, so that a sanitizer run never replaces what bench/ runs.
 BIN := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
 
-COMMON_SRC := $(filter-out common/recv_eof.c,$(wildcard common/*.c))
+COMMON_SRC := $(wildcard common/*.c)
 MASTER_SRC := $(wildcard master/*.c ops/*.c)
 VOLUME_SRC := $(wildcard volume/*.c)
 TEST_SRC   := $(wildcard tests/check_*.c)
@@ -59,11 +59,11 @@ $(B)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BIN)/mkv: $(B)/master/main.o $(B)/common/recv_eof.o $(MASTER_LIB) $(COMMON_OBJ)
+$(BIN)/mkv: $(B)/master/main.o $(MASTER_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BIN)/mkv-volume: $(B)/volume/main.o $(B)/volume/interpose.o $(B)/common/recv_eof.o $(VOLUME_LIB) $(COMMON_OBJ)
+$(BIN)/mkv-volume: $(B)/volume/main.o $(B)/volume/interpose.o $(VOLUME_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(VOL_LIBS) -o $@
 

@@ -23,10 +23,24 @@ static void *reap(void *arg)
 		pthread_mutex_lock(&r->mu);
 		for (struct reaper_conn *k = r->ring.next; k != &r->ring; k = k->next) {
 			uint64_t since = atomic_load(&k->since_ms);
-			if (k->cut || k->fd < 0 || !since || now < since + r->timeout_ms)
+			char c;
+			if (k->cut || k->fd < 0)
 				continue;
-			shutdown(k->fd, SHUT_RDWR);
-			k->cut = true;
+			if (!since) {
+				/* A request runs.  libmicrohttpd's edge-triggered loop
+				 * misses a FIN that came with the last bytes it read: a
+				 * client gone mid-upload would keep its key's lock and
+				 * the temporary file until the idle timeout.  Shutting
+				 * the reading side wakes the loop to see the end; an
+				 * answer can still be sent. */
+				if (recv(k->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+					shutdown(k->fd, SHUT_RD);
+					k->cut = true;
+				}
+			} else if (now >= since + r->timeout_ms) {
+				shutdown(k->fd, SHUT_RDWR);
+				k->cut = true;
+			}
 		}
 		pthread_mutex_unlock(&r->mu);
 		usleep(250000);

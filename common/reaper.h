@@ -4,7 +4,9 @@
  * is the model.  Each server's front keeps one entry per connection and
  * says when a head is awaited; the reaper's thread shuts the socket down
  * once a head has been awaited for the timeout, and the connection's own
- * thread then sees the end and closes it. */
+ * thread then sees the end and closes it.  Every 250 ms it also looks
+ * whether the client of a running request has gone (an upload cut off),
+ * which libmicrohttpd may not notice, and wakes the connection to see it. */
 #ifndef MKV_REAPER_H
 #define MKV_REAPER_H
 
