@@ -264,13 +264,14 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 	for (int i = 0; i < r->nlocs && pick < 0; i++)
 		if (md5[i][0] && !strcmp(md5[i], r->hash))
 			pick = i;
-	for (int i = 0, old = pick; i < r->nlocs && old < 0; i++) {
-		int same = 0;
-		for (int j = 0; j < r->nlocs; j++)
-			same += md5[i][0] && !strcmp(md5[i], md5[j]);
-		if (same > best)
-			best = same, pick = i;
-	}
+	if (pick < 0)   /* no copy holds the old value: the one most hold */
+		for (int i = 0; i < r->nlocs; i++) {
+			int same = 0;
+			for (int j = 0; j < r->nlocs; j++)
+				same += md5[i][0] && !strcmp(md5[i], md5[j]);
+			if (same > best)
+				best = same, pick = i;
+		}
 	if (pick < 0) {
 		free(tocopy);
 		return -1;
