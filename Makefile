@@ -43,7 +43,7 @@ TOOL_SRC   := $(wildcard tools/*.c)
 
 obj = $(patsubst %.c,$(B)/%.o,$(1))
 COMMON_OBJ := $(call obj,$(COMMON_SRC))
-MASTER_LIB := $(call obj,$(filter-out master/main.c,$(MASTER_SRC)))
+MASTER_LIB := $(call obj,$(filter-out ops/main.c,$(MASTER_SRC)))
 VOLUME_LIB := $(call obj,$(filter-out volume/main.c volume/interpose.c,$(VOLUME_SRC)))
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
@@ -59,7 +59,7 @@ $(B)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BIN)/mkv: $(B)/master/main.o $(MASTER_LIB) $(COMMON_OBJ)
+$(BIN)/mkv: $(B)/ops/main.o $(MASTER_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 

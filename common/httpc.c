@@ -903,3 +903,48 @@ void httpc_multi_free(struct httpc_multi *m)
 	curl_multi_cleanup(m->multi);
 	free(m);
 }
+
+int httpc_delete(const char *url, long timeout_ms, char *err)
+{
+	int st = httpc_do("DELETE", url, NULL, 0, timeout_ms, NULL, 0, err);
+	if (st == 204 || st == 200 || st == 404)
+		return 0;
+	if (st > 0)
+		snprintf(err, 256, "status %d", st);
+	return -1;
+}
+
+int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
+	     long timeout_ms, char *err)
+{
+	struct httpc_req reqs[HTTPC_COPY_MAXDST];
+	char why[256];
+	int st;
+
+	if (ndst > HTTPC_COPY_MAXDST) {
+		snprintf(err, 256, "more than %d destinations", HTTPC_COPY_MAXDST);
+		return -1;
+	}
+	for (int i = 0; i < ndst; i++)
+		reqs[i].url = dst_urls[i];
+	st = httpc_copy(src_url, md5 && strlen(md5) == 32 ? md5 : NULL, reqs, ndst, timeout_ms,
+			why);
+	if (st != 200) {
+		if (st > 0)
+			snprintf(err, 256, "GET %s: status %d", src_url, st);
+		else
+			snprintf(err, 256, "GET %s: %.160s", src_url, why);
+		return 1;
+	}
+	for (int i = 0; i < ndst; i++) {
+		if (reqs[i].status < 0) {
+			snprintf(err, 256, "PUT %s: %.160s", dst_urls[i], reqs[i].err);
+			return -1;
+		}
+		if (reqs[i].status != 200 && reqs[i].status != 201 && reqs[i].status != 204) {
+			snprintf(err, 256, "PUT %s: status %d", dst_urls[i], reqs[i].status);
+			return -1;
+		}
+	}
+	return 0;
+}

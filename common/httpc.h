@@ -152,4 +152,20 @@ void httpc_multi_run(struct httpc_multi *m, int (*more)(void *ctx), httpc_multi_
 		     void *ctx);
 void httpc_multi_free(struct httpc_multi *m);   /* m may be NULL */
 
+/* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
+ * bytes) saying why. */
+int httpc_delete(const char *url, long timeout_ms, char *err);
+
+/* Copy the blob at src_url to each of dst_urls[0..ndst), streamed
+ * (httpc_copy: a ring, never whole in memory).  When md5 is a 32-hex
+ * string the bytes read must match it, and a PUT gets its last bytes only
+ * once they did: a volume renames only a complete body into place, so a
+ * truncated or corrupt source leaves no copy.  Returns 0, 1 when the
+ * source could not be read whole (missing, cut short) or did not match
+ * md5, -1 when a destination failed; err (256 bytes) gets a reason when
+ * non-zero.  ndst <= HTTPC_COPY_MAXDST. */
+#define HTTPC_COPY_MAXDST 16
+int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
+	     long timeout_ms, char *err);
+
 #endif

@@ -75,3 +75,19 @@ char *record_encode(const struct record *r, size_t *len)
 	*len = b.len;
 	return b.data;
 }
+
+bool record_has_loc(char *const *locs, int n, const char *loc)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(locs[i], loc))
+			return true;
+	return false;
+}
+
+bool record_same_locs(char *const *a, int na, char *const *b, int nb)
+{
+	for (int i = 0; i < na && na == nb; i++)
+		if (strcmp(a[i], b[i]))
+			return false;
+	return na == nb;
+}

@@ -33,4 +33,8 @@ char *record_encode(const struct record *r, size_t *len);
 /* locs joined by ',' into a fresh heap string; caller frees. */
 char *record_join_locs(char *const *locs, int n);
 
+/* Is loc one of locs[0..n)?  Do a and b name the same, in the same order? */
+bool record_has_loc(char *const *locs, int n, const char *loc);
+bool record_same_locs(char *const *a, int na, char *const *b, int nb);
+
 #endif

@@ -310,3 +310,9 @@ char *url_escape(const char *s, size_t n, bool keep_slash)
 	buf_append(&b, "", 1);
 	return b.data;
 }
+
+int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+	return c ? c : (al > bl) - (al < bl);
+}

@@ -83,4 +83,7 @@ void buf_free(struct buf *b);
 void buf_url_escape(struct buf *b, const char *s, size_t n, bool keep_slash);
 char *url_escape(const char *s, size_t n, bool keep_slash);
 
+/* Compare a[0..al) and b[0..bl) in byte order, as the index sorts keys. */
+int bytes_cmp(const char *a, size_t al, const char *b, size_t bl);
+
 #endif

@@ -326,12 +326,6 @@ void json_append_string(struct buf *b, const char *s, size_t n)
 	buf_append(b, "\"", 1);
 }
 
-int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
-{
-	int c = memcmp(a, b, al < bl ? al : bl);
-	return c ? c : (al > bl) - (al < bl);
-}
-
 /* ?list's &limit= and &start= (percent-decoded into a fresh *start):
  * false with a 400 answered when either is malformed. */
 static bool list_args(const char *query, uint64_t *limit, char **start, size_t *stlen,

@@ -48,8 +48,6 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
  * the count, or -1 with *why when fewer than -replicas are up. */
 int handle_put_locations(const struct config *cfg, const char *key, size_t klen,
 			 char (*out)[LOC_MAX], const char **why);
-/* Compare a[0..al) and b[0..bl) in byte order, as the index sorts keys. */
-int bytes_cmp(const char *a, size_t al, const char *b, size_t bl);
 /* Append s[0..n) to b as a JSON string (quotes included), byte for byte
  * as Go's encoding/json writes it: \n \r \t short, other controls and
  * < > & as \u00XX, U+2028/U+2029 escaped, each byte of invalid UTF-8 as

@@ -1,8 +1,6 @@
 /* meta.c -- see meta.h. */
 #include "meta.h"
-#include "handlers.h"
 #include "index.h"
-#include "put.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
@@ -184,40 +182,4 @@ void meta_cursor_free(struct meta_cursor *c)
 void meta_delete(const char *key, size_t klen)
 {
 	raw_delete('m', key, klen, false); /* lost alone, it leaves a stale entry no listing reads */
-}
-
-void meta_sweep_replaces(const struct config *cfg, struct index *idx)
-{
-	struct index_iter *it;
-	if (!db)
-		return;
-	it = index_iter_new(db, "r", 1);
-	for (; index_iter_valid(it); index_iter_next(it)) {
-		size_t klen, vlen;
-		const char *k = index_iter_key(it, &klen), *w;
-		char *v, *to;
-		struct record r;
-		size_t wlen;
-		if (!klen || k[0] != 'r')
-			break;
-		w = index_iter_value(it, &wlen);
-		to = xstrndup(w, wlen);
-		v = index_get(idx, k + 1, klen - 1, &vlen);
-		if (v && record_parse(v, vlen, &r) == 0 && !r.deleted &&
-		    put_settle_replace(cfg, idx, k + 1, klen - 1, &r, to) < 0) {
-			size_t elen;
-			char *enc;
-			r.deleted = true;
-			enc = record_encode(&r, &elen);
-			if (index_put(idx, k + 1, klen - 1, enc, elen) == 0)
-				log_msg("REPLACE of %.*s was cut short by a restart: its copies may "
-					"differ and none could be read, so it is unlinked (RELINK "
-					"after verify, or DELETE)", (int)klen - 1, k + 1);
-			free(enc);
-		}
-		free(v);
-		free(to);
-		index_delete(db, k, klen);
-	}
-	index_iter_free(it);
 }

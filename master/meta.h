@@ -62,10 +62,4 @@ int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool
 char *meta_raw_get(char type, const char *name, size_t nlen);
 void meta_raw_delete(char type, const char *name, size_t nlen);
 
-/* At start: every key whose REPLACE a crash cut short is settled in idx
- * (put_settle_replace: its copies may differ), or unlinked when none of
- * its copies can be read, logged, and its marker removed. */
-struct config;
-void meta_sweep_replaces(const struct config *cfg, struct index *idx);
-
 #endif

@@ -8,7 +8,7 @@
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
-#include "../ops/ops.h"
+#include "move.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -173,8 +173,8 @@ static void cleanup_failed(struct put *p)
 static void drop_unnamed(struct put *p, char *const *keep, int nkeep, char *const *cand, int ncand)
 {
 	for (int i = 0; i < ncand; i++)
-		if (!ops_has_loc(keep, nkeep, cand[i]))
-			ops_delete_later(p->idx, p->key, p->klen, cand[i], p->path);
+		if (!record_has_loc(keep, nkeep, cand[i]))
+			move_delete_later(p->idx, p->key, p->klen, cand[i], p->path);
 }
 
 /* After the transfers: the new record, or on failure the record of what
@@ -248,7 +248,7 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 		locs[i] = r->locs[i];
 	for (char *l = strtok_r(tocopy, ",", &save); l && nall < 2 * RECORD_MAX_LOCS;
 	     l = strtok_r(NULL, ",", &save))
-		if (!ops_has_loc(locs, nall, l))
+		if (!record_has_loc(locs, nall, l))
 			locs[nall++] = l;
 	placement_path(key, klen, path);
 	for (int i = 0; i < nall; i++) {
@@ -292,7 +292,7 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 	for (int i = 0; i < nall; i++)
 		if (md5[i][0] && strcmp(md5[i], md5[pick])) {
 			char *url = xasprintf("http://%s%s", locs[i], path);
-			if (ops_delete(url, (long)cfg->voltimeout_ms * 5, err) < 0)
+			if (httpc_delete(url, (long)cfg->voltimeout_ms * 5, err) < 0)
 				log_msg("REPLACE of %.*s: DELETE %s: %s (gc finds it)", (int)klen,
 					key, url, err);
 			free(url);
@@ -486,4 +486,41 @@ void put_release(struct put *p)
 	p->released = true;
 	pthread_mutex_unlock(&p->mu);
 	unref(p);
+}
+
+void put_sweep_replaces(const struct config *cfg, struct index *idx)
+{
+	struct index *db = meta_index();
+	struct index_iter *it;
+	if (!db)
+		return;
+	it = index_iter_new(db, "r", 1);
+	for (; index_iter_valid(it); index_iter_next(it)) {
+		size_t klen, vlen;
+		const char *k = index_iter_key(it, &klen), *w;
+		char *v, *to;
+		struct record r;
+		size_t wlen;
+		if (!klen || k[0] != 'r')
+			break;
+		w = index_iter_value(it, &wlen);
+		to = xstrndup(w, wlen);
+		v = index_get(idx, k + 1, klen - 1, &vlen);
+		if (v && record_parse(v, vlen, &r) == 0 && !r.deleted &&
+		    put_settle_replace(cfg, idx, k + 1, klen - 1, &r, to) < 0) {
+			size_t elen;
+			char *enc;
+			r.deleted = true;
+			enc = record_encode(&r, &elen);
+			if (index_put(idx, k + 1, klen - 1, enc, elen) == 0)
+				log_msg("REPLACE of %.*s was cut short by a restart: its copies may "
+					"differ and none could be read, so it is unlinked (RELINK "
+					"after verify, or DELETE)", (int)klen - 1, k + 1);
+			free(enc);
+		}
+		free(v);
+		free(to);
+		meta_raw_delete('r', k + 1, klen - 1);
+	}
+	index_iter_free(it);
 }

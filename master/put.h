@@ -87,4 +87,9 @@ void put_abort(struct put *p);
  * of the two frees it).  No wake() is called after this returns. */
 void put_release(struct put *p);
 
+/* At start: every key whose REPLACE a crash cut short is settled in idx
+ * (put_settle_replace: its copies may differ), or unlinked when none of
+ * its copies can be read, logged, and its marker removed. */
+void put_sweep_replaces(const struct config *cfg, struct index *idx);
+
 #endif

@@ -13,7 +13,7 @@
 #include "index.h"
 #include "keylock.h"
 #include "mkv.h"
-#include "../ops/ops.h"
+#include "move.h"
 #include "put.h"
 #include "meta.h"
 #include "s3.h"
@@ -275,7 +275,7 @@ static void run_op(struct req *r)
 		break;
 	case OP_REBALANCE:
 		/* ?unlinked: move an unlinked key's blob too (online rebalance) */
-		st = rebalance_key(cfg, idx, r->key, r->klen, r->query ? REBALANCE_UNLINKED : 0,
+		st = move_key(cfg, idx, r->key, r->klen, r->query ? MOVE_UNLINKED : 0,
 				   &moved, &why);
 		if (st == 204) {
 			r->ans.status = 204;
@@ -678,7 +678,7 @@ static void stop_daemon(struct MHD_Daemon *d)
 	}
 	MHD_stop_daemon(d);
 	reaper_stop(reaper);   /* after: the daemon's last closes leave its ring */
-	rebalance_drain(5000); /* old copies waiting out REBALANCE's grace period */
+	move_drain(5000); /* old copies waiting out REBALANCE's grace period */
 	/* Writers cut off by the stop are still cleaning up, on the index. */
 	while (spawn_busy() > 0 && now_ms() < deadline + 10000)
 		usleep(10000);
@@ -688,7 +688,7 @@ static void stop_daemon(struct MHD_Daemon *d)
 		_exit(1);
 	}
 	/* ...which may have queued deletes that read the index: before it closes. */
-	rebalance_drain(5000);
+	move_drain(5000);
 }
 
 int server_main(const struct config *c)
@@ -717,7 +717,7 @@ int server_main(const struct config *c)
 		return 1;
 	}
 	httpc_global_init();
-	meta_sweep_replaces(cfg, idx);
+	put_sweep_replaces(cfg, idx);
 	s3_init(cfg, idx);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);

@@ -115,12 +115,12 @@ static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 	if (g->master) {
 		st = ops_master_head(g->master, key, klen, 4, &h, &r, err);
 		if (st == 302 && h.volumes[0])
-			return ops_has_loc(r.locs, r.nlocs, loc);
+			return record_has_loc(r.locs, r.nlocs, loc);
 		return st == 404 ? unlinked_online(g, key, klen) : -1;
 	}
 	if (!(v = index_get(g->idx, key, klen, &vlen)))
 		return 0;
-	rc = record_parse(v, vlen, &r) < 0 ? -1 : ops_has_loc(r.locs, r.nlocs, loc);
+	rc = record_parse(v, vlen, &r) < 0 ? -1 : record_has_loc(r.locs, r.nlocs, loc);
 	free(v);
 	return rc;
 }
@@ -145,7 +145,7 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 	} else if (st != 200 || !old_enough(g, ops_http_time(h.lastmod)) ||
 		   (key && named(g, key, (size_t)klen, loc) != 0)) {
 		g->rekept++;   /* changed since it was listed: kept */
-	} else if (ops_delete(url, TIMEOUT_MS, err) == 0) {
+	} else if (httpc_delete(url, TIMEOUT_MS, err) == 0) {
 		g->deleted++;
 	} else {
 		log_msg("gc: DELETE %s failed: %s", url, err);
@@ -301,7 +301,7 @@ static void unlinked_offline_one(void *ctx, size_t i)
 	placement_path(g->b.keys[i], g->b.klens[i], path);
 	for (int j = 0; j < r.nlocs; j++) {
 		char *url = ops_url(r.locs[j], path, strlen(path), "");
-		if (ops_delete(url, TIMEOUT_MS, err) < 0) {
+		if (httpc_delete(url, TIMEOUT_MS, err) < 0) {
 			log_msg("gc: DELETE %s failed: %s", url, err);
 			ok = false;
 		}

@@ -1,15 +1,7 @@
-/* ops.h -- the operator commands' shared parts: moving one key (used by
- * `mkv rebalance` and by the server's REBALANCE), and the worker pool,
+/* ops.h -- the operator commands' shared parts: the worker pool,
  * progress line, streaming copy, streamed transfers and key listing that
  * rebuild, rebalance, verify, gc, put and get share.
- *
- * Moving a key always goes in the order that survives a crash at any point:
- *   1. copy the blob to every wanted location that the record lacks
- *      (streamed volume -> volume; verified against HASH when known);
- *   2. write the record with the wanted locations (HASH and DELETED kept);
- *   3. delete the copies that are no longer wanted.
- * Killed before 2, the old record still names complete copies; killed after
- * 2, the new one does.  Only an unreferenced old copy can be left behind. */
+ */
 #ifndef MKV_OPS_H
 #define MKV_OPS_H
 
@@ -19,33 +11,6 @@
 
 struct config;
 struct index;
-
-/* Move key onto key2volume(cfg) locations (docs/protocol.md §4
- * REBALANCE, and `mkv rebalance`).  Returns 204 (moved, or already in
- * place), 404 (absent, or unlinked without REBALANCE_UNLINKED), or 500/503
- * with *why a static one-line reason (details are logged); *moved (may be
- * NULL) tells whether any blob or record changed.  Thread-safe; the caller
- * serialises writers of the same key (the server holds the key's lock).
- * Old copies are deleted a grace period after the new record is written,
- * in the background, so that a GET redirected to an old copy just before
- * the switch still finds it (REBALANCE_NOW: at once). */
-#define REBALANCE_UNLINKED 1   /* move unlinked keys' blobs too (not 404) */
-#define REBALANCE_NOW      2   /* delete old copies at once: nobody reads (offline) */
-int rebalance_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		  int flags, bool *moved, const char **why);
-
-/* Delete the copy of key at loc (its path on a volume: placement_path) a
- * grace period from now, in the background, unless key's record names loc
- * again by then (asked under the key's lock): what REBALANCE and REPLACE
- * do with the copies they move away from, so that a GET redirected there
- * just before the switch still finds the bytes. */
-void ops_delete_later(struct index *idx, const char *key, size_t klen, const char *loc,
-		      const char *path);
-
-/* Wait (bounded by timeout_ms) until the background deletes queued by
- * rebalance_key and ops_delete_later are done; returns how many are still pending.  A server
- * calls it at shutdown (an old copy left behind is only wasted space). */
-int rebalance_drain(uint64_t timeout_ms);
 
 /* ---- shared by the commands (util.c) ---- */
 
@@ -101,9 +66,6 @@ char *ops_url(const char *host, const char *path, size_t n, const char *query);
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Is loc one of locs[0..n)?  Do a and b name the same, in the same order? */
-bool ops_has_loc(char *const *locs, int n, const char *loc);
-bool ops_same_locs(char *const *a, int na, char *const *b, int nb);
 /* An HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT") as unix seconds; 0 when
  * s is NULL or no such date. */
 int64_t ops_http_time(const char *s);
@@ -117,10 +79,6 @@ long ops_path_key(const char *path, char *key);
  * digits (as key2path makes them); "sv00".."svFFFF"? */
 int ops_hash_dir(const char *name);
 bool ops_subvolume_dir(const char *name);
-
-/* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
- * bytes) saying why. */
-int ops_delete(const char *url, long timeout_ms, char *err);
 
 #define OPS_LIST_MAX (256u << 20)   /* the largest volume listing accepted */
 /* A JSON directory listing's array from a GET's answer, or NULL with err
@@ -143,18 +101,6 @@ void ops_fetch_run(struct ops_fetch *f, int (*more)(void *ctx),
 void ops_fetch_free(struct ops_fetch *f);
 
 /* ---- streamed transfers for verify, rebalance, put and get (stream.c) ---- */
-
-/* Copy the blob at src_url to each of dst_urls[0..ndst), streamed
- * (httpc_copy: a ring, never whole in memory).  When md5 is a 32-hex
- * string the bytes read must match it, and a PUT gets its last bytes only
- * once they did: a volume renames only a complete body into place, so a
- * truncated or corrupt source leaves no copy.  Returns 0, 1 when the
- * source could not be read whole (missing, cut short) or did not match
- * md5, -1 when a destination failed; err (256 bytes) gets a reason when
- * non-zero.  ndst <= OPS_COPY_MAXDST. */
-#define OPS_COPY_MAXDST 16
-int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
-	     long timeout_ms, char *err);
 
 /* -rate: all reads that ask (rate=true below, or ops_rate_take) share at
  * most bytes_per_s (0: no cap).  Call before the workers start. */

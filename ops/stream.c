@@ -4,6 +4,7 @@
  * ops.h. */
 #include "ops.h"
 #include "../common/httpc.h"
+#include "../common/record.h"
 #include "../common/util.h"
 
 #include <errno.h>
@@ -170,41 +171,6 @@ int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *e
 	return st;
 }
 
-int ops_copy(const char *src_url, char *const *dst_urls, int ndst, const char *md5,
-	     long timeout_ms, char *err)
-{
-	struct httpc_req reqs[OPS_COPY_MAXDST];
-	char why[256];
-	int st;
-
-	if (ndst > OPS_COPY_MAXDST) {
-		snprintf(err, 256, "more than %d destinations", OPS_COPY_MAXDST);
-		return -1;
-	}
-	for (int i = 0; i < ndst; i++)
-		reqs[i].url = dst_urls[i];
-	st = httpc_copy(src_url, md5 && strlen(md5) == 32 ? md5 : NULL, reqs, ndst, timeout_ms,
-			why);
-	if (st != 200) {
-		if (st > 0)
-			snprintf(err, 256, "GET %s: status %d", src_url, st);
-		else
-			snprintf(err, 256, "GET %s: %.160s", src_url, why);
-		return 1;
-	}
-	for (int i = 0; i < ndst; i++) {
-		if (reqs[i].status < 0) {
-			snprintf(err, 256, "PUT %s: %.160s", dst_urls[i], reqs[i].err);
-			return -1;
-		}
-		if (reqs[i].status != 200 && reqs[i].status != 201 && reqs[i].status != 204) {
-			snprintf(err, 256, "PUT %s: status %d", dst_urls[i], reqs[i].status);
-			return -1;
-		}
-	}
-	return 0;
-}
-
 char *ops_master_url(const char *m)
 {
 	char *u;
@@ -302,4 +268,27 @@ int ops_list_each(const char *master, const char *prefix, bool unlinked, const c
 	} while (*start);
 	free(start);
 	return rc;
+}
+
+int ops_master_head(const char *master, const char *key, size_t klen, int tries,
+		    struct ops_head_info *h, struct record *r, char *err)
+{
+	char *url = ops_url(master, key, klen, "");
+	int st = -1;
+	for (int t = 0; t < tries; t++) {
+		if (t)
+			usleep(250000u << t);
+		st = ops_head_info(url, 60000, h, err);
+		if (st != 503 && st >= 0)
+			break;
+	}
+	free(url);
+	if (st != 302 || !r)
+		return st;
+	memset(r, 0, sizeof(*r));
+	memcpy(r->hash, h->md5, 33);
+	for (char *s = h->volumes, *save = NULL, *t; (t = strtok_r(s, ",", &save)); s = NULL)
+		if (r->nlocs < RECORD_MAX_LOCS)
+			r->locs[r->nlocs++] = t;
+	return st;
 }

@@ -236,22 +236,6 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 	memset(b, 0, sizeof(*b));
 }
 
-bool ops_has_loc(char *const *locs, int n, const char *loc)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(locs[i], loc))
-			return true;
-	return false;
-}
-
-bool ops_same_locs(char *const *a, int na, char *const *b, int nb)
-{
-	for (int i = 0; i < na && na == nb; i++)
-		if (strcmp(a[i], b[i]))
-			return false;
-	return na == nb;
-}
-
 int64_t ops_http_time(const char *s)
 {
 	struct tm tm = {0};
@@ -309,16 +293,6 @@ void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	log_msg("%s: %s", who, line);
 }
 
-int ops_delete(const char *url, long timeout_ms, char *err)
-{
-	int st = httpc_do("DELETE", url, NULL, 0, timeout_ms, NULL, 0, err);
-	if (st == 204 || st == 200 || st == 404)
-		return 0;
-	if (st > 0)
-		snprintf(err, 256, "status %d", st);
-	return -1;
-}
-
 json_t *ops_listing(int status, const char *body, size_t len, char *err)
 {
 	json_error_t je;
@@ -342,29 +316,6 @@ const char *ops_entry(json_t *e, char *type)
 	const char *t = json_string_value(json_object_get(e, "type"));
 	*type = !t ? 0 : !strcmp(t, "directory") ? 'd' : !strcmp(t, "file") ? 'f' : 0;
 	return name && *name ? name : NULL;
-}
-
-int ops_master_head(const char *master, const char *key, size_t klen, int tries,
-		    struct ops_head_info *h, struct record *r, char *err)
-{
-	char *url = ops_url(master, key, klen, "");
-	int st = -1;
-	for (int t = 0; t < tries; t++) {
-		if (t)
-			usleep(250000u << t);
-		st = ops_head_info(url, 60000, h, err);
-		if (st != 503 && st >= 0)
-			break;
-	}
-	free(url);
-	if (st != 302 || !r)
-		return st;
-	memset(r, 0, sizeof(*r));
-	memcpy(r->hash, h->md5, 33);
-	for (char *s = h->volumes, *save = NULL, *t; (t = strtok_r(s, ",", &save)); s = NULL)
-		if (r->nlocs < RECORD_MAX_LOCS)
-			r->locs[r->nlocs++] = t;
-	return st;
 }
 
 bool ops_unreachable(const char *who, const char *key, size_t klen)

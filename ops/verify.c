@@ -134,13 +134,13 @@ static void majority(struct vr *v, struct key *k)
 static void fix(struct vr *v, struct key *k, char **bad, int nbad)
 {
 	char err[256];
-	/* ops_copy feeds at most OPS_COPY_MAXDST destinations at once */
-	for (int d = 0; d < nbad; d += OPS_COPY_MAXDST) {
-		int nd = nbad - d < OPS_COPY_MAXDST ? nbad - d : OPS_COPY_MAXDST, got = 1;
+	/* ops_copy feeds at most HTTPC_COPY_MAXDST destinations at once */
+	for (int d = 0; d < nbad; d += HTTPC_COPY_MAXDST) {
+		int nd = nbad - d < HTTPC_COPY_MAXDST ? nbad - d : HTTPC_COPY_MAXDST, got = 1;
 		for (int i = 0; i < k->r->nlocs && got; i++) {
 			if (k->st[i] != ST_GOOD)
 				continue;
-			got = ops_copy(k->urls[i], bad + d, nd, k->want, TIMEOUT_MS, err);
+			got = httpc_copy_to(k->urls[i], bad + d, nd, k->want, TIMEOUT_MS, err);
 			if (got)
 				note(v, "%.*s: copy from %s: %s", k->klen, k->key, k->urls[i], err);
 		}
@@ -163,7 +163,7 @@ static bool changed(struct vr *v, struct key *k)
 	struct record now;
 	return v->master && (master_record(v, k->key, (size_t)k->klen, &h, &now) != 200 ||
 			     strcmp(k->r->hash, now.hash) ||
-			     !ops_same_locs(k->r->locs, k->r->nlocs, now.locs, now.nlocs));
+			     !record_same_locs(k->r->locs, k->r->nlocs, now.locs, now.nlocs));
 }
 
 /* Online, a write of the key (a REPLACE, a DELETE) may have run between

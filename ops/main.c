@@ -1,8 +1,8 @@
 /* main.c -- `mkv`: minikeyvalue's command line (single or double dash,
  * "-flag value" or "-flag=value"), then one of server, rebuild, rebalance,
  * verify, gc, put, get. */
-#include "mkv.h"
-#include "../ops/ops.h"
+#include "../master/mkv.h"
+#include "ops.h"
 #include "../common/flags.h"
 #include "../common/util.h"
 

@@ -1,0 +1,266 @@
+/* move.c -- moving a key to where key2volume puts it now (REBALANCE, and
+ * `mkv rebalance`), and the delayed deletes of the copies a move or a
+ * REPLACE leaves behind.  See move.h for the order of a move. */
+#include "move.h"
+#include "health.h"
+#include "index.h"
+#include "keylock.h"
+#include "mkv.h"
+#include "../common/spawn.h"
+#include "../common/httpc.h"
+#include "../common/placement.h"
+#include "../common/record.h"
+#include "../common/util.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GRACE_MS 2000          /* old copies outlive the switch this long (online) */
+#define DELETERS 4
+
+/* ---- background deletes of old copies (online) ---- */
+
+struct pending {
+	char *url;
+	uint64_t due;
+	struct index *idx;       /* asked again before the delete */
+	char *key;
+	size_t klen;
+	char loc[LOC_MAX];
+};
+
+/* The queue (started with the first delete, never ended) and how many of
+ * its deletes are not done. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct spawn_queue *q;
+	int n;
+	bool hurry;
+} dq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, false};
+
+/* Does key's record name loc (again)?  A malformed record: yes, keep. */
+static bool named(struct index *idx, const char *key, size_t klen, const char *loc)
+{
+	struct record r;
+	size_t vlen;
+	char *v = index_get(idx, key, klen, &vlen);
+	bool yes = v && (record_parse(v, vlen, &r) < 0 || record_has_loc(r.locs, r.nlocs, loc));
+	free(v);
+	return yes;
+}
+
+static void delete_due(void *ctx, void *item)
+{
+	struct pending *p = item;
+	char err[256];
+	bool hurry, locked, down;
+	(void)ctx;
+	pthread_mutex_lock(&dq.mu);
+	for (uint64_t now; !dq.hurry && (now = now_ms()) < p->due;)
+		cond_wait_ms(&dq.cv, &dq.mu, p->due - now);
+	hurry = dq.hurry;
+	pthread_mutex_unlock(&dq.mu);
+	/* A write of the key since the move may have put its bytes back at
+	 * this very place (a home volume down, the old place next in its
+	 * rendezvous order): under the key's lock, a place the record names
+	 * again is kept.  A write running now, or the copy's volume down (a
+	 * hung one would hold the key's lock through the DELETE's timeout,
+	 * and every write of the key would get 409): ask again later (at
+	 * shutdown, keep the copy: gc finds it). */
+	down = !health_up(p->loc, strlen(p->loc));
+	locked = !down && keylock_try(p->key, p->klen);
+	if (!locked && !hurry) {
+		p->due = now_ms() + GRACE_MS;
+		spawn_queue_push(dq.q, p);
+		return;
+	}
+	if (!locked || named(p->idx, p->key, p->klen, p->loc))
+		log_msg("rebalance: %s is the key's again%s: kept", p->url,
+			down ? " or its volume is down" : locked ? "" : " or being written");
+	else if (httpc_delete(p->url, 30000, err) < 0)
+		log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind", p->url, err);
+	if (locked)
+		keylock_release(p->key, p->klen);
+	free(p->url);
+	free(p->key);
+	free(p);
+	pthread_mutex_lock(&dq.mu);
+	dq.n--;
+	pthread_cond_broadcast(&dq.cv);
+	pthread_mutex_unlock(&dq.mu);
+}
+
+void move_delete_later(struct index *idx, const char *key, size_t klen, const char *loc,
+		      const char *path)
+{
+	struct pending *p = xmalloc(sizeof(*p));
+	p->url = xasprintf("http://%s%s", loc, path);
+	p->due = now_ms() + GRACE_MS;
+	p->idx = idx;
+	p->key = xmalloc(klen + 1);
+	memcpy(p->key, key, klen);
+	p->klen = klen;
+	snprintf(p->loc, sizeof(p->loc), "%s", loc);
+	pthread_mutex_lock(&dq.mu);
+	if (!dq.q)
+		dq.q = spawn_queue(DELETERS, delete_due, NULL);
+	dq.n++;
+	pthread_mutex_unlock(&dq.mu);
+	spawn_queue_push(dq.q, p);
+}
+
+int move_drain(uint64_t timeout_ms)
+{
+	uint64_t end = now_ms() + timeout_ms;
+	int n;
+	pthread_mutex_lock(&dq.mu);
+	dq.hurry = true;
+	pthread_cond_broadcast(&dq.cv);
+	while (dq.n > 0 && now_ms() < end)
+		cond_wait_ms(&dq.cv, &dq.mu, 50);
+	n = dq.n;
+	dq.hurry = false;
+	pthread_mutex_unlock(&dq.mu);
+	return n;
+}
+
+/* ---- one key ---- */
+
+const char move_left_behind[] = "moved, but an old copy could not be deleted";
+
+/* One move: the record as read, where the key should be, its path. */
+struct move {
+	struct record r;
+	char want[RECORD_MAX_LOCS][LOC_MAX];
+	char *wantp[RECORD_MAX_LOCS];
+	int nwant;
+	char path[PATH_MAX_LEN];
+	long tmo;
+};
+
+/* 1. Copy to the wanted locations the record lacks, from any replica that
+ * reads intact.  0, or an HTTP status with *why. */
+static int copy_missing(struct move *m, const char **why)
+{
+	char *dst[RECORD_MAX_LOCS], err[256];
+	int ndst = 0, got = 0;
+	for (int i = 0; i < m->nwant; i++)
+		if (!record_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
+			dst[ndst++] = xasprintf("http://%s%s", m->want[i], m->path);
+	/* ops_copy feeds at most HTTPC_COPY_MAXDST destinations at once */
+	/* Sources on volumes the master's checks see up first: a hung one
+	 * accepts the connection, then stalls the copy for a minute while
+	 * the key stays locked.  (Offline, every volume counts as up.) */
+	int order[RECORD_MAX_LOCS], no = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < m->r.nlocs; i++)
+			if (health_up(m->r.locs[i], strlen(m->r.locs[i])) == !pass)
+				order[no++] = i;
+	for (int d = 0; d < ndst && !got; d += HTTPC_COPY_MAXDST) {
+		int nd = ndst - d < HTTPC_COPY_MAXDST ? ndst - d : HTTPC_COPY_MAXDST;
+		got = 1;
+		for (int j = 0; j < no && got > 0; j++) {
+			int i = order[j];
+			char *src = xasprintf("http://%s%s", m->r.locs[i], m->path);
+			got = httpc_copy_to(src, dst + d, nd, m->r.hash[0] ? m->r.hash : NULL, m->tmo, err);
+			if (got)
+				log_msg("rebalance: %s", err);
+			free(src);
+		}
+	}
+	for (int i = 0; i < ndst; i++)
+		free(dst[i]);
+	if (got && !m->r.nlocs) {
+		*why = "record names no volume to copy from";
+		return 500;
+	}
+	if (got)
+		*why = got < 0 ? "a new location refused the copy" : "no replica could be read intact";
+	return got ? 503 : 0;
+}
+
+/* 3. The copies no longer wanted go: now (offline) or after the grace period. */
+static int drop_old(struct move *m, int flags, struct index *idx, const char *key, size_t klen,
+		    const char **why)
+{
+	char err[256];
+	int rc = 204;
+	for (int i = 0; i < m->r.nlocs; i++) {
+		char *url;
+		if (record_has_loc(m->wantp, m->nwant, m->r.locs[i]) ||
+		    record_has_loc(m->r.locs, i, m->r.locs[i]))
+			continue;
+		if (!(flags & MOVE_NOW)) {
+			move_delete_later(idx, key, klen, m->r.locs[i], m->path);
+			continue;
+		}
+		url = xasprintf("http://%s%s", m->r.locs[i], m->path);
+		if (httpc_delete(url, 30000, err) < 0) {
+			log_msg("rebalance: DELETE %s failed (%s)", url, err);
+			*why = move_left_behind;
+			rc = 500;
+		}
+		free(url);
+	}
+	return rc;
+}
+
+int move_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		  int flags, bool *moved, const char **why)
+{
+	struct move m = {.tmo = cfg->voltimeout_ms ? (long)cfg->voltimeout_ms : 1000L};
+	struct record nr;
+	size_t vlen, nlen;
+	char *val = index_get(idx, key, klen, &vlen), *nv;
+	int rc = 204;
+
+	if (moved)
+		*moved = false;
+	if (!val) {
+		*why = "key not found";
+		return 404;
+	}
+	if (record_parse(val, vlen, &m.r) < 0) {
+		*why = "malformed index record";
+		rc = 500;
+	} else if (m.r.deleted && !(flags & MOVE_UNLINKED)) {
+		*why = "key is unlinked";
+		rc = 404;
+	}
+	m.nwant = placement_volumes(key, klen, cfg->volumes, cfg->nvol,
+				    cfg->replicas < RECORD_MAX_LOCS ? cfg->replicas : RECORD_MAX_LOCS,
+				    cfg->subvolumes, m.want);
+	for (int i = 0; i < m.nwant; i++)
+		m.wantp[i] = m.want[i];
+	if (rc != 204 || record_same_locs(m.wantp, m.nwant, m.r.locs, m.r.nlocs))
+		goto out;
+	if (m.nwant == 0) {
+		*why = "no volumes configured";
+		rc = 500;
+		goto out;
+	}
+	placement_path(key, klen, m.path);
+	if ((rc = copy_missing(&m, why)) != 0)
+		goto out;
+	/* 2. the record names the new locations, nothing else changes */
+	nr = m.r;
+	nr.nlocs = m.nwant;
+	memcpy(nr.locs, m.wantp, sizeof(m.wantp));
+	nv = record_encode(&nr, &nlen);
+	rc = index_put(idx, key, klen, nv, nlen);
+	free(nv);
+	if (rc < 0) {
+		*why = "index write failed";
+		rc = 500;
+		goto out;
+	}
+	if (moved)
+		*moved = true;
+	rc = drop_old(&m, flags, idx, key, klen, why);
+out:
+	free(val);
+	return rc;
+}
