@@ -36,7 +36,7 @@ SANENV := $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0 MKV_CHILD_ASA
 BIN := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
 
 COMMON_SRC := $(wildcard common/*.c)
-MASTER_SRC := $(wildcard master/*.c ops/*.c)
+MASTER_SRC := $(wildcard master/*.c s3/*.c ops/*.c)
 VOLUME_SRC := $(wildcard volume/*.c)
 TEST_SRC   := $(wildcard tests/check_*.c)
 TOOL_SRC   := $(wildcard tools/*.c)
@@ -48,7 +48,7 @@ VOLUME_LIB := $(call obj,$(filter-out volume/main.c volume/interpose.c,$(VOLUME_
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
 
-.PHONY: all deps run test valgrind bench clean
+.PHONY: all deps run test layers valgrind bench clean
 all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
 
 deps:
@@ -84,8 +84,12 @@ $(B)/tests/harness.o: tests/harness.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The layers keep to their includes (docs/architecture.md).
+layers:
+	@tests/layers.sh
+
 # Each suite runs on its own; all run even if one fails; any failure fails.
-test: all $(TESTS)
+test: layers all $(TESTS)
 	@fail=0; for t in $(TESTS); do \
 	  echo "== $$t"; MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV) $$t || fail=1; \
 	done; exit $$fail

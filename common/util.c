@@ -316,3 +316,9 @@ int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
 	int c = memcmp(a, b, al < bl ? al : bl);
 	return c ? c : (al > bl) - (al < bl);
 }
+
+bool is_list_query(const char *query)
+{
+	size_t n;
+	return query_param(query, "list", &n) || query_param(query, "unlinked", &n);
+}

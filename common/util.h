@@ -53,6 +53,9 @@ void conn_close_if_eof(int fd);
  * length (0 for a bare "b"); NULL when the name does not occur. */
 const char *query_param(const char *q, const char *name, size_t *vlen);
 
+/* Does the raw query string ask for ?list or ?unlinked? */
+bool is_list_query(const char *query);
+
 /* Hex: n bytes as 2n lowercase digits and a NUL; one digit's value (either
  * case) or -1; the byte "%XX" at p stands for (left: the bytes readable
  * from p), or -1. */

@@ -1,7 +1,7 @@
 /* front.h -- the master's HTTP front as the request code sees it: answer,
  * read a header, put a connection to sleep and wake it.  server.c
  * implements it and is the only file of the master that includes
- * microhttpd.h; the native requests and the S3 files (s3.h) both use it. */
+ * microhttpd.h; the native requests and the S3 files (s3/) both use it. */
 #ifndef MKV_FRONT_H
 #define MKV_FRONT_H
 
@@ -54,6 +54,21 @@ bool front_wait(struct front_sleep *z);
  * when no thread can be had.  The thread ends with front_finish. */
 int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg);
 void front_finish(struct front_sleep *z);
+/* A layer that answers some requests itself (S3), added before the server
+ * starts (ops/main.c), so that the front never names it.  claim: at a
+ * request's first call, the layer's state for it when it takes it, else
+ * NULL (path raw, query the raw query string or NULL); handler: every
+ * later call (FRONT_YES/NO); status: the status answered, 0 before (the
+ * request log); done: the request is over, answered or not. */
+struct front_route {
+	void *(*claim)(struct MHD_Connection *c, const char *method, const char *path,
+		       const char *query);
+	int (*handler)(void *req, const char *data, size_t *size);
+	int (*status)(const void *req);
+	void (*done)(void *req);
+};
+void front_route_add(const struct front_route *r);
+
 /* The request is over: abort the put if the client went away mid-body,
  * and release it. */
 void front_put_done(struct put *p);

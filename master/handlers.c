@@ -3,8 +3,7 @@
 #include "handlers.h"
 #include "../common/httpc.h"
 #include "../common/record.h"
-#include "health.h"
-#include "meta.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,80 +146,15 @@ out:
 	free(v);
 }
 
-/* DELETE every replica at once: 0, or -1 when a volume refused; then
- * r names only the replicas that may still hold the bytes (the refusers). */
-static int delete_replicas(const struct config *cfg, const char *key, size_t klen,
-			   struct record *r)
-{
-	struct httpc_req reqs[RECORD_MAX_LOCS];
-	char path[PATH_MAX_LEN];
-	int rc = 0, kept = 0;
-	placement_path(key, klen, path);
-	for (int i = 0; i < r->nlocs; i++)
-		reqs[i].url = xasprintf("http://%s%s", r->locs[i], path);
-	httpc_fanout("DELETE", reqs, r->nlocs, NULL, 0, (long)cfg->puttimeout_ms);
-	for (int i = 0; i < r->nlocs; i++) {
-		int st = reqs[i].status;
-		if (!(st >= 200 && st < 300) && st != 404) {
-			log_msg("DELETE %s failed (%d%s%s)", reqs[i].url, st, st < 0 ? ": " : "",
-				st < 0 ? reqs[i].err : "");
-			rc = -1;
-			r->locs[kept++] = r->locs[i];
-		}
-		free((char *)reqs[i].url);
-	}
-	if (rc < 0)
-		r->nlocs = kept;
-	return rc;
-}
-
 void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   enum del_mode mode, struct answer *a)
 {
-	bool unlink = mode == DEL_UNLINK;
-	struct record r;
-	size_t elen;
-	char *v, *enc = NULL;
-
-	if (!load(idx, key, klen, &v, &r, a))
-		goto out;
-	if (unlink && r.deleted) {
-		answer_error(a, 404, "key already unlinked");
-		goto out;
-	}
-	if (mode == DEL_UNLINKED && !r.deleted) {
-		answer_error(a, 403, "DELETE ?unlinked: the key is live");
-		goto out;
-	}
-	if (!unlink && cfg->protect && !r.deleted) {
-		answer_error(a, 403, "-protect is set: UNLINK the key before DELETE");
-		goto out;
-	}
-	/* Soft-delete first: from here on nothing is served, whatever fails.
-	 * Synced: UNLINK is answered on this write, and DELETE removes the
-	 * blobs next, durably -- a power loss before its final delete would
-	 * otherwise bring back a live record naming blobs that are gone.  That
-	 * final delete need not wait for the disk: lost, it leaves the key
-	 * unlinked, never served, for gc -unlinked (one fsync per DELETE). */
-	r.deleted = true;
-	enc = record_encode(&r, &elen);
-	if (index_put(idx, key, klen, enc, elen) < 0) {
-		answer_error(a, 500, "index write failed");
-		goto out;
-	}
-	if (unlink)
+	const char *why;
+	int st = store_delete(cfg, idx, key, klen, mode, &why);
+	if (st == 204)
 		a->status = 204;
-	else if (delete_replicas(cfg, key, klen, &r) < 0) {
-		answer_error(a, 500, "a volume refused the delete; the key stays unlinked");
-	} else if (index_delete_nosync(idx, key, klen) < 0) {
-		answer_error(a, 500, "index delete failed; the key stays unlinked");
-	} else {
-		meta_delete(key, klen);
-		a->status = 204;
-	}
-out:
-	free(enc);
-	free(v);
+	else
+		answer_error(a, st, why);
 }
 
 void handle_relink(const struct config *cfg, struct index *idx, const char *key, size_t klen,
@@ -275,12 +209,6 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 out:
 	free(enc);
 	free(v);
-}
-
-bool is_list_query(const char *query)
-{
-	size_t n;
-	return query_param(query, "list", &n) || query_param(query, "unlinked", &n);
 }
 
 void json_append_string(struct buf *b, const char *s, size_t n)
@@ -404,24 +332,4 @@ out:
 	buf_free(&keys);
 	index_iter_free(it);
 	free(start);
-}
-
-int handle_put_locations(const struct config *cfg, const char *key, size_t klen,
-			 char (*out)[LOC_MAX], const char **why)
-{
-	char (*order)[LOC_MAX] = xmalloc((size_t)cfg->nvol * LOC_MAX);
-	int want = cfg->replicas < cfg->nvol ? cfg->replicas : cfg->nvol, n = 0;
-	int total = placement_volumes(key, klen, cfg->volumes, cfg->nvol, cfg->nvol,
-				      cfg->subvolumes, order);
-	if (want > RECORD_MAX_LOCS)
-		want = RECORD_MAX_LOCS;
-	for (int i = 0; i < total && n < want; i++)
-		if (health_up(order[i], strlen(order[i])))
-			memcpy(out[n++], order[i], LOC_MAX);
-	free(order);
-	if (n < want) {
-		*why = "fewer volumes are up than -replicas: cannot place every copy";
-		return -1;
-	}
-	return n;
 }

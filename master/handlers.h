@@ -8,8 +8,7 @@
 #include <stddef.h>
 #include "../common/placement.h"
 #include "../common/util.h"
-#include "index.h"
-#include "mkv.h"
+#include "store.h"
 
 struct answer {
 	int status;
@@ -30,7 +29,6 @@ void answer_free(struct answer *a);
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		const char *raw_path, struct answer *a);
 /* DELETE, UNLINK, or DELETE ?unlinked (mkv gc: only a key already unlinked). */
-enum del_mode { DEL_DELETE, DEL_UNLINK, DEL_UNLINKED };
 void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   enum del_mode mode, struct answer *a);
 /* RELINK: an unlinked key live again (204; 204 when already live; 404
@@ -38,16 +36,9 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
  * and a replica is missing). */
 void handle_relink(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   struct answer *a);
-/* Does the raw query string ask for ?list or ?unlinked? */
-bool is_list_query(const char *query);
 /* ?list / ?unlinked on prefix; query is the raw query string. */
 void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
 		 struct answer *a);
-/* The locations a new PUT of key should write: the first -replicas volumes
- * in the key's rendezvous order that are up (write availability).  Returns
- * the count, or -1 with *why when fewer than -replicas are up. */
-int handle_put_locations(const struct config *cfg, const char *key, size_t klen,
-			 char (*out)[LOC_MAX], const char **why);
 /* Append s[0..n) to b as a JSON string (quotes included), byte for byte
  * as Go's encoding/json writes it: \n \r \t short, other controls and
  * < > & as \u00XX, U+2028/U+2029 escaped, each byte of invalid UTF-8 as

@@ -12,14 +12,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include "mkv.h"
+#include "store.h"
 
 /* Start the checkers and wait (up to voltimeout) for a first round. */
 void health_start(const struct config *cfg);
 void health_stop(void);
-
-/* Is location ("host:port" or "host:port/svNN") up?  Locations of volumes
- * not in -volumes are assumed up (nothing is known of them). */
-bool health_up(const char *loc, size_t len);
 
 #endif

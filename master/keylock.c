@@ -1,6 +1,6 @@
 /* keylock.c -- see keylock.h.  A chained hash set of the keys being
  * written, under one mutex: few keys are ever locked at once. */
-#include "keylock.h"
+#include "store.h"
 #include "../common/util.h"
 
 #include <pthread.h>

@@ -1,6 +1,5 @@
-/* meta.c -- see meta.h. */
-#include "meta.h"
-#include "index.h"
+/* meta.c -- the sidecar: attributes and notes (store.h). */
+#include "store.h"
 #include "../common/record.h"
 #include "../common/util.h"
 
@@ -31,9 +30,14 @@ void meta_close(void)
 	db = NULL;
 }
 
-struct index *meta_index(void)
+int meta_sync(void)
 {
-	return db;
+	return db ? index_sync(db) : 0;
+}
+
+struct index_iter *meta_notes(char type)
+{
+	return db ? index_iter_new(db, &type, 1) : NULL;
 }
 
 /* The sidecar's key for name under type: a heap string of nlen + 1 bytes. */

@@ -2,10 +2,6 @@
  * `mkv rebalance`), and the delayed deletes of the copies a move or a
  * REPLACE leaves behind.  See move.h for the order of a move. */
 #include "move.h"
-#include "health.h"
-#include "index.h"
-#include "keylock.h"
-#include "mkv.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"

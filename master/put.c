@@ -1,8 +1,6 @@
 /* put.c -- see put.h.  The bytes go through the volume client's stream
  * (common/httpc.h); this file keeps the order of the writes. */
 #include "put.h"
-#include "keylock.h"
-#include "meta.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
@@ -490,11 +488,9 @@ void put_release(struct put *p)
 
 void put_sweep_replaces(const struct config *cfg, struct index *idx)
 {
-	struct index *db = meta_index();
-	struct index_iter *it;
-	if (!db)
+	struct index_iter *it = meta_notes('r');
+	if (!it)
 		return;
-	it = index_iter_new(db, "r", 1);
 	for (; index_iter_valid(it); index_iter_next(it)) {
 		size_t klen, vlen;
 		const char *k = index_iter_key(it, &klen), *w;

@@ -28,8 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "index.h"
-#include "mkv.h"
+#include "store.h"
 
 struct put;
 
@@ -69,23 +68,6 @@ struct put *put_start_replace(const struct config *cfg, struct index *idx, const
 struct record;
 int put_settle_replace(const struct config *cfg, struct index *idx, const char *key,
 		       size_t klen, const struct record *r, const char *to);
-/* The S3 ETag the metadata keeps instead of the md5 (multipart's
- * "<md5>-N").  Call before put_finish. */
-void put_set_etag(struct put *p, const char *etag);
-/* md5 of the body in hex; valid once put_result is true. */
-const char *put_md5(struct put *p);
-/* Offer body bytes; returns how many were taken (fewer when the ring is
- * full: wait for wake, then offer the rest). */
-size_t put_feed(struct put *p, const char *data, size_t n);
-/* The body is complete. */
-void put_finish(struct put *p);
-/* True once the put is over; then *status is 201 or a 5xx with *why. */
-bool put_result(struct put *p, int *status, const char **why);
-/* The client went away: stop and clean up. */
-void put_abort(struct put *p);
-/* The front is done with p (the worker may still be cleaning up; the last
- * of the two frees it).  No wake() is called after this returns. */
-void put_release(struct put *p);
 
 /* At start: every key whose REPLACE a crash cut short is settled in idx
  * (put_settle_replace: its copies may differ), or unlinked when none of

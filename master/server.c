@@ -10,13 +10,10 @@
  * first call with "Connection: close", which costs keep-alive. */
 #include "handlers.h"
 #include "health.h"
-#include "index.h"
-#include "keylock.h"
+#include "store.h"
 #include "mkv.h"
 #include "move.h"
 #include "put.h"
-#include "meta.h"
-#include "s3.h"
 #include "front.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
@@ -56,7 +53,8 @@ struct req {
 	const char *key_why;
 	bool locked;             /* holds key's keylock */
 	bool replace;            /* REPLACE: a PUT that may overwrite */
-	struct s3req *s3;        /* an S3 request: s3.c answers it */
+	const struct front_route *route; /* a layer that took the request (S3) */
+	void *route_req;         /* its state */
 
 	struct answer ans;
 	bool answered;           /* ans is ready to send */
@@ -77,6 +75,16 @@ static atomic_int inflight;
  * aborts the process if a connection is suspended then). */
 static atomic_bool draining, refusing, no_sleep;
 static atomic_int nsuspended;
+
+/* The layers that answer some requests themselves (front_route_add). */
+static const struct front_route *routes[4];
+static int nroutes;
+
+void front_route_add(const struct front_route *r)
+{
+	if (nroutes < (int)(sizeof(routes) / sizeof(routes[0])))
+		routes[nroutes++] = r;
+}
 
 /* Cuts off a connection whose request head takes over -idletimeout. */
 static struct reaper *reaper;
@@ -337,7 +345,7 @@ static enum MHD_Result put_begin(struct req *r)
 			return send_error(r, 403, "key exists: DELETE it first");
 	}
 	r->locs = xmalloc(sizeof(*r->locs) * RECORD_MAX_LOCS);
-	r->nlocs = handle_put_locations(cfg, r->key, r->klen, r->locs, &why);
+	r->nlocs = store_locations(cfg, r->key, r->klen, r->locs, &why);
 	if (r->nlocs < 0)
 		return send_error(r, 503, why);
 	return MHD_YES;
@@ -469,9 +477,12 @@ static enum MHD_Result req_begin(struct req *r, struct MHD_Connection *conn, con
 		return send_error(r, 400, "Content-Length headers disagree");
 	if (r->uri[0] != '/')
 		return send_error(r, 400, "the request target must be a path starting with /");
-	if (s3_is_request(conn, method, r->query)) {
-		r->s3 = s3_new(conn, method, r->uri, r->query);
-		return MHD_YES;
+	for (int i = 0; i < nroutes; i++) {
+		r->route_req = routes[i]->claim(conn, method, r->uri, r->query);
+		if (r->route_req) {
+			r->route = routes[i];
+			return MHD_YES;
+		}
 	}
 	return r->op == OP_PUT ? put_begin(r) : MHD_YES;
 }
@@ -530,8 +541,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		return MHD_NO;
 	if (r->calls++ == 0)
 		return req_begin(r, conn, method);
-	if (r->s3)
-		return (enum MHD_Result)s3_handler(r->s3, data, size);
+	if (r->route)
+		return (enum MHD_Result)r->route->handler(r->route_req, data, size);
 	if (r->op == OP_PUT && !r->answered)
 		return put_body(r, data, size);
 	if (*size || r->answered) {  /* answered early, or a body that is ignored */
@@ -581,16 +592,16 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)cls, (void)conn;
 	if (!r)
 		return;
-	if (r->s3)
-		r->ans.status = s3_status(r->s3);
+	if (r->route)
+		r->ans.status = r->route->status(r->route_req);
 	if (cfg->verbose)
 		log_msg("%s %s%s%s %d %llu %llums%s", op_names[r->op], r->uri, r->query ? "?" : "",
 			r->query ? r->query : "", r->ans.status,
 			(unsigned long long)(r->op == OP_PUT ? r->bytes : r->ans.body.len),
 			(unsigned long long)(now_ms() - r->start_ms),
 			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
-	if (r->s3)
-		s3_done(r->s3);
+	if (r->route)
+		r->route->done(r->route_req);
 	if (r->put)
 		front_put_done(r->put);
 	unlock_key(r);
@@ -718,7 +729,7 @@ int server_main(const struct config *c)
 	}
 	httpc_global_init();
 	put_sweep_replaces(cfg, idx);
-	s3_init(cfg, idx);
+	store_init(cfg, idx);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);

@@ -26,11 +26,10 @@
  * whose PUT finished, since the listing is refused, 403) and not being
  * written (409). */
 #include "../master/mkv.h"
-#include "../master/index.h"
+#include "../master/store.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
-#include "../common/record.h"
 #include "../common/util.h"
 
 #include <jansson.h>

@@ -3,6 +3,7 @@
  * verify, gc, put, get. */
 #include "../master/mkv.h"
 #include "ops.h"
+#include "../s3/s3.h"
 #include "../common/flags.h"
 #include "../common/util.h"
 
@@ -130,6 +131,8 @@ int main(int argc, char **argv)
 		bad("need at least as many volumes as -replicas");
 	if (cmd->run != server_main)
 		ops_signals_init();
+	else
+		front_route_add(&s3_route);   /* S3 on the master's port (docs/s3.md) */
 	rc = cmd->run(&c);
 	free(c.volumes);
 	free(volbuf);

@@ -1,13 +1,11 @@
 /* rebalance.c -- `mkv rebalance` and the server's REBALANCE: move blobs to
  * where key2volume puts them now.  See ops.h for the order of a move. */
 #include "../master/mkv.h"
-#include "../master/index.h"
-#include "../master/move.h"
+#include "../master/store.h"
 #include "../common/spawn.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
-#include "../common/record.h"
 #include "../common/util.h"
 
 #include <pthread.h>

@@ -21,13 +21,11 @@
  * /xx/yy/; the walk recurses, rebuilds the name from the path, decodes it
  * and keeps the file only when key2path(key) is exactly where it was found. */
 #include "../master/mkv.h"
-#include "../master/index.h"
-#include "../master/meta.h"
+#include "../master/store.h"
 #include "../common/spawn.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
-#include "../common/record.h"
 #include "../common/util.h"
 
 #include <jansson.h>
@@ -570,7 +568,7 @@ int rebuild_main(const struct config *cfg)
 	httpc_global_init();
 	if (rebuild_open(&rb, &was_empty) == 0) {
 		rebuild_walk(&rb);
-		if (index_sync(rb.idx) < 0 || index_sync(meta_index()) < 0)
+		if (index_sync(rb.idx) < 0 || meta_sync() < 0)
 			rb.failed++;
 		report(&rb, was_empty);
 		rc = rb.failed ? 1 : 0;

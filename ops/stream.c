@@ -4,7 +4,7 @@
  * ops.h. */
 #include "ops.h"
 #include "../common/httpc.h"
-#include "../common/record.h"
+#include "../master/store.h"
 #include "../common/util.h"
 
 #include <errno.h>

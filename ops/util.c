@@ -1,11 +1,10 @@
 /* util.c -- what the commands share: the worker pool, the progress line,
  * the offline walk over the index and the small HTTP calls.  See ops.h. */
 #include "ops.h"
-#include "../master/index.h"
+#include "../master/store.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
-#include "../common/record.h"
 #include "../common/util.h"
 
 #include <errno.h>

@@ -21,11 +21,10 @@
  * record, unlinked ones too, but not an interrupted PUT's (DELETED, no
  * HASH: gc's business). */
 #include "../master/mkv.h"
-#include "../master/index.h"
+#include "../master/store.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
-#include "../common/record.h"
 #include "../common/util.h"
 
 #include <stdatomic.h>

@@ -2,8 +2,6 @@
  * semantics, aws-chunked bodies decoded), DeleteObject and DeleteObjects.
  * See s3req.h. */
 #include "s3req.h"
-#include "keylock.h"
-#include "put.h"
 
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -100,7 +98,7 @@ static bool put_prepare(struct s3req *s)
 	s->aws_chunked = (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
 	cl = s3_req_header(s, s->aws_chunked ? "X-Amz-Decoded-Content-Length" : "Content-Length");
 	known = cl && parse_u64(cl, 0, INT64_MAX, &clen);
-	if (known && s3_cfg->maxsize && clen > s3_cfg->maxsize) {
+	if (known && store_cfg()->maxsize && clen > store_cfg()->maxsize) {
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
 		return true;
 	}
@@ -138,9 +136,9 @@ static bool put_prepare(struct s3req *s)
 	 * unannounced (chunked), even with its length known: then no replica
 	 * can finish before the framing and the digest have been checked to
 	 * the end, and a bad one leaves the old value everywhere. */
-	s->put = s3_replace(s->target, s->tlen,
-			    known && !s->aws_chunked && !s->digest ? (int64_t)clen : -1,
-			    front_wake, &s->sleep, S3_RING, &why);
+	s->put = store_write(store_cfg(), store_index(), s->target, s->tlen, true,
+			     known && !s->aws_chunked && !s->digest ? (int64_t)clen : -1,
+			     front_wake, &s->sleep, S3_RING, &why);
 	if (!s->put)
 		s3_error(s, 503, "ServiceUnavailable", why);
 	return !s->put;
@@ -164,7 +162,7 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 			put_refuse(s, BAD_FRAMING);
 		took = s->pending.len;
 	}
-	if (s3_cfg->maxsize && s->fed + took > s3_cfg->maxsize) {
+	if (store_cfg()->maxsize && s->fed + took > store_cfg()->maxsize) {
 		put_refuse(s, BAD_SIZE);
 		s->pending.len = 0;
 	}
@@ -221,7 +219,7 @@ static int put_end(struct s3req *s)
 int s3_put_run(struct s3req *s, const char *data, size_t *size)
 {
 	if (!s->put && put_prepare(s))
-		return s3_handler(s, data, size); /* answered once the body is in */
+		return s3_swallow(s, size); /* answered once the body is in */
 	/* what was decoded but not yet taken goes first */
 	while (s->poff < s->pending.len) {
 		s->poff += put_feed(s->put, s->pending.data + s->poff, s->pending.len - s->poff);
@@ -238,28 +236,24 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 
 int s3_delete_key(const char *key, size_t klen, bool part, const char **why)
 {
-	static __thread char reason[256];   /* the native answer's, for *why */
-	struct answer a = {0};
+	const struct config *cfg = store_cfg();
 	int st;
 	if (!s3_lock_key(key, klen)) {
 		*why = "another write of this key is in progress";
 		return 503;
 	}
-	if (part && s3_cfg->protect) {
+	if (part && cfg->protect) {
 		/* a part is the upload's, not the user's: -protect's UNLINK first */
-		handle_delete(s3_cfg, s3_idx, key, klen, DEL_UNLINK, &a);
-		answer_free(&a);
-		a = (struct answer){0};
-		handle_delete(s3_cfg, s3_idx, key, klen, DEL_UNLINKED, &a);
+		store_delete(cfg, store_index(), key, klen, DEL_UNLINK, why);
+		st = store_delete(cfg, store_index(), key, klen, DEL_UNLINKED, why);
 	} else {
-		handle_delete(s3_cfg, s3_idx, key, klen, DEL_DELETE, &a);
+		st = store_delete(cfg, store_index(), key, klen, DEL_DELETE, why);
 	}
 	keylock_release(key, klen);
-	st = a.status == 404 ? 204 : a.status;
-	snprintf(reason, sizeof(reason), "%.*s", (int)strcspn(a.body.data ? a.body.data : "", "\n"),
-		 a.body.data ? a.body.data : "");
-	*why = st == 204 ? NULL : reason;
-	answer_free(&a);
+	if (st == 404)
+		st = 204;
+	if (st == 204)
+		*why = NULL;
 	return st;
 }
 

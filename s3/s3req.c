@@ -2,8 +2,6 @@
  * its suspension while a worker runs, and the small functions the S3 files
  * share.  See s3req.h. */
 #include "s3req.h"
-#include "keylock.h"
-#include "put.h"
 
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -13,8 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const struct config *s3_cfg;
-struct index *s3_idx;
 
 /* ---- answers ---- */
 
@@ -43,7 +39,7 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 {
 	s->status = status;
 	s->body.len = 0;
-	s->stream = false;
+	s->reader = NULL;
 	if (s->head)
 		return;
 	buf_printf(&s->body, XML_HEAD "<Error><Code>%s</Code>", code);
@@ -67,16 +63,25 @@ int s3_send(struct s3req *s)
 	struct front_hdr h[NHDR + 2];
 	int nh = s->nhdr;
 	memcpy(h, s->hdr, sizeof(*h) * (size_t)nh);
-	if (s->body.len && !s->stream)
+	if (s->body.len && !s->reader)
 		h[nh++] = (struct front_hdr){"Content-Type", "application/xml"};
 	h[nh++] = (struct front_hdr){"x-amz-request-id", "mkv"};
 	s->answered = true;
-	if (s->stream)
-		return front_stream(s->sleep.conn, s->status, h, nh, s->vlen, s3_get_reader, s);
+	if (s->reader)
+		return front_stream(s->sleep.conn, s->status, h, nh, s->vlen, s->reader, s);
 	return front_send(s->sleep.conn, s->status, h, nh, s->body.data, s->body.len);
 }
 
 /* ---- suspension ---- */
+
+int s3_swallow(struct s3req *s, size_t *size)
+{
+	if (s->answered || *size) {
+		*size = 0;
+		return FRONT_YES;
+	}
+	return s3_send(s);
+}
 
 void s3_unref(struct s3req *s)
 {
@@ -90,8 +95,8 @@ void s3_unref(struct s3req *s)
 		free((char *)s->hdr[i].value);
 	for (int i = 0; i < s->nurls; i++)
 		free(s->urls[i]);
-	if (s->ring)
-		s3_stream_end(s->ring);
+	if (s->release)
+		s->release(s);
 	free(s->path);
 	free(s->query);
 	pthread_mutex_destroy(&s->sleep.mu);
@@ -256,35 +261,6 @@ bool s3_lock_key(const char *key, size_t klen)
 		usleep(20000);
 	}
 	return false;
-}
-
-/* A live record of key into r (v keeps its storage; caller frees *v). */
-bool s3_live_record(const char *key, size_t klen, char **v, struct record *r)
-{
-	size_t vlen;
-	*v = index_get(s3_idx, key, klen, &vlen);
-	if (!*v)
-		return false;
-	if (record_parse(*v, vlen, r) < 0 || r->deleted || !r->nlocs) {
-		free(*v);
-		*v = NULL;
-		return false;
-	}
-	return true;
-}
-
-struct put *s3_replace(const char *key, size_t klen, int64_t clen, void (*wake)(void *),
-		       void *arg, size_t ring, const char **why)
-{
-	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
-	int n = handle_put_locations(s3_cfg, key, klen, locs, why);
-	if (n < 0) {
-		keylock_release(key, klen);
-		return NULL;
-	}
-	for (int i = 0; i < n; i++)
-		lp[i] = locs[i];
-	return put_start_replace(s3_cfg, s3_idx, key, klen, lp, n, clen, wake, arg, ring);
 }
 
 void s3_part_key(const char *upload, int n, char *out, size_t *len)

@@ -8,10 +8,10 @@
 #ifndef MKV_S3REQ_H
 #define MKV_S3REQ_H
 
-#include "s3.h"   /* and so index.h, mkv.h and the C headers it needs */
-#include "handlers.h"
-#include "meta.h"
-#include "../common/record.h"
+#include "s3.h"
+#include "../master/front.h"
+#include "../master/store.h"
+#include "../common/placement.h"
 #include "../common/util.h"
 
 #include <openssl/types.h>
@@ -84,7 +84,10 @@ struct s3req {
 	unsigned char want_md5[16];
 
 	/* GetObject */
-	bool stream;
+	/* a streamed body (GetObject's), and what frees the operation's own
+	 * state at the request's end; both NULL for other answers */
+	ssize_t (*reader)(void *cls, uint64_t pos, char *out, size_t max);
+	void (*release)(struct s3req *s);
 	char *urls[RECORD_MAX_LOCS];
 	int nurls;
 	char range[128];
@@ -98,9 +101,6 @@ struct s3req {
 	bool have_meta;
 };
 
-extern const struct config *s3_cfg;
-extern struct index *s3_idx;
-
 /* ---- answers, suspension and the rest of s3req.c; int results are FRONT_YES/NO ---- */
 void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -110,6 +110,10 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg);
 /* A failed write's error: 503 SlowDown, else InternalError. */
 void s3_fail(struct s3req *s, int status, const char *why);
 int s3_send(struct s3req *s);
+/* An answer set before the body is in: the body is read and dropped
+ * (libmicrohttpd queues an answer only once the whole body is in), then
+ * the answer goes. */
+int s3_swallow(struct s3req *s, size_t *size);
 void s3_unref(struct s3req *s);
 /* Runs fn(s) on a worker while the connection sleeps (503 SlowDown when no
  * thread can be had); the worker ends with s3_unref, after front_finish
@@ -128,23 +132,11 @@ void xml_tag(struct buf *b, const char *name, const char *s, size_t n);
 /* ISO 8601 with milliseconds ("2026-11-30T17:00:00.000Z"). */
 void s3_iso_time(int64_t t, char out[32]);
 bool s3_lock_key(const char *key, size_t klen);
-/* A live record of key into r (*v holds its storage; caller frees it). */
-bool s3_live_record(const char *key, size_t klen, char **v, struct record *r);
 void s3_no_such_key(struct s3req *s);
-/* Start a REPLACE of key, whose lock the caller holds and hands over to
- * the put; NULL with *why (and the lock released) when too few volumes
- * are up.  clen, wake, arg, ring: as put_start_replace's. */
-struct put *s3_replace(const char *key, size_t klen, int64_t clen, void (*wake)(void *),
-		       void *arg, size_t ring, const char **why);
 void s3_part_key(const char *upload, int n, char *out, size_t *len);
 char *s3_upload(struct s3req *s);
 
 /* ---- GetObject / HeadObject (s3get.c) ---- */
-/* A GetObject's ring (RING_CAP bytes), counted; s3_stream_end frees it and
- * hands freed pages back to the kernel when it was the last. */
-char *s3_stream_begin(void);
-void s3_stream_end(char *ring);
-ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max);
 /* The conditions of the headers names[0..3] (if-match, if-none-match,
  * if-unmodified-since, if-modified-since) on an object of that etag ("":
  * none known) and mtime (-1: unknown): 0 when they hold, else 412 or 304. */

@@ -1,7 +1,6 @@
 /* s3get.c -- GetObject and HeadObject, streamed by the master from a live
  * replica (S3 clients do not follow a 302).  See s3req.h. */
 #include "s3req.h"
-#include "health.h"
 #include "../common/httpc.h"
 
 #include <ctype.h>
@@ -16,15 +15,15 @@
  * back to the kernel, so a burst of GETs does not stay resident. */
 static atomic_int streams;
 
-char *s3_stream_begin(void)
+static char *stream_begin(void)
 {
 	atomic_fetch_add(&streams, 1);
 	return xmalloc(RING_CAP);
 }
 
-void s3_stream_end(char *ring)
+static void stream_end(struct s3req *s)
 {
-	free(ring);
+	free(s->ring);
 	if (atomic_fetch_sub(&streams, 1) == 1)
 		malloc_trim(0);
 }
@@ -84,9 +83,9 @@ static void stream_main(void *arg)
 {
 	struct s3req *s = arg;
 	int start = s->nurls ? (int)(now_ms() % (uint64_t)s->nurls) : 0;
-	uint64_t stall = s3_cfg->puttimeout_ms / 1000;
+	uint64_t stall = store_cfg()->puttimeout_ms / 1000;
 	struct httpc_call g = {.range = s->range[0] ? s->range : NULL, .head = s->head,
-			      .connect_ms = (long)s3_cfg->voltimeout_ms,
+			      .connect_ms = (long)store_cfg()->voltimeout_ms,
 			      .stall_s = (long)(stall ? stall : 1), .bufsize = 256L * 1024,
 			      .header = on_header, .body = on_body, .ctx = s};
 	bool missing = true;
@@ -114,7 +113,7 @@ static void stream_main(void *arg)
 }
 
 /* MHD's content reader: what the ring holds; sleep while it is empty. */
-ssize_t s3_get_reader(void *cls, uint64_t pos, char *out, size_t max)
+static ssize_t get_reader(void *cls, uint64_t pos, char *out, size_t max)
 {
 	struct s3req *s = cls;
 	size_t avail, off, n;
@@ -245,25 +244,21 @@ static bool range_valid(const char *rg)
  * true when answered (s->status set) without a volume. */
 static bool get_prepare(struct s3req *s)
 {
-	struct record r;
-	char *v, path[PATH_MAX_LEN];
+	struct store_urls u;
 	const char *rg = s3_req_header(s, "Range");
 	static const char *const conds[4] = {"If-Match", "If-None-Match", "If-Unmodified-Since",
 					     "If-Modified-Since"};
 	int pre;
 
-	if (!s3_live_record(s->key, s->klen, &v, &r)) {
+	if (store_urls(store_index(), s->key, s->klen, &u) < 0) {
 		s3_no_such_key(s);
 		return true;
 	}
 	s->have_meta = meta_get(s->key, s->klen, &s->meta);
 	if (!s->meta.etag[0])
-		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", r.hash);
-	placement_path(s->key, s->klen, path);
-	for (int i = 0; i < r.nlocs; i++)
-		if (health_up(r.locs[i], strlen(r.locs[i])))
-			s->urls[s->nurls++] = xasprintf("http://%s%s", r.locs[i], path);
-	free(v);
+		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", u.hash);
+	for (int i = 0; i < u.n; i++)   /* s frees them */
+		s->urls[s->nurls++] = u.url[i];
 	pre = s3_preconditions(s, conds, s->meta.etag, s->have_meta ? s->meta.mtime : -1);
 	if (pre == 412) {
 		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
@@ -287,7 +282,7 @@ static bool get_prepare(struct s3req *s)
 	}
 	if (s->head && s->have_meta && !s->range[0]) {
 		s->status = 200;
-		s->stream = true;  /* an empty stream: MHD sends no body to HEAD */
+		s->reader = get_reader;  /* an empty stream: MHD sends no body to HEAD */
 		s->vlen = (int64_t)s->meta.size;
 		s->eof = true;
 		object_headers(s);
@@ -302,7 +297,8 @@ int s3_get_run(struct s3req *s)
 	if (!s->sleep.async_started) {
 		if (get_prepare(s))
 			return s3_send(s);
-		s->ring = s3_stream_begin();
+		s->ring = stream_begin();
+		s->release = stream_end;
 		s->vlen = -1;
 		return s3_start_async(s, stream_main);
 	}
@@ -327,7 +323,7 @@ int s3_get_run(struct s3req *s)
 		s3_hdr(s, "Content-Range", "%s", s->crange);
 	if (s->vstatus != 416) {
 		s->status = (int)s->vstatus;
-		s->stream = true;
+		s->reader = get_reader;
 		object_headers(s);
 	}
 	return s3_send(s);

@@ -228,7 +228,7 @@ void s3_list(struct s3req *s)
 		w.dlen = strlen(w.dl);
 		buf_puts(&w.items, "");
 		buf_puts(&w.prefixes, "");
-		walk(s3_idx, &w);
+		walk(store_index(), &w);
 		s3_xml_start(s, "ListBucketResult");
 		list_xml(&w, &s->body);
 	}
@@ -243,7 +243,7 @@ bool s3_bucket_empty(const char *bucket)
 {
 	char *p = xasprintf("/%s/", bucket);
 	size_t plen = strlen(p), klen, vlen;
-	struct index_iter *it = index_iter_new(s3_idx, p, plen);
+	struct index_iter *it = index_iter_new(store_index(), p, plen);
 	bool empty = true;
 	for (; empty && index_iter_valid(it); index_iter_next(it)) {
 		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
@@ -271,7 +271,7 @@ static size_t key_bucket(struct index_iter **it, const char **name)
 		if (!slash || slash == k + 1) {
 			index_iter_next(*it);
 		} else if (k[1] == '.') {
-			*it = seek_past(s3_idx, *it, k, (size_t)(slash - k));
+			*it = seek_past(store_index(), *it, k, (size_t)(slash - k));
 		} else {
 			*name = k + 1;
 			return (size_t)(slash - k - 1);
@@ -284,9 +284,8 @@ static size_t key_bucket(struct index_iter **it, const char **name)
  * creation dates), merged: both come in name order. */
 void s3_list_buckets(struct s3req *s)
 {
-	struct index *side = meta_index();
-	struct index_iter *ki = index_iter_new(s3_idx, "/", 1);
-	struct index_iter *bi = side ? index_iter_new(side, "b", 1) : NULL;
+	struct index_iter *ki = index_iter_new(store_index(), "/", 1);
+	struct index_iter *bi = meta_notes('b');
 	struct buf *out = &s->body;
 
 	s3_xml_start(s, "ListAllMyBucketsResult");
@@ -317,7 +316,7 @@ void s3_list_buckets(struct s3req *s)
 		tag(out, "Name", c <= 0 ? kn : bn, c <= 0 ? kl : bl, false);
 		buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
 		if (c <= 0)
-			ki = seek_past(s3_idx, ki, kn - 1, kl + 1);
+			ki = seek_past(store_index(), ki, kn - 1, kl + 1);
 		if (c >= 0)
 			index_iter_next(bi);
 	}

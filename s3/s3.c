@@ -18,12 +18,6 @@
 #include <string.h>
 #include <strings.h>
 
-void s3_init(const struct config *c, struct index *i)
-{
-	s3_cfg = c;
-	s3_idx = i;
-}
-
 /* ---- detection ---- */
 
 static const char *const s3_queries[] = {
@@ -40,7 +34,7 @@ static bool has_param(const char *query, const char *name)
 	return query && query_param(query, name, &n);
 }
 
-bool s3_is_request(struct MHD_Connection *c, const char *method, const char *query)
+static bool is_s3(struct MHD_Connection *c, const char *method, const char *query)
 {
 	const char *auth;
 	if (strcmp(method, "GET") && strcmp(method, "HEAD") && strcmp(method, "PUT") &&
@@ -136,7 +130,7 @@ static const struct route {
 	bool object;
 	const char *method, *param;
 	enum s3op op;
-} routes[] = {
+} op_routes[] = {
 	{false, "GET", "location", S3_BUCKET_LOCATION},
 	{false, "GET", "versioning", S3_BUCKET_VERSIONING},
 	{false, "GET", "uploads", S3_LIST_UPLOADS},
@@ -169,8 +163,8 @@ static void route(struct s3req *s, bool object)
 		s3_error(s, 501, "NotImplemented", "versioning is not supported");
 		return;
 	}
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-		const struct route *r = &routes[i];
+	for (size_t i = 0; i < sizeof(op_routes) / sizeof(op_routes[0]); i++) {
+		const struct route *r = &op_routes[i];
 		if (r->object == object && !strcmp(r->method, s->method) &&
 		    (!r->param || has_param(s->query, r->param))) {
 			s->op = r->op;
@@ -230,10 +224,13 @@ static void classify(struct s3req *s)
 		route(s, true);
 }
 
-struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *path,
+static void *claim(struct MHD_Connection *c, const char *method, const char *path,
 		     const char *query)
 {
-	struct s3req *s = xcalloc(1, sizeof(*s));
+	struct s3req *s;
+	if (!is_s3(c, method, query))
+		return NULL;
+	s = xcalloc(1, sizeof(*s));
 	s->sleep.conn = c;
 	snprintf(s->method, sizeof(s->method), "%s", method);
 	s->path = xstrdup(path);
@@ -245,16 +242,11 @@ struct s3req *s3_new(struct MHD_Connection *c, const char *method, const char *p
 	return s;
 }
 
-int s3_handler(struct s3req *s, const char *data, size_t *size)
+static int handler(void *req, const char *data, size_t *size)
 {
-	/* Refused before the body: libmicrohttpd queues an answer only once
-	 * the whole body is in, so the rest is swallowed first. */
-	if (s->answered || (s->status && *size)) {
-		*size = 0;
-		return FRONT_YES;
-	}
-	if (s->status)
-		return s3_send(s);
+	struct s3req *s = req;
+	if (s->answered || s->status)
+		return s3_swallow(s, size);
 	if (s->op == S3_PUT || s->op == S3_MPU_PART)
 		return s3_put_run(s, data, size);
 	if (*size) {
@@ -274,13 +266,15 @@ int s3_handler(struct s3req *s, const char *data, size_t *size)
 	return front_wait(&s->sleep) ? s3_send(s) : FRONT_YES;
 }
 
-int s3_status(const struct s3req *s)
+static int status(const void *req)
 {
+	const struct s3req *s = req;
 	return s->answered ? s->status : 0;
 }
 
-void s3_done(struct s3req *s)
+static void done(void *req)
 {
+	struct s3req *s = req;
 	if (s->put)
 		front_put_done(s->put);
 	s->put = NULL;
@@ -290,3 +284,5 @@ void s3_done(struct s3req *s)
 	pthread_mutex_unlock(&s->sleep.mu);
 	s3_unref(s);
 }
+
+const struct front_route s3_route = {claim, handler, status, done};

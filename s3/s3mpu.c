@@ -2,8 +2,6 @@
  * /.mkv-mpu/<upload id>/; CompleteMultipartUpload streams them into a
  * REPLACE of the final key), CopyObject and UploadPartCopy.  See s3req.h. */
 #include "s3req.h"
-#include "health.h"
-#include "put.h"
 #include "../common/httpc.h"
 
 #include <openssl/evp.h>
@@ -12,8 +10,7 @@
 
 void s3_list_uploads(struct s3req *s)
 {
-	struct index *side = meta_index();
-	struct index_iter *it = side ? index_iter_new(side, "u", 1) : NULL;
+	struct index_iter *it = meta_notes('u');
 	char *pre = s3_req_param(s, "prefix");
 	const char *px = pre ? pre : "";
 	size_t pl = strlen(px);
@@ -84,7 +81,7 @@ static void each_part(const char *upload, void (*fn)(void *, const char *, size_
 {
 	char pfx[64];
 	size_t plen = (size_t)snprintf(pfx, sizeof(pfx), "/" S3_MPU_BUCKET "/%s/", upload);
-	struct index_iter *it = index_iter_new(s3_idx, pfx, plen);
+	struct index_iter *it = index_iter_new(store_index(), pfx, plen);
 	for (; index_iter_valid(it); index_iter_next(it)) {
 		size_t kl, vl;
 		const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl);
@@ -219,28 +216,23 @@ static bool part_header(void *ctx, int status, const char *b, size_t len)
 /* Copy one part (size bytes) into the put from a live replica.  0 or -1. */
 static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t size)
 {
-	struct httpc_call g = {.connect_ms = (long)s3_cfg->voltimeout_ms, .bufsize = 256L * 1024,
+	struct httpc_call g = {.connect_ms = (long)store_cfg()->voltimeout_ms, .bufsize = 256L * 1024,
 			      .range = f->range, .header = part_header, .body = feed_body,
 			      .ctx = f};
-	struct record r;
-	char *v, path[PATH_MAX_LEN], err[256];
+	struct store_urls u;
+	char err[256];
 	int rc = -1;
-	if (!s3_live_record(key, klen, &v, &r))
+	if (store_urls(store_index(), key, klen, &u) < 0)
 		return -1;
-	placement_path(key, klen, path);
-	for (int i = 0; i < r.nlocs && rc < 0; i++) {
-		char url[LOC_MAX + PATH_MAX_LEN + 16];
-		if (!health_up(r.locs[i], strlen(r.locs[i])))
-			continue;
+	for (int i = 0; i < u.n && rc < 0; i++) {
 		if (f->got) /* bytes of this part already went in: no retry elsewhere */
 			break;
-		snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
-		g.url = url;
+		g.url = u.url[i];
 		if (httpc_call(&g, err) == (f->range ? 206 : 200) &&
 		    (size == UINT64_MAX || f->got == size))
 			rc = 0;
 	}
-	free(v);
+	store_urls_free(&u);
 	return rc;
 }
 
@@ -263,8 +255,8 @@ static int write_from(struct s3req *s, const char *target, size_t tlen,
 		*why = "another write of this key is in progress";
 		return 503;
 	}
-	f.p = s3_replace(target, tlen, total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake,
-			 &f, 0, why);
+	f.p = store_write(store_cfg(), store_index(), target, tlen, true,
+			  total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake, &f, 0, why);
 	if (!f.p)
 		return 503;
 	if (etag)
@@ -311,7 +303,7 @@ static bool copy_source(struct s3req *s, char *key, size_t *klen, struct meta *m
 		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source is not a valid key");
 		return false;
 	}
-	if (!s3_live_record(key, *klen, &v, &r)) {
+	if (!store_live(store_index(), key, *klen, &v, &r)) {
 		s3_no_such_key(s);
 		return false;
 	}

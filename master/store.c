@@ -1,0 +1,192 @@
+/* store.c -- the store's calls that are not one module's (store.h):
+ * reading a live key, writing and deleting one. */
+#include "store.h"
+#include "put.h"
+#include "../common/httpc.h"
+#include "../common/placement.h"
+#include "../common/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct config *the_cfg;
+static struct index *the_idx;
+
+void store_init(const struct config *cfg, struct index *idx)
+{
+	the_cfg = cfg;
+	the_idx = idx;
+}
+
+const struct config *store_cfg(void)
+{
+	return the_cfg;
+}
+
+struct index *store_index(void)
+{
+	return the_idx;
+}
+
+bool store_live(struct index *idx, const char *key, size_t klen, char **v, struct record *r)
+{
+	size_t vlen;
+	*v = index_get(idx, key, klen, &vlen);
+	if (!*v)
+		return false;
+	if (record_parse(*v, vlen, r) < 0 || r->deleted || !r->nlocs) {
+		free(*v);
+		*v = NULL;
+		return false;
+	}
+	return true;
+}
+
+int store_urls(struct index *idx, const char *key, size_t klen, struct store_urls *u)
+{
+	struct record r;
+	char *v, path[PATH_MAX_LEN];
+	u->n = 0;
+	u->hash[0] = '\0';
+	if (!store_live(idx, key, klen, &v, &r))
+		return -1;
+	placement_path(key, klen, path);
+	for (int i = 0; i < r.nlocs; i++)
+		if (health_up(r.locs[i], strlen(r.locs[i])))
+			u->url[u->n++] = xasprintf("http://%s%s", r.locs[i], path);
+	memcpy(u->hash, r.hash, sizeof(u->hash));
+	free(v);
+	return u->n;
+}
+
+void store_urls_free(struct store_urls *u)
+{
+	for (int i = 0; i < u->n; i++)
+		free(u->url[i]);
+	u->n = 0;
+}
+
+int store_locations(const struct config *cfg, const char *key, size_t klen, char (*out)[LOC_MAX],
+		    const char **why)
+{
+	char (*order)[LOC_MAX] = xmalloc((size_t)cfg->nvol * LOC_MAX);
+	int want = cfg->replicas < cfg->nvol ? cfg->replicas : cfg->nvol, n = 0;
+	int total = placement_volumes(key, klen, cfg->volumes, cfg->nvol, cfg->nvol,
+				      cfg->subvolumes, order);
+	if (want > RECORD_MAX_LOCS)
+		want = RECORD_MAX_LOCS;
+	for (int i = 0; i < total && n < want; i++)
+		if (health_up(order[i], strlen(order[i])))
+			memcpy(out[n++], order[i], LOC_MAX);
+	free(order);
+	if (n < want) {
+		*why = "fewer volumes are up than -replicas: cannot place every copy";
+		return -1;
+	}
+	return n;
+}
+
+struct put *store_write(const struct config *cfg, struct index *idx, const char *key,
+			size_t klen, bool replace, int64_t clen, void (*wake)(void *), void *arg,
+			size_t ring, const char **why)
+{
+	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
+	int n = store_locations(cfg, key, klen, locs, why);
+	if (n < 0) {
+		keylock_release(key, klen);
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		lp[i] = locs[i];
+	if (!replace)
+		return put_start(cfg, idx, key, klen, lp, n, clen, wake, arg);
+	return put_start_replace(cfg, idx, key, klen, lp, n, clen, wake, arg, ring);
+}
+
+/* DELETE every replica at once: 0, or -1 when a volume refused; then
+ * r names only the replicas that may still hold the bytes (the refusers). */
+static int delete_replicas(const struct config *cfg, const char *key, size_t klen,
+			   struct record *r)
+{
+	struct httpc_req reqs[RECORD_MAX_LOCS];
+	char path[PATH_MAX_LEN];
+	int rc = 0, kept = 0;
+	placement_path(key, klen, path);
+	for (int i = 0; i < r->nlocs; i++)
+		reqs[i].url = xasprintf("http://%s%s", r->locs[i], path);
+	httpc_fanout("DELETE", reqs, r->nlocs, NULL, 0, (long)cfg->puttimeout_ms);
+	for (int i = 0; i < r->nlocs; i++) {
+		int st = reqs[i].status;
+		if (!(st >= 200 && st < 300) && st != 404) {
+			log_msg("DELETE %s failed (%d%s%s)", reqs[i].url, st, st < 0 ? ": " : "",
+				st < 0 ? reqs[i].err : "");
+			rc = -1;
+			r->locs[kept++] = r->locs[i];
+		}
+		free((char *)reqs[i].url);
+	}
+	if (rc < 0)
+		r->nlocs = kept;
+	return rc;
+}
+
+int store_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		 enum del_mode mode, const char **why)
+{
+	bool unlink = mode == DEL_UNLINK;
+	struct record r;
+	size_t elen, vlen;
+	char *v, *enc = NULL;
+	int st = 204;
+
+	v = index_get(idx, key, klen, &vlen);
+	if (!v || record_parse(v, vlen, &r) < 0) {
+		*why = v ? "index record is malformed" : "key not found";
+		st = v ? 500 : 404;
+		goto out;
+	}
+	if (unlink && r.deleted) {
+		*why = "key already unlinked";
+		st = 404;
+		goto out;
+	}
+	if (mode == DEL_UNLINKED && !r.deleted) {
+		*why = "DELETE ?unlinked: the key is live";
+		st = 403;
+		goto out;
+	}
+	if (!unlink && cfg->protect && !r.deleted) {
+		*why = "-protect is set: UNLINK the key before DELETE";
+		st = 403;
+		goto out;
+	}
+	/* Soft-delete first: from here on nothing is served, whatever fails.
+	 * Synced: UNLINK is answered on this write, and DELETE removes the
+	 * blobs next, durably -- a power loss before its final delete would
+	 * otherwise bring back a live record naming blobs that are gone.  That
+	 * final delete need not wait for the disk: lost, it leaves the key
+	 * unlinked, never served, for gc -unlinked (one fsync per DELETE). */
+	r.deleted = true;
+	enc = record_encode(&r, &elen);
+	if (index_put(idx, key, klen, enc, elen) < 0) {
+		*why = "index write failed";
+		st = 500;
+		goto out;
+	}
+	if (unlink)
+		st = 204;
+	else if (delete_replicas(cfg, key, klen, &r) < 0) {
+		*why = "a volume refused the delete; the key stays unlinked";
+		st = 500;
+	} else if (index_delete_nosync(idx, key, klen) < 0) {
+		*why = "index delete failed; the key stays unlinked";
+		st = 500;
+	} else {
+		meta_delete(key, klen);
+	}
+out:
+	free(enc);
+	free(v);
+	return st;
+}

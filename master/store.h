@@ -1,0 +1,182 @@
+/* store.h -- the master's store as the layers above it use it: the native
+ * HTTP API (server.c, handlers.c), S3 (s3/) and the commands (ops/).  The
+ * only header of master/ they include besides front.h (and mkv.h, the
+ * flags).
+ *
+ * A key maps to a record in the index (index.h, docs/protocol.md §3) and
+ * to attributes and notes in a sidecar (meta.c); its bytes go to the
+ * replicas as they arrive (put.c); one write of a key runs at a time (its
+ * lock, keylock.c); volumes are up or down as the checkers last saw
+ * (health.c).  Results are HTTP statuses with a one-line reason. */
+#ifndef MKV_STORE_H
+#define MKV_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "index.h"
+#include "mkv.h"
+#include "../common/placement.h"
+#include "../common/record.h"
+
+/* The configuration and index the server runs on (set once at start), for
+ * the layers that do not carry them. */
+void store_init(const struct config *cfg, struct index *idx);
+const struct config *store_cfg(void);
+struct index *store_index(void);
+
+/* ---- locks and volumes ---- */
+
+/* Take key's lock (one write of a key at a time); false if someone holds it. */
+bool keylock_try(const char *key, size_t klen);
+void keylock_release(const char *key, size_t klen);
+/* Is location ("host:port" or "host:port/svNN") up?  Locations of volumes
+ * not in -volumes are assumed up (nothing is known of them). */
+bool health_up(const char *loc, size_t len);
+
+/* ---- reading ---- */
+
+/* key's live record into r (*v holds its storage; caller frees it); false
+ * when the key is absent, unlinked, malformed or names no volume. */
+bool store_live(struct index *idx, const char *key, size_t klen, char **v, struct record *r);
+/* The URLs of key's replicas on volumes that are up, in the record's order
+ * (heap strings: store_urls_free), and its HASH.  Returns how many (0:
+ * none is up), or -1 when the key is not live. */
+struct store_urls {
+	int n;
+	char *url[RECORD_MAX_LOCS];
+	char hash[33];
+};
+int store_urls(struct index *idx, const char *key, size_t klen, struct store_urls *u);
+void store_urls_free(struct store_urls *u);
+
+/* ---- attributes and notes: what S3 keeps besides the record ----
+ *
+ * It lives in a second LevelDB, a sidecar in the index directory
+ * (<db>/mkv-meta/), never in the index itself: minikeyvalue (and every
+ * mkv tool that walks the index) sees exactly the records of
+ * docs/protocol.md §3, nothing else (LevelDB and goleveldb both ignore
+ * a directory entry whose name is not one of their own files).  Sidecar keys are one type byte + a name:
+ *   'm' key       "<size> <mtime unix s> <etag>"   (etag: md5 hex, or
+ *                  "<md5 of part md5s>-N" after a multipart upload)
+ *   'u' upload id "<initiated unix s> <key>"
+ *   'b' bucket    ""                               (CreateBucket)
+ *   'r' key       locs a REPLACE of key is running, writing to locs (put.h)
+ * The index stays the truth for which keys exist: a 'm' entry is only
+ * read for a key the index calls live; a missing one shows as size 0 and
+ * is restored by `mkv rebuild` (volume listings carry size and mtime).
+ *
+ * Without meta_open every call is a no-op (get: not found).  Thread-safe. */
+
+#define META_ETAG_MAX 48
+
+struct meta {
+	uint64_t size;
+	int64_t mtime;                 /* unix seconds */
+	char etag[META_ETAG_MAX];      /* unquoted; "" = unknown */
+};
+
+/* Open <db>/mkv-meta (created if missing).  0, or -1 with a logged reason. */
+int meta_open(const char *db);
+void meta_close(void);
+/* Make every sidecar write so far durable.  0 or -1 (logged). */
+int meta_sync(void);
+/* put: not synced (a lost entry only shows size 0 until a rebuild). */
+void meta_put(const char *key, size_t klen, const struct meta *m);
+void meta_delete(const char *key, size_t klen);
+
+/* A key's attributes; false (and m zeroed but for what is known) when none. */
+bool meta_get(const char *key, size_t klen, struct meta *m);
+/* meta_get for keys asked in ascending order (a listing): one sidecar
+ * iterator walked along instead of a lookup per key.  new: NULL without a
+ * sidecar (then get finds nothing). */
+struct meta_cursor;
+struct meta_cursor *meta_cursor_new(void);
+bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct meta *m);
+void meta_cursor_free(struct meta_cursor *c);
+
+/* Any entry under one type byte (names as raw bytes).  val may be "". */
+int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync);
+/* Heap string (caller frees) or NULL. */
+char *meta_raw_get(char type, const char *name, size_t nlen);
+void meta_raw_delete(char type, const char *name, size_t nlen);
+
+/* The notes of one type, in name order: an index iterator whose keys are
+ * the type byte and the name (NULL without a sidecar). */
+struct index_iter *meta_notes(char type);
+
+/* ---- writing ---- */
+
+/* The locations a new PUT of key should write: the first -replicas volumes
+ * in the key's rendezvous order that are up (write availability).  Returns
+ * the count, or -1 with *why when fewer than -replicas are up. */
+int store_locations(const struct config *cfg, const char *key, size_t klen, char (*out)[LOC_MAX],
+		    const char **why);
+/* Start writing key: to the first -replicas volumes of its order that are
+ * up, as a REPLACE when replace (a live value stays served until the new
+ * one is in) else as a PUT.  The caller holds key's lock and hands it
+ * over.  NULL with *why (and the lock released) when too few volumes are
+ * up.  clen: the body's length, -1 when unknown; wake(arg): as put.h
+ * says; ring: the most body bytes held in memory (0: the default). */
+struct put;
+struct put *store_write(const struct config *cfg, struct index *idx, const char *key,
+			size_t klen, bool replace, int64_t clen, void (*wake)(void *), void *arg,
+			size_t ring, const char **why);
+/* The S3 ETag the metadata keeps instead of the md5 (multipart's
+ * "<md5>-N").  Call before put_finish. */
+void put_set_etag(struct put *p, const char *etag);
+/* md5 of the body in hex; valid once put_result is true. */
+const char *put_md5(struct put *p);
+/* Offer body bytes; returns how many were taken (fewer when the ring is
+ * full: wait for wake, then offer the rest). */
+size_t put_feed(struct put *p, const char *data, size_t n);
+/* The body is complete. */
+void put_finish(struct put *p);
+/* True once the put is over; then *status is 201 or a 5xx with *why. */
+bool put_result(struct put *p, int *status, const char **why);
+/* The client went away: stop and clean up. */
+void put_abort(struct put *p);
+/* The front is done with p (the worker may still be cleaning up; the last
+ * of the two frees it).  No wake() is called after this returns. */
+void put_release(struct put *p);
+
+/* ---- deleting ---- */
+
+/* DELETE (the bytes and the record), UNLINK (the record only, kept for
+ * RELINK), or DELETE ?unlinked (only a key already unlinked).  The caller
+ * holds key's lock.  204, or a status with *why (static). */
+enum del_mode { DEL_DELETE, DEL_UNLINK, DEL_UNLINKED };
+int store_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		 enum del_mode mode, const char **why);
+
+/* ---- moving (move.c) ----
+ * A key moves in the order that survives a crash at any point:
+ *   1. copy the blob to every wanted location that the record lacks
+ *      (streamed volume -> volume; verified against HASH when known);
+ *   2. write the record with the wanted locations (HASH and DELETED kept);
+ *   3. delete the copies that are no longer wanted.
+ * Killed before 2, the old record still names complete copies; killed
+ * after 2, the new one does.  Only an unreferenced old copy can be left. */
+/* Move key onto key2volume(cfg) locations (docs/protocol.md §4
+ * REBALANCE, and `mkv rebalance`).  Returns 204 (moved, or already in
+ * place), 404 (absent, or unlinked without MOVE_UNLINKED), or 500/503
+ * with *why a static one-line reason (details are logged); *moved (may be
+ * NULL) tells whether any blob or record changed.  Thread-safe; the caller
+ * serialises writers of the same key (the server holds the key's lock).
+ * Old copies are deleted a grace period after the new record is written,
+ * in the background, so that a GET redirected to an old copy just before
+ * the switch still finds it (MOVE_NOW: at once). */
+#define MOVE_UNLINKED 1   /* move unlinked keys' blobs too (not 404) */
+#define MOVE_NOW      2   /* delete old copies at once: nobody reads (offline) */
+int move_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		  int flags, bool *moved, const char **why);
+
+/* Wait (bounded by timeout_ms) until the background deletes queued by
+ * move_key and move_delete_later are done; returns how many are still pending.  A server
+ * calls it at shutdown (an old copy left behind is only wasted space). */
+int move_drain(uint64_t timeout_ms);
+
+/* move_key's *why when the record moved but an old copy stayed. */
+extern const char move_left_behind[];
+
+#endif
