@@ -52,20 +52,9 @@ void store_urls_free(struct store_urls *u);
 
 /* ---- attributes and notes: what S3 keeps besides the record ----
  *
- * It lives in a second LevelDB, a sidecar in the index directory
- * (<db>/mkv-meta/), never in the index itself: minikeyvalue (and every
- * mkv tool that walks the index) sees exactly the records of
- * docs/protocol.md §3, nothing else (LevelDB and goleveldb both ignore
- * a directory entry whose name is not one of their own files).  Sidecar keys are one type byte + a name:
- *   'm' key       "<size> <mtime unix s> <etag>"   (etag: md5 hex, or
- *                  "<md5 of part md5s>-N" after a multipart upload)
- *   'u' upload id "<initiated unix s> <key>"
- *   'b' bucket    ""                               (CreateBucket)
- *   'r' key       locs a REPLACE of key is running, writing to locs (put.h)
- * The index stays the truth for which keys exist: a 'm' entry is only
- * read for a key the index calls live; a missing one shows as size 0 and
- * is restored by `mkv rebuild` (volume listings carry size and mtime).
- *
+ * A second LevelDB beside the index (<db>/mkv-meta/; the format is in
+ * docs/s3.md), so that minikeyvalue and the tools see only records: 'm'
+ * attributes of a key, 'u' uploads, 'b' buckets, 'r' REPLACEs in flight.
  * Without meta_open every call is a no-op (get: not found).  Thread-safe. */
 
 #define META_ETAG_MAX 48
