@@ -3,7 +3,9 @@
  *              master, then kill -9 the master (after the load, then in a
  *              second round during it); restart both: every 201 reads back
  *              byte-identical, every 5xx or unanswered PUT is absent or
- *              whole, no acknowledged key is left unlinked.
+ *              whole, no acknowledged key is left unlinked.  Every PUT
+ *              answered before the kill, and every answered one that did
+ *              not write to the dead volume, was a 201.
  *   replace:   kill -9 the master mid-REPLACE with the copies differing:
  *              restarted, it serves one value, the old one, not a 404,
  *              and deletes the copy that differs (also where the record
@@ -120,6 +122,21 @@ static void expect_value(const struct master *m, const char *key, const char *wa
 	free(u);
 }
 
+/* Is one of key's first `replicas` places on vols[which]? */
+static bool places_on(const char *key, const struct vol *vols, int nvol, int replicas, int which)
+{
+	char *names[MAXVOL], locs[MAXVOL][LOC_MAX];
+	size_t l = strlen(vols[which].name);
+	int n;
+	for (int i = 0; i < nvol; i++)
+		names[i] = vols[i].name;
+	n = placement_volumes(key, strlen(key), names, nvol, replicas, 10, locs);
+	for (int i = 0; i < n; i++)
+		if (!strncmp(locs[i], vols[which].name, l) && (locs[i][l] == '/' || !locs[i][l]))
+			return true;
+	return false;
+}
+
 /* ---- crash: kill -9 a volume during PUTs, then the master ---- */
 
 #define NPUT 200
@@ -133,6 +150,7 @@ struct job {
 	char err[CURL_ERROR_SIZE];
 	char why[256];         /* the answer's body (a reason, for a 5xx) */
 	size_t whylen;
+	bool early;            /* answered before any fault */
 };
 
 static size_t job_read(char *p, size_t s, size_t n, void *ud)
@@ -170,7 +188,7 @@ START_TEST(test_crash_during_puts)
 	struct master m = {0};
 	struct job *jobs = xcalloc(NPUT, sizeof(*jobs));
 	CURLM *multi = curl_multi_init();
-	int running = 1, done = 0, ok = 0, failed = 0, lost = 0, visible_lost = 0;
+	int running = 1, done = 0, ok = 0, failed = 0, lost = 0, visible_lost = 0, early = 0;
 	bool killed = false;
 
 	for (int i = 0; i < 4; i++)
@@ -212,6 +230,7 @@ START_TEST(test_crash_during_puts)
 			j->status = -1;
 			if (msg->data.result == CURLE_OK)
 				curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &j->status);
+			j->early = !killed;
 			curl_multi_remove_handle(multi, msg->easy_handle);
 			curl_easy_cleanup(msg->easy_handle);
 			done++;
@@ -230,6 +249,19 @@ START_TEST(test_crash_during_puts)
 	curl_multi_cleanup(multi);
 	h_stop(m.pid, SIGKILL);                 /* (round 0: after the load) */
 	m.pid = 0;
+
+	/* Enough were acknowledged: every PUT answered before the volume died,
+	 * and every answered PUT that did not write to it (about half: the
+	 * master was up until it answered). */
+	for (int i = 0; i < NPUT; i++) {
+		struct job *j = &jobs[i];
+		if (j->early)
+			early++;
+		if (j->early || (j->status != -1 && !places_on(j->key, vols, 4, 2, 1)))
+			ck_assert_msg(j->status == 201, "%s: PUT answered %ld (%s) with its volumes "
+				      "up", j->key, j->status, j->status == -1 ? j->err : j->why);
+	}
+	ck_assert_msg(early >= NPUT / 4, "only %d PUTs answered before the kill", early);
 
 	h_vol_respawn(&vols[1]);
 	h_master_restart(&m, vols, 4, flags);
@@ -275,10 +307,10 @@ START_TEST(test_crash_during_puts)
 		h_resp_free(&r);
 		free(u);
 	}
-	fprintf(stderr, "crash round %d (%s): %d PUTs: %d acknowledged and intact, %d 5xx and "
-		"absent, %d without an answer (%d of them whole and visible)\n", _i,
-		_i ? "master killed mid-load" : "master killed after the load", NPUT, ok, failed,
-		lost, visible_lost);
+	fprintf(stderr, "crash round %d (%s): %d PUTs: %d acknowledged and intact (%d before "
+		"the kill), %d 5xx and absent, %d without an answer (%d of them whole and "
+		"visible)\n", _i, _i ? "master killed mid-load" : "master killed after the load",
+		NPUT, ok, early, failed, lost, visible_lost);
 	if (lost && _i == 0) {     /* why did the master hang up? show its log */
 		char *cmd = xasprintf("grep -v '^    #[1-9]' %s | grep -iE 'error|sanitizer|signal' "
 				      "| head -20 >&2", m.log);
