@@ -15,9 +15,13 @@
  *              not visible.
  *   read-only: a volume whose filesystem turns read-only refuses writes,
  *              still answers 404 for a missing file, and serves reads.
- *   hung:      a SIGSTOPped volume (mkv-volume, then nginx) costs a GET
- *              nothing once the checker marked it down, and a PUT at most
- *              about -puttimeout.
+ *   failed DELETE: a replica refuses (read-only, or a directory in the
+ *              way): 500, the key unlinked (GET 404, in ?unlinked), and
+ *              RELINK serves it again from the replica still there.
+ *   hung:      a SIGSTOPped volume (mkv-volume, then nginx): once the
+ *              checker marked it down, GETs and PUTs go around it.
+ *   put timeout: a PUT to a SIGSTOPped volume the checker has not marked
+ *              down answers 504 after -puttimeout, and is not visible.
  *   avail:     5 volumes, one down: 200 PUTs (replicas 3) succeed,
  *              unbalanced; `mkv rebalance` after it returns balances all.
  * Mounting needs root: without it the disk-full test says so and skips. */
@@ -776,6 +780,128 @@ START_TEST(test_read_only)
 }
 END_TEST
 
+/* ---- a DELETE that a volume refuses ---- */
+
+/* README: DELETE answers "500 if a volume refused (the key stays
+ * unlinked, so nothing is served)"; docs/operations.md: RELINK brings
+ * such a key back naming only the replicas still there.  One of two
+ * replicas refuses: its filesystem read-only (_i 0: it answers 500; needs
+ * root), or a directory in the blob's place (_i 1: 409), put back before
+ * the RELINK.  (A hung volume is no refusal: the DELETE the master gave
+ * up on still lands when it wakes.) */
+START_TEST(test_failed_delete)
+{
+	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "500ms", NULL};
+	struct vol vols[2];
+	struct master m = {0};
+	char *key = xasprintf("/refused-%d-%d", (int)getpid(), _i), *u, *lu, *vl, *bal;
+	char *copy[2] = {NULL, NULL}, path[PATH_MAX_LEN], *val = body_of(9, 3000);
+	char *file = NULL, *aside = NULL, *sub = NULL;
+	bool found, mounted = false;
+	struct resp r;
+	long st;
+
+	for (int i = 0; i < 2; i++)
+		h_vol_start(&vols[i], VOL_MKV);
+	if (_i == 0) {   /* vols[1]'s data directory, a mount of its own */
+		h_stop(vols[1].pid, SIGTERM);
+		vols[1].pid = 0;
+		if (mount(vols[1].dir, vols[1].dir, NULL, MS_BIND, NULL) < 0) {
+			fprintf(stderr, "failed DELETE (read-only): SKIPPED: bind mount: %s\n",
+				strerror(errno));
+			ck_assert_msg(geteuid() != 0, "cannot bind mount as root: %s",
+				      strerror(errno));
+			for (int i = 0; i < 2; i++)
+				h_vol_stop(&vols[i]);
+			free(key), free(val);
+			return;
+		}
+		mounted = true;
+		h_vol_respawn(&vols[1]);
+	}
+	h_master_start(&m, vols, 2, flags);
+	wait_cluster(&m);
+	u = murl(&m, key);
+	placement_path(key, strlen(key), path);
+	ck_assert_int_eq(h_http("PUT", u, val, 3000, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	vl = h_header(&r, "Key-Volumes");
+	h_resp_free(&r);
+	{
+		char *save = NULL;
+		for (char *v = strtok_r(vl, ",", &save); v; v = strtok_r(NULL, ",", &save))
+			copy[on_vol(v, vols[1].name)] = xasprintf("http://%s%s", v, path);
+	}
+	free(vl);
+	ck_assert_msg(copy[0] && copy[1], "the key is not on both volumes");
+
+	if (_i == 0) {
+		ck_assert_msg(mount(NULL, vols[1].dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY,
+				    NULL) == 0, "remount %s read-only: %s", vols[1].dir,
+			      strerror(errno));
+	} else {         /* the blob's place, "host:port/svNN/..." on disk */
+		file = xasprintf("%s%s", vols[1].dir, strchr(copy[1] + strlen("http://"), '/'));
+		aside = xasprintf("%s.aside", file);
+		sub = xasprintf("%s/x", file);
+		ck_assert_msg(rename(file, aside) == 0 && mkdir(file, 0755) == 0 &&
+			      mkdir(sub, 0755) == 0, "%s: %s", file, strerror(errno));
+	}
+	st = h_http("DELETE", u, NULL, 0, NULL, false, &r);
+	fprintf(stderr, "failed DELETE (%s): %ld %s", _i ? "a directory in the way" : "read-only",
+		st, r.body.data);
+	ck_assert_msg(st == 500, "DELETE with a replica that refuses: %ld %s", st, r.body.data);
+	h_resp_free(&r);
+	if (_i == 1)
+		ck_assert_msg(rmdir(sub) == 0 && rmdir(file) == 0 && rename(aside, file) == 0,
+			      "%s: %s", file, strerror(errno));
+	/* unlinked: not served, not listed, listed as unlinked */
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+	h_resp_free(&r);
+	lu = xasprintf("%s/refused-?list", m.base);
+	ck_assert_int_eq(h_http("GET", lu, NULL, 0, NULL, false, &r), 200);
+	ck_assert_msg(!strstr(r.body.data, key), "an unlinked key is listed: %s", r.body.data);
+	h_resp_free(&r);
+	free(lu);
+	lu = xasprintf("%s/refused-?unlinked", m.base);
+	ck_assert_int_eq(h_http("GET", lu, NULL, 0, NULL, false, &r), 200);
+	ck_assert_msg(strstr(r.body.data, key), "the key is not listed ?unlinked: %s",
+		      r.body.data);
+	h_resp_free(&r);
+	free(lu);
+	/* the replica that took the DELETE is gone, the other is whole */
+	ck_assert_int_eq(h_http("GET", copy[0], NULL, 0, NULL, false, &r), 404);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("GET", copy[1], NULL, 0, NULL, false, &r), 200);
+	ck_assert(r.body.len == 3000 && !memcmp(r.body.data, val, 3000));
+	h_resp_free(&r);
+
+	/* RELINK: served again, from the replica still there */
+	st = h_http("RELINK", u, NULL, 0, NULL, false, &r);
+	ck_assert_msg(st == 204, "RELINK after a refused DELETE: %ld %s", st, r.body.data);
+	h_resp_free(&r);
+	expect_value(&m, key, val, 3000, &found, &bal);
+	ck_assert_msg(found, "RELINK did not bring the key back");
+	ck_assert_msg(bal && !strcmp(bal, "unbalanced"), "Key-Balance %s after RELINK of one "
+		      "replica of two", bal ? bal : "(none)");
+	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+	vl = h_header(&r, "Key-Volumes");
+	ck_assert_msg(vl && on_vol(vl, vols[1].name) && !strchr(vl, ','),
+		      "RELINK names %s, want only the replica still there (%s)", vl, vols[1].name);
+	h_resp_free(&r);
+	free(vl), free(bal), free(u), free(key), free(val), free(copy[0]), free(copy[1]);
+	free(file), free(aside), free(sub);
+	h_master_stop(&m);
+	if (mounted) {
+		h_stop(vols[1].pid, SIGTERM);
+		vols[1].pid = 0;
+		umount2(vols[1].dir, MNT_DETACH);
+	}
+	for (int i = 0; i < 2; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
 /* ---- a hung volume ---- */
 
 /* Is location loc ("host:port/svNN" or "host:port") on volume name? */
@@ -1195,6 +1321,10 @@ int main(void)
 	tc = tcase_create("read-only");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_read_only);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("failed DELETE");
+	tcase_set_timeout(tc, 30);
+	tcase_add_loop_test(tc, test_failed_delete, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("hung volume");
 	tcase_set_timeout(tc, 60);
