@@ -264,10 +264,11 @@ static int ev_ret_fd(const struct ev *e, char *ann, size_t n)
 	return eq ? fd_at(eq + 4, ann, n) : -1;
 }
 
+/* Is e one of the calls names ("a,b,c") lists? */
 static bool is(const struct ev *e, const char *names)
 {
 	size_t n = strlen(e->name);
-	for (const char *p = names; (p = strstr(p, e->name)); p += n)
+	for (const char *p = names; n && (p = strstr(p, e->name)); p += n)
 		if ((p == names || p[-1] == ',') && (p[n] == ',' || !p[n]))
 			return true;
 	return false;
@@ -288,7 +289,8 @@ static bool send_to(const struct ev *e, int port, const char *needle)
 	return strstr(ann, peer) && (!needle || strstr(e->text, needle));
 }
 
-/* The first event at or after index from that matches, or -1. */
+/* The index of the first event e at or after from for which cond holds,
+ * or -1 (a GNU statement expression: cond names e). */
 #define FIND(t, from, cond)                                                        \
 	({                                                                         \
 		int found_ = -1;                                                   \
