@@ -7,10 +7,11 @@
  *     rename over an old file), the directories it created and the
  *     target's directory fsynced, and only then the answer on the socket.
  *   master PUT: the DELETED record written before any byte goes to a
- *     volume; the live record written and the index log synced before
- *     the 201.
+ *     volume; every volume's 201 read before the live record is written;
+ *     the index log synced after it and before the 201.
  *   master DELETE: the DELETED mark written and the log synced before any
- *     volume is sent its DELETE; the record deleted before the 204.
+ *     volume is sent its DELETE; every volume's 204 read before the record
+ *     is deleted, and that before the 204.
  * strace must be installed (tools/deps.sh does): without it the suite
  * fails, it does not skip.  Under the sanitizer the traced servers run
  * without leak checks (LeakSanitizer cannot run under ptrace). */
@@ -35,7 +36,7 @@
 
 #define TRACED "trace=openat,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync," \
 	"sync_file_range,linkat,rename,renameat,renameat2,mkdir,mkdirat,close," \
-	"sendto,sendmsg,sendfile"
+	"sendto,sendmsg,sendfile,recvfrom,recvmsg"
 
 /* ---- running a server under strace ---- */
 
@@ -275,18 +276,24 @@ static bool is(const struct ev *e, const char *names)
 }
 
 #define SENDS "sendto,sendmsg,writev,write,sendfile"
+#define RECVS "recvfrom,recvmsg"
 #define WRITES "write,pwrite64,writev,pwritev,pwritev2"
 #define SYNCS "fsync,fdatasync"
 
-/* Is e a send on a TCP socket whose peer is 127.0.0.1:port, holding
- * needle (NULL: any)? */
-static bool send_to(const struct ev *e, int port, const char *needle)
+/* Is e one of calls on a TCP socket whose peer is 127.0.0.1:port,
+ * holding needle (NULL: any)? */
+static bool on_socket(const struct ev *e, const char *calls, int port, const char *needle)
 {
 	char ann[256], peer[32];
-	if (!is(e, SENDS) || ev_fd(e, ann, sizeof(ann)) < 0 || strncmp(ann, "TCP:[", 5))
+	if (!is(e, calls) || ev_fd(e, ann, sizeof(ann)) < 0 || strncmp(ann, "TCP:[", 5))
 		return false;
 	snprintf(peer, sizeof(peer), "->127.0.0.1:%d]", port);
 	return strstr(ann, peer) && (!needle || strstr(e->text, needle));
+}
+
+static bool send_to(const struct ev *e, int port, const char *needle)
+{
+	return on_socket(e, SENDS, port, needle);
 }
 
 /* The index of the first event e at or after from for which cond holds,
@@ -567,12 +574,19 @@ START_TEST(test_master)
 		ck_assert_msg(t.ev[w].end < t.ev[v].start, "%s: %s: bytes sent to a volume (line "
 			      "%d) before the DELETED record was written (line %d)", t.path, keys[i],
 			      t.ev[v].start, t.ev[w].end);
-		/* the live record, synced, then the 201 */
 		fprintf(stderr, "master PUT (%zu bytes): DELETED record by line %d, first byte to a "
 			"volume %d, ", lens[i], t.ev[w].end, t.ev[v].start);
+		/* every volume's 201 read, then the live record, synced, then the 201 */
 		w = FIND(&t, 0, log_write(e, rdb, keys[i], "HASH", "DELETED"));
 		ck_assert_msg(w >= 0 && w < ans[i], "%s: %s: the live record is not written before "
 			      "the 201", t.path, keys[i]);
+		for (int j = 0; j < 2; j++) {
+			int got = FIND(&t, v, on_socket(e, RECVS, vols[j].port, "HTTP/1.1 201"));
+			ck_assert_msg(got >= 0 && t.ev[got].end < t.ev[w].start, "%s: %s: the live "
+				      "record (line %d) was written before volume %s's 201 was read",
+				      t.path, keys[i], t.ev[w].start, vols[j].name);
+			fprintf(stderr, "%s's 201 read %d, ", vols[j].name, t.ev[got].end);
+		}
 		s = sync_after(&t, w);
 		ck_assert_msg(s >= 0 && t.ev[s].end < t.ev[ans[i]].start, "%s: %s: the 201 (line %d) "
 			      "went before the index log was synced after the live record (line %d)",
@@ -594,9 +608,15 @@ START_TEST(test_master)
 	ck_assert_msg(s >= 0 && t.ev[s].end < t.ev[v].start, "%s: DELETE: a volume was sent its "
 		      "DELETE (line %d) before the DELETED mark (line %d) was synced", t.path,
 		      t.ev[v].start, t.ev[mark].end);
-	w = FIND(&t, v, log_write(e, rdb, keys[0], NULL, "HASH"));
+	w = FIND(&t, mark + 1, log_write(e, rdb, keys[0], NULL, "HASH"));
 	ck_assert_msg(w >= 0 && t.ev[w].end < t.ev[del_ans].start, "%s: DELETE: the 204 (line %d) "
 		      "went before the record was deleted", t.path, t.ev[del_ans].start);
+	for (int j = 0; j < 2; j++) {   /* every replica gone before the record */
+		int got = FIND(&t, v, on_socket(e, RECVS, vols[j].port, "HTTP/1.1 204"));
+		ck_assert_msg(got >= 0 && t.ev[got].end < t.ev[w].start, "%s: DELETE: the record "
+			      "was deleted (line %d) before volume %s's 204 was read", t.path,
+			      t.ev[w].start, vols[j].name);
+	}
 	fprintf(stderr, "master DELETE: mark by line %d, %s %d, first DELETE to a volume %d, "
 		"record deleted %d, 204 %d\n", t.ev[mark].end, t.ev[s].name, t.ev[s].end,
 		t.ev[v].start, t.ev[w].end, t.ev[del_ans].start);
