@@ -27,8 +27,10 @@ static atomic_bool stopping;
 
 static const char *marker_body = "mkv volume marker\n";
 
-/* One subvolume: 1 up, 0 down. */
-static int check_one(struct vol *v, int sv)
+/* One subvolume: 1 up, 0 down, -1 the volume unreachable; why (300
+ * bytes) says why when it is not up (logged by the caller once the flags
+ * say so, so that the log line can be waited for). */
+static int check_one(struct vol *v, int sv, char *why)
 {
 	char url[600], err[256];
 	int st;
@@ -51,14 +53,11 @@ static int check_one(struct vol *v, int sv)
 		return 1;
 	}
 	if (st == 404) {
-		if (atomic_load(&v->up[sv]))
-			log_msg("volume %s: marker %s is gone (disk replaced?); subvolume marked down",
-				v->name, url);
+		snprintf(why, 300, "marker %.200s is gone (disk replaced?); subvolume", url);
 		return 0;
 	}
-	if (atomic_load(&v->up[sv]))
-		log_msg("volume %s: %s answered %d%s%s; marked down", v->name, url, st,
-			st < 0 ? ": " : "", st < 0 ? err : "");
+	snprintf(why, 300, "%.200s answered %d%s%.80s;", url, st, st < 0 ? ": " : "",
+		 st < 0 ? err : "");
 	return -1; /* unreachable: the whole volume likely is */
 }
 
@@ -70,16 +69,22 @@ static void checker(void *ctx, void *item)
 	while (!atomic_load(&stopping)) {
 		uint64_t start = now_ms();
 		for (int sv = 0; sv < v->nsv; sv++) {
-			int r = check_one(v, sv);
+			char why[300] = "";
+			int r = check_one(v, sv, why);
+			bool was = atomic_load(&v->up[sv]);
 			if (r < 0) {
 				/* Unreachable: mark all down now rather than time out per subvolume. */
 				for (int j = 0; j < v->nsv; j++)
 					atomic_store(&v->up[j], false);
-				break;
+			} else {
+				atomic_store(&v->up[sv], r == 1);
 			}
-			if (r && !atomic_load(&v->up[sv]) && atomic_load(&v->rounds))
+			if (r == 1 && !was && atomic_load(&v->rounds))
 				log_msg("volume %s subvolume %d is up", v->name, sv);
-			atomic_store(&v->up[sv], r == 1);
+			else if (r != 1 && was && why[0])   /* after the flags: a signal */
+				log_msg("volume %s: %s marked down", v->name, why);
+			if (r < 0)
+				break;
 		}
 		atomic_fetch_add(&v->rounds, 1);
 		while (!atomic_load(&stopping) && now_ms() - start < interval)

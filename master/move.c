@@ -25,6 +25,7 @@ struct pending {
 	char *key;
 	size_t klen;
 	char loc[LOC_MAX];
+	bool waited;             /* its wait was logged */
 };
 
 /* The queue (started with the first delete, never ended) and how many of
@@ -69,6 +70,10 @@ static void delete_due(void *ctx, void *item)
 	down = !health_up(p->loc, strlen(p->loc));
 	locked = !down && keylock_try(p->key, p->klen);
 	if (!locked && !hurry) {
+		if (!p->waited)
+			log_msg("rebalance: the delete of old copy %s waits: %s", p->url,
+				down ? "its volume is down" : "the key is being written");
+		p->waited = true;
 		p->due = now_ms() + GRACE_MS;
 		spawn_queue_push(dq.q, p);
 		return;
@@ -92,7 +97,7 @@ static void delete_due(void *ctx, void *item)
 void move_delete_later(struct index *idx, const char *key, size_t klen, const char *loc,
 		      const char *path)
 {
-	struct pending *p = xmalloc(sizeof(*p));
+	struct pending *p = xcalloc(1, sizeof(*p));
 	p->url = xasprintf("http://%s%s", loc, path);
 	p->due = now_ms() + GRACE_MS;
 	p->idx = idx;
