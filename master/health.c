@@ -50,16 +50,23 @@ static int check_one(struct vol *v, int sv)
 		v->seen[sv] = true;
 		return 1;
 	}
+	/* Marked down before the line that says so: a reader of the log
+	 * may count on it. */
 	if (st == 404) {
-		if (atomic_load(&v->up[sv]))
+		if (atomic_exchange(&v->up[sv], false))
 			log_msg("volume %s: marker %s is gone (disk replaced?); subvolume marked down",
 				v->name, url);
 		return 0;
 	}
-	if (atomic_load(&v->up[sv]))
+	/* Unreachable: the whole volume likely is; all of it down now rather
+	 * than time out per subvolume. */
+	bool was = atomic_load(&v->up[sv]);
+	for (int j = 0; j < v->nsv; j++)
+		atomic_store(&v->up[j], false);
+	if (was)
 		log_msg("volume %s: %s answered %d%s%s; marked down", v->name, url, st,
 			st < 0 ? ": " : "", st < 0 ? err : "");
-	return -1; /* unreachable: the whole volume likely is */
+	return -1;
 }
 
 static void checker(void *ctx, void *item)
@@ -71,15 +78,10 @@ static void checker(void *ctx, void *item)
 		uint64_t start = now_ms();
 		for (int sv = 0; sv < v->nsv; sv++) {
 			int r = check_one(v, sv);
-			if (r < 0) {
-				/* Unreachable: mark all down now rather than time out per subvolume. */
-				for (int j = 0; j < v->nsv; j++)
-					atomic_store(&v->up[j], false);
+			if (r < 0)
 				break;
-			}
-			if (r && !atomic_load(&v->up[sv]) && atomic_load(&v->rounds))
+			if (!atomic_exchange(&v->up[sv], r == 1) && r && atomic_load(&v->rounds))
 				log_msg("volume %s subvolume %d is up", v->name, sv);
-			atomic_store(&v->up[sv], r == 1);
 		}
 		atomic_fetch_add(&v->rounds, 1);
 		while (!atomic_load(&stopping) && now_ms() - start < interval)
