@@ -971,7 +971,7 @@ END_TEST
 START_TEST(test_rebalance_then_rewrite)
 {
 	static const char *const f[] = {"-replicas", "1", "-subvolumes", "1", "-voltimeout",
-					 "200ms", NULL};
+					 "1s", NULL};
 	struct vol rv[2] = {{0}};
 	struct master rm = {0};
 	struct resp r;
@@ -1012,7 +1012,10 @@ START_TEST(test_rebalance_then_rewrite)
 		if ((decided = file_count(rm.log, next, "is the key's again") > 0 ||
 			       h_status("GET", next) == 404))
 			break;
-	ck_assert_msg(decided, "REBALANCE's delete of %s never came", next);
+	if (!decided) {
+		char *log = h_read_file(rm.log);
+		ck_abort_msg("REBALANCE's delete of %s never came; the master's log:\n%s", next, log);
+	}
 	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
 	ck_assert_msg(r.body.len == 3 && !memcmp(r.body.data, "new", 3), "the REPLACE's bytes are lost");
 	h_resp_free(&r);
@@ -1029,7 +1032,7 @@ END_TEST
 START_TEST(test_replace_keeps_old_copy_a_while)
 {
 	static const char *const f[] = {"-replicas", "1", "-subvolumes", "1", "-voltimeout",
-					 "200ms", NULL};
+					 "1s", NULL};
 	struct vol rv[2] = {{0}};
 	struct master rm = {0};
 	struct resp r;
@@ -1097,7 +1100,7 @@ static char *rebalance_says(const char *u, long want)
 START_TEST(test_rebalance_says)
 {
 	static const char *const f[] = {"-replicas", "1", "-subvolumes", "1", "-voltimeout",
-					 "200ms", NULL};
+					 "1s", NULL};
 	struct vol rv[2] = {{0}};
 	struct master rm = {0};
 	struct resp r;
