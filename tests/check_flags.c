@@ -6,6 +6,8 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static bool on, md5 = true;
 static int n = 7;
@@ -20,6 +22,7 @@ static const struct flag table[] = {
 	{"rate", FLAG_MBPS, &rate, 0, 0, "MB/s", "a rate"},
 	{"size", FLAG_U64, &size, 0, UINT64_MAX, "BYTES", "a size"},
 	{"name", FLAG_STR, &name, 0, 0, "S", "a string"},
+	{"switch", FLAG_BOOL, &on, 0, 0, NULL, NULL},     /* an alias: not in -h */
 	{NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
@@ -111,11 +114,44 @@ START_TEST(test_dashdash)
 }
 END_TEST
 
+/* -h, -help, --help: the head, then one line per flag that has a help
+ * text (an alias has none), to stdout, and exit 0 -- whatever comes
+ * after it.  What a -h that printed nothing, or exited otherwise, fails. */
+static const char *const helps[] = {"-h", "-help", "--help", "--h"};
+
 START_TEST(test_help)
 {
-	const char *argv[] = {"t", "-h", NULL};
-	char *pos[3];
-	parse(2, argv, pos);
+	static const char want[] =
+		"usage: t\n"
+		"  -on               a switch\n"
+		"  -md5sum           a switch that is on\n"
+		"  -n N              a number\n"
+		"  -t D              a duration\n"
+		"  -rate MB/s        a rate\n"
+		"  -size BYTES       a size\n"
+		"  -name S           a string\n";
+	char path[] = "/tmp/check_flags.XXXXXX", got[1024];
+	int fd = mkstemp(path), st;
+	ssize_t n;
+	pid_t pid;
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		const char *argv[] = {"t", "-on", helps[_i], "-nosuch", NULL};
+		char *pos[3];
+		dup2(fd, 1);
+		parse(4, argv, pos);
+		_exit(99);             /* parse returned: -h did not exit */
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status %d", helps[_i], st);
+	n = pread(fd, got, sizeof(got) - 1, 0);
+	ck_assert_int_ge(n, 0);
+	got[n] = '\0';
+	ck_assert_str_eq(got, want);
+	close(fd);
 }
 END_TEST
 
@@ -129,7 +165,7 @@ int main(void)
 	tcase_add_loop_exit_test(tc, test_bad, 2, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_loop_test(tc, test_duration, 0, (int)(sizeof(durations) / sizeof(durations[0])));
 	tcase_add_test(tc, test_dashdash);
-	tcase_add_exit_test(tc, test_help, 0);
+	tcase_add_loop_test(tc, test_help, 0, (int)(sizeof(helps) / sizeof(helps[0])));
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_FORK);

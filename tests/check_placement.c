@@ -1,6 +1,7 @@
 /* check_placement.c -- placement and record codec, pinned by every vector
  * in docs/protocol.md §2-3 (changing these strands existing data). */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,10 +71,55 @@ START_TEST(test_subvolumes_one)
 	char *got = joined("/wehave", vols, 5, 3, 1);
 	ck_assert_str_eq(got, "localhost:3001,localhost:3002,localhost:3005");
 	free(got);
-	/* more replicas than volumes: all volumes, still in score order */
+	/* more replicas than volumes: all volumes, still in score order
+	 * (the row above puts 3001 before 3002), whatever the command
+	 * line's order */
 	got = joined("/wehave", vols, 2, 3, 1);
-	ck_assert_int_eq(strlen(got), strlen("localhost:3001,localhost:3002"));
+	ck_assert_str_eq(got, "localhost:3001,localhost:3002");
 	free(got);
+	{
+		char *rev[] = {"localhost:3002", "localhost:3001"};
+		got = joined("/wehave", rev, 2, 3, 1);
+		ck_assert_str_eq(got, "localhost:3001,localhost:3002");
+		free(got);
+	}
+}
+END_TEST
+
+/* The order against an independent computation (SPEC §2): score =
+ * md5(key || volume), highest first as unsigned bytes -- the same order
+ * as the lowercase hex -- ties in command-line order; replicas past the
+ * number of volumes give every volume. */
+START_TEST(test_score_order)
+{
+	static const char *const keys[] = {"/hello", "/wehave", "/a/b/c.jpg", "x", "/a?b", ""};
+	char *vols[] = {"localhost:3001", "localhost:3002", "localhost:3003", "localhost:3004",
+			"localhost:3005", "moe", "larry", "curly"};
+	enum { NV = sizeof(vols) / sizeof(vols[0]) };
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		char score[NV][33], want[NV * 20] = "", *got;
+		int order[NV];
+		for (int i = 0; i < NV; i++) {
+			char kv[64];
+			int n = snprintf(kv, sizeof(kv), "%s%s", keys[k], vols[i]);
+			md5_hex(kv, (size_t)n, score[i]);
+			order[i] = i;
+		}
+		for (int i = 1; i < NV; i++)         /* insertion sort: stable */
+			for (int j = i; j > 0 && strcmp(score[order[j]], score[order[j - 1]]) > 0; j--) {
+				int t = order[j];
+				order[j] = order[j - 1];
+				order[j - 1] = t;
+			}
+		for (int i = 0; i < NV; i++) {
+			strcat(want, vols[order[i]]);
+			if (i < NV - 1)
+				strcat(want, ",");
+		}
+		got = joined(keys[k], vols, NV, NV + 3, 1);
+		ck_assert_msg(!strcmp(got, want), "key \"%s\": %s, want %s", keys[k], got, want);
+		free(got);
+	}
 }
 END_TEST
 
@@ -215,6 +261,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_small_vectors, 0, sizeof(small) / sizeof(small[0]));
 	tcase_add_loop_test(tc, test_five_vectors, 0, sizeof(five) / sizeof(five[0]));
 	tcase_add_test(tc, test_subvolumes_one);
+	tcase_add_test(tc, test_score_order);
 	tcase_add_loop_test(tc, test_key_decode, 0, sizeof(keys) / sizeof(keys[0]));
 	tcase_add_test(tc, test_key_length);
 	tcase_add_test(tc, test_name_key);
