@@ -121,14 +121,20 @@ static int mkv_run(bool volumes, const char *const *args, const char *log, int k
 	unlink(log);
 	pid = h_spawn(argv, log);
 	if (kill_after_ms > 0) {
+		/* a WNOHANG wait that returns pid has reaped it: st is its status */
 		uint64_t end = now_ms() + (uint64_t)kill_after_ms;
-		while (now_ms() < end && waitpid(pid, &st, WNOHANG) == 0)
+		pid_t w = 0;
+		while (now_ms() < end && (w = waitpid(pid, &st, WNOHANG)) == 0)
 			usleep(2000);
-		if (now_ms() >= end)
+		ck_assert_int_ge(w, 0);
+		if (w == 0) {
 			kill(pid, SIGKILL);
+			w = waitpid(pid, &st, 0);
+		}
+		ck_assert_int_eq(w, pid);
+	} else {
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	}
-	if (waitpid(pid, &st, 0) != pid)
-		st = 0;
 	free(bin);
 	free(vols);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
