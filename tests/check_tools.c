@@ -38,6 +38,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -98,13 +99,12 @@ static bool log_has(const char *path, const char *needle)
 	return found;
 }
 
-/* bin/mkv [-volumes ...] args... ; the exit code (-1 when killed).
- * kill_after_ms > 0: SIGKILL it then, if it still runs. */
-static int mkv_run(bool volumes, const char *const *args, const char *log, int kill_after_ms)
+/* Start bin/mkv [-volumes ...] args..., its output to log. */
+static pid_t mkv_start(bool volumes, const char *const *args, const char *log)
 {
 	char *bin = h_bin("mkv"), *vols = h_volumes_arg(V, NVOL);
 	char *argv[40];
-	int n = 0, st;
+	int n = 0;
 	pid_t pid;
 	argv[n++] = bin;
 	if (volumes) {
@@ -120,24 +120,51 @@ static int mkv_run(bool volumes, const char *const *args, const char *log, int k
 	argv[n] = NULL;
 	unlink(log);
 	pid = h_spawn(argv, log);
-	if (kill_after_ms > 0) {
-		/* a WNOHANG wait that returns pid has reaped it: st is its status */
-		uint64_t end = now_ms() + (uint64_t)kill_after_ms;
-		pid_t w = 0;
-		while (now_ms() < end && (w = waitpid(pid, &st, WNOHANG)) == 0)
-			usleep(2000);
-		ck_assert_int_ge(w, 0);
-		if (w == 0) {
-			kill(pid, SIGKILL);
-			w = waitpid(pid, &st, 0);
-		}
-		ck_assert_int_eq(w, pid);
-	} else {
-		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	}
 	free(bin);
 	free(vols);
+	return pid;
+}
+
+/* bin/mkv [-volumes ...] args... to its end; the exit code (-1: a signal). */
+static int mkv_run(bool volumes, const char *const *args, const char *log)
+{
+	pid_t pid = mkv_start(volumes, args, log);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* How long a run may take to show progress before it counts as hung:
+ * many times what a sanitizer build takes on a loaded machine. */
+#define PROGRESS_BOUND_MS 120000
+
+/* bin/mkv args..., SIGKILLed as soon as enough(ctx) says part of its work
+ * is done: the interruption is certain, never a race with its end (the
+ * test fails when it ends first, or shows no progress in time). */
+static void mkv_interrupt(const char *what, const char *const *args, const char *log,
+			  bool (*enough)(void *ctx), void *ctx)
+{
+	pid_t pid = mkv_start(false, args, log);
+	uint64_t end = now_ms() + PROGRESS_BOUND_MS;
+	int st;
+	while (!enough(ctx)) {
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		ck_assert_int_ge(w, 0);
+		if (w == pid) {
+			show_log(log);
+			ck_abort_msg("mkv %s ended (status %#x) before it could be interrupted",
+				     what, st);
+		}
+		ck_assert_msg(now_ms() < end, "mkv %s: no progress in %d s", what,
+			      PROGRESS_BOUND_MS / 1000);
+		usleep(5000);
+	}
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st))
+		show_log(log);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		      "mkv %s ended by itself (status %#x), not by the kill", what, st);
 }
 
 static char *key_url(const char *key)
@@ -466,7 +493,7 @@ static void verify_clean(const char *log, const char *const *extra)
 		args[n++] = extra[i];
 	args[n++] = "verify";
 	args[n] = NULL;
-	if (mkv_run(true, args, log, 0) != 0) {
+	if (mkv_run(true, args, log) != 0) {
 		show_log(log);
 		ck_abort_msg("verify found problems in a clean cluster");
 	}
@@ -513,7 +540,7 @@ START_TEST(test_verify)
 
 	{
 		const char *args[] = {"-master", M.base + 7, "verify", NULL};
-		ck_assert_int_eq(mkv_run(true, args, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, args, log), 1);
 		if (!log_has(log, "1 missing, 1 corrupt, 0 fixed")) {
 			show_log(log);
 			ck_abort_msg("verify did not find the missing and the corrupt replica");
@@ -521,7 +548,7 @@ START_TEST(test_verify)
 	}
 	{
 		const char *args[] = {"-master", M.base + 7, "-fix", "-workers", "4", "verify", NULL};
-		int rc = mkv_run(true, args, log, 0);
+		int rc = mkv_run(true, args, log);
 		if (rc != 0 || !log_has(log, "1 missing, 1 corrupt, 2 fixed, 0 failed")) {
 			show_log(log);
 			ck_abort_msg("verify -fix did not repair both replicas (exit %d)", rc);
@@ -571,7 +598,7 @@ START_TEST(test_verify)
 			}
 		ck_assert_int_eq(bad, 2);
 		const char *args[] = {"-db", M.db, "-fix", "verify", NULL};
-		ck_assert_int_eq(mkv_run(true, args, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, args, log), 1);
 		if (!log_has(log, "0 missing, 2 corrupt, 0 fixed, 2 failed") ||
 		    !log_has(log, "no good copy")) {
 			show_log(log);
@@ -634,7 +661,7 @@ START_TEST(test_verify_under_writes)
 		ck_assert_int_eq(pthread_create(&t[i], NULL, rewrite_main, &w), 0);
 	for (int run = 0; run < 6; run++) {
 		const char *args[] = {"-master", M.base + 7, run % 2 ? "-fix" : "-v", "verify", NULL};
-		int rc = mkv_run(true, args, log, 0);
+		int rc = mkv_run(true, args, log);
 		if (rc != 0 || !log_has(log, " 0 missing, 0 corrupt")) {
 			show_log(log);
 			atomic_store(&w.stop, true);
@@ -715,12 +742,13 @@ START_TEST(test_gc)
 		memset(body, 'c', sizeof(body));
 		ck_assert(h_send(fd, req, strlen(req)));
 		ck_assert(h_send(fd, body, sizeof(body)));
-		for (int t = 0; t < 500; t++) {   /* its DELETED record is written */
+		for (uint64_t end = now_ms() + 30000;;) {   /* its DELETED record is written */
 			h_http("GET", ul, NULL, 0, NULL, false, &r);
 			bool there = strstr(r.body.data, "/crash/mid") != NULL;
 			h_resp_free(&r);
 			if (there)
 				break;
+			ck_assert_msg(now_ms() < end, "the PUT's DELETED record never showed");
 			usleep(10000);
 		}
 		h_stop(M.pid, SIGKILL);
@@ -766,7 +794,7 @@ START_TEST(test_gc)
 	f = xasprintf("%s%s", V[2].dir, path);
 
 	const char *dry[] = {"-master", M.base + 7, "-puttimeout", "5s", "-unlinked", "gc", NULL};
-	ck_assert_int_eq(mkv_run(true, dry, log, 0), 1);
+	ck_assert_int_eq(mkv_run(true, dry, log), 1);
 	{
 		char want[96];
 		snprintf(want, sizeof(want), "%d orphans", norphans - (kind == VOL_MKV));
@@ -787,7 +815,7 @@ START_TEST(test_gc)
 		const char *args[] = {"-volumes", vols, "-replicas", REPLICAS, "-subvolumes",
 				      SUBVOLUMES, "-master", M.base + 7, "-puttimeout", "1s",
 				      "-delete", "gc", NULL};
-		ck_assert_int_eq(mkv_run(false, args, log, 0), 1);
+		ck_assert_int_eq(mkv_run(false, args, log), 1);
 		ck_assert(log_has(log, "on none of -volumes"));
 		for (int i = 0; i < norphans; i++)
 			ck_assert_msg(access(orphans[i], F_OK) == 0, "removed %s", orphans[i]);
@@ -800,10 +828,19 @@ START_TEST(test_gc)
 		loads[t].base = t * 100000;
 		ck_assert_int_eq(pthread_create(&lt[t], NULL, load_main, &loads[t]), 0);
 	}
-	usleep(300000);
+	/* every load has written a key: gc runs while they write */
+	for (uint64_t end = now_ms() + 30000;;) {
+		int idle = 0;
+		for (int t = 0; t < 3; t++)
+			idle += atomic_load(&loads[t].done) == 0;
+		if (!idle)
+			break;
+		ck_assert_msg(now_ms() < end, "the PUT load wrote nothing in 30 s");
+		usleep(10000);
+	}
 	const char *del1[] = {"-master", M.base + 7, "-puttimeout", "5s", "-unlinked", "-delete",
 			      "gc", NULL};
-	int rc = mkv_run(true, del1, log, 0);
+	int rc = mkv_run(true, del1, log);
 	if (rc != 0)
 		show_log(log);
 	ck_assert_msg(access(f, F_OK) == 0, "gc -delete removed a young file");
@@ -812,7 +849,7 @@ START_TEST(test_gc)
 	usleep(2500000);
 	const char *del2[] = {"-master", M.base + 7, "-puttimeout", "1s", "-unlinked", "-delete",
 			      "gc", NULL};
-	int rc2 = mkv_run(true, del2, log, 0);
+	int rc2 = mkv_run(true, del2, log);
 	for (int t = 0; t < 3; t++) {
 		atomic_store(&loads[t].stop, true);
 		pthread_join(lt[t], NULL);
@@ -844,7 +881,7 @@ START_TEST(test_gc)
 		ck_assert_int_gt(atomic_load(&loads[t].done), 0);
 	}
 	const char *ver[] = {"-master", M.base + 7, "verify", NULL};
-	rc = mkv_run(true, ver, log, 0);
+	rc = mkv_run(true, ver, log);
 	if (rc != 0)
 		show_log(log);
 	ck_assert_int_eq(rc, 0);
@@ -873,7 +910,7 @@ START_TEST(test_gc)
 		h_stop(M.pid, SIGTERM);
 		M.pid = 0;
 		const char *off[] = {"-db", M.db, "-unlinked", "-delete", "gc", NULL};
-		rc = mkv_run(true, off, log, 0);
+		rc = mkv_run(true, off, log);
 		if (rc != 0 || !log_has(log, "1 unlinked keys, 1 removed"))
 			show_log(log);
 		ck_assert_int_eq(rc, 0);
@@ -919,11 +956,11 @@ START_TEST(test_missing_index)
 		const char *verify[] = {"-db", missing, "-fix", "verify", NULL};
 		const char *rebalance[] = {"-db", missing, "rebalance", NULL};
 		const char *rebuild[] = {"-db", newdb, "-from", missing, "rebuild", NULL};
-		ck_assert_int_eq(mkv_run(true, gc, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, gc, log), 1);
 		ck_assert(log_has(log, "no index at"));
-		ck_assert_int_eq(mkv_run(true, verify, log, 0), 1);
-		ck_assert_int_eq(mkv_run(true, rebalance, log, 0), 1);
-		ck_assert_int_eq(mkv_run(true, rebuild, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, verify, log), 1);
+		ck_assert_int_eq(mkv_run(true, rebalance, log), 1);
+		ck_assert_int_eq(mkv_run(true, rebuild, log), 1);
 		ck_assert(log_has(log, "-from: no index at"));
 	}
 	ck_assert_int_ne(access(missing, F_OK), 0);
@@ -934,7 +971,7 @@ START_TEST(test_missing_index)
 		const char *gc[] = {"-db", missing, "-delete", "gc", NULL};
 		ck_assert_ptr_nonnull(idx);
 		index_close(idx);
-		ck_assert_int_eq(mkv_run(true, gc, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, gc, log), 1);
 		ck_assert(log_has(log, "the index holds no key"));
 		ck_assert(log_has(log, " 0 deleted (a dry run"));
 	}
@@ -951,11 +988,11 @@ START_TEST(test_missing_index)
 		const char *rebuild[] = {"-db", deep, "rebuild", NULL};
 		const char *verify[] = {"-db", deep, "verify", NULL};
 		const char *bad[] = {"-db", under, "rebuild", NULL};
-		ck_assert_int_eq(mkv_run(true, rebuild, log, 0), 0);
-		ck_assert_int_eq(mkv_run(true, verify, log, 0), 0);
+		ck_assert_int_eq(mkv_run(true, rebuild, log), 0);
+		ck_assert_int_eq(mkv_run(true, verify, log), 0);
 		ck_assert(log_has(log, "verify: 1 keys"));
 		write_file(plain, "", 0);   /* a regular file: no directory under it */
-		ck_assert_int_eq(mkv_run(true, bad, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, bad, log), 1);
 		ck_assert(!log_has(log, "in use"));
 		ck_assert(log_has(log, "cannot open index"));
 		free(deep);
@@ -1041,6 +1078,84 @@ static void same_tree(const char *a, const char *b)
 	ck_assert_int_eq(count_files(b), nfiles);
 }
 
+/* Of the tree at a, how many files b holds under their real names; with
+ * compare, each one byte for byte (a get cut short leaves no partial file
+ * there). */
+static int part_of_tree(const char *a, const char *b, bool compare)
+{
+	int n = 0;
+	for (int i = 0; i < nfiles; i++) {
+		char *rel = tree_name(i), *pa = xasprintf("%s/%s", a, rel);
+		char *pb = xasprintf("%s/%s", b, rel);
+		size_t na, nb;
+		if (access(pb, F_OK) == 0 && compare) {
+			char *x = file_bytes(pa, &na), *y = file_bytes(pb, &nb);
+			ck_assert_msg(na == nb && !memcmp(x, y, na), "%s differs from %s", pb, pa);
+			free(x);
+			free(y);
+		}
+		n += access(pb, F_OK) == 0;
+		free(pa);
+		free(pb);
+		free(rel);
+	}
+	return n;
+}
+
+/* How many live keys the master lists under prefix (at most limit; 0: all). */
+static int count_keys(const char *prefix, int limit)
+{
+	struct resp r;
+	char *p = key_url(prefix), *u = xasprintf("%s?list&limit=%d", p, limit ? limit : 1000000);
+	json_t *doc, *keys;
+	int n;
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	doc = json_loadb(r.body.data, r.body.len, 0, NULL);
+	keys = json_object_get(doc, "keys");
+	ck_assert_msg(json_is_array(keys), "?list answered %s", r.body.data);
+	n = (int)json_array_size(keys);
+	json_decref(doc);
+	h_resp_free(&r);
+	free(u);
+	free(p);
+	return n;
+}
+
+/* A run's summary, "<verb>: F files, M MB, S skipped ...": F and S. */
+static void summary_counts(const char *log, const char *verb, int *files, int *skipped)
+{
+	char *s = h_read_file(log), *want = xasprintf("%s: ", verb);
+	bool found = false;
+	for (char *p = s; !found && (p = strstr(p, want)); p++)
+		found = sscanf(p + strlen(want), "%d files, %*f MB, %d skipped", files,
+			       skipped) == 2;
+	if (!found)
+		show_log(log);
+	ck_assert_msg(found, "no %s summary", verb);
+	free(want);
+	free(s);
+}
+
+/* The interrupted put and get stop once a fifth of the tree is across. */
+struct progress {
+	const char *prefix;    /* put: keys listed under it */
+	const char *dir;       /* get: files under their real names in it */
+	const char *src;
+	int want;
+};
+
+static bool put_enough(void *ctx)
+{
+	struct progress *p = ctx;
+	return count_keys(p->prefix, p->want) >= p->want;
+}
+
+static bool get_enough(void *ctx)
+{
+	struct progress *p = ctx;
+	return part_of_tree(p->src, p->dir, false) >= p->want;
+}
+
 /* A key whose name is not UTF-8 comes out of ?list with U+FFFD (as from
  * Go's encoding/json), so the online commands cannot reach it: they say
  * so and fail (exit 1) instead of taking it for deleted. */
@@ -1059,11 +1174,11 @@ START_TEST(test_not_utf8)
 		const char *put[] = {"-master", M.base + 7, "put", src, "/l1", NULL};
 		const char *get[] = {"-master", M.base + 7, "get", "/l1", dst, NULL};
 		const char *verify[] = {"-master", M.base + 7, "verify", NULL};
-		ck_assert_int_eq(mkv_run(false, put, log, 0), 0);
-		ck_assert_int_eq(mkv_run(false, get, log, 0), 1);
+		ck_assert_int_eq(mkv_run(false, put, log), 0);
+		ck_assert_int_eq(mkv_run(false, get, log), 1);
 		ck_assert(log_has(log, "not UTF-8"));
 		ck_assert(log_has(log, "1 failed"));
-		ck_assert_int_eq(mkv_run(true, verify, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, verify, log), 1);
 		ck_assert(log_has(log, "not UTF-8"));
 	}
 	free(src);
@@ -1072,6 +1187,25 @@ START_TEST(test_not_utf8)
 	cluster_down();
 }
 END_TEST
+
+/* Has pid a socket open (has it begun to talk to the cluster)? */
+static bool has_socket(pid_t pid)
+{
+	char *d = xasprintf("/proc/%d/fd", (int)pid), link[64];
+	DIR *dir = opendir(d);
+	struct dirent *e;
+	bool yes = false;
+	while (dir && !yes && (e = readdir(dir))) {
+		char *p = xasprintf("%s/%s", d, e->d_name);
+		ssize_t n = readlink(p, link, sizeof(link) - 1);
+		yes = n > 7 && !memcmp(link, "socket:", 7);
+		free(p);
+	}
+	if (dir)
+		closedir(dir);
+	free(d);
+	return yes;
+}
 
 /* Ctrl-C (SIGINT) or SIGTERM: a command stops at once, as before, but
  * first says where it was, and exits 128 + the signal. */
@@ -1093,8 +1227,13 @@ START_TEST(test_interrupted)
 		char *argv[] = {bin, "-volumes", vols, "-replicas", REPLICAS, "-master",
 				M.base + 7, "-rate", "0.2", "verify", NULL};
 		unlink(log);
+		uint64_t end = now_ms() + 30000;
 		pid = h_spawn(argv, log);
-		usleep(700000);
+		/* once it talks to the cluster, its work (and progress line) has begun */
+		while (!has_socket(pid)) {
+			ck_assert_msg(now_ms() < end, "verify opened no connection in 30 s");
+			usleep(5000);
+		}
 		ck_assert_int_eq(kill(pid, sigs[i]), 0);
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 		if (!WIFEXITED(st))
@@ -1181,14 +1320,25 @@ START_TEST(test_putget)
 	/* interrupted, then resumed: everything arrives, nothing twice */
 	const char *put[] = {"-master", M.base + 7, "-workers", "8", "put", args_dir,
 			     "/ds/set 1", NULL};
-	rc = mkv_run(false, put, log, 300);
-	ck_assert(rc == -1 || rc == 0);
-	rc = mkv_run(false, put, log, 0);
+	struct progress pp = {.prefix = "/ds/set 1/", .dir = dst, .src = src,
+			      .want = nfiles / 5 > 0 ? nfiles / 5 : 1};
+	int done, files, skipped;
+	mkv_interrupt("put", put, log, put_enough, &pp);
+	done = count_keys(pp.prefix, 0);
+	fprintf(stderr, "putget: put killed with %d of %d files sent\n", done, nfiles);
+	ck_assert_int_ge(done, pp.want);
+	ck_assert_msg(done < nfiles, "the interrupted put had sent every file");
+	rc = mkv_run(false, put, log);
 	if (rc != 0)
 		show_log(log);
 	ck_assert_int_eq(rc, 0);
 	ck_assert(log_has(log, " 0 differ, 0 failed"));
-	rc = mkv_run(false, put, log, 0);
+	/* what had arrived is skipped (and what was in flight, if it arrived) */
+	summary_counts(log, "put", &files, &skipped);
+	ck_assert_int_ge(skipped, done);
+	ck_assert_int_eq(files + skipped, nfiles);
+	ck_assert_int_eq(count_keys(pp.prefix, 0), nfiles);
+	rc = mkv_run(false, put, log);
 	{
 		char want[64];
 		snprintf(want, sizeof(want), "put: 0 files, 0.0 MB, %d skipped", nfiles);
@@ -1206,14 +1356,21 @@ START_TEST(test_putget)
 
 	const char *get[] = {"-master", M.base + 7, "-workers", "8", "get", "/ds/set 1/", dst,
 			     NULL};
-	rc = mkv_run(false, get, log, 200);
-	ck_assert(rc == -1 || rc == 0);
-	rc = mkv_run(false, get, log, 0);
+	mkv_interrupt("get", get, log, get_enough, &pp);
+	done = part_of_tree(src, dst, true);
+	fprintf(stderr, "putget: get killed with %d of %d files fetched\n", done, nfiles);
+	ck_assert_int_ge(done, pp.want);
+	ck_assert_msg(done < nfiles, "the interrupted get had fetched every file");
+	rc = mkv_run(false, get, log);
 	if (rc != 0)
 		show_log(log);
 	ck_assert_int_eq(rc, 0);
+	/* the files there, intact, are skipped; only the rest is fetched */
+	summary_counts(log, "get", &files, &skipped);
+	ck_assert_int_eq(skipped, done);
+	ck_assert_int_eq(files, nfiles - done);
 	same_tree(src, dst);
-	rc = mkv_run(false, get, log, 0);
+	rc = mkv_run(false, get, log);
 	{
 		char want[64];
 		snprintf(want, sizeof(want), "get: 0 files, 0.0 MB, %d skipped", nfiles);
@@ -1226,14 +1383,14 @@ START_TEST(test_putget)
 	{
 		char *rel = tree_name(3), *p = xasprintf("%s/%s", dst, rel);
 		write_file(p, "damaged", 7);
-		rc = mkv_run(false, get, log, 0);
+		rc = mkv_run(false, get, log);
 		ck_assert_int_eq(rc, 0);
 		ck_assert(log_has(log, "get: 1 files"));
 		same_tree(src, dst);
 		/* changed locally: put reports it and does not overwrite */
 		write_file(p, "changed", 7);
 		const char *put2[] = {"-master", M.base + 7, "put", dst, "/ds/set 1", NULL};
-		rc = mkv_run(false, put2, log, 0);
+		rc = mkv_run(false, put2, log);
 		if (rc != 1 || !log_has(log, "1 differ, 0 failed")) {
 			show_log(log);
 			ck_abort_msg("put of a changed file: exit %d", rc);
@@ -1253,9 +1410,9 @@ START_TEST(test_putget)
 		const char *bad1[] = {"-master", M.base + 7, "put", src, NULL};
 		const char *bad2[] = {"put", src, "/x", NULL};
 		const char *bad3[] = {"-master", M.base + 7, "put", "/nonexistent/dir", "/x", NULL};
-		ck_assert_int_eq(mkv_run(false, bad1, log, 0), 2);
-		ck_assert_int_eq(mkv_run(false, bad2, log, 0), 2);
-		ck_assert_int_eq(mkv_run(false, bad3, log, 0), 1);
+		ck_assert_int_eq(mkv_run(false, bad1, log), 2);
+		ck_assert_int_eq(mkv_run(false, bad2, log), 2);
+		ck_assert_int_eq(mkv_run(false, bad3, log), 1);
 	}
 	free(src);
 	free(dst);
