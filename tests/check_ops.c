@@ -39,7 +39,6 @@
 #define NVOL 5
 #define WORKERS 16              /* the -workers of every mkv run */
 #define CLIENTS 48              /* the suite's own parallel requests */
-#define GRACE_WAIT_MS 3000      /* the master deletes old copies 2 s after a move */
 
 struct tkey {
 	char key[KEY_MAX + 1];
@@ -149,15 +148,14 @@ static void show_log(const char *path)
 
 /* ---- running mkv ---- */
 
-/* bin/mkv -volumes <first nvol> [-db db] -replicas R -subvolumes S [extra..] cmd;
- * returns the exit code (or -1 when killed).  kill_after_ms > 0: SIGKILL
- * it then. */
-static int mkv(const char *cmd, int nvol, const char *db, const char *const *extra,
-	       int kill_after_ms, const char *log)
+/* Start bin/mkv -volumes <first nvol> [-db db] -replicas R -subvolumes S
+ * [extra..] cmd, its output to log. */
+static pid_t mkv_start(const char *cmd, int nvol, const char *db, const char *const *extra,
+		       const char *log)
 {
 	char *bin = h_bin("mkv"), *vols = h_volumes_arg(V, nvol), rep[8], sv[8];
 	char *argv[32];
-	int n = 0, st;
+	int n = 0;
 	pid_t pid;
 	snprintf(rep, sizeof(rep), "%d", replicas);
 	snprintf(sv, sizeof(sv), "%d", subvolumes);
@@ -177,14 +175,19 @@ static int mkv(const char *cmd, int nvol, const char *db, const char *const *ext
 	argv[n++] = (char *)cmd;
 	argv[n] = NULL;
 	pid = h_spawn(argv, log);
-	if (kill_after_ms > 0) {
-		usleep((useconds_t)kill_after_ms * 1000);
-		kill(pid, SIGKILL);
-	}
-	waitpid(pid, &st, 0);
 	free(bin);
 	free(vols);
-	if (WIFSIGNALED(st) && !kill_after_ms) {
+	return pid;
+}
+
+/* mkv_start's command run to its end: the exit code (-1: a signal, said). */
+static int mkv(const char *cmd, int nvol, const char *db, const char *const *extra,
+	       const char *log)
+{
+	pid_t pid = mkv_start(cmd, nvol, db, extra, log);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	if (WIFSIGNALED(st)) {
 		fprintf(stderr, "mkv %s died of signal %d:\n", cmd, WTERMSIG(st));
 		show_log(log);
 	}
@@ -478,6 +481,17 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
+/* Wait until the reader has read n keys well. */
+static void wait_reads(struct reader *rd, int n)
+{
+	uint64_t end = now_ms() + 60000;
+	while (atomic_load(&rd->ok) < n) {
+		ck_assert_msg(now_ms() < end, "the reader read %d keys in 60 s, want %d",
+			      atomic_load(&rd->ok), n);
+		usleep(10000);
+	}
+}
+
 /* ---- the scenario ---- */
 
 static void cluster_up(void)
@@ -535,11 +549,57 @@ static void master_down(void)
 /* mkv(...) must exit 0; its log is shown when it does not. */
 #define MKV_OK(cmd, nvol, db, extra, log)                                  \
 	do {                                                               \
-		int rc_ = mkv(cmd, nvol, db, extra, 0, log);               \
+		int rc_ = mkv(cmd, nvol, db, extra, log);                  \
 		if (rc_ != 0)                                              \
 			show_log(log);                                     \
 		ck_assert_msg(rc_ == 0, "mkv %s exited %d", cmd, rc_);     \
 	} while (0)
+
+/* Blobs (regular files, not hidden) on the disks of volumes from..to-1. */
+static int files_counted;
+static int count_file(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)f;
+	files_counted += flag == FTW_F && !strstr(p, "/.");
+	return 0;
+}
+
+static int files_on(int from, int to)
+{
+	files_counted = 0;
+	for (int v = from; v < to; v++)
+		nftw(V[v].dir, count_file, 32, FTW_PHYS);
+	return files_counted;
+}
+
+/* How many records of the index at db name exactly key2volume's locations
+ * over the first nvol volumes. */
+static int placed(const char *db, int nvol)
+{
+	char *why = NULL;
+	struct index *idx = index_open(db, &why);
+	int n = 0;
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (int i = 0; i < nkeys; i++) {
+		char want[RECORD_MAX_LOCS][LOC_MAX];
+		struct record r;
+		size_t vlen;
+		char *val = index_get(idx, K[i].key, K[i].klen, &vlen);
+		int nw = placement_volumes(K[i].key, K[i].klen, names, nvol, replicas, subvolumes,
+					   want);
+		bool same = val && record_parse(val, vlen, &r) == 0 && r.nlocs == nw;
+		for (int j = 0; same && j < nw; j++)
+			same = !strcmp(r.locs[j], want[j]);
+		n += same;
+		free(val);
+	}
+	index_close(idx);
+	return n;
+}
+
+/* How long a command may take to show progress, or a state to come, before
+ * it counts as hung: many times a sanitizer build's on a loaded machine. */
+#define LIVENESS_MS 120000
 
 static uint64_t timed(uint64_t *t0)
 {
@@ -556,7 +616,7 @@ START_TEST(test_rebuild_rebalance)
 	const char *online[3] = {"-master", NULL, NULL};
 	struct reader rd = {0};
 	uint64_t t = now_ms(), took;
-	int strays, rc;
+	int strays;
 
 	replicas = _i == 0 ? 3 : 2;
 	subvolumes = _i == 0 ? 10 : 1;
@@ -571,10 +631,10 @@ START_TEST(test_rebuild_rebalance)
 
 	/* the serving index is locked: both commands refuse it, clearly */
 	unlink(log);
-	ck_assert_int_eq(mkv("rebuild", NVOL, served, NULL, 0, log), 1);
+	ck_assert_int_eq(mkv("rebuild", NVOL, served, NULL, log), 1);
 	ck_assert(file_has(log, "in use"));
 	unlink(log);
-	ck_assert_int_eq(mkv("rebalance", NVOL, served, NULL, 0, log), 1);
+	ck_assert_int_eq(mkv("rebalance", NVOL, served, NULL, log), 1);
 	ck_assert(file_has(log, "in use"));
 
 	/* rebuild while the master serves: every key back, unlinked ones live */
@@ -606,10 +666,46 @@ START_TEST(test_rebuild_rebalance)
 	ck_assert_int_eq(check_cluster(served, 3, true, false), 0);
 	timed(&t);
 
-	/* 3 -> 5, SIGKILLed midway: nothing lost; then run again to the end */
-	rc = mkv("rebalance", NVOL, served, NULL, (int)(took / 3 + 1), log);
-	ck_assert_msg(rc == -1 || rc == 0, "rebalance exited %d", rc);
-	fprintf(stderr, "rebalance 3->5 %s\n", rc ? "killed midway" : "was done before the kill");
+	/* 3 -> 5, SIGKILLed once a fifth of the copies it makes on volumes 4
+	 * and 5 are there (the kill cannot come after its end): nothing lost;
+	 * then run again to the end */
+	{
+		int copies = 0, before = placed(served, NVOL), after, st;
+		uint64_t end = now_ms() + LIVENESS_MS;
+		pid_t pid;
+		for (int i = 0; i < nkeys; i++) {
+			char want[RECORD_MAX_LOCS][LOC_MAX];
+			int nw = placement_volumes(K[i].key, K[i].klen, names, NVOL, replicas,
+						   subvolumes, want);
+			for (int j = 0; j < nw; j++) {
+				const char *sub;
+				copies += vol_of(want[j], &sub) >= 3;
+			}
+		}
+		ck_assert_int_eq(files_on(3, NVOL), 0);
+		ck_assert_int_gt(copies, 0);
+		unlink(log);
+		pid = mkv_start("rebalance", NVOL, served, NULL, log);
+		while (files_on(3, NVOL) < (copies + 4) / 5) {
+			ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0,
+				      "rebalance 3->5 ended before it could be killed");
+			ck_assert_msg(now_ms() < end, "rebalance 3->5: no progress in %d s",
+				      LIVENESS_MS / 1000);
+			usleep(10000);
+		}
+		ck_assert_int_eq(kill(pid, SIGKILL), 0);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		if (!WIFSIGNALED(st))
+			show_log(log);
+		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+			      "rebalance 3->5 ended (status %#x) before the kill", st);
+		after = placed(served, NVOL);
+		fprintf(stderr, "rebalance 3->5 killed: %d of %d keys where 5 volumes put them "
+			"(%d before), %d of %d new copies made\n", after, nkeys, before,
+			files_on(3, NVOL), copies);
+		ck_assert_int_gt(after, before);
+		ck_assert_int_lt(after, nkeys);
+	}
 	check_cluster(served, NVOL, false, false);
 	unlink(log);
 	MKV_OK("rebalance", NVOL, served, NULL, log);
@@ -626,12 +722,12 @@ START_TEST(test_rebuild_rebalance)
 	master_up(4, served);
 	online[1] = xasprintf("127.0.0.1:%d", M.port);
 	ck_assert_int_eq(pthread_create(&rd.t, NULL, reader_main, &rd), 0);
-	usleep(200000);
+	wait_reads(&rd, 1);   /* the reader runs before the rebalance starts */
 	unlink(log);
 	MKV_OK("rebalance", 4, NULL, online, log);
 	show_log(log);
 	took = timed(&t);
-	usleep(200000);
+	wait_reads(&rd, atomic_load(&rd.ok) + 50);   /* and reads after it */
 	atomic_store(&rd.stop, true);
 	pthread_join(rd.t, NULL);
 	fprintf(stderr, "rebalance 5->4 online: %llu ms, %d reads ok, %d failed\n",
@@ -645,22 +741,24 @@ START_TEST(test_rebuild_rebalance)
 	if (!file_has(log, " 0 moved"))
 		show_log(log);
 	ck_assert(file_has(log, " 0 moved"));
-	/* old copies go a grace period after each switch; a master that takes
-	 * no REBALANCE ?unlinked leaves unlinked keys where they were */
+	/* old copies go a grace period after each switch, while the master
+	 * runs: the volumes come to hold one copy per replica of each key and
+	 * no more; a master that takes no REBALANCE ?unlinked leaves unlinked
+	 * keys where they were */
 	{
 		char *u = key_url(&M, &K[5]), *q = xasprintf("%s?unlinked", u);
 		bool moves_unlinked = h_status("REBALANCE", q) == 204;
+		uint64_t end = now_ms() + LIVENESS_MS;
+		int n;
 		free(u);
 		free(q);
-		usleep(GRACE_WAIT_MS * 1000);
-		master_down();
-		for (int tries = 0;; tries++) {
-			strays = check_cluster(served, 4, true, !moves_unlinked);
-			if (!strays || tries == 20)
-				break;
-			usleep(250000);
+		while ((n = files_on(0, NVOL)) != nkeys * replicas) {
+			ck_assert_msg(now_ms() < end, "%d copies on the volumes %d s after the "
+				      "rebalance, want %d", n, LIVENESS_MS / 1000, nkeys * replicas);
+			usleep(50000);
 		}
-		ck_assert_int_eq(strays, 0);
+		master_down();
+		ck_assert_int_eq(check_cluster(served, 4, true, !moves_unlinked), 0);
 	}
 	free((char *)online[1]);
 	free(served);
@@ -702,7 +800,7 @@ START_TEST(test_rebuild_dense)
 			n++;
 		}
 	}
-	ck_assert_int_eq(mkv("rebuild", 2, db, NULL, 0, log), 0);
+	ck_assert_int_eq(mkv("rebuild", 2, db, NULL, log), 0);
 	show_log(log);
 	idx = index_open(db, &why);
 	ck_assert_msg(idx != NULL, "%s", why);
@@ -758,7 +856,7 @@ START_TEST(test_rebuild_differ)
 			free(url);
 		}
 	}
-	ck_assert_int_eq(mkv("rebuild", 4, db, NULL, 0, log), 0);
+	ck_assert_int_eq(mkv("rebuild", 4, db, NULL, log), 0);
 	show_log(log);
 	idx = index_open(db, &why);
 	ck_assert_msg(idx != NULL, "%s", why);
