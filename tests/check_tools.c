@@ -1462,6 +1462,168 @@ START_TEST(test_putget)
 }
 END_TEST
 
+/* get writes a key only to a safe path below its directory: a key whose
+ * rest has a "..", "." or empty segment (an absolute path) is refused and
+ * counted failed, and nothing is written outside the directory (or at
+ * the absolute path).  The master stores such keys as they come; the
+ * dots are percent-escaped on the wire, or curl would resolve them. */
+START_TEST(test_get_unsafe)
+{
+	char *log, *top, *dir, *abs, *abskey;
+	const char *unsafe[] = {"/pg/%2E%2E/evil", "/pg/sub/%2E%2E/%2E%2E/evil2", "/pg/%2E%2E",
+				"/pg/a/%2E/b", "/pg/a/%2E%2E", NULL};
+	int n = 0, files, skipped;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/unsafe.log", tmp);
+	top = xasprintf("%s/o1", tmp);
+	dir = xasprintf("%s/o1/o2", tmp);
+	abs = xasprintf("%s/abs", tmp);
+	ck_assert_int_eq(put_key("/pg/ok", "fine", 4), 201);
+	for (; unsafe[n]; n++) {
+		struct resp r;
+		char *u = xasprintf("%s%s", M.base, unsafe[n]);
+		ck_assert_int_eq(h_http("PUT", u, "bad", 3, NULL, false, &r), 201);
+		h_resp_free(&r);
+		free(u);
+	}
+	abskey = xasprintf("/pg/%s", abs);   /* "/pg//tmp/...": its rest is absolute */
+	ck_assert_int_eq(put_key(abskey, "bad", 3), 201);
+	n++;
+	mkdir(top, 0755);
+	{
+		const char *get[] = {"-master", M.base + 7, "get", "/pg", dir, NULL};
+		int rc = mkv_run(false, get, log);
+		if (rc != 1)
+			show_log(log);
+		ck_assert_int_eq(rc, 1);
+	}
+	summary_counts(log, "get", &files, &skipped);
+	ck_assert_int_eq(files, 1);
+	{
+		char want[64];
+		snprintf(want, sizeof(want), "%d failed", n);
+		if (!log_has(log, want))
+			show_log(log);
+		ck_assert_msg(log_has(log, want), "get did not refuse the %d unsafe keys", n);
+	}
+	ck_assert(log_has(log, "/pg/../evil: not a safe file name below the directory"));
+	ck_assert(log_has(log, abskey));
+	/* only the safe key's file, nothing above the directory, nothing at the
+	 * absolute path */
+	{
+		char *ok = xasprintf("%s/ok", dir);
+		size_t len;
+		char *b = file_bytes(ok, &len);
+		ck_assert_uint_eq(len, 4);
+		ck_assert_mem_eq(b, "fine", 4);
+		free(b);
+		free(ok);
+	}
+	ck_assert_int_eq(count_files(top), 1);
+	ck_assert_int_ne(access(abs, F_OK), 0);
+	free(abskey);
+	free(abs);
+	free(dir);
+	free(top);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
+/* verify without HASH (a master with -md5sum=false): the md5 a strict
+ * majority of a key's replicas has is the truth.  Three replicas, one
+ * corrupted on disk: verify reports that one, -fix copies the majority's
+ * bytes over it.  Two corrupted, each differently: no majority, reported
+ * and failed, and -fix writes nothing. */
+START_TEST(test_verify_majority)
+{
+	static const char *const flags[] = {"-replicas", "3", "-subvolumes", SUBVOLUMES,
+					    "-md5sum=false", NULL};
+	char locs[RECORD_MAX_LOCS][LOC_MAX], *log, *files[3], *orig, path[PATH_MAX_LEN];
+	size_t n;
+	int nl;
+	httpc_global_init();
+	tmp = h_tmpdir();
+	for (int v = 0; v < NVOL; v++)
+		h_vol_start(&V[v], VOL_MKV);
+	memset(&M, 0, sizeof(M));
+	h_master_start(&M, V, NVOL, flags);
+	log = xasprintf("%s/majority.log", tmp);
+	orig = value(7, &n);
+	for (int i = 0; i < 10; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "/maj/%d", i);
+		ck_assert_int_eq(put_key(key, orig, n), 201);
+	}
+	{   /* no HASH: the master has no md5 to give */
+		struct resp r;
+		char *u = key_url("/maj/1");
+		ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+		ck_assert_ptr_null(h_header(&r, "Content-Md5"));
+		h_resp_free(&r);
+		free(u);
+	}
+	const char *verify[] = {"-master", M.base + 7, "verify", NULL};
+	const char *fix[] = {"-master", M.base + 7, "-fix", "verify", NULL};
+	ck_assert_int_eq(mkv_run(true, verify, log), 0);
+	ck_assert(log_has(log, "verify: 10 keys, 30 replicas checked, 0 missing, 0 corrupt"));
+
+	/* one of three corrupted: the odd one is reported, and fixed */
+	key_locs("/maj/1", locs, &nl);
+	ck_assert_int_eq(nl, 3);
+	placement_path("/maj/1", 6, path);
+	for (int j = 0; j < 3; j++)
+		files[j] = replica_file("/maj/1", locs[j]);
+	{
+		/* the first replica: the one a "first copy wins" rule would trust */
+		int fd = open(files[0], O_WRONLY);
+		char *want = xasprintf("/maj/1: http://%s%s is corrupt", locs[0], path);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, "ODD", 3, 10), 3);
+		close(fd);
+		ck_assert_int_eq(mkv_run(true, verify, log), 1);
+		if (!log_has(log, "0 missing, 1 corrupt, 0 fixed, 0 failed") || !log_has(log, want))
+			show_log(log);
+		ck_assert(log_has(log, "0 missing, 1 corrupt, 0 fixed, 0 failed"));
+		ck_assert_msg(log_has(log, want), "verify did not name the odd replica");
+		free(want);
+	}
+	ck_assert_int_eq(mkv_run(true, fix, log), 0);
+	ck_assert(log_has(log, "0 missing, 1 corrupt, 1 fixed, 0 failed"));
+	for (int j = 0; j < 3; j++) {
+		size_t len;
+		char *b = file_bytes(files[j], &len);
+		ck_assert_msg(len == n && !memcmp(b, orig, n), "%s is not the majority's", files[j]);
+		free(b);
+	}
+	ck_assert_int_eq(mkv_run(true, verify, log), 0);
+
+	/* two of three corrupted, differently: no majority, nothing written */
+	for (int j = 1; j < 3; j++) {
+		int fd = open(files[j], O_WRONLY);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, j == 1 ? "ONE" : "TWO", 3, 10), 3);
+		close(fd);
+	}
+	ck_assert_int_eq(mkv_run(true, fix, log), 1);
+	if (!log_has(log, "no majority") || !log_has(log, "0 corrupt, 0 fixed, 1 failed"))
+		show_log(log);
+	ck_assert(log_has(log, "/maj/1: no HASH, and its copies disagree with no majority"));
+	ck_assert(log_has(log, "0 missing, 0 corrupt, 0 fixed, 1 failed"));
+	for (int j = 0; j < 3; j++) {
+		size_t len;
+		char *b = file_bytes(files[j], &len);
+		ck_assert_uint_eq(len, n);
+		ck_assert_mem_eq(b + 10, j == 0 ? orig + 10 : j == 1 ? "ONE" : "TWO", 3);
+		free(b);
+		free(files[j]);
+	}
+	free(orig);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
 Suite *tools_suite(void)
 {
 	Suite *s = suite_create("tools");
@@ -1497,6 +1659,14 @@ Suite *tools_suite(void)
 	tc = tcase_create("put_unreadable");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_put_unreadable);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("get_unsafe");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_get_unsafe);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("verify_majority");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_verify_majority);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("putget");
 	tcase_set_timeout(tc, 600);
