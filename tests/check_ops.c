@@ -10,13 +10,16 @@
  *     mkv-volume, and no key unlinked; with -from: identical), and both
  *     commands refuse an index the master holds;
  *   - rebalance offline 5 -> 3 -> 5 volumes (the second run SIGKILLed
- *     midway, checked for losses, then rerun), and online 5 -> 4 through
+ *     once a fifth of its new copies exist, checked for losses, then
+ *     rerun), and online 5 -> 4 through
  *     the master's REBALANCE while a reader GETs through the master: every
  *     read succeeds, and a second online run moves nothing (0 moved);
  * and after each step every key reads back byte-identical from every
  * location its record names, those are exactly key2volume's, and no file
  * on any volume's disk is a stray copy.  Also: a dense /xx/ walked by
- * /xx/yy/, and copies of a key that differ (only the like ones named). */
+ * /xx/yy/, copies of a key that differ (only the like ones named), a
+ * rebalance whose sources do not match HASH (no copy made from them), and
+ * rebuild's exit 1 when a listing fails (a volume down, or answering 500). */
 #include <arpa/inet.h>
 #include <check.h>
 #include <dirent.h>

@@ -23,16 +23,22 @@
  *     and online verify say they cannot reach it, and fail;
  *   - SIGINT or SIGTERM stops verify at once with a last line that says
  *     where it was, exit 128 + the signal;
+ *   - verify without HASH (-md5sum=false): the majority's md5 is the truth,
+ *     the odd replica is named and -fix repairs it; no majority: failed,
+ *     nothing written;
  *   - put of a tree with a directory it cannot read fails (exit 1), and
- *     says so; a symlink is not sent, and said;
+ *     says so (run as nobody when root); a symlink is not sent, and said;
+ *   - get refuses keys whose rest is no safe relative path and writes
+ *     nothing outside its directory;
  *   - a -db naming no index (gc -delete, verify, rebalance, rebuild's
  *     -from) is an error, exit 1: nothing is created, no blob deleted;
  *     over an index that holds no key, gc -delete is a dry run; a new
  *     -db's missing parents are made;
  *   - put/get: a tree with nested directories and names that need
- *     percent-escaping, each interrupted (SIGKILL) and resumed, comes back
- *     byte for byte; a rerun skips everything; a file changed locally is
- *     reported, not uploaded.
+ *     percent-escaping, each SIGKILLed once a fifth of it is across (so
+ *     surely interrupted) and resumed, comes back byte for byte; the
+ *     resume skips what had arrived; a rerun skips everything; a file
+ *     changed locally is reported, not uploaded.
  * MKV_TOOLS_FILES sets the tree's size (default 2,000 files). */
 #include <check.h>
 #include <dirent.h>
