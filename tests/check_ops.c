@@ -609,6 +609,18 @@ static int placed(const char *db, int nvol)
 	return n;
 }
 
+/* Let pid run about run_ms, then stop it (SIGSTOP, waited for): stopped,
+ * it makes no progress while the caller looks at its work.  false when it
+ * ended instead (*st: its status). */
+static bool run_a_little(pid_t pid, int run_ms, int *st)
+{
+	ck_assert_int_eq(kill(pid, SIGCONT), 0);
+	usleep((useconds_t)run_ms * 1000);
+	kill(pid, SIGSTOP);
+	ck_assert_int_eq(waitpid(pid, st, WUNTRACED), pid);
+	return WIFSTOPPED(*st);
+}
+
 /* How long a command may take to show progress, or a state to come, before
  * it counts as hung: many times a sanitizer build's on a loaded machine. */
 #define LIVENESS_MS 120000
@@ -698,12 +710,16 @@ START_TEST(test_rebuild_rebalance)
 		ck_assert_int_gt(copies, 0);
 		unlink(log);
 		pid = mkv_start("rebalance", NVOL, served, NULL, log);
-		while (files_on(3, NVOL) < (copies + 4) / 5) {
-			ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0,
-				      "rebalance 3->5 ended before it could be killed");
+		/* it runs in steps of 20 ms and is counted while stopped: killed
+		 * within a step of the fifth, never after its end */
+		for (;;) {
+			ck_assert_msg(run_a_little(pid, 20, &st),
+				      "rebalance 3->5 ended (status %#x) before it could be killed",
+				      st);
+			if (files_on(3, NVOL) >= (copies + 4) / 5)
+				break;
 			ck_assert_msg(now_ms() < end, "rebalance 3->5: no progress in %d s",
 				      LIVENESS_MS / 1000);
-			usleep(10000);
 		}
 		ck_assert_int_eq(kill(pid, SIGKILL), 0);
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
