@@ -390,8 +390,11 @@ START_TEST(test_relink)
 		ck_assert_int_eq(h_status("DELETE", c), 500);
 		h_vol_respawn(&V[down]);
 		ck_assert_int_eq(h_status("RELINK", c), 204);
-		for (int i = 0; i < 100 && h_status("GET", c) != 302; i++)
-			usleep(100000);   /* the master sees the volume up again */
+		/* the master sees the volume up again */
+		for (uint64_t end = now_ms() + 30000; h_status("GET", c) != 302;) {
+			ck_assert_msg(now_ms() < end, "the key was not served in 30 s");
+			usleep(100000);
+		}
 		key_locs("/half deleted", locs, &n);
 		for (int i = 0; i < n; i++) {
 			char *bu;
