@@ -10,21 +10,30 @@
  *     mkv-volume, and no key unlinked; with -from: identical), and both
  *     commands refuse an index the master holds;
  *   - rebalance offline 5 -> 3 -> 5 volumes (the second run SIGKILLed
- *     midway, checked for losses, then rerun), and online 5 -> 4 through
+ *     once a fifth of its new copies exist, checked for losses, then
+ *     rerun), and online 5 -> 4 through
  *     the master's REBALANCE while a reader GETs through the master: every
  *     read succeeds, and a second online run moves nothing (0 moved);
  * and after each step every key reads back byte-identical from every
  * location its record names, those are exactly key2volume's, and no file
  * on any volume's disk is a stray copy.  Also: a dense /xx/ walked by
- * /xx/yy/, and copies of a key that differ (only the like ones named). */
+ * /xx/yy/, copies of a key that differ (only the like ones named), a
+ * rebalance whose sources do not match HASH (no copy made from them), and
+ * rebuild's exit 1 when a listing fails (a volume down, or answering 500). */
+#include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <ftw.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,7 +48,6 @@
 #define NVOL 5
 #define WORKERS 16              /* the -workers of every mkv run */
 #define CLIENTS 48              /* the suite's own parallel requests */
-#define GRACE_WAIT_MS 3000      /* the master deletes old copies 2 s after a move */
 
 struct tkey {
 	char key[KEY_MAX + 1];
@@ -149,15 +157,17 @@ static void show_log(const char *path)
 
 /* ---- running mkv ---- */
 
-/* bin/mkv -volumes <first nvol> [-db db] -replicas R -subvolumes S [extra..] cmd;
- * returns the exit code (or -1 when killed).  kill_after_ms > 0: SIGKILL
- * it then. */
-static int mkv(const char *cmd, int nvol, const char *db, const char *const *extra,
-	       int kill_after_ms, const char *log)
+/* Start bin/mkv -volumes <first nvol> [-db db] -replicas R -subvolumes S
+ * [extra..] cmd, its output to log. */
+static const char *volumes_as;   /* when set: the -volumes of mkv_start, not V's */
+
+static pid_t mkv_start(const char *cmd, int nvol, const char *db, const char *const *extra,
+		       const char *log)
 {
-	char *bin = h_bin("mkv"), *vols = h_volumes_arg(V, nvol), rep[8], sv[8];
+	char *bin = h_bin("mkv"), rep[8], sv[8];
+	char *vols = volumes_as ? xstrdup(volumes_as) : h_volumes_arg(V, nvol);
 	char *argv[32];
-	int n = 0, st;
+	int n = 0;
 	pid_t pid;
 	snprintf(rep, sizeof(rep), "%d", replicas);
 	snprintf(sv, sizeof(sv), "%d", subvolumes);
@@ -177,14 +187,19 @@ static int mkv(const char *cmd, int nvol, const char *db, const char *const *ext
 	argv[n++] = (char *)cmd;
 	argv[n] = NULL;
 	pid = h_spawn(argv, log);
-	if (kill_after_ms > 0) {
-		usleep((useconds_t)kill_after_ms * 1000);
-		kill(pid, SIGKILL);
-	}
-	waitpid(pid, &st, 0);
 	free(bin);
 	free(vols);
-	if (WIFSIGNALED(st) && !kill_after_ms) {
+	return pid;
+}
+
+/* mkv_start's command run to its end: the exit code (-1: a signal, said). */
+static int mkv(const char *cmd, int nvol, const char *db, const char *const *extra,
+	       const char *log)
+{
+	pid_t pid = mkv_start(cmd, nvol, db, extra, log);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	if (WIFSIGNALED(st)) {
 		fprintf(stderr, "mkv %s died of signal %d:\n", cmd, WTERMSIG(st));
 		show_log(log);
 	}
@@ -478,6 +493,17 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
+/* Wait until the reader has read n keys well. */
+static void wait_reads(struct reader *rd, int n)
+{
+	uint64_t end = now_ms() + 60000;
+	while (atomic_load(&rd->ok) < n) {
+		ck_assert_msg(now_ms() < end, "the reader read %d keys in 60 s, want %d",
+			      atomic_load(&rd->ok), n);
+		usleep(10000);
+	}
+}
+
 /* ---- the scenario ---- */
 
 static void cluster_up(void)
@@ -535,11 +561,69 @@ static void master_down(void)
 /* mkv(...) must exit 0; its log is shown when it does not. */
 #define MKV_OK(cmd, nvol, db, extra, log)                                  \
 	do {                                                               \
-		int rc_ = mkv(cmd, nvol, db, extra, 0, log);               \
+		int rc_ = mkv(cmd, nvol, db, extra, log);                  \
 		if (rc_ != 0)                                              \
 			show_log(log);                                     \
 		ck_assert_msg(rc_ == 0, "mkv %s exited %d", cmd, rc_);     \
 	} while (0)
+
+/* Blobs (regular files, not hidden) on the disks of volumes from..to-1. */
+static int files_counted;
+static int count_file(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)f;
+	files_counted += flag == FTW_F && !strstr(p, "/.");
+	return 0;
+}
+
+static int files_on(int from, int to)
+{
+	files_counted = 0;
+	for (int v = from; v < to; v++)
+		nftw(V[v].dir, count_file, 32, FTW_PHYS);
+	return files_counted;
+}
+
+/* How many records of the index at db name exactly key2volume's locations
+ * over the first nvol volumes. */
+static int placed(const char *db, int nvol)
+{
+	char *why = NULL;
+	struct index *idx = index_open(db, &why);
+	int n = 0;
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (int i = 0; i < nkeys; i++) {
+		char want[RECORD_MAX_LOCS][LOC_MAX];
+		struct record r;
+		size_t vlen;
+		char *val = index_get(idx, K[i].key, K[i].klen, &vlen);
+		int nw = placement_volumes(K[i].key, K[i].klen, names, nvol, replicas, subvolumes,
+					   want);
+		bool same = val && record_parse(val, vlen, &r) == 0 && r.nlocs == nw;
+		for (int j = 0; same && j < nw; j++)
+			same = !strcmp(r.locs[j], want[j]);
+		n += same;
+		free(val);
+	}
+	index_close(idx);
+	return n;
+}
+
+/* Let pid run about run_ms, then stop it (SIGSTOP, waited for): stopped,
+ * it makes no progress while the caller looks at its work.  false when it
+ * ended instead (*st: its status). */
+static bool run_a_little(pid_t pid, int run_ms, int *st)
+{
+	ck_assert_int_eq(kill(pid, SIGCONT), 0);
+	usleep((useconds_t)run_ms * 1000);
+	kill(pid, SIGSTOP);
+	ck_assert_int_eq(waitpid(pid, st, WUNTRACED), pid);
+	return WIFSTOPPED(*st);
+}
+
+/* How long a command may take to show progress, or a state to come, before
+ * it counts as hung: many times a sanitizer build's on a loaded machine. */
+#define LIVENESS_MS 120000
 
 static uint64_t timed(uint64_t *t0)
 {
@@ -556,7 +640,7 @@ START_TEST(test_rebuild_rebalance)
 	const char *online[3] = {"-master", NULL, NULL};
 	struct reader rd = {0};
 	uint64_t t = now_ms(), took;
-	int strays, rc;
+	int strays;
 
 	replicas = _i == 0 ? 3 : 2;
 	subvolumes = _i == 0 ? 10 : 1;
@@ -571,10 +655,10 @@ START_TEST(test_rebuild_rebalance)
 
 	/* the serving index is locked: both commands refuse it, clearly */
 	unlink(log);
-	ck_assert_int_eq(mkv("rebuild", NVOL, served, NULL, 0, log), 1);
+	ck_assert_int_eq(mkv("rebuild", NVOL, served, NULL, log), 1);
 	ck_assert(file_has(log, "in use"));
 	unlink(log);
-	ck_assert_int_eq(mkv("rebalance", NVOL, served, NULL, 0, log), 1);
+	ck_assert_int_eq(mkv("rebalance", NVOL, served, NULL, log), 1);
 	ck_assert(file_has(log, "in use"));
 
 	/* rebuild while the master serves: every key back, unlinked ones live */
@@ -606,10 +690,50 @@ START_TEST(test_rebuild_rebalance)
 	ck_assert_int_eq(check_cluster(served, 3, true, false), 0);
 	timed(&t);
 
-	/* 3 -> 5, SIGKILLed midway: nothing lost; then run again to the end */
-	rc = mkv("rebalance", NVOL, served, NULL, (int)(took / 3 + 1), log);
-	ck_assert_msg(rc == -1 || rc == 0, "rebalance exited %d", rc);
-	fprintf(stderr, "rebalance 3->5 %s\n", rc ? "killed midway" : "was done before the kill");
+	/* 3 -> 5, SIGKILLed once a fifth of the copies it makes on volumes 4
+	 * and 5 are there (the kill cannot come after its end): nothing lost;
+	 * then run again to the end */
+	{
+		int copies = 0, before = placed(served, NVOL), after, st;
+		uint64_t end = now_ms() + LIVENESS_MS;
+		pid_t pid;
+		for (int i = 0; i < nkeys; i++) {
+			char want[RECORD_MAX_LOCS][LOC_MAX];
+			int nw = placement_volumes(K[i].key, K[i].klen, names, NVOL, replicas,
+						   subvolumes, want);
+			for (int j = 0; j < nw; j++) {
+				const char *sub;
+				copies += vol_of(want[j], &sub) >= 3;
+			}
+		}
+		ck_assert_int_eq(files_on(3, NVOL), 0);
+		ck_assert_int_gt(copies, 0);
+		unlink(log);
+		pid = mkv_start("rebalance", NVOL, served, NULL, log);
+		/* it runs in steps of 20 ms and is counted while stopped: killed
+		 * within a step of the fifth, never after its end */
+		for (;;) {
+			ck_assert_msg(run_a_little(pid, 20, &st),
+				      "rebalance 3->5 ended (status %#x) before it could be killed",
+				      st);
+			if (files_on(3, NVOL) >= (copies + 4) / 5)
+				break;
+			ck_assert_msg(now_ms() < end, "rebalance 3->5: no progress in %d s",
+				      LIVENESS_MS / 1000);
+		}
+		ck_assert_int_eq(kill(pid, SIGKILL), 0);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		if (!WIFSIGNALED(st))
+			show_log(log);
+		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+			      "rebalance 3->5 ended (status %#x) before the kill", st);
+		after = placed(served, NVOL);
+		fprintf(stderr, "rebalance 3->5 killed: %d of %d keys where 5 volumes put them "
+			"(%d before), %d of %d new copies made\n", after, nkeys, before,
+			files_on(3, NVOL), copies);
+		ck_assert_int_gt(after, before);
+		ck_assert_int_lt(after, nkeys);
+	}
 	check_cluster(served, NVOL, false, false);
 	unlink(log);
 	MKV_OK("rebalance", NVOL, served, NULL, log);
@@ -626,12 +750,12 @@ START_TEST(test_rebuild_rebalance)
 	master_up(4, served);
 	online[1] = xasprintf("127.0.0.1:%d", M.port);
 	ck_assert_int_eq(pthread_create(&rd.t, NULL, reader_main, &rd), 0);
-	usleep(200000);
+	wait_reads(&rd, 1);   /* the reader runs before the rebalance starts */
 	unlink(log);
 	MKV_OK("rebalance", 4, NULL, online, log);
 	show_log(log);
 	took = timed(&t);
-	usleep(200000);
+	wait_reads(&rd, atomic_load(&rd.ok) + 50);   /* and reads after it */
 	atomic_store(&rd.stop, true);
 	pthread_join(rd.t, NULL);
 	fprintf(stderr, "rebalance 5->4 online: %llu ms, %d reads ok, %d failed\n",
@@ -645,22 +769,24 @@ START_TEST(test_rebuild_rebalance)
 	if (!file_has(log, " 0 moved"))
 		show_log(log);
 	ck_assert(file_has(log, " 0 moved"));
-	/* old copies go a grace period after each switch; a master that takes
-	 * no REBALANCE ?unlinked leaves unlinked keys where they were */
+	/* old copies go a grace period after each switch, while the master
+	 * runs: the volumes come to hold one copy per replica of each key and
+	 * no more; a master that takes no REBALANCE ?unlinked leaves unlinked
+	 * keys where they were */
 	{
 		char *u = key_url(&M, &K[5]), *q = xasprintf("%s?unlinked", u);
 		bool moves_unlinked = h_status("REBALANCE", q) == 204;
+		uint64_t end = now_ms() + LIVENESS_MS;
+		int n;
 		free(u);
 		free(q);
-		usleep(GRACE_WAIT_MS * 1000);
-		master_down();
-		for (int tries = 0;; tries++) {
-			strays = check_cluster(served, 4, true, !moves_unlinked);
-			if (!strays || tries == 20)
-				break;
-			usleep(250000);
+		while ((n = files_on(0, NVOL)) != nkeys * replicas) {
+			ck_assert_msg(now_ms() < end, "%d copies on the volumes %d s after the "
+				      "rebalance, want %d", n, LIVENESS_MS / 1000, nkeys * replicas);
+			usleep(50000);
 		}
-		ck_assert_int_eq(strays, 0);
+		master_down();
+		ck_assert_int_eq(check_cluster(served, 4, true, !moves_unlinked), 0);
 	}
 	free((char *)online[1]);
 	free(served);
@@ -702,7 +828,7 @@ START_TEST(test_rebuild_dense)
 			n++;
 		}
 	}
-	ck_assert_int_eq(mkv("rebuild", 2, db, NULL, 0, log), 0);
+	ck_assert_int_eq(mkv("rebuild", 2, db, NULL, log), 0);
 	show_log(log);
 	idx = index_open(db, &why);
 	ck_assert_msg(idx != NULL, "%s", why);
@@ -758,7 +884,7 @@ START_TEST(test_rebuild_differ)
 			free(url);
 		}
 	}
-	ck_assert_int_eq(mkv("rebuild", 4, db, NULL, 0, log), 0);
+	ck_assert_int_eq(mkv("rebuild", 4, db, NULL, log), 0);
 	show_log(log);
 	idx = index_open(db, &why);
 	ck_assert_msg(idx != NULL, "%s", why);
@@ -787,6 +913,307 @@ START_TEST(test_rebuild_differ)
 }
 END_TEST
 
+/* ---- a copy whose source is corrupt ---- */
+
+/* A record of key naming key2volume's locations over the first nvol
+ * volumes, with HASH, and its blobs there: as a master's PUT leaves it.
+ * locs gets the locations; returns how many. */
+static int put_direct(struct index *idx, const char *key, const char *val, int nvol,
+		      char locs[][LOC_MAX])
+{
+	struct record r = {0};
+	char path[PATH_MAX_LEN], err[256], *enc;
+	size_t elen;
+	int n = placement_volumes(key, strlen(key), names, nvol, replicas, subvolumes, locs);
+	placement_path(key, strlen(key), path);
+	for (int j = 0; j < n; j++) {
+		char *u = xasprintf("http://%s%s", locs[j], path);
+		ck_assert_int_eq(httpc_do("PUT", u, val, strlen(val), 10000, NULL, 0, err) / 100, 2);
+		free(u);
+		r.locs[r.nlocs++] = locs[j];
+	}
+	md5_hex(val, strlen(val), r.hash);
+	enc = record_encode(&r, &elen);
+	ck_assert_int_eq(index_put(idx, key, strlen(key), enc, elen), 0);
+	free(enc);
+	return n;
+}
+
+/* The file of the blob at loc (V's "host:port[/svNN]") for key. */
+static char *blob_file(const char *key, const char *loc)
+{
+	char path[PATH_MAX_LEN];
+	const char *sub;
+	int v = vol_of(loc, &sub);
+	ck_assert_int_ge(v, 0);
+	placement_path(key, strlen(key), path);
+	return xasprintf("%s%s%s", V[v].dir, sub, path);
+}
+
+static void corrupt(const char *file)
+{
+	int fd = open(file, O_WRONLY);
+	ck_assert_msg(fd >= 0, "open %s", file);
+	ck_assert_int_eq(pwrite(fd, "X", 1, 3), 1);
+	close(fd);
+}
+
+/* Any file, hidden ones too, in the directory of the blob at file? */
+static bool dir_has_files(const char *file)
+{
+	char *d = xstrdup(file);
+	DIR *dir;
+	struct dirent *e;
+	int n = 0;
+	*strrchr(d, '/') = '\0';
+	dir = opendir(d);
+	while (dir && (e = readdir(dir)))
+		n += e->d_type == DT_REG;
+	if (dir)
+		closedir(dir);
+	free(d);
+	return n > 0;
+}
+
+/* Rebalance copies a blob only when its bytes match the record's HASH.
+ * Keys on volumes 1-3 go to 1-5 (one whose new copy lands on an nginx
+ * volume, one on an mkv-volume, for each case): with the first source
+ * corrupt the copy from it is aborted, said, and made from the good one;
+ * with every source corrupt no new location keeps anything (not even a
+ * hidden temporary file), the key fails and keeps its record and its old
+ * copies, and rebalance exits 1. */
+START_TEST(test_rebalance_corrupt)
+{
+	char *db = xasprintf("%s/corrupt.db", tmp), *log = xasprintf("%s/corrupt.log", tmp), *why;
+	struct { char key[32]; char old[RECORD_MAX_LOCS][LOC_MAX]; int nold, fresh; bool all; }
+		k[4];
+	struct index *idx;
+	int found = 0;
+	replicas = 2;
+	subvolumes = 1;
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	/* keys with one new location, on volume 4 (nginx) or 5 (mkv) */
+	for (int i = 0; found < 4; i++) {
+		char want[RECORD_MAX_LOCS][LOC_MAX], old[RECORD_MAX_LOCS][LOC_MAX], key[32];
+		int fresh = -1, nf = 0;
+		snprintf(key, sizeof(key), "/corrupt/%d", i);
+		placement_volumes(key, strlen(key), names, 3, 2, 1, old);
+		placement_volumes(key, strlen(key), names, NVOL, 2, 1, want);
+		for (int j = 0; j < 2; j++)
+			if (strcmp(want[j], old[0]) && strcmp(want[j], old[1]))
+				fresh = j, nf++;
+		/* k[0], k[1]: new copy on volume 4, 5; k[2], k[3] likewise */
+		if (nf != 1 || strcmp(want[fresh], names[3 + found % 2]))
+			continue;
+		snprintf(k[found].key, sizeof(k[found].key), "%s", key);
+		k[found].nold = put_direct(idx, key, key, 3, k[found].old);
+		k[found].fresh = 3 + found % 2;
+		k[found].all = found >= 2;
+		found++;
+	}
+	index_close(idx);
+	for (int i = 0; i < 4; i++)   /* the first source; for k[2], k[3] both */
+		for (int j = 0; j < (k[i].all ? 2 : 1); j++) {
+			char *f = blob_file(k[i].key, k[i].old[j]);
+			corrupt(f);
+			free(f);
+		}
+	unlink(log);
+	ck_assert_int_eq(mkv("rebalance", NVOL, db, NULL, log), 1);
+	show_log(log);
+	ck_assert(file_has(log, "2 moved, 2 failed"));
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (int i = 0; i < 4; i++) {
+		char want[RECORD_MAX_LOCS][LOC_MAX], md5[33], *f, *msg, *val;
+		struct record r;
+		size_t vlen;
+		int nw = placement_volumes(k[i].key, strlen(k[i].key), names, NVOL, 2, 1, want);
+		val = index_get(idx, k[i].key, strlen(k[i].key), &vlen);
+		ck_assert_ptr_nonnull(val);
+		ck_assert_int_eq(record_parse(val, vlen, &r), 0);
+		/* the aborted copy from the corrupt source is said */
+		md5_hex(k[i].key, strlen(k[i].key), md5);
+		msg = xasprintf("GET http://%s", k[i].old[0]);
+		ck_assert_msg(file_has(log, msg), "%s: no word of the corrupt source", k[i].key);
+		free(msg);
+		msg = xasprintf("source bytes do not match md5 %s", md5);
+		ck_assert(file_has(log, msg));
+		free(msg);
+		f = blob_file(k[i].key, names[k[i].fresh]);
+		if (!k[i].all) {
+			/* moved, its new copy the good bytes */
+			FILE *fp = fopen(f, "rb");
+			char got[64] = "";
+			size_t n;
+			ck_assert_int_eq(r.nlocs, nw);
+			for (int j = 0; j < nw; j++)
+				ck_assert_str_eq(r.locs[j], want[j]);
+			ck_assert_msg(fp != NULL, "%s: no new copy", k[i].key);
+			n = fread(got, 1, sizeof(got), fp);
+			fclose(fp);
+			ck_assert_uint_eq(n, strlen(k[i].key));
+			ck_assert_mem_eq(got, k[i].key, n);
+		} else {
+			/* failed: record and old copies as they were, nothing new */
+			msg = xasprintf("rebalance: %s: no replica could be read intact", k[i].key);
+			ck_assert_msg(file_has(log, msg), "%s: failure not said", k[i].key);
+			free(msg);
+			ck_assert_int_eq(r.nlocs, k[i].nold);
+			for (int j = 0; j < k[i].nold; j++) {
+				char *of = blob_file(k[i].key, k[i].old[j]);
+				ck_assert_str_eq(r.locs[j], k[i].old[j]);
+				ck_assert_msg(access(of, F_OK) == 0, "%s: old copy %s gone", k[i].key, of);
+				free(of);
+			}
+			ck_assert_msg(!dir_has_files(f), "%s: volume %d keeps a file of the aborted copy",
+				      k[i].key, k[i].fresh + 1);
+		}
+		ck_assert_str_eq(r.hash, md5);
+		free(f);
+		free(val);
+	}
+	index_close(idx);
+	free(db);
+	free(log);
+}
+END_TEST
+
+/* ---- a listing that fails ---- */
+
+/* A volume that answers every request 500, or (top_ok) lists its top
+ * directory as holding /ab/ and answers 500 for the rest. */
+struct fake {
+	int fd, port;
+	bool top_ok;
+	atomic_bool stop;
+	pthread_t t;
+};
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	while (!atomic_load(&f->stop)) {
+		struct pollfd p = {.fd = f->fd, .events = POLLIN};
+		char req[4096], *resp;
+		ssize_t n, got = 0;
+		int c;
+		if (poll(&p, 1, 50) <= 0 || (c = accept(f->fd, NULL, NULL)) < 0)
+			continue;
+		while (got < (ssize_t)sizeof(req) - 1 &&
+		       (n = recv(c, req + got, sizeof(req) - 1 - (size_t)got, 0)) > 0) {
+			got += n;
+			req[got] = '\0';
+			if (strstr(req, "\r\n\r\n"))
+				break;
+		}
+		req[got] = '\0';
+		if (f->top_ok && !strncmp(req, "GET / ", 6)) {
+			const char *body = "[{\"name\":\"ab\",\"type\":\"directory\"}]";
+			resp = xasprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+					 "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+					 strlen(body), body);
+		} else {
+			resp = xasprintf("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n"
+					 "Connection: close\r\n\r\nboom");
+		}
+		h_send(c, resp, strlen(resp));
+		free(resp);
+		close(c);
+	}
+	return NULL;
+}
+
+static void fake_start(struct fake *f, bool top_ok)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	memset(f, 0, sizeof(*f));
+	f->top_ok = top_ok;
+	f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(f->fd, 0);
+	ck_assert_int_eq(bind(f->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(f->fd, 64), 0);
+	ck_assert_int_eq(getsockname(f->fd, (struct sockaddr *)&a, &al), 0);
+	f->port = ntohs(a.sin_port);
+	ck_assert_int_eq(pthread_create(&f->t, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+	atomic_store(&f->stop, true);
+	pthread_join(f->t, NULL);
+	close(f->fd);
+}
+
+/* rebuild over v0,v1 and the volume "other": exit 1 and the summary's
+ * "FAILED: the index is incomplete" when a listing failed. */
+static void rebuild_with(const char *other, const char *db, const char *log, int want_rc)
+{
+	char *vols = xasprintf("%s,%s%s%s", V[0].name, V[1].name, other ? "," : "",
+			       other ? other : "");
+	int rc;
+	volumes_as = vols;
+	unlink(log);
+	rc = mkv("rebuild", 3, db, NULL, log);
+	volumes_as = NULL;
+	if (rc != want_rc)
+		show_log(log);
+	ck_assert_msg(rc == want_rc, "rebuild with %s: exit %d, want %d", other ? other : "no third",
+		      rc, want_rc);
+	ck_assert(file_has(log, "FAILED: the index is incomplete") == (want_rc != 0));
+	free(vols);
+}
+
+/* Rebuild exits 1, saying the index is incomplete, when a listing fails
+ * for good: a volume that is down, one that answers 500 to every listing,
+ * and one whose top listing works but whose /ab/ answers 500.  Over the
+ * volumes that answer, it exits 0. */
+START_TEST(test_rebuild_failed_listing)
+{
+	char *log = xasprintf("%s/failed.log", tmp), *db;
+	struct fake f;
+	replicas = 1;
+	subvolumes = 1;
+	for (int i = 0; i < 20; i++) {
+		char key[32], path[PATH_MAX_LEN], err[256], *u;
+		snprintf(key, sizeof(key), "/listed/%d", i);
+		placement_path(key, strlen(key), path);
+		u = xasprintf("http://%s%s", V[i % 2].name, path);
+		ck_assert_int_eq(httpc_do("PUT", u, key, strlen(key), 10000, NULL, 0, err) / 100, 2);
+		free(u);
+	}
+	db = xasprintf("%s/ok.db", tmp);
+	rebuild_with(NULL, db, log, 0);
+	ck_assert(file_has(log, "rebuild: 20 keys"));
+	free(db);
+	/* down */
+	{
+		char *name = xstrdup(V[2].name);
+		h_stop(V[2].pid, SIGTERM);
+		V[2].pid = 0;
+		db = xasprintf("%s/down.db", tmp);
+		rebuild_with(name, db, log, 1);
+		ck_assert(file_has(log, name));
+		free(db);
+		free(name);
+		h_vol_respawn(&V[2]);
+	}
+	for (int top_ok = 0; top_ok < 2; top_ok++) {
+		char name[32];
+		fake_start(&f, top_ok);
+		snprintf(name, sizeof(name), "127.0.0.1:%d", f.port);
+		db = xasprintf("%s/fake%d.db", tmp, top_ok);
+		rebuild_with(name, db, log, 1);
+		ck_assert(file_has(log, top_ok ? "/ab/ failed: status 500" : "/ failed: status 500"));
+		fake_stop(&f);
+		free(db);
+	}
+	free(log);
+}
+END_TEST
+
 Suite *ops_suite(void)
 {
 	Suite *s = suite_create("ops");
@@ -799,6 +1226,16 @@ Suite *ops_suite(void)
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_rebuild_dense);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("rebalance_corrupt");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_rebalance_corrupt);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("rebuild_failed_listing");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_rebuild_failed_listing);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rebuild_differ");
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);

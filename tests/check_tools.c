@@ -23,27 +23,37 @@
  *     and online verify say they cannot reach it, and fail;
  *   - SIGINT or SIGTERM stops verify at once with a last line that says
  *     where it was, exit 128 + the signal;
+ *   - verify without HASH (-md5sum=false): the majority's md5 is the truth,
+ *     the odd replica is named and -fix repairs it; no majority: failed,
+ *     nothing written;
  *   - put of a tree with a directory it cannot read fails (exit 1), and
- *     says so; a symlink is not sent, and said;
+ *     says so (run as nobody when root); a symlink is not sent, and said;
+ *   - get refuses keys whose rest is no safe relative path and writes
+ *     nothing outside its directory;
  *   - a -db naming no index (gc -delete, verify, rebalance, rebuild's
  *     -from) is an error, exit 1: nothing is created, no blob deleted;
  *     over an index that holds no key, gc -delete is a dry run; a new
  *     -db's missing parents are made;
  *   - put/get: a tree with nested directories and names that need
- *     percent-escaping, each interrupted (SIGKILL) and resumed, comes back
- *     byte for byte; a rerun skips everything; a file changed locally is
- *     reported, not uploaded.
+ *     percent-escaping, each SIGKILLed once a fifth of it is across (so
+ *     surely interrupted) and resumed, comes back byte for byte; the
+ *     resume skips what had arrived; a rerun skips everything; a file
+ *     changed locally is reported, not uploaded.
  * MKV_TOOLS_FILES sets the tree's size (default 2,000 files). */
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,13 +108,12 @@ static bool log_has(const char *path, const char *needle)
 	return found;
 }
 
-/* bin/mkv [-volumes ...] args... ; the exit code (-1 when killed).
- * kill_after_ms > 0: SIGKILL it then, if it still runs. */
-static int mkv_run(bool volumes, const char *const *args, const char *log, int kill_after_ms)
+/* Start bin/mkv [-volumes ...] args..., its output to log. */
+static pid_t mkv_start(bool volumes, const char *const *args, const char *log)
 {
 	char *bin = h_bin("mkv"), *vols = h_volumes_arg(V, NVOL);
 	char *argv[40];
-	int n = 0, st;
+	int n = 0;
 	pid_t pid;
 	argv[n++] = bin;
 	if (volumes) {
@@ -120,18 +129,62 @@ static int mkv_run(bool volumes, const char *const *args, const char *log, int k
 	argv[n] = NULL;
 	unlink(log);
 	pid = h_spawn(argv, log);
-	if (kill_after_ms > 0) {
-		uint64_t end = now_ms() + (uint64_t)kill_after_ms;
-		while (now_ms() < end && waitpid(pid, &st, WNOHANG) == 0)
-			usleep(2000);
-		if (now_ms() >= end)
-			kill(pid, SIGKILL);
-	}
-	if (waitpid(pid, &st, 0) != pid)
-		st = 0;
 	free(bin);
 	free(vols);
+	return pid;
+}
+
+/* bin/mkv [-volumes ...] args... to its end; the exit code (-1: a signal). */
+static int mkv_run(bool volumes, const char *const *args, const char *log)
+{
+	pid_t pid = mkv_start(volumes, args, log);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* How long a run may take to show progress before it counts as hung:
+ * many times what a sanitizer build takes on a loaded machine. */
+#define PROGRESS_BOUND_MS 120000
+
+/* Let pid run about run_ms, then stop it (SIGSTOP, waited for): stopped,
+ * it makes no progress while the caller looks at its work.  false when it
+ * ended instead (*st: its status). */
+static bool run_a_little(pid_t pid, int run_ms, int *st)
+{
+	ck_assert_int_eq(kill(pid, SIGCONT), 0);
+	usleep((useconds_t)run_ms * 1000);
+	kill(pid, SIGSTOP);
+	ck_assert_int_eq(waitpid(pid, st, WUNTRACED), pid);
+	return WIFSTOPPED(*st);
+}
+
+/* bin/mkv args..., SIGKILLed once enough(ctx) says part of its work is
+ * done.  It runs in steps of 20 ms and is looked at while stopped, so it
+ * is killed within a step of that point, never after its end, however
+ * loaded the machine (the test fails if it ends first, or shows no
+ * progress in time). */
+static void mkv_interrupt(const char *what, const char *const *args, const char *log,
+			  bool (*enough)(void *ctx), void *ctx)
+{
+	pid_t pid = mkv_start(false, args, log);
+	uint64_t end = now_ms() + PROGRESS_BOUND_MS;
+	int st;
+	for (;;) {
+		if (!run_a_little(pid, 20, &st)) {
+			show_log(log);
+			ck_abort_msg("mkv %s ended (status %#x) before it could be interrupted",
+				     what, st);
+		}
+		if (enough(ctx))
+			break;
+		ck_assert_msg(now_ms() < end, "mkv %s: no progress in %d s", what,
+			      PROGRESS_BOUND_MS / 1000);
+	}
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		      "mkv %s ended (status %#x), not by the kill", what, st);
 }
 
 static char *key_url(const char *key)
@@ -337,8 +390,11 @@ START_TEST(test_relink)
 		ck_assert_int_eq(h_status("DELETE", c), 500);
 		h_vol_respawn(&V[down]);
 		ck_assert_int_eq(h_status("RELINK", c), 204);
-		for (int i = 0; i < 100 && h_status("GET", c) != 302; i++)
-			usleep(100000);   /* the master sees the volume up again */
+		/* the master sees the volume up again */
+		for (uint64_t end = now_ms() + 30000; h_status("GET", c) != 302;) {
+			ck_assert_msg(now_ms() < end, "the key was not served in 30 s");
+			usleep(100000);
+		}
 		key_locs("/half deleted", locs, &n);
 		for (int i = 0; i < n; i++) {
 			char *bu;
@@ -364,6 +420,20 @@ static long vol_req(const struct vol *v, const char *method, const char *path, c
 	char *u = xasprintf("http://%s%s", v->name, path);
 	long st = h_http(method, u, body, body ? strlen(body) : 0, NULL, false, r);
 	free(u);
+	return st;
+}
+
+/* The status of "HEAD path" sent as is, on a connection of its own. */
+static long raw_head(int port, const char *path)
+{
+	char *req = xasprintf("HEAD %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+	int fd = h_connect(port);
+	long st;
+	ck_assert_int_ge(fd, 0);
+	ck_assert(h_send(fd, req, strlen(req)));
+	st = h_recv_resp(fd, NULL, 10000, true);
+	close(fd);
+	free(req);
 	return st;
 }
 
@@ -407,10 +477,14 @@ START_TEST(test_volume_md5)
 	h_resp_free(&r);
 	ck_assert_int_eq(vol_req(&mv, "HEAD", "/ab/cd/none?md5", NULL, &r), 404);
 	h_resp_free(&r);
-	ck_assert_int_ge(vol_req(&mv, "HEAD", "/ab/?md5", NULL, &r), 300);
+	/* a directory is no blob: 404, as for a missing file */
+	ck_assert_int_eq(vol_req(&mv, "HEAD", "/ab/?md5", NULL, &r), 404);
+	ck_assert_ptr_null(h_header(&r, "Content-Md5"));
 	h_resp_free(&r);
-	ck_assert_int_ge(vol_req(&mv, "HEAD", "/../x?md5", NULL, &r), 400);
-	h_resp_free(&r);
+	/* a ".." in any spelling: 400 (sent raw: curl would resolve it) */
+	ck_assert_int_eq(raw_head(mv.port, "/../ab/cd/blob?md5"), 400);
+	ck_assert_int_eq(raw_head(mv.port, "/ab/%2e%2E/ab/cd/blob?md5"), 400);
+	ck_assert_int_eq(raw_head(mv.port, "/ab/cd/blob?md5"), 200);
 	/* a GET ?md5 is a GET */
 	ck_assert_int_eq(vol_req(&mv, "GET", "/ab/cd/blob?md5", NULL, &r), 200);
 	ck_assert_str_eq(r.body.data, "jello");
@@ -460,7 +534,7 @@ static void verify_clean(const char *log, const char *const *extra)
 		args[n++] = extra[i];
 	args[n++] = "verify";
 	args[n] = NULL;
-	if (mkv_run(true, args, log, 0) != 0) {
+	if (mkv_run(true, args, log) != 0) {
 		show_log(log);
 		ck_abort_msg("verify found problems in a clean cluster");
 	}
@@ -507,7 +581,7 @@ START_TEST(test_verify)
 
 	{
 		const char *args[] = {"-master", M.base + 7, "verify", NULL};
-		ck_assert_int_eq(mkv_run(true, args, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, args, log), 1);
 		if (!log_has(log, "1 missing, 1 corrupt, 0 fixed")) {
 			show_log(log);
 			ck_abort_msg("verify did not find the missing and the corrupt replica");
@@ -515,7 +589,7 @@ START_TEST(test_verify)
 	}
 	{
 		const char *args[] = {"-master", M.base + 7, "-fix", "-workers", "4", "verify", NULL};
-		int rc = mkv_run(true, args, log, 0);
+		int rc = mkv_run(true, args, log);
 		if (rc != 0 || !log_has(log, "1 missing, 1 corrupt, 2 fixed, 0 failed")) {
 			show_log(log);
 			ck_abort_msg("verify -fix did not repair both replicas (exit %d)", rc);
@@ -565,7 +639,7 @@ START_TEST(test_verify)
 			}
 		ck_assert_int_eq(bad, 2);
 		const char *args[] = {"-db", M.db, "-fix", "verify", NULL};
-		ck_assert_int_eq(mkv_run(true, args, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, args, log), 1);
 		if (!log_has(log, "0 missing, 2 corrupt, 0 fixed, 2 failed") ||
 		    !log_has(log, "no good copy")) {
 			show_log(log);
@@ -628,7 +702,7 @@ START_TEST(test_verify_under_writes)
 		ck_assert_int_eq(pthread_create(&t[i], NULL, rewrite_main, &w), 0);
 	for (int run = 0; run < 6; run++) {
 		const char *args[] = {"-master", M.base + 7, run % 2 ? "-fix" : "-v", "verify", NULL};
-		int rc = mkv_run(true, args, log, 0);
+		int rc = mkv_run(true, args, log);
 		if (rc != 0 || !log_has(log, " 0 missing, 0 corrupt")) {
 			show_log(log);
 			atomic_store(&w.stop, true);
@@ -709,12 +783,13 @@ START_TEST(test_gc)
 		memset(body, 'c', sizeof(body));
 		ck_assert(h_send(fd, req, strlen(req)));
 		ck_assert(h_send(fd, body, sizeof(body)));
-		for (int t = 0; t < 500; t++) {   /* its DELETED record is written */
+		for (uint64_t end = now_ms() + 30000;;) {   /* its DELETED record is written */
 			h_http("GET", ul, NULL, 0, NULL, false, &r);
 			bool there = strstr(r.body.data, "/crash/mid") != NULL;
 			h_resp_free(&r);
 			if (there)
 				break;
+			ck_assert_msg(now_ms() < end, "the PUT's DELETED record never showed");
 			usleep(10000);
 		}
 		h_stop(M.pid, SIGKILL);
@@ -760,7 +835,7 @@ START_TEST(test_gc)
 	f = xasprintf("%s%s", V[2].dir, path);
 
 	const char *dry[] = {"-master", M.base + 7, "-puttimeout", "5s", "-unlinked", "gc", NULL};
-	ck_assert_int_eq(mkv_run(true, dry, log, 0), 1);
+	ck_assert_int_eq(mkv_run(true, dry, log), 1);
 	{
 		char want[96];
 		snprintf(want, sizeof(want), "%d orphans", norphans - (kind == VOL_MKV));
@@ -781,7 +856,7 @@ START_TEST(test_gc)
 		const char *args[] = {"-volumes", vols, "-replicas", REPLICAS, "-subvolumes",
 				      SUBVOLUMES, "-master", M.base + 7, "-puttimeout", "1s",
 				      "-delete", "gc", NULL};
-		ck_assert_int_eq(mkv_run(false, args, log, 0), 1);
+		ck_assert_int_eq(mkv_run(false, args, log), 1);
 		ck_assert(log_has(log, "on none of -volumes"));
 		for (int i = 0; i < norphans; i++)
 			ck_assert_msg(access(orphans[i], F_OK) == 0, "removed %s", orphans[i]);
@@ -794,10 +869,19 @@ START_TEST(test_gc)
 		loads[t].base = t * 100000;
 		ck_assert_int_eq(pthread_create(&lt[t], NULL, load_main, &loads[t]), 0);
 	}
-	usleep(300000);
+	/* every load has written a key: gc runs while they write */
+	for (uint64_t end = now_ms() + 30000;;) {
+		int idle = 0;
+		for (int t = 0; t < 3; t++)
+			idle += atomic_load(&loads[t].done) == 0;
+		if (!idle)
+			break;
+		ck_assert_msg(now_ms() < end, "the PUT load wrote nothing in 30 s");
+		usleep(10000);
+	}
 	const char *del1[] = {"-master", M.base + 7, "-puttimeout", "5s", "-unlinked", "-delete",
 			      "gc", NULL};
-	int rc = mkv_run(true, del1, log, 0);
+	int rc = mkv_run(true, del1, log);
 	if (rc != 0)
 		show_log(log);
 	ck_assert_msg(access(f, F_OK) == 0, "gc -delete removed a young file");
@@ -806,7 +890,7 @@ START_TEST(test_gc)
 	usleep(2500000);
 	const char *del2[] = {"-master", M.base + 7, "-puttimeout", "1s", "-unlinked", "-delete",
 			      "gc", NULL};
-	int rc2 = mkv_run(true, del2, log, 0);
+	int rc2 = mkv_run(true, del2, log);
 	for (int t = 0; t < 3; t++) {
 		atomic_store(&loads[t].stop, true);
 		pthread_join(lt[t], NULL);
@@ -838,7 +922,7 @@ START_TEST(test_gc)
 		ck_assert_int_gt(atomic_load(&loads[t].done), 0);
 	}
 	const char *ver[] = {"-master", M.base + 7, "verify", NULL};
-	rc = mkv_run(true, ver, log, 0);
+	rc = mkv_run(true, ver, log);
 	if (rc != 0)
 		show_log(log);
 	ck_assert_int_eq(rc, 0);
@@ -867,7 +951,7 @@ START_TEST(test_gc)
 		h_stop(M.pid, SIGTERM);
 		M.pid = 0;
 		const char *off[] = {"-db", M.db, "-unlinked", "-delete", "gc", NULL};
-		rc = mkv_run(true, off, log, 0);
+		rc = mkv_run(true, off, log);
 		if (rc != 0 || !log_has(log, "1 unlinked keys, 1 removed"))
 			show_log(log);
 		ck_assert_int_eq(rc, 0);
@@ -913,11 +997,11 @@ START_TEST(test_missing_index)
 		const char *verify[] = {"-db", missing, "-fix", "verify", NULL};
 		const char *rebalance[] = {"-db", missing, "rebalance", NULL};
 		const char *rebuild[] = {"-db", newdb, "-from", missing, "rebuild", NULL};
-		ck_assert_int_eq(mkv_run(true, gc, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, gc, log), 1);
 		ck_assert(log_has(log, "no index at"));
-		ck_assert_int_eq(mkv_run(true, verify, log, 0), 1);
-		ck_assert_int_eq(mkv_run(true, rebalance, log, 0), 1);
-		ck_assert_int_eq(mkv_run(true, rebuild, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, verify, log), 1);
+		ck_assert_int_eq(mkv_run(true, rebalance, log), 1);
+		ck_assert_int_eq(mkv_run(true, rebuild, log), 1);
 		ck_assert(log_has(log, "-from: no index at"));
 	}
 	ck_assert_int_ne(access(missing, F_OK), 0);
@@ -928,7 +1012,7 @@ START_TEST(test_missing_index)
 		const char *gc[] = {"-db", missing, "-delete", "gc", NULL};
 		ck_assert_ptr_nonnull(idx);
 		index_close(idx);
-		ck_assert_int_eq(mkv_run(true, gc, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, gc, log), 1);
 		ck_assert(log_has(log, "the index holds no key"));
 		ck_assert(log_has(log, " 0 deleted (a dry run"));
 	}
@@ -945,11 +1029,11 @@ START_TEST(test_missing_index)
 		const char *rebuild[] = {"-db", deep, "rebuild", NULL};
 		const char *verify[] = {"-db", deep, "verify", NULL};
 		const char *bad[] = {"-db", under, "rebuild", NULL};
-		ck_assert_int_eq(mkv_run(true, rebuild, log, 0), 0);
-		ck_assert_int_eq(mkv_run(true, verify, log, 0), 0);
+		ck_assert_int_eq(mkv_run(true, rebuild, log), 0);
+		ck_assert_int_eq(mkv_run(true, verify, log), 0);
 		ck_assert(log_has(log, "verify: 1 keys"));
 		write_file(plain, "", 0);   /* a regular file: no directory under it */
-		ck_assert_int_eq(mkv_run(true, bad, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, bad, log), 1);
 		ck_assert(!log_has(log, "in use"));
 		ck_assert(log_has(log, "cannot open index"));
 		free(deep);
@@ -1035,6 +1119,84 @@ static void same_tree(const char *a, const char *b)
 	ck_assert_int_eq(count_files(b), nfiles);
 }
 
+/* Of the tree at a, how many files b holds under their real names; with
+ * compare, each one byte for byte (a get cut short leaves no partial file
+ * there). */
+static int part_of_tree(const char *a, const char *b, bool compare)
+{
+	int n = 0;
+	for (int i = 0; i < nfiles; i++) {
+		char *rel = tree_name(i), *pa = xasprintf("%s/%s", a, rel);
+		char *pb = xasprintf("%s/%s", b, rel);
+		size_t na, nb;
+		if (access(pb, F_OK) == 0 && compare) {
+			char *x = file_bytes(pa, &na), *y = file_bytes(pb, &nb);
+			ck_assert_msg(na == nb && !memcmp(x, y, na), "%s differs from %s", pb, pa);
+			free(x);
+			free(y);
+		}
+		n += access(pb, F_OK) == 0;
+		free(pa);
+		free(pb);
+		free(rel);
+	}
+	return n;
+}
+
+/* How many live keys the master lists under prefix (at most limit; 0: all). */
+static int count_keys(const char *prefix, int limit)
+{
+	struct resp r;
+	char *p = key_url(prefix), *u = xasprintf("%s?list&limit=%d", p, limit ? limit : 1000000);
+	json_t *doc, *keys;
+	int n;
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	doc = json_loadb(r.body.data, r.body.len, 0, NULL);
+	keys = json_object_get(doc, "keys");
+	ck_assert_msg(json_is_array(keys), "?list answered %s", r.body.data);
+	n = (int)json_array_size(keys);
+	json_decref(doc);
+	h_resp_free(&r);
+	free(u);
+	free(p);
+	return n;
+}
+
+/* A run's summary, "<verb>: F files, M MB, S skipped ...": F and S. */
+static void summary_counts(const char *log, const char *verb, int *files, int *skipped)
+{
+	char *s = h_read_file(log), *want = xasprintf("%s: ", verb);
+	bool found = false;
+	for (char *p = s; !found && (p = strstr(p, want)); p++)
+		found = sscanf(p + strlen(want), "%d files, %*f MB, %d skipped", files,
+			       skipped) == 2;
+	if (!found)
+		show_log(log);
+	ck_assert_msg(found, "no %s summary", verb);
+	free(want);
+	free(s);
+}
+
+/* The interrupted put and get stop once a fifth of the tree is across. */
+struct progress {
+	const char *prefix;    /* put: keys listed under it */
+	const char *dir;       /* get: files under their real names in it */
+	const char *src;
+	int want;
+};
+
+static bool put_enough(void *ctx)
+{
+	struct progress *p = ctx;
+	return count_keys(p->prefix, p->want) >= p->want;
+}
+
+static bool get_enough(void *ctx)
+{
+	struct progress *p = ctx;
+	return part_of_tree(p->src, p->dir, false) >= p->want;
+}
+
 /* A key whose name is not UTF-8 comes out of ?list with U+FFFD (as from
  * Go's encoding/json), so the online commands cannot reach it: they say
  * so and fail (exit 1) instead of taking it for deleted. */
@@ -1053,11 +1215,11 @@ START_TEST(test_not_utf8)
 		const char *put[] = {"-master", M.base + 7, "put", src, "/l1", NULL};
 		const char *get[] = {"-master", M.base + 7, "get", "/l1", dst, NULL};
 		const char *verify[] = {"-master", M.base + 7, "verify", NULL};
-		ck_assert_int_eq(mkv_run(false, put, log, 0), 0);
-		ck_assert_int_eq(mkv_run(false, get, log, 0), 1);
+		ck_assert_int_eq(mkv_run(false, put, log), 0);
+		ck_assert_int_eq(mkv_run(false, get, log), 1);
 		ck_assert(log_has(log, "not UTF-8"));
 		ck_assert(log_has(log, "1 failed"));
-		ck_assert_int_eq(mkv_run(true, verify, log, 0), 1);
+		ck_assert_int_eq(mkv_run(true, verify, log), 1);
 		ck_assert(log_has(log, "not UTF-8"));
 	}
 	free(src);
@@ -1066,6 +1228,25 @@ START_TEST(test_not_utf8)
 	cluster_down();
 }
 END_TEST
+
+/* Has pid a socket open (has it begun to talk to the cluster)? */
+static bool has_socket(pid_t pid)
+{
+	char *d = xasprintf("/proc/%d/fd", (int)pid), link[64];
+	DIR *dir = opendir(d);
+	struct dirent *e;
+	bool yes = false;
+	while (dir && !yes && (e = readdir(dir))) {
+		char *p = xasprintf("%s/%s", d, e->d_name);
+		ssize_t n = readlink(p, link, sizeof(link) - 1);
+		yes = n > 7 && !memcmp(link, "socket:", 7);
+		free(p);
+	}
+	if (dir)
+		closedir(dir);
+	free(d);
+	return yes;
+}
 
 /* Ctrl-C (SIGINT) or SIGTERM: a command stops at once, as before, but
  * first says where it was, and exits 128 + the signal. */
@@ -1087,8 +1268,13 @@ START_TEST(test_interrupted)
 		char *argv[] = {bin, "-volumes", vols, "-replicas", REPLICAS, "-master",
 				M.base + 7, "-rate", "0.2", "verify", NULL};
 		unlink(log);
+		uint64_t end = now_ms() + 30000;
 		pid = h_spawn(argv, log);
-		usleep(700000);
+		/* once it talks to the cluster, its work (and progress line) has begun */
+		while (!has_socket(pid)) {
+			ck_assert_msg(now_ms() < end, "verify opened no connection in 30 s");
+			usleep(5000);
+		}
 		ck_assert_int_eq(kill(pid, sigs[i]), 0);
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 		if (!WIFEXITED(st))
@@ -1106,6 +1292,32 @@ START_TEST(test_interrupted)
 }
 END_TEST
 
+/* h_spawn, but as nobody (65534) when root: root reads any directory.
+ * A child that cannot drop root exits 125 before it runs anything. */
+static pid_t spawn_unprivileged(char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getenv("MKV_CHILD_ASAN_OPTIONS"))
+			setenv("ASAN_OPTIONS", getenv("MKV_CHILD_ASAN_OPTIONS"), 1);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(126);
+		close(fd);
+		if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setgid(65534) < 0 ||
+				       setuid(65534) < 0 || geteuid() == 0)) {
+			fprintf(stderr, "cannot drop root: %s\n", strerror(errno));
+			_exit(125);
+		}
+		execv(argv[0], argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
 /* A directory put cannot read: its files are not sent, and that is a
  * failure (exit 1), not a silent skip; a symlink is not followed, and
  * said.  Run as nobody when root (root reads any directory). */
@@ -1114,11 +1326,6 @@ START_TEST(test_put_unreadable)
 	char *src = NULL, *sub, *f, *log, *bin = h_bin("mkv");
 	int st;
 	pid_t pid;
-	if (geteuid() == 0 && access("/usr/bin/setpriv", X_OK) != 0) {
-		fprintf(stderr, "put_unreadable: skipped (root, and no setpriv)\n");
-		free(bin);
-		return;
-	}
 	cluster_up_kind(VOL_MKV);
 	chmod(tmp, 0755);
 	src = xasprintf("%s/unreadable", tmp);
@@ -1137,9 +1344,8 @@ START_TEST(test_put_unreadable)
 	free(f);
 	ck_assert_int_eq(chmod(sub, 0), 0);
 	{
-		char *argv[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
-				"--clear-groups", bin, "-master", M.base + 7, "put", src, "/u", NULL};
-		pid = h_spawn(geteuid() == 0 ? argv : argv + 4, log);
+		char *argv[] = {bin, "-master", M.base + 7, "put", src, "/u", NULL};
+		pid = spawn_unprivileged(argv, log);
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
@@ -1175,14 +1381,25 @@ START_TEST(test_putget)
 	/* interrupted, then resumed: everything arrives, nothing twice */
 	const char *put[] = {"-master", M.base + 7, "-workers", "8", "put", args_dir,
 			     "/ds/set 1", NULL};
-	rc = mkv_run(false, put, log, 300);
-	ck_assert(rc == -1 || rc == 0);
-	rc = mkv_run(false, put, log, 0);
+	struct progress pp = {.prefix = "/ds/set 1/", .dir = dst, .src = src,
+			      .want = nfiles / 5 > 0 ? nfiles / 5 : 1};
+	int done, files, skipped;
+	mkv_interrupt("put", put, log, put_enough, &pp);
+	done = count_keys(pp.prefix, 0);
+	fprintf(stderr, "putget: put killed with %d of %d files sent\n", done, nfiles);
+	ck_assert_int_ge(done, pp.want);
+	ck_assert_msg(done < nfiles, "the interrupted put had sent every file");
+	rc = mkv_run(false, put, log);
 	if (rc != 0)
 		show_log(log);
 	ck_assert_int_eq(rc, 0);
 	ck_assert(log_has(log, " 0 differ, 0 failed"));
-	rc = mkv_run(false, put, log, 0);
+	/* what had arrived is skipped (and what was in flight, if it arrived) */
+	summary_counts(log, "put", &files, &skipped);
+	ck_assert_int_ge(skipped, done);
+	ck_assert_int_eq(files + skipped, nfiles);
+	ck_assert_int_eq(count_keys(pp.prefix, 0), nfiles);
+	rc = mkv_run(false, put, log);
 	{
 		char want[64];
 		snprintf(want, sizeof(want), "put: 0 files, 0.0 MB, %d skipped", nfiles);
@@ -1200,14 +1417,21 @@ START_TEST(test_putget)
 
 	const char *get[] = {"-master", M.base + 7, "-workers", "8", "get", "/ds/set 1/", dst,
 			     NULL};
-	rc = mkv_run(false, get, log, 200);
-	ck_assert(rc == -1 || rc == 0);
-	rc = mkv_run(false, get, log, 0);
+	mkv_interrupt("get", get, log, get_enough, &pp);
+	done = part_of_tree(src, dst, true);
+	fprintf(stderr, "putget: get killed with %d of %d files fetched\n", done, nfiles);
+	ck_assert_int_ge(done, pp.want);
+	ck_assert_msg(done < nfiles, "the interrupted get had fetched every file");
+	rc = mkv_run(false, get, log);
 	if (rc != 0)
 		show_log(log);
 	ck_assert_int_eq(rc, 0);
+	/* the files there, intact, are skipped; only the rest is fetched */
+	summary_counts(log, "get", &files, &skipped);
+	ck_assert_int_eq(skipped, done);
+	ck_assert_int_eq(files, nfiles - done);
 	same_tree(src, dst);
-	rc = mkv_run(false, get, log, 0);
+	rc = mkv_run(false, get, log);
 	{
 		char want[64];
 		snprintf(want, sizeof(want), "get: 0 files, 0.0 MB, %d skipped", nfiles);
@@ -1220,14 +1444,14 @@ START_TEST(test_putget)
 	{
 		char *rel = tree_name(3), *p = xasprintf("%s/%s", dst, rel);
 		write_file(p, "damaged", 7);
-		rc = mkv_run(false, get, log, 0);
+		rc = mkv_run(false, get, log);
 		ck_assert_int_eq(rc, 0);
 		ck_assert(log_has(log, "get: 1 files"));
 		same_tree(src, dst);
 		/* changed locally: put reports it and does not overwrite */
 		write_file(p, "changed", 7);
 		const char *put2[] = {"-master", M.base + 7, "put", dst, "/ds/set 1", NULL};
-		rc = mkv_run(false, put2, log, 0);
+		rc = mkv_run(false, put2, log);
 		if (rc != 1 || !log_has(log, "1 differ, 0 failed")) {
 			show_log(log);
 			ck_abort_msg("put of a changed file: exit %d", rc);
@@ -1247,12 +1471,174 @@ START_TEST(test_putget)
 		const char *bad1[] = {"-master", M.base + 7, "put", src, NULL};
 		const char *bad2[] = {"put", src, "/x", NULL};
 		const char *bad3[] = {"-master", M.base + 7, "put", "/nonexistent/dir", "/x", NULL};
-		ck_assert_int_eq(mkv_run(false, bad1, log, 0), 2);
-		ck_assert_int_eq(mkv_run(false, bad2, log, 0), 2);
-		ck_assert_int_eq(mkv_run(false, bad3, log, 0), 1);
+		ck_assert_int_eq(mkv_run(false, bad1, log), 2);
+		ck_assert_int_eq(mkv_run(false, bad2, log), 2);
+		ck_assert_int_eq(mkv_run(false, bad3, log), 1);
 	}
 	free(src);
 	free(dst);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
+/* get writes a key only to a safe path below its directory: a key whose
+ * rest has a "..", "." or empty segment (an absolute path) is refused and
+ * counted failed, and nothing is written outside the directory (or at
+ * the absolute path).  The master stores such keys as they come; the
+ * dots are percent-escaped on the wire, or curl would resolve them. */
+START_TEST(test_get_unsafe)
+{
+	char *log, *top, *dir, *abs, *abskey;
+	const char *unsafe[] = {"/pg/%2E%2E/evil", "/pg/sub/%2E%2E/%2E%2E/evil2", "/pg/%2E%2E",
+				"/pg/a/%2E/b", "/pg/a/%2E%2E", NULL};
+	int n = 0, files, skipped;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/unsafe.log", tmp);
+	top = xasprintf("%s/o1", tmp);
+	dir = xasprintf("%s/o1/o2", tmp);
+	abs = xasprintf("%s/abs", tmp);
+	ck_assert_int_eq(put_key("/pg/ok", "fine", 4), 201);
+	for (; unsafe[n]; n++) {
+		struct resp r;
+		char *u = xasprintf("%s%s", M.base, unsafe[n]);
+		ck_assert_int_eq(h_http("PUT", u, "bad", 3, NULL, false, &r), 201);
+		h_resp_free(&r);
+		free(u);
+	}
+	abskey = xasprintf("/pg/%s", abs);   /* "/pg//tmp/...": its rest is absolute */
+	ck_assert_int_eq(put_key(abskey, "bad", 3), 201);
+	n++;
+	mkdir(top, 0755);
+	{
+		const char *get[] = {"-master", M.base + 7, "get", "/pg", dir, NULL};
+		int rc = mkv_run(false, get, log);
+		if (rc != 1)
+			show_log(log);
+		ck_assert_int_eq(rc, 1);
+	}
+	summary_counts(log, "get", &files, &skipped);
+	ck_assert_int_eq(files, 1);
+	{
+		char want[64];
+		snprintf(want, sizeof(want), "%d failed", n);
+		if (!log_has(log, want))
+			show_log(log);
+		ck_assert_msg(log_has(log, want), "get did not refuse the %d unsafe keys", n);
+	}
+	ck_assert(log_has(log, "/pg/../evil: not a safe file name below the directory"));
+	ck_assert(log_has(log, abskey));
+	/* only the safe key's file, nothing above the directory, nothing at the
+	 * absolute path */
+	{
+		char *ok = xasprintf("%s/ok", dir);
+		size_t len;
+		char *b = file_bytes(ok, &len);
+		ck_assert_uint_eq(len, 4);
+		ck_assert_mem_eq(b, "fine", 4);
+		free(b);
+		free(ok);
+	}
+	ck_assert_int_eq(count_files(top), 1);
+	ck_assert_int_ne(access(abs, F_OK), 0);
+	free(abskey);
+	free(abs);
+	free(dir);
+	free(top);
+	free(log);
+	cluster_down();
+}
+END_TEST
+
+/* verify without HASH (a master with -md5sum=false): the md5 a strict
+ * majority of a key's replicas has is the truth.  Three replicas, one
+ * corrupted on disk: verify reports that one, -fix copies the majority's
+ * bytes over it.  Two corrupted, each differently: no majority, reported
+ * and failed, and -fix writes nothing. */
+START_TEST(test_verify_majority)
+{
+	static const char *const flags[] = {"-replicas", "3", "-subvolumes", SUBVOLUMES,
+					    "-md5sum=false", NULL};
+	char locs[RECORD_MAX_LOCS][LOC_MAX], *log, *files[3], *orig, path[PATH_MAX_LEN];
+	size_t n;
+	int nl;
+	httpc_global_init();
+	tmp = h_tmpdir();
+	for (int v = 0; v < NVOL; v++)
+		h_vol_start(&V[v], VOL_MKV);
+	memset(&M, 0, sizeof(M));
+	h_master_start(&M, V, NVOL, flags);
+	log = xasprintf("%s/majority.log", tmp);
+	orig = value(7, &n);
+	for (int i = 0; i < 10; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "/maj/%d", i);
+		ck_assert_int_eq(put_key(key, orig, n), 201);
+	}
+	{   /* no HASH: the master has no md5 to give */
+		struct resp r;
+		char *u = key_url("/maj/1");
+		ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+		ck_assert_ptr_null(h_header(&r, "Content-Md5"));
+		h_resp_free(&r);
+		free(u);
+	}
+	const char *verify[] = {"-master", M.base + 7, "verify", NULL};
+	const char *fix[] = {"-master", M.base + 7, "-fix", "verify", NULL};
+	ck_assert_int_eq(mkv_run(true, verify, log), 0);
+	ck_assert(log_has(log, "verify: 10 keys, 30 replicas checked, 0 missing, 0 corrupt"));
+
+	/* one of three corrupted: the odd one is reported, and fixed */
+	key_locs("/maj/1", locs, &nl);
+	ck_assert_int_eq(nl, 3);
+	placement_path("/maj/1", 6, path);
+	for (int j = 0; j < 3; j++)
+		files[j] = replica_file("/maj/1", locs[j]);
+	{
+		/* the first replica: the one a "first copy wins" rule would trust */
+		int fd = open(files[0], O_WRONLY);
+		char *want = xasprintf("/maj/1: http://%s%s is corrupt", locs[0], path);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, "ODD", 3, 10), 3);
+		close(fd);
+		ck_assert_int_eq(mkv_run(true, verify, log), 1);
+		if (!log_has(log, "0 missing, 1 corrupt, 0 fixed, 0 failed") || !log_has(log, want))
+			show_log(log);
+		ck_assert(log_has(log, "0 missing, 1 corrupt, 0 fixed, 0 failed"));
+		ck_assert_msg(log_has(log, want), "verify did not name the odd replica");
+		free(want);
+	}
+	ck_assert_int_eq(mkv_run(true, fix, log), 0);
+	ck_assert(log_has(log, "0 missing, 1 corrupt, 1 fixed, 0 failed"));
+	for (int j = 0; j < 3; j++) {
+		size_t len;
+		char *b = file_bytes(files[j], &len);
+		ck_assert_msg(len == n && !memcmp(b, orig, n), "%s is not the majority's", files[j]);
+		free(b);
+	}
+	ck_assert_int_eq(mkv_run(true, verify, log), 0);
+
+	/* two of three corrupted, differently: no majority, nothing written */
+	for (int j = 1; j < 3; j++) {
+		int fd = open(files[j], O_WRONLY);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, j == 1 ? "ONE" : "TWO", 3, 10), 3);
+		close(fd);
+	}
+	ck_assert_int_eq(mkv_run(true, fix, log), 1);
+	if (!log_has(log, "no majority") || !log_has(log, "0 corrupt, 0 fixed, 1 failed"))
+		show_log(log);
+	ck_assert(log_has(log, "/maj/1: no HASH, and its copies disagree with no majority"));
+	ck_assert(log_has(log, "0 missing, 0 corrupt, 0 fixed, 1 failed"));
+	for (int j = 0; j < 3; j++) {
+		size_t len;
+		char *b = file_bytes(files[j], &len);
+		ck_assert_uint_eq(len, n);
+		ck_assert_mem_eq(b + 10, j == 0 ? orig + 10 : j == 1 ? "ONE" : "TWO", 3);
+		free(b);
+		free(files[j]);
+	}
+	free(orig);
 	free(log);
 	cluster_down();
 }
@@ -1293,6 +1679,14 @@ Suite *tools_suite(void)
 	tc = tcase_create("put_unreadable");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_put_unreadable);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("get_unsafe");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_get_unsafe);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("verify_majority");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_verify_majority);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("putget");
 	tcase_set_timeout(tc, 600);

@@ -7,7 +7,10 @@ import hashlib, os, shutil, subprocess, sys, tempfile
 
 END = sys.argv[1]
 WORK = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp()
-ONLY = os.environ.get("S3_CLIENTS", "boto3,aws,rclone,s3cmd").split(",")
+CLIENTS = ("boto3", "aws", "rclone", "s3cmd")
+# S3_CLIENTS=boto3,aws (development) runs only those; the others are said
+# to be skipped, and a name that is no client's is an error, not a skip.
+ONLY = os.environ.get("S3_CLIENTS", ",".join(CLIENTS)).split(",")
 os.makedirs(WORK, exist_ok=True)
 ENV = dict(os.environ, AWS_ACCESS_KEY_ID="mkv", AWS_SECRET_ACCESS_KEY="mkv",
            AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
@@ -233,8 +236,34 @@ def s3cmd_tests():
     print("s3cmd: ok", flush=True)
 
 
+def installed(name):
+    """Why the client cannot run, or None."""
+    if name == "boto3":
+        try:
+            import boto3  # noqa: F401
+            return None
+        except ImportError as e:
+            return "python3 cannot import boto3 (%s)" % e
+    return None if shutil.which(name, path=ENV.get("PATH")) else "no %s in PATH" % name
+
+
+unknown = [n for n in ONLY if n not in CLIENTS]
+check(not unknown, "S3_CLIENTS names no client: %s (they are %s)" % (unknown, ", ".join(CLIENTS)))
+# A client that is not installed fails the run: tools/deps.sh installs
+# them all (python3-boto3, awscli, rclone, s3cmd).
+for name in ONLY:
+    why = installed(name)
+    check(why is None, "%s cannot run: %s; tools/deps.sh installs it" % (name, why))
+ran, skipped = [], [n for n in CLIENTS if n not in ONLY]
 for name, fn in (("boto3", boto3_tests), ("aws", aws_tests), ("rclone", rclone_tests),
                  ("s3cmd", s3cmd_tests)):
     if name in ONLY:
+        print("%s: running" % name, flush=True)
         fn()
+        ran.append(name)
+print("s3_clients: ran %s" % (", ".join(ran) or "none"), flush=True)
+if skipped:
+    print("s3_clients: SKIPPED %s (not in S3_CLIENTS=%s)" % (", ".join(skipped),
+                                                             os.environ["S3_CLIENTS"]),
+          flush=True)
 shutil.rmtree(WORK, ignore_errors=True)
