@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""scenarios.py -- mkv across hosts: the scenarios of the multi-host bed.
+
+Run by tests/hosts/bed.sh inside the clients' namespace (`make test-hosts`):
+
+    tests/hosts/bed.sh run 5 python3 tests/hosts/scenarios.py [NAME...]
+
+Each scenario starts its own master and volumes, each in its host's
+namespace, and stops them at its end.  Every scenario checks that no
+acknowledged write is lost, that every request gets an answer within its
+timeout, and that nothing hangs.  Lines starting with FIGURE are
+measurements for docs/testing.md; nothing asserts a speed.
+
+MKV_BIN (binaries), MKV_ROOT (the repository) and MKV_RELAY (the relay's
+binary) come from the Makefile; MKV_BED, MKV_BED_DIR, MKV_BED_NVOL from
+bed.sh.
+"""
+import base64
+import hashlib
+import http.client
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+BED = os.environ.get("MKV_BED", "")
+BEDDIR = os.environ.get("MKV_BED_DIR", "/tmp")
+NVOL = int(os.environ.get("MKV_BED_NVOL", "5"))
+BIN = os.environ.get("MKV_BIN", "bin")
+ROOT = os.environ.get("MKV_ROOT", ".")
+RELAY = os.environ.get("MKV_RELAY", "build/tests/hosts/relay")
+BEDSH = os.path.join(ROOT, "tests/hosts/bed.sh")
+MASTER_PORT = 3000
+VOL_PORT = 8081      # the volume server, on every address of its host
+RELAY_PORT = 8080    # the delaying relay in front of it, on the host's address
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+def figure(text):
+    print("FIGURE: " + text, flush=True)
+
+
+def note(text):
+    print("  " + text, flush=True)
+
+
+def addr(host):
+    if host == "m":
+        return "10.231.0.2"
+    if host == "c":
+        return "10.231.0.3"
+    return "10.231.0.%d" % (10 + int(host[1:]))
+
+
+def bed(*args):
+    subprocess.run([BEDSH] + list(args), check=True)
+
+
+def wait_port(host, port, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise Failed("nothing listens on %s:%d after %.0f s" % (host, port, timeout))
+
+
+def body_of(key, size):
+    """The bytes stored under key: a pattern that depends on the key."""
+    seed = hashlib.md5(key.encode()).digest()
+    return (seed * (size // 16 + 1))[:size]
+
+
+class Proc:
+    """A process in host's namespace; its output goes to log."""
+
+    def __init__(self, host, argv, log):
+        self.host, self.argv, self.log = host, argv, log
+        self.start()
+
+    def start(self):
+        env = dict(os.environ)
+        if env.get("MKV_CHILD_ASAN_OPTIONS"):   # as tests/harness.c does
+            env["ASAN_OPTIONS"] = env["MKV_CHILD_ASAN_OPTIONS"]
+        with open(self.log, "ab") as f:
+            self.p = subprocess.Popen(["ip", "netns", "exec", "%s-%s" % (BED, self.host)] +
+                                      self.argv, stdout=f, stderr=subprocess.STDOUT,
+                                      start_new_session=True, env=env)
+
+    def kill(self, sig):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, sig)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is not None:
+            return self.p.returncode
+        self.kill(sig)
+        try:
+            return self.p.wait(10)
+        except subprocess.TimeoutExpired:
+            self.kill(signal.SIGKILL)
+            return self.p.wait()
+
+
+class Cluster:
+    """Volumes v1..vn (mkv-volume or nginx), each behind a relay when
+    delay_ms is not None, and a master on m; everything stopped at exit."""
+
+    def __init__(self, name, nvol, delay_ms=None, kind="mkv", flags=()):
+        self.dir = os.path.join(BEDDIR, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.procs = []
+        self.vols = []       # (host, name, data dir, proc, relay)
+        self.flags = list(flags)
+        self.master = None
+        for i in range(1, nvol + 1):
+            self.add_volume("v%d" % i, kind, delay_ms)
+
+    def add_volume(self, host, kind, delay_ms):
+        data = os.path.join(self.dir, host)
+        os.makedirs(data, exist_ok=True)
+        log = os.path.join(self.dir, host + ".log")
+        if kind == "mkv":
+            argv = [os.path.join(BIN, "mkv-volume"), "-port", str(VOL_PORT), data]
+        else:
+            argv = ["/bin/sh", os.path.join(ROOT, "deploy/nginx/mkv-nginx-volume"),
+                    str(VOL_PORT), data]
+        proc = Proc(host, argv, log)
+        self.procs.append(proc)
+        wait_port(addr(host), VOL_PORT)
+        relay = None
+        port = VOL_PORT
+        if delay_ms is not None:
+            relay = Proc(host, [RELAY, "%s:%d" % (addr(host), RELAY_PORT),
+                                "127.0.0.1:%d" % VOL_PORT, str(delay_ms)],
+                         os.path.join(self.dir, host + ".relay.log"))
+            self.procs.append(relay)
+            wait_port(addr(host), RELAY_PORT)
+            port = RELAY_PORT
+        self.vols.append((host, "%s:%d" % (addr(host), port), data, proc, relay))
+
+    def volumes_arg(self, n=None):
+        return ",".join(v[1] for v in self.vols[:n])
+
+    def start_master(self, nvol=None):
+        self.db = os.path.join(self.dir, "db")
+        self.mlog = os.path.join(self.dir, "master.log")
+        self.master = Proc("m", [os.path.join(BIN, "mkv"), "-volumes", self.volumes_arg(nvol),
+                                 "-db", self.db, "-port", str(MASTER_PORT)] + self.flags +
+                           ["server"], self.mlog)
+        self.procs.append(self.master)
+        wait_port(addr("m"), MASTER_PORT)
+
+    def restart_master(self, sig=signal.SIGKILL, nvol=None):
+        self.master.stop(sig)
+        self.procs.remove(self.master)
+        self.start_master(nvol)
+
+    def master_log(self):
+        with open(self.mlog, errors="replace") as f:
+            return f.read()
+
+    def wait_log(self, pattern, timeout):
+        """Wait for a line of the master's log matching pattern; its time."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if re.search(pattern, self.master_log()):
+                return time.monotonic()
+            time.sleep(0.05)
+        raise Failed("the master did not log /%s/ within %.0f s" % (pattern, timeout))
+
+    def ops(self, *args, host="m", timeout=600, nvol=None):
+        """Run mkv ARGS... (an ops command) on host; returns its output."""
+        argv = ["ip", "netns", "exec", "%s-%s" % (BED, host), os.path.join(BIN, "mkv"),
+                "-volumes", self.volumes_arg(nvol)] + list(args)
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=timeout)
+        out = r.stdout.decode(errors="replace")
+        check(r.returncode == 0, "mkv %s failed (%d): %s" % (" ".join(args), r.returncode,
+                                                               out[-2000:]))
+        return out
+
+    def stop(self):
+        for p in reversed(self.procs):
+            p.stop()
+        self.procs = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+MASTER = addr("m")
+
+
+def request(method, path, body=None, timeout=30.0, host=MASTER, port=MASTER_PORT, conn=None):
+    """One request: (status, headers dict lowercased, body); status -1 with
+    the reason when no answer came."""
+    own = conn is None
+    c = conn or http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        c.request(method, path, body=body)
+        r = c.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    except (OSError, http.client.HTTPException) as e:
+        c.close()
+        return -1, {}, repr(e).encode()
+    finally:
+        if own:
+            c.close()
+
+
+def get_follow(path, timeout=30.0):
+    """GET through the master, then the volume it redirects to."""
+    st, h, b = request("GET", path, timeout=timeout)
+    if st != 302:
+        return st, h, b
+    m = re.match(r"http://([^/:]+):(\d+)(/.*)", h["location"])
+    return request("GET", m.group(3), timeout=timeout, host=m.group(1), port=int(m.group(2)))
+
+
+def loadgen(*args):
+    r = subprocess.run([os.path.join(BIN, "loadgen")] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=600)
+    out = r.stdout.decode(errors="replace")
+    check(r.returncode == 0, "loadgen %s: %s" % (" ".join(args), out[-1000:]))
+    return dict(re.findall(r"(\w+)=([\d.]+)", out))
+
+
+# ---------------------------------------------------------------- scenarios
+
+SCENARIOS = []
+
+
+def scenario(fn):
+    SCENARIOS.append(fn)
+    return fn
+
+
+class Load:
+    """nw writers PUT fresh keys (1 KiB; every 8th 256 KiB, which streams)
+    and nr readers GET acknowledged ones through the master and the volume
+    it names, until stop().  Every request is recorded."""
+
+    def __init__(self, prefix, nw, nr, put_timeout=90.0, get_timeout=10.0):
+        self.prefix, self.put_timeout, self.get_timeout = prefix, put_timeout, get_timeout
+        self.lock = threading.Lock()
+        self.writes = []     # (t0, t1, status, key, size, reason)
+        self.reads = []      # (t0, t1, master status, location host or None, volume status, ok)
+        self.acked = []      # (key, size)
+        self.done = threading.Event()
+        self.threads = [threading.Thread(target=self.writer, args=(i,)) for i in range(nw)]
+        self.threads += [threading.Thread(target=self.reader, args=(i,)) for i in range(nr)]
+        for t in self.threads:
+            t.start()
+
+    def writer(self, i):
+        conn, n = None, 0
+        while not self.done.is_set():
+            key = "%s/w%d/%d" % (self.prefix, i, n)
+            size = 256 << 10 if n % 8 == 7 else 1024
+            n += 1
+            conn = conn or http.client.HTTPConnection(MASTER, MASTER_PORT,
+                                                      timeout=self.put_timeout)
+            t0 = time.monotonic()
+            st, _, b = request("PUT", key, body_of(key, size), conn=conn)
+            t1 = time.monotonic()
+            if st < 0:
+                conn = None
+            with self.lock:
+                self.writes.append((t0, t1, st, key, size, b[:200]))
+                if st == 201:
+                    self.acked.append((key, size))
+
+    def reader(self, i):
+        rnd = random.Random(i)
+        while not self.done.is_set():
+            with self.lock:
+                pick = rnd.choice(self.acked) if self.acked else None
+            if not pick:
+                time.sleep(0.01)
+                continue
+            key, size = pick
+            t0 = time.monotonic()
+            st, h, _ = request("GET", key, timeout=self.get_timeout)
+            host, vst, ok = None, None, False
+            if st == 302:
+                m = re.match(r"http://([^/:]+):(\d+)(/.*)", h["location"])
+                host = m.group(1)
+                vst, _, b = request("GET", m.group(3), host=host, port=int(m.group(2)),
+                                    timeout=self.get_timeout)
+                ok = vst == 200 and b == body_of(key, size)
+            with self.lock:
+                self.reads.append((t0, time.monotonic(), st, host, vst, ok))
+
+    def stop(self, timeout):
+        self.done.set()
+        end = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, end - time.monotonic()))
+        check(not any(t.is_alive() for t in self.threads),
+              "a client still waits %.0f s after the load stopped: a request hangs" % timeout)
+
+    def stall(self, t_from, t_to):
+        """The longest time in [t_from, t_to] in which no write was acknowledged."""
+        ends = sorted(w[1] for w in self.writes if w[2] == 201 and t_from <= w[1] <= t_to)
+        marks = [t_from] + ends + [t_to]
+        return max(b - a for a, b in zip(marks, marks[1:]))
+
+
+def check_all_readable(acked, what):
+    """Every acknowledged key reads back whole (through the redirect)."""
+    bad = []
+    for key, size in acked:
+        st, _, b = get_follow(key)
+        if st != 200 or b != body_of(key, size):
+            bad.append("%s: %d" % (key, st))
+    check(not bad, "%d of %d acknowledged keys lost %s: %s" % (len(bad), len(acked), what,
+                                                               bad[:5]))
+
+
+def main():
+    names = sys.argv[1:]
+    if not BED:
+        print("scenarios.py: run me through tests/hosts/bed.sh (make test-hosts)")
+        return 2
+    failed = 0
+    for fn in SCENARIOS:
+        if names and fn.__name__ not in names:
+            continue
+        t0 = time.monotonic()
+        print("== %s" % fn.__name__, flush=True)
+        try:
+            fn()
+            print("PASS %s (%.1f s)" % (fn.__name__, time.monotonic() - t0), flush=True)
+        except Exception:
+            failed += 1
+            traceback.print_exc()
+            print("FAIL %s (%.1f s); logs in %s" % (fn.__name__, time.monotonic() - t0,
+                                                    os.path.join(BEDDIR, fn.__name__)),
+                  flush=True)
+            if os.environ.get("MKV_HOSTS_KEEP"):
+                print("MKV_HOSTS_KEEP: waiting; ^C to remove the bed", flush=True)
+                signal.pause()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
