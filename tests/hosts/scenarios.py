@@ -338,6 +338,66 @@ def check_all_readable(acked, what):
                                                                bad[:5]))
 
 
+@scenario
+def s2_cut_host():
+    """A volume host cut off mid-load: 16 writers, 16 readers, 5 hosts,
+    3 replicas, the master's default timeouts (-voltimeout 1s, -puttimeout
+    60s).  Writes go on by handoff within the health check's bound."""
+    stall_max = 15.0     # the bound is ~2 s (-voltimeout + one interval); -puttimeout is 60
+    with Cluster("s2_cut_host", 5) as cl:
+        cl.start_master()
+        cut = cl.vols[2]
+        load = Load("/s2", 16, 16)
+        time.sleep(3)
+        tc = time.monotonic()
+        bed("cut", cut[0])
+        td = cl.wait_log(r"volume %s.*marked down" % re.escape(cut[1]), 30)
+        time.sleep(20)
+        tend = time.monotonic()
+        load.stop(100)
+        bed("heal", cut[0])
+        cl.wait_log(r"volume %s subvolume \d+ is up" % re.escape(cut[1]), 30)
+        w = load.writes
+        after = [x for x in w if x[0] >= tc]
+        n5xx = sum(1 for x in w if x[2] >= 500)
+        stall = load.stall(tc, tend)
+        figure("s2: the checker marked %s down %.1f s after the cut; writes stalled %.1f s "
+               "at most; %d writes (%d after the cut), %d acknowledged, %d got 5xx %s; "
+               "%d reads, %d failed" % (cut[1], td - tc, stall, len(w), len(after),
+                                        len(load.acked), n5xx,
+                                        sorted(set(x[2] for x in w if x[2] >= 500)),
+                                        len(load.reads),
+                                        sum(1 for r in load.reads if not r[5])))
+        for x in w:
+            if x[2] >= 500:
+                note("%.1f s after the cut, %.1f s: %d %s" % (x[0] - tc, x[1] - x[0], x[2],
+                                                              x[5].decode(errors="replace")))
+                break
+        check(all(x[2] > 0 for x in w), "a PUT got no answer: %s" %
+              [x[5] for x in w if x[2] <= 0][:3])
+        check(all(x[2] == 201 or x[2] >= 500 for x in w),
+              "a PUT got neither 201 nor 5xx: %s" % [x[2] for x in w][:20])
+        check(stall <= stall_max, "no write was acknowledged for %.1f s after the cut "
+              "(-voltimeout plus a check interval is ~2 s)" % stall)
+        late = [r for r in load.reads if r[0] > td]
+        check(late, "no read after the checker marked the host down")
+        check(not [r for r in late if r[3] == addr(cut[0])],
+              "a GET was redirected to the silent host after it was marked down")
+        check(all(r[2] == 302 and r[5] for r in late),
+              "a read failed after the host was marked down: %s" %
+              [r[2:5] for r in late if not (r[2] == 302 and r[5])][:5])
+        check_all_readable(load.acked, "while the host came back")
+        out = cl.ops("-master", "%s:%d" % (MASTER, MASTER_PORT), "rebalance")
+        note("rebalance: " + out.strip().splitlines()[-1])
+        out = cl.ops("-master", "%s:%d" % (MASTER, MASTER_PORT), "verify")
+        note("verify: " + out.strip().splitlines()[-1])
+        check_all_readable(load.acked, "after the rebalance")
+        unbalanced = [k for k, _ in load.acked
+                      if request("HEAD", k)[1].get("key-balance") != "balanced"]
+        check(not unbalanced, "%d keys still unbalanced after the rebalance: %s" %
+              (len(unbalanced), unbalanced[:3]))
+
+
 def main():
     names = sys.argv[1:]
     if not BED:
