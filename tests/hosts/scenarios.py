@@ -338,6 +338,101 @@ def check_all_readable(acked, what):
                                                                bad[:5]))
 
 
+
+def relay_bytes(cl, i):
+    """(bytes towards volume i, bytes back) through its relay so far."""
+    relay = cl.vols[i][4]
+    log = relay.log
+    with open(log, errors="replace") as f:
+        n0 = f.read().count("relay: accepted=")
+    relay.kill(signal.SIGUSR1)
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        with open(log, errors="replace") as f:
+            lines = re.findall(r"relay: accepted=\d+ to=(\d+) from=(\d+)", f.read())
+        if len(lines) > n0:
+            return int(lines[-1][0]), int(lines[-1][1])
+        time.sleep(0.02)
+    raise Failed("relay %s did not report" % cl.vols[i][1])
+
+
+def wrk(url, secs=3, conns=32):
+    """Requests answered and requests/s of wrk against url (no redirects followed)."""
+    r = subprocess.run(["wrk", "-t2", "-c%d" % conns, "-d%ds" % secs, url],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=secs + 60)
+    out = r.stdout.decode(errors="replace")
+    m = re.search(r"(\d+) requests in", out)
+    rate = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    check(r.returncode == 0 and m and rate, "wrk failed: %s" % out)
+    return int(m.group(1)), float(rate.group(1))
+
+
+def data_files(cl):
+    """Every file on the volumes' disks but the health check's markers:
+    (relative path, size) per volume host."""
+    out = {}
+    for host, _, data, _, _ in cl.vols:
+        files = []
+        for dirpath, _, names in os.walk(data):
+            for n in names:
+                if n == ".mkv" or "/.nginx" in dirpath:
+                    continue
+                full = os.path.join(dirpath, n)
+                files.append((os.path.relpath(full, data), os.path.getsize(full)))
+        out[host] = files
+    return out
+
+
+@scenario
+def s1_slow_links():
+    """Three replicas over links with 10 ms of delay each way (a relay in
+    front of every volume), against the same bed without delay: PUTs of
+    1 KiB and 64 MiB succeed, and GET -> 302 asks no volume."""
+    big = 64 << 20
+    res = {}
+    for delay in (0, 10):
+        name = "s1_slow_links_%dms" % delay
+        with Cluster(name, 3, delay_ms=delay) as cl:
+            cl.start_master()
+            base = "http://%s:%d" % (MASTER, MASTER_PORT)
+            lat = []
+            for i in range(40):
+                key = "/s1/one/%d" % i
+                t0 = time.monotonic()
+                st, _, b = request("PUT", key, body_of(key, 1024))
+                lat.append(time.monotonic() - t0)
+                check(st == 201, "PUT 1 KiB over %d ms links: %d %s" % (delay, st, b))
+            lat.sort()
+            put16 = loadgen("put", "-c", "16", "-n", "800", "-s", "1024", "-p", "/s1/many", base)
+            key = "/s1/big"
+            data = body_of(key, big)
+            t0 = time.monotonic()
+            st, _, b = request("PUT", key, data, timeout=600)
+            tbig = time.monotonic() - t0
+            check(st == 201, "PUT 64 MiB over %d ms links: %d %s" % (delay, st, b))
+            st, _, b = get_follow(key, timeout=600)
+            check(st == 200 and b == data, "GET 64 MiB back: %d, %d bytes" % (st, len(b)))
+            del data, b
+            # GET -> 302: count the bytes that reach the volumes meanwhile.
+            before = [relay_bytes(cl, i)[0] for i in range(3)]
+            n, rate = wrk(base + "/s1/one/1")
+            after = [relay_bytes(cl, i)[0] for i in range(3)]
+            sent = max(a - b for a, b in zip(after, before))
+            note("%d ms: %d GETs, at most %d bytes to a volume meanwhile" % (delay, n, sent))
+            # A HEAD of the blob is ~100 bytes: ten per GET is far more than
+            # the health checks' few hundred a second.
+            check(sent < 10 * n, "the master asked the volumes on the read path: %d bytes "
+                  "to a volume during %d GETs" % (sent, n))
+            check(all(get_follow("/s1/one/%d" % i)[0] == 200 for i in range(40)),
+                  "a 1 KiB key does not read back")
+            res[delay] = (lat[len(lat) // 2] * 1000, float(put16["rate"]),
+                          big / tbig / 1e6, rate)
+    for delay, (p50, r16, mbs, grate) in sorted(res.items()):
+        figure("s1: %2d ms links: PUT 1 KiB median %.1f ms one at a time, %.0f PUT/s with 16 "
+               "clients; PUT 64 MiB %.1f MB/s; GET->302 %.0f req/s (wrk -c32)" %
+               (delay, p50, r16, mbs, grate))
+
+
 @scenario
 def s2_cut_host():
     """A volume host cut off mid-load: 16 writers, 16 readers, 5 hosts,
