@@ -707,7 +707,7 @@ int httpc_stream_run(struct httpc_stream *s)
 	s->multi = NULL;
 	pthread_mutex_unlock(&s->mu);
 	for (int i = 0; i < s->cfg.n && s->started; i++) {
-		if (!s->rep[i].done)
+		if (!s->rep[i].done && !s->rep[i].req->err[0])
 			snprintf(s->rep[i].req->err, sizeof(s->rep[i].req->err),
 				 "stopped: another replica failed");
 		curl_multi_remove_handle(c->multi, s->rep[i].h);
