@@ -3,6 +3,8 @@
  * kernel has no netem.
  *
  *   relay LISTEN_ADDR:PORT TARGET_ADDR:PORT DELAY_MS
+ *   relay LISTEN_ADDR:PORT TARGET_ADDR:PORT /PATH   (the delay in a file,
+ *                                                  read again on SIGHUP)
  *
  * Each accepted connection gets its own connection to the target.  Bytes
  * read on one side reach the other DELAY_MS later, in order; an end of
@@ -261,7 +263,28 @@ static void accept_one(int lfd, const struct sockaddr_in *target)
 /* Events of a round whose connection an earlier event closed. */
 static struct side dead;
 
-static volatile sig_atomic_t stop, report;
+static volatile sig_atomic_t stop, report, reread;
+
+/* DELAY_MS, or the number in the file it names. */
+static uint64_t read_delay(const char *arg)
+{
+	char buf[32] = "";
+	FILE *f;
+	if (arg[0] != '/')
+		return strtoull(arg, NULL, 10);
+	if (!(f = fopen(arg, "r")) || !fgets(buf, sizeof(buf), f)) {
+		fprintf(stderr, "relay: cannot read the delay from %s\n", arg);
+		exit(2);
+	}
+	fclose(f);
+	return strtoull(buf, NULL, 10);
+}
+
+static void on_hup(int sig)
+{
+	(void)sig;
+	reread = 1;
+}
 static void on_term(int sig)
 {
 	(void)sig;
@@ -285,10 +308,11 @@ int main(int argc, char **argv)
 	}
 	parse_addr(argv[1], &la);
 	parse_addr(argv[2], &ta);
-	delay_ms = strtoull(argv[3], NULL, 10);
+	delay_ms = read_delay(argv[3]);
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
 	signal(SIGUSR1, on_usr1);
+	signal(SIGHUP, on_hup);
 	signal(SIGPIPE, SIG_IGN);
 	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (lfd < 0)
@@ -307,6 +331,11 @@ int main(int argc, char **argv)
 		struct epoll_event evs[64];
 		uint64_t now = now_ms(), next = UINT64_MAX;
 		int n, tmo;
+		if (reread) {
+			reread = 0;
+			delay_ms = read_delay(argv[3]);
+			fprintf(stderr, "relay: delay %llu ms\n", (unsigned long long)delay_ms);
+		}
 		if (report) {
 			report = 0;
 			fprintf(stderr, "relay: accepted=%llu to=%llu from=%llu\n", n_accepted, n_to,

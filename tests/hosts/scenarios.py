@@ -120,7 +120,8 @@ class Proc:
 
 class Cluster:
     """Volumes v1..vn (mkv-volume or nginx), each behind a relay when
-    delay_ms is not None, and a master on m; everything stopped at exit."""
+    delay_ms is not None (ms, or a file the relay reads it from; a list
+    gives each volume's), and a master on m; everything stopped at exit."""
 
     def __init__(self, name, nvol, delay_ms=None, kind="mkv", flags=()):
         self.dir = os.path.join(BEDDIR, name)
@@ -129,8 +130,9 @@ class Cluster:
         self.vols = []       # (host, name, data dir, proc, relay)
         self.flags = list(flags)
         self.master = None
+        delays = delay_ms if isinstance(delay_ms, list) else [delay_ms] * nvol
         for i in range(1, nvol + 1):
-            self.add_volume("v%d" % i, kind, delay_ms)
+            self.add_volume("v%d" % i, kind, delays[i - 1])
 
     def add_volume(self, host, kind, delay_ms):
         data = os.path.join(self.dir, host)
@@ -286,6 +288,7 @@ class Load:
             t1 = time.monotonic()
             if st < 0:
                 conn = None
+                time.sleep(0.05)    # the master is away: do not spin
             with self.lock:
                 self.writes.append((t0, t1, st, key, size, b[:200]))
                 if st == 201:
@@ -303,6 +306,8 @@ class Load:
             t0 = time.monotonic()
             st, h, _ = request("GET", key, timeout=self.get_timeout)
             host, vst, ok = None, None, False
+            if st < 0:
+                time.sleep(0.05)
             if st == 302:
                 m = re.match(r"http://([^/:]+):(\d+)(/.*)", h["location"])
                 host = m.group(1)
@@ -340,7 +345,7 @@ def check_all_readable(acked, what):
 
 
 def relay_bytes(cl, i):
-    """(bytes towards volume i, bytes back) through its relay so far."""
+    """(bytes towards volume i, bytes back, connections) through its relay so far."""
     relay = cl.vols[i][4]
     log = relay.log
     with open(log, errors="replace") as f:
@@ -349,9 +354,9 @@ def relay_bytes(cl, i):
     end = time.monotonic() + 10
     while time.monotonic() < end:
         with open(log, errors="replace") as f:
-            lines = re.findall(r"relay: accepted=\d+ to=(\d+) from=(\d+)", f.read())
+            lines = re.findall(r"relay: accepted=(\d+) to=(\d+) from=(\d+)", f.read())
         if len(lines) > n0:
-            return int(lines[-1][0]), int(lines[-1][1])
+            return int(lines[-1][1]), int(lines[-1][2]), int(lines[-1][0])
         time.sleep(0.02)
     raise Failed("relay %s did not report" % cl.vols[i][1])
 
@@ -491,6 +496,103 @@ def s2_cut_host():
                       if request("HEAD", k)[1].get("key-balance") != "balanced"]
         check(not unbalanced, "%d keys still unbalanced after the rebalance: %s" %
               (len(unbalanced), unbalanced[:3]))
+
+
+def files_named(cl, key):
+    """The volumes' files of key: [(host, path)]."""
+    md5 = hashlib.md5(key.encode()).digest()
+    name = base64.b64encode(key.encode()).decode()
+    tail = "%02x/%02x/%s" % (md5[0], md5[1], name)
+    found = []
+    for host, _, data, _, _ in cl.vols:
+        for dirpath, _, names in os.walk(data):
+            for n in names:
+                full = os.path.join(dirpath, n)
+                if full.endswith("/" + tail):
+                    found.append((host, full))
+    return found
+
+
+def put_answered(key, data, timeout, what):
+    """A PUT that must be answered (201, or 5xx with a reason) before the
+    client's timeout; a 201 must read back, a 5xx must leave nothing visible."""
+    t0 = time.monotonic()
+    st, _, b = request("PUT", key, data, timeout=timeout)
+    took = time.monotonic() - t0
+    note("%s: %d after %.1f s %s" % (what, st, took, b[:160].decode(errors="replace").strip()))
+    check(st > 0, "%s: no answer within %.0f s: %s" % (what, timeout, b))
+    check(st == 201 or (st >= 500 and b.strip()), "%s: %d %s" % (what, st, b))
+    # The reason names what failed, not a replica stopped because of it.
+    check(b"stopped: another replica failed" not in b, "%s: %d, unclear: %s" % (what, st, b))
+    if st == 201:
+        gst, _, gb = get_follow(key, timeout=timeout)
+        check(gst == 200 and gb == data, "%s: acknowledged, then GET %d with %d bytes" %
+              (what, gst, len(gb)))
+    else:
+        check(request("GET", key)[0] == 404, "%s: failed, but the key is visible" % what)
+    return st, took
+
+
+@scenario
+def s3_bad_link():
+    """A bad link to one of three volumes (3 replicas: every PUT writes
+    there): first 2 s of delay that starts mid-PUT, then 1 MB/s.  A 64 MiB
+    PUT completes or fails with a clear 5xx, never hangs; after mkv gc no
+    temporary file and no byte of a failed PUT is left."""
+    big = 64 << 20
+    puttimeout = 10
+    delay_file = os.path.join(BEDDIR, "s3_delay")
+    with open(delay_file, "w") as f:
+        f.write("0\n")
+    with Cluster("s3_bad_link", 3, delay_ms=[delay_file, 0, 0],
+                 flags=["-puttimeout", "%ds" % puttimeout]) as cl:
+        cl.start_master()
+        bad = cl.vols[0]
+        results = {}
+        # A: the delay comes once the PUT is under way.
+        key = "/s3/delayed"
+        data = body_of(key, big)
+        t = threading.Thread(target=lambda: results.update(
+            a=put_answered(key, data, 300, "64 MiB PUT, 2 s delay from mid-PUT")))
+        before = relay_bytes(cl, 0)[0]
+        t.start()
+        end = time.monotonic() + 60
+        while relay_bytes(cl, 0)[0] - before < 4 << 20 and time.monotonic() < end:
+            time.sleep(0.05)
+        with open(delay_file, "w") as f:
+            f.write("2000\n")
+        bad[4].kill(signal.SIGHUP)
+        t.join(320)
+        check(not t.is_alive(), "64 MiB PUT with a 2 s delay: hangs")
+        with open(delay_file, "w") as f:
+            f.write("0\n")
+        bad[4].kill(signal.SIGHUP)
+        if "marked down" in cl.master_log():
+            cl.wait_log(r"volume %s subvolume \d+ is up" % re.escape(bad[1]), 60)
+        # B: 1 MB/s both ways.
+        bed("rate", bad[0], "8mbit")
+        key = "/s3/slow"
+        data = body_of(key, big)
+        results["b"] = put_answered(key, data, 400, "64 MiB PUT over 1 MB/s")
+        bed("unrate", bad[0])
+        del data
+        figure("s3: 64 MiB PUT, 2 s delay from mid-PUT: %d after %.1f s; over 1 MB/s: %d after "
+               "%.1f s (-puttimeout %ds)" % (results["a"] + results["b"] + (puttimeout,)))
+        # gc: what the failed PUTs left (a DELETED record whose cleanup
+        # failed, a hidden temporary file) goes.
+        time.sleep(2 * 1 + 1)    # gc keeps what is younger than 2 x -puttimeout (1s here)
+        out = cl.ops("-master", "%s:%d" % (MASTER, MASTER_PORT), "-puttimeout", "1s",
+                     "-unlinked", "-delete", "gc", host="c")
+        note("gc: " + out.strip().splitlines()[-1])
+        files = data_files(cl)
+        tmp = [(h, f) for h, fs in files.items() for f, _ in fs if ".mkv-tmp" in f]
+        check(not tmp, "temporary files left after gc: %s" % tmp)
+        for k, r in (("/s3/delayed", results["a"]), ("/s3/slow", results["b"])):
+            named = files_named(cl, k)
+            if r[0] == 201:
+                check(len(named) == 3, "%s: %d copies on the volumes" % (k, len(named)))
+            else:
+                check(not named, "%s failed, but its bytes are left after gc: %s" % (k, named))
 
 
 def main():
