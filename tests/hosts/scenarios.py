@@ -643,6 +643,62 @@ def s4_master_restart():
         note("unfinished writes: %s" % fate)
 
 
+def populate(dirs, names, n, prefix):
+    loadgen("populate", "-n", str(n), "-s", "1024", "-p", prefix, "-volumes", ",".join(names),
+            "-dirs", ",".join(dirs))
+
+
+@scenario
+def s5_ops_across_hosts():
+    """mkv rebuild (5 volumes) and rebalance (5 -> 3) of 20,000 keys over
+    links of 5 ms each way, against the same with no delay (a relay in
+    place either way); verify after each."""
+    n = int(os.environ.get("MKV_HOSTS_KEYS", "20000"))
+    name = "s5_ops_across_hosts"
+    dirs = [os.path.join(BEDDIR, name, "v%d" % i) for i in range(1, 6)]
+    names = ["%s:%d" % (addr("v%d" % i), RELAY_PORT) for i in range(1, 6)]
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    populate(dirs, names, n, "/s5")
+    res = {}
+    for delay in (0, 5):
+        with Cluster(name, 5, delay_ms=delay) as cl:
+            db = os.path.join(cl.dir, "db")
+            subprocess.run(["rm", "-rf", db], check=True)
+            conns = lambda: sum(relay_bytes(cl, i)[2] for i in range(5))
+            c0 = conns()
+            t0 = time.monotonic()
+            out = cl.ops("-db", db, "rebuild")
+            trb = time.monotonic() - t0
+            c1 = conns()
+            note("%d ms: %s" % (delay, out.strip().splitlines()[-1]))
+            note("%d ms: rebuild opened %d connections to the volumes" % (delay, c1 - c0))
+            check(re.search(r"\b%d keys" % n, out), "rebuild did not find %d keys: %s" %
+                  (n, out[-500:]))
+            t0 = time.monotonic()
+            out = cl.ops("-db", db, "rebalance", nvol=3)
+            trl = time.monotonic() - t0
+            line = out.strip().splitlines()[-1]
+            note("%d ms: %s" % (delay, line))
+            note("%d ms: rebalance opened %d connections to the volumes" % (delay,
+                                                                          conns() - c1))
+            m = re.search(r"(\d+) keys seen, (\d+) moved, (\d+) failed", out)
+            check(m and int(m.group(1)) == n and m.group(3) == "0", "rebalance: %s" % line)
+            moved = int(m.group(2))
+            out = cl.ops("-db", db, "verify", nvol=3)
+            line = out.strip().splitlines()[-1]
+            check(re.search(r"verify: %d keys, %d replicas checked, 0 missing, 0 corrupt" %
+                            (n, 3 * n), out), "verify after rebalance: %s" % line)
+        res[delay] = (n / trb, moved / trl, moved)
+        # Undo the rebalance on disk for the next round.
+        loadgen("restore", "-n", str(n), "-s", "1024", "-p", "/s5", "-volumes", ",".join(names),
+                "-to", ",".join(names[:3]), "-dirs", ",".join(dirs))
+    figure("s5: %d keys: rebuild %.0f keys/s with no delay, %.0f over 5 ms links (%.2fx); "
+           "rebalance 5 -> 3 (%d moved) %.0f moved keys/s with no delay, %.0f over 5 ms "
+           "(%.2fx)" % (n, res[0][0], res[5][0], res[5][0] / res[0][0], res[0][2], res[0][1],
+                        res[5][1], res[5][1] / res[0][1]))
+
+
 def main():
     names = sys.argv[1:]
     if not BED:
