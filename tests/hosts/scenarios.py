@@ -21,6 +21,7 @@ import http.client
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -713,6 +714,9 @@ def main():
         try:
             fn()
             print("PASS %s (%.1f s)" % (fn.__name__, time.monotonic() - t0), flush=True)
+            for d in os.listdir(BEDDIR):   # the bed's tmpfs is memory: give it back
+                if d.startswith(fn.__name__):
+                    shutil.rmtree(os.path.join(BEDDIR, d), ignore_errors=True)
         except Exception:
             failed += 1
             traceback.print_exc()
