@@ -200,15 +200,18 @@ class Cluster:
         return out
 
     def stop(self):
-        for p in reversed(self.procs):
-            p.stop()
+        """Stop everything; the processes that a sanitizer failed (exit 23)."""
+        bad = [" ".join(p.argv[:1]) for p in reversed(self.procs) if p.stop() == 23]
         self.procs = []
+        return bad
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.stop()
+    def __exit__(self, exc_type, *exc):
+        bad = self.stop()
+        if exc_type is None:
+            check(not bad, "the sanitizer found errors in %s (see the logs)" % bad)
 
 
 MASTER = addr("m")
