@@ -48,7 +48,7 @@ VOLUME_LIB := $(call obj,$(filter-out volume/main.c volume/interpose.c,$(VOLUME_
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
 
-.PHONY: all deps run test layers valgrind bench clean
+.PHONY: all deps run test test-hosts layers valgrind bench clean
 all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
 
 deps:
@@ -93,6 +93,14 @@ test: layers all $(TESTS)
 	@fail=0; for t in $(TESTS); do \
 	  echo "== $$t"; MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV) $$t || fail=1; \
 	done; exit $$fail
+
+# The multi-host bed (tests/hosts/bed.sh): network namespaces, as root
+# (skipped without); SCENARIOS="s2_cut_host ..." runs only those.
+$(B)/tests/hosts/relay: $(B)/tests/hosts/relay.o
+	$(CC) $(LDFLAGS) $^ -o $@
+test-hosts: all $(B)/tests/hosts/relay
+	MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) MKV_RELAY=$(CURDIR)/$(B)/tests/hosts/relay $(SANENV) \
+	  tests/hosts/bed.sh run 5 python3 tests/hosts/scenarios.py $(SCENARIOS)
 
 # The unit suites (no servers) under valgrind's memcheck, in-process.
 VALGRIND_SUITES := check_placement check_handlers check_fuzz check_volume_fuzz

@@ -209,10 +209,15 @@ static void fanout_done(void *ctx, CURL *h, CURLcode rc)
 	req_done(r, h, rc);
 }
 
-void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
-		  size_t bodylen, long timeout_ms)
+#define DOWN_ERR "its volume was marked down by the health check"
+
+/* httpc_fanout, but when down says a request's volume is down, that
+ * request fails and the others stop; returns its index, or -1. */
+static int fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
+		  size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg)
 {
 	struct conns *c = conns(n);
+	int gone = -1;
 
 	for (int i = 0; i < n; i++) {
 		CURL *h = c->h[i];
@@ -223,10 +228,25 @@ void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void 
 		request_opts(h, method, body, bodylen, timeout_ms);
 		curl_multi_add_handle(c->multi, h);
 	}
-	while (turn(c->multi, fanout_done, NULL))
-		curl_multi_poll(c->multi, NULL, 0, 1000, NULL);
-	for (int i = 0; i < n; i++)
+	while (gone < 0 && turn(c->multi, fanout_done, NULL)) {
+		curl_multi_poll(c->multi, NULL, 0, down ? 100 : 1000, NULL);
+		for (int i = 0; down && i < n && gone < 0; i++)
+			if (reqs[i].status < 0 && !reqs[i].err[0] && down(down_arg, i))
+				gone = i;
+	}
+	for (int i = 0; i < n; i++) {
+		if (gone >= 0 && reqs[i].status < 0 && !reqs[i].err[0])
+			snprintf(reqs[i].err, sizeof(reqs[i].err), "%s",
+				 i == gone ? DOWN_ERR : "stopped: another replica failed");
 		curl_multi_remove_handle(c->multi, c->h[i]);
+	}
+	return gone;
+}
+
+void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
+		  size_t bodylen, long timeout_ms)
+{
+	fanout(method, reqs, n, body, bodylen, timeout_ms, NULL, NULL);
 }
 
 /* ---- one streamed request ---- */
@@ -610,6 +630,11 @@ static int movable(struct httpc_stream *s, CURL **un, bool *stalled)
 			s->npaused--;
 			r->active_ms = now;
 			un[nun++] = r->h;
+		} else if (s->cfg.down && s->cfg.down(s->cfg.down_arg, i)) {
+			snprintf(r->req->err, sizeof(r->req->err), DOWN_ERR);
+			*stalled = true;
+			if (s->first < 0)
+				s->first = i;
 		} else if (!r->paused && s->cfg.stall_ms &&
 			   now - r->active_ms > (uint64_t)s->cfg.stall_ms) {
 			snprintf(r->req->err, sizeof(r->req->err), "no progress for %ld ms",
@@ -668,11 +693,12 @@ int httpc_stream_run(struct httpc_stream *s)
 	s->multi = small ? NULL : c->multi;
 	pthread_mutex_unlock(&s->mu);
 	if (small) { /* all here already: head and body in one request per replica */
-		httpc_fanout("PUT", s->cfg.reqs, s->cfg.n, s->ring, (size_t)s->head, s->cfg.stall_ms);
+		int gone = fanout("PUT", s->cfg.reqs, s->cfg.n, s->ring, (size_t)s->head,
+				  s->cfg.stall_ms, s->cfg.down, s->cfg.down_arg);
 		for (int i = s->cfg.n - 1; i >= 0; i--)
 			if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
 				s->first = i;
-		return s->first;
+		return gone >= 0 ? gone : s->first;
 	}
 	if (!s->src)
 		start_puts(s, c);
@@ -681,7 +707,7 @@ int httpc_stream_run(struct httpc_stream *s)
 	s->multi = NULL;
 	pthread_mutex_unlock(&s->mu);
 	for (int i = 0; i < s->cfg.n && s->started; i++) {
-		if (!s->rep[i].done)
+		if (!s->rep[i].done && !s->rep[i].req->err[0])
 			snprintf(s->rep[i].req->err, sizeof(s->rep[i].req->err),
 				 "stopped: another replica failed");
 		curl_multi_remove_handle(c->multi, s->rep[i].h);

@@ -103,6 +103,11 @@ struct httpc_stream_cfg {
 	bool all;                /* drive every replica to its end even after one failed */
 	void (*wake)(void *);
 	void *arg;
+	/* When set, asked about every replica still running, at least every
+	 * 100 ms: true fails replica i at once (a volume the health check
+	 * marked down answers nothing until a timeout far longer). */
+	bool (*down)(void *down_arg, int i);
+	void *down_arg;
 };
 struct httpc_stream;
 struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg);

@@ -352,6 +352,14 @@ static void worker(void *arg)
 	unref(p);
 }
 
+/* A replica's volume the health check marked down answers nothing until
+ * -puttimeout: its write fails now (503), and the client can retry. */
+static bool replica_down(void *arg, int i)
+{
+	struct put *p = arg;
+	return !health_up(p->locs[i], strlen(p->locs[i]));
+}
+
 /* Call without mu, before the worker can exist. */
 static void start_worker(struct put *p)
 {
@@ -398,6 +406,8 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 	/* A REPLACE drives every replica to its end even after one fails:
 	 * what each holds (old bytes or new) decides what the record says. */
 	sc.all = p->replace;
+	sc.down = replica_down;
+	sc.down_arg = p;
 	sc.reqs = p->reqs;
 	sc.cap = clen >= 0 && (uint64_t)clen < ring ? (size_t)clen + 1 : ring;
 	p->st = httpc_stream_new(&sc);
