@@ -3,7 +3,6 @@
 #include "placement.h"
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,21 +136,6 @@ static int outcome(CURL *h, CURLcode rc, const char *errbuf, char *err)
 	return -1;
 }
 
-static EVP_MD_CTX *md5_new(void)
-{
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
-		die("md5 init failed");
-	return md;
-}
-
-static void md5_end(EVP_MD_CTX *md, char out[33])
-{
-	unsigned char d[16];
-	EVP_DigestFinal_ex(md, d, NULL);
-	to_hex(d, 16, out);
-}
-
 /* method with body (NULL: none) and the head, no 100-continue round trip;
  * the answer's body is dropped unless the caller sets a writer. */
 static void request_opts(CURL *h, const char *method, const void *body, size_t len,
@@ -234,7 +218,7 @@ void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void 
 struct get_state {
 	const struct httpc_call *g;
 	int status;
-	EVP_MD_CTX *md;         /* when g->md5 */
+	struct md5 *md;         /* when g->md5 */
 };
 
 static size_t get_header(char *p, size_t size, size_t n, void *ud)
@@ -255,7 +239,7 @@ static size_t get_body(char *p, size_t size, size_t n, void *ud)
 	struct get_state *s = ud;
 	size_t len = size * n;
 	if (s->md && s->status == 200)
-		EVP_DigestUpdate(s->md, p, len);
+		md5_update(s->md, p, len);
 	return !s->g->body || s->g->body(s->g->ctx, p, len) ? len : 0;
 }
 
@@ -266,7 +250,7 @@ static size_t put_body(char *p, size_t size, size_t n, void *ud)
 	if (got < 0)
 		return CURL_READFUNC_ABORT;
 	if (s->md)
-		EVP_DigestUpdate(s->md, p, (size_t)got);
+		md5_update(s->md, p, (size_t)got);
 	return (size_t)got;
 }
 
@@ -312,8 +296,8 @@ int httpc_call(const struct httpc_call *g, char *err)
 	if (s.md) {
 		g->md5[0] = '\0';
 		if (st >= 0)
-			md5_end(s.md, g->md5);
-		EVP_MD_CTX_free(s.md);
+			md5_final_hex(s.md, g->md5);
+		md5_free(s.md);
 	}
 	return st;
 }
@@ -360,7 +344,7 @@ struct httpc_stream {
 	int npaused;            /* replicas waiting for bytes */
 	int first;              /* the first replica that failed, or -1 */
 	CURLM *multi;           /* while the run lasts: feed wakes it */
-	EVP_MD_CTX *md;
+	struct md5 *md;
 	char md5[33];
 	struct rep *rep;
 	/* httpc_copy's source */
@@ -393,7 +377,7 @@ struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg)
 
 void httpc_stream_free(struct httpc_stream *s)
 {
-	EVP_MD_CTX_free(s->md);
+	md5_free(s->md);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s->rep);
@@ -415,7 +399,7 @@ static uint64_t tail_of(struct httpc_stream *s)
 /* Compare the md5 of everything taken with the wanted one (mu held). */
 static bool md5_ok(struct httpc_stream *s)
 {
-	md5_end(s->md, s->md5);
+	md5_final_hex(s->md, s->md5);
 	if (!s->want_md5 || !strcmp(s->md5, s->want_md5))
 		return true;
 	snprintf(s->why, sizeof(s->why), "source bytes do not match md5 %s (got %s)",
@@ -432,7 +416,7 @@ static size_t take(struct httpc_stream *s, const char *p, size_t n)
 		n = room;
 		s->want_space = true;
 	}
-	EVP_DigestUpdate(s->md, p, n);
+	md5_update(s->md, p, n);
 	/* A copy's last bytes reach the PUTs only once the whole blob
 	 * checked out: a volume never installs a body that did not. */
 	if (n && s->want_md5 && s->cfg.clen >= 0 && s->head + n == (uint64_t)s->cfg.clen &&

@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <openssl/evp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,20 +122,10 @@ static void pg_free(struct pg *g)
 /* md5 of a file by path, into out; false when it cannot be read. */
 static bool file_md5(const char *path, char out[33])
 {
-	unsigned char d[16], buf[64 * 1024];
-	FILE *f = fopen(path, "rb");
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	bool ok;
-	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
-		die("md5 init failed");
-	for (size_t n; f && (n = fread(buf, 1, sizeof(buf), f)) > 0;)
-		EVP_DigestUpdate(md, buf, n);
-	ok = f && !ferror(f);
-	if (f)
-		fclose(f);
-	EVP_DigestFinal_ex(md, d, NULL);
-	EVP_MD_CTX_free(md);
-	to_hex(d, 16, out);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && md5_fd(fd, out);
+	if (fd >= 0)
+		close(fd);
 	return ok;
 }
 

@@ -4,7 +4,9 @@
 #include "s3req.h"
 #include "../common/httpc.h"
 
-#include <openssl/evp.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -410,7 +412,7 @@ static void strip_quotes(char *e)
  * sizes into sizes, their binary md5s into md): how many, or -1 with an
  * error answered. */
 static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX + 1],
-			  size_t *klens, uint64_t *sizes, EVP_MD_CTX *md)
+			  size_t *klens, uint64_t *sizes, struct md5 *md)
 {
 	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len;
 	int n = 0, last = 0;
@@ -441,7 +443,7 @@ static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX 
 				for (int i = 0; i < 16; i++)
 					bin[i] = (unsigned char)(hex_value(m.etag[2 * i]) << 4 |
 								 hex_value(m.etag[2 * i + 1]));
-				EVP_DigestUpdate(md, bin, 16);
+				md5_update(md, bin, 16);
 				sizes[n++] = m.size;
 				last = (int)v;
 			}
@@ -462,11 +464,9 @@ void s3_mpu_complete(struct s3req *s)
 	char (*keys)[KEY_MAX + 1] = xmalloc(PARTS_MAX * sizeof(*keys)), etag[META_ETAG_MAX];
 	size_t *klens = xmalloc(PARTS_MAX * sizeof(size_t));
 	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t));
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	unsigned char d[16];
+	struct md5 *md = md5_new();
 	int n, st;
 
-	EVP_DigestInit_ex(md, EVP_md5(), NULL);
 	if (!up)
 		goto out;
 	if (s->in_too_big) {
@@ -480,8 +480,7 @@ void s3_mpu_complete(struct s3req *s)
 		s3_error(s, 400, "MalformedXML", "no parts listed");
 		goto out;
 	}
-	EVP_DigestFinal_ex(md, d, NULL);
-	to_hex(d, 16, etag);
+	md5_final_hex(md, etag);
 	snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
 	st = write_from(s, s->key, s->klen, keys, klens, sizes, n, NULL, etag, &why);
 	if (st != 200) {
@@ -495,7 +494,7 @@ void s3_mpu_complete(struct s3req *s)
 	bucket_and_key(s);
 	buf_printf(&s->body, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);
 out:
-	EVP_MD_CTX_free(md);
+	md5_free(md);
 	free(keys);
 	free(klens);
 	free(sizes);
