@@ -317,6 +317,11 @@ bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t
 	return true;
 }
 
+time_t httpc_parse_date(const char *s)
+{
+	return s ? curl_getdate(s, NULL) : -1;
+}
+
 /* ---- one source streamed to N replicas ----
  *
  * Each replica's PUT reads the ring from its own position and pauses when

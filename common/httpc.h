@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include "util.h"
 
 /* Must be called once, before threads start. */
@@ -80,6 +81,10 @@ int httpc_call(const struct httpc_call *c, char *err);
 /* Copy the value of header line p[0..len) into out (n bytes) when the
  * line is `name: value`. */
 bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t n);
+/* An HTTP date in any of its three forms (RFC 1123, RFC 850, asctime) as
+ * unix seconds; -1 when s is none (or NULL).  libcurl's curl_getdate: it
+ * also takes a few looser forms (no weekday, a numeric zone). */
+time_t httpc_parse_date(const char *s);
 
 /* ---- one source streamed to N replicas ----
  *

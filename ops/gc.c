@@ -141,7 +141,7 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
 	if (st == 404) {
 		/* gone already */
-	} else if (st != 200 || !old_enough(g, ops_http_time(h.lastmod)) ||
+	} else if (st != 200 || !old_enough(g, httpc_parse_date(h.lastmod)) ||
 		   (key && named(g, key, (size_t)klen, loc) != 0)) {
 		g->rekept++;   /* changed since it was listed: kept */
 	} else if (httpc_delete(url, TIMEOUT_MS, err) == 0) {
@@ -217,7 +217,7 @@ static void walk(struct gc *g, const char *loc, const char *path, int depth)
 			json_t *sz = json_object_get(e, "size");
 			consider(g, loc, sub,
 				 json_is_integer(sz) ? (long long)json_integer_value(sz) : 0,
-				 ops_http_time(json_string_value(json_object_get(e, "mtime"))));
+				 httpc_parse_date(json_string_value(json_object_get(e, "mtime"))));
 		}
 		free(sub);
 	}

@@ -3,6 +3,7 @@
  * REPLACE of the final key), CopyObject and UploadPartCopy.  See s3req.h. */
 #include "s3req.h"
 #include "../common/httpc.h"
+#include "../common/range.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -361,7 +362,7 @@ void s3_mpu_part_copy(struct s3req *s)
 	size_t klen, plen;
 	struct meta m;
 	bool known;
-	uint64_t size, num = 0, first = 0, last = 0;
+	uint64_t size, num = 0;
 	int st;
 
 	if (!up)
@@ -374,15 +375,14 @@ void s3_mpu_part_copy(struct s3req *s)
 	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
 		goto out;
 	if (rg) {
-		char tail;
-		if (sscanf(rg, "bytes=%" SCNu64 "-%" SCNu64 "%c", &first, &last, &tail) != 2 ||
-		    first > last || (size != UINT64_MAX && last >= size)) {
+		struct range_spec r;
+		if (!range_s3(rg, &r) || r.open || r.suffix || (size != UINT64_MAX && r.last >= size)) {
 			s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range must be "
 				 "bytes=first-last, within the source object");
 			goto out;
 		}
-		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, first, last);
-		size = last - first + 1;
+		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, r.first, r.last);
+		size = r.last - r.first + 1;
 	}
 	s3_part_key(up, (int)num, part, &plen);
 	memcpy(keys[0], key, klen);
