@@ -152,6 +152,11 @@ static void request_opts(CURL *h, const char *method, const void *body, size_t l
 	}
 }
 
+char *httpc_url(const char *loc, const char *path)
+{
+	return xasprintf("http://%s%s", loc, path);
+}
+
 int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
 	     long timeout_ms, struct buf *resp, size_t resp_max, char *err)
 {
@@ -901,6 +906,29 @@ int httpc_delete(const char *url, long timeout_ms, char *err)
 	if (st > 0)
 		snprintf(err, 256, "status %d", st);
 	return -1;
+}
+
+int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms,
+		     const char *who, bool *gone)
+{
+	struct httpc_req *reqs = xcalloc((size_t)(n > 0 ? n : 1), sizeof(*reqs));
+	int ngone = 0;
+	for (int i = 0; i < n; i++)
+		reqs[i].url = httpc_url(locs[i], path);
+	httpc_fanout("DELETE", reqs, n, NULL, 0, timeout_ms);
+	for (int i = 0; i < n; i++) {
+		int st = reqs[i].status;
+		bool ok = (st >= 200 && st < 300) || st == 404;
+		if (!ok)
+			log_msg("%sDELETE %s failed (%d%s%s)", who, reqs[i].url, st,
+				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
+		if (gone)
+			gone[i] = ok;
+		ngone += ok;
+		free((char *)reqs[i].url);
+	}
+	free(reqs);
+	return ngone;
 }
 
 int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const char *md5,

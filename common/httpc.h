@@ -21,6 +21,10 @@ void httpc_global_init(void);
  * connections and all, for the next thread that needs them. */
 void httpc_thread_cleanup(void);
 
+/* The URL of the blob at path (placement_path's) on volume loc
+ * ("host:port" or "host:port/svNN"): a heap string. */
+char *httpc_url(const char *loc, const char *path);
+
 /* Perform method on url with an optional body (body may be NULL for none).
  * Response body goes to resp when non-NULL (appended; caller frees) and is
  * capped at resp_max bytes (0 = no cap; past the cap the transfer fails).
@@ -160,6 +164,13 @@ void httpc_multi_free(struct httpc_multi *m);   /* m may be NULL */
 /* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
  * bytes) saying why. */
 int httpc_delete(const char *url, long timeout_ms, char *err);
+
+/* DELETE the blob at path (placement_path's) on each of locs[0..n) at
+ * once, each within timeout_ms.  Returns how many are gone (2xx, or 404:
+ * already); gone[i] (gone may be NULL) says which.  Each failure is logged
+ * as "<who>DELETE <url> failed (<status>[: <reason>])". */
+int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms,
+		     const char *who, bool *gone);
 
 /* Copy the blob at src_url to each of dst_urls[0..ndst), streamed
  * (httpc_copy: a ring, never whole in memory).  When md5 is a 32-hex
