@@ -169,6 +169,11 @@ int store_delete(const struct config *cfg, struct index *idx, const char *key, s
 	if (unlink)
 		st = 204;
 	else if (delete_replicas(cfg, key, klen, &r) < 0) {
+		/* naming only the copies the delete did not remove: a RELINK
+		 * serves the key from those */
+		free(enc);
+		enc = record_encode(&r, &elen);
+		index_put(idx, key, klen, enc, elen);
 		*why = "a volume refused the delete; the key stays unlinked";
 		st = 500;
 	} else if (index_delete_nosync(idx, key, klen) < 0) {
