@@ -157,25 +157,17 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
 }
 
 /* PUT the file, again after a 409 (another write of the key is running, a
- * parallel put?, it ends soon) and, three times, after a 503 or no answer
- * (a volume or the master is busy).  Returns the last status. */
+ * parallel put?) or a 503 or no answer (a volume or the master is busy).
+ * Returns the last status. */
 static int send_file(const char *url, int fd, uint64_t size, char *err)
 {
 	char md5[33];
-	int status = -1;
-	for (int tries = 0, soft = 0; tries < 20; tries++) {
-		if (tries) {
-			usleep(soft ? 250000u << soft : 100000u);
-			if (lseek(fd, 0, SEEK_SET) < 0)
-				break;
-		}
+	int status, locked = 0, busy = 0;
+	do
 		status = ops_stream_put(url, fd, size, md5, err);
-		if (status == 409)
-			continue;
-		if ((status == 503 || status < 0) && soft++ < 3)
-			continue;
-		break;
-	}
+	while ((status == 409 ? retry_wait(RETRY_LOCKED, ++locked)
+			      : (status == 503 || status < 0) && retry_wait(RETRY_BUSY, ++busy)) &&
+	       lseek(fd, 0, SEEK_SET) == 0);
 	return status;
 }
 
@@ -309,12 +301,9 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *
 		fail(g, "%s: %s", path, strerror(errno));
 		return -1;
 	}
-	for (int tries = 0; tries < 4; tries++) {
-		if (tries) {
-			usleep(250000u << tries);
-			if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
-				break;
-		}
+	for (int t = 0; retry_wait(RETRY_BUSY, t); t++) {
+		if (t && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0))
+			break;
 		status = ops_stream_get(url, true, fd, false, md5, &size, hdr, err);
 		if (status != 503 && status >= 0 && status < 500)
 			break;
