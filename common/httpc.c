@@ -3,7 +3,6 @@
 #include "placement.h"
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,21 +136,6 @@ static int outcome(CURL *h, CURLcode rc, const char *errbuf, char *err)
 	return -1;
 }
 
-static EVP_MD_CTX *md5_new(void)
-{
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
-		die("md5 init failed");
-	return md;
-}
-
-static void md5_end(EVP_MD_CTX *md, char out[33])
-{
-	unsigned char d[16];
-	EVP_DigestFinal_ex(md, d, NULL);
-	to_hex(d, 16, out);
-}
-
 /* method with body (NULL: none) and the head, no 100-continue round trip;
  * the answer's body is dropped unless the caller sets a writer. */
 static void request_opts(CURL *h, const char *method, const void *body, size_t len,
@@ -166,6 +150,11 @@ static void request_opts(CURL *h, const char *method, const void *body, size_t l
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
 	}
+}
+
+char *httpc_url(const char *loc, const char *path)
+{
+	return xasprintf("http://%s%s", loc, path);
 }
 
 int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
@@ -254,7 +243,7 @@ void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void 
 struct get_state {
 	const struct httpc_call *g;
 	int status;
-	EVP_MD_CTX *md;         /* when g->md5 */
+	struct md5 *md;         /* when g->md5 */
 };
 
 static size_t get_header(char *p, size_t size, size_t n, void *ud)
@@ -275,7 +264,7 @@ static size_t get_body(char *p, size_t size, size_t n, void *ud)
 	struct get_state *s = ud;
 	size_t len = size * n;
 	if (s->md && s->status == 200)
-		EVP_DigestUpdate(s->md, p, len);
+		md5_update(s->md, p, len);
 	return !s->g->body || s->g->body(s->g->ctx, p, len) ? len : 0;
 }
 
@@ -286,7 +275,7 @@ static size_t put_body(char *p, size_t size, size_t n, void *ud)
 	if (got < 0)
 		return CURL_READFUNC_ABORT;
 	if (s->md)
-		EVP_DigestUpdate(s->md, p, (size_t)got);
+		md5_update(s->md, p, (size_t)got);
 	return (size_t)got;
 }
 
@@ -332,8 +321,8 @@ int httpc_call(const struct httpc_call *g, char *err)
 	if (s.md) {
 		g->md5[0] = '\0';
 		if (st >= 0)
-			md5_end(s.md, g->md5);
-		EVP_MD_CTX_free(s.md);
+			md5_final_hex(s.md, g->md5);
+		md5_free(s.md);
 	}
 	return st;
 }
@@ -351,6 +340,11 @@ bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t
 		end--;
 	snprintf(out, n, "%.*s", (int)(end - v), v);
 	return true;
+}
+
+time_t httpc_parse_date(const char *s)
+{
+	return s ? curl_getdate(s, NULL) : -1;
 }
 
 /* ---- one source streamed to N replicas ----
@@ -380,7 +374,7 @@ struct httpc_stream {
 	int npaused;            /* replicas waiting for bytes */
 	int first;              /* the first replica that failed, or -1 */
 	CURLM *multi;           /* while the run lasts: feed wakes it */
-	EVP_MD_CTX *md;
+	struct md5 *md;
 	char md5[33];
 	struct rep *rep;
 	/* httpc_copy's source */
@@ -413,7 +407,7 @@ struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg)
 
 void httpc_stream_free(struct httpc_stream *s)
 {
-	EVP_MD_CTX_free(s->md);
+	md5_free(s->md);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s->rep);
@@ -435,7 +429,7 @@ static uint64_t tail_of(struct httpc_stream *s)
 /* Compare the md5 of everything taken with the wanted one (mu held). */
 static bool md5_ok(struct httpc_stream *s)
 {
-	md5_end(s->md, s->md5);
+	md5_final_hex(s->md, s->md5);
 	if (!s->want_md5 || !strcmp(s->md5, s->want_md5))
 		return true;
 	snprintf(s->why, sizeof(s->why), "source bytes do not match md5 %s (got %s)",
@@ -452,7 +446,7 @@ static size_t take(struct httpc_stream *s, const char *p, size_t n)
 		n = room;
 		s->want_space = true;
 	}
-	EVP_DigestUpdate(s->md, p, n);
+	md5_update(s->md, p, n);
 	/* A copy's last bytes reach the PUTs only once the whole blob
 	 * checked out: a volume never installs a body that did not. */
 	if (n && s->want_md5 && s->cfg.clen >= 0 && s->head + n == (uint64_t)s->cfg.clen &&
@@ -938,6 +932,29 @@ int httpc_delete(const char *url, long timeout_ms, char *err)
 	if (st > 0)
 		snprintf(err, 256, "status %d", st);
 	return -1;
+}
+
+int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms,
+		     const char *who, bool *gone)
+{
+	struct httpc_req *reqs = xcalloc((size_t)(n > 0 ? n : 1), sizeof(*reqs));
+	int ngone = 0;
+	for (int i = 0; i < n; i++)
+		reqs[i].url = httpc_url(locs[i], path);
+	httpc_fanout("DELETE", reqs, n, NULL, 0, timeout_ms);
+	for (int i = 0; i < n; i++) {
+		int st = reqs[i].status;
+		bool ok = (st >= 200 && st < 300) || st == 404;
+		if (!ok)
+			log_msg("%sDELETE %s failed (%d%s%s)", who, reqs[i].url, st,
+				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
+		if (gone)
+			gone[i] = ok;
+		ngone += ok;
+		free((char *)reqs[i].url);
+	}
+	free(reqs);
+	return ngone;
 }
 
 int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const char *md5,

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include "util.h"
 
 /* Must be called once, before threads start. */
@@ -19,6 +20,10 @@ void httpc_global_init(void);
 /* Give this thread's handles back (call at thread exit): they are parked,
  * connections and all, for the next thread that needs them. */
 void httpc_thread_cleanup(void);
+
+/* The URL of the blob at path (placement_path's) on volume loc
+ * ("host:port" or "host:port/svNN"): a heap string. */
+char *httpc_url(const char *loc, const char *path);
 
 /* Perform method on url with an optional body (body may be NULL for none).
  * Response body goes to resp when non-NULL (appended; caller frees) and is
@@ -80,6 +85,10 @@ int httpc_call(const struct httpc_call *c, char *err);
 /* Copy the value of header line p[0..len) into out (n bytes) when the
  * line is `name: value`. */
 bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t n);
+/* An HTTP date in any of its three forms (RFC 1123, RFC 850, asctime) as
+ * unix seconds; -1 when s is none (or NULL).  libcurl's curl_getdate: it
+ * also takes a few looser forms (no weekday, a numeric zone). */
+time_t httpc_parse_date(const char *s);
 
 /* ---- one source streamed to N replicas ----
  *
@@ -160,6 +169,13 @@ void httpc_multi_free(struct httpc_multi *m);   /* m may be NULL */
 /* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
  * bytes) saying why. */
 int httpc_delete(const char *url, long timeout_ms, char *err);
+
+/* DELETE the blob at path (placement_path's) on each of locs[0..n) at
+ * once, each within timeout_ms.  Returns how many are gone (2xx, or 404:
+ * already); gone[i] (gone may be NULL) says which.  Each failure is logged
+ * as "<who>DELETE <url> failed (<status>[: <reason>])". */
+int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms,
+		     const char *who, bool *gone);
 
 /* Copy the blob at src_url to each of dst_urls[0..ndst), streamed
  * (httpc_copy: a ring, never whole in memory).  When md5 is a 32-hex

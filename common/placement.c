@@ -1,54 +1,13 @@
 /* placement.c -- see placement.h.  The rules come from minikeyvalue's
  * lib.go: key2path and key2volume. */
-/* MD5() is "deprecated" in OpenSSL 3 in favour of EVP, whose per-call
- * context allocation costs more than hashing a key; placement is on the
- * GET path, so the plain function is used. */
-#define OPENSSL_SUPPRESS_DEPRECATED
 #include "placement.h"
 #include "util.h"
 
-#include <errno.h>
 #include <openssl/evp.h>
-#include <openssl/md5.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-static void md5(const void *a, size_t an, const void *b, size_t bn, unsigned char out[16])
-{
-	MD5_CTX c;
-	MD5_Init(&c);
-	MD5_Update(&c, a, an);
-	if (bn)
-		MD5_Update(&c, b, bn);
-	MD5_Final(out, &c);
-}
-
-void md5_hex(const void *data, size_t n, char out[33])
-{
-	unsigned char d[16];
-	md5(data, n, NULL, 0, d);
-	to_hex(d, 16, out);
-}
-
-bool md5_fd(int fd, char out[33])
-{
-	unsigned char buf[64 * 1024];
-	ssize_t n;
-	MD5_CTX c;
-	MD5_Init(&c);
-	while ((n = read(fd, buf, sizeof(buf))) != 0) {
-		if (n < 0 && errno != EINTR)
-			return false;
-		if (n > 0)
-			MD5_Update(&c, buf, (size_t)n);
-	}
-	MD5_Final(buf, &c);
-	to_hex(buf, 16, out);
-	return true;
-}
 
 static int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_space)
 {
@@ -134,7 +93,7 @@ void placement_path(const char *key, size_t keylen, char *out)
 	unsigned char d[16];
 	if (keylen > KEY_MAX)
 		keylen = KEY_MAX;
-	md5(key, keylen, NULL, 0, d);
+	md5_pair(key, keylen, NULL, 0, d);
 	to_hex(d, 1, out + 1);
 	to_hex(d + 1, 1, out + 4);
 	out[0] = out[3] = out[6] = '/';
@@ -159,7 +118,7 @@ int placement_volumes(const char *key, size_t keylen, char *const *volumes, int 
 	struct scored sv[nvol > 0 ? nvol : 1];
 	int n = replicas < nvol ? replicas : nvol;
 	for (int i = 0; i < nvol; i++) {
-		md5(key, keylen, volumes[i], strlen(volumes[i]), sv[i].score);
+		md5_pair(key, keylen, volumes[i], strlen(volumes[i]), sv[i].score);
 		sv[i].idx = i;
 	}
 	qsort(sv, (size_t)nvol, sizeof(sv[0]), by_score);

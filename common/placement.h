@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "md5.h"
 
 #define KEY_MAX 189          /* longest key whose base64 fits one file name */
 #define PATH_MAX_LEN 280     /* "/xx/yy/" + base64(KEY_MAX) + NUL, rounded up */
@@ -44,10 +45,5 @@ long placement_name_key(const char *name, size_t n, char *out);
  * key's whole preference order. */
 int placement_volumes(const char *key, size_t keylen, char *const *volumes, int nvol,
 		      int replicas, int subvolumes, char (*out)[LOC_MAX]);
-
-/* md5 of data as 32 lowercase hex digits + NUL. */
-void md5_hex(const void *data, size_t n, char out[33]);
-/* md5 of what is left to read from fd; false on a read error (errno set). */
-bool md5_fd(int fd, char out[33]);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *prog = "mkv";
 
@@ -97,6 +98,15 @@ uint64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+bool retry_wait(struct retry p, int n)
+{
+	if (n >= p.tries)
+		return false;
+	if (n)
+		usleep((p.doubling ? p.ms << (n - 1) : p.ms) * 1000u);
+	return true;
 }
 
 void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms)

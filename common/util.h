@@ -34,6 +34,21 @@ uint64_t now_ms(void);
 /* pthread_cond_timedwait for at most ms milliseconds (mu held). */
 void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms);
 
+/* Asking again a server that turned a request away for now.  Before
+ * attempt n (0, 1, ...), retry_wait(p, n) returns false when p allows no
+ * attempt n, else sleeps (not before attempt 0; then p.ms, doubled before
+ * each later one when p.doubling) and returns true. */
+struct retry {
+	int tries;      /* attempts in all */
+	unsigned ms;
+	bool doubling;
+};
+/* Busy (503, or no answer): again after 0.5 s, 1 s, 2 s. */
+#define RETRY_BUSY ((struct retry){4, 500, true})
+/* Another write of the key runs (409); it ends soon: every 0.1 s for 2 s. */
+#define RETRY_LOCKED ((struct retry){21, 100, false})
+bool retry_wait(struct retry p, int n);
+
 /* More query arguments than any request of ours needs?  libmicrohttpd
  * 0.9.75 stores each one in the connection's small memory pool before the
  * URI callback runs; a few hundred exhaust it and the connection stalls

@@ -3,7 +3,7 @@
 #include "targets.h"
 #include "../common/util.h"
 #include "../volume/path.h"
-#include "../volume/range.h"
+#include "../common/range.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,7 +36,7 @@ static char *cstr(const uint8_t *p, size_t n)
 
 /* "bytes=A-B", "bytes=A-" or "bytes=-B" with plain digits, as nginx reads
  * one range (max_ranges 1); false for anything else. */
-static bool ref_one_range(const char *h, uint64_t size, enum vol_range *res, uint64_t *start,
+static bool ref_one_range(const char *h, uint64_t size, enum range *res, uint64_t *start,
 			  uint64_t *len)
 {
 	uint64_t a = 0, b = 0;
@@ -68,11 +68,11 @@ static bool ref_one_range(const char *h, uint64_t size, enum vol_range *res, uin
 		b++;
 	}
 	if (a < b) {
-		*res = VOL_RANGE_ONE;
+		*res = RANGE_ONE;
 		*start = a;
 		*len = b - a;
 	} else {
-		*res = a == 0 ? VOL_RANGE_ALL : VOL_RANGE_BAD;
+		*res = a == 0 ? RANGE_ALL : RANGE_BAD;
 	}
 	return true;
 }
@@ -80,7 +80,7 @@ static bool ref_one_range(const char *h, uint64_t size, enum vol_range *res, uin
 void fuzz_range(const uint8_t *data, size_t n)
 {
 	uint64_t size = 0, start = ~0ull, len = ~0ull, rs = 0, rlen = 0;
-	enum vol_range r, want;
+	enum range r, want;
 	char *h;
 	/* byte 0 picks how the size is made: small, or any 63-bit value */
 	if (n >= 1 && data[0] & 1) {
@@ -94,15 +94,15 @@ void fuzz_range(const uint8_t *data, size_t n)
 		data += 2;
 		n -= 2;
 	} else {
-		r = vol_range_parse(NULL, 100, &start, &len);
-		FUZZ_CHECK(r == VOL_RANGE_ALL, "no header must mean the whole file");
+		r = range_parse(NULL, 100, &start, &len);
+		FUZZ_CHECK(r == RANGE_ALL, "no header must mean the whole file");
 		return;
 	}
 	h = cstr(data, n);
-	r = vol_range_parse(h, size, &start, &len);
-	FUZZ_CHECK(r == VOL_RANGE_ALL || r == VOL_RANGE_ONE || r == VOL_RANGE_BAD, "result %d",
+	r = range_parse(h, size, &start, &len);
+	FUZZ_CHECK(r == RANGE_ALL || r == RANGE_ONE || r == RANGE_BAD, "result %d",
 		   (int)r);
-	if (r == VOL_RANGE_ONE)
+	if (r == RANGE_ONE)
 		FUZZ_CHECK(len >= 1 && start < size && len <= size - start,
 			   "range [%llu, +%llu) outside a file of %llu bytes",
 			   (unsigned long long)start, (unsigned long long)len,
@@ -110,7 +110,7 @@ void fuzz_range(const uint8_t *data, size_t n)
 	if (ref_one_range(h, size, &want, &rs, &rlen)) {
 		FUZZ_CHECK(r == want, "\"%s\" on %llu bytes: %d, want %d", h,
 			   (unsigned long long)size, (int)r, (int)want);
-		if (r == VOL_RANGE_ONE)
+		if (r == RANGE_ONE)
 			FUZZ_CHECK(start == rs && len == rlen, "\"%s\": [%llu,+%llu), want [%llu,+%llu)",
 				   h, (unsigned long long)start, (unsigned long long)len,
 				   (unsigned long long)rs, (unsigned long long)rlen);

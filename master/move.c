@@ -98,7 +98,7 @@ void move_delete_later(struct index *idx, const char *key, size_t klen, const ch
 		      const char *path)
 {
 	struct pending *p = xcalloc(1, sizeof(*p));
-	p->url = xasprintf("http://%s%s", loc, path);
+	p->url = httpc_url(loc, path);
 	p->due = now_ms() + GRACE_MS;
 	p->idx = idx;
 	p->key = xmalloc(klen + 1);
@@ -150,7 +150,7 @@ static int copy_missing(struct move *m, const char **why)
 	int ndst = 0, got = 0;
 	for (int i = 0; i < m->nwant; i++)
 		if (!record_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
-			dst[ndst++] = xasprintf("http://%s%s", m->want[i], m->path);
+			dst[ndst++] = httpc_url(m->want[i], m->path);
 	/* ops_copy feeds at most HTTPC_COPY_MAXDST destinations at once */
 	/* Sources on volumes the master's checks see up first: a hung one
 	 * accepts the connection, then stalls the copy for a minute while
@@ -165,7 +165,7 @@ static int copy_missing(struct move *m, const char **why)
 		got = 1;
 		for (int j = 0; j < no && got > 0; j++) {
 			int i = order[j];
-			char *src = xasprintf("http://%s%s", m->r.locs[i], m->path);
+			char *src = httpc_url(m->r.locs[i], m->path);
 			got = httpc_copy_to(src, dst + d, nd, m->r.hash[0] ? m->r.hash : NULL, m->tmo, err);
 			if (got)
 				log_msg("rebalance: %s", err);
@@ -187,26 +187,20 @@ static int copy_missing(struct move *m, const char **why)
 static int drop_old(struct move *m, int flags, struct index *idx, const char *key, size_t klen,
 		    const char **why)
 {
-	char err[256];
-	int rc = 204;
-	for (int i = 0; i < m->r.nlocs; i++) {
-		char *url;
-		if (record_has_loc(m->wantp, m->nwant, m->r.locs[i]) ||
-		    record_has_loc(m->r.locs, i, m->r.locs[i]))
-			continue;
-		if (!(flags & MOVE_NOW)) {
-			move_delete_later(idx, key, klen, m->r.locs[i], m->path);
-			continue;
-		}
-		url = xasprintf("http://%s%s", m->r.locs[i], m->path);
-		if (httpc_delete(url, 30000, err) < 0) {
-			log_msg("rebalance: DELETE %s failed (%s)", url, err);
-			*why = move_left_behind;
-			rc = 500;
-		}
-		free(url);
+	char *old[RECORD_MAX_LOCS];
+	int n = 0;
+	for (int i = 0; i < m->r.nlocs; i++)
+		if (!record_has_loc(m->wantp, m->nwant, m->r.locs[i]) &&
+		    !record_has_loc(m->r.locs, i, m->r.locs[i]))
+			old[n++] = m->r.locs[i];
+	if (!(flags & MOVE_NOW)) {
+		for (int i = 0; i < n; i++)
+			move_delete_later(idx, key, klen, old[i], m->path);
+	} else if (httpc_delete_all(old, n, m->path, 30000, "rebalance: ", NULL) < n) {
+		*why = move_left_behind;
+		return 500;
 	}
-	return rc;
+	return 204;
 }
 
 int move_key(const struct config *cfg, struct index *idx, const char *key, size_t klen,

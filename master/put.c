@@ -147,18 +147,8 @@ static void send_body(struct put *p)
 /* Remove what a failed put wrote; keep the DELETED record if that fails. */
 static void cleanup_failed(struct put *p)
 {
-	struct httpc_req *reqs = p->reqs;
-	bool clean = true;
-	httpc_fanout("DELETE", reqs, p->nlocs, NULL, 0, (long)p->cfg->voltimeout_ms * 5);
-	for (int i = 0; i < p->nlocs; i++) {
-		int st = reqs[i].status;
-		if (!(st >= 200 && st < 300) && st != 404) {
-			log_msg("PUT cleanup: DELETE %s failed (%d%s%s); record left as DELETED",
-				reqs[i].url, st, st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
-			clean = false;
-		}
-	}
-	if (clean)
+	if (httpc_delete_all(p->locs, p->nlocs, p->path, (long)p->cfg->voltimeout_ms * 5,
+			     "PUT cleanup (the record stays DELETED): ", NULL) == p->nlocs)
 		index_delete(p->idx, p->key, p->klen);
 }
 
@@ -234,10 +224,11 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 		       size_t klen, const struct record *r, const char *to)
 {
 	char path[PATH_MAX_LEN], md5[2 * RECORD_MAX_LOCS][33], err[256], *v;
-	char *locs[2 * RECORD_MAX_LOCS], *tocopy = xstrdup(to), *save = NULL;
+	char *locs[2 * RECORD_MAX_LOCS], *differ[2 * RECORD_MAX_LOCS];
+	char *tocopy = xstrdup(to), *save = NULL;
 	uint64_t size[2 * RECORD_MAX_LOCS];
 	struct record n = {0};
-	int pick = -1, best = 0, nall = r->nlocs;
+	int pick = -1, best = 0, nall = r->nlocs, ndiffer = 0;
 	size_t len;
 
 	/* The places the record names, then those the REPLACE wrote to besides
@@ -250,7 +241,7 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 			locs[nall++] = l;
 	placement_path(key, klen, path);
 	for (int i = 0; i < nall; i++) {
-		char *url = xasprintf("http://%s%s", locs[i], path);
+		char *url = httpc_url(locs[i], path);
 		struct httpc_call g = {.url = url, .connect_ms = (long)cfg->voltimeout_ms,
 				       .stall_s = 10, .body = count_body, .ctx = &size[i],
 				       .md5 = md5[i]};
@@ -288,13 +279,10 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 	/* The copies that differ hold a value no record names now: gone, so
 	 * that a rebuild cannot take them back (gc's, if the delete fails). */
 	for (int i = 0; i < nall; i++)
-		if (md5[i][0] && strcmp(md5[i], md5[pick])) {
-			char *url = xasprintf("http://%s%s", locs[i], path);
-			if (httpc_delete(url, (long)cfg->voltimeout_ms * 5, err) < 0)
-				log_msg("REPLACE of %.*s: DELETE %s: %s (gc finds it)", (int)klen,
-					key, url, err);
-			free(url);
-		}
+		if (md5[i][0] && strcmp(md5[i], md5[pick]))
+			differ[ndiffer++] = locs[i];
+	httpc_delete_all(differ, ndiffer, path, (long)cfg->voltimeout_ms * 5,
+			 "REPLACE settled (gc finds what is left): ", NULL);
 	if (strcmp(md5[pick], r->hash)) { /* the new value: its S3 metadata */
 		struct meta m = {.size = size[pick], .mtime = (int64_t)time(NULL)};
 		snprintf(m.etag, sizeof(m.etag), "%s", md5[pick]);
@@ -399,7 +387,7 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 	p->reqs = xcalloc((size_t)nlocs, sizeof(*p->reqs));
 	for (int i = 0; i < nlocs; i++) {
 		p->locs[i] = xstrdup(locs[i]);
-		p->reqs[i].url = xasprintf("http://%s%s", locs[i], p->path);
+		p->reqs[i].url = httpc_url(locs[i], p->path);
 	}
 	if (!ring || ring > RING_MAX)
 		ring = RING_MAX;

@@ -54,7 +54,7 @@ int store_urls(struct index *idx, const char *key, size_t klen, struct store_url
 	placement_path(key, klen, path);
 	for (int i = 0; i < r.nlocs; i++)
 		if (health_up(r.locs[i], strlen(r.locs[i])))
-			u->url[u->n++] = xasprintf("http://%s%s", r.locs[i], path);
+			u->url[u->n++] = httpc_url(r.locs[i], path);
 	memcpy(u->hash, r.hash, sizeof(u->hash));
 	free(v);
 	return u->n;
@@ -109,26 +109,18 @@ struct put *store_write(const struct config *cfg, struct index *idx, const char 
 static int delete_replicas(const struct config *cfg, const char *key, size_t klen,
 			   struct record *r)
 {
-	struct httpc_req reqs[RECORD_MAX_LOCS];
 	char path[PATH_MAX_LEN];
-	int rc = 0, kept = 0;
+	bool gone[RECORD_MAX_LOCS];
+	int kept = 0;
 	placement_path(key, klen, path);
+	if (httpc_delete_all(r->locs, r->nlocs, path, (long)cfg->puttimeout_ms, "", gone) ==
+	    r->nlocs)
+		return 0;
 	for (int i = 0; i < r->nlocs; i++)
-		reqs[i].url = xasprintf("http://%s%s", r->locs[i], path);
-	httpc_fanout("DELETE", reqs, r->nlocs, NULL, 0, (long)cfg->puttimeout_ms);
-	for (int i = 0; i < r->nlocs; i++) {
-		int st = reqs[i].status;
-		if (!(st >= 200 && st < 300) && st != 404) {
-			log_msg("DELETE %s failed (%d%s%s)", reqs[i].url, st, st < 0 ? ": " : "",
-				st < 0 ? reqs[i].err : "");
-			rc = -1;
+		if (!gone[i])
 			r->locs[kept++] = r->locs[i];
-		}
-		free((char *)reqs[i].url);
-	}
-	if (rc < 0)
-		r->nlocs = kept;
-	return rc;
+	r->nlocs = kept;
+	return -1;
 }
 
 int store_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
@@ -177,6 +169,11 @@ int store_delete(const struct config *cfg, struct index *idx, const char *key, s
 	if (unlink)
 		st = 204;
 	else if (delete_replicas(cfg, key, klen, &r) < 0) {
+		/* naming only the copies the delete did not remove: a RELINK
+		 * serves the key from those */
+		free(enc);
+		enc = record_encode(&r, &elen);
+		index_put(idx, key, klen, enc, elen);
 		*why = "a volume refused the delete; the key stays unlinked";
 		st = 500;
 	} else if (index_delete_nosync(idx, key, klen) < 0) {

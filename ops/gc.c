@@ -141,7 +141,7 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
 	if (st == 404) {
 		/* gone already */
-	} else if (st != 200 || !old_enough(g, ops_http_time(h.lastmod)) ||
+	} else if (st != 200 || !old_enough(g, httpc_parse_date(h.lastmod)) ||
 		   (key && named(g, key, (size_t)klen, loc) != 0)) {
 		g->rekept++;   /* changed since it was listed: kept */
 	} else if (httpc_delete(url, TIMEOUT_MS, err) == 0) {
@@ -217,7 +217,7 @@ static void walk(struct gc *g, const char *loc, const char *path, int depth)
 			json_t *sz = json_object_get(e, "size");
 			consider(g, loc, sub,
 				 json_is_integer(sz) ? (long long)json_integer_value(sz) : 0,
-				 ops_http_time(json_string_value(json_object_get(e, "mtime"))));
+				 httpc_parse_date(json_string_value(json_object_get(e, "mtime"))));
 		}
 		free(sub);
 	}
@@ -289,24 +289,16 @@ static void unlinked_online_one(void *ctx, size_t i)
 static void unlinked_offline_one(void *ctx, size_t i)
 {
 	struct gc *g = ctx;
-	char path[PATH_MAX_LEN], err[256];
+	char path[PATH_MAX_LEN];
 	struct record r;
-	bool ok = true;
 	if (record_parse(g->b.vals[i], g->b.vlens[i], &r) < 0 || !r.deleted)
 		return;
 	g->unlinked++;
 	if (!g->cfg->delete_)
 		return;
 	placement_path(g->b.keys[i], g->b.klens[i], path);
-	for (int j = 0; j < r.nlocs; j++) {
-		char *url = ops_url(r.locs[j], path, strlen(path), "");
-		if (httpc_delete(url, TIMEOUT_MS, err) < 0) {
-			log_msg("gc: DELETE %s failed: %s", url, err);
-			ok = false;
-		}
-		free(url);
-	}
-	if (ok && index_delete(g->idx, g->b.keys[i], g->b.klens[i]) == 0)
+	if (httpc_delete_all(r.locs, r.nlocs, path, TIMEOUT_MS, "gc: ", NULL) == r.nlocs &&
+	    index_delete(g->idx, g->b.keys[i], g->b.klens[i]) == 0)
 		g->unlinked_gone++;
 	else
 		g->failed++;

@@ -66,10 +66,6 @@ char *ops_url(const char *host, const char *path, size_t n, const char *query);
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* An HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT") as unix seconds; 0 when
- * s is NULL or no such date. */
-int64_t ops_http_time(const char *s);
-
 /* key2path's inverse: the key (at most KEY_MAX bytes, into key[PATH_MAX_LEN])
  * whose blob sits at path "/xx/yy/<name>", or -1 when none would (then
  * the file is no blob at all). */

@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <openssl/evp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,20 +122,10 @@ static void pg_free(struct pg *g)
 /* md5 of a file by path, into out; false when it cannot be read. */
 static bool file_md5(const char *path, char out[33])
 {
-	unsigned char d[16], buf[64 * 1024];
-	FILE *f = fopen(path, "rb");
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	bool ok;
-	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
-		die("md5 init failed");
-	for (size_t n; f && (n = fread(buf, 1, sizeof(buf), f)) > 0;)
-		EVP_DigestUpdate(md, buf, n);
-	ok = f && !ferror(f);
-	if (f)
-		fclose(f);
-	EVP_DigestFinal_ex(md, d, NULL);
-	EVP_MD_CTX_free(md);
-	to_hex(d, 16, out);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && md5_fd(fd, out);
+	if (fd >= 0)
+		close(fd);
 	return ok;
 }
 
@@ -168,25 +157,17 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
 }
 
 /* PUT the file, again after a 409 (another write of the key is running, a
- * parallel put?, it ends soon) and, three times, after a 503 or no answer
- * (a volume or the master is busy).  Returns the last status. */
+ * parallel put?) or a 503 or no answer (a volume or the master is busy).
+ * Returns the last status. */
 static int send_file(const char *url, int fd, uint64_t size, char *err)
 {
 	char md5[33];
-	int status = -1;
-	for (int tries = 0, soft = 0; tries < 20; tries++) {
-		if (tries) {
-			usleep(soft ? 250000u << soft : 100000u);
-			if (lseek(fd, 0, SEEK_SET) < 0)
-				break;
-		}
+	int status, locked = 0, busy = 0;
+	do
 		status = ops_stream_put(url, fd, size, md5, err);
-		if (status == 409)
-			continue;
-		if ((status == 503 || status < 0) && soft++ < 3)
-			continue;
-		break;
-	}
+	while ((status == 409 ? retry_wait(RETRY_LOCKED, ++locked)
+			      : (status == 503 || status < 0) && retry_wait(RETRY_BUSY, ++busy)) &&
+	       lseek(fd, 0, SEEK_SET) == 0);
 	return status;
 }
 
@@ -320,12 +301,9 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *
 		fail(g, "%s: %s", path, strerror(errno));
 		return -1;
 	}
-	for (int tries = 0; tries < 4; tries++) {
-		if (tries) {
-			usleep(250000u << tries);
-			if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
-				break;
-		}
+	for (int t = 0; retry_wait(RETRY_BUSY, t); t++) {
+		if (t && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0))
+			break;
 		status = ops_stream_get(url, true, fd, false, md5, &size, hdr, err);
 		if (status != 503 && status >= 0 && status < 500)
 			break;

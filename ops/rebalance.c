@@ -106,7 +106,7 @@ static void online_one(void *ctx, size_t i)
 	char err[256];
 	struct ops_head_info h;
 	bool moved = true;
-	int st;
+	int st, tries = 0;
 	/* A key already where it belongs (or deleted meanwhile) is left alone. */
 	if (!r->unlinked && ((st = ops_head_info(url, 30000, &h, err)) == 404 ||
 			     !strcmp(h.balance, "balanced"))) {
@@ -115,12 +115,9 @@ static void online_one(void *ctx, size_t i)
 		goto done;
 	}
 	/* 409: a PUT or DELETE of the key is running; it ends soon */
-	for (int tries = 0;; tries++) {
+	do
 		st = rebalance_request(url, &moved, err);
-		if (st != 409 || tries == 20)
-			break;
-		usleep(50000);
-	}
+	while (st == 409 && retry_wait(RETRY_LOCKED, ++tries));
 	if (st == 204) {
 		r->moved += moved;
 	} else if (st == 404 && ops_unreachable("rebalance", r->b.keys[i], r->b.klens[i])) {

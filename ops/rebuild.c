@@ -287,7 +287,9 @@ static void leaf_file(struct rb *rb, struct leaf *lf, int ri, const char *path, 
 	en->root = rb->roots[ri];
 	en->size = json_is_integer(sz) && json_integer_value(sz) >= 0
 			   ? (uint64_t)json_integer_value(sz) : 0;
-	en->mtime = ops_http_time(json_string_value(json_object_get(e, "mtime")));
+	en->mtime = httpc_parse_date(json_string_value(json_object_get(e, "mtime")));
+	if (en->mtime < 0)
+		en->mtime = 0;   /* unknown */
 	en->md5[0] = '\0';
 	if (md5 && strlen(md5) == 32 && strspn(md5, "0123456789abcdef") == 32)
 		memcpy(en->md5, md5, 33);

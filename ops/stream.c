@@ -274,10 +274,10 @@ int ops_master_head(const char *master, const char *key, size_t klen, int tries,
 		    struct ops_head_info *h, struct record *r, char *err)
 {
 	char *url = ops_url(master, key, klen, "");
+	struct retry busy = RETRY_BUSY;
 	int st = -1;
-	for (int t = 0; t < tries; t++) {
-		if (t)
-			usleep(250000u << t);
+	busy.tries = tries;
+	for (int t = 0; retry_wait(busy, t); t++) {
 		st = ops_head_info(url, 60000, h, err);
 		if (st != 503 && st >= 0)
 			break;

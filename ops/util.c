@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define BATCH 4096             /* records handed to the workers at a time */
@@ -233,14 +232,6 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 	free(b->klens);
 	free(b->vlens);
 	memset(b, 0, sizeof(*b));
-}
-
-int64_t ops_http_time(const char *s)
-{
-	struct tm tm = {0};
-	if (!s || !strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm))
-		return 0;
-	return (int64_t)timegm(&tm);
 }
 
 long ops_path_key(const char *path, char *key)

@@ -180,7 +180,7 @@ static bool verify_key(struct vr *v, const char *key, size_t klen, struct record
 	placement_path(key, klen, path);
 	for (int i = 0; i < r->nlocs; i++) {
 		int s;
-		k.urls[i] = xasprintf("http://%s%s", r->locs[i], path);
+		k.urls[i] = httpc_url(r->locs[i], path);
 		s = replica_md5(v, k.urls[i], k.md5[i], errs[i]);
 		k.st[i] = s == 200 ? ST_GOOD : s == 404 ? ST_MISSING : ST_UNKNOWN;
 		suspect |= k.st[i] == ST_MISSING ||

@@ -2,8 +2,8 @@
  * replica (S3 clients do not follow a 302).  See s3req.h. */
 #include "s3req.h"
 #include "../common/httpc.h"
+#include "../common/range.h"
 
-#include <ctype.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,55 +141,22 @@ static ssize_t get_reader(void *cls, uint64_t pos, char *out, size_t max)
 	return (ssize_t)n;
 }
 
-/* Does an If-Match / If-None-Match list ("*", or ETags, quoted, weak or
- * not, comma-separated) name etag? */
-static bool etag_matches(const char *list, const char *etag)
-{
-	size_t el = strlen(etag);
-	for (const char *p = list; *p; p += *p == ',') {
-		const char *e = p + strspn(p, " ");
-		size_t n = strcspn(e, ",");
-		p = e + n;
-		while (n && e[n - 1] == ' ')
-			n--;
-		if (n == 1 && e[0] == '*')
-			return true;
-		if (n >= 2 && !strncmp(e, "W/", 2))
-			e += 2, n -= 2;
-		if (n >= 2 && e[0] == '"' && e[n - 1] == '"')
-			e++, n -= 2;
-		if (n == el && !memcmp(e, etag, n))
-			return true;
-	}
-	return false;
-}
-
-/* An HTTP date into *t; false when it is not one (the header is then
- * ignored, as S3 does). */
-static bool parse_http_date(const char *h, time_t *t)
-{
-	struct tm tm = {0};
-	const char *e = h ? strptime(h, "%a, %d %b %Y %H:%M:%S GMT", &tm) : NULL;
-	if (!e || *e)
-		return false;
-	*t = timegm(&tm);
-	return true;
-}
-
 int s3_preconditions(struct s3req *s, const char *const names[4], const char *etag,
 		     int64_t mtime)
 {
 	const char *im = s3_req_header(s, names[0]), *inm = s3_req_header(s, names[1]);
-	time_t since;
+	time_t ius = httpc_parse_date(s3_req_header(s, names[2]));
+	time_t ims = httpc_parse_date(s3_req_header(s, names[3]));
 	/* If-Unmodified-Since counts without an If-Match, If-Modified-Since
-	 * without an If-None-Match (S3's rules, RFC 9110's); both need a time */
-	bool stale = !im && mtime >= 0 && parse_http_date(s3_req_header(s, names[2]), &since) &&
-		     mtime > (int64_t)since;
-	bool fresh = !inm && mtime >= 0 && parse_http_date(s3_req_header(s, names[3]), &since) &&
-		     mtime <= (int64_t)since;
-	if ((etag[0] && im && !etag_matches(im, etag)) || stale)
+	 * without an If-None-Match (S3's rules, RFC 9110's); both need a time
+	 * (a header that is no date is ignored, as S3 does) */
+	bool stale = !im && mtime >= 0 && ius != -1 && mtime > (int64_t)ius;
+	bool fresh = !inm && mtime >= 0 && ims != -1 && mtime <= (int64_t)ims;
+	char q[META_ETAG_MAX + 2];
+	snprintf(q, sizeof(q), "\"%s\"", etag);
+	if ((etag[0] && im && !etag_listed(im, q, ETAG_WEAK | ETAG_S3)) || stale)
 		return 412;
-	if ((etag[0] && inm && etag_matches(inm, etag)) || fresh)
+	if ((etag[0] && inm && etag_listed(inm, q, ETAG_WEAK | ETAG_S3)) || fresh)
 		return 304;
 	return 0;
 }
@@ -209,42 +176,12 @@ static void object_headers(struct s3req *s)
 	s3_hdr(s, "Content-Type", "binary/octet-stream");
 }
 
-/* Is rg one range S3 acts on: "bytes=first-last" (first <= last),
- * "bytes=first-" or "bytes=-suffix"?  Any other Range is ignored (the
- * whole object, 200), as S3 does; one past the end is still 416. */
-static bool range_valid(const char *rg)
-{
-	const char *p = rg + 6;
-	char *e;
-	uint64_t first, last;
-	if (strncmp(rg, "bytes=", 6))
-		return false;
-	p += strspn(p, " ");
-	if (*p == '-') {
-		if (!isdigit((unsigned char)p[1]))
-			return false;
-		strtoull(p + 1, &e, 10);
-		return !e[strspn(e, " ")];
-	}
-	if (!isdigit((unsigned char)*p))
-		return false;
-	first = strtoull(p, &e, 10);
-	if (*e != '-')
-		return false;
-	p = e + 1 + strspn(e + 1, " ");
-	if (!*p)
-		return true;
-	if (!isdigit((unsigned char)*p))
-		return false;
-	last = strtoull(p, &e, 10);
-	return !e[strspn(e, " ")] && first <= last;
-}
-
 /* First part of GetObject/HeadObject: the index and the sidecar only.
  * true when answered (s->status set) without a volume. */
 static bool get_prepare(struct s3req *s)
 {
 	struct store_urls u;
+	struct range_spec r;
 	const char *rg = s3_req_header(s, "Range");
 	static const char *const conds[4] = {"If-Match", "If-None-Match", "If-Unmodified-Since",
 					     "If-Modified-Since"};
@@ -274,7 +211,9 @@ static bool get_prepare(struct s3req *s)
 		s3_error(s, 503, "ServiceUnavailable", "no replica of this key is on a volume that is up");
 		return true;
 	}
-	if (rg && range_valid(rg) && strlen(rg) < sizeof(s->range))
+	/* S3 ignores any other Range (the whole object, 200); a Range past
+	 * the end is still 416, the replica's */
+	if (rg && range_s3(rg, &r) && strlen(rg) < sizeof(s->range))
 		snprintf(s->range, sizeof(s->range), "%s", rg);
 	if (s->range[0] && s->have_meta && !s->meta.size) {   /* no byte to give, as S3 */
 		s3_error(s, 416, "InvalidRange", "The requested range is not satisfiable");

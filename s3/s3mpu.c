@@ -3,8 +3,11 @@
  * REPLACE of the final key), CopyObject and UploadPartCopy.  See s3req.h. */
 #include "s3req.h"
 #include "../common/httpc.h"
+#include "../common/range.h"
 
-#include <openssl/evp.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -359,7 +362,7 @@ void s3_mpu_part_copy(struct s3req *s)
 	size_t klen, plen;
 	struct meta m;
 	bool known;
-	uint64_t size, num = 0, first = 0, last = 0;
+	uint64_t size, num = 0;
 	int st;
 
 	if (!up)
@@ -372,15 +375,14 @@ void s3_mpu_part_copy(struct s3req *s)
 	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
 		goto out;
 	if (rg) {
-		char tail;
-		if (sscanf(rg, "bytes=%" SCNu64 "-%" SCNu64 "%c", &first, &last, &tail) != 2 ||
-		    first > last || (size != UINT64_MAX && last >= size)) {
+		struct range_spec r;
+		if (!range_s3(rg, &r) || r.open || r.suffix || (size != UINT64_MAX && r.last >= size)) {
 			s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range must be "
 				 "bytes=first-last, within the source object");
 			goto out;
 		}
-		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, first, last);
-		size = last - first + 1;
+		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, r.first, r.last);
+		size = r.last - r.first + 1;
 	}
 	s3_part_key(up, (int)num, part, &plen);
 	memcpy(keys[0], key, klen);
@@ -410,7 +412,7 @@ static void strip_quotes(char *e)
  * sizes into sizes, their binary md5s into md): how many, or -1 with an
  * error answered. */
 static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX + 1],
-			  size_t *klens, uint64_t *sizes, EVP_MD_CTX *md)
+			  size_t *klens, uint64_t *sizes, struct md5 *md)
 {
 	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len;
 	int n = 0, last = 0;
@@ -441,7 +443,7 @@ static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX 
 				for (int i = 0; i < 16; i++)
 					bin[i] = (unsigned char)(hex_value(m.etag[2 * i]) << 4 |
 								 hex_value(m.etag[2 * i + 1]));
-				EVP_DigestUpdate(md, bin, 16);
+				md5_update(md, bin, 16);
 				sizes[n++] = m.size;
 				last = (int)v;
 			}
@@ -462,11 +464,9 @@ void s3_mpu_complete(struct s3req *s)
 	char (*keys)[KEY_MAX + 1] = xmalloc(PARTS_MAX * sizeof(*keys)), etag[META_ETAG_MAX];
 	size_t *klens = xmalloc(PARTS_MAX * sizeof(size_t));
 	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t));
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	unsigned char d[16];
+	struct md5 *md = md5_new();
 	int n, st;
 
-	EVP_DigestInit_ex(md, EVP_md5(), NULL);
 	if (!up)
 		goto out;
 	if (s->in_too_big) {
@@ -480,8 +480,7 @@ void s3_mpu_complete(struct s3req *s)
 		s3_error(s, 400, "MalformedXML", "no parts listed");
 		goto out;
 	}
-	EVP_DigestFinal_ex(md, d, NULL);
-	to_hex(d, 16, etag);
+	md5_final_hex(md, etag);
 	snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
 	st = write_from(s, s->key, s->klen, keys, klens, sizes, n, NULL, etag, &why);
 	if (st != 200) {
@@ -495,7 +494,7 @@ void s3_mpu_complete(struct s3req *s)
 	bucket_and_key(s);
 	buf_printf(&s->body, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);
 out:
-	EVP_MD_CTX_free(md);
+	md5_free(md);
 	free(keys);
 	free(klens);
 	free(sizes);

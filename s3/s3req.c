@@ -3,7 +3,6 @@
  * share.  See s3req.h. */
 #include "s3req.h"
 
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +89,7 @@ void s3_unref(struct s3req *s)
 	buf_free(&s->body);
 	buf_free(&s->in);
 	buf_free(&s->pending);
-	EVP_MD_CTX_free(s->digest);
+	md5_free(s->digest);
 	for (int i = 0; i < s->nhdr; i++)
 		free((char *)s->hdr[i].value);
 	for (int i = 0; i < s->nurls; i++)

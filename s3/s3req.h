@@ -14,7 +14,6 @@
 #include "../common/placement.h"
 #include "../common/util.h"
 
-#include <openssl/types.h>
 #include <stdatomic.h>
 
 #define XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -80,7 +79,7 @@ struct s3req {
 	size_t poff;
 	uint64_t fed;                 /* body bytes (decoded) so far */
 	int bad;                      /* BAD_*: the body is refused */
-	EVP_MD_CTX *digest;           /* md5 of the body, when it came with a Content-MD5 */
+	struct md5 *digest;           /* md5 of the body, when it came with a Content-MD5 */
 	unsigned char want_md5[16];
 
 	/* GetObject */

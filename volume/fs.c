@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -136,7 +135,7 @@ struct vol_put {
 	ssize_t made_parent; /* parents were created, the first in the directory of
 				this length (0: the root): fsync at commit; -1: none */
 	char tmpname[64];
-	EVP_MD_CTX *md5;
+	struct md5 *md5;
 	size_t buffered;     /* bytes waiting in buf */
 	char buf[PUT_BUF];   /* the body arrives in small pieces: write big ones */
 };
@@ -200,9 +199,7 @@ struct vol_put *vol_put_begin(const struct vol_root *r, const char *path, int *s
 		*status = vol_fs_fail(r, "open", path, errno, 409);
 		goto fail;
 	}
-	p->md5 = EVP_MD_CTX_new();
-	if (!p->md5 || !EVP_DigestInit_ex(p->md5, EVP_md5(), NULL))
-		die("md5 init failed");
+	p->md5 = md5_new();
 	return p;
 fail:
 	vol_put_abort(p);
@@ -233,8 +230,7 @@ static int write_all(struct vol_put *p, const char *s, size_t n)
 
 int vol_put_write(struct vol_put *p, const void *data, size_t n)
 {
-	if (!EVP_DigestUpdate(p->md5, data, n))
-		die("md5 update failed");
+	md5_update(p->md5, data, n);
 	if (p->buffered + n > sizeof(p->buf)) {
 		int status = write_all(p, p->buf, p->buffered);
 		p->buffered = 0;
@@ -293,16 +289,12 @@ static int link_tmpfile(struct vol_put *p, const char *name)
 
 int vol_put_commit(struct vol_put *p)
 {
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned int dl = 0;
 	char hex[33];
 	int status = 0;
 
 	if ((status = write_all(p, p->buf, p->buffered)))
 		goto out;
-	if (!EVP_DigestFinal_ex(p->md5, d, &dl) || dl != 16)
-		die("md5 final failed");
-	to_hex(d, 16, hex);
+	md5_final_hex(p->md5, hex);
 	/* A filesystem without user xattrs just has no md5 to offer. */
 	if (fsetxattr(p->fd, VOL_MD5_XATTR, hex, 32, 0) < 0 && errno != ENOTSUP &&
 	    errno != EPERM && errno != EACCES)
@@ -361,7 +353,7 @@ void vol_put_abort(struct vol_put *p)
 		unlinkat(p->dfd, p->tmpname, 0);
 	if (p->dfd >= 0)
 		close(p->dfd);
-	EVP_MD_CTX_free(p->md5);
+	md5_free(p->md5);
 	free(p->path);
 	free(p);
 }
