@@ -24,7 +24,7 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra $(FUZZ_FLAGS) \
 
 fz_obj        = $(patsubst %.c,$(FZ)/%.o,$(1))
 FUZZ_COMMON  := $(call fz_obj,$(COMMON_SRC))
-FUZZ_MASTER  := $(call fz_obj,$(filter-out master/main.c,$(MASTER_SRC)) fuzz/targets_master.c)
+FUZZ_MASTER  := $(call fz_obj,$(filter-out ops/main.c,$(MASTER_SRC)) fuzz/targets_master.c)
 FUZZ_VOLUME  := $(call fz_obj,$(filter-out volume/main.c,$(VOLUME_SRC)) fuzz/targets_volume.c)
 fuzz_lib      = $(if $(filter range path,$(1)),$(FUZZ_VOLUME),$(FUZZ_MASTER))
 
