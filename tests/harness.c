@@ -195,6 +195,7 @@ static void stop_checked(pid_t *pid, const char *what, int port, const char *log
 	if (p > 0) {
 		if (kill(-p, SIGTERM) < 0)
 			kill(p, SIGTERM);
+		kill(-p, SIGCONT);   /* a test that failed may have left it stopped */
 		for (;;) {
 			pid_t w = mine ? waitpid(p, &st, WNOHANG) : 0;
 			if (w == p)
