@@ -144,7 +144,7 @@ int h_stop(pid_t pid, int sig)
 }
 
 /* How long a server may take to stop on SIGTERM: a liveness bound.  The
- * slowest stop measured in the suites took 1.7 s (mkv-volume under
+ * slowest stop measured in the suites took 2.0 s (mkv-volume under
  * SANITIZE=1, whose leak check runs at exit); a master still serving
  * requests drains them for up to 10 s first. */
 #define STOP_MS 30000
