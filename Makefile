@@ -84,15 +84,24 @@ $(B)/tests/harness.o: tests/harness.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# Run each suite in $(1), the command $(2) before it: all run even if one
+# fails, any failure fails.  Each says how long it took, and a table at the
+# end lists them all.
+define run_suites
+	@fail=0; table=; t0=$$(date +%s); for t in $(1); do \
+	  echo "== $$t"; s=$$(date +%s); \
+	  if $(2) $$t; then r=passed; else r=FAILED; fail=1; fi; \
+	  line="$$t: $$(($$(date +%s) - s)) s, $$r"; echo "== $$line"; table="$$table$$line|"; \
+	done; echo "== suites ($$(($$(date +%s) - t0)) s in all):"; \
+	echo "$$table" | tr '|' '\n' | sed '/^$$/d; s/^/   /'; exit $$fail
+endef
+
 # The layers keep to their includes (docs/architecture.md).
 layers:
 	@tests/layers.sh
 
-# Each suite runs on its own; all run even if one fails; any failure fails.
 test: layers all $(TESTS)
-	@fail=0; for t in $(TESTS); do \
-	  echo "== $$t"; MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV) $$t || fail=1; \
-	done; exit $$fail
+	$(call run_suites,$(TESTS),MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
 
 # The multi-host bed (tests/hosts/bed.sh): network namespaces, as root
 # (skipped without); SCENARIOS="s2_cut_host ..." runs only those.
@@ -105,10 +114,9 @@ test-hosts: all $(B)/tests/hosts/relay
 # The unit suites (no servers) under valgrind's memcheck, in-process.
 VALGRIND_SUITES := check_placement check_handlers check_fuzz check_volume_fuzz
 valgrind: all $(patsubst %,$(B)/tests/%,$(VALGRIND_SUITES))
-	@fail=0; for t in $(VALGRIND_SUITES); do echo "== valgrind $$t"; \
-	  CK_FORK=no MKV_ROOT=$(CURDIR) valgrind -q --error-exitcode=9 --leak-check=full \
-	    --errors-for-leak-kinds=definite --show-possibly-lost=no $(B)/tests/$$t || fail=1; \
-	done; exit $$fail
+	$(call run_suites,$(patsubst %,$(B)/tests/%,$(VALGRIND_SUITES)),CK_FORK=no \
+	  MKV_ROOT=$(CURDIR) valgrind -q --error-exitcode=9 --leak-check=full \
+	  --errors-for-leak-kinds=definite --show-possibly-lost=no)
 
 # A local cluster: three volumes (mkv-volume, or VOLUMES=nginx) and a master.
 VOLUMES ?= mkv

@@ -436,8 +436,7 @@ START_TEST(test_crash_during_replace_away)
 			home1 = xasprintf("http://%s%s", locs[i], path);
 	ck_assert_ptr_nonnull(home1);
 	u = murl(&m, key);
-	h_stop(vols[1].pid, SIGTERM);   /* down at the PUT: its copy goes to vols[2] */
-	vols[1].pid = 0;
+	h_vol_down(&vols[1]);   /* down at the PUT: its copy goes to vols[2] */
 	{
 		char *k = key_placed("away-probe", names, 3, 2, names[1], true, &counter);
 		char *pu = murl(&m, k);
@@ -745,8 +744,7 @@ START_TEST(test_read_only)
 	long st;
 
 	h_vol_start(&v, VOL_MKV);
-	h_stop(v.pid, SIGTERM);
-	v.pid = 0;
+	h_vol_down(&v);
 	/* The data directory becomes a mount of its own (its log stays
 	 * outside), so that it alone can turn read-only. */
 	if (mount(v.dir, v.dir, NULL, MS_BIND, NULL) < 0) {
@@ -772,8 +770,7 @@ START_TEST(test_read_only)
 	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
 	ck_assert(r.body.len == 5 && !memcmp(r.body.data, "value", 5));
 	h_resp_free(&r);
-	h_stop(v.pid, SIGTERM);
-	v.pid = 0;
+	h_vol_down(&v);
 	umount2(v.dir, MNT_DETACH);
 	h_vol_stop(&v);
 	free(u), free(gone);
@@ -1137,8 +1134,7 @@ START_TEST(test_rebalance_hung_source)
 	}
 	u = murl(&m, k);
 	/* written while vols[1] is down: its copies are on vols 0 and 2 */
-	h_stop(vols[1].pid, SIGTERM);
-	vols[1].pid = 0;
+	h_vol_down(&vols[1]);
 	for (int i = 0; i < 100 && st != 201; i++) {
 		st = h_http("PUT", u, "value", 5, NULL, false, &r);
 		h_resp_free(&r);
@@ -1204,8 +1200,7 @@ START_TEST(test_write_availability)
 	}
 	h_master_start(&m, vols, 5, flags);
 	wait_cluster(&m);
-	h_stop(vols[2].pid, SIGTERM);       /* down, its data kept */
-	vols[2].pid = 0;
+	h_vol_down(&vols[2]);       /* down, its data kept */
 	/* Wait until the master knows: a PUT homed on the dead volume succeeds. */
 	{
 		char *k = key_placed("avail-probe", names, 5, 3, names[2], true, &counter);
@@ -1251,8 +1246,7 @@ START_TEST(test_write_availability)
 
 	/* The volume returns; rebalance offline (the master stopped). */
 	h_vol_respawn(&vols[2]);
-	h_stop(m.pid, SIGTERM);
-	m.pid = 0;
+	h_master_down(&m);
 	volarg = h_volumes_arg(vols, 5);
 	bin = h_bin("mkv");
 	{

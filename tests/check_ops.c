@@ -551,8 +551,7 @@ static void master_up(int nvol, const char *db)
 /* Stop the master but keep its index (h_master_stop would remove it). */
 static void master_down(void)
 {
-	h_stop(M.pid, SIGTERM);
-	M.pid = 0;
+	h_master_down(&M);
 	free(M.db);
 	free(M.log);
 	M.db = M.log = NULL;

@@ -818,8 +818,7 @@ START_TEST(test_replace_failures)
 
 	/* a volume dies: the REPLACE either places the copy elsewhere (201)
 	 * or says it is partly done; the new value is what is served */
-	h_stop(v[0].pid, SIGTERM);
-	v[0].pid = 0;
+	h_vol_down(&v[0]);
 	st = h_http("REPLACE", u, "new!", 4, NULL, false, &r);
 	ck_assert_msg(st == 201 || (st >= 500 && strstr(r.body.data, "partly done")),
 		      "REPLACE with a volume down: %ld %s", st, r.body.data ? r.body.data : "");

@@ -312,7 +312,7 @@ START_TEST(test_relink)
 	}
 
 	/* A crashed PUT's record: DELETED, no HASH, its bytes never arrived. */
-	h_stop(M.pid, SIGTERM);
+	h_master_down(&M);
 	{
 		struct index *idx = index_open(M.db, &why);
 		char *v;
@@ -385,8 +385,7 @@ START_TEST(test_relink)
 			if (!strncmp(locs[0], V[v].name, strlen(V[v].name)))
 				down = v;
 		ck_assert_int_ge(down, 0);
-		h_stop(V[down].pid, SIGTERM);
-		V[down].pid = 0;
+		h_vol_down(&V[down]);
 		ck_assert_int_eq(h_status("DELETE", c), 500);
 		h_vol_respawn(&V[down]);
 		ck_assert_int_eq(h_status("RELINK", c), 204);
@@ -613,8 +612,7 @@ START_TEST(test_verify)
 
 	/* Offline: the master stopped, the same from the index; both copies
 	 * of a key bad leaves nothing to fix from, and verify says so. */
-	h_stop(M.pid, SIGTERM);
-	M.pid = 0;
+	h_master_down(&M);
 	{
 		const char *offline[] = {"-db", M.db, NULL};
 		verify_clean(log, offline);
@@ -948,8 +946,7 @@ START_TEST(test_gc)
 		for (int j = 0; j < 2; j++)
 			files[j] = replica_file("/g/5", locs[j]);
 		ck_assert_int_eq(h_status("UNLINK", u), 204);
-		h_stop(M.pid, SIGTERM);
-		M.pid = 0;
+		h_master_down(&M);
 		const char *off[] = {"-db", M.db, "-unlinked", "-delete", "gc", NULL};
 		rc = mkv_run(true, off, log);
 		if (rc != 0 || !log_has(log, "1 unlinked keys, 1 removed"))

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
@@ -28,7 +29,11 @@
 #include "harness.h"
 
 #define SECRET "SECRET-outside-the-data-directory\n"
-#define T_MS 5000           /* longest a hostile request may wait for its answer */
+/* Longest a request may wait for its answer: a liveness bound ("answered,
+ * not hung"), 30 times the slowest normal answer measured (150 ms, under
+ * SANITIZE=1 beside 200 dribbling clients); a hung request waits for the
+ * volume's idle timeout, 60 s. */
+#define T_MS 5000
 
 static struct vol v;
 static char *parent;        /* the directory holding v.dir: the planted files */
@@ -137,7 +142,7 @@ static void teardown(void)
 	free(snapshot0);
 }
 
-/* The server still answers a normal request, promptly. */
+/* The server still answers a normal request (within T_MS: not hung). */
 static void alive(const char *after)
 {
 	struct resp r;
@@ -146,7 +151,7 @@ static void alive(const char *after)
 	long st = h_http("GET", u, NULL, 0, NULL, false, &r);
 	ck_assert_msg(st == 200 && r.body.len == 5 && !memcmp(r.body.data, "hello", 5),
 		      "after %s: GET /ok/file gave %ld", after, st);
-	ck_assert_msg(now_ms() - t0 < 2000, "after %s: a normal GET took %llu ms", after,
+	ck_assert_msg(now_ms() - t0 < T_MS, "after %s: a normal GET took %llu ms", after,
 		      (unsigned long long)(now_ms() - t0));
 	h_resp_free(&r);
 	free(u);
@@ -166,6 +171,33 @@ static void refused(long st, const char *what)
 	ck_assert_msg(st == 0 || (st >= 400 && st < 500),
 		      "%s: got %ld, want a 4xx or a closed connection%s", what, st,
 		      st == -1 ? " (no answer: hang)" : "");
+}
+
+/* Wait up to T_MS until the volume holds n files open in the data
+ * directory's directory rel (an upload's temporary file, O_TMPFILE or
+ * named: /proc/PID/fd shows either); false if it never does. */
+static bool files_open_become(const char *rel, int n)
+{
+	char *fddir = xasprintf("/proc/%d/fd", (int)v.pid), *in = xasprintf("%s/%s/", v.dir, rel);
+	uint64_t end = now_ms() + T_MS;
+	int found;
+	do {
+		DIR *d = opendir(fddir);
+		struct dirent *e;
+		found = 0;
+		while (d && (e = readdir(d))) {
+			char link[PATH_MAX + 1], *p = xasprintf("%s/%s", fddir, e->d_name);
+			ssize_t l = readlink(p, link, PATH_MAX);
+			free(p);
+			found += l > 0 && (link[l] = '\0', !strncmp(link, in, strlen(in)));
+		}
+		if (d)
+			closedir(d);
+		if (found != n)
+			usleep(10000);
+	} while (found != n && now_ms() < end);
+	free(fddir), free(in);
+	return found == n;
 }
 
 static long send_req(const char *req, size_t n, struct buf *out)
@@ -329,9 +361,9 @@ START_TEST(test_many_query_args)
 			char *req = xasprintf("%s%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s",
 					      heads[k], args, k == 1 ? 5 : 0, k == 1 ? "hello" : "");
 			uint64_t t0 = now_ms();
-			long st = h_raw(v.port, req, strlen(req), NULL, 1000);
+			long st = h_raw(v.port, req, strlen(req), NULL, T_MS);
 			what = xasprintf("%s with %d query arguments", heads[k], counts[i]);
-			ck_assert_msg(st != -1 && now_ms() - t0 < 1000,
+			ck_assert_msg(st != -1 && now_ms() - t0 < T_MS,
 				      "%s: no answer in %llu ms (hangs until the idle timeout)", what,
 				      (unsigned long long)(now_ms() - t0));
 			ck_assert_msg(st == 0 || (st >= 200 && st < 500), "%s: got %ld", what, st);
@@ -353,9 +385,9 @@ START_TEST(test_lying_content_length)
 	ck_assert_int_ge(fd, 0);
 	h_send(fd, "PUT /lie/short HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789",
 	       strlen("PUT /lie/short HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789"));
-	usleep(100000);
+	ck_assert_msg(files_open_become("lie", 1), "the short upload never began (no file open)");
 	close(fd);
-	usleep(200000);
+	ck_assert_msg(files_open_become("lie", 0), "the upload cut short still holds its file");
 	u = xasprintf("http://%s/lie/short", v.name);
 	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
 	h_resp_free(&r);
@@ -463,10 +495,10 @@ START_TEST(test_junk_then_good)
 {
 	static const char good[] = "GET /nokey HTTP/1.1\r\nHost: x\r\n\r\n";
 	const char *why;
-	int bad = h_junk_rounds(v.port, good, 100, false, &why);
-	ck_assert_msg(bad == 0, "%d of 1,200 good requests: %s", bad, why);
-	bad = h_junk_rounds(v.port, good, 100, true, &why);
-	ck_assert_msg(bad == 0, "half-closed, %d of 1,200 good requests: %s", bad, why);
+	ck_assert_msg(!h_junk_rounds(v.port, good, 100, false, &why), "1,200 good requests: %s",
+		      why);
+	ck_assert_msg(!h_junk_rounds(v.port, good, 100, true, &why),
+		      "1,200 good requests, half-closed: %s", why);
 	alive("junk then good requests");
 }
 END_TEST
@@ -552,8 +584,10 @@ START_TEST(test_cut_uploads_freed)
 		free(head);
 	}
 	free(body);
+	/* at once: 0.8 s at most measured (SANITIZE=1); 20 s is a liveness
+	 * bound, and still a third of the idle timeout */
 	t0 = now_ms();
-	while ((now = h_fd_count(v.pid)) > before && now_ms() - t0 < 3000)
+	while ((now = h_fd_count(v.pid)) > before && now_ms() - t0 < 20000)
 		usleep(50000);
 	fprintf(stderr, "volume cut uploads: %d descriptors before, %d after %llu ms\n", before,
 		now, (unsigned long long)(now_ms() - t0));
@@ -571,7 +605,6 @@ START_TEST(test_slowloris)
 	static const char req[] = "GET /ok/file HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaa\r\n";
 	int fds[NSLOW];
 	uint64_t worst = 0;
-	int slow = 0;
 	for (int i = 0; i < NSLOW; i++) {
 		fds[i] = h_connect(v.port);
 		ck_assert_int_ge(fds[i], 0);
@@ -587,18 +620,15 @@ START_TEST(test_slowloris)
 		alive("slowloris round");
 		if (now_ms() - t0 > worst)
 			worst = now_ms() - t0;
-		slow += now_ms() - t0 >= 1000;
 		usleep(50000);
 	}
 	for (int i = 0; i < NSLOW; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	/* Not a speed test (alive() bounds each GET at T_MS): a server
+	 * stalled by the dribblers would hold the GET until its idle timeout. */
 	fprintf(stderr, "volume slowloris: %d dribbling connections, slowest normal GET %llu ms\n",
 		NSLOW, (unsigned long long)worst);
-	/* Not a speed test: a server stalled by the dribblers would answer
-	 * every round late; one slow round is the machine, not the server. */
-	ck_assert_msg(slow <= ROUNDS / 10, "%d of %d normal GETs took a second or more beside "
-		      "slow clients", slow, ROUNDS);
 }
 END_TEST
 
@@ -640,7 +670,13 @@ START_TEST(test_slow_headers_dropped)
 		static const char get[] = "GET /x HTTP/1.1\r\nHost: x\r\n\r\n";
 		ck_assert_int_eq(h_raw(p, get, sizeof(get) - 1, NULL, 5000), 404);
 	}
-	ck_assert(WIFEXITED(h_stop(pid, SIGTERM)));
+	{
+		int st = h_stop(pid, SIGTERM);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mkv-volume -idletimeout 2s: "
+			      "status %#x on SIGTERM (see %s)", st, log);
+	}
+	h_log_check(log);
+	unlink(log);
 	h_rmrf(dir);
 	free(bin), free(dir), free(log);
 }
@@ -667,6 +703,7 @@ START_TEST(test_idle_connections)
 	enum { NIDLE = 5000 };
 	int *fds = xcalloc(NIDLE, sizeof(int)), opened = 0, shed = 0;
 	bool served_while_held;
+	int before = h_fd_count(v.pid), now;
 	uint64_t t0 = now_ms();
 	for (int i = 0; i < NIDLE; i++)
 		fds[i] = connect_nb(v.port);
@@ -706,7 +743,13 @@ START_TEST(test_idle_connections)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	free(fds);
-	usleep(300000);
+	/* The server lets each go as it sees it closed, not at its idle
+	 * timeout (60 s). */
+	t0 = now_ms();
+	while ((now = h_fd_count(v.pid)) > before && now_ms() - t0 < 20000)
+		usleep(50000);
+	ck_assert_msg(now <= before, "%llu ms after the clients closed, the volume holds %d "
+		      "descriptors, %d before", (unsigned long long)(now_ms() - t0), now, before);
 	alive("5,000 idle connections");
 }
 END_TEST
@@ -722,17 +765,12 @@ START_TEST(test_rss_bounded)
 END_TEST
 
 /* Last: the volume stops cleanly on SIGTERM after the barrage, and its log
- * holds no sanitizer report (under SANITIZE=1: no memory error, no leak). */
+ * holds no sanitizer report (under SANITIZE=1: no memory error, no leak):
+ * h_vol_down checks both (the exit status in the teardown, whose child it
+ * is). */
 START_TEST(test_clean_exit)
 {
-	char *log, *path = xasprintf("%s.log", v.dir);
-	ck_assert_int_eq(kill(v.pid, SIGTERM), 0);
-	ck_assert_msg(h_wait_gone(v.pid, 15000), "the volume did not exit on SIGTERM");
-	log = h_read_file(path);
-	ck_assert_msg(!strstr(log, "Sanitizer") && !strstr(log, "runtime error"),
-		      "the volume's log after the barrage holds a sanitizer report:\n%s", log);
-	free(log);
-	free(path);
+	h_vol_down(&v);
 }
 END_TEST
 

@@ -29,8 +29,32 @@ pid_t h_spawn(char *const argv[], const char *logfile);
 /* Wait until something accepts on 127.0.0.1:port; false after timeout_ms. */
 bool h_wait_port(int port, int timeout_ms);
 /* Send sig, then wait (SIGKILL after 5 s).  Returns the exit status as
- * waitpid gives it. */
+ * waitpid gives it; checks nothing.  For a stop the test judges itself. */
 int h_stop(pid_t pid, int sig);
+
+/* Stopping a server (h_*_stop, _down, _restart, _respawn below) checks how
+ * it ended, and fails the test (ck_assert) if it did not end well:
+ *  - SIGTERM, then exit 0 within 30 s (mkv and mkv-volume exit 0 on
+ *    SIGTERM; under SANITIZE=1 a leak makes it 23, an ASan report 1;
+ *    nginx exits 0);
+ *  - its log holds no sanitizer report (h_log_check).
+ * A server another process started (an unchecked fixture's, stopped from
+ * a test) cannot be waited for: only that it went, and its log.
+ * A test that ends a server its own way -- kill -9 on purpose, or a stop
+ * expected to fail (the master's exit 1 when its drain times out) -- reaps
+ * it itself (h_stop, or kill and waitpid, judging the status as it
+ * means to) and sets its pid to 0: the harness then checks only its log,
+ * at the next stop or restart.  Volumes log to DIR.log beside their data
+ * directory, the master to its log; both go with h_*_stop, unless a check
+ * failed.  A failure is also printed on stderr ("harness: ..."): in an
+ * unchecked teardown (run by the runner itself) it ends the runner at once
+ * with exit 1, and check prints nothing of it. */
+
+/* Fail the test if the server log at path holds a sanitizer report
+ * ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+ * "SUMMARY: UndefinedBehaviorSanitizer"), naming the log and the report's
+ * first line.  NULL: nothing to check. */
+void h_log_check(const char *log);
 
 /* A volume server of either kind on a fresh port and directory. */
 enum vol_kind { VOL_MKV, VOL_NGINX };
@@ -44,7 +68,10 @@ struct vol {
 void h_vol_start(struct vol *v, enum vol_kind kind);
 /* Restart on the same port and directory. */
 void h_vol_restart(struct vol *v);
+/* Stop and remove the directory (and log).  Again, or never started: nothing. */
 void h_vol_stop(struct vol *v);
+/* Stop, keeping the port and directory for h_vol_restart/_respawn. */
+void h_vol_down(struct vol *v);
 /* Like h_vol_restart, but when the old port is taken for a while (by an
  * outgoing connection's local port, while the server was down) it keeps
  * trying for 10 s instead of failing. */
@@ -63,7 +90,10 @@ void h_master_start(struct master *m, struct vol *vols, int nvol, const char *co
 /* Restart m (stopped, killed or running) on the same port and db; like
  * h_vol_respawn, it retries while the port is taken. */
 void h_master_restart(struct master *m, struct vol *vols, int nvol, const char *const *flags);
+/* Stop and remove the index and log. */
 void h_master_stop(struct master *m);
+/* Stop, keeping the port, index and log for h_master_restart. */
+void h_master_down(struct master *m);
 /* The -volumes argument for vols ("127.0.0.1:p1,127.0.0.1:p2,..."); caller frees. */
 char *h_volumes_arg(struct vol *vols, int nvol);
 
@@ -101,9 +131,13 @@ long h_recv_resp(int fd, struct buf *out, int timeout_ms, bool head);
 long h_raw(int port, const void *req, size_t n, struct buf *out, int timeout_ms);
 /* rounds x a dozen malformed request heads, each sent on a connection of
  * its own and followed by the good request good on another, half-closed
- * after sending when half_close.  Returns how many good requests were not
- * answered within 1 s, or (half_close) whose connection then stayed open
- * past 1 s; *why describes the first such failure (static). */
+ * after sending when half_close.  Stops at the first good request not
+ * answered within 5 s, or (half_close) whose connection then stayed open
+ * 1 s more, and returns 1 (0: all were); *why says which (static).  Both
+ * are liveness bounds, many times the slowest normal run (131 ms to
+ * answer, 16 ms to close, under SANITIZE=1); the second stays below the
+ * 2 s idle timeout of check_hostile's master, which would close the
+ * connection anyway. */
 int h_junk_rounds(int port, const char *good, int rounds, bool half_close, const char **why);
 /* Has pid exited (gone, or a zombie its parent has not reaped)?  Waits up
  * to timeout_ms.  Works for processes another process started. */
