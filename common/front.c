@@ -491,8 +491,11 @@ int front_start(const struct front_opts *o)
 
 int front_drain(uint64_t drain_ms)
 {
-	MHD_socket fd = MHD_quiesce_daemon(daemon_);
 	uint64_t deadline = now_ms() + drain_ms;
+	MHD_socket fd;
+	if (!drain_ms)
+		goto no_sleep;
+	fd = MHD_quiesce_daemon(daemon_);
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);
 	atomic_store(&draining, true);
@@ -501,6 +504,7 @@ int front_drain(uint64_t drain_ms)
 	atomic_store(&refusing, true);
 	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
 		usleep(10000);
+no_sleep:
 	atomic_store(&no_sleep, true);
 	return atomic_load(&nsuspended);
 }

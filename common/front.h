@@ -1,8 +1,7 @@
-/* front.h -- the one HTTP front both daemons run on: start and stop,
- * routes, request heads, answers, and connections that sleep while a
- * worker runs.  front.c is the only file that includes microhttpd.h; a
- * connection is an opaque struct MHD_Connection.  One front per process.
- * Why it is built this way: docs/architecture.md ("The front"). */
+/* front.h -- the one HTTP front both daemons run on (one per process):
+ * start and stop, routes, request heads, answers, and connections that
+ * sleep while a worker runs.  front.c alone includes microhttpd.h; a
+ * connection is an opaque struct MHD_Connection.  docs/architecture.md. */
 #ifndef MKV_FRONT_H
 #define MKV_FRONT_H
 
@@ -23,16 +22,14 @@ struct spawn_queue;
 #define FRONT_READER_ERROR ((ssize_t)-2)
 
 /* ---- routes ----
- * A request goes to the first route whose claim takes it.  claim runs at
- * the request's first call, once its head is in: it returns the route's
- * state for the request, or NULL to pass (path: the target up to '?', as
- * it came; query: the raw query string or NULL).  An answer queued in
- * claim closes the connection (the body is not read): claim queues only
- * refusals.  handler: every later call, with body bytes (*size: how many;
- * it sets how many it left unread) or none (*size 0: the body is in, or
- * the connection was woken); FRONT_YES or FRONT_NO.  status: the status
- * answered, 0 before (the request log).  done: the request is over,
- * answered or not; the route frees its state. */
+ * A request goes to the first route whose claim takes it, at its first
+ * call (head in): claim returns the route's state, or NULL to pass (path:
+ * the target up to '?', raw; query: raw, or NULL).  An answer queued in
+ * claim closes the connection: only refusals go there.  handler: every
+ * later call, with body bytes (*size; it leaves *size unread) or none (the
+ * body is in, or the connection was woken); FRONT_YES or FRONT_NO.
+ * status (may be NULL): the status answered, for the request log.  done:
+ * the request is over, answered or not; the route frees its state. */
 struct front_route {
 	void *(*claim)(struct MHD_Connection *c, const char *method, const char *path,
 		       const char *query);
@@ -44,9 +41,8 @@ struct front_route {
  * starts, so that the daemon never names it. */
 void front_route_add(const struct front_route *r);
 
-/* What the front found wrong with a request's head.  Such a request goes
- * to the daemon's own route (front_opts.route) only, whose claim answers
- * it in the daemon's words (front_head_error tells which). */
+/* What is wrong with a request's head.  Such a request goes to the
+ * daemon's own route alone, whose claim answers it in its own words. */
 enum front_head {
 	FRONT_HEAD_OK,
 	FRONT_HEAD_CODING,   /* a Transfer-Encoding other than chunked */
@@ -78,11 +74,11 @@ unsigned front_nofile(unsigned conns, unsigned per);
 /* Start one epoll thread per core (at least two) on port.  0, or -1
  * (logged). */
 int front_start(const struct front_opts *o);
-/* Stop accepting; let the requests in flight finish for up to drain_ms,
- * their answers closing their connections; then close any new request's
- * connection unanswered and put no connection to sleep any more.  Returns
- * how many connections still sleep on a worker: front_stop must not run
- * until they are woken (a worker queue's end wakes its own). */
+/* Stop accepting; let the requests in flight finish for up to drain_ms
+ * (their answers close their connections); then refuse new requests and
+ * put no connection to sleep.  drain_ms 0: no drain, only no more sleep
+ * (nginx's fast stop; front_stop closes the rest).  Returns how many still
+ * sleep on a worker: front_stop must wait until they are woken. */
 int front_drain(uint64_t drain_ms);
 /* Close every connection and stop the threads. */
 void front_stop(void);
@@ -101,18 +97,16 @@ void front_args(struct MHD_Connection *c, void (*fn)(void *cls, const char *k, c
 int front_fd(struct MHD_Connection *c);
 
 /* ---- answers ----
- * Each queues an answer: status, headers h[0..nh), and a body; while the
- * front drains, with "Connection: close".  They return FRONT_YES or
- * FRONT_NO (as the handler's result).
+ * Each queues status, headers h[0..nh) and a body ("Connection: close"
+ * while draining), and returns FRONT_YES or FRONT_NO.
  * front_send: body[0..len) (copied).
- * front_stream: size bytes (-1: unknown, then chunked) from reader, which
+ * front_stream: size bytes (-1: unknown, chunked) from reader, which
  * returns how many bytes it wrote to out, 0 after putting the connection
- * to sleep, or FRONT_READER_*; read in 256 KiB blocks.
- * front_stream_ex: the same in blocks of block bytes; done(cls) (may be
- * NULL) once the answer is over or could not be made; http10: answer as
- * HTTP/1.0 (no chunks; the connection closes).
+ * to sleep, or FRONT_READER_*; 256 KiB reads.  front_stream_ex: reads of
+ * block bytes, done(cls) (may be NULL) once the answer is over or could
+ * not be made, http10: as HTTP/1.0 (no chunks; the connection closes).
  * front_file: len bytes of file fd from off, by sendfile; the answer
- * closes fd.  -1 when no answer could be made (fd is still the caller's). */
+ * closes fd; -1 when none could be made (fd is still the caller's). */
 struct front_hdr {
 	const char *name, *value;
 };
@@ -128,9 +122,8 @@ int front_file(struct MHD_Connection *c, int status, const struct front_hdr *h, 
 
 /* ---- sleeping connections ----
  * A request's connection sleeps (front_wait, from the handler) until
- * another thread wakes it (front_wake).  mu guards the flags; gone: the
- * request is over, its connection is not to be touched again.  The
- * request's owner sets conn and initialises mu. */
+ * another thread wakes it (front_wake).  The owner sets conn and
+ * initialises mu, which guards the flags; gone: the request is over. */
 struct front_sleep {
 	struct MHD_Connection *conn;
 	pthread_mutex_t mu;
@@ -144,10 +137,9 @@ void front_wake_locked(struct front_sleep *z);
 /* Sleeps unless woken since the last call, or the worker is done: returns
  * whether it is (then it does not sleep). */
 bool front_wait(struct front_sleep *z);
-/* Runs fn(arg) on a pool thread (front_spawn), or hands item to queue q
- * (front_queue, spawn.h), while the connection sleeps; the work ends with
- * front_finish, which wakes it.  -1 when no thread can be had or the
- * front is stopping (nothing runs then). */
+/* fn(arg) on a pool thread (front_spawn), or item to queue q (spawn.h),
+ * while the connection sleeps; the work ends with front_finish, which
+ * wakes it.  -1 when no thread can be had or the front is stopping. */
 int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg);
 int front_queue(struct front_sleep *z, struct spawn_queue *q, void *item);
 void front_finish(struct front_sleep *z);

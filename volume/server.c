@@ -504,8 +504,8 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms)
 
 void vol_server_stop(struct vol_server *s)
 {
-	/* As nginx on SIGTERM: no drain.  New requests are refused; the writes
-	 * being made durable finish (the queues' end) and are answered. */
+	/* As nginx on SIGTERM: no drain.  The writes being made durable
+	 * finish (the queues' end) and are answered; no new one starts. */
 	front_drain(0);
 	spawn_queue_end(s->sync);
 	spawn_queue_end(s->hash);
