@@ -67,7 +67,7 @@ $(BIN)/mkv-volume: $(B)/volume/main.o $(B)/volume/interpose.o $(VOLUME_LIB) $(CO
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(VOL_LIBS) -o $@
 
-$(BIN)/%: $(B)/tools/%.o $(COMMON_OBJ)
+$(BIN)/%: $(B)/tools/%.o $(filter-out $(B)/common/front.o,$(COMMON_OBJ))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(TOOL_LIBS) -o $@
 

@@ -73,21 +73,19 @@ void reaper_stop(struct reaper *r)
 	free(r);
 }
 
-struct reaper_conn *reaper_add(struct reaper *r, int fd)
+void reaper_add(struct reaper *r, struct reaper_conn *k, int fd)
 {
-	struct reaper_conn *k;
-	if (!r)
-		return NULL;
-	k = xcalloc(1, sizeof(*k));
 	k->fd = fd;
+	k->cut = false;
 	atomic_store(&k->since_ms, now_ms());
+	if (!r)
+		return;
 	pthread_mutex_lock(&r->mu);
 	k->next = &r->ring;
 	k->prev = r->ring.prev;
 	r->ring.prev->next = k;
 	r->ring.prev = k;
 	pthread_mutex_unlock(&r->mu);
-	return k;
 }
 
 void reaper_remove(struct reaper *r, struct reaper_conn *k)
@@ -98,11 +96,9 @@ void reaper_remove(struct reaper *r, struct reaper_conn *k)
 	k->prev->next = k->next;
 	k->next->prev = k->prev;
 	pthread_mutex_unlock(&r->mu);
-	free(k);
 }
 
 void reaper_waiting(struct reaper_conn *k, bool waiting)
 {
-	if (k)
-		atomic_store(&k->since_ms, waiting ? now_ms() : 0);
+	atomic_store(&k->since_ms, waiting ? now_ms() : 0);
 }

@@ -1,7 +1,7 @@
 /* reaper.h -- cut off a client connection that takes too long to send a
  * request head.  One dribbling its head (slowloris) is never idle, so
  * libmicrohttpd's own timeout never fires; nginx's client_header_timeout
- * is the model.  Each server's front keeps one entry per connection and
+ * is the model.  The front (front.c) keeps one entry per connection and
  * says when a head is awaited; the reaper's thread shuts the socket down
  * once a head has been awaited for the timeout, and the connection's own
  * thread then sees the end and closes it.  Every 250 ms it also looks
@@ -26,10 +26,11 @@ struct reaper;
 /* Starts the thread; NULL (logged) when there is none: then nothing is cut. */
 struct reaper *reaper_start(uint64_t timeout_ms);
 void reaper_stop(struct reaper *r);
-/* fd's entry, awaiting a head from now; r may be NULL (then so is the entry). */
-struct reaper_conn *reaper_add(struct reaper *r, int fd);
+/* Watch k (the caller's, until reaper_remove) for fd, awaiting a head
+ * from now.  r may be NULL: then k is watched by none. */
+void reaper_add(struct reaper *r, struct reaper_conn *k, int fd);
 void reaper_remove(struct reaper *r, struct reaper_conn *k);
-/* A head is awaited from now (true), or is in (false).  k may be NULL. */
+/* A head is awaited from now (true), or is in (false). */
 void reaper_waiting(struct reaper_conn *k, bool waiting);
 
 #endif

@@ -1,7 +1,6 @@
 /* store.h -- the master's store as the layers above it use it: the native
  * HTTP API (server.c, handlers.c), S3 (s3/) and the commands (ops/).  The
- * only header of master/ they include besides front.h (and mkv.h, the
- * flags).
+ * only header of master/ they include (besides mkv.h, the flags).
  *
  * A key maps to a record in the index (index.h, docs/protocol.md §3) and
  * to attributes and notes in a sidecar (meta.c); its bytes go to the
@@ -128,6 +127,9 @@ void put_abort(struct put *p);
 /* The front is done with p (the worker may still be cleaning up; the last
  * of the two frees it).  No wake() is called after this returns. */
 void put_release(struct put *p);
+/* A request is over: put_abort if the client went away mid-body, then
+ * put_release (server.c). */
+void front_put_done(struct put *p);
 
 /* ---- deleting ---- */
 

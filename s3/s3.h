@@ -6,7 +6,7 @@
 #ifndef MKV_S3_H
 #define MKV_S3_H
 
-#include "../master/front.h"
+#include "../common/front.h"
 
 /* The S3 requests' route (front.h): ops/main.c adds it to the master's
  * front. */

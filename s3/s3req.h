@@ -9,7 +9,7 @@
 #define MKV_S3REQ_H
 
 #include "s3.h"
-#include "../master/front.h"
+#include "../common/front.h"
 #include "../master/store.h"
 #include "../common/placement.h"
 #include "../common/util.h"

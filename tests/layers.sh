@@ -4,13 +4,13 @@
 #
 #   common/   its own headers only
 #   volume/   common/
-#   master/   common/  (the store, the native API and the front)
-#   s3/       common/, master/store.h and master/front.h
+#   master/   common/  (the store and the native API)
+#   s3/       common/ (the front among it) and master/store.h
 #   ops/      common/, master/store.h and master/mkv.h; main.c also s3/s3.h
 #
 # common/record.h, the index's record codec, only in master/ and common/:
 # s3/ and ops/ reach records through store.h.
-# and each library's header in one place: microhttpd.h in the two fronts,
+# and each library's header in one place: microhttpd.h in the front,
 # curl.h in the volume client, leveldb/c.h in the index.
 cd "$(dirname "$0")/.." || exit 2
 bad=0
@@ -26,7 +26,7 @@ allowed() {
 	common/*) return 0 ;;
 	esac
 	case "$dir:$2" in
-	s3:master/store.h | s3:master/front.h) return 0 ;;
+	s3:master/store.h) return 0 ;;
 	ops:master/store.h | ops:master/mkv.h) return 0 ;;
 	esac
 	[ "$1:$2" = "ops/main.c:s3/s3.h" ]
@@ -56,7 +56,7 @@ lib() {
 		esac
 	done
 }
-lib microhttpd.h "master/server.c volume/server.c"
+lib microhttpd.h "common/front.c"
 lib curl/curl.h "common/httpc.c"
 lib leveldb/c.h "master/index.c"
 

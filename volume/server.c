@@ -1,31 +1,25 @@
 /* server.c -- see server.h.
  *
- * libmicrohttpd runs an epoll thread pool.  Reads (open, fstat, sendfile)
- * and the writes of a PUT body happen on those threads: they do not wait
- * for the disk.  What does -- the fsyncs that make a PUT or DELETE durable
- * -- runs on a work queue of the thread pool (common/spawn.h) while the
- * connection is suspended, so a slow disk never stalls the other
- * connections of that thread.
- *
- * Every response is queued on the second call of the access handler or
- * later: queued on the first, libmicrohttpd closes the connection. */
+ * The front (common/front.h) runs one epoll thread per core.  Reads
+ * (open, fstat, sendfile) and the writes of a PUT body happen on those
+ * threads: they do not wait for the disk.  What does -- the fsyncs that
+ * make a PUT or DELETE durable -- runs on a work queue of the thread pool
+ * (common/spawn.h) while the connection sleeps, so a slow disk never
+ * stalls the other connections of that thread. */
 #include "server.h"
 
-#include <microhttpd.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../common/reaper.h"
+#include "../common/front.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
 #include "fs.h"
@@ -40,12 +34,19 @@
 #define CONN_MEMORY (32 * 1024)  /* request line + headers + one body buffer */
 #define PATH_BYTES 4096
 
-enum method { M_PUT, M_DELETE, M_MD5, M_OTHER };
+enum method { M_GET, M_HEAD, M_REFUSED, M_PUT, M_DELETE, M_MD5, M_OTHER };
 
-/* A PUT, DELETE or unsupported method; GET and HEAD need no state. */
-struct req {
+/* A GET or HEAD (but HEAD ?md5). */
+struct read_req {
+	enum method m;                 /* first, as in struct req: the route tells them apart */
 	struct MHD_Connection *conn;
+	const char *url;               /* the front's, for the request's life */
+};
+
+/* A PUT, DELETE, HEAD ?md5 or unsupported method. */
+struct req {
 	enum method m;
+	struct front_sleep sl;         /* its connection, asleep while a worker runs */
 	int status;                    /* the answer, once known */
 	const char *why;               /* its reason, or NULL for the default */
 	bool synced;                   /* a worker has finished with it */
@@ -57,29 +58,19 @@ struct req {
 };
 
 struct vol_server {
-	struct MHD_Daemon *d;
 	struct vol_root root;
 	char *dir;
 	int port;
-	pthread_mutex_t mu;            /* no push once stopping: the queues end */
-	bool stopping;
 	/* PUT and DELETE wait for their fsyncs in sync.  HEAD ?md5 (mkv
 	 * verify) reads whole files: hash has threads of its own, so a
 	 * verify never holds up the fsyncs of writes. */
 	struct spawn_queue *sync, *hash;
-	struct reaper *reaper;         /* cuts off a request head slower than -idletimeout */
 };
 
-/* c's reaper entry: a request head is awaited from now, or is in. */
-static void conn_waiting(struct MHD_Connection *c, bool waiting)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	reaper_waiting(ci ? ci->socket_context : NULL, waiting);
-}
+/* The one server (the front is one per process), for the route's calls. */
+static struct vol_server *server;
 
-static char get_marker;          /* *con_cls of a GET */
-static char head_marker;         /* ... of a HEAD */
+static enum method refused = M_REFUSED;   /* the state of a request refused at once */
 
 static const char *status_reason(int status)
 {
@@ -100,48 +91,28 @@ static const char *status_reason(int status)
 	}
 }
 
-static enum MHD_Result send_resp(struct MHD_Connection *c, int status, struct MHD_Response *resp)
-{
-	enum MHD_Result ok = MHD_queue_response(c, (unsigned int)status, resp);
-	MHD_destroy_response(resp);
-	return ok;
-}
-
 /* A one-line text/plain reason for a 3xx/4xx/5xx, with one more header
  * when name is not NULL (and Allow for a 405).  To a HEAD, no body:
  * Content-Length: 0, as minikeyvalue answers every HEAD error. */
-static enum MHD_Result send_error_hdr(struct MHD_Connection *c, bool head, int status,
-				      const char *why, const char *name, const char *value)
+static int send_error_hdr(struct MHD_Connection *c, bool head, int status, const char *why,
+			  const char *name, const char *value)
 {
 	char line[256];
 	int n = head ? 0 : snprintf(line, sizeof(line), "%s\n", why ? why : status_reason(status));
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer((size_t)n, line, MHD_RESPMEM_MUST_COPY);
+	struct front_hdr h[3];
+	int nh = 0;
 	if (!head)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+		h[nh++] = (struct front_hdr){"Content-Type", "text/plain"};
 	if (status == 405)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, PUT, DELETE");
+		h[nh++] = (struct front_hdr){"Allow", "GET, HEAD, PUT, DELETE"};
 	if (name)
-		MHD_add_response_header(resp, name, value);
-	return send_resp(c, status, resp);
+		h[nh++] = (struct front_hdr){name, value};
+	return front_send(c, status, h, nh, line, (size_t)n);
 }
 
-static enum MHD_Result send_error_to(struct MHD_Connection *c, bool head, int status,
-				     const char *why)
+static int send_error_to(struct MHD_Connection *c, bool head, int status, const char *why)
 {
 	return send_error_hdr(c, head, status, why, NULL, NULL);
-}
-
-static int conn_fd(struct MHD_Connection *c)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	return ci ? ci->connect_fd : -1;
-}
-
-static const char *header(struct MHD_Connection *c, const char *name)
-{
-	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
 static ssize_t list_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -149,8 +120,8 @@ static ssize_t list_read(void *cls, uint64_t pos, char *buf, size_t max)
 	ssize_t n = vol_list_read(cls, buf, max);
 	(void)pos;
 	if (n < 0)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	return n ? n : MHD_CONTENT_READER_END_OF_STREAM;
+		return FRONT_READER_ERROR;
+	return n ? n : FRONT_READER_END;
 }
 
 static void list_free(void *cls)
@@ -158,59 +129,45 @@ static void list_free(void *cls)
 	vol_list_close(cls);
 }
 
-static bool has_arg(struct MHD_Connection *c, const char *name)
+static int send_listing(struct vol_server *s, struct MHD_Connection *c, const char *path,
+			bool head)
 {
-	return MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, name, strlen(name), NULL,
-					     NULL) == MHD_YES;
-}
-
-static enum MHD_Result send_listing(struct vol_server *s, struct MHD_Connection *c,
-				    const char *path, bool head)
-{
+	static const struct front_hdr json = {"Content-Type", "application/json"};
 	int status;
-	int mode = !has_arg(c, "recursive") ? 0
-		 : has_arg(c, "tmp") ? VOL_LIST_DEEP | VOL_LIST_TMP : VOL_LIST_DEEP;
+	int mode = !front_has_arg(c, "recursive") ? 0
+		 : front_has_arg(c, "tmp") ? VOL_LIST_DEEP | VOL_LIST_TMP : VOL_LIST_DEEP;
 	struct vol_list *l = vol_list_open(&s->root, path, mode, &status);
-	struct MHD_Response *resp;
 	if (!l)
 		return send_error_to(c, head, status, NULL);
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, list_read, l,
-						 list_free);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	/* libmicrohttpd 0.9.75 ends a chunked answer to a HEAD with a body of
 	 * its own ("0\r\n\r\n"), which the client would take for the start of
 	 * the next answer: to a HEAD, no chunks (as nginx: no length either),
 	 * and the connection closes. */
-	if (head)
-		MHD_set_response_options(resp, MHD_RF_HTTP_VERSION_1_0_ONLY, MHD_RO_END);
-	return send_resp(c, 200, resp);
+	return front_stream_ex(c, 200, &json, 1, -1, 32 * 1024, list_read, list_free, l, head);
 }
 
 /* The query string again, from its arguments (undecoded: no_unescape). */
-static enum MHD_Result arg_append(void *cls, enum MHD_ValueKind kind, const char *key,
-				  const char *value)
+static void arg_append(void *cls, const char *key, const char *value)
 {
 	struct buf *b = cls;
-	(void)kind;
 	buf_printf(b, "%s%s%s%s", b->len ? "&" : "?", key, value ? "=" : "", value ? value : "");
-	return MHD_YES;
 }
 
 /* nginx answers a directory named without its slash with a 301 to the
  * name with it and the same query, on the Host the client used (else the
  * address it reached) and the port we listen on. */
-static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connection *c,
-					 const char *url, bool head)
+static int send_dir_redirect(struct vol_server *s, struct MHD_Connection *c, const char *url,
+			     bool head)
 {
-	const char *host = header(c, MHD_HTTP_HEADER_HOST);
+	const char *host = front_header(c, "Host");
 	char port[16] = "", addr[INET_ADDRSTRLEN] = "";
 	struct buf query = {0}, path = {0};
 	size_t hlen;
-	enum MHD_Result ok;
+	int ok;
 	if (!host || !*host) {
 		struct sockaddr_in sa;
 		socklen_t sl = sizeof(sa);
-		int fd = conn_fd(c);
+		int fd = front_fd(c);
 		if (fd >= 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
 		    sa.sin_family == AF_INET)
 			inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof(addr));
@@ -221,7 +178,7 @@ static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connec
 						 : strcspn(host, ":");
 	if (s->port != 80)
 		snprintf(port, sizeof(port), ":%d", s->port);
-	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, arg_append, &query);
+	front_args(c, arg_append, &query);
 	buf_printf(&path, "http://%.*s%s", (int)hlen, host, port);
 	/* The path as it came (still encoded), but for bytes a URL must not
 	 * hold raw: those are escaped, as nginx escapes them. */
@@ -232,22 +189,22 @@ static enum MHD_Result send_dir_redirect(struct vol_server *s, struct MHD_Connec
 			buf_printf(&path, "%%%02X", *u);
 	}
 	buf_printf(&path, "/%s", query.len ? query.data : "");
-	ok = send_error_hdr(c, head, 301, NULL, MHD_HTTP_HEADER_LOCATION, path.data);
+	ok = send_error_hdr(c, head, 301, NULL, "Location", path.data);
 	buf_free(&query);
 	buf_free(&path);
 	return ok;
 }
 
-static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
-				 const char *url, const char *path, bool head)
+static int send_file(struct vol_server *s, struct MHD_Connection *c, const char *url,
+		     const char *path, bool head)
 {
-	struct MHD_Response *resp;
+	struct front_hdr h[4];
 	struct stat st;
 	char etag[64], date[HTTP_DATE_LEN], cr[96];
 	const char *ius, *im, *inm, *ims, *range, *ifr;
 	uint64_t start = 0, len, size;
 	enum vol_range rr;
-	int fd, sock, status = vol_fs_open(&s->root, path, &fd, &st);
+	int fd, sock = -1, nh = 0, ok, status = vol_fs_open(&s->root, path, &fd, &st);
 
 	if (status == 301)
 		return send_dir_redirect(s, c, url, head);
@@ -262,23 +219,23 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	 * If-Unmodified-Since or If-Match is a 412 (so a resumed download never
 	 * mixes two versions of a file); then a 304 when every one given of
 	 * If-Modified-Since (the exact time) and If-None-Match holds. */
-	ius = header(c, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE);
-	im = header(c, MHD_HTTP_HEADER_IF_MATCH);
+	ius = front_header(c, "If-Unmodified-Since");
+	im = front_header(c, "If-Match");
 	if ((ius && vol_http_time(ius) < st.st_mtime) || (im && !vol_etag_listed(im, etag, false))) {
 		close(fd);
 		return send_error_to(c, head, 412, NULL);
 	}
-	inm = header(c, MHD_HTTP_HEADER_IF_NONE_MATCH);
-	ims = header(c, MHD_HTTP_HEADER_IF_MODIFIED_SINCE);
+	inm = front_header(c, "If-None-Match");
+	ims = front_header(c, "If-Modified-Since");
 	if ((inm || ims) && (!ims || vol_http_time(ims) == st.st_mtime) &&
 	    (!inm || vol_etag_listed(inm, etag, true))) {
 		close(fd);
-		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-		status = 304;
-		goto headers;
+		h[nh++] = (struct front_hdr){"Last-Modified", date};
+		h[nh++] = (struct front_hdr){"ETag", etag};
+		return front_send(c, 304, h, nh, NULL, 0);
 	}
-	range = header(c, MHD_HTTP_HEADER_RANGE);
-	ifr = header(c, MHD_HTTP_HEADER_IF_RANGE);
+	range = front_header(c, "Range");
+	ifr = front_header(c, "If-Range");
 	/* As nginx: an If-Range ending in a quote is an ETag, compared
 	 * exactly; else a date, which must be the file's time. */
 	if (range && ifr &&
@@ -289,37 +246,37 @@ static enum MHD_Result send_file(struct vol_server *s, struct MHD_Connection *c,
 	if (rr == VOL_RANGE_BAD) {
 		close(fd);
 		snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
-		return send_error_hdr(c, head, 416, NULL, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+		return send_error_hdr(c, head, 416, NULL, "Content-Range", cr);
 	}
 	if (rr == VOL_RANGE_ALL) {   /* a parse may have set them before giving up */
 		start = 0;
 		len = size;
 	}
-	/* sendfile(2) from fd; libmicrohttpd closes it with the response. */
-	resp = MHD_create_response_from_fd_at_offset64(len, fd, start);
-	if (!resp) {
-		close(fd);
-		return send_error_to(c, head, 500, NULL);
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	h[nh++] = (struct front_hdr){"Content-Type", "application/octet-stream"};
 	if (rr == VOL_RANGE_ONE) {
 		snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)start,
 			 (unsigned long long)(start + len - 1), (unsigned long long)size);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+		h[nh++] = (struct front_hdr){"Content-Range", cr};
 		status = 206;
 	} else {
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+		h[nh++] = (struct front_hdr){"Accept-Ranges", "bytes"};
 	}
-	if (!head && len > 0 && (sock = conn_fd(c)) >= 0)
+	h[nh++] = (struct front_hdr){"Last-Modified", date};
+	h[nh++] = (struct front_hdr){"ETag", etag};
+	if (!head && len > 0 && (sock = front_fd(c)) >= 0)
 		wire_file_body(sock, fd, start + len);
-headers:
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_LAST_MODIFIED, date);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
-	return send_resp(c, status, resp);
+	/* sendfile(2) from fd; the answer closes it. */
+	ok = front_file(c, status, h, nh, fd, start, len);
+	if (ok < 0) {
+		if (sock >= 0)
+			wire_reset(sock);
+		close(fd);
+		return send_error_to(c, head, 500, NULL);
+	}
+	return ok;
 }
 
-static enum MHD_Result answer_read(struct vol_server *s, struct MHD_Connection *c,
-				   const char *url, bool head)
+static int answer_read(struct vol_server *s, struct MHD_Connection *c, const char *url, bool head)
 {
 	char path[PATH_BYTES];
 	const char *why;
@@ -343,44 +300,33 @@ static void work(void *ctx, void *item)
 		r->status = vol_fs_delete(&s->root, r->path);
 	}
 	r->synced = true;
-	MHD_resume_connection(r->conn);
-}
-
-/* Suspend the connection and hand r to a worker, which resumes it. */
-static bool queue_push(struct vol_server *s, struct req *r)
-{
-	bool ok;
-	pthread_mutex_lock(&s->mu);
-	if ((ok = !s->stopping)) {
-		MHD_suspend_connection(r->conn);
-		spawn_queue_push(r->m == M_MD5 ? s->hash : s->sync, r);
-	}
-	pthread_mutex_unlock(&s->mu);
-	return ok;
+	front_finish(&r->sl);
 }
 
 /* `HEAD /path?md5` (mkv verify): the md5 of the bytes, read just now by a
  * sync worker, as Content-Md5; the other headers as a HEAD's.  nginx
  * ignores the argument and answers a plain HEAD, without Content-Md5. */
-static enum MHD_Result send_md5(struct req *r)
+static int send_md5(struct req *r)
 {
 	char date[HTTP_DATE_LEN];
-	struct MHD_Response *resp =
-		MHD_create_response_from_fd_at_offset64((uint64_t)r->st.st_size, r->fd, 0);
-	if (!resp)
-		return send_error_to(r->conn, true, 500, NULL);
-	r->fd = -1;                    /* the response closes it */
+	const struct front_hdr h[] = {
+		{"Content-Type", "application/octet-stream"},
+		{"Last-Modified", date},
+		{"Content-Md5", r->md5},
+	};
+	int ok;
 	http_date(r->st.st_mtime, date);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_LAST_MODIFIED, date);
-	MHD_add_response_header(resp, "Content-Md5", r->md5);
-	return send_resp(r->conn, 200, resp);
+	ok = front_file(r->sl.conn, 200, h, 3, r->fd, 0, (uint64_t)r->st.st_size);
+	if (ok < 0)
+		return send_error_to(r->sl.conn, true, 500, NULL);
+	r->fd = -1;                    /* the answer closes it */
+	return ok;
 }
 
 static bool has_body(struct MHD_Connection *c)
 {
-	const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	return (cl && strcmp(cl, "0")) || header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	const char *cl = front_header(c, "Content-Length");
+	return (cl && strcmp(cl, "0")) || front_header(c, "Transfer-Encoding");
 }
 
 /* First call of a PUT, DELETE or other method: decide what can be decided
@@ -397,85 +343,67 @@ static void begin_write(struct vol_server *s, struct req *r, const char *url)
 	else if (r->m == M_MD5)
 		r->status = dir ? 404 : 0;
 	else if (r->m == M_DELETE)
-		r->status = has_body(r->conn) ? 415 : dir ? 409 : 0; /* no recursive delete */
+		r->status = has_body(r->sl.conn) ? 415 : dir ? 409 : 0; /* no recursive delete */
 	else if (dir) {
 		r->status = 409;
 		r->why = "a PUT path must not end in /";
-	} else if (header(r->conn, MHD_HTTP_HEADER_CONTENT_RANGE))
+	} else if (front_header(r->sl.conn, "Content-Range"))
 		r->status = 501;
 	else
 		r->put = vol_put_begin(&s->root, r->path, &r->status);
 }
 
-struct lengths {
-	const char *first;
-	bool differ;
-};
+/* ---- the route ---- */
 
-static enum MHD_Result length_cmp(void *cls, enum MHD_ValueKind kind, const char *key,
-				  const char *value)
+static void *claim(struct MHD_Connection *c, const char *method, const char *url,
+		   const char *query)
 {
-	struct lengths *l = cls;
-	(void)kind;
-	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) || !value)
-		return MHD_YES;
-	if (!l->first)
-		l->first = value;
-	else if (strcmp(l->first, value))
-		l->differ = true;
-	return l->differ ? MHD_NO : MHD_YES;
-}
-
-static bool lengths_differ(struct MHD_Connection *c)
-{
-	struct lengths l = {NULL, false};
-	MHD_get_connection_values(c, MHD_HEADER_KIND, length_cmp, &l);
-	return l.differ;
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-				  const char *method, const char *version,
-				  const char *upload, size_t *upload_size, void **con_cls)
-{
-	struct vol_server *s = cls;
-	struct req *r = *con_cls;
-	(void)version;
-
-	if (!r) {
-		bool md5 = !strcmp(method, "HEAD") && has_arg(c, "md5");
-		conn_waiting(c, false);
-		const char *te = header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	bool head = !strcmp(method, "HEAD"), md5 = head && front_has_arg(c, "md5");
+	struct req *r;
+	(void)query;
+	switch (front_head_error(c)) {
+	case FRONT_HEAD_CODING:
 		/* libmicrohttpd takes a body of any other coding to run until the
 		 * client closes: as nginx, 501 at once (and, answered before the
 		 * body, the connection closes). */
-		if (te && strcasecmp(te, "chunked"))
-			return send_error_to(c, !strcmp(method, "HEAD"), 501,
-					     "Transfer-Encoding other than chunked is not supported");
-		/* Two lengths that differ leave where the body ends in doubt
-		 * (libmicrohttpd takes the first): 400 and close, as nginx. */
-		if (header(c, MHD_HTTP_HEADER_CONTENT_LENGTH) && lengths_differ(c))
-			return send_error_to(c, !strcmp(method, "HEAD"), 400,
-					     "Content-Length given twice, differently");
-		if (!md5 && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
-			*con_cls = method[0] == 'G' ? &get_marker : &head_marker;
-			return MHD_YES;
-		}
-		r = xcalloc(1, sizeof(*r));
-		r->conn = c;
-		r->fd = -1;
-		r->m = md5 ? M_MD5
-		     : !strcmp(method, "PUT") ? M_PUT
-		     : !strcmp(method, "DELETE") ? M_DELETE : M_OTHER;
-		*con_cls = r;
-		begin_write(s, r, url);
-		return MHD_YES;
+		send_error_to(c, head, 501, "Transfer-Encoding other than chunked is not supported");
+		return &refused;
+	case FRONT_HEAD_LENGTHS:
+		/* where the body ends is in doubt: 400 and close, as nginx */
+		send_error_to(c, head, 400, "Content-Length given twice, differently");
+		return &refused;
+	default:
+		break;
 	}
-	if ((void *)r == &get_marker || (void *)r == &head_marker) {
+	if (!md5 && (head || !strcmp(method, "GET"))) {
+		struct read_req *g = xmalloc(sizeof(*g));
+		*g = (struct read_req){head ? M_HEAD : M_GET, c, url};
+		return g;
+	}
+	r = xcalloc(1, sizeof(*r));
+	r->sl.conn = c;
+	pthread_mutex_init(&r->sl.mu, NULL);
+	r->fd = -1;
+	r->m = md5 ? M_MD5
+	     : !strcmp(method, "PUT") ? M_PUT
+	     : !strcmp(method, "DELETE") ? M_DELETE : M_OTHER;
+	begin_write(server, r, url);
+	return r;
+}
+
+static int handler(void *req, const char *upload, size_t *upload_size)
+{
+	struct vol_server *s = server;
+	struct req *r = req;
+	if (r->m == M_REFUSED)
+		return FRONT_NO;
+	if (r->m == M_GET || r->m == M_HEAD) {
+		struct read_req *g = req;
 		if (*upload_size) {          /* a GET with a body: ignore it */
 			*upload_size = 0;
-			return MHD_YES;
+			return FRONT_YES;
 		}
-		return answer_read(s, c, url, (void *)r == &head_marker);
+		return answer_read(s, g->conn, g->url, g->m == M_HEAD);
 	}
 	if (*upload_size) {
 		/* libmicrohttpd cannot answer mid-body: after a failed write the
@@ -488,95 +416,69 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			}
 		}
 		*upload_size = 0;
-		return MHD_YES;
+		return FRONT_YES;
 	}
 	if (r->m == M_MD5 && r->status == 200)
 		return send_md5(r);
 	if (r->synced || r->status) {
 		if (r->status >= 300)
-			return send_error_to(c, r->m == M_MD5, r->status, r->why);
-		return send_resp(c, r->status,
-				 MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
+			return send_error_to(r->sl.conn, r->m == M_MD5, r->status, r->why);
+		return front_send(r->sl.conn, r->status, NULL, 0, NULL, 0);
 	}
 	/* The whole body is in (a PUT) or there is none (a DELETE). */
-	return queue_push(s, r) ? MHD_YES : MHD_NO;
+	return front_queue(&r->sl, r->m == M_MD5 ? s->hash : s->sync, r) == 0 ? FRONT_YES
+										 : FRONT_NO;
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-			 enum MHD_RequestTerminationCode toe)
+static void done(void *req)
 {
-	struct req *r = *con_cls;
-	(void)cls;
-	if (r && (void *)r != &get_marker && (void *)r != &head_marker) {
-		vol_put_abort(r->put);      /* a PUT cut off: its temporary file goes */
-		if (r->fd >= 0)
-			close(r->fd);
-		free(r);
+	struct req *r = req;
+	if (r->m == M_REFUSED)
+		return;
+	if (r->m == M_GET || r->m == M_HEAD) {
+		free(req);
+		return;
 	}
-	*con_cls = NULL;
-	conn_waiting(c, true);
-	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-		conn_close_if_eof(conn_fd(c));
+	vol_put_abort(r->put);      /* a PUT cut off: its temporary file goes */
+	if (r->fd >= 0)
+		close(r->fd);
+	/* front_finish may still be between waking the connection and its unlock. */
+	pthread_mutex_lock(&r->sl.mu);
+	pthread_mutex_unlock(&r->sl.mu);
+	pthread_mutex_destroy(&r->sl.mu);
+	free(r);
 }
 
-/* A new connection may have a closed one's socket number. */
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-			  enum MHD_ConnectionNotificationCode code)
-{
-	struct vol_server *s = cls;
-	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-		wire_reset(conn_fd(c));
-		*socket_context = reaper_add(s->reaper, conn_fd(c));
-	} else {
-		reaper_remove(s->reaper, *socket_context);
-		*socket_context = NULL;
-	}
-}
+static const struct front_route vol_route = {claim, handler, NULL, done};
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char line[512];
-	(void)cls;
-	vsnprintf(line, sizeof(line), fmt, ap);
-	line[strcspn(line, "\n")] = '\0';
-	log_msg("libmicrohttpd: %s", line);
-}
+/* ---- start and stop ---- */
 
-/* The path is taken raw and decoded by vol_path_clean, in one place. */
-static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
+/* Waits for the work queued (which wakes its sleepers), then frees s. */
+static void vol_free(struct vol_server *s)
 {
-	(void)cls, (void)c;
-	return strlen(s);
-}
-
-/* Cut off a request with absurdly many query arguments (see util.h). */
-static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
-{
-	int fd;
-	(void)cls;
-	if (uri_has_too_many_args(uri) && (fd = conn_fd(c)) >= 0)
-		shutdown(fd, SHUT_RDWR);
-	return NULL;
+	if (s->sync)
+		spawn_queue_end(s->sync);
+	if (s->hash)
+		spawn_queue_end(s->hash);
+	close(s->root.fd);
+	free(s->dir);
+	free(s);
+	server = NULL;
 }
 
 struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms)
 {
-	struct vol_server *s = xcalloc(1, sizeof(*s));
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned int threads = ncpu > 1 ? (unsigned int)ncpu : 1, conns = MAX_CONNECTIONS;
+	struct vol_server *s;
+	struct front_opts o = {0};
 	struct rlimit nofile = {1024, 1024};   /* if getrlimit fails */
 
-	/* Beyond its limit libmicrohttpd stops accepting: clients then hang in
-	 * the listen backlog.  Take as many descriptors as we may. */
-	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-		nofile.rlim_cur = nofile.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &nofile);
-		getrlimit(RLIMIT_NOFILE, &nofile);
-		if (nofile.rlim_cur < 2 * (rlim_t)conns + 256)
-			conns = nofile.rlim_cur > 512 ? (unsigned int)(nofile.rlim_cur - 256) / 2 : 128;
-	}
-	wire_init((unsigned long)nofile.rlim_cur, MHD_get_version());
+	if (server)
+		return NULL;                 /* one front per process */
+	o.max_conns = front_nofile(MAX_CONNECTIONS, 2);   /* a socket and a file each */
+	getrlimit(RLIMIT_NOFILE, &nofile);
+	wire_init((unsigned long)nofile.rlim_cur, front_version());
 
+	s = xcalloc(1, sizeof(*s));
 	s->dir = xstrdup(dir);
 	s->port = port;
 	if (vol_root_open(&s->root, s->dir) < 0) {
@@ -584,27 +486,16 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms)
 		free(s);
 		return NULL;
 	}
-	pthread_mutex_init(&s->mu, NULL);
-	s->reaper = reaper_start(idle_ms);
 	s->sync = spawn_queue(SYNC_WORKERS, work, s);
 	s->hash = spawn_queue(HASH_WORKERS, work, s);
-	s->d = MHD_start_daemon(
-		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
-			MHD_USE_ERROR_LOG,
-		(uint16_t)port, NULL, NULL, on_request, s,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-		MHD_OPTION_THREAD_POOL_SIZE, threads,
-		MHD_OPTION_CONNECTION_LIMIT, conns,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(idle_ms / 1000),
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, s,
-		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-		MHD_OPTION_END);
-	if (!s->d) {
-		log_msg("cannot listen on port %d", port);
-		vol_server_stop(s);
+	server = s;
+	o.port = port;
+	o.route = &vol_route;
+	o.conn_memory = CONN_MEMORY;
+	o.idle_ms = idle_ms;
+	o.opened = wire_reset;   /* a new connection may have a closed one's socket number */
+	if (front_start(&o) < 0) {
+		vol_free(s);
 		return NULL;
 	}
 	log_msg("serving %s on port %d", s->dir, port);
@@ -613,16 +504,12 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms)
 
 void vol_server_stop(struct vol_server *s)
 {
-	pthread_mutex_lock(&s->mu);
-	s->stopping = true;
-	pthread_mutex_unlock(&s->mu);
-	spawn_queue_end(s->sync);   /* every suspended connection resumed */
+	/* As nginx on SIGTERM: no drain.  The writes being made durable
+	 * finish (the queues' end) and are answered; no new one starts. */
+	front_drain(0);
+	spawn_queue_end(s->sync);
 	spawn_queue_end(s->hash);
-	if (s->d)
-		MHD_stop_daemon(s->d);
-	reaper_stop(s->reaper);   /* after: the daemon's last closes leave its ring */
-	pthread_mutex_destroy(&s->mu);
-	close(s->root.fd);
-	free(s->dir);
-	free(s);
+	s->sync = s->hash = NULL;
+	front_stop();
+	vol_free(s);
 }

@@ -1,5 +1,5 @@
-/* server.h -- mkv-volume's HTTP front (the only file that includes
- * microhttpd.h): docs/protocol.md §5 over one data directory. */
+/* server.h -- mkv-volume's requests on the front (common/front.h):
+ * docs/protocol.md §5 over one data directory. */
 #ifndef VOL_SERVER_H
 #define VOL_SERVER_H
 
@@ -9,9 +9,10 @@ struct vol_server;
 
 /* Serve dir (created if missing) on port; 0 picks nothing, give a port.
  * A connection silent, or sending its request head, for idle_ms is cut
- * off.  Returns NULL after logging why it could not start. */
+ * off.  One per process.  Returns NULL after logging why it could not
+ * start. */
 struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms);
-/* Finish the writes being made durable, stop, free. */
+/* Refuse new requests, finish the writes being made durable, stop, free. */
 void vol_server_stop(struct vol_server *s);
 
 #endif

@@ -1,0 +1,523 @@
+/* front.c -- see front.h.  The only file that includes microhttpd.h.
+ *
+ * libmicrohttpd runs one epoll thread per core.  A request is offered to
+ * the routes at its handler's first call and answered on a later one: an
+ * answer queued on the first call makes libmicrohttpd close the
+ * connection, which costs keep-alive (NOTES.md), so only refusals go there. */
+#include "front.h"
+#include "reaper.h"
+#include "spawn.h"
+#include "util.h"
+
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A connection, and the request it runs (one at a time). */
+struct conn {
+	struct reaper_conn reap;           /* cuts off a head slower than idle_ms */
+	const struct front_route *route;   /* the request's; NULL before its first call */
+	void *req;                         /* the route's state */
+	enum front_head bad;
+	char *target;                      /* absolute_form or verbose: the target, split at '?' */
+	const char *query;
+	char method[16];                   /* verbose: for the log */
+	uint64_t start_ms, up, down;       /* verbose: bytes read, bytes answered */
+};
+
+static struct front_opts opts;
+static struct MHD_Daemon *daemon_;
+static struct reaper *reaper;
+static const struct front_route *routes[4];
+static int nroutes;
+static atomic_int inflight, nsuspended;
+/* Stopping (front_drain): draining, every answer closes its connection;
+ * refusing, a new request's connection is closed unanswered; no_sleep, a
+ * request no longer sleeps, so that libmicrohttpd can be stopped (it
+ * aborts the process if a connection is suspended then). */
+static atomic_bool draining, refusing, no_sleep;
+
+_Static_assert(FRONT_YES == MHD_YES && FRONT_NO == MHD_NO, "results");
+_Static_assert(FRONT_READER_END == MHD_CONTENT_READER_END_OF_STREAM &&
+	       FRONT_READER_ERROR == MHD_CONTENT_READER_END_WITH_ERROR, "reader ends");
+
+void front_route_add(const struct front_route *r)
+{
+	if (nroutes < (int)(sizeof(routes) / sizeof(routes[0])))
+		routes[nroutes++] = r;
+}
+
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+int front_fd(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
+}
+
+const char *front_header(struct MHD_Connection *c, const char *name)
+{
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+bool front_has_arg(struct MHD_Connection *c, const char *name)
+{
+	return MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, name, strlen(name), NULL,
+					     NULL) == MHD_YES;
+}
+
+struct each {
+	void (*fn)(void *, const char *, const char *);
+	void *cls;
+};
+
+static enum MHD_Result each_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+				const char *value)
+{
+	struct each *e = cls;
+	(void)kind;
+	e->fn(e->cls, key, value);
+	return MHD_YES;
+}
+
+void front_args(struct MHD_Connection *c, void (*fn)(void *, const char *, const char *),
+		void *cls)
+{
+	struct each e = {fn, cls};
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, each_arg, &e);
+}
+
+enum front_head front_head_error(struct MHD_Connection *c)
+{
+	struct conn *k = conn_of(c);
+	return k ? k->bad : FRONT_HEAD_OK;
+}
+
+/* ---- request heads ---- */
+
+/* Notes a Content-Length header that disagrees with the first. */
+static enum MHD_Result length_cmp(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	const char **first = cls;
+	(void)kind;
+	if (strcasecmp(key, "Content-Length") || !value)
+		return MHD_YES;
+	if (!first[0])
+		first[0] = value;
+	else if (strcmp(first[0], value))
+		first[1] = value;
+	return first[1] ? MHD_NO : MHD_YES;
+}
+
+static enum front_head head_check(struct MHD_Connection *c)
+{
+	const char *te = front_header(c, "Transfer-Encoding"), *cl[2] = {NULL, NULL};
+	/* libmicrohttpd would read any other coding's body up to the close,
+	 * leaving the client waiting. */
+	if (te && strcasecmp(te, "chunked"))
+		return FRONT_HEAD_CODING;
+	/* Two lengths that differ leave where the body ends in doubt
+	 * (libmicrohttpd takes the first).  A GET has none: no header walk. */
+	if (front_header(c, "Content-Length"))
+		MHD_get_connection_values(c, MHD_HEADER_KIND, length_cmp, cl);
+	return cl[1] ? FRONT_HEAD_LENGTHS : FRONT_HEAD_OK;
+}
+
+/* k->target split at '?'; with absolute_form, "http://host/p?q" is "/p?q"
+ * (RFC 9112 §3.2.2: what a client sends through a proxy). */
+static void target_split(struct conn *k)
+{
+	char *q;
+	if (opts.absolute_form &&
+	    (!strncasecmp(k->target, "http://", 7) || !strncasecmp(k->target, "https://", 8))) {
+		char *a = strstr(k->target, "://") + 3, *p = a + strcspn(a, "/?"), *n;
+		n = xasprintf("%s%s", *p == '/' ? "" : "/", p);
+		free(k->target);
+		k->target = n;
+	}
+	q = strchr(k->target, '?');
+	if (q)
+		*q++ = '\0';
+	k->query = q;
+}
+
+/* The first call: the request's head is in. */
+static enum MHD_Result begin(struct conn *k, struct MHD_Connection *c, const char *url,
+			     const char *method)
+{
+	const char *path = url, *query = NULL;
+	reaper_waiting(&k->reap, false);
+	k->bad = head_check(c);
+	if (k->target) {
+		target_split(k);
+		snprintf(k->method, sizeof(k->method), "%s", method);
+		if (opts.absolute_form) {
+			path = k->target;
+			query = k->query;
+			if (!k->bad && path[0] != '/')
+				k->bad = FRONT_HEAD_TARGET;
+		}
+	}
+	for (int i = 0; !k->bad && i < nroutes; i++) {
+		k->req = routes[i]->claim(c, method, path, query);
+		if (k->req) {
+			k->route = routes[i];
+			return MHD_YES;
+		}
+	}
+	k->req = opts.route->claim(c, method, path, query);
+	if (!k->req)
+		return MHD_NO;
+	k->route = opts.route;
+	return MHD_YES;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+			       const char *method, const char *version, const char *data,
+			       size_t *size, void **con_cls)
+{
+	struct conn *k = *con_cls;
+	size_t n = *size;
+	enum MHD_Result ret;
+	(void)cls, (void)version;
+	if (!k)                          /* refused in on_uri */
+		return MHD_NO;
+	if (!k->route)
+		return begin(k, c, url, method);
+	ret = (enum MHD_Result)k->route->handler(k->req, data, size);
+	k->up += n - *size;
+	return ret;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct conn *k = conn_of(c);
+	(void)cls;
+	/* Counted before refusing is read: front_drain sets refusing, then
+	 * waits for inflight to reach 0, and misses no request. */
+	atomic_fetch_add(&inflight, 1);
+	if (!k || atomic_load(&refusing) || uri_has_too_many_args(uri)) {
+		atomic_fetch_sub(&inflight, 1);
+		shutdown(front_fd(c), SHUT_RDWR);
+		return NULL;
+	}
+	k->route = NULL;
+	k->bad = FRONT_HEAD_OK;
+	free(k->target);
+	k->target = opts.absolute_form || opts.verbose ? xstrdup(uri) : NULL;
+	k->query = NULL;
+	if (opts.verbose) {
+		snprintf(k->method, sizeof(k->method), "-");
+		k->start_ms = now_ms();
+		k->up = k->down = 0;
+	}
+	return k;
+}
+
+/* Keep the target raw: the routes decode it, each in one place. */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	(void)cls, (void)c;
+	return strlen(s);
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
+		    enum MHD_RequestTerminationCode why)
+{
+	struct conn *k = *con_cls;
+	(void)cls, (void)c;
+	if (!k)
+		return;
+	if (opts.verbose)
+		log_msg("%s %s%s%s %d %llu %llums%s", k->method, k->target ? k->target : "",
+			k->query ? "?" : "", k->query ? k->query : "",
+			k->route && k->route->status ? k->route->status(k->req) : 0,
+			(unsigned long long)(k->up ? k->up : k->down),
+			(unsigned long long)(now_ms() - k->start_ms),
+			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
+	if (k->route)
+		k->route->done(k->req);
+	k->route = NULL;
+	reaper_waiting(&k->reap, true);
+	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		conn_close_if_eof(k->reap.fd);
+	free(k->target);
+	k->target = NULL;
+	k->query = NULL;
+	*con_cls = NULL;
+	atomic_fetch_sub(&inflight, 1);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct conn *k = *socket_context;
+	(void)cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		int fd = front_fd(c);
+		k = xcalloc(1, sizeof(*k));
+		if (opts.opened)
+			opts.opened(fd);
+		reaper_add(reaper, &k->reap, fd);
+		*socket_context = k;
+	} else if (k) {
+		reaper_remove(reaper, &k->reap);
+		free(k->target);
+		free(k);
+		*socket_context = NULL;
+	}
+}
+
+static void on_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	log_msg("libmicrohttpd: %s", line);
+}
+
+/* ---- answers ---- */
+
+static int queue(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
+		 struct MHD_Response *resp, uint64_t len)
+{
+	enum MHD_Result ret;
+	struct conn *k;
+	if (!resp)
+		return MHD_NO;
+	for (int i = 0; i < nh; i++)
+		MHD_add_response_header(resp, h[i].name, h[i].value);
+	if (atomic_load(&draining))
+		MHD_add_response_header(resp, "Connection", "close");
+	ret = MHD_queue_response(c, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	if (opts.verbose && (k = conn_of(c)))
+		k->down = len;
+	return ret;
+}
+
+int front_send(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
+	       const char *body, size_t len)
+{
+	return queue(c, status, h, nh,
+		     MHD_create_response_from_buffer(len, body ? (void *)body : "",
+						     MHD_RESPMEM_MUST_COPY),
+		     len);
+}
+
+int front_stream_ex(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
+		    int64_t size, size_t block, ssize_t (*reader)(void *, uint64_t, char *, size_t),
+		    void (*done)(void *), void *cls, bool http10)
+{
+	struct MHD_Response *r = MHD_create_response_from_callback(
+		size >= 0 ? (uint64_t)size : MHD_SIZE_UNKNOWN, block, reader, cls, done);
+	if (!r && done)
+		done(cls);
+	if (r && http10)
+		MHD_set_response_options(r, MHD_RF_HTTP_VERSION_1_0_ONLY, MHD_RO_END);
+	return queue(c, status, h, nh, r, size >= 0 ? (uint64_t)size : 0);
+}
+
+int front_stream(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh,
+		 int64_t size, ssize_t (*reader)(void *, uint64_t, char *, size_t), void *cls)
+{
+	return front_stream_ex(c, status, h, nh, size, 256 * 1024, reader, NULL, cls, false);
+}
+
+int front_file(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh, int fd,
+	       uint64_t off, uint64_t len)
+{
+	struct MHD_Response *r = MHD_create_response_from_fd_at_offset64(len, fd, (int64_t)off);
+	return r ? queue(c, status, h, nh, r, len) : -1;
+}
+
+/* ---- sleeping connections ---- */
+
+void front_sleep_locked(struct front_sleep *z)
+{
+	atomic_fetch_add(&nsuspended, 1);
+	if (atomic_load(&no_sleep)) {   /* the handler is called again instead */
+		atomic_fetch_sub(&nsuspended, 1);
+		return;
+	}
+	z->suspended = true;
+	MHD_suspend_connection(z->conn);
+}
+
+void front_wake_locked(struct front_sleep *z)
+{
+	z->woken = true;
+	if (z->suspended && !z->gone) {
+		z->suspended = false;
+		atomic_fetch_sub(&nsuspended, 1);
+		MHD_resume_connection(z->conn);
+	}
+}
+
+void front_wake(void *arg)
+{
+	struct front_sleep *z = arg;
+	pthread_mutex_lock(&z->mu);
+	front_wake_locked(z);
+	pthread_mutex_unlock(&z->mu);
+}
+
+/* One critical section: once the handler sees async_done it may free z. */
+void front_finish(struct front_sleep *z)
+{
+	pthread_mutex_lock(&z->mu);
+	z->async_done = true;
+	front_wake_locked(z);
+	pthread_mutex_unlock(&z->mu);
+}
+
+bool front_wait(struct front_sleep *z)
+{
+	bool done;
+	pthread_mutex_lock(&z->mu);
+	done = z->async_done;
+	if (!done && !z->woken)
+		front_sleep_locked(z);
+	z->woken = false;
+	pthread_mutex_unlock(&z->mu);
+	return done;
+}
+
+/* fn(arg) on a pool thread, or item to q. */
+static int run_asleep(struct front_sleep *z, struct spawn_queue *q, void (*fn)(void *), void *arg)
+{
+	pthread_mutex_lock(&z->mu);   /* the work's front_finish waits for the suspend */
+	/* Once the work runs the connection must stay suspended until it is
+	 * done (it uses the request; a stop that closed the connection would
+	 * free it): counted before no_sleep is read, so front_drain either
+	 * sees it or it is refused here. */
+	atomic_fetch_add(&nsuspended, 1);
+	if (atomic_load(&no_sleep)) {
+		atomic_fetch_sub(&nsuspended, 1);
+		pthread_mutex_unlock(&z->mu);
+		return -1;
+	}
+	if (q) {
+		spawn_queue_push(q, arg);
+	} else if (spawn(fn, arg) < 0) {
+		atomic_fetch_sub(&nsuspended, 1);
+		pthread_mutex_unlock(&z->mu);
+		log_msg("pthread_create failed: out of threads");
+		return -1;
+	}
+	z->async_started = true;
+	z->suspended = true;
+	MHD_suspend_connection(z->conn);
+	pthread_mutex_unlock(&z->mu);
+	return 0;
+}
+
+int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg)
+{
+	return run_asleep(z, NULL, fn, arg);
+}
+
+int front_queue(struct front_sleep *z, struct spawn_queue *q, void *item)
+{
+	return run_asleep(z, q, NULL, item);
+}
+
+/* ---- start and stop ---- */
+
+unsigned front_nofile(unsigned conns, unsigned per)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)conns * per + 256;
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return conns;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur >= want)
+		return conns;
+	return rl.rlim_cur > 256 + 128 * (rlim_t)per ? (unsigned)((rl.rlim_cur - 256) / per) : 128;
+}
+
+int front_start(const struct front_opts *o)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (daemon_)
+		return -1;
+	opts = *o;
+	atomic_store(&draining, false);
+	atomic_store(&refusing, false);
+	atomic_store(&no_sleep, false);
+	reaper = reaper_start(o->idle_ms);
+	daemon_ = MHD_start_daemon(
+		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
+			MHD_USE_ITC | MHD_USE_ERROR_LOG,
+		(uint16_t)o->port, NULL, NULL, handler, NULL,
+		MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+		MHD_OPTION_THREAD_POOL_SIZE, ncpu > 2 ? (unsigned)ncpu : 2u,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+		MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_ms / 1000),
+		MHD_OPTION_CONNECTION_LIMIT, o->max_conns,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, o->backlog ? o->backlog : (unsigned)SOMAXCONN,
+		MHD_OPTION_END);
+	if (!daemon_) {
+		log_msg("cannot listen on port %d", o->port);
+		reaper_stop(reaper);
+		reaper = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int front_drain(uint64_t drain_ms)
+{
+	uint64_t deadline = now_ms() + drain_ms;
+	MHD_socket fd;
+	if (!drain_ms)
+		goto no_sleep;
+	fd = MHD_quiesce_daemon(daemon_);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+	atomic_store(&draining, true);
+	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
+		usleep(10000);
+	atomic_store(&refusing, true);
+	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
+		usleep(10000);
+no_sleep:
+	atomic_store(&no_sleep, true);
+	return atomic_load(&nsuspended);
+}
+
+void front_stop(void)
+{
+	MHD_stop_daemon(daemon_);
+	daemon_ = NULL;
+	reaper_stop(reaper);   /* after: the daemon's last closes leave its ring */
+	reaper = NULL;
+}
+
+const char *front_version(void)
+{
+	return MHD_get_version();
+}
