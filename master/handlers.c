@@ -413,9 +413,9 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 			nextlen = klen;
 			break;
 		}
-		if (count++ && !last)
-			buf_append(&keys, ",", 1);
 		if (!last) {
+			if (count)
+				buf_append(&keys, ",", 1);
 			json_append_string(&keys, k, klen);
 			if (keys.len >= LIST_HOLD) {
 				last = memdup(k, klen);
@@ -428,6 +428,7 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 			json_append_string(&scratch, k, klen);
 			rest += 1 + (int64_t)scratch.len;
 		}
+		count++;
 	}
 	a->status = 200;
 	a->ctype = "application/json";
