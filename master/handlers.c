@@ -3,13 +3,15 @@
 #include "handlers.h"
 #include "../common/httpc.h"
 #include "../common/record.h"
+#include "../common/front.h"
 #include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define LIST_MAX 1000000
+struct list_stream;
+static void list_stream_free(struct list_stream *s);
 
 void answer_error(struct answer *a, int status, const char *why)
 {
@@ -25,6 +27,8 @@ void answer_free(struct answer *a)
 	buf_free(&a->body);
 	free(a->volumes);
 	a->volumes = NULL;
+	list_stream_free(a->stream);
+	a->stream = NULL;
 }
 
 static unsigned rand_below(unsigned n)
@@ -254,21 +258,20 @@ void json_append_string(struct buf *b, const char *s, size_t n)
 	buf_append(b, "\"", 1);
 }
 
-/* ?list's &limit= and &start= (percent-decoded into a fresh *start):
- * false with a 400 answered when either is malformed. */
+/* ?list's &limit= and &start=, percent-decoded (*start a fresh heap
+ * string): false with a 400 answered when either is malformed. */
 static bool list_args(const char *query, uint64_t *limit, char **start, size_t *stlen,
 		      struct answer *a)
 {
 	size_t limlen = 0, n = 0;
 	const char *lim = query_param(query, "limit", &limlen), *st = query_param(query, "start", &n);
 	char num[24];
-	if (lim && (limlen >= sizeof(num) || (memcpy(num, lim, limlen), num[limlen] = '\0',
-					       !parse_u64(num, 1, UINT64_MAX, limit)))) {
+	if (lim && (limlen >= sizeof(num) || query_decode(lim, limlen, num, &limlen) < 0 ||
+		    memchr(num, '\0', limlen) ||
+		    (num[limlen] = '\0', !parse_u64(num, 1, UINT64_MAX, limit)))) {
 		answer_error(a, 400, "limit must be a positive integer");
 		return false;
 	}
-	if (*limit > LIST_MAX)
-		*limit = LIST_MAX; /* memory stays bounded; next says where to go on */
 	if (!st || !n)
 		return true;
 	*start = xmalloc(n + 1);
@@ -279,15 +282,119 @@ static bool list_args(const char *query, uint64_t *limit, char **start, size_t *
 	return true;
 }
 
+/* A listing's JSON held whole: a longer one is streamed. */
+#define LIST_HOLD (64 * 1024)
+
+/* A listing being streamed: its head and first keys were made by
+ * handle_list; the rest comes from the iterator as answer_read asks. */
+struct list_stream {
+	struct index_iter *it;       /* at the next key to look at */
+	char *prefix, *next;         /* next: the key to stop at, or NULL */
+	size_t plen, nextlen;
+	bool unlinked, ended;
+	struct buf out;              /* made, not yet given: out.data[off..len) */
+	size_t off;
+};
+
+static char *memdup(const char *p, size_t n)
+{
+	char *d = xmalloc(n + 1);
+	memcpy(d, p, n);
+	d[n] = '\0';
+	return d;
+}
+
+/* The iterator's key if it is one the listing shows (under prefix, of the
+ * kind asked), moving past keys of the other kind; NULL past the prefix. */
+static const char *list_key(struct index_iter *it, const char *prefix, size_t plen,
+			    bool unlinked, size_t *klen)
+{
+	for (; index_iter_valid(it); index_iter_next(it)) {
+		size_t vlen;
+		const char *k = index_iter_key(it, klen), *v = index_iter_value(it, &vlen);
+		if (*klen < plen || memcmp(k, prefix, plen))
+			return NULL;
+		if (record_deleted(v, vlen) == unlinked)
+			return k;
+	}
+	return NULL;
+}
+
+/* Append keys to s->out until it holds want bytes, or the listing's end. */
+static void list_more(struct list_stream *s, size_t want)
+{
+	size_t klen;
+	const char *k;
+	while (s->out.len < want) {
+		k = list_key(s->it, s->prefix, s->plen, s->unlinked, &klen);
+		if (!k || (s->next && bytes_cmp(k, klen, s->next, s->nextlen) >= 0)) {
+			buf_append(&s->out, "]}", 2);
+			s->ended = true;
+			return;
+		}
+		buf_append(&s->out, ",", 1);   /* a stream follows at least one key */
+		json_append_string(&s->out, k, klen);
+		index_iter_next(s->it);
+	}
+}
+
+ssize_t answer_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct list_stream *s = ((struct answer *)cls)->stream;
+	size_t n = 0, k;
+	(void)pos;
+	while (n < max) {
+		if (s->off == s->out.len) {
+			if (s->ended)
+				break;
+			s->out.len = s->off = 0;
+			list_more(s, max - n);
+		}
+		k = s->out.len - s->off < max - n ? s->out.len - s->off : max - n;
+		memcpy(out + n, s->out.data + s->off, k);
+		s->off += k;
+		n += k;
+	}
+	return n ? (ssize_t)n : FRONT_READER_END;
+}
+
+static void list_stream_free(struct list_stream *s)
+{
+	if (!s)
+		return;
+	index_iter_free(s->it);
+	free(s->prefix);
+	free(s->next);
+	buf_free(&s->out);
+	free(s);
+}
+
+/* The answer's head ({"next":...,"keys":[) and the keys held, into b. */
+static void list_head(struct buf *b, const char *next, size_t nextlen, const struct buf *keys)
+{
+	buf_puts(b, "{\"next\":");
+	json_append_string(b, next ? next : "", next ? nextlen : 0);
+	buf_puts(b, ",\"keys\":[");
+	buf_append(b, keys->data, keys->len);
+}
+
+/* One pass over the listing finds next (the first key past limit) and
+ * holds the first LIST_HOLD bytes of keys.  A listing that fits is
+ * answered whole; a longer one streams: the same iterator (so the same
+ * view of the index) goes back to the last key held and answer_read
+ * goes on from there to next.  Unlimited, the pass stops at the hold,
+ * as next is "" anyway; to HEAD, it goes to the end, counting bytes. */
 void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
-		 struct answer *a)
+		 bool head, struct answer *a)
 {
 	uint64_t limit = 0, count = 0;
-	size_t n, stlen = 0, nextlen = 0;
-	char *start = NULL;
-	const char *next = NULL;
+	size_t n, klen, stlen = 0, nextlen = 0, lastlen = 0;
+	int64_t rest = 0;   /* to HEAD: bytes of the keys not held */
+	char *start = NULL, *next = NULL, *last = NULL;
+	const char *k;
 	struct index_iter *it = NULL;
-	struct buf keys = {0};
+	struct buf keys = {0}, scratch = {0};
+	struct list_stream *s;
 	/* the first of list and unlinked says which, as in minikeyvalue */
 	const char *ul = query_param(query, "unlinked", &n), *li = query_param(query, "list", &n);
 	bool unlinked = ul && (!li || ul < li);
@@ -300,36 +407,61 @@ void handle_list(struct index *idx, const char *prefix, size_t plen, const char 
 	else
 		it = index_iter_new(idx, prefix, plen);
 	buf_puts(&keys, "");
-	for (; index_iter_valid(it); index_iter_next(it)) {
-		size_t klen, vlen;
-		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
-		if (klen < plen || memcmp(k, prefix, plen))
-			break;
-		if (record_deleted(v, vlen) != unlinked)
-			continue;
+	for (; (k = list_key(it, prefix, plen, unlinked, &klen)); index_iter_next(it)) {
 		if (limit && count == limit) {
-			next = k;
+			next = memdup(k, klen);
 			nextlen = klen;
 			break;
 		}
-		if (!limit && count == LIST_MAX) {
-			answer_error(a, 413, "more than 1000000 keys: page with &limit=N");
-			goto out;
+		if (!last) {
+			if (count)
+				buf_append(&keys, ",", 1);
+			json_append_string(&keys, k, klen);
+			if (keys.len >= LIST_HOLD) {
+				last = memdup(k, klen);
+				lastlen = klen;
+				if (!limit && !head)
+					break;
+			}
+		} else if (head) {
+			scratch.len = 0;
+			json_append_string(&scratch, k, klen);
+			rest += 1 + (int64_t)scratch.len;
 		}
-		if (count++)
-			buf_append(&keys, ",", 1);
-		json_append_string(&keys, k, klen);
+		count++;
 	}
-	a->body.len = 0;
-	buf_puts(&a->body, "{\"next\":");
-	json_append_string(&a->body, next ? next : "", next ? nextlen : 0);
-	buf_puts(&a->body, ",\"keys\":[");
-	buf_append(&a->body, keys.data, keys.len);
-	buf_puts(&a->body, "]}");
 	a->status = 200;
 	a->ctype = "application/json";
+	a->body.len = 0;
+	if (!last) {
+		list_head(&a->body, next, nextlen, &keys);
+		buf_puts(&a->body, "]}");
+		goto out;
+	}
+	s = xcalloc(1, sizeof(*s));
+	list_head(&s->out, next, nextlen, &keys);
+	a->stream = s;
+	if (head) {   /* no body is sent: only its length */
+		a->stream_len = (int64_t)s->out.len + rest + 2;
+		s->ended = true;
+		goto out;
+	}
+	a->stream_len = -1;
+	index_iter_seek(it, last, lastlen);
+	index_iter_next(it);
+	s->it = it;
+	it = NULL;
+	s->prefix = memdup(prefix, plen);
+	s->plen = plen;
+	s->next = next;
+	s->nextlen = nextlen;
+	next = NULL;
+	s->unlinked = unlinked;
 out:
 	buf_free(&keys);
+	buf_free(&scratch);
 	index_iter_free(it);
 	free(start);
+	free(next);
+	free(last);
 }

@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 #include "../common/placement.h"
 #include "../common/util.h"
 #include "store.h"
@@ -18,6 +20,10 @@ struct answer {
 	char md5[33];             /* Content-Md5, "" = none */
 	char *volumes;            /* Key-Volumes (heap), or NULL */
 	const char *balance;      /* Key-Balance, or NULL */
+	/* A body too long to hold (a listing's): answer_read gives its
+	 * stream_len bytes (-1: not known ahead) piece by piece. */
+	struct list_stream *stream;
+	int64_t stream_len;
 };
 
 /* Status plus a one-line text/plain reason. */
@@ -36,9 +42,13 @@ void handle_delete(const struct config *cfg, struct index *idx, const char *key,
  * and a replica is missing). */
 void handle_relink(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   struct answer *a);
-/* ?list / ?unlinked on prefix; query is the raw query string. */
+/* ?list / ?unlinked on prefix; query is the raw query string.  A short
+ * listing goes in body; a longer one is streamed from the index in
+ * bounded memory, except to head (HEAD), which only gets its length. */
 void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
-		 struct answer *a);
+		 bool head, struct answer *a);
+/* front_stream's reader of an answer with a stream (cls: the answer). */
+ssize_t answer_read(void *cls, uint64_t pos, char *out, size_t max);
 /* Append s[0..n) to b as a JSON string (quotes included), byte for byte
  * as Go's encoding/json writes it: \n \r \t short, other controls and
  * < > & as \u00XX, U+2028/U+2029 escaped, each byte of invalid UTF-8 as

@@ -145,6 +145,11 @@ struct index_iter *index_iter_new(struct index *idx, const char *start, size_t s
 	return (struct index_iter *)it;
 }
 
+void index_iter_seek(struct index_iter *it, const char *key, size_t len)
+{
+	leveldb_iter_seek((leveldb_iterator_t *)it, key, len);
+}
+
 bool index_iter_valid(struct index_iter *it)
 {
 	return leveldb_iter_valid((leveldb_iterator_t *)it);

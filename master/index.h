@@ -37,6 +37,8 @@ int index_sync(struct index *idx);
 /* Iterate keys >= start in byte order.  The key/value pointers stay valid
  * until the next index_iter_next/free. */
 struct index_iter *index_iter_new(struct index *idx, const char *start, size_t slen);
+/* Move it to the first key >= key, in the view it had when made. */
+void index_iter_seek(struct index_iter *it, const char *key, size_t len);
 bool index_iter_valid(struct index_iter *it);
 void index_iter_next(struct index_iter *it);
 const char *index_iter_key(struct index_iter *it, size_t *len);

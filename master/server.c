@@ -83,12 +83,14 @@ static int send_answer(struct req *r)
 		h[nh++] = (struct front_hdr){"Key-Volumes", a->volumes};
 	if (a->balance)
 		h[nh++] = (struct front_hdr){"Key-Balance", a->balance};
-	if (a->body.len)
+	if (a->body.len || a->stream)
 		h[nh++] = (struct front_hdr){"Content-Type",
 					     a->ctype ? a->ctype : "text/plain; charset=utf-8"};
 	if (a->status == 405)
 		h[nh++] = (struct front_hdr){"Allow", ALLOW};
 	r->answered = true;
+	if (a->stream)   /* a long listing */
+		return front_stream(r->sl.conn, a->status, h, nh, a->stream_len, answer_read, a);
 	return front_send(r->sl.conn, a->status, h, nh, a->body.data, a->body.len);
 }
 
@@ -119,7 +121,7 @@ static void run_op(struct req *r)
 	case OP_GET:
 	case OP_HEAD:
 		if (r->query)
-			handle_list(idx, r->key, r->klen, r->query, &r->ans);
+			handle_list(idx, r->key, r->klen, r->query, r->op == OP_HEAD, &r->ans);
 		else
 			handle_get(cfg, idx, r->key, r->klen, r->uri, &r->ans);
 		break;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../master/front.h"
 #include "../master/handlers.h"
 #include "../master/index.h"
 #include "harness.h"
@@ -53,6 +54,9 @@ static const struct listcase lists[] = {
 	{"/b/", "list", 200, "{\"next\":\"\",\"keys\":[\"/b/1\",\"/b/3\",\"/b/4\"]}"},
 	{"/b/", "list&limit=1", 200, "{\"next\":\"/b/3\",\"keys\":[\"/b/1\"]}"},
 	{"/b/", "list&limit=2", 200, "{\"next\":\"/b/4\",\"keys\":[\"/b/1\",\"/b/3\"]}"},
+	/* limit is percent-decoded like every parameter */
+	{"/b/", "list&limit=%32", 200, "{\"next\":\"/b/4\",\"keys\":[\"/b/1\",\"/b/3\"]}"},
+	{"/", "list&limit=1%30", 200, "{\"next\":\"\",\"keys\":[\"/a\",\"/b/1\",\"/b/3\",\"/b/4\"]}"},
 	{"/b/", "list&limit=1&start=/b/3", 200, "{\"next\":\"/b/4\",\"keys\":[\"/b/3\"]}"},
 	{"/b/", "list&limit=1&start=%2Fb%2F4", 200, "{\"next\":\"\",\"keys\":[\"/b/4\"]}"},
 	{"/b/", "list&start=/a", 200, "{\"next\":\"\",\"keys\":[\"/b/1\",\"/b/3\",\"/b/4\"]}"},
@@ -63,14 +67,18 @@ static const struct listcase lists[] = {
 	{"/", "list&limit=", 400, NULL},
 	{"/", "list&limit=99999999999999999999999", 400, NULL},
 	{"/", "list&start=%zz", 400, NULL},
+	{"/", "list&limit=%zz", 400, NULL},
+	{"/", "list&limit=%30", 400, NULL},
+	{"/", "list&limit=1%002", 400, NULL},
 };
 
 START_TEST(test_list)
 {
 	const struct listcase *c = &lists[_i];
 	struct answer a = {0};
-	handle_list(idx, c->prefix, strlen(c->prefix), c->query, &a);
+	handle_list(idx, c->prefix, strlen(c->prefix), c->query, false, &a);
 	ck_assert_int_eq(a.status, c->status);
+	ck_assert_ptr_null(a.stream);
 	if (c->body)
 		ck_assert_str_eq(a.body.data, c->body);
 	else
@@ -159,23 +167,122 @@ START_TEST(test_get_deleted_is_404)
 }
 END_TEST
 
-/* More than 1,000,000 keys without a limit: 413, and a limit pages them. */
-START_TEST(test_list_too_many)
+/* A listing's body as the front would send it: answer_read in pieces of
+ * piece bytes when it streams.  Caller frees. */
+static char *list_body(struct answer *a, size_t piece)
 {
-	struct answer a = {0};
+	struct buf b = {0};
+	char *out = xmalloc(piece);
+	ssize_t n;
+	buf_puts(&b, "");
+	if (!a->stream)
+		buf_append(&b, a->body.data, a->body.len);
+	else
+		while ((n = answer_read(a, b.len, out, piece)) != FRONT_READER_END) {
+			ck_assert_int_gt(n, 0);
+			ck_assert_uint_le((size_t)n, piece);
+			buf_append(&b, out, (size_t)n);
+		}
+	free(out);
+	return b.data;
+}
+
+/* The /many/ keys: 0..MANY-1, those from 950,000 to 999,999 ending in 5
+ * unlinked (5,000); 1,000,001 live ones. */
+#define MANY 1005001
+static bool many_unlinked(int i)
+{
+	return i >= 950000 && i < 1000000 && i % 10 == 5;
+}
+
+/* The key number of the count-th key of the kind from key from on (0: from
+ * itself, if of the kind); "" when there is none: next, as the listing says it. */
+static void many_next(int from, int count, bool unlinked, char *out, size_t n)
+{
+	for (int i = from; i < MANY; i++)
+		if (many_unlinked(i) == unlinked && count-- == 0) {
+			snprintf(out, n, "/many/%07d", i);
+			return;
+		}
+	*out = '\0';
+}
+
+/* {"next":"<next>","keys":[the keys of the kind from key from up to next]} */
+static char *many_json(int from, bool unlinked, const char *next)
+{
+	struct buf b = {0};
+	const char *sep = "";
 	char key[32];
-	for (int i = 0; i <= 1000000; i++) {
-		int n = snprintf(key, sizeof(key), "/many/%07d", i);
-		ck_assert_int_eq(index_put_nosync(idx, key, (size_t)n, "v:1", 3), 0);
+	buf_printf(&b, "{\"next\":\"%s\",\"keys\":[", next);
+	for (int i = from; i < MANY; i++) {
+		snprintf(key, sizeof(key), "/many/%07d", i);
+		if (*next && strcmp(key, next) >= 0)
+			break;
+		if (many_unlinked(i) != unlinked)
+			continue;
+		buf_printf(&b, "%s\"%s\"", sep, key);
+		sep = ",";
 	}
-	handle_list(idx, "/many/", 6, "list", &a);
-	ck_assert_int_eq(a.status, 413);
-	answer_free(&a);
-	memset(&a, 0, sizeof(a));
-	handle_list(idx, "/many/", 6, "list&limit=3&start=/many/0999999", &a);
+	buf_puts(&b, "]}");
+	return b.data;
+}
+
+/* One listing of /many/ from key from on, limit keys (0: all): its body
+ * (streamed or not as stream says, read in pieces that cut keys anywhere)
+ * against many_json, and the length HEAD gets. */
+static void many_list(bool unlinked, int from, int limit, bool stream)
+{
+	struct answer a = {0}, h = {0};
+	char next[32] = "", query[96], *want, *got;
+	if (limit)
+		many_next(from, limit, unlinked, next, sizeof(next));
+	if (limit)
+		snprintf(query, sizeof(query), "%s&start=/many/%07d&limit=%d",
+			 unlinked ? "unlinked" : "list", from, limit);
+	else
+		snprintf(query, sizeof(query), "%s&start=/many/%07d", unlinked ? "unlinked" : "list",
+			 from);
+	want = many_json(from, unlinked, next);
+	handle_list(idx, "/many/", 6, query, false, &a);
 	ck_assert_int_eq(a.status, 200);
-	ck_assert_str_eq(a.body.data, "{\"next\":\"\",\"keys\":[\"/many/0999999\",\"/many/1000000\"]}");
+	ck_assert_msg((a.stream != NULL) == stream, "%s: streamed %d", query, a.stream != NULL);
+	got = list_body(&a, 997 + (size_t)limit % 13);
+	ck_assert_uint_eq(strlen(got), strlen(want));
+	ck_assert_msg(!strcmp(got, want), "%s: not the keys asked", query);
+	handle_list(idx, "/many/", 6, query, true, &h);
+	ck_assert_int_eq(h.status, 200);
+	ck_assert_int_eq(h.stream ? h.stream_len : (int64_t)h.body.len, (int64_t)strlen(want));
+	free(got);
+	free(want);
 	answer_free(&a);
+	answer_free(&h);
+}
+
+/* More than 1,000,000 keys: every one without a limit (no 413: the listing
+ * streams from the index in bounded memory), and limits page them, the
+ * same bytes whether held whole or streamed. */
+START_TEST(test_list_many)
+{
+	char key[32];
+	/* keys just outside the prefix, on both sides */
+	ck_assert_int_eq(index_put_nosync(idx, "/many", 5, "v:1", 3), 0);
+	ck_assert_int_eq(index_put_nosync(idx, "/many0", 6, "v:1", 3), 0);
+	for (int i = 0; i < MANY; i++) {
+		int n = snprintf(key, sizeof(key), "/many/%07d", i);
+		const char *v = many_unlinked(i) ? "DELETEDv:1" : "v:1";
+		ck_assert_int_eq(index_put_nosync(idx, key, (size_t)n, v, strlen(v)), 0);
+	}
+	many_list(false, 0, 0, true);             /* 1,000,001 keys */
+	many_list(false, 0, 3, false);
+	many_list(false, 1004999, 3, false);      /* the last two */
+	many_list(false, 900000, 95000, true);    /* next past the unlinked ones */
+	many_list(false, 940000, 20000, true);    /* next among them */
+	many_list(false, 1004000, 0, false);      /* 1,001 keys to the end */
+	many_list(false, 995000, 0, true);        /* 9,501 */
+	many_list(true, 940000, 0, true);         /* the 5,000 unlinked */
+	many_list(true, 940000, 4000, false);     /* 64,000 bytes: held */
+	many_list(true, 940000, 4500, true);
+	many_list(true, 999990, 5, false);
 }
 END_TEST
 
@@ -193,7 +300,7 @@ int main(void)
 	tcase_add_test(tc, test_json_string);
 	tcase_add_test(tc, test_unlink_states);
 	tcase_add_test(tc, test_get_deleted_is_404);
-	tcase_add_test(tc, test_list_too_many);
+	tcase_add_test(tc, test_list_many);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
