@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../master/front.h"
+#include "../common/front.h"
 #include "../master/handlers.h"
 #include "../master/index.h"
 #include "harness.h"

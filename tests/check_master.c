@@ -775,7 +775,7 @@ START_TEST(test_sigterm_hung_volume)
 	/* A check every 30 s: the stopped volume is never marked down here,
 	 * so its writes hang (one marked down fails them at once, a 503). */
 	static const char *const slow_checks[] = {"-voltimeout", "30s", NULL};
-	h_master_restart(&m, vols, NVOL, slow_checks);
+	h_master_restart(&m, vols, 3, slow_checks);
 	ck_assert_int_eq(put("/hung-at-stop", "v", 1), 201);
 	/* two PUTs, their bodies half sent while every volume is up */
 	for (int i = 0; i < 2; i++) {
