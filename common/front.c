@@ -30,6 +30,7 @@ struct conn {
 	const char *query;
 	char method[16];                   /* verbose: for the log */
 	uint64_t start_ms, up, down;       /* verbose: bytes read, bytes answered */
+	bool refused;                      /* counted in refused_open until it closes */
 };
 
 static struct front_opts opts;
@@ -38,6 +39,11 @@ static struct reaper *reaper;
 static const struct front_route *routes[4];
 static int nroutes;
 static atomic_int inflight, nsuspended;
+/* Connections on_uri cut off that libmicrohttpd has not closed yet: it may
+ * still be parsing their request, and 0.9.75 dereferences a NULL response
+ * (a crash) when the error answer it then makes (a 431 for too many
+ * arguments) comes after MHD_stop_daemon began: front_stop waits for them. */
+static atomic_int refused_open;
 /* Stopping (front_drain): draining, every answer closes its connection;
  * refusing, a new request's connection is closed unanswered; no_sleep, a
  * request no longer sleeps, so that libmicrohttpd can be stopped (it
@@ -212,6 +218,10 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	atomic_fetch_add(&inflight, 1);
 	if (!k || atomic_load(&refusing) || uri_has_too_many_args(uri)) {
 		atomic_fetch_sub(&inflight, 1);
+		if (k && !k->refused) {
+			k->refused = true;
+			atomic_fetch_add(&refused_open, 1);
+		}
 		shutdown(front_fd(c), SHUT_RDWR);
 		return NULL;
 	}
@@ -275,6 +285,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		reaper_add(reaper, &k->reap, fd);
 		*socket_context = k;
 	} else if (k) {
+		if (k->refused)
+			atomic_fetch_sub(&refused_open, 1);
 		reaper_remove(reaper, &k->reap);
 		free(k->target);
 		free(k);
@@ -511,6 +523,8 @@ no_sleep:
 
 void front_stop(void)
 {
+	for (uint64_t end = now_ms() + 2000; atomic_load(&refused_open) > 0 && now_ms() < end;)
+		usleep(10000);
 	MHD_stop_daemon(daemon_);
 	daemon_ = NULL;
 	reaper_stop(reaper);   /* after: the daemon's last closes leave its ring */
