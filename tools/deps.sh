@@ -3,7 +3,7 @@
 set -e
 PKGS="build-essential pkg-config libmicrohttpd-dev libleveldb-dev libcurl4-openssl-dev
       libssl-dev libjansson-dev check nginx curl wrk valgrind strace
-      python3-boto3 awscli rclone s3cmd python3-requests"
+      python3-boto3 awscli rclone s3cmd python3-requests iproute2"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
