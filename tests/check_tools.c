@@ -480,6 +480,9 @@ START_TEST(test_volume_md5)
 	ck_assert_int_eq(vol_req(&mv, "HEAD", "/ab/?md5", NULL, &r), 404);
 	ck_assert_ptr_null(h_header(&r, "Content-Md5"));
 	h_resp_free(&r);
+	/* named without its slash too (not a 301 that names no Location) */
+	ck_assert_int_eq(vol_req(&mv, "HEAD", "/ab?md5", NULL, &r), 404);
+	h_resp_free(&r);
 	/* a ".." in any spelling: 400 (sent raw: curl would resolve it) */
 	ck_assert_int_eq(raw_head(mv.port, "/../ab/cd/blob?md5"), 400);
 	ck_assert_int_eq(raw_head(mv.port, "/ab/%2e%2E/ab/cd/blob?md5"), 400);

@@ -113,8 +113,8 @@ int vol_fs_md5(const struct vol_root *r, const char *path, int *fd, struct stat 
 {
 	const char *failed;
 	int status = vol_fs_open(r, path, fd, st);
-	if (status != 200)
-		return status;
+	if (status != 200)   /* a directory, with its slash or not, is no blob */
+		return status == 301 ? 404 : status;
 	failed = !md5_fd(*fd, hex) ? "read" : lseek(*fd, 0, SEEK_SET) < 0 ? "lseek" : NULL;
 	if (failed) {
 		status = vol_fs_fail(r, failed, path, errno, 404);
