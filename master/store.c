@@ -105,19 +105,27 @@ struct put *store_write(const struct config *cfg, struct index *idx, const char 
 }
 
 /* DELETE every replica at once: 0, or -1 when a volume refused; then
- * r names only the replicas that may still hold the bytes (the refusers). */
+ * r names only the replicas that may still hold the bytes (the refusers).
+ * A volume the checker marks down is not asked (on a silent host the
+ * DELETE would wait -puttimeout): its copy stays named, as a refuser's. */
 static int delete_replicas(const struct config *cfg, const char *key, size_t klen,
 			   struct record *r)
 {
-	char path[PATH_MAX_LEN];
-	bool gone[RECORD_MAX_LOCS];
-	int kept = 0;
+	char path[PATH_MAX_LEN], *up[RECORD_MAX_LOCS];
+	bool gone[RECORD_MAX_LOCS], isup[RECORD_MAX_LOCS];
+	int nup = 0, kept = 0, j = 0;
 	placement_path(key, klen, path);
-	if (httpc_delete_all(r->locs, r->nlocs, path, (long)cfg->puttimeout_ms, "", gone) ==
-	    r->nlocs)
+	for (int i = 0; i < r->nlocs; i++) {
+		isup[i] = health_up(r->locs[i], strlen(r->locs[i]));
+		if (isup[i])
+			up[nup++] = r->locs[i];
+		else
+			log_msg("DELETE %s%s not sent: its volume is marked down", r->locs[i], path);
+	}
+	if (httpc_delete_all(up, nup, path, (long)cfg->puttimeout_ms, "", gone) == r->nlocs)
 		return 0;
 	for (int i = 0; i < r->nlocs; i++)
-		if (!gone[i])
+		if (!isup[i] || !gone[j++])
 			r->locs[kept++] = r->locs[i];
 	r->nlocs = kept;
 	return -1;

@@ -1030,6 +1030,29 @@ START_TEST(test_hung_volume)
 	}
 	ck_assert_msg(worst_put < BOUND_MS, "a PUT took %llu ms with a volume marked down",
 		      (unsigned long long)worst_put);
+	/* A DELETE of a key with a copy there does not wait -puttimeout on
+	 * it: 500 at once, the key unlinked (its copy stays named) ... */
+	{
+		char *u = murl(&m, on0[0]), *ul = murl(&m, "/hung?unlinked");
+		t0 = now_ms();
+		st = h_http("DELETE", u, NULL, 0, NULL, false, &r);
+		h_resp_free(&r);
+		ck_assert_msg(st == 500 && now_ms() - t0 < BOUND_MS,
+			      "DELETE with a copy on a volume marked down: %ld after %llu ms", st,
+			      (unsigned long long)(now_ms() - t0));
+		ck_assert_int_eq(h_status("GET", u), 404);
+		ck_assert_int_eq(h_http("GET", ul, NULL, 0, NULL, false, &r), 200);
+		ck_assert_msg(r.body.data && strstr(r.body.data, on0[0]), "not in ?unlinked: %s",
+			      r.body.data ? r.body.data : "");
+		h_resp_free(&r);
+		kill(-vols[0].pid, SIGCONT);
+		/* ... and once the volume is back, a DELETE finishes the job */
+		for (uint64_t end = now_ms() + 20000; (st = h_status("DELETE", u)) != 204 &&
+						      now_ms() < end;)
+			usleep(100000);
+		ck_assert_msg(st == 204, "DELETE once the volume is back: %ld", st);
+		free(u), free(ul);
+	}
 	fprintf(stderr, "hung (%s): slowest GET once marked down: %llu ms, PUT %llu ms\n",
 		_i ? "nginx" : "mkv-volume", (unsigned long long)worst,
 		(unsigned long long)worst_put);
