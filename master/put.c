@@ -484,6 +484,15 @@ void put_release(struct put *p)
 	unref(p);
 }
 
+void put_done(struct put *p)
+{
+	int st;
+	const char *why;
+	if (!put_result(p, &st, &why))
+		put_abort(p); /* the client went away mid-body */
+	put_release(p);
+}
+
 void put_sweep_replaces(const struct config *cfg, struct index *idx)
 {
 	struct index_iter *it = meta_notes('r');

@@ -57,15 +57,6 @@ struct req {
 static const struct config *cfg;
 static struct index *idx;
 
-void front_put_done(struct put *p)
-{
-	int st;
-	const char *w;
-	if (!put_result(p, &st, &w))
-		put_abort(p); /* the client went away mid-body */
-	put_release(p);
-}
-
 /* ---- native answers ---- */
 
 static int send_answer(struct req *r)
@@ -377,7 +368,7 @@ static void done(void *req)
 {
 	struct req *r = req;
 	if (r->put)
-		front_put_done(r->put);
+		put_done(r->put);
 	unlock_key(r);
 	/* front_wake may still be between resuming the connection and its unlock. */
 	pthread_mutex_lock(&r->sl.mu);

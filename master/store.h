@@ -127,9 +127,9 @@ void put_abort(struct put *p);
 /* The front is done with p (the worker may still be cleaning up; the last
  * of the two frees it).  No wake() is called after this returns. */
 void put_release(struct put *p);
-/* A request is over: put_abort if the client went away mid-body, then
- * put_release (server.c). */
-void front_put_done(struct put *p);
+/* The request is over: put_abort if the client went away mid-body, then
+ * put_release. */
+void put_done(struct put *p);
 
 /* ---- deleting ---- */
 

@@ -276,7 +276,7 @@ static void done(void *req)
 {
 	struct s3req *s = req;
 	if (s->put)
-		front_put_done(s->put);
+		put_done(s->put);
 	s->put = NULL;
 	pthread_mutex_lock(&s->sleep.mu);
 	s->sleep.gone = true;
