@@ -30,7 +30,8 @@
 #include "../volume/listing.h"
 #include "../volume/path.h"
 #include "../volume/server.h"
-#include "../volume/range.h"
+#include "../common/httpc.h"
+#include "../common/range.h"
 
 /* ---------- units: path, range, listing, fs ---------- */
 
@@ -104,45 +105,45 @@ END_TEST
 /* What nginx 1.22 with max_ranges 1 answered for an 11-byte file. */
 static const struct {
 	const char *hdr;
-	enum vol_range r;
+	enum range r;
 	uint64_t start, len;
 } ranges[] = {
-	{NULL, VOL_RANGE_ALL, 0, 0},
-	{"bytes=0-3", VOL_RANGE_ONE, 0, 4},
-	{"bytes=3-", VOL_RANGE_ONE, 3, 8},
-	{"bytes=-4", VOL_RANGE_ONE, 7, 4},
-	{"bytes=5-100", VOL_RANGE_ONE, 5, 6},
-	{"bytes=-20", VOL_RANGE_ONE, 0, 11},
-	{"bytes=0-0", VOL_RANGE_ONE, 0, 1},
-	{"bytes=10-10", VOL_RANGE_ONE, 10, 1},
-	{"bytes= 1 - 2 ", VOL_RANGE_ONE, 1, 2},
-	{"Bytes=1-2", VOL_RANGE_ONE, 1, 2},
-	{"bytes=0-1,20-30", VOL_RANGE_ONE, 0, 2},
-	{"bytes=20-30,0-1", VOL_RANGE_ONE, 0, 2},
-	{"bytes=11-", VOL_RANGE_BAD, 0, 0},
-	{"bytes=20-30", VOL_RANGE_BAD, 0, 0},
-	{"bytes=-0", VOL_RANGE_BAD, 0, 0},
-	{"bytes=abc", VOL_RANGE_BAD, 0, 0},
-	{"bytes=3-1", VOL_RANGE_BAD, 0, 0},
-	{"bytes=1-2,", VOL_RANGE_BAD, 0, 0},
-	{"bytes=,1-2", VOL_RANGE_BAD, 0, 0},
-	{"bytes=1", VOL_RANGE_BAD, 0, 0},
-	{"bytes=-", VOL_RANGE_BAD, 0, 0},
-	{"bytes=1-2x", VOL_RANGE_BAD, 0, 0},
-	{"bytes=99999999999999999999-", VOL_RANGE_BAD, 0, 0},
-	{"bytes=0-1,3-4", VOL_RANGE_ALL, 0, 0},
-	{"bytes=0-1,0-20", VOL_RANGE_ALL, 0, 0},
-	{"bytes=0-0,-1", VOL_RANGE_ALL, 0, 0},
-	{"items=0-3", VOL_RANGE_ALL, 0, 0},
-	{"bytes=", VOL_RANGE_ALL, 0, 0},
+	{NULL, RANGE_ALL, 0, 0},
+	{"bytes=0-3", RANGE_ONE, 0, 4},
+	{"bytes=3-", RANGE_ONE, 3, 8},
+	{"bytes=-4", RANGE_ONE, 7, 4},
+	{"bytes=5-100", RANGE_ONE, 5, 6},
+	{"bytes=-20", RANGE_ONE, 0, 11},
+	{"bytes=0-0", RANGE_ONE, 0, 1},
+	{"bytes=10-10", RANGE_ONE, 10, 1},
+	{"bytes= 1 - 2 ", RANGE_ONE, 1, 2},
+	{"Bytes=1-2", RANGE_ONE, 1, 2},
+	{"bytes=0-1,20-30", RANGE_ONE, 0, 2},
+	{"bytes=20-30,0-1", RANGE_ONE, 0, 2},
+	{"bytes=11-", RANGE_BAD, 0, 0},
+	{"bytes=20-30", RANGE_BAD, 0, 0},
+	{"bytes=-0", RANGE_BAD, 0, 0},
+	{"bytes=abc", RANGE_BAD, 0, 0},
+	{"bytes=3-1", RANGE_BAD, 0, 0},
+	{"bytes=1-2,", RANGE_BAD, 0, 0},
+	{"bytes=,1-2", RANGE_BAD, 0, 0},
+	{"bytes=1", RANGE_BAD, 0, 0},
+	{"bytes=-", RANGE_BAD, 0, 0},
+	{"bytes=1-2x", RANGE_BAD, 0, 0},
+	{"bytes=99999999999999999999-", RANGE_BAD, 0, 0},
+	{"bytes=0-1,3-4", RANGE_ALL, 0, 0},
+	{"bytes=0-1,0-20", RANGE_ALL, 0, 0},
+	{"bytes=0-0,-1", RANGE_ALL, 0, 0},
+	{"items=0-3", RANGE_ALL, 0, 0},
+	{"bytes=", RANGE_ALL, 0, 0},
 };
 
 START_TEST(test_range_parse)
 {
 	uint64_t start = 0, len = 0;
-	enum vol_range r = vol_range_parse(ranges[_i].hdr, 11, &start, &len);
+	enum range r = range_parse(ranges[_i].hdr, 11, &start, &len);
 	ck_assert_msg(r == ranges[_i].r, "%s: %d", ranges[_i].hdr, r);
-	if (r == VOL_RANGE_ONE) {
+	if (r == RANGE_ONE) {
 		ck_assert_uint_eq(start, ranges[_i].start);
 		ck_assert_uint_eq(len, ranges[_i].len);
 	}
@@ -152,30 +153,30 @@ END_TEST
 START_TEST(test_range_empty_file)
 {
 	uint64_t s, l;
-	ck_assert_int_eq(vol_range_parse("bytes=0-0", 0, &s, &l), VOL_RANGE_ALL);
-	ck_assert_int_eq(vol_range_parse("bytes=0-", 0, &s, &l), VOL_RANGE_ALL);
-	ck_assert_int_eq(vol_range_parse("bytes=-1", 0, &s, &l), VOL_RANGE_ALL);
+	ck_assert_int_eq(range_parse("bytes=0-0", 0, &s, &l), RANGE_ALL);
+	ck_assert_int_eq(range_parse("bytes=0-", 0, &s, &l), RANGE_ALL);
+	ck_assert_int_eq(range_parse("bytes=-1", 0, &s, &l), RANGE_ALL);
 }
 END_TEST
 
 START_TEST(test_validators)
 {
 	const char *e = "\"5-b\"";
-	ck_assert_int_eq(vol_http_time("Sun, 06 Nov 1994 08:49:37 GMT"), 784111777);
-	ck_assert_int_eq(vol_http_time("Sunday, 06-Nov-94 08:49:37 GMT"), 784111777);
-	ck_assert_int_eq(vol_http_time("Sun Nov  6 08:49:37 1994"), 784111777);
-	ck_assert_int_eq(vol_http_time("Sun, 06 Nov 1994 08:49:37 GMTx"), -1);
-	ck_assert_int_eq(vol_http_time(""), -1);
-	ck_assert(vol_etag_listed("*", e, false));
-	ck_assert(vol_etag_listed("\"5-b\"", e, false));
-	ck_assert(vol_etag_listed("\"a\", \"5-b\" ", e, false));
-	ck_assert(vol_etag_listed("\"a\",\t\"5-b\",\"c\"", e, false));
-	ck_assert(!vol_etag_listed("W/\"5-b\"", e, false));
-	ck_assert(vol_etag_listed("W/\"5-b\"", e, true));
-	ck_assert(!vol_etag_listed("\"5-b\"x", e, true));
-	ck_assert(!vol_etag_listed("\"5-", e, true));
-	ck_assert(!vol_etag_listed("", e, true));
-	ck_assert(!vol_etag_listed("**", e, true));
+	ck_assert_int_eq(httpc_parse_date("Sun, 06 Nov 1994 08:49:37 GMT"), 784111777);
+	ck_assert_int_eq(httpc_parse_date("Sunday, 06-Nov-94 08:49:37 GMT"), 784111777);
+	ck_assert_int_eq(httpc_parse_date("Sun Nov  6 08:49:37 1994"), 784111777);
+	ck_assert_int_eq(httpc_parse_date("Sun, 06 Nov 1994 08:49:37 GMTx"), -1);
+	ck_assert_int_eq(httpc_parse_date(""), -1);
+	ck_assert(etag_listed("*", e, 0));
+	ck_assert(etag_listed("\"5-b\"", e, 0));
+	ck_assert(etag_listed("\"a\", \"5-b\" ", e, 0));
+	ck_assert(etag_listed("\"a\",\t\"5-b\",\"c\"", e, 0));
+	ck_assert(!etag_listed("W/\"5-b\"", e, 0));
+	ck_assert(etag_listed("W/\"5-b\"", e, ETAG_WEAK));
+	ck_assert(!etag_listed("\"5-b\"x", e, ETAG_WEAK));
+	ck_assert(!etag_listed("\"5-", e, ETAG_WEAK));
+	ck_assert(!etag_listed("", e, ETAG_WEAK));
+	ck_assert(!etag_listed("**", e, ETAG_WEAK));
 }
 END_TEST
 

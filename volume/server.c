@@ -20,12 +20,13 @@
 #include <unistd.h>
 
 #include "../common/front.h"
+#include "../common/httpc.h"
+#include "../common/range.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
 #include "fs.h"
 #include "listing.h"
 #include "path.h"
-#include "range.h"
 #include "wire.h"
 
 #define SYNC_WORKERS 32          /* fsyncs in flight at once */
@@ -203,7 +204,7 @@ static int send_file(struct vol_server *s, struct MHD_Connection *c, const char 
 	char etag[64], date[HTTP_DATE_LEN], cr[96];
 	const char *ius, *im, *inm, *ims, *range, *ifr;
 	uint64_t start = 0, len, size;
-	enum vol_range rr;
+	enum range rr;
 	int fd, sock = -1, nh = 0, ok, status = vol_fs_open(&s->root, path, &fd, &st);
 
 	if (status == 301)
@@ -221,14 +222,14 @@ static int send_file(struct vol_server *s, struct MHD_Connection *c, const char 
 	 * If-Modified-Since (the exact time) and If-None-Match holds. */
 	ius = front_header(c, "If-Unmodified-Since");
 	im = front_header(c, "If-Match");
-	if ((ius && vol_http_time(ius) < st.st_mtime) || (im && !vol_etag_listed(im, etag, false))) {
+	if ((ius && httpc_parse_date(ius) < st.st_mtime) || (im && !etag_listed(im, etag, 0))) {
 		close(fd);
 		return send_error_to(c, head, 412, NULL);
 	}
 	inm = front_header(c, "If-None-Match");
 	ims = front_header(c, "If-Modified-Since");
-	if ((inm || ims) && (!ims || vol_http_time(ims) == st.st_mtime) &&
-	    (!inm || vol_etag_listed(inm, etag, true))) {
+	if ((inm || ims) && (!ims || httpc_parse_date(ims) == st.st_mtime) &&
+	    (!inm || etag_listed(inm, etag, ETAG_WEAK))) {
 		close(fd);
 		h[nh++] = (struct front_hdr){"Last-Modified", date};
 		h[nh++] = (struct front_hdr){"ETag", etag};
@@ -240,20 +241,20 @@ static int send_file(struct vol_server *s, struct MHD_Connection *c, const char 
 	 * exactly; else a date, which must be the file's time. */
 	if (range && ifr &&
 	    (*ifr && ifr[strlen(ifr) - 1] == '"' ? strcmp(ifr, etag) != 0
-						 : vol_http_time(ifr) != st.st_mtime))
+						 : httpc_parse_date(ifr) != st.st_mtime))
 		range = NULL;
-	rr = vol_range_parse(range, size, &start, &len);
-	if (rr == VOL_RANGE_BAD) {
+	rr = range_parse(range, size, &start, &len);
+	if (rr == RANGE_BAD) {
 		close(fd);
 		snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
 		return send_error_hdr(c, head, 416, NULL, "Content-Range", cr);
 	}
-	if (rr == VOL_RANGE_ALL) {   /* a parse may have set them before giving up */
+	if (rr == RANGE_ALL) {   /* a parse may have set them before giving up */
 		start = 0;
 		len = size;
 	}
 	h[nh++] = (struct front_hdr){"Content-Type", "application/octet-stream"};
-	if (rr == VOL_RANGE_ONE) {
+	if (rr == RANGE_ONE) {
 		snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)start,
 			 (unsigned long long)(start + len - 1), (unsigned long long)size);
 		h[nh++] = (struct front_hdr){"Content-Range", cr};
