@@ -113,10 +113,10 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 		 * none has the blob: 404, the key's, not -fallback's redirect. */
 		while (nlive) {
 			unsigned k = rand_below((unsigned)nlive);
-			char url[LOC_MAX + PATH_MAX_LEN + 16];
-			snprintf(url, sizeof(url), "http://%s%s", r.locs[live[k]], path);
-			if (httpc_do("HEAD", url, NULL, 0, (long)cfg->voltimeout_ms, NULL, 0, NULL) ==
-			    200) {
+			char *url = httpc_url(r.locs[live[k]], path);
+			int st = httpc_do("HEAD", url, NULL, 0, (long)cfg->voltimeout_ms, NULL, 0, NULL);
+			free(url);
+			if (st == 200) {
 				pick = live[k];
 				break;
 			}
@@ -181,12 +181,13 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 	 * cut short) are no longer named: a GET must not be sent to them. */
 	placement_path(key, klen, path);
 	for (int i = 0; i < r.nlocs; i++) {
-		char url[LOC_MAX + PATH_MAX_LEN + 16];
+		char *url;
 		int st;
-		snprintf(url, sizeof(url), "http://%s%s", r.locs[i], path);
 		if (r.hash[0] && !health_up(r.locs[i], strlen(r.locs[i])))
 			continue;   /* down: its copy stays named, as any down replica's */
+		url = httpc_url(r.locs[i], path);
 		st = httpc_do("HEAD", url, NULL, 0, (long)cfg->puttimeout_ms, NULL, 0, NULL);
+		free(url);
 		if (!r.hash[0] && st != 200) {
 			answer_error(a, 409, "a replica is missing: the record is an "
 					     "interrupted PUT's, not an UNLINK's");
