@@ -451,6 +451,22 @@ static void wait_put_taken(const char *key)
 	ck_assert_msg(st == 409, "the master never took the PUT of %s (DELETE: %ld)", key, st);
 }
 
+/* PUT body to url, again while the master answers 503 (its first health
+ * round not yet done) for up to 5 s; the last status. */
+static long put_while_503(const char *url, const char *body, size_t len)
+{
+	struct resp r;
+	long st = 0;
+	for (int i = 0; i < 100 && (st = h_http("PUT", url, body, len, NULL, false, &r)) == 503;
+	     i++) {
+		h_resp_free(&r);
+		usleep(50000);
+	}
+	if (st != 503)
+		h_resp_free(&r);
+	return st;
+}
+
 /* Wait until the master places writes on every volume again: a test
  * before may have stopped one, and the checker sees it up within a
  * round.  A PUT refused for it (503) would never hold its key. */
@@ -961,12 +977,7 @@ START_TEST(test_headcheck_fallback)
 	h_vol_start(&hv, VOL_MKV);
 	h_master_start(&hm, &hv, 1, f);
 	u = xasprintf("%s/hcf", hm.base);
-	for (int i = 0; i < 100 && (st = h_http("PUT", u, "v", 1, NULL, false, &r)) == 503; i++) {
-		h_resp_free(&r);
-		usleep(50000);
-	}
-	ck_assert_int_eq(st, 201);
-	h_resp_free(&r);
+	ck_assert_int_eq(put_while_503(u, "v", 1), 201);
 	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
 	loc = h_header(&r, "Key-Volumes");
 	h_resp_free(&r);
@@ -998,7 +1009,6 @@ START_TEST(test_rebalance_then_rewrite)
 	struct master rm = {0};
 	struct resp r;
 	char *u, *home = NULL, *marker, *next, path[PATH_MAX_LEN];
-	long st = 0;
 	int h;
 	uint64_t end;
 	bool decided = false;
@@ -1006,12 +1016,7 @@ START_TEST(test_rebalance_then_rewrite)
 		h_vol_start(&rv[i], VOL_MKV);
 	h_master_start(&rm, rv, 2, f);
 	u = xasprintf("%s/rebalance-rewrite", rm.base);
-	for (int i = 0; i < 100 && (st = h_http("PUT", u, "probe", 5, NULL, false, &r)) == 503; i++) {
-		h_resp_free(&r);
-		usleep(50000);
-	}
-	ck_assert_int_eq(st, 201);
-	h_resp_free(&r);
+	ck_assert_int_eq(put_while_503(u, "probe", 5), 201);
 	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
 	home = h_header(&r, "Key-Volumes");
 	h_resp_free(&r);
@@ -1065,12 +1070,7 @@ START_TEST(test_replace_keeps_old_copy_a_while)
 		h_vol_start(&rv[i], VOL_MKV);
 	h_master_start(&rm, rv, 2, f);
 	u = xasprintf("%s/replace-move", rm.base);
-	for (int i = 0; i < 100 && (st = h_http("PUT", u, "probe", 5, NULL, false, &r)) == 503; i++) {
-		h_resp_free(&r);
-		usleep(50000);
-	}
-	ck_assert_int_eq(st, 201);
-	h_resp_free(&r);
+	ck_assert_int_eq(put_while_503(u, "probe", 5), 201);
 	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
 	home = h_header(&r, "Key-Volumes");
 	h_resp_free(&r);
@@ -1127,18 +1127,12 @@ START_TEST(test_rebalance_says)
 	struct master rm = {0};
 	struct resp r;
 	char *u, *home, *bal, *locs;
-	long st = 0;
 	int h, n0;
 	for (int i = 0; i < 2; i++)
 		h_vol_start(&rv[i], VOL_MKV);
 	h_master_start(&rm, rv, 2, f);
 	u = xasprintf("%s/rebalance-says", rm.base);
-	for (int i = 0; i < 100 && (st = h_http("PUT", u, "home", 4, NULL, false, &r)) == 503; i++) {
-		h_resp_free(&r);
-		usleep(50000);
-	}
-	ck_assert_int_eq(st, 201);
-	h_resp_free(&r);
+	ck_assert_int_eq(put_while_503(u, "home", 4), 201);
 	ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
 	home = h_header(&r, "Key-Volumes");
 	h_resp_free(&r);
@@ -1198,18 +1192,12 @@ START_TEST(test_maxconns)
 	static const char get[] = "GET /mc HTTP/1.1\r\nHost: x\r\n\r\n";
 	enum { HELD = 4 };
 	struct master mm = {0};
-	struct resp r;
 	char *u;
 	int held[HELD], extra;
 	long st = 0;
 	h_master_start(&mm, vols, 1, f);
 	u = xasprintf("%s/mc", mm.base);
-	for (int i = 0; i < 100 && (st = h_http("PUT", u, "v", 1, NULL, false, &r)) == 503; i++) {
-		h_resp_free(&r);
-		usleep(50000);
-	}
-	ck_assert_int_eq(st, 201);
-	h_resp_free(&r);
+	ck_assert_int_eq(put_while_503(u, "v", 1), 201);
 	/* -maxconns connections, each served (kept alive) */
 	for (int i = 0; i < HELD; i++) {
 		held[i] = h_connect(mm.port);
