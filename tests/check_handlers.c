@@ -300,6 +300,13 @@ int main(void)
 	tcase_add_test(tc, test_json_string);
 	tcase_add_test(tc, test_unlink_states);
 	tcase_add_test(tc, test_get_deleted_is_404);
+	tcase_set_timeout(tc, 120);
+	suite_add_tcase(s, tc);
+	/* 1,005,001 keys: tagged so that the valgrind run (CK_EXCLUDE_TAGS=big)
+	 * leaves it to the plain and sanitizer runs; it takes minutes there. */
+	tc = tcase_create("many");
+	tcase_set_tags(tc, "big");
+	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_list_many);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
