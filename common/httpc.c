@@ -347,13 +347,13 @@ time_t httpc_parse_date(const char *s)
 	return s ? curl_getdate(s, NULL) : -1;
 }
 
-/* ---- one source streamed to N replicas ----
+/* ---- the streaming engine ----
  *
- * Each replica's PUT reads the ring from its own position and pauses when
- * it has caught up with the producer; the producer (httpc_stream_feed on
- * another thread, or httpc_copy's GET in the same multi) writes at head
- * and stops when the slowest replica is a ring behind.  The run loop
- * un-pauses whoever can move again. */
+ * Each reader (a replica's PUT, or the pull reader) reads the ring from its
+ * own position; a PUT pauses when it has caught up with the producer.  The
+ * producer (httpc_stream_feed on another thread, or httpc_copy's GET in
+ * the same multi) writes at head and stops when the slowest reader is a
+ * ring behind.  The run loop un-pauses whoever can move again. */
 
 struct rep {
 	struct httpc_stream *s;
@@ -371,6 +371,9 @@ struct httpc_stream {
 	char *ring;
 	uint64_t head;          /* bytes taken from the producer */
 	bool eof, aborted, want_space, quiet;
+	bool room_waits;        /* httpc_stream_feed_wait waits on cv */
+	uint64_t rpos;          /* the pull reader's position */
+	bool reader_waits;      /* it found nothing: call readable */
 	int npaused;            /* replicas waiting for bytes */
 	int first;              /* the first replica that failed, or -1 */
 	CURLM *multi;           /* while the run lasts: feed wakes it */
@@ -395,7 +398,7 @@ struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg)
 	s->ring = xmalloc(cfg->cap);
 	s->first = -1;
 	s->rep = xcalloc((size_t)cfg->n, sizeof(*s->rep));
-	s->md = md5_new();
+	s->md = cfg->readable ? NULL : md5_new();  /* a pull reader has no use for it */
 	for (int i = 0; i < cfg->n; i++) {
 		s->rep[i] = (struct rep){.s = s, .req = &cfg->reqs[i]};
 		cfg->reqs[i].status = -1;
@@ -419,7 +422,7 @@ void httpc_stream_free(struct httpc_stream *s)
  * holds nothing back. */
 static uint64_t tail_of(struct httpc_stream *s)
 {
-	uint64_t t = s->head;
+	uint64_t t = s->cfg.readable ? s->rpos : s->head;
 	for (int i = 0; i < s->cfg.n; i++)
 		if (!s->rep[i].done && s->rep[i].pos < t)
 			t = s->rep[i].pos;
@@ -446,7 +449,8 @@ static size_t take(struct httpc_stream *s, const char *p, size_t n)
 		n = room;
 		s->want_space = true;
 	}
-	md5_update(s->md, p, n);
+	if (s->md)
+		md5_update(s->md, p, n);
 	/* A copy's last bytes reach the PUTs only once the whole blob
 	 * checked out: a volume never installs a body that did not. */
 	if (n && s->want_md5 && s->cfg.clen >= 0 && s->head + n == (uint64_t)s->cfg.clen &&
@@ -461,6 +465,39 @@ static size_t take(struct httpc_stream *s, const char *p, size_t n)
 	return n;
 }
 
+/* Copy n bytes from ring position pos out (mu held). */
+static void ring_out(struct httpc_stream *s, uint64_t pos, char *out, size_t n)
+{
+	size_t cap = s->cfg.cap, off = (size_t)(pos % cap), first = cap - off < n ? cap - off : n;
+	memcpy(out, s->ring + off, first);
+	memcpy(out + first, s->ring, n - first);
+}
+
+/* A reader moved on (mu held): tell a producer that waits for room. */
+static void freed(struct httpc_stream *s)
+{
+	size_t cap = s->cfg.cap;
+	if (cap - (s->head - tail_of(s)) < cap / 2)
+		return;
+	if (s->want_space && !s->quiet && s->cfg.wake) {
+		s->want_space = false;
+		s->cfg.wake(s->cfg.arg); /* under mu, so httpc_stream_quiet cannot race it */
+	}
+	if (s->room_waits)
+		pthread_cond_broadcast(&s->cv);
+}
+
+/* Wake the pull reader when it waits (mu held; unlocks it). */
+static void unlock_tell_reader(struct httpc_stream *s)
+{
+	bool tell = s->reader_waits && (s->head > s->rpos || s->eof || s->aborted);
+	if (tell)
+		s->reader_waits = false;
+	pthread_mutex_unlock(&s->mu);
+	if (tell)
+		s->cfg.readable(s->cfg.arg);
+}
+
 size_t httpc_stream_feed(struct httpc_stream *s, const char *p, size_t n)
 {
 	uint64_t held;
@@ -473,8 +510,53 @@ size_t httpc_stream_feed(struct httpc_stream *s, const char *p, size_t n)
 	if (n && s->npaused && s->multi &&
 	    (held >= WAKE_BYTES || s->cfg.cap - held < WAKE_BYTES))
 		curl_multi_wakeup(s->multi);
-	pthread_mutex_unlock(&s->mu);
+	unlock_tell_reader(s);
 	return n;
+}
+
+size_t httpc_stream_feed_wait(struct httpc_stream *s, const char *p, size_t n, long ms)
+{
+	size_t k = httpc_stream_feed(s, p, n);
+	if (k || !n)
+		return k;
+	pthread_mutex_lock(&s->mu);
+	if (!s->aborted && s->cfg.cap - (s->head - tail_of(s)) < s->cfg.cap / 2) {
+		s->room_waits = true;
+		cond_wait_ms(&s->cv, &s->mu, (uint64_t)ms);
+		s->room_waits = false;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return httpc_stream_feed(s, p, n);
+}
+
+bool httpc_stream_aborted(struct httpc_stream *s)
+{
+	bool a;
+	pthread_mutex_lock(&s->mu);
+	a = s->aborted;
+	pthread_mutex_unlock(&s->mu);
+	return a;
+}
+
+ssize_t httpc_stream_read(struct httpc_stream *s, char *out, size_t max)
+{
+	ssize_t got;
+	uint64_t avail;
+	pthread_mutex_lock(&s->mu);
+	avail = s->head - s->rpos;
+	if (s->aborted) {
+		got = HTTPC_STREAM_ABORTED;
+	} else if (!avail) {
+		got = s->eof ? HTTPC_STREAM_END : 0;
+		s->reader_waits = !s->eof;
+	} else {
+		got = (ssize_t)(avail < max ? avail : max);
+		ring_out(s, s->rpos, out, (size_t)got);
+		s->rpos += (uint64_t)got;
+		freed(s);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return got;
 }
 
 /* Mark the end (eof) or abort, and wake whoever waits for it. */
@@ -488,14 +570,16 @@ static void stream_end(struct httpc_stream *s, bool eof)
 	pthread_cond_broadcast(&s->cv);
 	if (s->multi)
 		curl_multi_wakeup(s->multi);
-	pthread_mutex_unlock(&s->mu);
+	unlock_tell_reader(s);
 }
 
 void httpc_stream_finish(struct httpc_stream *s, char md5[33])
 {
 	pthread_mutex_lock(&s->mu);
-	md5_ok(s);
-	memcpy(md5, s->md5, 33);
+	if (s->md)
+		md5_ok(s);
+	if (md5)
+		memcpy(md5, s->md5, 33);
 	pthread_mutex_unlock(&s->mu);
 	stream_end(s, true);
 }
@@ -528,7 +612,7 @@ static size_t rep_read(char *buf, size_t size, size_t nmemb, void *ud)
 {
 	struct rep *r = ud;
 	struct httpc_stream *s = r->s;
-	size_t n = size * nmemb, cap = s->cfg.cap, off, first;
+	size_t n = size * nmemb;
 	uint64_t avail;
 
 	pthread_mutex_lock(&s->mu);
@@ -544,17 +628,10 @@ static size_t rep_read(char *buf, size_t size, size_t nmemb, void *ud)
 	}
 	if (n > avail)
 		n = (size_t)avail;
-	off = (size_t)(r->pos % cap);
-	first = cap - off < n ? cap - off : n;
-	memcpy(buf, s->ring + off, first);
-	memcpy(buf + first, s->ring, n - first);
+	ring_out(s, r->pos, buf, n);
 	r->pos += n;
 	r->active_ms = now_ms();
-	if (s->want_space && !s->quiet && s->cfg.wake &&
-	    cap - (s->head - tail_of(s)) >= cap / 2) {
-		s->want_space = false;
-		s->cfg.wake(s->cfg.arg); /* under mu, so httpc_stream_quiet cannot race it */
-	}
+	freed(s);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
@@ -603,6 +680,7 @@ static void xfer_done(void *ctx, CURL *h, CURLcode rc)
 		curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
 		r->done = true;
 		req_done(r->req, h, rc);
+		freed(s);   /* a reader that is done holds nothing back */
 		if ((r->req->status < 200 || r->req->status > 299) && s->first < 0)
 			s->first = (int)(r - s->rep);
 	}

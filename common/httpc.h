@@ -90,14 +90,18 @@ bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t
  * also takes a few looser forms (no weekday, a numeric zone). */
 time_t httpc_parse_date(const char *s);
 
-/* ---- one source streamed to N replicas ----
+/* ---- the streaming engine: one source, a ring, its readers ----
  *
- * The body passes through a ring of cap bytes, so memory does not depend
- * on its size.  A producer on another thread offers bytes with
- * httpc_stream_feed; httpc_stream_run drives one PUT per reqs[i].url (the
- * outcome lands in reqs[i]) on the calling thread.  A body of at most
- * HTTPC_SMALL_MAX bytes that is complete (and of length clen) when the run
- * starts goes whole, with the head, in one request per replica. */
+ * Every body that passes through a process without being held whole
+ * passes through one of these: a ring of cap bytes, so memory does not
+ * depend on the body's size.  Its source is a producer on another thread
+ * (httpc_stream_feed, or httpc_stream_feed_wait that blocks while the ring
+ * is full), or a GET (httpc_copy).  Its readers are one PUT per reqs[i].url,
+ * driven by httpc_stream_run on the calling thread (the outcome lands in
+ * reqs[i]), or one pull reader (cfg.readable set: httpc_stream_read).  A
+ * body of at most HTTPC_SMALL_MAX bytes that is complete (and of length
+ * clen) when the run starts goes whole, with the head, in one request per
+ * replica. */
 #define HTTPC_SMALL_MAX (64u << 10)
 /* wake(arg) is called, with the stream's lock held, from the run's thread
  * when ring space freed after feed took less than offered; never after
@@ -117,13 +121,28 @@ struct httpc_stream_cfg {
 	 * marked down answers nothing until a timeout far longer). */
 	bool (*down)(void *down_arg, int i);
 	void *down_arg;
+	/* A pull reader (n is 0): readable(arg), without the stream's lock,
+	 * once bytes (or the end) came after httpc_stream_read found none. */
+	void (*readable)(void *);
 };
 struct httpc_stream;
 struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg);
 /* Offer body bytes; returns how many were taken (fewer when the ring is
  * full: wait for wake, then offer the rest). */
 size_t httpc_stream_feed(struct httpc_stream *s, const char *p, size_t n);
-/* The body is complete; md5 (hex) of what was fed. */
+/* The same, but wait (up to ms) for room when the ring is full: 0 taken
+ * means none came in time, or the stream was aborted
+ * (httpc_stream_aborted). */
+size_t httpc_stream_feed_wait(struct httpc_stream *s, const char *p, size_t n, long ms);
+bool httpc_stream_aborted(struct httpc_stream *s);
+/* The pull reader's next bytes into out: their count, 0 when none yet
+ * (cfg.readable is called when some come), HTTPC_STREAM_END at the end,
+ * HTTPC_STREAM_ABORTED when it was aborted. */
+#define HTTPC_STREAM_END (-1)
+#define HTTPC_STREAM_ABORTED (-2)
+ssize_t httpc_stream_read(struct httpc_stream *s, char *out, size_t max);
+/* The body is complete; md5 (hex) of what was fed (md5 may be NULL; ""
+ * for a pull reader's stream). */
 void httpc_stream_finish(struct httpc_stream *s, char md5[33]);
 /* Stop: the PUTs fail (a volume never installs a partial body). */
 void httpc_stream_abort(struct httpc_stream *s);

@@ -19,6 +19,7 @@
 
 struct put {
 	pthread_mutex_t mu;
+	pthread_cond_t cv;       /* finished */
 	const struct config *cfg;
 	struct index *idx;
 	char *key;
@@ -57,6 +58,7 @@ static void put_free(struct put *p)
 	free(p->reqs);
 	free(p->old);
 	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
 	free(p->key);
 	free(p);
 }
@@ -330,7 +332,8 @@ static void worker(void *arg)
 		keylock_release(p->key, p->klen);
 	pthread_mutex_lock(&p->mu);
 	p->finished = true;
-	if (!p->released)
+	pthread_cond_broadcast(&p->cv);
+	if (!p->released && p->wake)
 		p->wake(p->arg);
 	pthread_mutex_unlock(&p->mu);
 	if (p->status != 201 && !p->replace) {
@@ -378,6 +381,7 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 			     !p->oldrec.deleted;
 	}
 	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
 	p->cfg = cfg;
 	p->idx = idx;
 	p->key = xstrndup(key, klen);
@@ -441,6 +445,22 @@ size_t put_feed(struct put *p, const char *data, size_t n)
 	return finished ? n : httpc_stream_feed(p->st, data, n); /* failed early: swallow the rest */
 }
 
+bool put_feed_all(struct put *p, const char *data, size_t n)
+{
+	while (n) {
+		size_t k;
+		pthread_mutex_lock(&p->mu);
+		k = p->finished || p->aborted;
+		pthread_mutex_unlock(&p->mu);
+		if (k || httpc_stream_aborted(p->st))
+			return false;
+		k = httpc_stream_feed_wait(p->st, data, n, 100);
+		data += k;
+		n -= k;
+	}
+	return true;
+}
+
 void put_finish(struct put *p)
 {
 	httpc_stream_finish(p->st, p->hash);
@@ -459,6 +479,16 @@ bool put_result(struct put *p, int *status, const char **why)
 	}
 	pthread_mutex_unlock(&p->mu);
 	return done;
+}
+
+void put_wait(struct put *p, int *status, const char **why)
+{
+	pthread_mutex_lock(&p->mu);
+	while (!p->finished)
+		pthread_cond_wait(&p->cv, &p->mu);
+	*status = p->status;
+	*why = p->why;
+	pthread_mutex_unlock(&p->mu);
 }
 
 void put_abort(struct put *p)

@@ -104,8 +104,11 @@ int store_locations(const struct config *cfg, const char *key, size_t klen, char
  * up, as a REPLACE when replace (a live value stays served until the new
  * one is in) else as a PUT.  The caller holds key's lock and hands it
  * over.  NULL with *why (and the lock released) when too few volumes are
- * up.  clen: the body's length, -1 when unknown; wake(arg): as put.h
- * says; ring: the most body bytes held in memory (0: the default). */
+ * up.  clen: the body's length, -1 when unknown; ring: the most body
+ * bytes held in memory (0: the default).  wake(arg) is called (from
+ * another thread) when ring space freed after put_feed took less than
+ * offered, and when the put is over; NULL for a writer that blocks
+ * instead (put_feed_all, put_wait). */
 struct put;
 struct put *store_write(const struct config *cfg, struct index *idx, const char *key,
 			size_t klen, bool replace, int64_t clen, void (*wake)(void *), void *arg,
@@ -118,10 +121,15 @@ const char *put_md5(struct put *p);
 /* Offer body bytes; returns how many were taken (fewer when the ring is
  * full: wait for wake, then offer the rest). */
 size_t put_feed(struct put *p, const char *data, size_t n);
+/* Feed all n bytes, waiting while the ring is full: false when the put
+ * ended first (failed or aborted). */
+bool put_feed_all(struct put *p, const char *data, size_t n);
 /* The body is complete. */
 void put_finish(struct put *p);
 /* True once the put is over; then *status is 201 or a 5xx with *why. */
 bool put_result(struct put *p, int *status, const char **why);
+/* put_result, waiting until the put is over. */
+void put_wait(struct put *p, int *status, const char **why);
 /* The client went away: stop and clean up. */
 void put_abort(struct put *p);
 /* The front is done with p (the worker may still be cleaning up; the last

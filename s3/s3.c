@@ -13,6 +13,7 @@
  * in order, from their volumes into a REPLACE of the final key. */
 #include "s3.h"
 #include "s3req.h"
+#include "../common/httpc.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -237,7 +238,6 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 	s->query = query ? xstrdup(query) : NULL;
 	s->refs = 1;
 	pthread_mutex_init(&s->sleep.mu, NULL);
-	pthread_cond_init(&s->cv, NULL);
 	classify(s);
 	return s;
 }
@@ -280,8 +280,9 @@ static void done(void *req)
 	s->put = NULL;
 	pthread_mutex_lock(&s->sleep.mu);
 	s->sleep.gone = true;
-	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->sleep.mu);
+	if (s->st)
+		httpc_stream_abort(s->st); /* a GetObject's worker stops feeding */
 	s3_unref(s);
 }
 

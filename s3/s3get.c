@@ -15,15 +15,19 @@
  * back to the kernel, so a burst of GETs does not stay resident. */
 static atomic_int streams;
 
-static char *stream_begin(void)
+/* The replica's bytes reach the client through the streaming engine: the
+ * worker feeds it, libmicrohttpd's reader (get_reader) pulls. */
+static void stream_begin(struct s3req *s)
 {
+	struct httpc_stream_cfg c = {.clen = -1, .cap = RING_CAP, .readable = front_wake,
+				     .arg = &s->sleep};
 	atomic_fetch_add(&streams, 1);
-	return xmalloc(RING_CAP);
+	s->st = httpc_stream_new(&c);
 }
 
 static void stream_end(struct s3req *s)
 {
-	free(s->ring);
+	httpc_stream_free(s->st);
 	if (atomic_fetch_sub(&streams, 1) == 1)
 		malloc_trim(0);
 }
@@ -58,25 +62,14 @@ static bool on_header(void *ctx, int status, const char *b, size_t len)
 static bool on_body(void *ctx, const char *b, size_t len)
 {
 	struct s3req *s = ctx;
-	size_t done = 0;
-	pthread_mutex_lock(&s->sleep.mu);
-	while (done < len && !s->sleep.gone) {
-		size_t room = RING_CAP - (size_t)(s->rhead - s->rtail), off, chunk;
-		if (!room) {
-			pthread_cond_wait(&s->cv, &s->sleep.mu);
-			continue;
-		}
-		chunk = len - done < room ? len - done : room;
-		off = (size_t)(s->rhead % RING_CAP);
-		if (chunk > RING_CAP - off)
-			chunk = RING_CAP - off;
-		memcpy(s->ring + off, b + done, chunk);
-		s->rhead += chunk;
-		done += chunk;
-		front_wake_locked(&s->sleep);
+	while (len) {
+		size_t k = httpc_stream_feed_wait(s->st, b, len, 1000);
+		if (!k && httpc_stream_aborted(s->st))
+			return false; /* the client went away */
+		b += k;
+		len -= k;
 	}
-	pthread_mutex_unlock(&s->sleep.mu);
-	return done == len;
+	return true;
 }
 
 static void stream_main(void *arg)
@@ -88,7 +81,7 @@ static void stream_main(void *arg)
 			      .connect_ms = (long)store_cfg()->voltimeout_ms,
 			      .stall_s = (long)(stall ? stall : 1), .bufsize = 256L * 1024,
 			      .header = on_header, .body = on_body, .ctx = s};
-	bool missing = true;
+	bool missing = true, cut = false;
 	char err[256];
 
 	for (int i = 0; i < s->nurls && !s->hdr_done; i++) {
@@ -97,12 +90,12 @@ static void stream_main(void *arg)
 		st = httpc_call(&g, err);
 		if (!s->hdr_done && s->vstatus != 404)
 			missing = false;
-		if (s->hdr_done && st < 0 && s->vstatus != 416) {
-			pthread_mutex_lock(&s->sleep.mu);
-			s->failed = true; /* cut off mid-body: the client sees a short answer */
-			pthread_mutex_unlock(&s->sleep.mu);
-		}
+		cut = s->hdr_done && st < 0 && s->vstatus != 416;
 	}
+	if (cut)
+		httpc_stream_abort(s->st); /* cut off mid-body: the client sees a short answer */
+	else
+		httpc_stream_finish(s->st, NULL);
 	pthread_mutex_lock(&s->sleep.mu);
 	if (!s->hdr_done)
 		s->vstatus = missing ? 404 : 503;
@@ -112,33 +105,19 @@ static void stream_main(void *arg)
 	s3_unref(s);
 }
 
-/* MHD's content reader: what the ring holds; sleep while it is empty. */
+/* libmicrohttpd's content reader: what the stream holds; sleep while it
+ * is empty (a HEAD answered from the sidecar has no stream: no body). */
 static ssize_t get_reader(void *cls, uint64_t pos, char *out, size_t max)
 {
 	struct s3req *s = cls;
-	size_t avail, off, n;
+	ssize_t n = HTTPC_STREAM_END;
 	(void)pos;
 	pthread_mutex_lock(&s->sleep.mu);
-	avail = (size_t)(s->rhead - s->rtail);
-	if (!avail) {
-		bool eof = s->eof, failed = s->failed;
-		if (eof) {
-			pthread_mutex_unlock(&s->sleep.mu);
-			return failed ? FRONT_READER_ERROR : FRONT_READER_END;
-		}
+	if (s->st && (n = httpc_stream_read(s->st, out, max)) == 0)
 		front_sleep_locked(&s->sleep);
-		pthread_mutex_unlock(&s->sleep.mu);
-		return 0;
-	}
-	n = avail < max ? avail : max;
-	off = (size_t)(s->rtail % RING_CAP);
-	if (n > RING_CAP - off)
-		n = RING_CAP - off;
-	memcpy(out, s->ring + off, n);
-	s->rtail += n;
-	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->sleep.mu);
-	return (ssize_t)n;
+	return n == HTTPC_STREAM_END ? FRONT_READER_END
+	       : n == HTTPC_STREAM_ABORTED ? FRONT_READER_ERROR : n;
 }
 
 int s3_preconditions(struct s3req *s, const char *const names[4], const char *etag,
@@ -223,7 +202,6 @@ static bool get_prepare(struct s3req *s)
 		s->status = 200;
 		s->reader = get_reader;  /* an empty stream: MHD sends no body to HEAD */
 		s->vlen = (int64_t)s->meta.size;
-		s->eof = true;
 		object_headers(s);
 		return true;
 	}
@@ -236,7 +214,7 @@ int s3_get_run(struct s3req *s)
 	if (!s->sleep.async_started) {
 		if (get_prepare(s))
 			return s3_send(s);
-		s->ring = stream_begin();
+		stream_begin(s);
 		s->release = stream_end;
 		s->vlen = -1;
 		return s3_start_async(s, stream_main);

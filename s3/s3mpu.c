@@ -167,45 +167,19 @@ void s3_mpu_list_parts(struct s3req *s)
 	free(up);
 }
 
-/* CompleteMultipartUpload's copy: parts stream from a replica into a put. */
+/* CompleteMultipartUpload's and the copies' bytes: parts stream from a
+ * replica into a put. */
 struct feeder {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool woken;
 	struct put *p;
 	uint64_t got;
 	const char *range;   /* a Range header's value (UploadPartCopy), or NULL */
 };
 
-static void feeder_wake(void *arg)
-{
-	struct feeder *f = arg;
-	pthread_mutex_lock(&f->mu);
-	f->woken = true;
-	pthread_cond_signal(&f->cv);
-	pthread_mutex_unlock(&f->mu);
-}
-
-static void feeder_wait(struct feeder *f)
-{
-	pthread_mutex_lock(&f->mu);
-	if (!f->woken)
-		cond_wait_ms(&f->cv, &f->mu, 100);
-	f->woken = false;
-	pthread_mutex_unlock(&f->mu);
-}
-
 static bool feed_body(void *ctx, const char *b, size_t len)
 {
 	struct feeder *f = ctx;
-	size_t done = 0;
-	while (done < len) {
-		done += put_feed(f->p, b + done, len - done);
-		if (done < len)
-			feeder_wait(f);
-	}
 	f->got += len;
-	return true;
+	return put_feed_all(f->p, b, len);
 }
 
 /* Refuse an error page: its body is not the part's bytes. */
@@ -247,8 +221,7 @@ static int write_from(struct s3req *s, const char *target, size_t tlen,
 		      char (*keys)[KEY_MAX + 1], const size_t *klens, const uint64_t *sizes, int n,
 		      const char *range, const char *etag, const char **why)
 {
-	struct feeder f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-			   .range = range};
+	struct feeder f = {.range = range};
 	uint64_t total = 0;
 	int st;
 
@@ -259,7 +232,7 @@ static int write_from(struct s3req *s, const char *target, size_t tlen,
 		return 503;
 	}
 	f.p = store_write(store_cfg(), store_index(), target, tlen, true,
-			  total == UINT64_MAX ? -1 : (int64_t)total, feeder_wake, &f, 0, why);
+			  total == UINT64_MAX ? -1 : (int64_t)total, NULL, NULL, 0, why);
 	if (!f.p)
 		return 503;
 	if (etag)
@@ -272,8 +245,7 @@ static int write_from(struct s3req *s, const char *target, size_t tlen,
 		}
 	}
 	put_finish(f.p);
-	while (!put_result(f.p, &st, why))
-		feeder_wait(&f);
+	put_wait(f.p, &st, why);
 	if (st == 201)
 		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", etag ? etag : put_md5(f.p));
 	else

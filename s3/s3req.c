@@ -99,7 +99,6 @@ void s3_unref(struct s3req *s)
 	free(s->path);
 	free(s->query);
 	pthread_mutex_destroy(&s->sleep.mu);
-	pthread_cond_destroy(&s->cv);
 	free(s);
 }
 

@@ -45,9 +45,10 @@ struct chunkdec {
 	uint64_t left;
 };
 
+struct httpc_stream;
+
 struct s3req {
 	struct front_sleep sleep;   /* its connection; sleep.mu guards what both threads touch */
-	pthread_cond_t cv;
 	atomic_int refs;
 	char method[16];
 	char *path, *query;
@@ -90,9 +91,8 @@ struct s3req {
 	char *urls[RECORD_MAX_LOCS];
 	int nurls;
 	char range[128];
-	char *ring;
-	uint64_t rhead, rtail;
-	bool hdr_done, eof, failed;
+	struct httpc_stream *st;      /* the replica's bytes on their way (common/httpc.h) */
+	bool hdr_done, eof;           /* the replica's headers are in; the worker is done */
 	long vstatus;
 	int64_t vlen;
 	char crange[128], vlastmod[64];

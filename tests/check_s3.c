@@ -4,12 +4,15 @@
  * (boto3, aws, rclone, s3cmd: tests/s3_clients.py). */
 #include <check.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <leveldb/c.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1029,6 +1032,75 @@ START_TEST(test_clients)
 }
 END_TEST
 
+static int volume_fds(void)
+{
+	int n = 0;
+	for (int i = 0; i < 3; i++)
+		n += h_fd_count(vols[i].pid);
+	return n;
+}
+
+/* GetObject's bytes pass through the streaming engine: a client that goes
+ * away mid-body stops the worker, which lets go of its volume connection;
+ * a replica cut off mid-body ends the answer short (never a hang, never a
+ * whole-looking body). */
+START_TEST(test_get_cut)
+{
+	enum { BIG = 16 << 20 };
+	char *big = xmalloc(BIG), *req, buf[65536];
+	struct resp r;
+	size_t got = 0;
+	ssize_t n;
+	int fds0, fds, fd;
+	for (size_t i = 0; i < BIG; i++)
+		big[i] = (char)(i * 7 + i / 4096);
+	cluster_up(VOL_MKV);
+	ck_assert_int_eq(s3("PUT", "/cutb/big", big, BIG, NULL, &r), 200);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", "/cutb/big", NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == BIG && !memcmp(r.body.data, big, BIG));
+	h_resp_free(&r);
+	fds0 = volume_fds();
+	req = xasprintf("GET /cutb/big HTTP/1.1\r\nHost: x\r\n%s\r\n%s\r\n\r\n", SIGNED[0],
+			SIGNED[1]);
+	for (int i = 0; i < 8; i++) {   /* read 64 KiB, go away */
+		fd = h_connect(m.port);
+		ck_assert(h_send(fd, req, strlen(req)));
+		ck_assert_int_gt(recv(fd, buf, sizeof(buf), MSG_WAITALL), 0);
+		close(fd);
+	}
+	/* A worker left feeding a ring nobody reads would hold its volume
+	 * connection (the volume blocked in send) for good. */
+	for (int t = 0; t < 400 && (fds = volume_fds()) > fds0 + 2; t++)
+		usleep(50000);
+	ck_assert_msg(fds <= fds0 + 2, "volumes hold %d descriptors, %d before 8 GetObjects "
+		      "whose clients went away", fds, fds0);
+	ck_assert_int_eq(s3("GET", "/cutb/big", NULL, 0, NULL, &r), 200);
+	ck_assert(r.body.len == BIG && !memcmp(r.body.data, big, BIG));
+	h_resp_free(&r);
+	/* Every volume killed while the client reads slowly. */
+	fd = h_connect(m.port);
+	ck_assert(h_send(fd, req, strlen(req)));
+	ck_assert_int_gt(n = recv(fd, buf, sizeof(buf), MSG_WAITALL), 0);
+	got += (size_t)n;
+	for (int i = 0; i < 3; i++)
+		h_vol_down(&vols[i]);
+	{
+		struct timeval tv = {.tv_sec = 90};   /* 1.5 x -puttimeout: no hang */
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		got += (size_t)n;
+	ck_assert_msg(n == 0 || errno == ECONNRESET, "the answer hangs after its volumes died: %s",
+		      strerror(errno));
+	ck_assert_msg(got < BIG, "a cut replica gave a whole-looking answer (%zu bytes)", got);
+	close(fd);
+	free(req);
+	free(big);
+	cluster_down();
+}
+END_TEST
+
 static TCase *s3_case(const char *name, void (*up)(void))
 {
 	TCase *tc = tcase_create(name);
@@ -1066,6 +1138,7 @@ int main(void)
 		tcase_add_test(tc, test_replace_failures);
 		tcase_add_test(tc, test_protect);
 		tcase_add_test(tc, test_s3_maxsize);
+		tcase_add_test(tc, test_get_cut);
 		suite_add_tcase(s, tc);
 	}
 	sr = srunner_create(s);
