@@ -11,6 +11,7 @@ struct index {
 	leveldb_t *db;
 	leveldb_options_t *opts;
 	leveldb_readoptions_t *ropts;
+	leveldb_readoptions_t *scan;  /* iterators: a scan does not fill the block cache */
 	leveldb_writeoptions_t *wopts;
 	leveldb_writeoptions_t *wopts_nosync;
 	leveldb_cache_t *cache;
@@ -37,6 +38,8 @@ struct index *index_open(const char *path, char **why)
 	idx->opts = leveldb_options_create();
 	idx->cache = leveldb_cache_create_lru(64 << 20);
 	idx->ropts = leveldb_readoptions_create();
+	idx->scan = leveldb_readoptions_create();
+	leveldb_readoptions_set_fill_cache(idx->scan, 0);
 	idx->wopts = leveldb_writeoptions_create();
 	idx->wopts_nosync = leveldb_writeoptions_create();
 	leveldb_options_set_create_if_missing(idx->opts, 1);
@@ -66,6 +69,7 @@ void index_close(struct index *idx)
 	leveldb_options_destroy(idx->opts);
 	leveldb_cache_destroy(idx->cache);
 	leveldb_readoptions_destroy(idx->ropts);
+	leveldb_readoptions_destroy(idx->scan);
 	leveldb_writeoptions_destroy(idx->wopts);
 	leveldb_writeoptions_destroy(idx->wopts_nosync);
 	free(idx);
@@ -140,7 +144,7 @@ int index_sync(struct index *idx)
 /* An index_iter is LevelDB's iterator. */
 struct index_iter *index_iter_new(struct index *idx, const char *start, size_t slen)
 {
-	leveldb_iterator_t *it = leveldb_create_iterator(idx->db, idx->ropts);
+	leveldb_iterator_t *it = leveldb_create_iterator(idx->db, idx->scan);
 	leveldb_iter_seek(it, start, slen);
 	return (struct index_iter *)it;
 }
