@@ -183,8 +183,13 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 	for (int i = 0; i < r.nlocs; i++) {
 		char *url;
 		int st;
-		if (r.hash[0] && !health_up(r.locs[i], strlen(r.locs[i])))
-			continue;   /* down: its copy stays named, as any down replica's */
+		if (!health_up(r.locs[i], strlen(r.locs[i]))) {
+			if (r.hash[0])
+				continue;   /* down: its copy stays named, as any down replica's */
+			answer_error(a, 503, "a replica's volume is down: whether the PUT "
+					     "finished cannot be told");
+			goto out;
+		}
 		url = httpc_url(r.locs[i], path);
 		st = httpc_do("HEAD", url, NULL, 0, (long)cfg->puttimeout_ms, NULL, 0, NULL);
 		free(url);

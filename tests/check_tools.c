@@ -7,7 +7,8 @@
  *     hidden .mkv-tmp. files that other listings hide;
  *   - RELINK: live -> 204, unlinked -> 204 and served again (from the
  *     replicas still there, 409 when none is), absent -> 404,
- *     an interrupted PUT's record with a replica missing -> 409; 405 lists it;
+ *     an interrupted PUT's record with a replica missing -> 409 (503 while
+ *     a replica's volume is marked down); 405 lists it;
  *   - verify: a replica's bytes corrupted on disk (the mkv-volume's md5
  *     xattr left as it was) and another replica deleted are both found,
  *     -fix repairs both, byte for byte, and the next verify is clean --
@@ -329,6 +330,18 @@ START_TEST(test_relink)
 		char *c = key_url("/crashed");
 		ck_assert_int_eq(h_status("RELINK", c), 409);
 		ck_assert_int_eq(h_status("GET", c), 404);
+		/* A replica's volume the health check marks down is not asked
+		 * (a silent host would hold the HEAD): 503 at once. */
+		h_vol_down(&V[0]);
+		for (uint64_t end = now_ms() + 30000; h_status("RELINK", c) != 503;) {
+			ck_assert_msg(now_ms() < end, "RELINK with a replica's volume down: not 503 in 30 s");
+			usleep(100000);
+		}
+		h_vol_respawn(&V[0]);
+		for (uint64_t end = now_ms() + 30000; h_status("RELINK", c) != 409;) {
+			ck_assert_msg(now_ms() < end, "the volume was not seen up again in 30 s");
+			usleep(100000);
+		}
 		/* once every replica is there, it may come back */
 		placement_path("/crashed", 8, path);
 		for (int v = 0; v < 2; v++) {
