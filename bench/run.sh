@@ -650,21 +650,30 @@ if want 11 && [ -n "${BENCH_GO:-}" ] && [ $HAVE_MKV = 1 ]; then
 			V9PID[$i]=$LAST
 			V9="${V9:+$V9,}127.0.0.1:$p"
 		done
-		# thrash NAME BINARY...: cycles/s of one thrasher run against it.
+		# cpu PID: its utime + stime so far, in clock ticks.
+		cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+		# thrash NAME BINARY...: "cycles/s cpu-ms-per-cycle" of one
+		# thrasher run (10,000 cycles) against it.
 		thrash() {
-			local name=$1 pid rate
+			local name=$1 pid rate c0 c1
 			shift
 			rm -rf "$T/$name.db"
 			spawn "$name" "$@" -volumes "$V9" -db "$T/$name.db" -port 3000 -replicas 3 server
 			pid=$LAST
 			wait_port 3000 && sleep 1
+			c0=$(cpu "$pid")
 			rate=$("$BENCH_GO/thrasher" 2>&1 | tee -a "$T/thrasher.log" | sed -n 's/^thats \([0-9.]*\)\/sec.*/\1/p')
+			c1=$(cpu "$pid")
 			stop "$pid"
-			echo "$rate"
+			echo "$rate $(echo "$c0 $c1 $(getconf CLK_TCK)" | awk '{ printf "%.3f", ($2 - $1) * 1000 / $3 / 10000 }')"
 		}
 		for r in $(seq "$THRASH"); do
-			record r11 ours "$(thrash t11-mkv "$BIN/mkv")"
-			record r11 ref "$(thrash t11-go "$BENCH_GO/mkv")"
+			set -- $(thrash t11-mkv "$BIN/mkv")
+			record r11 ours "${1:-}"
+			record r11b ours "${2:-}"
+			set -- $(thrash t11-go "$BENCH_GO/mkv")
+			record r11 ref "${1:-}"
+			record r11b ref "${2:-}"
 		done
 		for i in 1 2 3 4 5; do stop "${V9PID[$i]}"; done
 	else
@@ -737,6 +746,7 @@ row 9c "the same upload: master peak RSS (VmHWM), vs row 4's native PUT" "MiB" r
 row 9d "ListObjectsV2 walk of $KEYS keys (1,000 per page) vs native ?list&limit=1000" "keys/s" r9c r9c - -
 row 10 "upload of $DS_KEYS keys of 4 KiB, $CONC clients, 3 replicas on 3 nginx volumes: mkv vs the same PUTs straight" "keys/s" r10 r10 ge 0.5
 row 11 "minikeyvalue's thrasher (16 clients, PUT→GET→DELETE), 5 nginx volumes, 3 replicas: mkv vs the Go original" "cycles/s" r11 r11 ge 2
+row 11b "master CPU per thrasher cycle (utime + stime over 10,000 cycles): mkv vs the Go original" "ms" r11b r11b le 0.5
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
