@@ -31,6 +31,7 @@ void http_date(time_t t, char out[HTTP_DATE_LEN]);
 
 /* Milliseconds from a monotonic clock. */
 uint64_t now_ms(void);
+uint64_t now_ns(void);
 /* pthread_cond_timedwait for at most ms milliseconds (mu held). */
 void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms);
 
