@@ -246,7 +246,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	k->rm = RM_OTHER;
 	k->status = 0;
 	k->up = k->down = 0;
-	k->start_ns = now_ns();
+	if (opts.metrics || opts.accesslog)   /* off, nothing is timed or counted */
+		k->start_ns = now_ns();
 	snprintf(k->method, sizeof(k->method), "-");
 	if (opts.verbose)
 		k->start_ms = now_ms();
@@ -286,10 +287,13 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)cls;
 	if (!k)
 		return;
-	ns = now_ns() - k->start_ns;
-	reqstats_add(k->rm, k->status, ns, k->up, k->down);
-	if (accesslog_on() && k->target)
-		log_access(k, c, ns);
+	if (opts.metrics || opts.accesslog) {
+		ns = now_ns() - k->start_ns;
+		if (opts.metrics)
+			reqstats_add(k->rm, k->status, ns, k->up, k->down);
+		if (accesslog_on() && k->target)
+			log_access(k, c, ns);
+	}
 	if (opts.verbose)
 		log_msg("%s %s%s%s %d %llu %llums%s", k->method, k->target ? k->target : "",
 			k->query ? "?" : "", k->query ? k->query : "",

@@ -40,7 +40,7 @@ static const char html[] =
 " sum.appendChild(item('p99',num(s.p99_ms,2)+' ms','p99'));\n"
 " sum.appendChild(item('in flight',s.in_flight,'inflight'));\n"
 " if(s.keys!==undefined)sum.appendChild(item('keys ('+s.keys_kind+')',s.keys,'keys'));\n"
-" if(s.handoffs!==undefined)sum.appendChild(item('handoffs waiting for rebalance',s.handoffs,'handoffs'));\n"
+" if(s.handoffs!==undefined)sum.appendChild(item('writes handed off since start',s.handoffs,'handoffs'));\n"
 " if(s.tmp_files!==undefined)sum.appendChild(item('temporary files',s.tmp_files,'tmpfiles'));\n"
 " const tb=document.querySelector('#volumes tbody');tb.replaceChildren();\n"
 " for(const v of s.volumes){\n"

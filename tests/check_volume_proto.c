@@ -1470,7 +1470,8 @@ START_TEST(test_flags_and_signals)
 		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 		out = h_read_file(log);
 		ck_assert_msg(!strncmp(out, "usage: mkv-volume ", 18) && strstr(out, "\n  -port N ") &&
-			      strstr(out, "\n  -idletimeout D "), "mkv-volume -h printed:\n%s", out);
+			      strstr(out, "\n  -idletimeout D ") && strstr(out, "\n  -metrics H:P ") &&
+			      strstr(out, "\n  -accesslog FILE "), "mkv-volume -h printed:\n%s", out);
 		free(out);
 		unlink(log);
 		free(log);
