@@ -215,9 +215,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	(void)cls;
 	if (!k)                          /* refused in on_uri */
 		return MHD_NO;
+	log_request(method, url);   /* lines logged meanwhile name the request */
 	if (!k->route)
-		return begin(k, c, url, method, version);
-	ret = (enum MHD_Result)k->route->handler(k->req, data, size);
+		ret = begin(k, c, url, method, version);
+	else
+		ret = (enum MHD_Result)k->route->handler(k->req, data, size);
+	log_request(NULL, NULL);
 	k->up += n - *size;
 	return ret;
 }

@@ -426,6 +426,7 @@ int server_main(const struct config *c)
 	char *why = NULL;
 
 	cfg = c;
+	log_stamps();
 	/* Rings and buffers of a MiB or more (a PUT's ring; S3 uploads run
 	 * ten at once) go back to the kernel when freed: glibc's adaptive
 	 * threshold would keep them in per-thread arenas, and the master's

@@ -37,6 +37,7 @@ int main(int argc, char **argv)
 	int sig;
 
 	log_init(argv[0]);
+	log_stamps();
 	if (flags_parse(flags, argc, argv, "mkv-volume", head, dir, 2, 2) != 1)
 		flags_fail("mkv-volume", head, "give one directory");
 	if (!port_s || !*port_s)
