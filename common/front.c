@@ -251,7 +251,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	k->up = k->down = 0;
 	if (opts.metrics || opts.accesslog)   /* off, nothing is timed or counted */
 		k->start_ns = now_ns();
-	snprintf(k->method, sizeof(k->method), "-");
+	k->method[0] = '-';
+	k->method[1] = '\0';
 	if (opts.verbose)
 		k->start_ms = now_ms();
 	return k;
@@ -575,7 +576,8 @@ static int admin_start(const char *addr)
 	if (fd < 0)
 		return -1;
 	metrics_register(reqstats_collect);
-	admin = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
+	/* epoll: the master's descriptors go past select's 1024 */
+	admin = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
 				 NULL, admin_handler, NULL, MHD_OPTION_EXTERNAL_LOGGER, on_log,
 				 NULL, MHD_OPTION_LISTEN_SOCKET, fd,
 				 MHD_OPTION_CONNECTION_LIMIT, 64u,
