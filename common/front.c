@@ -534,17 +534,17 @@ static enum MHD_Result admin_handler(void *cls, struct MHD_Connection *c, const 
 	return ret;
 }
 
-/* A listening socket on addr ("HOST:PORT", "[V6]:PORT", ":PORT" for every
- * address), or -1 (logged). */
-static int admin_listen(const char *addr)
+/* The listener on addr ("HOST:PORT", "[V6]:PORT", ":PORT" for every
+ * address); -1 (logged: libmicrohttpd names the bind's failure). */
+static int admin_start(const char *addr)
 {
 	struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
 				 .ai_socktype = SOCK_STREAM}, *ai = NULL;
 	const char *colon = strrchr(addr, ':');
 	char host[256];
-	int fd = -1, one = 1, rc;
 	size_t hl = colon ? (size_t)(colon - addr) : 0;
 	uint64_t port;
+	int rc;
 	if (!colon || !parse_u64(colon + 1, 1, 65535, &port) || hl >= sizeof(host)) {
 		log_msg("-metrics %s: give HOST:PORT (or :PORT for every address)", addr);
 		return -1;
@@ -558,33 +558,18 @@ static int admin_listen(const char *addr)
 		log_msg("-metrics %s: %s", addr, gai_strerror(rc));
 		return -1;
 	}
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 64)) {
-		log_msg("-metrics %s: cannot listen: %s", addr, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
-static int admin_start(const char *addr)
-{
-	int fd = admin_listen(addr);
-	if (fd < 0)
-		return -1;
 	metrics_register(reqstats_collect);
 	/* epoll: the master's descriptors go past select's 1024 */
-	admin = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
-				 NULL, admin_handler, NULL, MHD_OPTION_EXTERNAL_LOGGER, on_log,
-				 NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+	admin = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+					 (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+				 (uint16_t)port, NULL, NULL, admin_handler, NULL,
+				 MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+				 MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 				 MHD_OPTION_CONNECTION_LIMIT, 64u,
 				 MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+	freeaddrinfo(ai);
 	if (!admin) {
-		log_msg("-metrics %s: cannot start its listener", addr);
-		close(fd);
+		log_msg("-metrics %s: cannot listen there", addr);
 		return -1;
 	}
 	return 0;
