@@ -20,3 +20,7 @@ $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 if echo "$missing" | grep -q nginx; then
 	$SUDO service nginx stop >/dev/null 2>&1 || true
 fi
+# The same for Prometheus (port 9090): check_service runs its own.
+if echo "$missing" | grep -qw prometheus; then
+	$SUDO service prometheus stop >/dev/null 2>&1 || true
+fi
