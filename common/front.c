@@ -266,7 +266,7 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 }
 
 /* The access log's line of k's request, on connection c. */
-static void log_access(struct conn *k, struct MHD_Connection *c, uint64_t ns)
+static void log_access(struct conn *k, struct MHD_Connection *c, uint64_t ns, uint64_t out)
 {
 	char addr[NI_MAXHOST] = "-";
 	const union MHD_ConnectionInfo *ci =
@@ -279,7 +279,7 @@ static void log_access(struct conn *k, struct MHD_Connection *c, uint64_t ns)
 	accesslog_add(&(struct accesslog_entry){
 		.addr = addr, .method = k->method, .target = k->target, .query = k->query,
 		.version = k->version[0] ? k->version : "-", .status = k->status,
-		.bytes = k->down, .referer = front_header(c, "Referer"),
+		.bytes = out, .referer = front_header(c, "Referer"),
 		.agent = front_header(c, "User-Agent"), .seconds = (double)ns / 1e9});
 }
 
@@ -292,11 +292,13 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 	if (!k)
 		return;
 	if (opts.metrics || opts.accesslog) {
+		/* the length a HEAD announces is not sent */
+		uint64_t out = k->rm == RM_HEAD ? 0 : k->down;
 		ns = now_ns() - k->start_ns;
 		if (opts.metrics)
-			reqstats_add(k->rm, k->status, ns, k->up, k->down);
+			reqstats_add(k->rm, k->status, ns, k->up, out);
 		if (accesslog_on() && k->target)
-			log_access(k, c, ns);
+			log_access(k, c, ns, out);
 	}
 	if (opts.verbose)
 		log_msg("%s %s%s%s %d %llu %llums%s", k->method, k->target ? k->target : "",
@@ -364,8 +366,8 @@ static int queue(struct MHD_Connection *c, int status, const struct front_hdr *h
 		MHD_add_response_header(resp, "Connection", "close");
 	ret = MHD_queue_response(c, (unsigned)status, resp);
 	MHD_destroy_response(resp);
-	if ((k = conn_of(c))) {
-		k->status = status;
+	if ((opts.metrics || opts.accesslog || opts.verbose) && (k = conn_of(c))) {
+		k->status = status;   /* for the counters and the logs */
 		k->down = len;
 	}
 	return ret;
