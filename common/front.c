@@ -12,7 +12,6 @@
 #include "spawn.h"
 #include "util.h"
 
-#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -177,7 +176,8 @@ static enum MHD_Result begin(struct conn *k, struct MHD_Connection *c, const cha
 {
 	const char *path = url, *query = NULL;
 	reaper_waiting(&k->reap, false);
-	k->rm = reqstats_method(method);
+	if (opts.metrics || opts.accesslog)
+		k->rm = reqstats_method(method);
 	if (accesslog_on())
 		snprintf(k->version, sizeof(k->version), "%s", version);
 	k->bad = head_check(c);
