@@ -3,7 +3,7 @@
 #   make test     unit + integration tests (SANITIZE=1 for ASan+UBSan)
 #   make bench    benchmarks against stock nginx (QUICK=1 for a short run)
 
-PKGS    := libmicrohttpd libcurl jansson libcrypto check
+PKGS    := libmicrohttpd libcurl jansson libcrypto check libsystemd
 CC      ?= cc
 OPT     ?= -O2
 # Deferred (=, not :=): on a fresh machine pkg-config and the libraries
@@ -13,8 +13,8 @@ CFLAGS   = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP \
 # Each program links what it calls: the master all of it, mkv-volume no
 # LevelDB or jansson, the tools no LevelDB or libmicrohttpd.
 libs     = $(shell pkg-config --libs $(1) 2>/dev/null) -lpthread -lm
-LDLIBS   = $(call libs,libmicrohttpd libcurl jansson libcrypto) -lleveldb
-VOL_LIBS = $(call libs,libmicrohttpd libcurl libcrypto)
+LDLIBS   = $(call libs,libmicrohttpd libcurl jansson libcrypto libsystemd) -lleveldb
+VOL_LIBS = $(call libs,libmicrohttpd libcurl libcrypto libsystemd)
 TOOL_LIBS = $(call libs,libcurl libcrypto jansson)
 TESTLIBS = $(shell pkg-config --libs check 2>/dev/null)
 
@@ -45,6 +45,8 @@ obj = $(patsubst %.c,$(B)/%.o,$(1))
 COMMON_OBJ := $(call obj,$(COMMON_SRC))
 MASTER_LIB := $(call obj,$(filter-out ops/main.c,$(MASTER_SRC)))
 VOLUME_LIB := $(call obj,$(filter-out volume/main.c volume/interpose.c,$(VOLUME_SRC)))
+# The front and what only it uses: not in the tools.
+FRONT_OBJ  := $(call obj,common/front.c common/reqstats.c common/accesslog.c common/metrics.c common/page.c)
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
 
@@ -67,7 +69,7 @@ $(BIN)/mkv-volume: $(B)/volume/main.o $(B)/volume/interpose.o $(VOLUME_LIB) $(CO
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(VOL_LIBS) -o $@
 
-$(BIN)/%: $(B)/tools/%.o $(filter-out $(B)/common/front.o,$(COMMON_OBJ))
+$(BIN)/%: $(B)/tools/%.o $(filter-out $(FRONT_OBJ),$(COMMON_OBJ))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(TOOL_LIBS) -o $@
 

@@ -142,25 +142,27 @@ nginx_start() {
 	wait_port "$port"
 }
 
-# A volume of our kind when $BIN/mkv-volume exists, else nginx.
+# A volume of our kind when $BIN/mkv-volume exists (VOL_FLAGS: more
+# flags), else nginx.
 volume_start() {
 	local name=$1 port=$2 dir=${3:-$T/$1/data}
 	mkdir -p "$dir"
 	if [ $HAVE_VOL = 1 ]; then
-		spawn "$name" "$BIN/mkv-volume" -port "$port" "$dir"
+		spawn "$name" "$BIN/mkv-volume" -port "$port" ${VOL_FLAGS:-} "$dir"
 		wait_port "$port"
 	else
 		nginx_start nginx-volume.conf.in "$name" "$port" -e "s|$T/$name/data|$dir|g"
 	fi
 }
 
-# master_start NAME PORT VOLUMES REPLICAS: a master on a fresh index.
+# master_start NAME PORT VOLUMES REPLICAS: a master on a fresh index
+# (MASTER_FLAGS: more flags).
 # Ready once it accepts a PUT (it needs to have seen its volumes up).
 master_start() {
 	local name=$1 port=$2 vols=$3 rep=$4 i
 	rm -rf "$T/$name.db"
 	spawn "$name" "$BIN/mkv" -volumes "$vols" -db "$T/$name.db" -port "$port" \
-		-replicas "$rep" -subvolumes 10 server
+		-replicas "$rep" -subvolumes 10 ${MASTER_FLAGS:-} server
 	wait_port "$port" || return 1
 	for i in $(seq 100); do
 		case $(curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary x \
@@ -681,6 +683,62 @@ if want 11 && [ -n "${BENCH_GO:-}" ] && [ $HAVE_MKV = 1 ]; then
 	fi
 fi
 
+# ------------------------------------------- row 12: the cost of -metrics
+# Row 1's GET -> 302 and row 6a's GET 4 KiB, each against a server with
+# -metrics (its request counters, latency histogram and listener) and the
+# same server without, alternating in one run; RUNS12 runs a side (5).
+if want 12 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
+	RUNS12=${RUNS12:-5}
+	log "row 12: rows 1 and 6a with -metrics vs without, $RUNS12 x ${DUR}s each side"
+	free_port; P12OFF=$FREE; free_port; P12ON=$FREE; free_port; P12M=$FREE
+	master_start m12off "$P12OFF" "$VA" 3 && M12OFF=$LAST
+	MASTER_FLAGS="-metrics 127.0.0.1:$P12M" master_start m12on "$P12ON" "$VA" 3 && M12ON=$LAST
+	free_port; V12OFF=$FREE; free_port; V12ON=$FREE; free_port; V12M=$FREE
+	volume_start v12off "$V12OFF" && V12OFFPID=$LAST
+	VOL_FLAGS="-metrics 127.0.0.1:$V12M" volume_start v12on "$V12ON" && V12ONPID=$LAST
+	head -c 4096 /dev/urandom >"$T/f4k12"
+	for p in $P12OFF $P12ON; do
+		curl -s -o /dev/null -X PUT --data-binary hello "http://127.0.0.1:$p/bench/hot"
+	done
+	for p in $V12OFF $V12ON; do
+		curl -s -o /dev/null -T "$T/f4k12" "http://127.0.0.1:$p/bench/f4k"
+	done
+	# cpu_ns PID: nanoseconds on a CPU of all its threads so far.
+	cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+	# wrk_cpu URL PID ROW SIDE: records the rate (ROW) and the server's CPU
+	# per request in µs (ROW.cpu: all its threads, from schedstat), which
+	# the other work on a shared machine sways far less than the rate.
+	wrk_cpu() {
+		local c0 c1 out n
+		c0=$(cpu_ns "$2")
+		out=$($WRK -d"${DUR}s" "$1" 2>&1)
+		c1=$(cpu_ns "$2")
+		n=$(echo "$out" | awk '/requests in/ { print $1 }')
+		record "$3" "$4" "$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')"
+		[ -n "$n" ] && [ "$n" -gt 0 ] && record "$3.cpu" "$4" "$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN { printf "%.3f", (b - a) / n / 1000 }')"
+	}
+	# Which side goes first swaps run by run: no order bias.
+	for r in $(seq "$RUNS12"); do
+		for side in $([ $((r % 2)) = 1 ] && echo "ours ref" || echo "ref ours"); do
+			if [ $side = ours ]; then
+				wrk_cpu "http://127.0.0.1:$P12ON/bench/hot" "$M12ON" r12a ours
+			else
+				wrk_cpu "http://127.0.0.1:$P12OFF/bench/hot" "$M12OFF" r12a ref
+			fi
+		done
+		for side in $([ $((r % 2)) = 1 ] && echo "ours ref" || echo "ref ours"); do
+			if [ $side = ours ]; then
+				wrk_cpu "http://127.0.0.1:$V12ON/bench/f4k" "$V12ONPID" r12b ours
+			else
+				wrk_cpu "http://127.0.0.1:$V12OFF/bench/f4k" "$V12OFFPID" r12b ref
+			fi
+		done
+	done
+	curl -s "http://127.0.0.1:$P12M/metrics" | grep -q '^mkv_http_requests_total{method="GET",code="302"}' ||
+		log "row 12: the master with -metrics counted no GET"
+	for p in $M12OFF $M12ON $V12OFFPID $V12ONPID; do stop "$p"; done
+fi
+
 # ------------------------------------------------------------------ table
 # stats ROW SIDE: "median min max" of the samples, nothing when none.
 stats() {
@@ -745,6 +803,10 @@ row 9b "S3 multipart upload $BIGH (boto3 upload_file, 8 MiB parts), 3 replicas: 
 row 9c "the same upload: master peak RSS (VmHWM), vs row 4's native PUT" "MiB" r9b.rss r9b.rss lt 64
 row 9d "ListObjectsV2 walk of $KEYS keys (1,000 per page) vs native ?list&limit=1000" "keys/s" r9c r9c - -
 row 10 "upload of $DS_KEYS keys of 4 KiB, $CONC clients, 3 replicas on 3 nginx volumes: mkv vs the same PUTs straight" "keys/s" r10 r10 ge 0.5
+row 12a "row 1's GET → 302 on a master with \`-metrics\` vs without" "req/s" r12a r12a ge 0.98
+row 12b "row 6a's GET 4 KiB on mkv-volume with \`-metrics\` vs without" "req/s" r12b r12b ge 0.98
+row 12c "row 1's GET → 302: the master's CPU per request, with \`-metrics\` vs without" "µs" r12a.cpu r12a.cpu le 1.02
+row 12d "row 6a's GET 4 KiB: mkv-volume's CPU per request, with \`-metrics\` vs without" "µs" r12b.cpu r12b.cpu le 1.02
 row 11 "minikeyvalue's thrasher (16 clients, PUT→GET→DELETE), 5 nginx volumes, 3 replicas: mkv vs the Go original" "cycles/s" r11 r11 ge 2
 row 11b "master CPU per thrasher cycle (utime + stime over 10,000 cycles): mkv vs the Go original" "ms" r11b r11b le 0.5
 

@@ -5,11 +5,15 @@
  * answer queued on the first call makes libmicrohttpd close the
  * connection, which costs keep-alive (NOTES.md), so only refusals go there. */
 #include "front.h"
+#include "accesslog.h"
+#include "metrics.h"
 #include "reaper.h"
+#include "reqstats.h"
 #include "spawn.h"
 #include "util.h"
 
 #include <microhttpd.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,6 +22,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 /* A connection, and the request it runs (one at a time). */
@@ -26,15 +31,19 @@ struct conn {
 	const struct front_route *route;   /* the request's; NULL before its first call */
 	void *req;                         /* the route's state */
 	enum front_head bad;
-	char *target;                      /* absolute_form or verbose: the target, split at '?' */
+	char *target;                      /* absolute_form, verbose or the access log: the
+					    * target, split at '?' */
 	const char *query;
-	char method[16];                   /* verbose: for the log */
-	uint64_t start_ms, up, down;       /* verbose: bytes read, bytes answered */
+	char method[16];                   /* verbose, the access log: for the log */
+	char version[12];                  /* the access log */
+	enum reqstats_method rm;
+	int status;                        /* the answer's, 0 until one is queued */
+	uint64_t start_ms, start_ns, up, down;   /* bytes read, bytes answered */
 	bool refused;                      /* counted in refused_open until it closes */
 };
 
 static struct front_opts opts;
-static struct MHD_Daemon *daemon_;
+static struct MHD_Daemon *daemon_, *admin;
 static struct reaper *reaper;
 static const struct front_route *routes[4];
 static int nroutes;
@@ -163,10 +172,14 @@ static void target_split(struct conn *k)
 
 /* The first call: the request's head is in. */
 static enum MHD_Result begin(struct conn *k, struct MHD_Connection *c, const char *url,
-			     const char *method)
+			     const char *method, const char *version)
 {
 	const char *path = url, *query = NULL;
 	reaper_waiting(&k->reap, false);
+	if (opts.metrics || opts.accesslog)
+		k->rm = reqstats_method(method);
+	if (accesslog_on())
+		snprintf(k->version, sizeof(k->version), "%s", version);
 	k->bad = head_check(c);
 	if (k->target) {
 		target_split(k);
@@ -199,12 +212,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	struct conn *k = *con_cls;
 	size_t n = *size;
 	enum MHD_Result ret;
-	(void)cls, (void)version;
+	(void)cls;
 	if (!k)                          /* refused in on_uri */
 		return MHD_NO;
+	log_request(method, url);   /* lines logged meanwhile name the request */
 	if (!k->route)
-		return begin(k, c, url, method);
-	ret = (enum MHD_Result)k->route->handler(k->req, data, size);
+		ret = begin(k, c, url, method, version);
+	else
+		ret = (enum MHD_Result)k->route->handler(k->req, data, size);
+	log_request(NULL, NULL);
 	k->up += n - *size;
 	return ret;
 }
@@ -228,13 +244,17 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	k->route = NULL;
 	k->bad = FRONT_HEAD_OK;
 	free(k->target);
-	k->target = opts.absolute_form || opts.verbose ? xstrdup(uri) : NULL;
+	k->target = opts.absolute_form || opts.verbose || accesslog_on() ? xstrdup(uri) : NULL;
 	k->query = NULL;
-	if (opts.verbose) {
-		snprintf(k->method, sizeof(k->method), "-");
+	k->rm = RM_OTHER;
+	k->status = 0;
+	k->up = k->down = 0;
+	if (opts.metrics || opts.accesslog)   /* off, nothing is timed or counted */
+		k->start_ns = now_ns();
+	k->method[0] = '-';
+	k->method[1] = '\0';
+	if (opts.verbose)
 		k->start_ms = now_ms();
-		k->up = k->down = 0;
-	}
 	return k;
 }
 
@@ -245,13 +265,41 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
+/* The access log's line of k's request, on connection c. */
+static void log_access(struct conn *k, struct MHD_Connection *c, uint64_t ns, uint64_t out)
+{
+	char addr[NI_MAXHOST] = "-";
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (ci && ci->client_addr)
+		getnameinfo(ci->client_addr,
+			    ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+								   : sizeof(struct sockaddr_in),
+			    addr, sizeof(addr), NULL, 0, NI_NUMERICHOST);
+	accesslog_add(&(struct accesslog_entry){
+		.addr = addr, .method = k->method, .target = k->target, .query = k->query,
+		.version = k->version[0] ? k->version : "-", .status = k->status,
+		.bytes = out, .referer = front_header(c, "Referer"),
+		.agent = front_header(c, "User-Agent"), .seconds = (double)ns / 1e9});
+}
+
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 		    enum MHD_RequestTerminationCode why)
 {
 	struct conn *k = *con_cls;
-	(void)cls, (void)c;
+	uint64_t ns;
+	(void)cls;
 	if (!k)
 		return;
+	if (opts.metrics || opts.accesslog) {
+		/* the length a HEAD announces is not sent */
+		uint64_t out = k->rm == RM_HEAD ? 0 : k->down;
+		ns = now_ns() - k->start_ns;
+		if (opts.metrics)
+			reqstats_add(k->rm, k->status, ns, k->up, out);
+		if (accesslog_on() && k->target)
+			log_access(k, c, ns, out);
+	}
 	if (opts.verbose)
 		log_msg("%s %s%s%s %d %llu %llums%s", k->method, k->target ? k->target : "",
 			k->query ? "?" : "", k->query ? k->query : "",
@@ -318,8 +366,10 @@ static int queue(struct MHD_Connection *c, int status, const struct front_hdr *h
 		MHD_add_response_header(resp, "Connection", "close");
 	ret = MHD_queue_response(c, (unsigned)status, resp);
 	MHD_destroy_response(resp);
-	if (opts.verbose && (k = conn_of(c)))
+	if ((opts.metrics || opts.accesslog || opts.verbose) && (k = conn_of(c))) {
+		k->status = status;   /* for the counters and the logs */
 		k->down = len;
+	}
 	return ret;
 }
 
@@ -449,6 +499,94 @@ int front_queue(struct front_sleep *z, struct spawn_queue *q, void *item)
 	return run_asleep(z, q, NULL, item);
 }
 
+/* ---- the metrics listener ---- */
+
+static enum MHD_Result admin_handler(void *cls, struct MHD_Connection *c, const char *url,
+				     const char *method, const char *version, const char *data,
+				     size_t *size, void **con_cls)
+{
+	static const struct front_page metrics = {"/metrics", METRICS_CTYPE, metrics_render};
+	const struct front_page *p = !strcmp(url, "/metrics") ? &metrics : NULL;
+	struct buf b = {0};
+	struct MHD_Response *r;
+	int status = 200;
+	enum MHD_Result ret;
+	(void)cls, (void)version, (void)data, (void)size, (void)con_cls;
+	for (const struct front_page *q = opts.pages; !p && q && q->path; q++)
+		if (!strcmp(url, q->path))
+			p = q;
+	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+		status = 405;
+		buf_puts(&b, "only GET and HEAD\n");
+	} else if (!p) {
+		status = 404;
+		buf_puts(&b, "not found: /metrics, /status and / are served here\n");
+	} else {
+		p->render(&b);
+	}
+	r = MHD_create_response_from_buffer(b.len, b.data ? b.data : "", MHD_RESPMEM_MUST_COPY);
+	buf_free(&b);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", p && status == 200 ? p->ctype : "text/plain");
+	if (status == 405)
+		MHD_add_response_header(r, "Allow", "GET, HEAD");
+	ret = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* The listener on addr ("HOST:PORT", "[V6]:PORT", ":PORT" for every
+ * address); -1 (logged: libmicrohttpd names the bind's failure). */
+static int admin_start(const char *addr)
+{
+	struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+				 .ai_socktype = SOCK_STREAM}, *ai = NULL;
+	const char *colon = strrchr(addr, ':');
+	char host[256];
+	size_t hl = colon ? (size_t)(colon - addr) : 0;
+	uint64_t port;
+	int rc;
+	if (!colon || !parse_u64(colon + 1, 1, 65535, &port) || hl >= sizeof(host)) {
+		log_msg("-metrics %s: give HOST:PORT (or :PORT for every address)", addr);
+		return -1;
+	}
+	if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']')
+		snprintf(host, sizeof(host), "%.*s", (int)hl - 2, addr + 1);
+	else
+		snprintf(host, sizeof(host), "%.*s", (int)hl, addr);
+	rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
+	if (rc) {
+		log_msg("-metrics %s: %s", addr, gai_strerror(rc));
+		return -1;
+	}
+	metrics_register(reqstats_collect);
+	/* epoll: the master's descriptors go past select's 1024 */
+	admin = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+					 (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+				 (uint16_t)port, NULL, NULL, admin_handler, NULL,
+				 MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+				 MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+				 MHD_OPTION_CONNECTION_LIMIT, 64u,
+				 MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+	freeaddrinfo(ai);
+	if (!admin) {
+		log_msg("-metrics %s: cannot listen there", addr);
+		return -1;
+	}
+	return 0;
+}
+
+static int inflight_now(void)
+{
+	return atomic_load(&inflight);
+}
+
+void front_reopen_logs(void)
+{
+	accesslog_reopen();
+}
+
 /* ---- start and stop ---- */
 
 unsigned front_nofile(unsigned conns, unsigned per)
@@ -476,6 +614,13 @@ int front_start(const struct front_opts *o)
 	atomic_store(&draining, false);
 	atomic_store(&refusing, false);
 	atomic_store(&no_sleep, false);
+	reqstats_init(inflight_now);
+	if (o->accesslog && accesslog_open(o->accesslog) < 0)
+		return -1;
+	if (o->metrics && admin_start(o->metrics) < 0) {
+		accesslog_close();
+		return -1;
+	}
 	reaper = reaper_start(o->idle_ms);
 	daemon_ = MHD_start_daemon(
 		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
@@ -496,8 +641,13 @@ int front_start(const struct front_opts *o)
 		log_msg("cannot listen on port %d", o->port);
 		reaper_stop(reaper);
 		reaper = NULL;
+		if (admin)
+			MHD_stop_daemon(admin);
+		admin = NULL;
+		accesslog_close();
 		return -1;
 	}
+	sd_notify(0, "READY=1");
 	return 0;
 }
 
@@ -505,6 +655,7 @@ int front_drain(uint64_t drain_ms)
 {
 	uint64_t deadline = now_ms() + drain_ms;
 	MHD_socket fd;
+	sd_notify(0, "STOPPING=1");
 	if (!drain_ms)
 		goto no_sleep;
 	fd = MHD_quiesce_daemon(daemon_);
@@ -529,6 +680,10 @@ void front_stop(void)
 	daemon_ = NULL;
 	reaper_stop(reaper);   /* after: the daemon's last closes leave its ring */
 	reaper = NULL;
+	if (admin)
+		MHD_stop_daemon(admin);
+	admin = NULL;
+	accesslog_close();
 }
 
 const char *front_version(void)

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "util.h"
 
 struct MHD_Connection;
 struct spawn_queue;
@@ -65,22 +66,37 @@ struct front_opts {
 				  * starting with '/' is FRONT_HEAD_TARGET */
 	bool verbose;            /* log one line per request */
 	void (*opened)(int fd);  /* a connection on socket fd starts (may be NULL) */
+	const char *accesslog;   /* -accesslog FILE ("-": stderr), or NULL */
+	const char *metrics;     /* -metrics HOST:PORT, or NULL: the listener below */
+	const struct front_page *pages;   /* its pages besides /metrics; path NULL ends */
+};
+/* A page of the metrics listener (GET or HEAD): render appends the body. */
+struct front_page {
+	const char *path, *ctype;
+	void (*render)(struct buf *b);
 };
 /* Raise the open file limit for conns clients holding per descriptors
  * each, and 256 more; returns how many clients fit (fewer when it cannot
  * be raised enough).  Call before opening what sizes itself by
  * the limit (LevelDB). */
 unsigned front_nofile(unsigned conns, unsigned per);
-/* Start one epoll thread per core (at least two) on port.  0, or -1
- * (logged). */
+/* Start one epoll thread per core (at least two) on port; with
+ * o->metrics, a listener of its own on that address (one thread) serving
+ * /metrics (common/metrics.h) and o->pages; with o->accesslog, the access
+ * log (common/accesslog.h).  Then tells systemd READY=1 (sd_notify: nothing
+ * without $NOTIFY_SOCKET).  0, or -1 (logged: the address that cannot be
+ * bound, the log that cannot be opened). */
 int front_start(const struct front_opts *o);
-/* Stop accepting; let the requests in flight finish for up to drain_ms
+/* SIGHUP: reopen the access log by its name (logrotate). */
+void front_reopen_logs(void);
+/* Tells systemd STOPPING=1.  Stop accepting; let the requests in flight finish for up to drain_ms
  * (their answers close their connections); then refuse new requests and
  * put no connection to sleep.  drain_ms 0: no drain, only no more sleep
  * (nginx's fast stop; front_stop closes the rest).  Returns how many still
  * sleep on a worker: front_stop must wait until they are woken. */
 int front_drain(uint64_t drain_ms);
-/* Close every connection and stop the threads. */
+/* Close every connection and stop the threads, the metrics listener and
+ * the access log (what it buffered is written). */
 void front_stop(void);
 /* The HTTP library's version ("0.9.75"). */
 const char *front_version(void);

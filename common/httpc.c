@@ -121,10 +121,25 @@ static void base_opts(CURL *h, const char *url, char *errbuf, long connect_ms)
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
 }
 
+static void (*observer)(const char *url, int status);
+
+void httpc_observe(void (*fn)(const char *url, int status))
+{
+	observer = fn;
+}
+
 /* The status of a finished transfer, or -1 with err (256 bytes, may be NULL). */
 static int outcome(CURL *h, CURLcode rc, const char *errbuf, char *err)
 {
 	long st = -1;
+	if (observer) {
+		char *url = NULL;
+		if (rc == CURLE_OK)
+			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+		curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &url);
+		if (url)
+			observer(url, (int)st);
+	}
 	if (rc == CURLE_OK) {
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
 		return (int)st;

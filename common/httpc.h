@@ -17,6 +17,11 @@
 /* Must be called once, before threads start. */
 void httpc_global_init(void);
 
+/* fn(url, status) for every transfer that ends (status -1: no answer),
+ * from the thread that ran it: the master counts each volume's requests.
+ * Set once, before threads start. */
+void httpc_observe(void (*fn)(const char *url, int status));
+
 /* Give this thread's handles back (call at thread exit): they are parked,
  * connections and all, for the next thread that needs them. */
 void httpc_thread_cleanup(void);

@@ -67,13 +67,39 @@ void log_init(const char *progname)
 	prog = slash ? slash + 1 : progname;
 }
 
+static bool stamps;
+static _Thread_local const char *req_method, *req_target;
+
+void log_stamps(void)
+{
+	stamps = true;
+}
+
+void log_request(const char *method, const char *target)
+{
+	req_method = method;
+	req_target = target;
+}
+
 static void vlog(const char *fmt, va_list ap)
 {
-	char line[4096];
+	char line[4096], when[48] = "";
 	int n = vsnprintf(line, sizeof(line), fmt, ap);
 	if (n < 0)
 		return;
-	fprintf(stderr, "%s: %s\n", prog, line);
+	if (stamps) {
+		struct timespec ts;
+		struct tm tm;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		n = (int)strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(when + n, sizeof(when) - (size_t)n, ".%03ldZ ", ts.tv_nsec / 1000000);
+	}
+	if (req_method)
+		fprintf(stderr, "%s%s: %s %s: %s\n", when, prog, req_method,
+			req_target ? req_target : "", line);
+	else
+		fprintf(stderr, "%s%s: %s\n", when, prog, line);
 }
 
 void log_msg(const char *fmt, ...)
@@ -98,6 +124,13 @@ uint64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 bool retry_wait(struct retry p, int n)

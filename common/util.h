@@ -21,6 +21,11 @@ char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void log_init(const char *progname);
+/* The servers' lines: each starts with the time (UTC, ISO 8601), and a
+ * line logged on a thread serving a request names it ("PUT /key: ...");
+ * log_request(NULL, NULL) when it is over. */
+void log_stamps(void);
+void log_request(const char *method, const char *target);
 void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* log_msg then exit(1). */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -31,6 +36,7 @@ void http_date(time_t t, char out[HTTP_DATE_LEN]);
 
 /* Milliseconds from a monotonic clock. */
 uint64_t now_ms(void);
+uint64_t now_ns(void);
 /* pthread_cond_timedwait for at most ms milliseconds (mu held). */
 void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms);
 

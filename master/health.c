@@ -16,6 +16,10 @@ struct vol {
 	atomic_bool *up;   /* per subvolume (one entry when subvolumes == 1) */
 	bool *seen;        /* marker seen present once, per subvolume */
 	atomic_int rounds; /* completed check rounds */
+	/* For the metrics: the last round's time, the fullest subvolume's disk
+	 * (mkv-volume's Mkv-Disk header; 0 from nginx), requests sent to it and
+	 * those that failed (no answer, or 5xx). */
+	_Atomic uint64_t check_ns, disk_total, disk_free, sent, errors;
 };
 
 static struct spawn_queue *checkers;   /* a worker per volume, until health_stop */
@@ -27,18 +31,37 @@ static atomic_bool stopping;
 
 static const char *marker_body = "mkv volume marker\n";
 
+/* A marker HEAD's answer: mkv-volume says "Mkv-Disk: TOTAL FREE". */
+struct disk {
+	uint64_t total, free;
+};
+
+static bool on_header(void *ctx, int status, const char *line, size_t len)
+{
+	struct disk *d = ctx;
+	char v[64];
+	unsigned long long t, f;
+	if (status == 200 && httpc_header(line, len, "Mkv-Disk", v, sizeof(v)) &&
+	    sscanf(v, "%llu %llu", &t, &f) == 2 && t &&
+	    (!d->total || (double)f / (double)t < (double)d->free / (double)d->total))
+		*d = (struct disk){t, f};   /* the fullest subvolume's */
+	return true;
+}
+
 /* One subvolume: 1 up, 0 down, -1 the volume unreachable; why (300
  * bytes) says why when it is not up (logged by the caller once the flags
  * say so, so that the log line can be waited for). */
-static int check_one(struct vol *v, int sv, char *why)
+static int check_one(struct vol *v, int sv, char *why, struct disk *disk)
 {
 	char url[600], err[256];
+	struct httpc_call head = {.url = url, .head = true, .connect_ms = (long)timeout_ms,
+				  .timeout_ms = (long)timeout_ms, .header = on_header, .ctx = disk};
 	int st;
 	if (subvols > 1)
 		snprintf(url, sizeof(url), "http://%s/sv%02X/.mkv", v->name, sv);
 	else
 		snprintf(url, sizeof(url), "http://%s/.mkv", v->name);
-	st = httpc_do("HEAD", url, NULL, 0, (long)timeout_ms, NULL, 0, err);
+	st = httpc_call(&head, err);
 	if (st == 404 && !v->seen[sv]) {     /* a new disk: mark it */
 		st = httpc_do("PUT", url, marker_body, strlen(marker_body), (long)timeout_ms, NULL,
 			      0, err);
@@ -67,10 +90,11 @@ static void checker(void *ctx, void *item)
 	uint64_t interval = timeout_ms < 1000 ? 1000 : timeout_ms;
 	(void)ctx;
 	while (!atomic_load(&stopping)) {
-		uint64_t start = now_ms();
+		uint64_t start = now_ms(), t0 = now_ns();
+		struct disk disk = {0, 0};
 		for (int sv = 0; sv < v->nsv; sv++) {
 			char why[300] = "";
-			int r = check_one(v, sv, why);
+			int r = check_one(v, sv, why, &disk);
 			bool was = atomic_load(&v->up[sv]);
 			if (r < 0) {
 				/* Unreachable: mark all down now rather than time out per subvolume. */
@@ -86,10 +110,47 @@ static void checker(void *ctx, void *item)
 			if (r < 0)
 				break;
 		}
+		atomic_store(&v->check_ns, now_ns() - t0);
+		atomic_store(&v->disk_total, disk.total);
+		atomic_store(&v->disk_free, disk.free);
 		atomic_fetch_add(&v->rounds, 1);
 		while (!atomic_load(&stopping) && now_ms() - start < interval)
 			usleep(20000);
 	}
+}
+
+/* Every request the master sends a volume ends here (httpc's observer). */
+static void observe(const char *url, int status)
+{
+	const char *host = strncmp(url, "http://", 7) ? url : url + 7;
+	size_t len = strcspn(host, "/?");
+	for (int i = 0; i < nvols; i++)
+		if (vols[i].len == len && !memcmp(vols[i].name, host, len)) {
+			atomic_fetch_add(&vols[i].sent, 1);
+			if (status < 0 || status >= 500)
+				atomic_fetch_add(&vols[i].errors, 1);
+			return;
+		}
+}
+
+int health_volumes(void)
+{
+	return nvols;
+}
+
+void health_info(int i, struct health_info *h)
+{
+	struct vol *v = &vols[i];
+	h->name = v->name;
+	h->subvolumes = v->nsv;
+	h->up = 0;
+	for (int j = 0; j < v->nsv; j++)
+		h->up += atomic_load(&v->up[j]);
+	h->check_ns = atomic_load(&v->check_ns);
+	h->disk_total = atomic_load(&v->disk_total);
+	h->disk_free = atomic_load(&v->disk_free);
+	h->sent = atomic_load(&v->sent);
+	h->errors = atomic_load(&v->errors);
 }
 
 void health_start(const struct config *cfg)
@@ -109,6 +170,7 @@ void health_start(const struct config *cfg)
 		v->seen = xcalloc((size_t)v->nsv, sizeof(*v->seen));
 		spawn_queue_push(checkers, v);
 	}
+	httpc_observe(observe);
 	deadline = now_ms() + (timeout_ms + 100) * 2;
 	for (int i = 0; i < nvols; i++)
 		while (!atomic_load(&vols[i].rounds) && now_ms() < deadline)

@@ -12,10 +12,22 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "store.h"
 
 /* Start the checkers and wait (up to voltimeout) for a first round. */
 void health_start(const struct config *cfg);
 void health_stop(void);
+
+/* Volume i of -volumes as the checkers last saw it, for the metrics. */
+struct health_info {
+	const char *name;
+	int subvolumes, up;             /* subvolumes, and how many are up */
+	uint64_t check_ns;              /* the last round of checks took this long */
+	uint64_t disk_total, disk_free; /* its fullest subvolume's disk (0: not known) */
+	uint64_t sent, errors;          /* requests sent to it, and those that failed */
+};
+int health_volumes(void);
+void health_info(int i, struct health_info *h);
 
 #endif

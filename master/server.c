@@ -12,6 +12,7 @@
 #include "mkv.h"
 #include "move.h"
 #include "put.h"
+#include "status.h"
 #include "../common/front.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
@@ -101,6 +102,12 @@ static int send_error(struct req *r, int status, const char *why)
 	return send_answer(r);
 }
 
+static int send_conflict(struct req *r)
+{
+	status_count_conflict();
+	return send_error(r, 409, "another write of this key is in progress");
+}
+
 /* ---- work done off the poll threads ---- */
 
 static void run_op(struct req *r)
@@ -179,7 +186,7 @@ static int put_begin(struct req *r)
 	if (cl && cfg->maxsize && !(parse_u64(cl, 0, UINT64_MAX, &clen) && clen <= cfg->maxsize))
 		return send_error(r, 413, "value larger than -maxsize");
 	if (!keylock_try(r->key, r->klen))
-		return send_error(r, 409, "another write of this key is in progress");
+		return send_conflict(r);
 	r->locked = true;
 	v = index_get(idx, r->key, r->klen, &vlen);
 	if (v) {
@@ -313,7 +320,7 @@ static int req_answer(struct req *r)
 	if (r->key_status)
 		return send_error(r, r->key_status, r->key_why);
 	if (!keylock_try(r->key, r->klen))
-		return send_error(r, 409, "another write of this key is in progress");
+		return send_conflict(r);
 	r->locked = true;
 	return run_async(r);
 }
@@ -419,6 +426,7 @@ int server_main(const struct config *c)
 	char *why = NULL;
 
 	cfg = c;
+	log_stamps();
 	/* Rings and buffers of a MiB or more (a PUT's ring; S3 uploads run
 	 * ten at once) go back to the kernel when freed: glibc's adaptive
 	 * threshold would keep them in per-thread arenas, and the master's
@@ -445,8 +453,10 @@ int server_main(const struct config *c)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGPIPE);
+	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread inherits this */
 	health_start(cfg);
+	status_start(cfg, idx);
 	o.port = cfg->port;
 	o.route = &api_route;
 	o.max_conns = (unsigned)cfg->maxconns;
@@ -455,15 +465,20 @@ int server_main(const struct config *c)
 	o.backlog = 1024;
 	o.absolute_form = true;   /* as Go's server reads it */
 	o.verbose = cfg->verbose;
+	o.metrics = cfg->metrics;
+	o.pages = status_pages;
+	o.accesslog = cfg->accesslog;
 	ok = front_start(&o) == 0;
 	if (ok) {
 		if (cfg->verbose)
 			log_msg("listening on port %d, %d volumes, replicas %d, subvolumes %d",
 				cfg->port, cfg->nvol, cfg->replicas, cfg->subvolumes);
 		sigdelset(&set, SIGPIPE);
-		sigwait(&set, &sig);
+		while (!sigwait(&set, &sig) && sig == SIGHUP)
+			front_reopen_logs();   /* logrotate */
 		stop();
 	}
+	status_stop();
 	health_stop();
 	meta_close();
 	index_close(idx);

@@ -2,6 +2,7 @@
  * reading a live key, writing and deleting one. */
 #include "store.h"
 #include "put.h"
+#include "status.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/util.h"
@@ -76,14 +77,17 @@ int store_locations(const struct config *cfg, const char *key, size_t klen, char
 				      cfg->subvolumes, order);
 	if (want > RECORD_MAX_LOCS)
 		want = RECORD_MAX_LOCS;
+	int last = 0;
 	for (int i = 0; i < total && n < want; i++)
 		if (health_up(order[i], strlen(order[i])))
-			memcpy(out[n++], order[i], LOC_MAX);
+			memcpy(out[n++], order[(last = i)], LOC_MAX);
 	free(order);
 	if (n < want) {
 		*why = "fewer volumes are up than -replicas: cannot place every copy";
 		return -1;
 	}
+	if (last >= want)   /* a home volume was down: a copy went past them */
+		status_count_handoff();
 	return n;
 }
 

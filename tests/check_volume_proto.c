@@ -1284,7 +1284,7 @@ static void inproc_start(void)
 	free(tmp);
 	inproc_port = h_free_port();
 	snprintf(inproc_base, sizeof(inproc_base), "http://127.0.0.1:%d", inproc_port);
-	inproc = vol_server_start(inproc_port, inproc_dir, 60000);
+	inproc = vol_server_start(inproc_port, inproc_dir, 60000, NULL, NULL);
 	ck_assert_ptr_nonnull(inproc);
 }
 
@@ -1470,7 +1470,8 @@ START_TEST(test_flags_and_signals)
 		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 		out = h_read_file(log);
 		ck_assert_msg(!strncmp(out, "usage: mkv-volume ", 18) && strstr(out, "\n  -port N ") &&
-			      strstr(out, "\n  -idletimeout D "), "mkv-volume -h printed:\n%s", out);
+			      strstr(out, "\n  -idletimeout D ") && strstr(out, "\n  -metrics H:P ") &&
+			      strstr(out, "\n  -accesslog FILE "), "mkv-volume -h printed:\n%s", out);
 		free(out);
 		unlink(log);
 		free(log);

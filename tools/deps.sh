@@ -2,8 +2,9 @@
 # Install the Debian packages mkv needs to build, test and run, when missing.
 set -e
 PKGS="build-essential pkg-config libmicrohttpd-dev libleveldb-dev libcurl4-openssl-dev
-      libssl-dev libjansson-dev check nginx curl wrk valgrind strace
-      python3-boto3 awscli rclone s3cmd python3-requests iproute2"
+      libssl-dev libjansson-dev check libsystemd-dev nginx curl wrk valgrind strace
+      python3-boto3 awscli rclone s3cmd python3-requests iproute2
+      systemd prometheus python3-prometheus-client chromium chromium-driver python3-selenium"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -18,4 +19,8 @@ $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 # Debian starts the packaged nginx on port 80; mkv runs its own instances.
 if echo "$missing" | grep -q nginx; then
 	$SUDO service nginx stop >/dev/null 2>&1 || true
+fi
+# The same for Prometheus (port 9090): check_service runs its own.
+if echo "$missing" | grep -qw prometheus; then
+	$SUDO service prometheus stop >/dev/null 2>&1 || true
 fi

@@ -20,6 +20,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "../common/metrics.h"
 #include "../common/placement.h"
 #include "../common/util.h"
 
@@ -29,6 +30,27 @@ long long vol_fs_fail_after;
 unsigned vol_fs_slow_sync_ms;
 static _Atomic long long fault_written;
 static _Atomic unsigned long tmp_seq;
+/* For the metrics (vol_fs_stats). */
+static _Atomic uint64_t fsync_hist[METRICS_NLE + 1], fsync_ns;
+static _Atomic long tmp_open;
+
+static int timed_fsync(int fd)
+{
+	uint64_t t0 = now_ns(), ns;
+	int rc = fsync(fd);
+	ns = now_ns() - t0;
+	atomic_fetch_add(&fsync_hist[metrics_bucket(metrics_le, METRICS_NLE, ns)], 1);
+	atomic_fetch_add(&fsync_ns, ns);
+	return rc;
+}
+
+void vol_fs_stats(struct vol_fs_stats *s)
+{
+	for (int i = 0; i <= METRICS_NLE; i++)
+		s->fsync_hist[i] = atomic_load(&fsync_hist[i]);
+	s->fsync_ns = atomic_load(&fsync_ns);
+	s->tmp_files = atomic_load(&tmp_open);
+}
 
 /* mkdir -p dir, relative to at: 0, or the errno of the mkdir that failed,
  * with dir cut after the one it tried.  *made gets the length of the first
@@ -199,6 +221,7 @@ struct vol_put *vol_put_begin(const struct vol_root *r, const char *path, int *s
 		*status = vol_fs_fail(r, "open", path, errno, 409);
 		goto fail;
 	}
+	atomic_fetch_add(&tmp_open, 1);
 	p->md5 = md5_new();
 	return p;
 fail:
@@ -248,7 +271,7 @@ int vol_put_write(struct vol_put *p, const void *data, size_t n)
 static int sync_dir(const struct vol_root *r, const char *dir)
 {
 	int fd = openat(r->fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), status = 0;
-	if (fd < 0 || fsync(fd) < 0)
+	if (fd < 0 || timed_fsync(fd) < 0)
 		status = vol_fs_fail(r, fd < 0 ? "open" : "fsync", dir, errno, 500);
 	if (fd >= 0)
 		close(fd);
@@ -264,7 +287,7 @@ static int sync_parents(struct vol_put *p)
 	const char *last = strrchr(p->path, '/');
 	char *dir = xstrdup(p->path);
 	int status = 0;
-	if (p->made_parent == 0 && fsync(p->root->fd) < 0)
+	if (p->made_parent == 0 && timed_fsync(p->root->fd) < 0)
 		status = vol_fs_fail(p->root, "fsync", "", errno, 500);
 	for (char *s = strchr(dir, '/'); s && !status; s = strchr(s + 1, '/')) {
 		ssize_t q = s - dir;
@@ -301,7 +324,7 @@ int vol_put_commit(struct vol_put *p)
 		vol_fs_fail(p->root, "fsetxattr", p->path, errno, 500);
 	if (vol_fs_slow_sync_ms)
 		usleep(vol_fs_slow_sync_ms * 1000u);
-	if (fsync(p->fd) < 0) {
+	if (timed_fsync(p->fd) < 0) {
 		status = vol_fs_fail(p->root, "fsync", p->path, errno, 500);
 		goto out;
 	}
@@ -333,7 +356,7 @@ int vol_put_commit(struct vol_put *p)
 linked:
 	if (p->made_parent >= 0 && (status = sync_parents(p)))
 		goto out;
-	if (fsync(p->dfd) < 0) {
+	if (timed_fsync(p->dfd) < 0) {
 		status = vol_fs_fail(p->root, "fsync", p->path, errno, 500);
 		goto out;
 	}
@@ -347,8 +370,10 @@ void vol_put_abort(struct vol_put *p)
 {
 	if (!p)
 		return;
-	if (p->fd >= 0)
+	if (p->fd >= 0) {
 		close(p->fd);
+		atomic_fetch_sub(&tmp_open, 1);
+	}
 	if (p->named)
 		unlinkat(p->dfd, p->tmpname, 0);
 	if (p->dfd >= 0)

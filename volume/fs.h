@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include "../common/metrics.h"
 
 #define VOL_MD5_XATTR "user.mkv.md5"
 /* Hidden temporary files (a crash between link and rename leaves one)
@@ -61,6 +62,14 @@ void vol_put_abort(struct vol_put *p);
 
 /* Remove a file and fsync its directory: 204, 404, 409 for a directory. */
 int vol_fs_delete(const struct vol_root *r, const char *path);
+
+/* For the metrics: fsyncs by latency (metrics_le's buckets) and their
+ * total time, and PUTs' temporary files open now. */
+struct vol_fs_stats {
+	uint64_t fsync_hist[METRICS_NLE + 1], fsync_ns;
+	long tmp_files;
+};
+void vol_fs_stats(struct vol_fs_stats *s);
 
 /* Fault injection for tests (process-wide): when > 0, a PUT fails with
  * ENOSPC once this many bytes were written in total; every commit first

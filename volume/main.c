@@ -6,11 +6,12 @@
 #include <string.h>
 
 #include "../common/flags.h"
+#include "../common/front.h"
 #include "../common/util.h"
 #include "server.h"
 
 static const char head[] =
-	"usage: mkv-volume [-port N] [-idletimeout D] DIR\n"
+	"usage: mkv-volume [-port N] [-idletimeout D] [-metrics H:P] [-accesslog FILE] DIR\n"
 	"  Serve the blobs in DIR (created if missing) over HTTP: GET, HEAD,\n"
 	"  PUT, DELETE and JSON listings of directories, as nginx does.\n";
 
@@ -18,8 +19,13 @@ int main(int argc, char **argv)
 {
 	const char *port_s = getenv("PORT");
 	uint64_t idle_ms = 60000;
+	const char *metrics = NULL, *accesslog = NULL;
 	const struct flag flags[] = {
 		{"port", FLAG_STR, &port_s, 0, 0, "N", "port to listen on (default: $PORT, else 3001)"},
+		{"metrics", FLAG_STR, &metrics, 0, 0, "H:P",
+		 "serve /metrics and the status page on this address (default: off)"},
+		{"accesslog", FLAG_STR, &accesslog, 0, 0, "FILE",
+		 "log every request, nginx's combined format (-: stderr; default: off)"},
 		{"idletimeout", FLAG_DURATION, &idle_ms, 1000, 0, "D",
 		 "close a client connection silent, or sending its request head, this long (default 60s)"},
 		{NULL, 0, NULL, 0, 0, NULL, NULL},
@@ -31,6 +37,7 @@ int main(int argc, char **argv)
 	int sig;
 
 	log_init(argv[0]);
+	log_stamps();
 	if (flags_parse(flags, argc, argv, "mkv-volume", head, dir, 2, 2) != 1)
 		flags_fail("mkv-volume", head, "give one directory");
 	if (!port_s || !*port_s)
@@ -46,12 +53,14 @@ int main(int argc, char **argv)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	s = vol_server_start((int)port, dir[0], idle_ms);
+	s = vol_server_start((int)port, dir[0], idle_ms, metrics, accesslog);
 	if (!s)
 		return 1;
-	sigwait(&sigs, &sig);
+	while (!sigwait(&sigs, &sig) && sig == SIGHUP)
+		front_reopen_logs();   /* logrotate */
 	log_msg("signal %d: stopping", sig);
 	vol_server_stop(s);
 	return 0;

@@ -27,6 +27,7 @@
 #include "fs.h"
 #include "listing.h"
 #include "path.h"
+#include "status.h"
 #include "wire.h"
 
 #define SYNC_WORKERS 32          /* fsyncs in flight at once */
@@ -199,9 +200,9 @@ static int send_dir_redirect(struct vol_server *s, struct MHD_Connection *c, con
 static int send_file(struct vol_server *s, struct MHD_Connection *c, const char *url,
 		     const char *path, bool head)
 {
-	struct front_hdr h[4];
+	struct front_hdr h[5];
 	struct stat st;
-	char etag[64], date[HTTP_DATE_LEN], cr[96];
+	char etag[64], date[HTTP_DATE_LEN], cr[96], disk[48];
 	const char *ius, *im, *inm, *ims, *range, *ifr;
 	uint64_t start = 0, len, size;
 	enum range rr;
@@ -264,6 +265,8 @@ static int send_file(struct vol_server *s, struct MHD_Connection *c, const char 
 	}
 	h[nh++] = (struct front_hdr){"Last-Modified", date};
 	h[nh++] = (struct front_hdr){"ETag", etag};
+	if (head && vol_marker_disk(path, fd, disk, sizeof(disk)))
+		h[nh++] = (struct front_hdr){"Mkv-Disk", disk};
 	if (!head && len > 0 && (sock = front_fd(c)) >= 0)
 		wire_file_body(sock, fd, start + len);
 	/* sendfile(2) from fd; the answer closes it. */
@@ -467,7 +470,8 @@ static void vol_free(struct vol_server *s)
 	server = NULL;
 }
 
-struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms)
+struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
+				   const char *metrics, const char *accesslog)
 {
 	struct vol_server *s;
 	struct front_opts o = {0};
@@ -495,6 +499,10 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms)
 	o.conn_memory = CONN_MEMORY;
 	o.idle_ms = idle_ms;
 	o.opened = wire_reset;   /* a new connection may have a closed one's socket number */
+	o.metrics = metrics;
+	o.accesslog = accesslog;
+	o.pages = vol_status_pages;
+	vol_status_start(s->root.fd, s->dir, port);
 	if (front_start(&o) < 0) {
 		vol_free(s);
 		return NULL;

@@ -9,9 +9,11 @@ struct vol_server;
 
 /* Serve dir (created if missing) on port; 0 picks nothing, give a port.
  * A connection silent, or sending its request head, for idle_ms is cut
- * off.  One per process.  Returns NULL after logging why it could not
+ * off.  metrics (HOST:PORT) and accesslog (FILE, "-") may be NULL: see
+ * front_opts.  One per process.  Returns NULL after logging why it could not
  * start. */
-struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms);
+struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
+				   const char *metrics, const char *accesslog);
 /* Refuse new requests, finish the writes being made durable, stop, free. */
 void vol_server_stop(struct vol_server *s);
 

@@ -1,0 +1,464 @@
+/* check_service.c -- running mkv as a service: /metrics read by the
+ * reference parser and scraped by a real Prometheus, the status page in
+ * headless chromium (tests/service_checks.py, Debian's packages: a missing
+ * one fails), systemd units through `systemd-analyze verify`, READY=1 and
+ * STOPPING=1 on a NOTIFY_SOCKET, the access log (format, SIGHUP reopen,
+ * drops counted), and clear errors at start for a -metrics address or an
+ * access log that cannot be had. */
+#include "harness.h"
+
+#include <check.h>
+#include <errno.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- helpers ---- */
+
+/* Run argv to its end (killed after limit_ms), output into a fresh
+ * string (*out, caller frees); the wait status. */
+static int run(char *const argv[], char **out, uint64_t limit_ms)
+{
+	char *dir = h_tmpdir(), *log = xasprintf("%s/out", dir);
+	pid_t pid = h_spawn(argv, log);
+	int st = -1;
+	uint64_t end = now_ms() + limit_ms;
+	while (waitpid(pid, &st, WNOHANG) != pid) {
+		if (now_ms() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			break;
+		}
+		usleep(10000);
+	}
+	*out = h_read_file(log);
+	h_rmrf(dir);
+	free(dir), free(log);
+	return st;
+}
+
+/* tests/service_checks.py MODE args...: passes when it exits 0. */
+static void py(const char *mode, const char *const *args)
+{
+	char *script = h_root("tests/service_checks.py"), *out, *argv[16];
+	int n = 0, st;
+	argv[n++] = "/usr/bin/python3";
+	argv[n++] = script;
+	argv[n++] = (char *)mode;
+	for (int i = 0; args[i] && n < 15; i++)
+		argv[n++] = (char *)args[i];
+	argv[n] = NULL;
+	st = run(argv, &out, 100000);
+	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+		size_t len = strlen(out);
+		ck_abort_msg("service_checks.py %s failed:\n%s", mode, out + (len > 3000 ? len - 3000 : 0));
+	}
+	fprintf(stderr, "%s", out);
+	free(out);
+	free(script);
+}
+
+/* A file's contents holds s, within 20 s (the access log's writer flushes
+ * every 100 ms). */
+static bool file_has(const char *path, const char *s)
+{
+	for (uint64_t end = now_ms() + 20000; now_ms() < end; usleep(20000)) {
+		char *t = h_read_file(path);
+		bool yes = strstr(t, s) != NULL;
+		free(t);
+		if (yes)
+			return true;
+	}
+	return false;
+}
+
+/* mkv-volume with flags, on a fresh port and directory, waited for. */
+struct svol {
+	int port, mport;
+	pid_t pid;
+	char *tmp, *dir, *log, name[32], base[64], metrics[64];
+};
+
+static void svol_start(struct svol *v, const char *const *flags)
+{
+	char *bin = h_bin("mkv-volume"), port[16], maddr[32], *argv[16];
+	int n = 0;
+	v->tmp = h_tmpdir();
+	v->dir = xasprintf("%s/data", v->tmp);
+	v->log = xasprintf("%s/volume.log", v->tmp);
+	v->port = h_free_port();
+	v->mport = h_free_port();
+	snprintf(port, sizeof(port), "%d", v->port);
+	snprintf(maddr, sizeof(maddr), "127.0.0.1:%d", v->mport);
+	snprintf(v->name, sizeof(v->name), "127.0.0.1:%d", v->port);
+	snprintf(v->base, sizeof(v->base), "http://127.0.0.1:%d", v->port);
+	snprintf(v->metrics, sizeof(v->metrics), "http://127.0.0.1:%d", v->mport);
+	argv[n++] = bin;
+	argv[n++] = "-port";
+	argv[n++] = port;
+	argv[n++] = "-metrics";
+	argv[n++] = maddr;
+	for (int i = 0; flags && flags[i] && n < 14; i++)
+		argv[n++] = (char *)flags[i];
+	argv[n++] = v->dir;
+	argv[n] = NULL;
+	v->pid = h_spawn(argv, v->log);
+	if (!h_wait_port(v->port, 10000) || !h_wait_port(v->mport, 10000))
+		die("mkv-volume on port %d did not start (see %s)", v->port, v->log);
+	free(bin);
+}
+
+/* Stop it: exit 0 on SIGTERM (killed: a SIGKILL the test sent is fine). */
+static void svol_stop(struct svol *v, bool killed)
+{
+	int st;
+	if (!v->tmp)
+		return;
+	st = h_stop(v->pid, SIGTERM);
+	h_log_check(v->log);
+	if (!(killed && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) &&
+	    !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		die("mkv-volume on port %d: status %d on SIGTERM (see %s)", v->port, st, v->log);
+	h_rmrf(v->tmp);
+	free(v->tmp), free(v->dir), free(v->log);
+	v->tmp = NULL;
+}
+
+/* ---- the cluster: 3 volumes and a master, each with -metrics ---- */
+
+static struct svol sv[3];
+static struct vol hv[3];      /* the same volumes, as the harness's master takes them */
+static struct master m;
+static char mmetrics[64];
+static int mmport;
+
+static void cluster_up(void)
+{
+	char maddr[32];
+	const char *flags[] = {"-metrics", maddr, "-voltimeout", "500ms", NULL};
+	for (int i = 0; i < 3; i++) {
+		svol_start(&sv[i], NULL);
+		hv[i] = (struct vol){VOL_MKV, sv[i].port, 0, sv[i].dir, sv[i].name};
+	}
+	mmport = h_free_port();
+	snprintf(maddr, sizeof(maddr), "127.0.0.1:%d", mmport);
+	snprintf(mmetrics, sizeof(mmetrics), "http://127.0.0.1:%d", mmport);
+	h_master_start(&m, hv, 3, flags);
+	if (!h_wait_port(mmport, 10000))
+		die("the master's metrics listener did not start (see %s)", m.log);
+}
+
+static void cluster_down(void)
+{
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		svol_stop(&sv[i], i == 2);   /* test_browser kills it (in its own process) */
+}
+
+START_TEST(test_metrics)
+{
+	const char *args[] = {m.base, mmetrics, sv[0].base, sv[0].metrics, NULL};
+	py("metrics", args);
+}
+END_TEST
+
+START_TEST(test_prometheus)
+{
+	char *tmp = h_tmpdir(), port[16], t[4][32];
+	const char *args[] = {tmp, m.base, t[0], t[1], t[2], t[3], NULL};
+	snprintf(port, sizeof(port), "%d", h_free_port());
+	setenv("PROM_PORT", port, 1);
+	snprintf(t[0], sizeof(t[0]), "127.0.0.1:%d", mmport);
+	for (int i = 0; i < 3; i++)
+		snprintf(t[i + 1], sizeof(t[i + 1]), "127.0.0.1:%d", sv[i].mport);
+	py("prometheus", args);
+	h_rmrf(tmp);
+	free(tmp);
+}
+END_TEST
+
+/* Last of the case: it kills sv[2]. */
+START_TEST(test_browser)
+{
+	char *tmp = h_tmpdir(), pid[16];
+	const char *args[] = {tmp, mmetrics, sv[0].metrics, pid, sv[2].name, NULL};
+	snprintf(pid, sizeof(pid), "%d", (int)sv[2].pid);
+	py("browser", args);
+	h_rmrf(tmp);
+	free(tmp);
+}
+END_TEST
+
+/* ---- systemd ---- */
+
+/* The units, with their binaries where this build keeps them and the
+ * templates as one instance each, pass `systemd-analyze verify` with
+ * nothing to say. */
+START_TEST(test_units)
+{
+	static const char *const units[] = {"mkv.service", "mkv-volume@.service",
+					    "mkv-nginx-volume@.service"};
+	char *tmp = h_tmpdir(), *bindir = h_bin(""), *nginx = h_root("deploy/nginx/"), *out;
+	char *argv[8] = {"/usr/bin/systemd-analyze", "verify"};
+	int n = 2, st;
+	for (int i = 0; i < 3; i++) {
+		char *src = xasprintf("deploy/systemd/%s", units[i]), *path = h_root(src);
+		char *text = h_read_file(path), *inst = xstrdup(units[i]), *at = strchr(inst, '@');
+		struct buf b = {0};
+		FILE *f;
+		ck_assert_msg(*text, "%s is missing", path);
+		if (at)   /* mkv-volume@.service -> mkv-volume@3001.service */
+			*at = '\0';
+		argv[n++] = xasprintf("%s/%s%s%s", tmp, inst, at ? "@3001." : "", at ? at + 2 : "");
+		for (char *p = text, *q; *p; p = q) {   /* the install paths -> this build's */
+			char *b1 = strstr(p, "/usr/local/bin/"), *b2 = strstr(p, "/usr/local/lib/mkv/");
+			q = b1 && (!b2 || b1 < b2) ? b1 : b2;
+			if (!q) {
+				buf_puts(&b, p);
+				break;
+			}
+			buf_append(&b, p, (size_t)(q - p));
+			buf_puts(&b, q == b1 ? bindir : nginx);
+			q += q == b1 ? strlen("/usr/local/bin/") : strlen("/usr/local/lib/mkv/");
+		}
+		f = fopen(argv[n - 1], "w");
+		ck_assert_ptr_nonnull(f);
+		fputs(b.data, f);
+		fclose(f);
+		buf_free(&b);
+		free(src), free(path), free(text), free(inst);
+	}
+	argv[n] = NULL;
+	st = run(argv, &out, 30000);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && !*out,
+		      "systemd-analyze verify: status %d:\n%s", st, out);
+	free(out);
+	for (int i = 2; i < n; i++)
+		free(argv[i]);
+	h_rmrf(tmp);
+	free(tmp), free(bindir), free(nginx);
+}
+END_TEST
+
+/* A datagram from the daemon on sock within 20 s, into msg. */
+static bool notified(int sock, char *msg, size_t n)
+{
+	struct timeval tv = {20, 0};
+	ssize_t got;
+	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	got = recv(sock, msg, n - 1, 0);
+	if (got < 0)
+		return false;
+	msg[got] = '\0';
+	return true;
+}
+
+/* READY=1 once the daemon listens; STOPPING=1 on SIGTERM; then exit 0. */
+static void notify_case(bool master)
+{
+	char *tmp = h_tmpdir(), *path = xasprintf("%s/notify", tmp), msg[256];
+	char *log = xasprintf("%s/log", tmp);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0), port = h_free_port(), st;
+	char ports[16], *bin = h_bin(master ? "mkv" : "mkv-volume"), *db = xasprintf("%s/db", tmp);
+	char *vols = xasprintf("127.0.0.1:%d", h_free_port());
+	char *vargv[] = {bin, "-port", ports, db, NULL};
+	char *margv[] = {bin, "-volumes", vols, "-replicas", "1", "-db", db, "-port", ports,
+			 "server", NULL};
+	pid_t pid;
+	snprintf(ports, sizeof(ports), "%d", port);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ck_assert_int_eq(bind(sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setenv("NOTIFY_SOCKET", path, 1);
+	pid = h_spawn(master ? margv : vargv, log);
+	unsetenv("NOTIFY_SOCKET");
+	ck_assert_msg(notified(sock, msg, sizeof(msg)), "no notification within 20 s");
+	ck_assert_msg(strstr(msg, "READY=1"), "notified %s", msg);
+	/* READY means listening: a connection is taken at once. */
+	ck_assert_msg(h_wait_port(port, 0), "READY=1 before the port listens");
+	kill(pid, SIGTERM);
+	ck_assert_msg(notified(sock, msg, sizeof(msg)), "no STOPPING=1 within 20 s");
+	ck_assert_msg(strstr(msg, "STOPPING=1"), "notified %s", msg);
+	st = h_stop(pid, SIGTERM);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	close(sock);
+	h_log_check(log);
+	h_rmrf(tmp);
+	free(tmp), free(path), free(bin), free(db), free(vols), free(log);
+}
+
+START_TEST(test_notify_volume)
+{
+	notify_case(false);
+}
+END_TEST
+
+START_TEST(test_notify_master)
+{
+	notify_case(true);
+}
+END_TEST
+
+/* ---- the access log ---- */
+
+/* nginx's combined format and the request time. */
+static const char combined[] =
+	"^127\\.0\\.0\\.1 - - \\[[0-9]{2}/[A-Z][a-z]{2}/[0-9]{4}:[0-9]{2}:[0-9]{2}:[0-9]{2} "
+	"[-+][0-9]{4}\\] \"PUT /first HTTP/1\\.1\" 201 0 \"-\" \"[^\"]*\" [0-9]+\\.[0-9]{3}$";
+
+/* A line, its format, then logrotate: rename, SIGHUP, and the next
+ * request's line goes to a new file by the old name. */
+START_TEST(test_accesslog_reopen)
+{
+	char *tmp = h_tmpdir(), *logf = xasprintf("%s/access.log", tmp),
+	     *old = xasprintf("%s/access.log.1", tmp), *u, *text, *nl;
+	const char *flags[] = {"-accesslog", logf, NULL};
+	struct master am = {0};
+	struct vol v;
+	regex_t re;
+	struct stat st;
+	h_vol_start(&v, VOL_MKV);
+	h_master_start(&am, &v, 1, (const char *const[]){"-replicas", "1", "-accesslog", logf, NULL});
+	(void)flags;
+	u = xasprintf("%s/first", am.base);
+	ck_assert_int_eq(h_http("PUT", u, "x", 1, NULL, false, &(struct resp){0}), 201);
+	ck_assert_msg(file_has(logf, "\"PUT /first HTTP/1.1\" 201"), "no line for the PUT in %s", logf);
+	text = h_read_file(logf);
+	if ((nl = strchr(text, '\n')))
+		*nl = '\0';
+	ck_assert_int_eq(regcomp(&re, combined, REG_EXTENDED | REG_NOSUB), 0);
+	ck_assert_msg(regexec(&re, text, 0, NULL, 0) == 0, "not nginx's combined format: %s", text);
+	regfree(&re);
+	free(text);
+	ck_assert_int_eq(rename(logf, old), 0);
+	kill(am.pid, SIGHUP);
+	/* The reopen creates the file: then the next line goes there. */
+	for (uint64_t end = now_ms() + 20000; stat(logf, &st) && now_ms() < end;)
+		usleep(10000);
+	ck_assert_msg(stat(logf, &st) == 0, "SIGHUP made no new %s", logf);
+	free(u);
+	u = xasprintf("%s/second", am.base);
+	ck_assert_int_eq(h_status("GET", u), 404);
+	ck_assert_msg(file_has(logf, "\"GET /second HTTP/1.1\" 404"), "no line in the new file");
+	text = h_read_file(old);
+	ck_assert_msg(strstr(text, "/first") && !strstr(text, "/second"), "the old file: %s", text);
+	free(text);
+	h_master_stop(&am);
+	h_vol_stop(&v);
+	h_rmrf(tmp);
+	free(tmp), free(logf), free(old), free(u);
+}
+END_TEST
+
+/* A log that takes nothing (/dev/full: ENOSPC): requests are answered,
+ * and every line is counted as dropped. */
+START_TEST(test_accesslog_dropped)
+{
+	const char *flags[] = {"-accesslog", "/dev/full", NULL};
+	struct svol v = {0};
+	struct resp r = {0};
+	char *u;
+	bool seen = false;
+	svol_start(&v, flags);
+	u = xasprintf("%s/absent", v.base);
+	for (int i = 0; i < 7; i++)
+		ck_assert_int_eq(h_status("GET", u), 404);
+	free(u);
+	u = xasprintf("%s/metrics", v.metrics);
+	for (uint64_t end = now_ms() + 20000; !seen && now_ms() < end; usleep(20000)) {
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+		seen = strstr(r.body.data, "\nmkv_accesslog_dropped_lines_total 7\n") != NULL;
+		h_resp_free(&r);
+	}
+	ck_assert_msg(seen, "7 lines not counted as dropped");
+	free(u);
+	svol_stop(&v, false);
+}
+END_TEST
+
+/* ---- bad input at start ---- */
+
+/* argv must exit non-zero within 20 s, saying why. */
+static void refused(char *const argv[], const char *why)
+{
+	char *out;
+	int st = run(argv, &out, 20000);   /* a liveness bound: it exits at once */
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s %s: status %d, not an error exit",
+		      argv[0], argv[2], st);
+	ck_assert_msg(strstr(out, why), "%s %s %s: said \"%s\", not \"%s\"", argv[0], argv[1],
+		      argv[2], out, why);
+	free(out);
+}
+
+START_TEST(test_bad_start)
+{
+	char *tmp = h_tmpdir(), *vb = h_bin("mkv-volume"), *mb = h_bin("mkv"), port[16], busy[32];
+	char *db = xasprintf("%s/db", tmp), *vols = xasprintf("127.0.0.1:%d", h_free_port());
+	int hold = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	/* a port someone listens on */
+	setsockopt(hold, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ck_assert_int_eq(bind(hold, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(hold, 1), 0);
+	getsockname(hold, (struct sockaddr *)&sa, &sl);
+	snprintf(busy, sizeof(busy), "127.0.0.1:%d", ntohs(sa.sin_port));
+	snprintf(port, sizeof(port), "%d", h_free_port());
+	{
+		char *a1[] = {vb, "-metrics", busy, "-port", port, tmp, NULL};
+		char *a2[] = {vb, "-metrics", "nohost", "-port", port, tmp, NULL};
+		char *a3[] = {vb, "-metrics", "127.0.0.1:70000", "-port", port, tmp, NULL};
+		char *a4[] = {vb, "-accesslog", "/nonexistent/dir/access.log", "-port", port, tmp, NULL};
+		char *a5[] = {mb, "-metrics", busy, "-volumes", vols, "-replicas", "1", "-db", db,
+			      "-port", port, "server", NULL};
+		char *a6[] = {mb, "-accesslog", "/nonexistent/dir/access.log", "-volumes", vols,
+			      "-replicas", "1", "-db", db, "-port", port, "server", NULL};
+		refused(a1, "Address already in use");
+		refused(a2, "give HOST:PORT");
+		refused(a3, "give HOST:PORT");
+		refused(a4, "cannot open access log /nonexistent/dir/access.log: No such file");
+		refused(a5, "Address already in use");
+		refused(a6, "cannot open access log /nonexistent/dir/access.log: No such file");
+	}
+	close(hold);
+	h_rmrf(tmp);
+	free(tmp), free(vb), free(mb), free(db), free(vols);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("service");
+	TCase *tc = tcase_create("cluster");
+	TCase *one = tcase_create("one");
+	SRunner *sr;
+	int failed;
+	tcase_set_timeout(tc, 120);
+	tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+	tcase_add_test(tc, test_metrics);
+	tcase_add_test(tc, test_prometheus);
+	tcase_add_test(tc, test_browser);   /* last: it kills a volume */
+	suite_add_tcase(s, tc);
+	tcase_set_timeout(one, 60);
+	tcase_add_test(one, test_units);
+	tcase_add_test(one, test_notify_volume);
+	tcase_add_test(one, test_notify_master);
+	tcase_add_test(one, test_accesslog_reopen);
+	tcase_add_test(one, test_accesslog_dropped);
+	tcase_add_test(one, test_bad_start);
+	suite_add_tcase(s, one);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
