@@ -291,8 +291,11 @@ int httpc_call(const struct httpc_call *g, char *err)
 	if (g->range) {
 		snprintf(line, sizeof(line), "Range: %s", g->range);
 		hl = curl_slist_append(NULL, line);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
 	}
+	for (int i = 0; g->headers && g->headers[i]; i++)
+		hl = curl_slist_append(hl, g->headers[i]);
+	if (hl)
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, get_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &s);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, get_body);
@@ -305,7 +308,12 @@ int httpc_call(const struct httpc_call *g, char *err)
 		curl_easy_setopt(c, CURLOPT_READFUNCTION, put_body);
 		curl_easy_setopt(c, CURLOPT_READDATA, &s);
 		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)g->size);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, bare_hdrs);
+		if (hl) {   /* bare_hdrs' two, after the caller's */
+			hl = curl_slist_append(curl_slist_append(hl, "Expect:"), "Content-Type:");
+			curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+		} else {
+			curl_easy_setopt(c, CURLOPT_HTTPHEADER, bare_hdrs);
+		}
 	}
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, g->follow ? 1L : 0L);
 	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 4L);
