@@ -9,6 +9,7 @@
 #include "../common/util.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,14 @@ struct move {
  * are streamed through here, as before. */
 
 #define NOPULL_MAX 256
+
+static _Atomic unsigned long copies_pulled, copies_streamed;
+
+void move_copies(unsigned long *pulled, unsigned long *streamed)
+{
+	*pulled = copies_pulled;
+	*streamed = copies_streamed;
+}
 #define PULL_STALL_S 120     /* a pull answers only once done: a large blob takes time */
 
 static struct {
@@ -233,8 +242,10 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 		snprintf(src_h, sizeof(src_h), "Mkv-Pull: %s", src);
 		st = httpc_call(&c, err);
 		free(src);
-		if (st >= 200 && st < 300 && !strcmp(a.outcome, "done"))
+		if (st >= 200 && st < 300 && !strcmp(a.outcome, "done")) {
+			copies_pulled++;
 			return true;
+		}
 		if (st < 0)
 			return false;    /* the destination is unreachable: the stream says so */
 		if (!a.outcome[0])
@@ -279,6 +290,8 @@ static int copy_missing(struct move *m, const char **why)
 			int i = order[j];
 			char *src = httpc_url(m->r.locs[i], m->path);
 			got = httpc_copy_to(src, dst + d, nd, m->r.hash[0] ? m->r.hash : NULL, m->tmo, err);
+			if (!got)
+				copies_streamed += (unsigned long)nd;
 			if (got)
 				log_msg("rebalance: %s", err);
 			free(src);

@@ -167,6 +167,12 @@ int rebalance_main(const struct config *cfg)
 		log_msg("rebalance: %lu keys seen, %lu moved, %lu failed in %s (%.0f moved keys/s)%s",
 			r.seen, r.moved, r.failed, dur, ops_per_s(r.moved, ms),
 			rc ? "; stopped early, see above" : "");
+		if (!cfg->master) {
+			unsigned long pulled, streamed;
+			move_copies(&pulled, &streamed);
+			log_msg("rebalance: %lu copies pulled by their volumes, %lu streamed through "
+				"here", pulled, streamed);
+		}
 		if (r.left)
 			log_msg("rebalance: %lu moved keys left an old copy behind (a DELETE failed, "
 				"see above): wasted space, not a risk", r.left);

@@ -64,6 +64,7 @@ struct vol {
 	pid_t pid;
 	char *dir;     /* data directory */
 	char *name;    /* "127.0.0.1:port" */
+	const char *peers;   /* mkv-volume's -peers (set before a (re)start), or NULL */
 };
 void h_vol_start(struct vol *v, enum vol_kind kind);
 /* Restart on the same port and directory. */
