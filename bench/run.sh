@@ -25,7 +25,9 @@
 # adds row 11, minikeyvalue's own load tool against mkv and against the Go
 # original side by side: DIR holds the Go `mkv` and its tools/thrasher.go
 # built as `thrasher` (which talks to localhost:3000, so port 3000 must be
-# free).
+# free), and row 12, rebuild and rebalance 5 -> 3 against the Go `mkv`
+# (GO_KEYS keys, default 20000; 3 rounds, alternating, on the same
+# volumes).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -147,7 +149,7 @@ volume_start() {
 	local name=$1 port=$2 dir=${3:-$T/$1/data}
 	mkdir -p "$dir"
 	if [ $HAVE_VOL = 1 ]; then
-		spawn "$name" "$BIN/mkv-volume" -port "$port" "$dir"
+		spawn "$name" "$BIN/mkv-volume" -port "$port" ${VOL_PEERS:+-peers "$VOL_PEERS"} "$dir"
 		wait_port "$port"
 	else
 		nginx_start nginx-volume.conf.in "$name" "$port" -e "s|$T/$name/data|$dir|g"
@@ -538,8 +540,11 @@ if want 7 && [ $HAVE_MKV = 1 ]; then
 		[ $i -le 3 ] && V3="${V3:+$V3,}127.0.0.1:${P7[$i]}"
 		D5="${D5:+$D5,}$T/r7/vols/v$i"
 	done
-	vols7() { # vols7 DIR: start the five volumes on DIR/v1..v5
-		for i in 1 2 3 4 5; do volume_start "v7-$i" "${P7[$i]}" "$1/v$i" || return 1; V7PID[$i]=$LAST; done
+	vols7() { # vols7 DIR: start the five volumes on DIR/v1..v5, each pulling from the others
+		for i in 1 2 3 4 5; do
+			VOL_PEERS=$V5 volume_start "v7-$i" "${P7[$i]}" "$1/v$i" || return 1
+			V7PID[$i]=$LAST
+		done
 	}
 	vols7stop() { for i in 1 2 3 4 5; do stop "${V7PID[$i]}"; done; }
 	# The same five directories served by stock nginx (row 7c, 7d).
@@ -672,6 +677,72 @@ if want 11 && [ -n "${BENCH_GO:-}" ] && [ $HAVE_MKV = 1 ]; then
 	fi
 fi
 
+# ------------------------ row 12: rebuild and rebalance vs the Go original
+# GO_KEYS keys x 3 replicas of 1 KiB, populated straight on disk for five
+# volumes (-subvolumes 10, the Go default); each round, on the same
+# volumes: mkv rebuilds a fresh index and rebalances 5 -> 3, the files are
+# put back, then the Go original does the same.  On mkv-volumes (started
+# with -peers, so mkv's copies are pulled) and on nginx serving the same
+# directories.  rate = keys/s (rebuild), moved keys/s (rebalance).
+if want 12 && [ -n "${BENCH_GO:-}" ] && [ -x "${BENCH_GO:-}/mkv" ] && [ $HAVE_MKV = 1 ]; then
+	GO_KEYS=${GO_KEYS:-20000}
+	log "row 12: rebuild and rebalance, $GO_KEYS keys, mkv and the Go original alternating"
+	V5G="" V3G="" D5G=""
+	for i in 1 2 3 4 5; do
+		free_port; P12[$i]=$FREE
+		V5G="${V5G:+$V5G,}127.0.0.1:${P12[$i]}"
+		[ $i -le 3 ] && V3G="${V3G:+$V3G,}127.0.0.1:${P12[$i]}"
+		D5G="${D5G:+$D5G,}$T/r12/vols/v$i"
+	done
+	"$BIN/loadgen" populate -n "$GO_KEYS" -s $SMALL -volumes "$V5G" -replicas 3 -subvolumes 10 \
+		-p /bench/r12 -dirs "$D5G" >/dev/null
+	MOVES12=$("$BIN/loadgen" moves -n "$GO_KEYS" -volumes "$V5G" -to "$V3G" -replicas 3 \
+		-subvolumes 10 -p /bench/r12)
+	MOVED12=$(echo "$MOVES12" | tr ' ' '\n' | sed -n 's/^moved=//p')
+	vols12() {
+		for i in 1 2 3 4 5; do
+			if [ "$1" = mkv ]; then
+				VOL_PEERS=$V5G volume_start "v12-$i" "${P12[$i]}" "$T/r12/vols/v$i" || return 1
+			else
+				nginx_start nginx-volume.conf.in "n12-$i" "${P12[$i]}" \
+					-e "s|$T/n12-$i/data|$T/r12/vols/v$i|g" || return 1
+			fi
+			V12PID[$i]=$LAST
+		done
+	}
+	# go12 ROW SIDE N BINARY ARGS...: N / wall seconds of one run, recorded.
+	go12() {
+		local row=$1 side=$2 n=$3 t0 t1
+		shift 3
+		sync
+		t0=$(date +%s.%N)
+		if "$@" >"$T/r12.out" 2>&1; then
+			t1=$(date +%s.%N)
+			record "$row" "$side" "$(echo "$n $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
+		else
+			log "row 12: $* failed: $(tail -1 "$T/r12.out")"
+		fi
+	}
+	for r in $(seq "$RUNS_BIG"); do
+		for kind in mkv nginx; do
+			sfx=$([ $kind = nginx ] && echo n)
+			for who in ours ref; do
+				bin="$BIN/mkv"
+				[ $who = ref ] && bin="$BENCH_GO/mkv"
+				vols12 $kind || exit 1
+				rm -rf "$T/r12/db"
+				go12 "r12b$sfx" $who "$GO_KEYS" "$bin" -replicas 3 -subvolumes 10 \
+					-volumes "$V5G" -db "$T/r12/db" rebuild
+				go12 "r12r$sfx" $who "$MOVED12" "$bin" -replicas 3 -subvolumes 10 \
+					-volumes "$V3G" -db "$T/r12/db" rebalance
+				for i in 1 2 3 4 5; do stop "${V12PID[$i]}"; done
+				"$BIN/loadgen" restore -n "$GO_KEYS" -s $SMALL -volumes "$V5G" -to "$V3G" \
+					-replicas 3 -subvolumes 10 -p /bench/r12 -dirs "$D5G" >/dev/null || break 3
+			done
+		done
+	done
+fi
+
 # ------------------------------------------------------------------ table
 # stats ROW SIDE: "median min max" of the samples, nothing when none.
 stats() {
@@ -737,6 +808,10 @@ row 9c "the same upload: master peak RSS (VmHWM), vs row 4's native PUT" "MiB" r
 row 9d "ListObjectsV2 walk of $KEYS keys (1,000 per page) vs native ?list&limit=1000" "keys/s" r9c r9c - -
 row 10 "upload of $DS_KEYS keys of 4 KiB, $CONC clients, 3 replicas on 3 nginx volumes: mkv vs the same PUTs straight" "keys/s" r10 r10 ge 0.5
 row 11 "minikeyvalue's thrasher (16 clients, PUT→GET→DELETE), 5 nginx volumes, 3 replicas: mkv vs the Go original" "cycles/s" r11 r11 ge 2
+row 12a "rebuild, ${GO_KEYS:-20000} keys × 3 replicas on 5 mkv-volumes: mkv vs the Go original" "keys/s" r12b r12b ge 1
+row 12b "rebalance 5 → 3 mkv-volumes (mkv's copies pulled by the volumes): mkv vs the Go original" "moved keys/s" r12r r12r ge 1
+row 12c "rebuild, the same files on 5 nginx volumes: mkv vs the Go original" "keys/s" r12bn r12bn ge 1.2
+row 12d "rebalance 5 → 3 nginx volumes: mkv vs the Go original" "moved keys/s" r12rn r12rn ge 1.2
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
