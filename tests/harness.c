@@ -292,6 +292,7 @@ void h_vol_start(struct vol *v, enum vol_kind kind)
 {
 	char *tmp = h_tmpdir();
 	v->kind = kind;
+	v->peers = NULL;   /* a test sets it before a restart */
 	v->port = h_free_port();
 	v->dir = xasprintf("%s/data", tmp);
 	mkdir(v->dir, 0755);
