@@ -25,7 +25,9 @@
 # adds row 11, minikeyvalue's own load tool against mkv and against the Go
 # original side by side: DIR holds the Go `mkv` and its tools/thrasher.go
 # built as `thrasher` (which talks to localhost:3000, so port 3000 must be
-# free).
+# free), and row 13, rebuild and rebalance 5 -> 3 against the Go `mkv`
+# (GO_KEYS keys, default 20000; 3 rounds, alternating, on the same
+# volumes).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -148,7 +150,7 @@ volume_start() {
 	local name=$1 port=$2 dir=${3:-$T/$1/data}
 	mkdir -p "$dir"
 	if [ $HAVE_VOL = 1 ]; then
-		spawn "$name" "$BIN/mkv-volume" -port "$port" ${VOL_FLAGS:-} "$dir"
+		spawn "$name" "$BIN/mkv-volume" -port "$port" ${VOL_PEERS:+-peers "$VOL_PEERS"} ${VOL_FLAGS:-} "$dir"
 		wait_port "$port"
 	else
 		nginx_start nginx-volume.conf.in "$name" "$port" -e "s|$T/$name/data|$dir|g"
@@ -540,8 +542,11 @@ if want 7 && [ $HAVE_MKV = 1 ]; then
 		[ $i -le 3 ] && V3="${V3:+$V3,}127.0.0.1:${P7[$i]}"
 		D5="${D5:+$D5,}$T/r7/vols/v$i"
 	done
-	vols7() { # vols7 DIR: start the five volumes on DIR/v1..v5
-		for i in 1 2 3 4 5; do volume_start "v7-$i" "${P7[$i]}" "$1/v$i" || return 1; V7PID[$i]=$LAST; done
+	vols7() { # vols7 DIR: start the five volumes on DIR/v1..v5, each pulling from the others
+		for i in 1 2 3 4 5; do
+			VOL_PEERS=$V5 volume_start "v7-$i" "${P7[$i]}" "$1/v$i" || return 1
+			V7PID[$i]=$LAST
+		done
 	}
 	vols7stop() { for i in 1 2 3 4 5; do stop "${V7PID[$i]}"; done; }
 	# The same five directories served by stock nginx (row 7c, 7d).
@@ -739,6 +744,72 @@ if want 12 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
 	for p in $M12OFF $M12ON $V12OFFPID $V12ONPID; do stop "$p"; done
 fi
 
+# ------------------------ row 13: rebuild and rebalance vs the Go original
+# GO_KEYS keys x 3 replicas of 1 KiB, populated straight on disk for five
+# volumes (-subvolumes 10, the Go default); each round, on the same
+# volumes: mkv rebuilds a fresh index and rebalances 5 -> 3, the files are
+# put back, then the Go original does the same.  On mkv-volumes (started
+# with -peers, so mkv's copies are pulled) and on nginx serving the same
+# directories.  rate = keys/s (rebuild), moved keys/s (rebalance).
+if want 13 && [ -n "${BENCH_GO:-}" ] && [ -x "${BENCH_GO:-}/mkv" ] && [ $HAVE_MKV = 1 ]; then
+	GO_KEYS=${GO_KEYS:-20000}
+	log "row 13: rebuild and rebalance, $GO_KEYS keys, mkv and the Go original alternating"
+	V5G="" V3G="" D5G=""
+	for i in 1 2 3 4 5; do
+		free_port; P13[$i]=$FREE
+		V5G="${V5G:+$V5G,}127.0.0.1:${P13[$i]}"
+		[ $i -le 3 ] && V3G="${V3G:+$V3G,}127.0.0.1:${P13[$i]}"
+		D5G="${D5G:+$D5G,}$T/r13/vols/v$i"
+	done
+	"$BIN/loadgen" populate -n "$GO_KEYS" -s $SMALL -volumes "$V5G" -replicas 3 -subvolumes 10 \
+		-p /bench/r13 -dirs "$D5G" >/dev/null
+	MOVES13=$("$BIN/loadgen" moves -n "$GO_KEYS" -volumes "$V5G" -to "$V3G" -replicas 3 \
+		-subvolumes 10 -p /bench/r13)
+	MOVED13=$(echo "$MOVES13" | tr ' ' '\n' | sed -n 's/^moved=//p')
+	vols13() {
+		for i in 1 2 3 4 5; do
+			if [ "$1" = mkv ]; then
+				VOL_PEERS=$V5G volume_start "v13-$i" "${P13[$i]}" "$T/r13/vols/v$i" || return 1
+			else
+				nginx_start nginx-volume.conf.in "n13-$i" "${P13[$i]}" \
+					-e "s|$T/n13-$i/data|$T/r13/vols/v$i|g" || return 1
+			fi
+			V13PID[$i]=$LAST
+		done
+	}
+	# go13 ROW SIDE N BINARY ARGS...: N / wall seconds of one run, recorded.
+	go13() {
+		local row=$1 side=$2 n=$3 t0 t1
+		shift 3
+		sync
+		t0=$(date +%s.%N)
+		if "$@" >"$T/r13.out" 2>&1; then
+			t1=$(date +%s.%N)
+			record "$row" "$side" "$(echo "$n $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
+		else
+			log "row 13: $* failed: $(tail -1 "$T/r13.out")"
+		fi
+	}
+	for r in $(seq "$RUNS_BIG"); do
+		for kind in mkv nginx; do
+			sfx=$([ $kind = nginx ] && echo n)
+			for who in ours ref; do
+				bin="$BIN/mkv"
+				[ $who = ref ] && bin="$BENCH_GO/mkv"
+				vols13 $kind || exit 1
+				rm -rf "$T/r13/db"
+				go13 "r13b$sfx" $who "$GO_KEYS" "$bin" -replicas 3 -subvolumes 10 \
+					-volumes "$V5G" -db "$T/r13/db" rebuild
+				go13 "r13r$sfx" $who "$MOVED13" "$bin" -replicas 3 -subvolumes 10 \
+					-volumes "$V3G" -db "$T/r13/db" rebalance
+				for i in 1 2 3 4 5; do stop "${V13PID[$i]}"; done
+				"$BIN/loadgen" restore -n "$GO_KEYS" -s $SMALL -volumes "$V5G" -to "$V3G" \
+					-replicas 3 -subvolumes 10 -p /bench/r13 -dirs "$D5G" >/dev/null || break 3
+			done
+		done
+	done
+fi
+
 # ------------------------------------------------------------------ table
 # stats ROW SIDE: "median min max" of the samples, nothing when none.
 stats() {
@@ -809,6 +880,10 @@ row 12c "row 1's GET → 302: the master's CPU per request, with \`-metrics\` vs
 row 12d "row 6a's GET 4 KiB: mkv-volume's CPU per request, with \`-metrics\` vs without" "µs" r12b.cpu r12b.cpu le 1.02
 row 11 "minikeyvalue's thrasher (16 clients, PUT→GET→DELETE), 5 nginx volumes, 3 replicas: mkv vs the Go original" "cycles/s" r11 r11 ge 2
 row 11b "master CPU per thrasher cycle (utime + stime over 10,000 cycles): mkv vs the Go original" "ms" r11b r11b le 0.5
+row 13a "rebuild, ${GO_KEYS:-20000} keys × 3 replicas on 5 mkv-volumes: mkv vs the Go original" "keys/s" r13b r13b ge 1
+row 13b "rebalance 5 → 3 mkv-volumes (mkv's copies pulled by the volumes): mkv vs the Go original" "moved keys/s" r13r r13r ge 1
+row 13c "rebuild, the same files on 5 nginx volumes: mkv vs the Go original" "keys/s" r13bn r13bn ge 1.2
+row 13d "rebalance 5 → 3 nginx volumes: mkv vs the Go original" "moved keys/s" r13rn r13rn ge 1.2
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)

@@ -82,6 +82,8 @@ struct httpc_call {
 	/* Another method (REBALANCE ...), with no body; NULL: GET, or HEAD
 	 * (head), or PUT (read). */
 	const char *method;
+	/* More request headers, "Name: value" each, NULL-terminated; or NULL. */
+	const char *const *headers;
 };
 /* Returns the final status, or -1 with err (256 bytes) when the transfer
  * failed or a callback stopped it. */

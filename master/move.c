@@ -9,6 +9,7 @@
 #include "../common/util.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,16 +143,127 @@ struct move {
 	long tmo;
 };
 
+/* ---- the pull: the new location's volume reads the blob from an old one ----
+ *
+ * `PUT` with `Mkv-Pull: <source URL>` and no body (docs/protocol.md): an
+ * mkv-volume whose -peers names the source's volume GETs it, checks the
+ * md5 (Mkv-Pull-Md5, the record's HASH), fsyncs and renames as for any
+ * PUT, and answers with `Mkv-Pull: done`.  No byte passes through here.
+ * A volume that answers without Mkv-Pull (nginx: 500 to a PUT without a
+ * length, nothing stored) or with `Mkv-Pull: refused` (no -peers, or not
+ * this source's volume) is not asked again by this process: its copies
+ * are streamed through here, as before. */
+
+#define NOPULL_MAX 256
+
+static _Atomic unsigned long copies_pulled, copies_streamed;
+
+void move_copies(unsigned long *pulled, unsigned long *streamed)
+{
+	*pulled = copies_pulled;
+	*streamed = copies_streamed;
+}
+#define PULL_STALL_S 120     /* a pull answers only once done: a large blob takes time */
+
+static struct {
+	pthread_mutex_t mu;
+	char vol[NOPULL_MAX][LOC_MAX];   /* "host:port" of volumes that do not pull */
+	int n;
+} nopull = {PTHREAD_MUTEX_INITIALIZER, {{0}}, 0};
+
+/* loc's volume: "host:port", without a "/svNN". */
+static void loc_volume(const char *loc, char out[LOC_MAX])
+{
+	snprintf(out, LOC_MAX, "%.*s", (int)strcspn(loc, "/"), loc);
+}
+
+static bool may_pull_locked(const char *v)
+{
+	for (int i = 0; i < nopull.n; i++)
+		if (!strcmp(nopull.vol[i], v))
+			return false;
+	return true;
+}
+
+static bool may_pull(const char *loc)
+{
+	char v[LOC_MAX];
+	bool yes;
+	loc_volume(loc, v);
+	pthread_mutex_lock(&nopull.mu);
+	yes = may_pull_locked(v);
+	pthread_mutex_unlock(&nopull.mu);
+	return yes;
+}
+
+static void no_pull(const char *loc, const char *why)
+{
+	char v[LOC_MAX];
+	bool added = false;
+	loc_volume(loc, v);
+	pthread_mutex_lock(&nopull.mu);
+	if (nopull.n < NOPULL_MAX && may_pull_locked(v)) {
+		snprintf(nopull.vol[nopull.n++], LOC_MAX, "%s", v);
+		added = true;
+	}
+	pthread_mutex_unlock(&nopull.mu);
+	if (added)
+		log_msg("rebalance: volume %s does not pull (%s): its copies stream through here", v,
+			why);
+}
+
+struct pull_answer {
+	char outcome[16];        /* Mkv-Pull, "" when absent */
+};
+
+static bool pull_header(void *ctx, int status, const char *line, size_t len)
+{
+	struct pull_answer *a = ctx;
+	(void)status;
+	httpc_header(line, len, "Mkv-Pull", a->outcome, sizeof(a->outcome));
+	return true;
+}
+
+/* Have dst (at location loc) pull the blob from one of the sources, in
+ * order: true once it holds it. */
+static bool pulled(const struct move *m, const int *order, int no, const char *dst,
+		   const char *loc)
+{
+	char src_h[LOC_MAX + PATH_MAX_LEN + 32], md5_h[64], err[256];
+	const char *hdrs[3] = {src_h, m->r.hash[0] ? md5_h : NULL, NULL};
+	snprintf(md5_h, sizeof(md5_h), "Mkv-Pull-Md5: %s", m->r.hash);
+	for (int j = 0; j < no && may_pull(loc); j++) {
+		char *src = httpc_url(m->r.locs[order[j]], m->path);
+		struct pull_answer a = {""};
+		struct httpc_call c = {.url = dst, .method = "PUT", .headers = hdrs,
+				       .connect_ms = m->tmo, .stall_s = PULL_STALL_S,
+				       .header = pull_header, .ctx = &a};
+		int st;
+		snprintf(src_h, sizeof(src_h), "Mkv-Pull: %s", src);
+		st = httpc_call(&c, err);
+		free(src);
+		if (st >= 200 && st < 300 && !strcmp(a.outcome, "done")) {
+			copies_pulled++;
+			return true;
+		}
+		if (st < 0)
+			return false;    /* the destination is unreachable: the stream says so */
+		if (!a.outcome[0])
+			no_pull(loc, "it answers a pull without Mkv-Pull");
+		else if (!strcmp(a.outcome, "refused"))
+			no_pull(loc, "it refuses pulls: start it with -peers naming the volumes");
+		/* else "failed": this source did not give the blob, the next may */
+	}
+	return false;
+}
+
 /* 1. Copy to the wanted locations the record lacks, from any replica that
- * reads intact.  0, or an HTTP status with *why. */
+ * reads intact: pulled by the new location's volume, else streamed through
+ * here.  0, or an HTTP status with *why. */
 static int copy_missing(struct move *m, const char **why)
 {
 	char *dst[RECORD_MAX_LOCS], err[256];
 	int ndst = 0, got = 0;
-	for (int i = 0; i < m->nwant; i++)
-		if (!record_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
-			dst[ndst++] = httpc_url(m->want[i], m->path);
-	/* ops_copy feeds at most HTTPC_COPY_MAXDST destinations at once */
 	/* Sources on volumes the master's checks see up first: a hung one
 	 * accepts the connection, then stalls the copy for a minute while
 	 * the key stays locked.  (Offline, every volume counts as up.) */
@@ -160,6 +272,17 @@ static int copy_missing(struct move *m, const char **why)
 		for (int i = 0; i < m->r.nlocs; i++)
 			if (health_up(m->r.locs[i], strlen(m->r.locs[i])) == !pass)
 				order[no++] = i;
+	for (int i = 0; i < m->nwant; i++) {
+		char *url;
+		if (record_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
+			continue;
+		url = httpc_url(m->want[i], m->path);
+		if (pulled(m, order, no, url, m->want[i]))
+			free(url);
+		else
+			dst[ndst++] = url;
+	}
+	/* ops_copy feeds at most HTTPC_COPY_MAXDST destinations at once */
 	for (int d = 0; d < ndst && !got; d += HTTPC_COPY_MAXDST) {
 		int nd = ndst - d < HTTPC_COPY_MAXDST ? ndst - d : HTTPC_COPY_MAXDST;
 		got = 1;
@@ -167,6 +290,8 @@ static int copy_missing(struct move *m, const char **why)
 			int i = order[j];
 			char *src = httpc_url(m->r.locs[i], m->path);
 			got = httpc_copy_to(src, dst + d, nd, m->r.hash[0] ? m->r.hash : NULL, m->tmo, err);
+			if (!got)
+				copies_streamed += (unsigned long)nd;
 			if (got)
 				log_msg("rebalance: %s", err);
 			free(src);

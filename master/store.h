@@ -151,7 +151,9 @@ int store_delete(const struct config *cfg, struct index *idx, const char *key, s
 /* ---- moving (move.c) ----
  * A key moves in the order that survives a crash at any point:
  *   1. copy the blob to every wanted location that the record lacks
- *      (streamed volume -> volume; verified against HASH when known);
+ *      (pulled by the new location's mkv-volume from an old one, else
+ *      streamed volume -> volume through here; verified against HASH when
+ *      known);
  *   2. write the record with the wanted locations (HASH and DELETED kept);
  *   3. delete the copies that are no longer wanted.
  * Killed before 2, the old record still names complete copies; killed
@@ -174,6 +176,10 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
  * move_key and move_delete_later are done; returns how many are still pending.  A server
  * calls it at shutdown (an old copy left behind is only wasted space). */
 int move_drain(uint64_t timeout_ms);
+
+/* The copies move_key made in this process: pulled by their volume, and
+ * streamed through this process. */
+void move_copies(unsigned long *pulled, unsigned long *streamed);
 
 /* move_key's *why when the record moved but an old copy stayed. */
 extern const char move_left_behind[];

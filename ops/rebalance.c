@@ -17,6 +17,11 @@
 
 /* ---- the command ---- */
 
+/* Offline, keys moved at once per -workers: a move is a chain of short
+ * requests (pull or copy, the index's sync, deletes), each waiting on a
+ * volume's fsync, so one per worker leaves the volumes idle. */
+#define MOVES_PER_WORKER 4
+
 struct run {
 	const struct config *cfg;
 	struct index *idx;          /* offline */
@@ -74,7 +79,7 @@ static int run_offline(struct run *r)
 			r->total++;
 		index_iter_free(it);
 	}
-	ops_index_each(r->idx, r->cfg->workers, &r->b, offline_one, r);
+	ops_index_each(r->idx, r->cfg->workers * MOVES_PER_WORKER, &r->b, offline_one, r);
 	index_close(r->idx);
 	return 0;
 }
@@ -167,6 +172,12 @@ int rebalance_main(const struct config *cfg)
 		log_msg("rebalance: %lu keys seen, %lu moved, %lu failed in %s (%.0f moved keys/s)%s",
 			r.seen, r.moved, r.failed, dur, ops_per_s(r.moved, ms),
 			rc ? "; stopped early, see above" : "");
+		if (!cfg->master) {
+			unsigned long pulled, streamed;
+			move_copies(&pulled, &streamed);
+			log_msg("rebalance: %lu copies pulled by their volumes, %lu streamed through "
+				"here", pulled, streamed);
+		}
 		if (r.left)
 			log_msg("rebalance: %lu moved keys left an old copy behind (a DELETE failed, "
 				"see above): wasted space, not a risk", r.left);

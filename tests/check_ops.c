@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1086,6 +1087,7 @@ END_TEST
 struct fake {
 	int fd, port;
 	bool top_ok;
+	bool partial;      /* answers a GET with 200, 1,000 of 100,000 bytes, then closes */
 	atomic_bool stop;
 	pthread_t t;
 };
@@ -1108,7 +1110,12 @@ static void *fake_main(void *arg)
 				break;
 		}
 		req[got] = '\0';
-		if (f->top_ok && !strncmp(req, "GET / ", 6)) {
+		if (f->partial) {
+			char part[1000];
+			memset(part, 'p', sizeof(part));
+			resp = xasprintf("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n%.1000s",
+					 part);
+		} else if (f->top_ok && !strncmp(req, "GET / ", 6)) {
 			const char *body = "[{\"name\":\"ab\",\"type\":\"directory\"}]";
 			resp = xasprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 					 "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
@@ -1124,12 +1131,13 @@ static void *fake_main(void *arg)
 	return NULL;
 }
 
-static void fake_start(struct fake *f, bool top_ok)
+static void fake_start_as(struct fake *f, bool top_ok, bool partial)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
 	memset(f, 0, sizeof(*f));
 	f->top_ok = top_ok;
+	f->partial = partial;
 	f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(f->fd, 0);
 	ck_assert_int_eq(bind(f->fd, (struct sockaddr *)&a, sizeof(a)), 0);
@@ -1137,6 +1145,11 @@ static void fake_start(struct fake *f, bool top_ok)
 	ck_assert_int_eq(getsockname(f->fd, (struct sockaddr *)&a, &al), 0);
 	f->port = ntohs(a.sin_port);
 	ck_assert_int_eq(pthread_create(&f->t, NULL, fake_main, f), 0);
+}
+
+static void fake_start(struct fake *f, bool top_ok)
+{
+	fake_start_as(f, top_ok, false);
 }
 
 static void fake_stop(struct fake *f)
@@ -1213,6 +1226,213 @@ START_TEST(test_rebuild_failed_listing)
 }
 END_TEST
 
+/* ---- the pull (docs/protocol.md: PUT with Mkv-Pull) ---- */
+
+/* PUT url with Mkv-Pull: src (and Mkv-Pull-Md5: md5 unless NULL); the
+ * answer's Mkv-Pull into outcome (16 bytes, "" when absent). */
+static long pull_put(const char *url, const char *src, const char *md5, char *outcome)
+{
+	char *h1 = xasprintf("Mkv-Pull: %s", src), *h2 = xasprintf("Mkv-Pull-Md5: %s", md5);
+	const char *hdrs[] = {h1, md5 ? h2 : NULL, NULL};
+	struct resp r = {0};
+	long st = h_http("PUT", url, NULL, 0, hdrs, false, &r);
+	char *o = h_header(&r, "Mkv-Pull");
+	snprintf(outcome, 16, "%s", o ? o : "");
+	free(o);
+	h_resp_free(&r);
+	free(h1);
+	free(h2);
+	return st;
+}
+
+/* Nothing at all (no temporary file either) in the directory of url's
+ * file on volume v: dir_has_files of that file. */
+static bool left_nothing(int v, const char *path)
+{
+	char *f = xasprintf("%s%s", V[v].dir, path);
+	bool none = !dir_has_files(f) && access(f, F_OK) != 0;
+	free(f);
+	return none;
+}
+
+/* An mkv-volume pulls a blob from a peer: the bytes land with their md5;
+ * a source outside -peers (or a URL with a query) is refused with
+ * nothing fetched; a source that fails mid-body, a 404, or bytes whose
+ * md5 is not Mkv-Pull-Md5 leave nothing at the destination; a pull with a
+ * body is refused. */
+START_TEST(test_pull)
+{
+	static char val[200000];
+	char md5[33], outcome[16], err[256], *peers, *src, *u, *f;
+	struct fake bad;
+	struct resp r = {0};
+	const char *const body_hdr[] = {"Mkv-Pull: x", NULL};
+	for (size_t i = 0; i < sizeof(val); i++)
+		val[i] = (char)('a' + (i * 7919) % 26);
+	md5_hex(val, sizeof(val), md5);
+	fake_start_as(&bad, false, true);
+	/* V[0], V[2] (mkv-volumes) pull from V[0], V[2] and the fake; V[4] is no peer */
+	peers = xasprintf("%s,http://%s/sv01,127.0.0.1:%d", V[0].name, V[2].name, bad.port);
+	V[2].peers = peers;
+	h_vol_restart(&V[2]);
+	src = xasprintf("http://%s/aa/bb/src", V[0].name);
+	ck_assert_int_eq(httpc_do("PUT", src, val, sizeof(val), 10000, NULL, 0, err) / 100, 2);
+	u = xasprintf("http://%s/aa/bb/src", V[4].name);
+	ck_assert_int_eq(httpc_do("PUT", u, val, sizeof(val), 10000, NULL, 0, err) / 100, 2);
+	free(u);
+
+	u = xasprintf("http://%s/cc/dd/ok", V[2].name);
+	ck_assert_int_eq(pull_put(u, src, md5, outcome), 201);
+	ck_assert_str_eq(outcome, "done");
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	ck_assert_uint_eq(r.body.len, sizeof(val));
+	ck_assert_mem_eq(r.body.data, val, sizeof(val));
+	h_resp_free(&r);
+	f = xasprintf("%s/cc/dd/ok", V[2].dir);
+	{
+		char x[33] = "";
+		ck_assert_int_eq(getxattr(f, "user.mkv.md5", x, 32), 32);
+		ck_assert_str_eq(x, md5);
+	}
+	free(f);
+	free(u);
+	/* without the md5 too */
+	u = xasprintf("http://%s/cc/dd/ok2", V[2].name);
+	ck_assert_int_eq(pull_put(u, src, NULL, outcome), 201);
+	ck_assert_str_eq(outcome, "done");
+	free(u);
+
+	/* refused: not a peer (V[4]), a query, no -peers at all (V[4] itself) */
+	u = xasprintf("http://%s/ee/ff/x", V[2].name);
+	{
+		char *other = xasprintf("http://%s/aa/bb/src", V[4].name);
+		ck_assert_int_eq(pull_put(u, other, md5, outcome), 403);
+		ck_assert_str_eq(outcome, "refused");
+		free(other);
+		other = xasprintf("%s?x", src);
+		ck_assert_int_eq(pull_put(u, other, md5, outcome), 403);
+		free(other);
+	}
+	ck_assert(left_nothing(2, "/ee/ff/x"));
+	free(u);
+	u = xasprintf("http://%s/ee/ff/x", V[4].name);
+	ck_assert_int_eq(pull_put(u, src, md5, outcome), 403);
+	ck_assert_str_eq(outcome, "refused");
+	ck_assert(left_nothing(4, "/ee/ff/x"));
+	free(u);
+
+	/* failed: wrong md5, a source that dies mid-body, a missing source */
+	u = xasprintf("http://%s/gg/hh/x", V[2].name);
+	ck_assert_int_eq(pull_put(u, src, "0123456789abcdef0123456789abcdef", outcome), 502);
+	ck_assert_str_eq(outcome, "failed");
+	ck_assert(left_nothing(2, "/gg/hh/x"));
+	{
+		char *dies = xasprintf("http://127.0.0.1:%d/aa/bb/src", bad.port);
+		ck_assert_int_eq(pull_put(u, dies, NULL, outcome), 502);
+		ck_assert_str_eq(outcome, "failed");
+		free(dies);
+	}
+	ck_assert(left_nothing(2, "/gg/hh/x"));
+	{
+		char *gone = xasprintf("http://%s/aa/bb/none", V[0].name);
+		ck_assert_int_eq(pull_put(u, gone, NULL, outcome), 404);
+		free(gone);
+	}
+	ck_assert(left_nothing(2, "/gg/hh/x"));
+	/* a body with it */
+	ck_assert_int_eq(h_http("PUT", u, "abc", 3, body_hdr, false, &r), 400);
+	h_resp_free(&r);
+	ck_assert(left_nothing(2, "/gg/hh/x"));
+	free(u);
+
+	fake_stop(&bad);
+	V[2].peers = NULL;
+	free(peers);
+	free(src);
+}
+END_TEST
+
+/* A rebalance 3 -> 5 with -peers on the mkv-volumes: each new copy on an
+ * mkv-volume is pulled by it, each on nginx streamed through the tool (the
+ * summary counts both), and every key reads back whole from every
+ * location its record names, which are key2volume's. */
+START_TEST(test_rebalance_pull)
+{
+	char *db = xasprintf("%s/pull.db", tmp), *log = xasprintf("%s/pull.log", tmp), *why;
+	char *all = h_volumes_arg(V, NVOL), *msg;
+	struct index *idx;
+	int pulls = 0, streams = 0, n = 300;
+	replicas = 2;
+	subvolumes = 1;
+	for (int v = 0; v < NVOL; v++)
+		if (V[v].kind == VOL_MKV) {
+			V[v].peers = all;
+			h_vol_restart(&V[v]);
+		}
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (int i = 0; i < n; i++) {
+		char key[32], old[RECORD_MAX_LOCS][LOC_MAX], want[RECORD_MAX_LOCS][LOC_MAX];
+		const char *sub;
+		int no, nw;
+		snprintf(key, sizeof(key), "/pull/%d", i);
+		no = put_direct(idx, key, key, 3, old);
+		nw = placement_volumes(key, strlen(key), names, NVOL, 2, 1, want);
+		for (int j = 0; j < nw; j++) {
+			bool had = false;
+			for (int k = 0; k < no; k++)
+				had |= !strcmp(old[k], want[j]);
+			if (!had && V[vol_of(want[j], &sub)].kind == VOL_MKV)
+				pulls++;
+			else if (!had)
+				streams++;
+		}
+	}
+	index_close(idx);
+	ck_assert(pulls > 0 && streams > 0);
+	unlink(log);
+	ck_assert_int_eq(mkv("rebalance", NVOL, db, NULL, log), 0);
+	msg = xasprintf("rebalance: %d copies pulled by their volumes, %d streamed through here",
+			pulls, streams);
+	if (!file_has(log, msg))
+		show_log(log);
+	ck_assert_msg(file_has(log, msg), "want \"%s\"", msg);
+	free(msg);
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (int i = 0; i < n; i++) {
+		char key[32], want[RECORD_MAX_LOCS][LOC_MAX], path[PATH_MAX_LEN], *val;
+		struct record r;
+		size_t vlen;
+		int nw;
+		snprintf(key, sizeof(key), "/pull/%d", i);
+		nw = placement_volumes(key, strlen(key), names, NVOL, 2, 1, want);
+		val = index_get(idx, key, strlen(key), &vlen);
+		ck_assert_ptr_nonnull(val);
+		ck_assert_int_eq(record_parse(val, vlen, &r), 0);
+		ck_assert_int_eq(r.nlocs, nw);
+		placement_path(key, strlen(key), path);
+		for (int j = 0; j < nw; j++) {
+			struct resp g = {0};
+			char *u = xasprintf("http://%s%s", r.locs[j], path);
+			ck_assert_str_eq(r.locs[j], want[j]);
+			ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &g), 200);
+			ck_assert_uint_eq(g.body.len, strlen(key));
+			ck_assert_mem_eq(g.body.data, key, strlen(key));
+			h_resp_free(&g);
+			free(u);
+		}
+		free(val);
+	}
+	index_close(idx);
+	for (int v = 0; v < NVOL; v++)
+		V[v].peers = NULL;
+	free(all);
+	free(db);
+	free(log);
+}
+END_TEST
+
 Suite *ops_suite(void)
 {
 	Suite *s = suite_create("ops");
@@ -1240,6 +1460,12 @@ Suite *ops_suite(void)
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_rebuild_differ);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("pull");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_pull);
+	tcase_add_test(tc, test_rebalance_pull);
 	suite_add_tcase(s, tc);
 	return s;
 }

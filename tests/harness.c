@@ -232,7 +232,12 @@ static bool vol_try_spawn(struct vol *v, const char *log)
 	snprintf(port, sizeof(port), "%d", v->port);
 	if (v->kind == VOL_MKV) {
 		char *bin = h_bin("mkv-volume");
-		char *argv[] = {bin, "-port", port, v->dir, NULL};
+		char *argv[] = {bin, "-port", port, v->dir, NULL, NULL, NULL};
+		if (v->peers) {   /* -peers LIST before the directory */
+			argv[3] = "-peers";
+			argv[4] = (char *)v->peers;
+			argv[5] = v->dir;
+		}
 		v->pid = h_spawn(argv, log);
 		free(bin);
 	} else {
@@ -287,6 +292,7 @@ void h_vol_start(struct vol *v, enum vol_kind kind)
 {
 	char *tmp = h_tmpdir();
 	v->kind = kind;
+	v->peers = NULL;   /* a test sets it before a restart */
 	v->port = h_free_port();
 	v->dir = xasprintf("%s/data", tmp);
 	mkdir(v->dir, 0755);

@@ -64,6 +64,8 @@ struct vol {
 	pid_t pid;
 	char *dir;     /* data directory */
 	char *name;    /* "127.0.0.1:port" */
+	const char *peers;   /* mkv-volume's -peers, or NULL (h_vol_start's); set it
+				before h_vol_restart */
 };
 void h_vol_start(struct vol *v, enum vol_kind kind);
 /* Restart on the same port and directory. */

@@ -15,9 +15,10 @@
  *       other.  rate = cycles/s: what the volumes allow the master.
  *   loadgen walk     -c 16 -volumes A,B,..
  *       The listings `mkv rebuild` asks the volumes for, made straight:
- *       each volume's top, each svNN/, each /xx/ plainly and again with
- *       ?recursive, and every directory below that a plain (nginx) answer
- *       names.  rate = listings/s.
+ *       each volume's top, each svNN/, each /xx/ plainly and then again
+ *       with ?recursive -- or, on a volume that answered ?recursive with
+ *       directories (nginx), its /xx/yy/ straight away -- and every
+ *       directory below that a plain answer names.  rate = listings/s.
  *   loadgen move     -c 16 -n N -s SIZE -volumes OLD,.. -to NEW,..
  *                    [-replicas 3] [-subvolumes 10] [-p PREFIX]
  *       The volume requests of a rebalance OLD -> NEW, made straight: for
@@ -234,6 +235,22 @@ static void queue_push(int level, const char *url)
 	nqueue++;
 }
 
+/* walk: the volumes ("host:port") seen answering ?recursive plainly. */
+static char flat_vol[64][128];
+static int nflat;
+
+static bool is_flat(const char *url, bool mark)
+{
+	const char *h = strstr(url, "://") ? strstr(url, "://") + 3 : url;
+	int n = (int)strcspn(h, "/");
+	for (int i = 0; i < nflat; i++)
+		if ((int)strlen(flat_vol[i]) == n && !strncmp(flat_vol[i], h, (size_t)n))
+			return true;
+	if (mark && nflat < 64 && n < 128)
+		snprintf(flat_vol[nflat++], sizeof(flat_vol[0]), "%.*s", n, h);
+	return false;
+}
+
 /* walk: a listing came; queue what rebuild would ask for next. */
 static void walk_done(struct slot *s)
 {
@@ -266,11 +283,16 @@ static void walk_done(struct slot *s)
 			queue_push(W_ROOT, u);
 		} else if (level == W_ROOT) {
 			queue_push(W_XX, u);
-			snprintf(u, sizeof(u), "%s%s/?recursive", base, name);
-			queue_push(W_REC, u);
+		} else if (level == W_XX && is_flat(base, false)) {
+			queue_push(W_REC, u);   /* rebuild lists a plain volume's /xx/yy/ at once */
 		} else if (level == W_REC) {
+			is_flat(base, true);
 			queue_push(W_REC, u);
 		}
+	}
+	if (level == W_XX && !is_flat(base, false)) {
+		snprintf(u, sizeof(u), "%s?recursive", base);
+		queue_push(W_REC, u);
 	}
 	json_decref(a);
 }

@@ -11,13 +11,13 @@
 #include "server.h"
 
 static const char head[] =
-	"usage: mkv-volume [-port N] [-idletimeout D] [-metrics H:P] [-accesslog FILE] DIR\n"
+	"usage: mkv-volume [-port N] [-idletimeout D] [-peers LIST] [-metrics H:P] [-accesslog FILE] DIR\n"
 	"  Serve the blobs in DIR (created if missing) over HTTP: GET, HEAD,\n"
 	"  PUT, DELETE and JSON listings of directories, as nginx does.\n";
 
 int main(int argc, char **argv)
 {
-	const char *port_s = getenv("PORT");
+	const char *port_s = getenv("PORT"), *peers = NULL;
 	uint64_t idle_ms = 60000;
 	const char *metrics = NULL, *accesslog = NULL;
 	const struct flag flags[] = {
@@ -28,6 +28,9 @@ int main(int argc, char **argv)
 		 "log every request, nginx's combined format (-: stderr; default: off)"},
 		{"idletimeout", FLAG_DURATION, &idle_ms, 1000, 0, "D",
 		 "close a client connection silent, or sending its request head, this long (default 60s)"},
+		{"peers", FLAG_STR, &peers, 0, 0, "LIST",
+		 "the volumes (host:port,...: the master's -volumes) a PUT with Mkv-Pull may read "
+		 "from; none: pulls are refused"},
 		{NULL, 0, NULL, 0, 0, NULL, NULL},
 	};
 	char *dir[2];
@@ -56,6 +59,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	vol_server_peers(peers);
 	s = vol_server_start((int)port, dir[0], idle_ms, metrics, accesslog);
 	if (!s)
 		return 1;

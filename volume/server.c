@@ -32,11 +32,13 @@
 
 #define SYNC_WORKERS 32          /* fsyncs in flight at once */
 #define HASH_WORKERS 4           /* HEAD ?md5 files being read at once */
+#define PULL_WORKERS 32          /* pulls (PUT with Mkv-Pull) in flight at once */
+#define PULL_STALL_S 30          /* a source that sends nothing this long fails the pull */
 #define MAX_CONNECTIONS 16384    /* or what the fd limit allows: 2 fds each */
 #define CONN_MEMORY (32 * 1024)  /* request line + headers + one body buffer */
 #define PATH_BYTES 4096
 
-enum method { M_GET, M_HEAD, M_REFUSED, M_PUT, M_DELETE, M_MD5, M_OTHER };
+enum method { M_GET, M_HEAD, M_REFUSED, M_PUT, M_DELETE, M_MD5, M_PULL, M_OTHER };
 
 /* A GET or HEAD (but HEAD ?md5). */
 struct read_req {
@@ -56,6 +58,9 @@ struct req {
 	int fd;                        /* M_MD5: the file, once hashed */
 	struct stat st;
 	char md5[33];
+	char *pull;                    /* M_PULL: the source's URL (Mkv-Pull) */
+	char pull_md5[33];             /* M_PULL: what its bytes must hash to, or "" */
+	const char *pull_outcome;      /* M_PULL: the answer's Mkv-Pull */
 	char path[PATH_BYTES];
 };
 
@@ -66,8 +71,12 @@ struct vol_server {
 	/* PUT and DELETE wait for their fsyncs in sync.  HEAD ?md5 (mkv
 	 * verify) reads whole files: hash has threads of its own, so a
 	 * verify never holds up the fsyncs of writes. */
-	struct spawn_queue *sync, *hash;
+	struct spawn_queue *sync, *hash, *pull;
 };
+
+/* -peers: the volumes a pull may read from, "host:port" each. */
+static char **peers;
+static int npeers;
 
 /* The one server (the front is one per process), for the route's calls. */
 static struct vol_server *server;
@@ -291,6 +300,90 @@ static int answer_read(struct vol_server *s, struct MHD_Connection *c, const cha
 	return dir ? send_listing(s, c, path, head) : send_file(s, c, url, path, head);
 }
 
+/* ---- the pull: PUT with Mkv-Pull, the body read from another volume ---- */
+
+void vol_server_peers(const char *list)
+{
+	char *copy = xstrdup(list ? list : ""), *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		size_t n;
+		if (strstr(t, "://"))
+			t = strstr(t, "://") + 3;
+		n = strcspn(t, "/");          /* a subvolume is its volume's */
+		if (!n)
+			continue;
+		peers = xrealloc(peers, sizeof(*peers) * (size_t)(npeers + 1));
+		peers[npeers++] = xstrndup(t, n);
+	}
+	free(copy);
+}
+
+/* Is url "http://<a peer's host:port>/<path>", with no query? */
+static bool pull_allowed(const char *url)
+{
+	const char *a = url + 7, *slash;
+	if (strncmp(url, "http://", 7) || !(slash = strchr(a, '/')) || strpbrk(url, "?#"))
+		return false;
+	for (int i = 0; i < npeers; i++)
+		if (strlen(peers[i]) == (size_t)(slash - a) && !strncmp(peers[i], a, (size_t)(slash - a)))
+			return true;
+	return false;
+}
+
+struct pull_sink {
+	struct vol_put *put;
+	int status;                    /* of the answer whose body arrives */
+	int werr;                      /* the write's failure status, or 0 */
+};
+
+static bool pull_header(void *ctx, int status, const char *line, size_t len)
+{
+	struct pull_sink *k = ctx;
+	(void)line;
+	(void)len;
+	k->status = status;
+	return true;
+}
+
+static bool pull_body(void *ctx, const char *p, size_t n)
+{
+	struct pull_sink *k = ctx;
+	if (k->status != 200)
+		return true;                   /* an error page: dropped, never stored */
+	k->werr = vol_put_write(k->put, p, n);
+	return k->werr == 0;
+}
+
+/* GET the source into the PUT's temporary file, check the md5, commit:
+ * the PUT's status, or 502 with nothing left when the source did not give
+ * the whole blob (or the blob the md5 names).  Frees r->put. */
+static int pull(struct req *r)
+{
+	struct pull_sink k = {.put = r->put};
+	char err[256] = "", md5[33] = "";
+	struct httpc_call g = {.url = r->pull, .connect_ms = 5000, .stall_s = PULL_STALL_S,
+			       .header = pull_header, .body = pull_body, .md5 = md5, .ctx = &k};
+	int st = httpc_call(&g, err);
+	if (st == 200 && !k.werr && (!r->pull_md5[0] || !strcmp(md5, r->pull_md5))) {
+		r->pull_outcome = "done";
+		memcpy(r->md5, md5, sizeof(md5));
+		return vol_put_commit(r->put);
+	}
+	vol_put_abort(r->put);
+	r->pull_outcome = "failed";
+	if (k.werr)
+		return k.werr;                 /* this disk's failure, logged */
+	if (st == 200)
+		log_msg("pull %s -> %s: md5 %s, not %s: nothing stored", r->pull, r->path, md5,
+			r->pull_md5);
+	else if (st > 0)
+		log_msg("pull %s -> %s: the source answered %d: nothing stored", r->pull, r->path, st);
+	else
+		log_msg("pull %s -> %s: %s: nothing stored", r->pull, r->path, err);
+	r->why = st == 404 ? "pull: the source has no such file" : "pull: the source failed";
+	return st == 404 ? 404 : 502;
+}
+
 static void work(void *ctx, void *item)
 {
 	struct vol_server *s = ctx;
@@ -299,6 +392,9 @@ static void work(void *ctx, void *item)
 		r->status = vol_fs_md5(&s->root, r->path, &r->fd, &r->st, r->md5);
 	} else if (r->m == M_PUT) {
 		r->status = vol_put_commit(r->put);
+		r->put = NULL;
+	} else if (r->m == M_PULL) {
+		r->status = pull(r);
 		r->put = NULL;
 	} else {
 		r->status = vol_fs_delete(&s->root, r->path);
@@ -327,6 +423,18 @@ static int send_md5(struct req *r)
 	return ok;
 }
 
+/* A pull's answer: Mkv-Pull says how it went (so a client tells an
+ * mkv-volume's answer from a server that knows no pull), and a stored
+ * blob's md5 comes back as Content-Md5. */
+static int send_pulled(struct req *r)
+{
+	struct front_hdr h[2] = {{"Mkv-Pull", r->pull_outcome ? r->pull_outcome : "failed"}};
+	if (r->status >= 300)
+		return send_error_hdr(r->sl.conn, false, r->status, r->why, h[0].name, h[0].value);
+	h[1] = (struct front_hdr){"Content-Md5", r->md5};
+	return front_send(r->sl.conn, r->status, h, 2, NULL, 0);
+}
+
 static bool has_body(struct MHD_Connection *c)
 {
 	const char *cl = front_header(c, "Content-Length");
@@ -353,8 +461,14 @@ static void begin_write(struct vol_server *s, struct req *r, const char *url)
 		r->why = "a PUT path must not end in /";
 	} else if (front_header(r->sl.conn, "Content-Range"))
 		r->status = 501;
+	else if (r->m == M_PULL && has_body(r->sl.conn))
+		r->status = 400, r->why = "a PUT with Mkv-Pull has no body";
+	else if (r->m == M_PULL && !pull_allowed(r->pull))
+		r->status = 403, r->why = "Mkv-Pull names no volume of -peers";
 	else
 		r->put = vol_put_begin(&s->root, r->path, &r->status);
+	if (r->m == M_PULL && r->status)
+		r->pull_outcome = r->status == 403 ? "refused" : "failed";
 }
 
 /* ---- the route ---- */
@@ -391,6 +505,13 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *url
 	r->m = md5 ? M_MD5
 	     : !strcmp(method, "PUT") ? M_PUT
 	     : !strcmp(method, "DELETE") ? M_DELETE : M_OTHER;
+	if (r->m == M_PUT && front_header(c, "Mkv-Pull")) {
+		const char *want = front_header(c, "Mkv-Pull-Md5");
+		r->m = M_PULL;
+		r->pull = xstrdup(front_header(c, "Mkv-Pull"));
+		if (want && strlen(want) == 32)
+			snprintf(r->pull_md5, sizeof(r->pull_md5), "%s", want);
+	}
 	begin_write(server, r, url);
 	return r;
 }
@@ -425,13 +546,15 @@ static int handler(void *req, const char *upload, size_t *upload_size)
 	if (r->m == M_MD5 && r->status == 200)
 		return send_md5(r);
 	if (r->synced || r->status) {
+		if (r->m == M_PULL)
+			return send_pulled(r);
 		if (r->status >= 300)
 			return send_error_to(r->sl.conn, r->m == M_MD5, r->status, r->why);
 		return front_send(r->sl.conn, r->status, NULL, 0, NULL, 0);
 	}
-	/* The whole body is in (a PUT) or there is none (a DELETE). */
-	return front_queue(&r->sl, r->m == M_MD5 ? s->hash : s->sync, r) == 0 ? FRONT_YES
-										 : FRONT_NO;
+	/* The whole body is in (a PUT) or there is none (a DELETE, a pull). */
+	return front_queue(&r->sl, r->m == M_MD5 ? s->hash : r->m == M_PULL ? s->pull : s->sync,
+			   r) == 0 ? FRONT_YES : FRONT_NO;
 }
 
 static void done(void *req)
@@ -446,6 +569,7 @@ static void done(void *req)
 	vol_put_abort(r->put);      /* a PUT cut off: its temporary file goes */
 	if (r->fd >= 0)
 		close(r->fd);
+	free(r->pull);
 	/* front_finish may still be between waking the connection and its unlock. */
 	pthread_mutex_lock(&r->sl.mu);
 	pthread_mutex_unlock(&r->sl.mu);
@@ -464,6 +588,8 @@ static void vol_free(struct vol_server *s)
 		spawn_queue_end(s->sync);
 	if (s->hash)
 		spawn_queue_end(s->hash);
+	if (s->pull)
+		spawn_queue_end(s->pull);
 	close(s->root.fd);
 	free(s->dir);
 	free(s);
@@ -493,6 +619,7 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 	}
 	s->sync = spawn_queue(SYNC_WORKERS, work, s);
 	s->hash = spawn_queue(HASH_WORKERS, work, s);
+	s->pull = spawn_queue(PULL_WORKERS, work, s);
 	server = s;
 	o.port = port;
 	o.route = &vol_route;
@@ -518,7 +645,8 @@ void vol_server_stop(struct vol_server *s)
 	front_drain(0);
 	spawn_queue_end(s->sync);
 	spawn_queue_end(s->hash);
-	s->sync = s->hash = NULL;
+	spawn_queue_end(s->pull);
+	s->sync = s->hash = s->pull = NULL;
 	front_stop();
 	vol_free(s);
 }

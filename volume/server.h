@@ -14,6 +14,11 @@ struct vol_server;
  * start. */
 struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 				   const char *metrics, const char *accesslog);
+/* The volumes a pull (PUT with Mkv-Pull, docs/protocol.md) may read
+ * from: "host:port" (or "http://host:port", a "/svNN" ignored), comma
+ * separated, as the master's -volumes.  None: every pull is refused (403).
+ * Call before vol_server_start. */
+void vol_server_peers(const char *list);
 /* Refuse new requests, finish the writes being made durable, stop, free. */
 void vol_server_stop(struct vol_server *s);
 
