@@ -147,7 +147,8 @@ static void cluster_up(void)
 	const char *flags[] = {"-metrics", maddr, "-voltimeout", "500ms", NULL};
 	for (int i = 0; i < 3; i++) {
 		svol_start(&sv[i], NULL);
-		hv[i] = (struct vol){VOL_MKV, sv[i].port, 0, sv[i].dir, sv[i].name};
+		hv[i] = (struct vol){.kind = VOL_MKV, .port = sv[i].port, .dir = sv[i].dir,
+				     .name = sv[i].name};
 	}
 	mmport = h_free_port();
 	snprintf(maddr, sizeof(maddr), "127.0.0.1:%d", mmport);
