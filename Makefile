@@ -50,7 +50,7 @@ FRONT_OBJ  := $(call obj,common/front.c common/reqstats.c common/accesslog.c com
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
 
-.PHONY: all deps run test tests test-hosts layers valgrind bench clean
+.PHONY: all deps run test test-hosts layers valgrind bench clean
 all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
 
 deps:
@@ -101,9 +101,6 @@ endef
 # The layers keep to their includes (docs/architecture.md).
 layers:
 	@tests/layers.sh
-
-# Every suite built, none run (.ci/run builds the sanitizer's meanwhile).
-tests: all $(TESTS)
 
 test: layers all $(TESTS)
 	$(call run_suites,$(TESTS),MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))

@@ -77,6 +77,10 @@ int ops_hash_dir(const char *name);
 bool ops_subvolume_dir(const char *name);
 
 #define OPS_LIST_MAX (256u << 20)   /* the largest volume listing accepted */
+/* Offline rebalance: keys moved at once per -workers.  A move is a chain
+ * of short requests (pull or copy, the index's sync, deletes), each
+ * waiting on a volume's fsync, so one per worker leaves the volumes idle. */
+#define OPS_MOVES_PER_WORKER 4
 /* A JSON directory listing's array from a GET's answer, or NULL with err
  * (256 bytes) saying why (status 404 included: "status 404"). */
 struct json_t *ops_listing(int status, const char *body, size_t len, char *err);

@@ -17,11 +17,6 @@
 
 /* ---- the command ---- */
 
-/* Offline, keys moved at once per -workers: a move is a chain of short
- * requests (pull or copy, the index's sync, deletes), each waiting on a
- * volume's fsync, so one per worker leaves the volumes idle. */
-#define MOVES_PER_WORKER 4
-
 struct run {
 	const struct config *cfg;
 	struct index *idx;          /* offline */
@@ -79,7 +74,7 @@ static int run_offline(struct run *r)
 			r->total++;
 		index_iter_free(it);
 	}
-	ops_index_each(r->idx, r->cfg->workers * MOVES_PER_WORKER, &r->b, offline_one, r);
+	ops_index_each(r->idx, r->cfg->workers * OPS_MOVES_PER_WORKER, &r->b, offline_one, r);
 	index_close(r->idx);
 	return 0;
 }

@@ -740,8 +740,8 @@ START_TEST(test_rebuild_rebalance)
 	show_log(log);
 	strays = check_cluster_clean(served, NVOL, true, false, true);
 	/* a kill between a record's update and its old copy's delete leaves
-	 * that copy behind: at most one per worker in flight */
-	ck_assert_int_le(strays, WORKERS * replicas);
+	 * that copy behind: at most one per move in flight */
+	ck_assert_int_le(strays, WORKERS * OPS_MOVES_PER_WORKER * replicas);
 	fprintf(stderr, "rebalance 3->5 killed and rerun: %llu ms, %d leftover copies\n",
 		(unsigned long long)timed(&t), strays);
 	ck_assert(file_has(log, "keys seen"));
