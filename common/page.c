@@ -1,6 +1,8 @@
 /* page.c -- see page.h. */
 #include "page.h"
 
+#include <string.h>
+
 static const char html[] =
 "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>mkv status</title>\n"
 "<style>\n"
@@ -69,6 +71,20 @@ static const char html[] =
 void page_html(struct buf *b)
 {
 	buf_append(b, html, sizeof(html) - 1);
+}
+
+double page_p99(struct page_p99 *p, const uint64_t hist[METRICS_NLE + 1])
+{
+	if (now_ms() - p->at_ms >= 1000) {
+		uint64_t d[METRICS_NLE + 1];
+		struct metrics_hist h = {metrics_le, METRICS_NLE, d, 0};
+		for (int i = 0; i <= METRICS_NLE; i++)
+			d[i] = hist[i] - p->prev[i];
+		p->ms = metrics_quantile(&h, 0.99) * 1000;
+		memcpy(p->prev, hist, sizeof(p->prev));
+		p->at_ms = now_ms();
+	}
+	return p->ms;
 }
 
 double page_rate(struct page_rate *r, uint64_t total)

@@ -4,6 +4,7 @@
 #ifndef MKV_PAGE_H
 #define MKV_PAGE_H
 
+#include "metrics.h"
 #include "util.h"
 
 void page_html(struct buf *b);
@@ -17,5 +18,14 @@ struct page_rate {
 	double per_s;
 };
 double page_rate(struct page_rate *r, uint64_t total);
+
+/* The p99 (ms) of the requests in a latency histogram (metrics_le's
+ * buckets) since the previous call at least 1 s before; the last one in
+ * between. */
+struct page_p99 {
+	uint64_t prev[METRICS_NLE + 1], at_ms;
+	double ms;
+};
+double page_p99(struct page_p99 *p, const uint64_t hist[METRICS_NLE + 1]);
 
 #endif

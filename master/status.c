@@ -124,24 +124,13 @@ static void json_str(struct buf *b, const char *s)
  * master's, kept by the listener's one thread. */
 static struct page_rate *vol_sent, *vol_err;
 static struct page_rate req_rate, err_rate;
-static uint64_t prev_hist[METRICS_NLE + 1];
-static double p99_ms;
-static uint64_t p99_at_ms;
+static struct page_p99 p99;
 
 static void status_json(struct buf *b)
 {
 	struct reqstats_sum sum;
 	int nv = health_volumes();
 	reqstats_sum(&sum);
-	if (now_ms() - p99_at_ms >= 1000) {   /* p99 of the requests since then */
-		uint64_t d[METRICS_NLE + 1];
-		struct metrics_hist h = {metrics_le, METRICS_NLE, d, 0};
-		for (int i = 0; i <= METRICS_NLE; i++)
-			d[i] = sum.hist[i] - prev_hist[i];
-		p99_ms = metrics_quantile(&h, 0.99) * 1000;
-		memcpy(prev_hist, sum.hist, sizeof(prev_hist));
-		p99_at_ms = now_ms();
-	}
 	buf_puts(b, "{\"role\":\"master\",\"name\":");
 	{
 		char name[32];
@@ -152,7 +141,7 @@ static void status_json(struct buf *b)
 		      "\"errors_per_s\":%.2f,\"p99_ms\":%.3f,\"in_flight\":",
 		   (unsigned long long)((now_ms() - started_ms) / 1000),
 		   (unsigned long long)sum.requests, page_rate(&req_rate, sum.requests),
-		   page_rate(&err_rate, sum.errors), p99_ms);
+		   page_rate(&err_rate, sum.errors), page_p99(&p99, sum.hist));
 	buf_printf(b, "%d", sum.in_flight);
 	if (atomic_load(&keys_known))
 		buf_printf(b, ",\"keys\":%llu,\"keys_kind\":\"estimated, %llu s old\"",

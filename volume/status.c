@@ -107,8 +107,7 @@ static void collect(struct buf *b)
 /* ---- /status and / ---- */
 
 static struct page_rate req_rate, err_rate;
-static uint64_t prev_hist[METRICS_NLE + 1], p99_at_ms;
-static double p99_ms;
+static struct page_p99 p99;
 
 static void json_str(struct buf *b, const char *s)
 {
@@ -142,15 +141,6 @@ static void status_json(struct buf *b)
 	char name[4200];
 	reqstats_sum(&sum);
 	vol_fs_stats(&fs);
-	if (now_ms() - p99_at_ms >= 1000) {   /* p99 of the requests since then */
-		uint64_t d[METRICS_NLE + 1];
-		struct metrics_hist h = {metrics_le, METRICS_NLE, d, 0};
-		for (int i = 0; i <= METRICS_NLE; i++)
-			d[i] = sum.hist[i] - prev_hist[i];
-		p99_ms = metrics_quantile(&h, 0.99) * 1000;
-		memcpy(prev_hist, sum.hist, sizeof(prev_hist));
-		p99_at_ms = now_ms();
-	}
 	snprintf(name, sizeof(name), "%s (port %d)", root_path, vport);
 	buf_puts(b, "{\"role\":\"volume\",\"name\":");
 	json_str(b, name);
@@ -159,7 +149,7 @@ static void status_json(struct buf *b)
 		      "\"volumes\":[",
 		   (unsigned long long)((now_ms() - started_ms) / 1000),
 		   (unsigned long long)sum.requests, page_rate(&req_rate, sum.requests),
-		   page_rate(&err_rate, sum.errors), p99_ms, sum.in_flight, fs.tmp_files);
+		   page_rate(&err_rate, sum.errors), page_p99(&p99, sum.hist), sum.in_flight, fs.tmp_files);
 	each_dir(dir_json, b);
 	buf_puts(b, "]}\n");
 }
