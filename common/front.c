@@ -1,11 +1,15 @@
 /* front.c -- see front.h.  The only file that includes microhttpd.h.
  *
- * libmicrohttpd runs one epoll thread per core.  A request is offered to
+ * One event loop per core (loop.h), each running its own libmicrohttpd
+ * daemon in external-epoll mode on the one listening socket; the volume
+ * client's async transfers run on the same loops.  A request is offered to
  * the routes at its handler's first call and answered on a later one: an
  * answer queued on the first call makes libmicrohttpd close the
  * connection, which costs keep-alive (NOTES.md), so only refusals go there. */
 #include "front.h"
 #include "accesslog.h"
+#include "httpc.h"
+#include "loop.h"
 #include "metrics.h"
 #include "reaper.h"
 #include "reqstats.h"
@@ -14,6 +18,7 @@
 
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +26,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -40,10 +46,25 @@ struct conn {
 	int status;                        /* the answer's, 0 until one is queued */
 	uint64_t start_ms, start_ns, up, down;   /* bytes read, bytes answered */
 	bool refused;                      /* counted in refused_open until it closes */
+	struct front_loop *fl;             /* the loop it runs on */
 };
 
+/* A loop thread and its daemon. */
+struct front_loop {
+	struct loop *loop;
+	struct MHD_Daemon *d;
+	pthread_t th;
+	struct loop_fd w;        /* the daemon's epoll descriptor */
+	struct loop_timer t;     /* libmicrohttpd's next deadline */
+	bool kick;               /* run it at once: a connection was resumed */
+	bool quiesced;
+};
+
+static __thread struct front_loop *this_loop;
 static struct front_opts opts;
-static struct MHD_Daemon *daemon_, *admin;
+static struct front_loop *loops;
+static int nloops, listen_fd = -1;
+static struct MHD_Daemon *admin;
 static struct reaper *reaper;
 static const struct front_route *routes[4];
 static int nroutes;
@@ -328,11 +349,17 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		int fd = front_fd(c);
 		k = xcalloc(1, sizeof(*k));
+		k->fl = this_loop;
 		if (opts.opened)
 			opts.opened(fd);
 		reaper_add(reaper, &k->reap, fd);
 		*socket_context = k;
 	} else if (k) {
+		/* At the connection limit libmicrohttpd stops accepting, and
+		 * takes the listening socket back only at the start of a run:
+		 * run once more, for a client that waits to be let in. */
+		if (this_loop)
+			this_loop->kick = true;
 		if (k->refused)
 			atomic_fetch_sub(&refused_open, 1);
 		reaper_remove(reaper, &k->reap);
@@ -421,13 +448,23 @@ void front_sleep_locked(struct front_sleep *z)
 	MHD_suspend_connection(z->conn);
 }
 
+static void mhd_fire(void *arg);
+
 void front_wake_locked(struct front_sleep *z)
 {
 	z->woken = true;
 	if (z->suspended && !z->gone) {
+		struct conn *k = conn_of(z->conn);
 		z->suspended = false;
 		atomic_fetch_sub(&nsuspended, 1);
 		MHD_resume_connection(z->conn);
+		/* libmicrohttpd takes in a resume at the start of a run, and
+		 * in external-epoll mode nothing tells its loop of one: the
+		 * loop runs it once more (from another thread, a post). */
+		if (k && k->fl && k->fl == this_loop)
+			k->fl->kick = true;
+		else if (k && k->fl)
+			loop_post(k->fl->loop, mhd_fire, k->fl);
 	}
 }
 
@@ -605,10 +642,137 @@ unsigned front_nofile(unsigned conns, unsigned per)
 	return rl.rlim_cur > 256 + 128 * (rlim_t)per ? (unsigned)((rl.rlim_cur - 256) / per) : 128;
 }
 
+/* ---- the loops ---- */
+
+static void mhd_events(void *arg, uint32_t events)
+{
+	(void)events;
+	MHD_run(((struct front_loop *)arg)->d);
+}
+
+static void mhd_fire(void *arg)
+{
+	MHD_run(((struct front_loop *)arg)->d);
+}
+
+/* Before each sleep: when libmicrohttpd wants to run next (at once when
+ * it holds data already read, or a connection times out). */
+static void mhd_before(void *arg)
+{
+	struct front_loop *fl = arg;
+	MHD_UNSIGNED_LONG_LONG ms;
+	if (fl->kick)
+		ms = 0;
+	else if (MHD_get_timeout(fl->d, &ms) == MHD_NO) {
+		fl->t.at = 0;
+		return;
+	}
+	fl->kick = false;
+	fl->t.at = now_ms() + ms;
+}
+
+static void *loop_main(void *arg)
+{
+	struct front_loop *fl = arg;
+	this_loop = fl;
+	loop_run(fl->loop);
+	httpc_thread_cleanup();   /* the loop's transfers' handles */
+	return NULL;
+}
+
+/* On fl's thread: stop accepting (the socket stays open for the others). */
+static void quiesce(void *arg)
+{
+	struct front_loop *fl = arg;
+	if (!fl->quiesced)
+		MHD_quiesce_daemon(fl->d);
+	fl->quiesced = true;
+}
+
+static void quiesce_all(void)
+{
+	for (int i = 0; i < nloops; i++)
+		loop_call(loops[i].loop, quiesce, &loops[i]);
+	if (listen_fd >= 0)
+		close(listen_fd);
+	listen_fd = -1;
+}
+
+/* The listening socket every loop accepts from (IPv4, every address, as
+ * libmicrohttpd's own). */
+static int listen_on(int port, unsigned backlog)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_ANY)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, (int)backlog) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void loops_free(void)
+{
+	for (int i = 0; i < nloops; i++) {
+		loop_free(loops[i].loop);   /* runs what was posted to it */
+		if (loops[i].d) {
+			quiesce(&loops[i]);   /* the socket is closed once, by us */
+			MHD_stop_daemon(loops[i].d);
+		}
+	}
+	free(loops);
+	loops = NULL;
+	nloops = 0;
+}
+
+/* Start n loops, each with its daemon on listen_fd.  0 or -1. */
+static int loops_start(const struct front_opts *o, int n)
+{
+	unsigned limit = (o->max_conns + (unsigned)n - 1) / (unsigned)n;
+	loops = xcalloc((size_t)n, sizeof(*loops));
+	for (nloops = 0; nloops < n; nloops++) {
+		struct front_loop *fl = &loops[nloops];
+		const union MHD_DaemonInfo *di;
+		fl->loop = loop_new();
+		fl->d = MHD_start_daemon(
+			MHD_USE_EPOLL | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+				MHD_USE_ERROR_LOG,
+			0, NULL, NULL, handler, NULL,
+			MHD_OPTION_LISTEN_SOCKET, listen_fd,
+			MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+			MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+			MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+			MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+			MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+			MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_ms / 1000),
+			MHD_OPTION_CONNECTION_LIMIT, limit ? limit : 1u,
+			MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
+			MHD_OPTION_END);
+		di = fl->d ? MHD_get_daemon_info(fl->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+		if (!di) {
+			nloops++;
+			return -1;
+		}
+		fl->w = (struct loop_fd){mhd_events, fl, false};
+		fl->t = (struct loop_timer){0, mhd_fire, fl};
+		loop_watch(fl->loop, di->epoll_fd, EPOLLIN, &fl->w);
+		loop_timer_add(fl->loop, &fl->t);
+		loop_before(fl->loop, mhd_before, fl);
+	}
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&loops[i].th, NULL, loop_main, &loops[i]))
+			die("pthread_create failed: out of threads");
+	return 0;
+}
+
 int front_start(const struct front_opts *o)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (daemon_)
+	if (loops)
 		return -1;
 	opts = *o;
 	atomic_store(&draining, false);
@@ -622,23 +786,13 @@ int front_start(const struct front_opts *o)
 		return -1;
 	}
 	reaper = reaper_start(o->idle_ms);
-	daemon_ = MHD_start_daemon(
-		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
-			MHD_USE_ITC | MHD_USE_ERROR_LOG,
-		(uint16_t)o->port, NULL, NULL, handler, NULL,
-		MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
-		MHD_OPTION_THREAD_POOL_SIZE, ncpu > 2 ? (unsigned)ncpu : 2u,
-		MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-		MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_ms / 1000),
-		MHD_OPTION_CONNECTION_LIMIT, o->max_conns,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
-		MHD_OPTION_LISTEN_BACKLOG_SIZE, o->backlog ? o->backlog : (unsigned)SOMAXCONN,
-		MHD_OPTION_END);
-	if (!daemon_) {
+	listen_fd = listen_on(o->port, o->backlog ? o->backlog : (unsigned)SOMAXCONN);
+	if (listen_fd < 0 || loops_start(o, ncpu > 2 ? (int)ncpu : 2) < 0) {
 		log_msg("cannot listen on port %d", o->port);
+		loops_free();
+		if (listen_fd >= 0)
+			close(listen_fd);
+		listen_fd = -1;
 		reaper_stop(reaper);
 		reaper = NULL;
 		if (admin)
@@ -654,13 +808,10 @@ int front_start(const struct front_opts *o)
 int front_drain(uint64_t drain_ms)
 {
 	uint64_t deadline = now_ms() + drain_ms;
-	MHD_socket fd;
 	sd_notify(0, "STOPPING=1");
 	if (!drain_ms)
 		goto no_sleep;
-	fd = MHD_quiesce_daemon(daemon_);
-	if (fd != MHD_INVALID_SOCKET)
-		close(fd);
+	quiesce_all();
 	atomic_store(&draining, true);
 	while (atomic_load(&inflight) > 0 && now_ms() < deadline)
 		usleep(10000);
@@ -676,9 +827,15 @@ void front_stop(void)
 {
 	for (uint64_t end = now_ms() + 2000; atomic_load(&refused_open) > 0 && now_ms() < end;)
 		usleep(10000);
-	MHD_stop_daemon(daemon_);
-	daemon_ = NULL;
-	reaper_stop(reaper);   /* after: the daemon's last closes leave its ring */
+	quiesce_all();
+	/* The loops end once their transfers have; then the daemons close
+	 * what connections are left, from here. */
+	for (int i = 0; i < nloops; i++)
+		loop_stop(loops[i].loop);
+	for (int i = 0; i < nloops; i++)
+		pthread_join(loops[i].th, NULL);
+	loops_free();
+	reaper_stop(reaper);   /* after: the daemons' last closes leave its ring */
 	reaper = NULL;
 	if (admin)
 		MHD_stop_daemon(admin);

@@ -55,6 +55,16 @@ struct httpc_req {
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms);
 
+/* The same on this thread's event loop (common/loop.h), bounded alike:
+ * returns at once, and done(arg, gone) is called on the loop once all
+ * have answered or failed.  down (may be NULL) is asked every 100 ms about
+ * each request still running: true fails it (gone: its index, else -1)
+ * and stops the others.  body stays the caller's until then.  -1 (nothing
+ * started) when this thread runs no loop. */
+int httpc_fanout_async(const char *method, struct httpc_req *reqs, int n, const void *body,
+		       size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
+		       void (*done)(void *arg, int gone), void *arg);
+
 /* ---- one streamed request: a GET (or HEAD), or a PUT from a reader ---- */
 struct httpc_call {
 	const char *url;
@@ -158,6 +168,11 @@ void httpc_stream_quiet(struct httpc_stream *s);
 /* Drive the PUTs until every replica is done, or (without cfg->all) one
  * failed.  Returns the index of the first that failed, or -1. */
 int httpc_stream_run(struct httpc_stream *s);
+/* httpc_stream_run on this thread's event loop, for a small body that is
+ * complete (see above): returns at once, and done(arg, first) gets what
+ * httpc_stream_run would have returned.  -1 (nothing started) for any
+ * other body, or on a thread without a loop: call httpc_stream_run. */
+int httpc_stream_run_async(struct httpc_stream *s, void (*done)(void *arg, int first), void *arg);
 /* Wait for httpc_stream_finish (true) or httpc_stream_abort (false);
  * *fed: how many bytes were fed. */
 bool httpc_stream_wait_end(struct httpc_stream *s, uint64_t *fed);

@@ -3,12 +3,29 @@
 #include "../common/util.h"
 
 #include <leveldb/c.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+/* A write queued for the committer. */
+struct pending {
+	char *key, *val;         /* val NULL: a delete */
+	size_t klen, vlen;
+	bool sync;
+	void (*done)(void *, int);
+	void *arg;
+	struct pending *next;
+};
+
 struct index {
 	leveldb_t *db;
+	/* the committer (index_write_async), started at its first write */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct pending *head, **tail;
+	bool running, stopping;
+	pthread_t committer;
 	leveldb_options_t *opts;
 	leveldb_readoptions_t *ropts;
 	leveldb_readoptions_t *scan;  /* iterators: a scan does not fill the block cache */
@@ -35,6 +52,9 @@ struct index *index_open(const char *path, char **why)
 {
 	struct index *idx = xcalloc(1, sizeof(*idx));
 	char *err = NULL;
+	pthread_mutex_init(&idx->mu, NULL);
+	pthread_cond_init(&idx->cv, NULL);
+	idx->tail = &idx->head;
 	idx->opts = leveldb_options_create();
 	idx->cache = leveldb_cache_create_lru(64 << 20);
 	idx->ropts = leveldb_readoptions_create();
@@ -64,6 +84,15 @@ void index_close(struct index *idx)
 {
 	if (!idx)
 		return;
+	if (idx->running) {   /* what is queued is written first */
+		pthread_mutex_lock(&idx->mu);
+		idx->stopping = true;
+		pthread_cond_signal(&idx->cv);
+		pthread_mutex_unlock(&idx->mu);
+		pthread_join(idx->committer, NULL);
+	}
+	pthread_mutex_destroy(&idx->mu);
+	pthread_cond_destroy(&idx->cv);
 	if (idx->db)
 		leveldb_close(idx->db);
 	leveldb_options_destroy(idx->opts);
@@ -139,6 +168,95 @@ int index_sync(struct index *idx)
 	leveldb_write(idx->db, idx->wopts, b, &err); /* an empty synced write syncs the log */
 	leveldb_writebatch_destroy(b);
 	return failed("leveldb_write (sync)", err);
+}
+
+/* Write the items of list p whose sync is sync, as one batch; then tell
+ * each and free it.  Returns the others, in order. */
+static struct pending *write_batch(struct index *idx, struct pending *p, bool sync)
+{
+	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	struct pending *rest = NULL, **rt = &rest, *mine = NULL, **mt = &mine, *next;
+	char *err = NULL;
+	int rc = 0;
+	for (; p; p = next) {
+		next = p->next;
+		p->next = NULL;
+		if (p->sync != sync) {
+			*rt = p;
+			rt = &p->next;
+			continue;
+		}
+		if (p->val)
+			leveldb_writebatch_put(b, p->key, p->klen, p->val, p->vlen);
+		else
+			leveldb_writebatch_delete(b, p->key, p->klen);
+		*mt = p;
+		mt = &p->next;
+	}
+	if (mine) {
+		leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
+		rc = failed("leveldb_write (batch)", err);
+	}
+	leveldb_writebatch_destroy(b);
+	for (p = mine; p; p = next) {
+		next = p->next;
+		if (p->done)
+			p->done(p->arg, rc);
+		free(p->key);
+		free(p->val);
+		free(p);
+	}
+	return rest;
+}
+
+/* The committer: everything queued, in two batches: the writes that need
+ * no sync first (a PUT's DELETED record, which its bytes wait for), then
+ * one synced batch of the others.  Writes of one key never wait in the
+ * queue together (each waits for the one before, under the key's lock),
+ * so only writes of different keys change order. */
+static void *committer(void *arg)
+{
+	struct index *idx = arg;
+	for (;;) {
+		struct pending *p;
+		pthread_mutex_lock(&idx->mu);
+		while (!idx->head && !idx->stopping)
+			pthread_cond_wait(&idx->cv, &idx->mu);
+		p = idx->head;
+		idx->head = NULL;
+		idx->tail = &idx->head;
+		pthread_mutex_unlock(&idx->mu);
+		if (!p)
+			return NULL;   /* stopping, and nothing is left */
+		write_batch(idx, write_batch(idx, p, false), true);
+	}
+}
+
+void index_write_async(struct index *idx, const char *key, size_t klen, const char *val,
+		       size_t vlen, bool sync, void (*done)(void *arg, int rc), void *arg)
+{
+	struct pending *p = xcalloc(1, sizeof(*p));
+	p->key = xmalloc(klen ? klen : 1);
+	memcpy(p->key, key, klen);
+	p->klen = klen;
+	if (val) {
+		p->val = xmalloc(vlen ? vlen : 1);
+		memcpy(p->val, val, vlen);
+		p->vlen = vlen;
+	}
+	p->sync = sync;
+	p->done = done;
+	p->arg = arg;
+	pthread_mutex_lock(&idx->mu);
+	if (!idx->running) {
+		if (pthread_create(&idx->committer, NULL, committer, idx))
+			die("pthread_create failed: out of threads");
+		idx->running = true;
+	}
+	*idx->tail = p;
+	idx->tail = &p->next;
+	pthread_cond_signal(&idx->cv);
+	pthread_mutex_unlock(&idx->mu);
 }
 
 /* An index_iter is LevelDB's iterator. */

@@ -3,6 +3,7 @@
 #include "put.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
+#include "../common/loop.h"
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
@@ -46,6 +47,9 @@ struct put {
 	void *arg;
 	int status;
 	char why[512];
+
+	struct loop *loop;       /* a small PUT's, run on the event loop (run_async) */
+	int commit_rc;
 };
 
 static void put_free(struct put *p)
@@ -73,17 +77,22 @@ static void unref(struct put *p)
 		put_free(p);
 }
 
-/* The record naming locs[0..n); hash "" for none. */
-static int write_record(struct put *p, bool deleted, const char *hash, char *const *locs, int n)
+/* The record naming locs[0..n) (hash "" for none), encoded. */
+static char *encode(struct put *p, bool deleted, const char *hash, char *const *locs, int n,
+		    size_t *len)
 {
 	struct record r = {.deleted = deleted, .nlocs = n};
-	size_t len;
-	char *v;
-	int rc;
 	snprintf(r.hash, sizeof(r.hash), "%s", p->cfg->md5sum ? hash : "");
 	for (int i = 0; i < n; i++)
 		r.locs[i] = locs[i];
-	v = record_encode(&r, &len);
+	return record_encode(&r, len);
+}
+
+static int write_record(struct put *p, bool deleted, const char *hash, char *const *locs, int n)
+{
+	size_t len;
+	char *v = encode(p, deleted, hash, locs, n, &len);
+	int rc;
 	/* The DELETED record needs no sync of its own: the live record's sync
 	 * covers it, and lost alone it only leaves unreferenced bytes. */
 	rc = deleted ? index_put_nosync(p->idx, p->key, p->klen, v, len)
@@ -343,6 +352,121 @@ static void worker(void *arg)
 	unref(p);
 }
 
+static void start_worker(struct put *p);
+
+/* ---- a small PUT on the event loop ----
+ * The same steps as worker()'s, none of which blocks the loop: the
+ * DELETED record and the live one go to the index's committer (the live
+ * one synced, with others', in one batch), the bytes to the replicas on
+ * the loop's transfers.  Only a failure's cleanup, which may wait on the
+ * very volume that failed, runs on a thread. */
+
+static void failed_cleanup(void *arg)
+{
+	struct put *p = arg;
+	cleanup_failed(p);
+	keylock_release(p->key, p->klen);
+	unref(p);
+}
+
+static void async_end(struct put *p)
+{
+	if (p->status == 201) {
+		write_meta(p, true);
+		keylock_release(p->key, p->klen);
+	}
+	pthread_mutex_lock(&p->mu);
+	p->finished = true;
+	pthread_cond_broadcast(&p->cv);
+	if (!p->released && p->wake)
+		p->wake(p->arg);
+	pthread_mutex_unlock(&p->mu);
+	loop_release(p->loop);
+	if (p->status == 201)
+		unref(p);
+	else if (spawn(failed_cleanup, p) < 0)
+		failed_cleanup(p);
+}
+
+static void async_committed_loop(void *arg)
+{
+	struct put *p = arg;
+	if (p->commit_rc < 0)
+		fail(p, 500, "index write failed");
+	else
+		p->status = 201;
+	async_end(p);
+}
+
+/* On the committer's thread. */
+static void async_committed(void *arg, int rc)
+{
+	struct put *p = arg;
+	p->commit_rc = rc;
+	loop_post(p->loop, async_committed_loop, p);
+}
+
+static void async_sent(void *arg, int first)
+{
+	struct put *p = arg;
+	size_t len;
+	char *v;
+	for (int i = 0; first >= 0 && i < p->nlocs; i++)
+		judge(p, (first + i) % p->nlocs);
+	if (p->status) {
+		async_end(p);
+		return;
+	}
+	httpc_stream_wait_end(p->st, &p->size);   /* the body is in: at once */
+	v = encode(p, false, p->hash, p->locs, p->nlocs, &len);
+	index_write_async(p->idx, p->key, p->klen, v, len, true, async_committed, p);
+	free(v);
+}
+
+static void async_marked_loop(void *arg)
+{
+	struct put *p = arg;
+	if (p->commit_rc < 0) {
+		fail(p, 500, "index write failed");
+		async_end(p);
+	} else if (httpc_stream_run_async(p->st, async_sent, p) < 0) {
+		/* not small after all (cannot be, put_finish checked): the
+		 * worker's way, off the loop */
+		loop_release(p->loop);
+		p->refs--;
+		start_worker(p);
+	}
+}
+
+/* On the committer's thread. */
+static void async_marked(void *arg, int rc)
+{
+	struct put *p = arg;
+	p->commit_rc = rc;
+	loop_post(p->loop, async_marked_loop, p);
+}
+
+/* A small PUT whose body is in, on this thread's loop: false when there is
+ * no loop (or it is a REPLACE), and the worker takes it. */
+static bool run_async(struct put *p)
+{
+	struct loop *l = loop_current();
+	size_t len;
+	char *v;
+	if (!l || p->replace || !p->wake)   /* put_wait's would wait on this very loop */
+		return false;
+	p->loop = l;
+	p->refs++;
+	p->started = true;
+	loop_hold(l);
+	/* Not synced, as worker()'s (the live record's sync covers it), but
+	 * written before any byte goes out. */
+	v = encode(p, true, "", p->locs, p->nlocs, &len);
+	index_write_async(p->idx, p->key, p->klen, v, len, false, async_marked, p);
+	free(v);
+	return true;
+}
+
 /* A replica's volume the health check marked down answers nothing until
  * -puttimeout: its write fails now (503), and the client can retry. */
 static bool replica_down(void *arg, int i)
@@ -464,7 +588,7 @@ bool put_feed_all(struct put *p, const char *data, size_t n)
 void put_finish(struct put *p)
 {
 	httpc_stream_finish(p->st, p->hash);
-	if (!p->started && !p->finished)
+	if (!p->started && !p->finished && !run_async(p))
 		start_worker(p);
 }
 

@@ -165,6 +165,36 @@ static int run_async(struct req *r)
 	return FRONT_YES;
 }
 
+/* DELETE and UNLINK on the loop (store_delete_start). */
+static void deleted(void *arg, int st, const char *why)
+{
+	struct req *r = arg;
+	if (st == 204)
+		r->ans.status = 204;
+	else
+		answer_error(&r->ans, st, why);
+	unlock_key(r);          /* free the key before the client hears back */
+	front_finish(&r->sl);
+}
+
+static int delete_start(struct req *r)
+{
+	const char *why = NULL;
+	int st = store_delete_start(cfg, idx, r->key, r->klen,
+				    r->query ? DEL_UNLINKED
+					     : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
+				    &why, deleted, r);
+	if (st == 204) {
+		unlock_key(r);
+		r->ans.status = 204;
+		return send_answer(r);
+	}
+	if (st)
+		return send_error(r, st, why);
+	r->sl.async_started = true;
+	return run_async(r);
+}
+
 /* ---- PUT ---- */
 
 /* First call: everything that can be refused before reading the body. */
@@ -322,6 +352,8 @@ static int req_answer(struct req *r)
 	if (!keylock_try(r->key, r->klen))
 		return send_conflict(r);
 	r->locked = true;
+	if (r->op == OP_DELETE || r->op == OP_UNLINK)
+		return delete_start(r);
 	return run_async(r);
 }
 

@@ -4,6 +4,7 @@
 #include "put.h"
 #include "status.h"
 #include "../common/httpc.h"
+#include "../common/loop.h"
 #include "../common/placement.h"
 #include "../common/util.h"
 
@@ -198,4 +199,184 @@ out:
 	free(enc);
 	free(v);
 	return st;
+}
+
+/* ---- DELETE on the event loop ----
+ * store_delete's steps, none of which blocks the loop: the synced DELETED
+ * mark and the final delete go to the index's committer, the volume
+ * DELETEs run on the loop's transfers. */
+struct del {
+	const struct config *cfg;
+	struct index *idx;
+	struct loop *loop;
+	char *key, *v;
+	size_t klen;
+	struct record r;
+	bool unlink;
+	char path[PATH_MAX_LEN];
+	struct httpc_req reqs[RECORD_MAX_LOCS];
+	int up[RECORD_MAX_LOCS], nup;      /* which of r.locs were asked */
+	int rc;
+	void (*next)(struct del *);       /* on the loop, after a write */
+	void (*done)(void *, int, const char *);
+	void *arg;
+};
+
+static void del_end(struct del *d, int st, const char *why)
+{
+	loop_release(d->loop);
+	d->done(d->arg, st, why);
+	for (int i = 0; i < d->nup; i++)
+		free((char *)d->reqs[i].url);
+	free(d->key);
+	free(d->v);
+	free(d);
+}
+
+static void del_written_loop(void *arg)
+{
+	struct del *d = arg;
+	d->next(d);
+}
+
+/* On the committer's thread. */
+static void del_written(void *arg, int rc)
+{
+	struct del *d = arg;
+	d->rc = rc;
+	loop_post(d->loop, del_written_loop, d);
+}
+
+static void del_write(struct del *d, bool sync, void (*next)(struct del *))
+{
+	size_t len;
+	char *enc = record_encode(&d->r, &len);
+	d->next = next;
+	index_write_async(d->idx, d->key, d->klen, enc, len, sync, del_written, d);
+	free(enc);
+}
+
+static void del_refused_written(struct del *d)
+{
+	del_end(d, 500, "a volume refused the delete; the key stays unlinked");
+}
+
+static void del_gone(struct del *d)
+{
+	if (d->rc < 0) {
+		del_end(d, 500, "index delete failed; the key stays unlinked");
+		return;
+	}
+	meta_delete(d->key, d->klen);
+	del_end(d, 204, NULL);
+}
+
+static void del_sent(void *arg, int gone)
+{
+	struct del *d = arg;
+	int kept = 0, j = 0, ngone = 0;
+	(void)gone;
+	for (int i = 0; i < d->nup; i++) {
+		int st = d->reqs[i].status;
+		bool ok = (st >= 200 && st < 300) || st == 404;
+		if (!ok)
+			log_msg("DELETE %s failed (%d%s%s)", d->reqs[i].url, st, st < 0 ? ": " : "",
+				st < 0 ? d->reqs[i].err : "");
+		ngone += ok;
+	}
+	if (ngone == d->r.nlocs) {
+		d->next = del_gone;
+		index_write_async(d->idx, d->key, d->klen, NULL, 0, false, del_written, d);
+		return;
+	}
+	/* naming only the copies the delete did not remove: a RELINK serves
+	 * the key from those (as delete_replicas) */
+	for (int i = 0; i < d->r.nlocs; i++) {
+		bool asked = j < d->nup && d->up[j] == i;
+		int st = asked ? d->reqs[j].status : 0;
+		j += asked;
+		if (!asked || !((st >= 200 && st < 300) || st == 404))
+			d->r.locs[kept++] = d->r.locs[i];
+	}
+	d->r.nlocs = kept;
+	del_write(d, true, del_refused_written);
+}
+
+static void del_marked(struct del *d)
+{
+	if (d->rc < 0) {
+		del_end(d, 500, "index write failed");
+		return;
+	}
+	if (d->unlink) {
+		del_end(d, 204, NULL);
+		return;
+	}
+	placement_path(d->key, d->klen, d->path);
+	for (int i = 0; i < d->r.nlocs; i++) {
+		if (!health_up(d->r.locs[i], strlen(d->r.locs[i]))) {
+			log_msg("DELETE %s%s not sent: its volume is marked down", d->r.locs[i],
+				d->path);
+			continue;
+		}
+		d->up[d->nup] = i;
+		d->reqs[d->nup++].url = httpc_url(d->r.locs[i], d->path);
+	}
+	httpc_fanout_async("DELETE", d->reqs, d->nup, NULL, 0, (long)d->cfg->puttimeout_ms, NULL,
+			   NULL, del_sent, d);
+}
+
+int store_delete_start(const struct config *cfg, struct index *idx, const char *key,
+		       size_t klen, enum del_mode mode, const char **why,
+		       void (*done)(void *arg, int status, const char *why), void *arg)
+{
+	struct loop *l = loop_current();
+	struct del *d;
+	size_t vlen;
+	char *v;
+	if (!l)
+		return store_delete(cfg, idx, key, klen, mode, why);
+	v = index_get(idx, key, klen, &vlen);
+	d = xcalloc(1, sizeof(*d));
+	d->v = v;
+	if (!v || record_parse(v, vlen, &d->r) < 0) {
+		int st = v ? 500 : 404;
+		*why = v ? "index record is malformed" : "key not found";
+		free(v);
+		free(d);
+		return st;
+	}
+	d->unlink = mode == DEL_UNLINK;
+	if (d->unlink && d->r.deleted) {
+		*why = "key already unlinked";
+		goto refuse404;
+	}
+	if (mode == DEL_UNLINKED && !d->r.deleted) {
+		*why = "DELETE ?unlinked: the key is live";
+		free(v);
+		free(d);
+		return 403;
+	}
+	if (!d->unlink && cfg->protect && !d->r.deleted) {
+		*why = "-protect is set: UNLINK the key before DELETE";
+		free(v);
+		free(d);
+		return 403;
+	}
+	d->cfg = cfg;
+	d->idx = idx;
+	d->loop = l;
+	d->key = xstrndup(key, klen);
+	d->klen = klen;
+	d->done = done;
+	d->arg = arg;
+	d->r.deleted = true;
+	loop_hold(l);
+	/* Synced, as store_delete's (see there). */
+	del_write(d, true, del_marked);
+	return 0;
+refuse404:
+	free(v);
+	free(d);
+	return 404;
 }

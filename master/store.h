@@ -148,6 +148,14 @@ enum del_mode { DEL_DELETE, DEL_UNLINK, DEL_UNLINKED };
 int store_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		 enum del_mode mode, const char **why);
 
+/* store_delete without blocking the thread's event loop (common/loop.h):
+ * 0 when it was started, and done(arg, status, why) is called on the loop
+ * once it is over; else the status (with *why) at once, as store_delete's.
+ * On a thread without a loop, store_delete. */
+int store_delete_start(const struct config *cfg, struct index *idx, const char *key,
+		       size_t klen, enum del_mode mode, const char **why,
+		       void (*done)(void *arg, int status, const char *why), void *arg);
+
 /* ---- moving (move.c) ----
  * A key moves in the order that survives a crash at any point:
  *   1. copy the blob to every wanted location that the record lacks
