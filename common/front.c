@@ -757,7 +757,7 @@ static int loops_start(const struct front_opts *o, int n)
 			nloops++;
 			return -1;
 		}
-		fl->w = (struct loop_fd){mhd_events, fl, false};
+		fl->w = (struct loop_fd){.fn = mhd_events, .arg = fl};
 		fl->t = (struct loop_timer){0, mhd_fire, fl};
 		loop_watch(fl->loop, di->epoll_fd, EPOLLIN, &fl->w);
 		loop_timer_add(fl->loop, &fl->t);

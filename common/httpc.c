@@ -1225,7 +1225,7 @@ static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socke
 	}
 	if (!s) {
 		s = xcalloc(1, sizeof(*s));
-		s->w = (struct loop_fd){on_sock, s, false};
+		s->w = (struct loop_fd){.fn = on_sock, .arg = s};
 		s->a = a;
 		s->fd = fd;
 		curl_multi_assign(a->multi, fd, s);

@@ -82,7 +82,7 @@ struct loop *loop_new(void)
 		die("loop: epoll or eventfd: %s", strerror(errno));
 	pthread_mutex_init(&l->mu, NULL);
 	l->tail = &l->head;
-	l->ew = (struct loop_fd){run_posts, l, false};
+	l->ew = (struct loop_fd){run_posts, l, false, true};
 	ev.data.ptr = &l->ew;
 	if (epoll_ctl(l->ep, EPOLL_CTL_ADD, l->efd, &ev) < 0)
 		die("loop: epoll_ctl: %s", strerror(errno));
@@ -107,15 +107,18 @@ void loop_watch(struct loop *l, int fd, uint32_t events, struct loop_fd *w)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = w};
 	if (!events) {
-		epoll_ctl(l->ep, EPOLL_CTL_DEL, fd, NULL);
-		if (w)
+		if (!w || w->added)
+			epoll_ctl(l->ep, EPOLL_CTL_DEL, fd, NULL);
+		if (w) {
 			w->dead = true;
+			w->added = false;
+		}
 		return;
 	}
 	w->dead = false;
-	if (epoll_ctl(l->ep, EPOLL_CTL_MOD, fd, &ev) < 0 &&
-	    (errno != ENOENT || epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &ev) < 0))
+	if (epoll_ctl(l->ep, w->added ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) < 0)
 		log_msg("loop: epoll_ctl on %d: %s", fd, strerror(errno));
+	w->added = true;
 }
 
 void loop_defer_free(struct loop *l, void *p)

@@ -18,6 +18,7 @@ struct loop_fd {
 	void (*fn)(void *arg, uint32_t events);
 	void *arg;
 	bool dead;               /* unwatched: events already fetched are dropped */
+	bool added;              /* in the epoll set (loop_watch's) */
 };
 /* A deadline: fire(arg) on the loop's thread once now_ms() >= at (0: none).
  * Set at from the loop's thread. */

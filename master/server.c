@@ -465,6 +465,11 @@ int server_main(const struct config *c)
 	 * resident size would grow with how many ran at once, not how many
 	 * run now. */
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
+	/* ...which also fixes the heap's trim threshold at 128 KiB, and each
+	 * volume transfer's buffers (libcurl's, 64 KiB and more) then grew
+	 * the heap and gave it back, page faults and all, request after
+	 * request. */
+	mallopt(M_TRIM_THRESHOLD, 8 << 20);
 	/* Room for -maxconns clients plus volumes and the index. */
 	if (front_nofile((unsigned)cfg->maxconns, 1) < (unsigned)cfg->maxconns)
 		log_msg("open file limit too low: fewer than -maxconns clients can connect");
