@@ -28,7 +28,9 @@
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1126,6 +1128,75 @@ START_TEST(test_put_timeout)
 }
 END_TEST
 
+/* A small PUT waiting on a hung volume holds only itself: it runs on one
+ * of the master's event loops (docs/architecture.md), and every loop
+ * serves other requests meanwhile.  Sixteen connections (spread over the
+ * loops) each GET a key while the PUT waits out -puttimeout. */
+struct hung_put {
+	const char *url;
+	long status;
+	atomic_bool done;
+};
+
+static void *hung_put_main(void *arg)
+{
+	struct hung_put *h = arg;
+	struct resp r;
+	h->status = h_http("PUT", h->url, "value", 5, NULL, false, &r);
+	h_resp_free(&r);
+	atomic_store(&h->done, true);
+	return NULL;
+}
+
+START_TEST(test_hung_put_holds_no_loop)
+{
+	static const char *const flags[] = {"-replicas", "2", "-puttimeout", "5s",
+					    "-voltimeout", "30s", NULL};
+	static const char get[] = "GET /free HTTP/1.1\r\nHost: x\r\n\r\n";
+	enum { CONNS = 16 };
+	struct vol vols[3];
+	struct master m = {0};
+	struct hung_put h = {0};
+	struct resp r;
+	char *names[3], *k, *free_url;
+	int counter = 0, fd[CONNS];
+	pthread_t th;
+
+	for (int i = 0; i < 3; i++) {
+		h_vol_start(&vols[i], VOL_MKV);
+		names[i] = vols[i].name;
+	}
+	h_master_start(&m, vols, 3, flags);
+	wait_cluster(&m);
+	free_url = murl(&m, "/free");
+	ck_assert_int_eq(h_http("PUT", free_url, "v", 1, NULL, false, &r), 201);
+	h_resp_free(&r);
+	for (int i = 0; i < CONNS; i++) {   /* connected before: accepted by every loop */
+		fd[i] = h_connect(m.port);
+		ck_assert(fd[i] >= 0);
+	}
+	ck_assert_int_eq(kill(-vols[0].pid, SIGSTOP), 0);
+	k = key_placed("holds", names, 3, 2, names[0], true, &counter);
+	h.url = murl(&m, k);
+	ck_assert_int_eq(pthread_create(&th, NULL, hung_put_main, &h), 0);
+	usleep(200 * 1000);   /* the PUT is in, waiting on the hung volume */
+	for (int i = 0; i < CONNS; i++) {
+		ck_assert(h_send(fd[i], get, sizeof(get) - 1));
+		ck_assert_int_eq(h_recv_resp(fd[i], NULL, 20000, false), 302);
+		close(fd[i]);
+	}
+	ck_assert_msg(!atomic_load(&h.done), "the PUT to the hung volume ended (%ld) before "
+		      "the other requests were served", h.status);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(h.status, 504);
+	kill(-vols[0].pid, SIGCONT);
+	free((char *)h.url), free(k), free(free_url);
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
 /* REBALANCE of a key one of whose copies is on a hung volume that the
  * master already sees down copies from the other copy at once: it tried
  * the hung one first, which took the connection and stalled the copy (and
@@ -1350,6 +1421,7 @@ int main(void)
 	tc = tcase_create("put timeout");
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_put_timeout, 0, 2);
+	tcase_add_test(tc, test_hung_put_holds_no_loop);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rebalance hung source");
 	tcase_set_timeout(tc, 120);
