@@ -26,8 +26,8 @@
 # original side by side: DIR holds the Go `mkv` and its tools/thrasher.go
 # built as `thrasher` (which talks to localhost:3000, so port 3000 must be
 # free), and row 13, rebuild and rebalance 5 -> 3 against the Go `mkv`
-# (GO_KEYS keys, default 20000; 3 rounds, alternating, on the same
-# volumes).
+# (GO_KEYS keys, default 20000; GO_ROUNDS rounds, default 3, alternating,
+# on the same volumes).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -531,8 +531,9 @@ fi
 # --------------------------------------------- row 7: rebuild and rebalance
 # Each against the volume limit of the same run: the listings a rebuild
 # asks for (loadgen walk), and the GET + PUTs + DELETEs of every moved key
-# (loadgen move), made straight to the same volumes with as many clients
-# as mkv's -workers (16).
+# (loadgen move; on mkv-volumes, which pull mkv's copies, the pulling PUTs
+# + DELETEs: loadgen move -pull), made straight to the same volumes with
+# as many clients as mkv's -workers (16).
 if want 7 && [ $HAVE_MKV = 1 ]; then
 	log "row 7: $KEYS keys x 3 replicas on 5 volumes: populate"
 	V5="" V3="" D5=""
@@ -625,7 +626,9 @@ if want 7 && [ $HAVE_MKV = 1 ]; then
 			vols7stop
 			restore7 || break 2
 			startvols $kind || exit 1
-			limit "move$sfx" "r7r$sfx" "$(field moved "$MOVES")" move $MOVE_ARGS
+			# mkv-volumes (-peers) pull mkv's copies: the limit pulls too
+			limit "move$sfx" "r7r$sfx" "$(field moved "$MOVES")" move $MOVE_ARGS \
+				$([ $kind = mkv ] && echo -pull)
 			vols7stop
 			restore7 || break 2
 		done
@@ -790,7 +793,7 @@ if want 13 && [ -n "${BENCH_GO:-}" ] && [ -x "${BENCH_GO:-}/mkv" ] && [ $HAVE_MK
 			log "row 13: $* failed: $(tail -1 "$T/r13.out")"
 		fi
 	}
-	for r in $(seq "$RUNS_BIG"); do
+	for r in $(seq "${GO_ROUNDS:-$RUNS_BIG}"); do
 		for kind in mkv nginx; do
 			sfx=$([ $kind = nginx ] && echo n)
 			for who in ours ref; do
@@ -864,7 +867,7 @@ row 6a "volume alone, GET 4 KiB: mkv-volume vs nginx" "req/s" r6s r6s ge 0.8
 row 6b "volume alone, GET 1 MiB: mkv-volume vs nginx" "req/s" r6l r6l ge 0.9
 row 6c "volume alone, PUT 64 MiB to a new name: mkv-volume (fsyncs) vs nginx (does not)" "MiB/s" r6p r6p - -
 row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs the volume limit (the same listings straight)" "keys/s" r7b r7b - -
-row 7b "rebalance 5 → 3 mkv-volumes (each copy and delete fsynced), vs the volume limit (the same GET, PUTs, DELETEs straight)" "moved keys/s" r7r r7r - -
+row 7b "rebalance 5 → 3 mkv-volumes (each copy pulled by its volume, each copy and delete fsynced), vs the volume limit (the same pulling PUTs and DELETEs straight)" "moved keys/s" r7r r7r - -
 row 7c "rebuild, the same files on 5 nginx volumes, vs the volume limit" "keys/s" r7bn r7bn - -
 row 7d "rebalance 5 → 3 nginx volumes (no fsync), vs the volume limit" "moved keys/s" r7rn r7rn - -
 row 8a "\`mkv put\` of ${NPUT:-?} files of 4 KiB (3 replicas, mkv-volumes) vs \`xargs -P16 curl -T\`" "files/s" r8 r8 ge 3
