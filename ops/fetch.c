@@ -50,6 +50,7 @@ enum rstate { R_HEAD, R_LEN, R_CHUNK_SIZE, R_CHUNK_DATA, R_CHUNK_END, R_TRAILER,
 struct conn {
 	int fd;                   /* -1: closed */
 	bool connecting;
+	struct addrinfo *ai;      /* the address it connects to */
 	struct fget *head, *tail; /* sent, or in out: answered in this order */
 	int depth;
 	struct buf out;           /* requests not yet written, from out_off */
@@ -67,6 +68,9 @@ struct conn {
 struct host {
 	char *name;               /* "host:port" */
 	struct addrinfo *ai;      /* NULL: unusable, err says why */
+	struct addrinfo *cur;     /* the address to connect to: the next one of ai's
+				     after a connect failed ("localhost": ::1, then
+				     127.0.0.1) */
 	char err[256];            /* or why the last connect failed */
 	struct fget *qhead, *qtail;   /* waiting for a connection */
 	struct conn c[HOST_CONNS];
@@ -130,7 +134,7 @@ static struct host *host_get(struct ops_fetch *f, const char *name, size_t n)
 	else if ((rc = getaddrinfo(host, port, &hints, &ai)) != 0)
 		snprintf(h->err, sizeof(h->err), "could not resolve %.100s: %s", host, gai_strerror(rc));
 	else
-		h->ai = ai;
+		h->ai = h->cur = ai;
 	h->next = f->hosts;
 	f->hosts = h;
 	f->nhosts++;
@@ -169,7 +173,7 @@ void ops_fetch_add(struct ops_fetch *f, const char *url, void *req)
 	g->req = req;
 	if (strncmp(url, "http://", 7) && strstr(url, "://") && g->host->ai) {
 		freeaddrinfo(g->host->ai);
-		g->host->ai = NULL;
+		g->host->ai = g->host->cur = NULL;
 		snprintf(g->host->err, sizeof(g->host->err), "only http:// volumes: %s", url);
 	}
 	enqueue(f, g->host, g, false);
@@ -231,20 +235,34 @@ static void conn_close(struct ops_fetch *f, struct host *h, struct conn *c, bool
 	}
 }
 
+/* A connect to c->ai failed: the host's next address is tried next. */
+static void next_address(struct host *h, struct conn *c)
+{
+	if (c->ai && h->cur == c->ai)
+		h->cur = c->ai->ai_next ? c->ai->ai_next : h->ai;
+}
+
 static void conn_open(struct host *h, struct conn *c)
 {
 	int one = 1, fd = -1;
-	struct addrinfo *a;
-	for (a = h->ai; a && fd < 0; a = a->ai_next) {
+	for (int tried = 0; h->cur && fd < 0 && tried < 8; tried++) {
+		struct addrinfo *a = h->cur;
+		int e;
+		c->ai = a;
 		fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			continue;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS) {
-			snprintf(h->err, sizeof(h->err), "connect to %.100s: %s", h->name, strerror(errno));
+		e = errno;
+		if (fd >= 0) {
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS)
+				break;
+			e = errno;
 			close(fd);
 			fd = -1;
 		}
+		snprintf(h->err, sizeof(h->err), "connect to %.100s: %s", h->name, strerror(e));
+		next_address(h, c);
+		if (h->cur == h->ai)
+			break;   /* each address tried */
 	}
 	c->fd = fd;
 	c->connecting = fd >= 0;
@@ -593,6 +611,7 @@ static void poll_once(struct ops_fetch *f)
 				continue;
 			if (e) {
 				snprintf(err, sizeof(err), "connect to %s: %s", h->name, strerror(e));
+				next_address(h, c);
 				conn_close(f, h, c, true, err);
 				continue;
 			}
