@@ -85,6 +85,7 @@ struct ops_fetch {
 	struct pollfd *pf;        /* poll_once's, HOST_CONNS per host */
 	struct conn **pc;
 	struct host **ph;
+	int npoll;                /* their size */
 	void (*done)(void *ctx, void *req, int status, const char *body, size_t len,
 		     const char *err);
 	void *ctx;
@@ -138,9 +139,6 @@ static struct host *host_get(struct ops_fetch *f, const char *name, size_t n)
 	h->next = f->hosts;
 	f->hosts = h;
 	f->nhosts++;
-	f->pf = xrealloc(f->pf, sizeof(*f->pf) * HOST_CONNS * (size_t)f->nhosts);
-	f->pc = xrealloc(f->pc, sizeof(*f->pc) * HOST_CONNS * (size_t)f->nhosts);
-	f->ph = xrealloc(f->ph, sizeof(*f->ph) * HOST_CONNS * (size_t)f->nhosts);
 	return h;
 }
 
@@ -573,12 +571,23 @@ static bool conn_read(struct ops_fetch *f, struct host *h, struct conn *c, char 
 /* One round of poll over every open connection. */
 static void poll_once(struct ops_fetch *f)
 {
-	struct pollfd *pf = f->pf;
-	struct conn **pc = f->pc;
-	struct host **ph = f->ph;
+	struct pollfd *pf;
+	struct conn **pc;
+	struct host **ph;
 	int n = 0;
 	uint64_t now = now_ms();
 	char err[256];
+	/* grown here, not when a host is added: a done() may add one while
+	 * the arrays are in use below */
+	if (f->npoll < HOST_CONNS * f->nhosts) {
+		f->npoll = HOST_CONNS * f->nhosts;
+		f->pf = xrealloc(f->pf, sizeof(*f->pf) * (size_t)f->npoll);
+		f->pc = xrealloc(f->pc, sizeof(*f->pc) * (size_t)f->npoll);
+		f->ph = xrealloc(f->ph, sizeof(*f->ph) * (size_t)f->npoll);
+	}
+	pf = f->pf;
+	pc = f->pc;
+	ph = f->ph;
 	for (struct host *h = f->hosts; h; h = h->next)
 		for (int i = 0; i < HOST_CONNS; i++) {
 			struct conn *c = &h->c[i];
