@@ -26,8 +26,8 @@
 # original side by side: DIR holds the Go `mkv` and its tools/thrasher.go
 # built as `thrasher` (which talks to localhost:3000, so port 3000 must be
 # free), and row 13, rebuild and rebalance 5 -> 3 against the Go `mkv`
-# (GO_KEYS keys, default 20000; 3 rounds, alternating, on the same
-# volumes).
+# (GO_KEYS keys, default 20000; GO_ROUNDS rounds, default 3, alternating,
+# on the same volumes).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -531,8 +531,9 @@ fi
 # --------------------------------------------- row 7: rebuild and rebalance
 # Each against the volume limit of the same run: the listings a rebuild
 # asks for (loadgen walk), and the GET + PUTs + DELETEs of every moved key
-# (loadgen move), made straight to the same volumes with as many clients
-# as mkv's -workers (16).
+# (loadgen move; on mkv-volumes, which pull mkv's copies, the pulling PUTs
+# + DELETEs: loadgen move -pull), made straight to the same volumes with
+# as many clients as mkv's -workers (16).
 if want 7 && [ $HAVE_MKV = 1 ]; then
 	log "row 7: $KEYS keys x 3 replicas on 5 volumes: populate"
 	V5="" V3="" D5=""
@@ -625,7 +626,9 @@ if want 7 && [ $HAVE_MKV = 1 ]; then
 			vols7stop
 			restore7 || break 2
 			startvols $kind || exit 1
-			limit "move$sfx" "r7r$sfx" "$(field moved "$MOVES")" move $MOVE_ARGS
+			# mkv-volumes (-peers) pull mkv's copies: the limit pulls too
+			limit "move$sfx" "r7r$sfx" "$(field moved "$MOVES")" move $MOVE_ARGS \
+				$([ $kind = mkv ] && echo -pull)
 			vols7stop
 			restore7 || break 2
 		done
@@ -748,7 +751,8 @@ fi
 # GO_KEYS keys x 3 replicas of 1 KiB, populated straight on disk for five
 # volumes (-subvolumes 10, the Go default); each round, on the same
 # volumes: mkv rebuilds a fresh index and rebalances 5 -> 3, the files are
-# put back, then the Go original does the same.  On mkv-volumes (started
+# put back, then the Go original does the same (in even rounds the Go
+# original first).  On mkv-volumes (started
 # with -peers, so mkv's copies are pulled) and on nginx serving the same
 # directories.  rate = keys/s (rebuild), moved keys/s (rebalance).
 if want 13 && [ -n "${BENCH_GO:-}" ] && [ -x "${BENCH_GO:-}/mkv" ] && [ $HAVE_MKV = 1 ]; then
@@ -777,23 +781,37 @@ if want 13 && [ -n "${BENCH_GO:-}" ] && [ -x "${BENCH_GO:-}/mkv" ] && [ $HAVE_MK
 			V13PID[$i]=$LAST
 		done
 	}
-	# go13 ROW SIDE N BINARY ARGS...: N / wall seconds of one run, recorded.
+	# go13 ROW SIDE N BINARY ARGS...: N / wall seconds of one run, recorded,
+	# and the tool's peak RSS (VmHWM, read every 0.1 s while it runs) as
+	# ROW.rss in MiB.
 	go13() {
-		local row=$1 side=$2 n=$3 t0 t1
+		local row=$1 side=$2 n=$3 t0 t1 pid hwm=0 v
 		shift 3
 		sync
 		t0=$(date +%s.%N)
-		if "$@" >"$T/r13.out" 2>&1; then
+		"$@" >"$T/r13.out" 2>&1 &
+		pid=$!
+		while kill -0 $pid 2>/dev/null; do
+			v=$(awk '/^VmHWM:/ { print $2 }' /proc/$pid/status 2>/dev/null)
+			[ -n "$v" ] && hwm=$v
+			sleep 0.1
+		done
+		if wait $pid; then
 			t1=$(date +%s.%N)
 			record "$row" "$side" "$(echo "$n $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
+			record "$row.rss" "$side" "$(echo "$hwm" | awk '{ printf "%.1f", $1 / 1024 }')"
+			log "row 13: $side $row: $(echo "$t0 $t1" | awk '{ printf "%.1f", $2 - $1 }') s, peak RSS $((hwm / 1024)) MiB"
 		else
 			log "row 13: $* failed: $(tail -1 "$T/r13.out")"
 		fi
 	}
-	for r in $(seq "$RUNS_BIG"); do
+	for r in $(seq "${GO_ROUNDS:-$RUNS_BIG}"); do
 		for kind in mkv nginx; do
 			sfx=$([ $kind = nginx ] && echo n)
-			for who in ours ref; do
+			# the side that goes first swaps round by round: each run
+			# follows the other's file churn as often (ext4 here slows
+			# down on inodes freed in the last minutes, bench header)
+			for who in $([ $((r % 2)) = 1 ] && echo ours ref || echo ref ours); do
 				bin="$BIN/mkv"
 				[ $who = ref ] && bin="$BENCH_GO/mkv"
 				vols13 $kind || exit 1
@@ -864,7 +882,7 @@ row 6a "volume alone, GET 4 KiB: mkv-volume vs nginx" "req/s" r6s r6s ge 0.8
 row 6b "volume alone, GET 1 MiB: mkv-volume vs nginx" "req/s" r6l r6l ge 0.9
 row 6c "volume alone, PUT 64 MiB to a new name: mkv-volume (fsyncs) vs nginx (does not)" "MiB/s" r6p r6p - -
 row 7a "rebuild, $KEYS keys × 3 replicas on 5 mkv-volumes, vs the volume limit (the same listings straight)" "keys/s" r7b r7b - -
-row 7b "rebalance 5 → 3 mkv-volumes (each copy and delete fsynced), vs the volume limit (the same GET, PUTs, DELETEs straight)" "moved keys/s" r7r r7r - -
+row 7b "rebalance 5 → 3 mkv-volumes (each copy pulled by its volume, each copy and delete fsynced), vs the volume limit (the same pulling PUTs and DELETEs straight)" "moved keys/s" r7r r7r - -
 row 7c "rebuild, the same files on 5 nginx volumes, vs the volume limit" "keys/s" r7bn r7bn - -
 row 7d "rebalance 5 → 3 nginx volumes (no fsync), vs the volume limit" "moved keys/s" r7rn r7rn - -
 row 8a "\`mkv put\` of ${NPUT:-?} files of 4 KiB (3 replicas, mkv-volumes) vs \`xargs -P16 curl -T\`" "files/s" r8 r8 ge 3
@@ -884,6 +902,8 @@ row 13a "rebuild, ${GO_KEYS:-20000} keys × 3 replicas on 5 mkv-volumes: mkv vs 
 row 13b "rebalance 5 → 3 mkv-volumes (mkv's copies pulled by the volumes): mkv vs the Go original" "moved keys/s" r13r r13r ge 1
 row 13c "rebuild, the same files on 5 nginx volumes: mkv vs the Go original" "keys/s" r13bn r13bn ge 1.2
 row 13d "rebalance 5 → 3 nginx volumes: mkv vs the Go original" "moved keys/s" r13rn r13rn ge 1.2
+row 13e "rebuild on nginx volumes: the tool's peak RSS, mkv vs the Go original" "MiB" r13bn.rss r13bn.rss - -
+row 13f "rebalance 5 → 3 mkv-volumes: the tool's peak RSS, mkv vs the Go original" "MiB" r13r.rss r13r.rss - -
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -960,7 +980,8 @@ NOTES=""
 		echo "This disk takes ${SYNCS:-?} synced 1 KiB writes/s (\`dd oflag=dsync\`, one writer; writers in parallel get"
 		echo "more, as their flushes overlap). In row 7b each moved key is $PERKEY PUTs + DELETEs on mkv-volumes, each fsynced."
 		echo "The reference is the volume limit of the same run: \`loadgen walk\` (the listings rebuild asks"
-		echo "for) and \`loadgen move\` (each moved key's GET, PUTs and DELETEs), 16 clients, like mkv's -workers."
+		echo "for, one request at a time per client: mkv pipelines them) and \`loadgen move\` (each moved key's"
+		echo "GET, PUTs and DELETEs; on mkv-volumes \`-pull\`: the pulling PUTs and DELETEs), 16 clients, like mkv's -workers."
 		echo "Last summaries: rebuild \`${REBUILD_SUMMARY:-}\`; rebalance \`${REBALANCE_SUMMARY:-}\`;"
 		echo "on nginx: rebuild \`${REBUILDN_SUMMARY:-}\`; rebalance \`${REBALANCEN_SUMMARY:-}\`."
 		echo

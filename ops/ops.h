@@ -88,9 +88,14 @@ struct json_t *ops_listing(int status, const char *body, size_t len, char *err);
  * directory, 'f' for a file, else 0. */
 const char *ops_entry(struct json_t *e, char *type);
 
-/* Many GETs in flight on one thread, at most `concurrency` at once: the
- * volume client's httpc_multi (common/httpc.h says how more() and done()
- * are called). */
+/* Many GETs in flight on one thread, at most `concurrency` at once,
+ * pipelined on up to 4 kept-alive connections per host (fetch.c says
+ * why).  Called as httpc_multi's (common/httpc.h): run() asks more(ctx)
+ * for work while fewer than `concurrency` are queued or in flight; more()
+ * adds GETs with ops_fetch_add and returns 1, returns 0 when it has none
+ * yet, -1 when it never will; done() gets each answer (status, its body up
+ * to max bytes) or -1 and err, and may add more.  run returns when more()
+ * said -1 and every GET is answered.  URLs are "http://host:port/path". */
 struct ops_fetch;
 struct ops_fetch *ops_fetch_new(int concurrency, size_t max);
 void ops_fetch_add(struct ops_fetch *f, const char *url, void *req);

@@ -529,7 +529,8 @@ static void rebuild_walk(struct rb *rb)
 	struct ops_progress *prog = ops_progress_start(progress_line, rb);
 	/* Listings are small and cost the volume little each: -workers of
 	 * them is too few to keep 5 nginx busy (16: 17.7 s, 128: 7.5 s for the
-	 * same 72,249 listings), so LISTINGS_PER_WORKER times as many fly. */
+	 * same 72,249 listings), so LISTINGS_PER_WORKER times as many fly,
+	 * pipelined (fetch.c). */
 	rb->fetch = ops_fetch_new(rb->cfg->workers * LISTINGS_PER_WORKER, OPS_LIST_MAX);
 	ops_fetch_run(rb->fetch, more_root, done, rb);
 	plan_units(rb);

@@ -1088,6 +1088,9 @@ struct fake {
 	int fd, port;
 	bool top_ok;
 	bool partial;      /* answers a GET with 200, 1,000 of 100,000 bytes, then closes */
+	const char *relay; /* closer_main: the volume whose answers it relays, */
+	int per_conn;      /* this many per connection */
+	atomic_int conns, dropped;   /* closer_main: connections; ones closed on unread GETs */
 	atomic_bool stop;
 	pthread_t t;
 };
@@ -1159,6 +1162,54 @@ static void fake_stop(struct fake *f)
 	close(f->fd);
 }
 
+/* A volume that closes each connection after f->per_conn answers without
+ * saying so (no Connection: close), GETs it was sent behind them unread:
+ * rebuild's pipelined listings must be sent again on a new connection.
+ * It relays f->relay's answers, with a Content-Length. */
+static void *closer_main(void *arg)
+{
+	struct fake *f = arg;
+	while (!atomic_load(&f->stop)) {
+		struct pollfd p = {.fd = f->fd, .events = POLLIN};
+		char req[16384], *end;
+		size_t got = 0;
+		int c, answered = 0;
+		if (poll(&p, 1, 50) <= 0 || (c = accept(f->fd, NULL, NULL)) < 0)
+			continue;
+		while (answered < f->per_conn) {
+			char target[1024], err[256], *u, *head;
+			struct buf body = {0};
+			ssize_t n;
+			size_t used;
+			int st;
+			while (!(end = memmem(req, got, "\r\n\r\n", 4)) && got < sizeof(req) &&
+			       (n = recv(c, req + got, sizeof(req) - got, 0)) > 0)
+				got += (size_t)n;
+			if (!end || sscanf(req, "GET %1023s ", target) != 1)
+				break;
+			u = xasprintf("http://%s%s", f->relay, target);
+			st = httpc_do("GET", u, NULL, 0, 10000, &body, 0, err);
+			head = xasprintf("HTTP/1.1 %d X\r\nContent-Length: %zu\r\n\r\n", st, body.len);
+			h_send(c, head, strlen(head));
+			h_send(c, body.data ? body.data : "", body.len);
+			free(head);
+			free(u);
+			buf_free(&body);
+			used = (size_t)(end + 4 - req);
+			memmove(req, req + used, got - used);
+			got -= used;
+			answered++;
+		}
+		/* what came behind the last GET answered, unread */
+		usleep(20000);
+		if (got || recv(c, req, sizeof(req), MSG_DONTWAIT) > 0)
+			atomic_fetch_add(&f->dropped, 1);
+		atomic_fetch_add(&f->conns, 1);
+		close(c);
+	}
+	return NULL;
+}
+
 /* rebuild over v0,v1 and the volume "other": exit 1 and the summary's
  * "FAILED: the index is incomplete" when a listing failed. */
 static void rebuild_with(const char *other, const char *db, const char *log, int want_rc)
@@ -1181,7 +1232,8 @@ static void rebuild_with(const char *other, const char *db, const char *log, int
 /* Rebuild exits 1, saying the index is incomplete, when a listing fails
  * for good: a volume that is down, one that answers 500 to every listing,
  * and one whose top listing works but whose /ab/ answers 500.  Over the
- * volumes that answer, it exits 0. */
+ * volumes that answer, it exits 0, also when one of them drops its
+ * connections with pipelined listings unanswered. */
 START_TEST(test_rebuild_failed_listing)
 {
 	char *log = xasprintf("%s/failed.log", tmp), *db;
@@ -1220,6 +1272,39 @@ START_TEST(test_rebuild_failed_listing)
 		rebuild_with(name, db, log, 1);
 		ck_assert(file_has(log, top_ok ? "/ab/ failed: status 500" : "/ failed: status 500"));
 		fake_stop(&f);
+		free(db);
+	}
+	/* v0 behind a volume that drops its connections after one, or two
+	 * answers: every key, nothing failed */
+	for (int per = 1; per <= 2; per++) {
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t al = sizeof(a);
+		char *vols;
+		int rc;
+		memset(&f, 0, sizeof(f));
+		f.relay = V[0].name;
+		f.per_conn = per;
+		f.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_eq(bind(f.fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		ck_assert_int_eq(listen(f.fd, 64), 0);
+		ck_assert_int_eq(getsockname(f.fd, (struct sockaddr *)&a, &al), 0);
+		ck_assert_int_eq(pthread_create(&f.t, NULL, closer_main, &f), 0);
+		vols = xasprintf("127.0.0.1:%d,%s", ntohs(a.sin_port), V[1].name);
+		volumes_as = vols;
+		db = xasprintf("%s/closer%d.db", tmp, per);
+		unlink(log);
+		rc = mkv("rebuild", 2, db, NULL, log);
+		volumes_as = NULL;
+		fake_stop(&f);
+		if (rc != 0 || !file_has(log, "rebuild: 20 keys"))
+			show_log(log);
+		ck_assert_int_eq(rc, 0);
+		ck_assert(file_has(log, "rebuild: 20 keys"));
+		fprintf(stderr, "closer after %d: %d connections, %d closed with GETs unread\n",
+			per, atomic_load(&f.conns), atomic_load(&f.dropped));
+		ck_assert_int_gt(atomic_load(&f.dropped), 0);
+		free(vols);
 		free(db);
 	}
 	free(log);

@@ -20,11 +20,15 @@
  *       directories (nginx), its /xx/yy/ straight away -- and every
  *       directory below that a plain answer names.  rate = listings/s.
  *   loadgen move     -c 16 -n N -s SIZE -volumes OLD,.. -to NEW,..
- *                    [-replicas 3] [-subvolumes 10] [-p PREFIX]
+ *                    [-replicas 3] [-subvolumes 10] [-p PREFIX] [-pull]
  *       The volume requests of a rebalance OLD -> NEW, made straight: for
  *       each key that needs a copy, GET it from its first old location,
  *       PUT it to each new location that lacks it, DELETE it from each old
- *       location that is no longer used.  rate = moved keys/s.
+ *       location that is no longer used.  rate = moved keys/s.  With
+ *       -pull, what a rebalance between mkv-volumes started with -peers
+ *       asks instead of the GET and PUT: a PUT with Mkv-Pull naming the
+ *       first old location (and Mkv-Pull-Md5, the value's md5) to each new
+ *       location, so the volume fetches the blob itself (docs/protocol.md).
  *   loadgen get      -c 16 -d SECS -n N [-p PREFIX] BASE
  *       GET BASE/PREFIX/k<i> for i round robin in [0,N), following
  *       redirects.  rate = requests/s, plus MiB/s.
@@ -83,6 +87,7 @@ struct opts {
 	size_t size;
 	char **vols, **to, **dirs;
 	int nvol, nto, ndirs;
+	bool pull;               /* move: the new copies are pulled by their volumes */
 };
 
 /* One request in flight.  step: cycle 0 PUT, 1 GET, 2 DELETE; populate
@@ -108,11 +113,13 @@ struct slot {
 	int nplan;
 	bool idle;               /* walk: waiting for listings to come */
 	struct buf resp;         /* walk: the listing */
+	char src[600];           /* move -pull: the key's first old location's URL */
+	struct curl_slist *pull_hdrs;
 };
 
 static struct opts o = { .prefix = "/bench", .conc = 16, .replicas = 3, .subvolumes = 10,
 			 .secs = 5, .n = 0, .size = 1024 };
-static char *body;
+static char *body, body_md5[33];
 static struct curl_slist *hdrs;
 static uint64_t t_end_ms;
 static long next_key, ops, units, errors;
@@ -210,7 +217,17 @@ static void setup(struct slot *s, const char *method)
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	if (!strcmp(method, "PUT")) {
+	if (!strcmp(method, "PUT") && o.mode == MOVE && o.pull) {
+		/* no body: the volume GETs it from src (docs/protocol.md, the pull) */
+		char line[700];
+		curl_slist_free_all(s->pull_hdrs);
+		snprintf(line, sizeof(line), "Mkv-Pull: %s", s->src);
+		s->pull_hdrs = curl_slist_append(curl_slist_append(NULL, "Expect:"), line);
+		snprintf(line, sizeof(line), "Mkv-Pull-Md5: %s", body_md5);
+		s->pull_hdrs = curl_slist_append(s->pull_hdrs, line);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, s->pull_hdrs);
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+	} else if (!strcmp(method, "PUT")) {
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o.size);
@@ -297,19 +314,21 @@ static void walk_done(struct slot *s)
 	json_decref(a);
 }
 
-/* move: the requests that move key i, or 0 when it stays. */
-static int move_plan(long i, struct plan_step *plan)
+/* move: the requests that move key i, or 0 when it stays; src: where a
+ * pull fetches it (-pull). */
+static int move_plan(long i, struct plan_step *plan, char src[600])
 {
 	char key[256], path[PATH_MAX_LEN];
 	char (*a)[LOC_MAX] = xmalloc(sizeof(*a) * RECORD_MAX_LOCS);
 	char (*b)[LOC_MAX] = xmalloc(sizeof(*b) * RECORD_MAX_LOCS);
-	int r = replicas() < 8 ? replicas() : 8, n = 1, ra, rb;
+	int r = replicas() < 8 ? replicas() : 8, first = o.pull ? 0 : 1, n = first, ra, rb;
 	key_name(i, key, sizeof(key));
 	placement_path(key, strlen(key), path);
 	ra = placement_volumes(key, strlen(key), o.vols, o.nvol, r, o.subvolumes, a);
 	rb = placement_volumes(key, strlen(key), o.to, o.nto, r, o.subvolumes, b);
-	plan[0].kind = 1;
+	plan[0].kind = 1;   /* the GET, unless the volumes pull */
 	snprintf(plan[0].url, sizeof(plan[0].url), "http://%.300s%s", a[0], path);
+	snprintf(src, 600, "%s", plan[0].url);
 	for (int j = 0; j < rb; j++) {
 		int k = 0;
 		while (k < ra && strcmp(b[j], a[k]))
@@ -319,7 +338,7 @@ static int move_plan(long i, struct plan_step *plan)
 			snprintf(plan[n++].url, sizeof(plan[0].url), "http://%.300s%s", b[j], path);
 		}
 	}
-	if (n == 1)
+	if (n == first)
 		n = 0;           /* every new location has its copy: nothing moves */
 	for (int k = 0; n && k < ra; k++) {
 		int j = 0;
@@ -350,7 +369,7 @@ static bool slot_next(struct slot *s, bool first)
 	} else if (o.mode == MOVE && (first || s->step >= last_step(s))) {
 		s->nplan = 0;
 		while (!s->nplan && next_key < o.n)
-			s->nplan = move_plan(next_key++, s->plan);
+			s->nplan = move_plan(next_key++, s->plan, s->src);
 		if (!s->nplan)
 			return false;
 		s->step = 0;
@@ -447,7 +466,7 @@ static int run(void)
 	uint64_t t0 = now_ms(), t1;
 	int active = 0, running;
 
-	make_body(NULL);
+	make_body(body_md5);
 	hdrs = curl_slist_append(NULL, "Expect:");
 	hdrs = curl_slist_append(hdrs, "Content-Type:");
 	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)o.conc * 4 + 8);
@@ -522,6 +541,7 @@ static int run(void)
 	for (int i = 0; i < o.conc; i++) {
 		curl_easy_cleanup(slots[i].h);
 		buf_free(&slots[i].resp);
+		curl_slist_free_all(slots[i].pull_hdrs);
 	}
 	free(queue);
 	curl_multi_cleanup(m);
@@ -784,7 +804,7 @@ static void usage(int rc)
 		"       loadgen direct   [-c N] [-d SECS] [-s BYTES] -volumes A,B [-replicas R] [-subvolumes S]\n"
 		"       loadgen walk     [-c N] -volumes A,B\n"
 		"       loadgen move     [-c N] -n KEYS [-s BYTES] -volumes OLD,.. -to NEW,.. [-replicas R]\n"
-		"                        [-subvolumes S] [-p PREFIX]\n"
+		"                        [-subvolumes S] [-p PREFIX] [-pull]\n"
 		"       loadgen get      [-c N] [-d SECS] -n KEYS [-p PREFIX] BASEURL\n"
 		"       loadgen put      [-c N] -n KEYS [-s BYTES] [-p PREFIX] BASEURL\n"
 		"       loadgen populate [-c N] -n KEYS [-s BYTES] -volumes A,B [-replicas R] [-subvolumes S]\n"
@@ -816,6 +836,10 @@ int main(int argc, char **argv)
 			continue;
 		}
 		f += f[1] == '-' ? 2 : 1;
+		if (!strcmp(f, "pull")) {
+			o.pull = true;
+			continue;
+		}
 		if (!val)
 			die("flag -%s needs a value", f);
 		i++;
