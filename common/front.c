@@ -18,7 +18,6 @@
 
 #include <microhttpd.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -698,23 +697,6 @@ static void quiesce_all(void)
 	listen_fd = -1;
 }
 
-/* The listening socket every loop accepts from (IPv4, every address, as
- * libmicrohttpd's own). */
-static int listen_on(int port, unsigned backlog)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				.sin_addr.s_addr = htonl(INADDR_ANY)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, (int)backlog) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 static void loops_free(void)
 {
 	for (int i = 0; i < nloops; i++) {
@@ -729,7 +711,9 @@ static void loops_free(void)
 	nloops = 0;
 }
 
-/* Start n loops, each with its daemon on listen_fd.  0 or -1. */
+/* Start n loops, each with its daemon: the first binds the port (as
+ * libmicrohttpd binds it: IPv4, every address, SO_REUSEADDR), the others
+ * take its socket.  0 or -1. */
 static int loops_start(const struct front_opts *o, int n)
 {
 	unsigned limit = (o->max_conns + (unsigned)n - 1) / (unsigned)n;
@@ -737,13 +721,18 @@ static int loops_start(const struct front_opts *o, int n)
 	for (nloops = 0; nloops < n; nloops++) {
 		struct front_loop *fl = &loops[nloops];
 		const union MHD_DaemonInfo *di;
+		struct MHD_OptionItem listen[] = {
+			listen_fd < 0 ? (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE,
+								 o->backlog ? o->backlog : SOMAXCONN, NULL}
+				      : (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL},
+			{MHD_OPTION_END, 0, NULL}};
 		fl->loop = loop_new();
 		fl->d = MHD_start_daemon(
 			MHD_USE_EPOLL | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
 				MHD_USE_ERROR_LOG,
-			0, NULL, NULL, handler, NULL,
-			MHD_OPTION_LISTEN_SOCKET, listen_fd,
+			(uint16_t)o->port, NULL, NULL, handler, NULL,
 			MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+			MHD_OPTION_ARRAY, listen,
 			MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 			MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 			MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
@@ -756,6 +745,11 @@ static int loops_start(const struct front_opts *o, int n)
 		if (!di) {
 			nloops++;
 			return -1;
+		}
+		if (listen_fd < 0) {
+			di = MHD_get_daemon_info(fl->d, MHD_DAEMON_INFO_LISTEN_FD);
+			listen_fd = di ? di->listen_fd : -1;
+			di = MHD_get_daemon_info(fl->d, MHD_DAEMON_INFO_EPOLL_FD);
 		}
 		fl->w = (struct loop_fd){.fn = mhd_events, .arg = fl};
 		fl->t = (struct loop_timer){0, mhd_fire, fl};
@@ -786,8 +780,8 @@ int front_start(const struct front_opts *o)
 		return -1;
 	}
 	reaper = reaper_start(o->idle_ms);
-	listen_fd = listen_on(o->port, o->backlog ? o->backlog : (unsigned)SOMAXCONN);
-	if (listen_fd < 0 || loops_start(o, ncpu > 2 ? (int)ncpu : 2) < 0) {
+	listen_fd = -1;
+	if (loops_start(o, ncpu > 2 ? (int)ncpu : 2) < 0) {
 		log_msg("cannot listen on port %d", o->port);
 		loops_free();
 		if (listen_fd >= 0)
