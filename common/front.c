@@ -63,7 +63,7 @@ static __thread struct front_loop *this_loop;
 static struct front_opts opts;
 static struct front_loop *loops;
 static int nloops, listen_fd = -1;
-static struct MHD_Daemon *admin;
+static struct MHD_Daemon *admin, *pool;   /* pool: front_opts.threads */
 static struct reaper *reaper;
 static const struct front_route *routes[4];
 static int nroutes;
@@ -690,6 +690,11 @@ static void quiesce(void *arg)
 
 static void quiesce_all(void)
 {
+	if (pool) {
+		MHD_socket fd = MHD_quiesce_daemon(pool);
+		if (fd != MHD_INVALID_SOCKET)
+			close(fd);
+	}
 	for (int i = 0; i < nloops; i++)
 		loop_call(loops[i].loop, quiesce, &loops[i]);
 	if (listen_fd >= 0)
@@ -766,7 +771,7 @@ static int loops_start(const struct front_opts *o, int n)
 int front_start(const struct front_opts *o)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (loops)
+	if (loops || pool)
 		return -1;
 	opts = *o;
 	atomic_store(&draining, false);
@@ -781,7 +786,23 @@ int front_start(const struct front_opts *o)
 	}
 	reaper = reaper_start(o->idle_ms);
 	listen_fd = -1;
-	if (loops_start(o, ncpu > 2 ? (int)ncpu : 2) < 0) {
+	if (o->threads)
+		pool = MHD_start_daemon(
+			MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
+				MHD_USE_ITC | MHD_USE_ERROR_LOG,
+			(uint16_t)o->port, NULL, NULL, handler, NULL,
+			MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+			MHD_OPTION_THREAD_POOL_SIZE, ncpu > 2 ? (unsigned)ncpu : 2u,
+			MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+			MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+			MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+			MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+			MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_ms / 1000),
+			MHD_OPTION_CONNECTION_LIMIT, o->max_conns,
+			MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
+			MHD_OPTION_LISTEN_BACKLOG_SIZE, o->backlog ? o->backlog : (unsigned)SOMAXCONN,
+			MHD_OPTION_END);
+	if (o->threads ? !pool : loops_start(o, ncpu > 2 ? (int)ncpu : 2) < 0) {
 		log_msg("cannot listen on port %d", o->port);
 		loops_free();
 		if (listen_fd >= 0)
@@ -829,6 +850,9 @@ void front_stop(void)
 	for (int i = 0; i < nloops; i++)
 		pthread_join(loops[i].th, NULL);
 	loops_free();
+	if (pool)
+		MHD_stop_daemon(pool);
+	pool = NULL;
 	reaper_stop(reaper);   /* after: the daemons' last closes leave its ring */
 	reaper = NULL;
 	if (admin)

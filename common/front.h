@@ -65,6 +65,10 @@ struct front_opts {
 				  * §3.2.2, as Go's server); any other target not
 				  * starting with '/' is FRONT_HEAD_TARGET */
 	bool verbose;            /* log one line per request */
+	bool threads;            /* libmicrohttpd's own epoll threads (one per core)
+				  * instead of the event loops: for a daemon that
+				  * makes no volume requests (mkv-volume, whose
+				  * wire.c follows that mode's calls) */
 	void (*opened)(int fd);  /* a connection on socket fd starts (may be NULL) */
 	const char *accesslog;   /* -accesslog FILE ("-": stderr), or NULL */
 	const char *metrics;     /* -metrics HOST:PORT, or NULL: the listener below */

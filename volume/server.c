@@ -625,6 +625,7 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 	o.route = &vol_route;
 	o.conn_memory = CONN_MEMORY;
 	o.idle_ms = idle_ms;
+	o.threads = true;        /* wire.c follows libmicrohttpd's calls in that mode */
 	o.opened = wire_reset;   /* a new connection may have a closed one's socket number */
 	o.metrics = metrics;
 	o.accesslog = accesslog;
