@@ -49,7 +49,8 @@ struct put {
 	char why[512];
 
 	struct loop *loop;       /* a small PUT's, run on the event loop (run_async) */
-	int commit_rc;
+	int commit_rc;           /* its last index write's */
+	void (*then)(struct put *);   /* the step after that write */
 };
 
 static void put_free(struct put *p)
@@ -306,6 +307,17 @@ int put_settle_replace(const struct config *cfg, struct index *idx, const char *
 	return 0;
 }
 
+/* The put is over: tell put_wait, and the front unless it let go. */
+static void finish(struct put *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->finished = true;
+	pthread_cond_broadcast(&p->cv);
+	if (!p->released && p->wake)
+		p->wake(p->arg);
+	pthread_mutex_unlock(&p->mu);
+}
+
 static void worker(void *arg)
 {
 	struct put *p = arg;
@@ -339,12 +351,7 @@ static void worker(void *arg)
 	 * wait on the very volume that failed. */
 	if (p->status == 201 || p->replace) /* a REPLACE has cleaned up already */
 		keylock_release(p->key, p->klen);
-	pthread_mutex_lock(&p->mu);
-	p->finished = true;
-	pthread_cond_broadcast(&p->cv);
-	if (!p->released && p->wake)
-		p->wake(p->arg);
-	pthread_mutex_unlock(&p->mu);
+	finish(p);
 	if (p->status != 201 && !p->replace) {
 		cleanup_failed(p);
 		keylock_release(p->key, p->klen);
@@ -375,12 +382,7 @@ static void async_end(struct put *p)
 		write_meta(p, true);
 		keylock_release(p->key, p->klen);
 	}
-	pthread_mutex_lock(&p->mu);
-	p->finished = true;
-	pthread_cond_broadcast(&p->cv);
-	if (!p->released && p->wake)
-		p->wake(p->arg);
-	pthread_mutex_unlock(&p->mu);
+	finish(p);
 	loop_release(p->loop);
 	if (p->status == 201)
 		unref(p);
@@ -388,29 +390,46 @@ static void async_end(struct put *p)
 		failed_cleanup(p);
 }
 
-static void async_committed_loop(void *arg)
+/* On the loop, once the committer wrote p's record. */
+static void written_loop(void *arg)
 {
 	struct put *p = arg;
-	if (p->commit_rc < 0)
+	if (p->commit_rc < 0) {
 		fail(p, 500, "index write failed");
-	else
-		p->status = 201;
-	async_end(p);
+		async_end(p);
+	} else {
+		p->then(p);
+	}
 }
 
 /* On the committer's thread. */
-static void async_committed(void *arg, int rc)
+static void written(void *arg, int rc)
 {
 	struct put *p = arg;
 	p->commit_rc = rc;
-	loop_post(p->loop, async_committed_loop, p);
+	loop_post(p->loop, written_loop, p);
+}
+
+/* p's record (deleted or live, naming every location) to the committer;
+ * then(p) on the loop once it is written. */
+static void write_async(struct put *p, bool deleted, bool sync, void (*then)(struct put *))
+{
+	size_t len;
+	char *v = encode(p, deleted, deleted ? "" : p->hash, p->locs, p->nlocs, &len);
+	p->then = then;
+	index_write_async(p->idx, p->key, p->klen, v, len, sync, written, p);
+	free(v);
+}
+
+static void committed(struct put *p)
+{
+	p->status = 201;
+	async_end(p);
 }
 
 static void async_sent(void *arg, int first)
 {
 	struct put *p = arg;
-	size_t len;
-	char *v;
 	for (int i = 0; first >= 0 && i < p->nlocs; i++)
 		judge(p, (first + i) % p->nlocs);
 	if (p->status) {
@@ -418,18 +437,12 @@ static void async_sent(void *arg, int first)
 		return;
 	}
 	httpc_stream_wait_end(p->st, &p->size);   /* the body is in: at once */
-	v = encode(p, false, p->hash, p->locs, p->nlocs, &len);
-	index_write_async(p->idx, p->key, p->klen, v, len, true, async_committed, p);
-	free(v);
+	write_async(p, false, true, committed);
 }
 
-static void async_marked_loop(void *arg)
+static void marked(struct put *p)
 {
-	struct put *p = arg;
-	if (p->commit_rc < 0) {
-		fail(p, 500, "index write failed");
-		async_end(p);
-	} else if (httpc_stream_run_async(p->st, async_sent, p) < 0) {
+	if (httpc_stream_run_async(p->st, async_sent, p) < 0) {
 		/* not small after all (cannot be, put_finish checked): the
 		 * worker's way, off the loop */
 		loop_release(p->loop);
@@ -438,21 +451,11 @@ static void async_marked_loop(void *arg)
 	}
 }
 
-/* On the committer's thread. */
-static void async_marked(void *arg, int rc)
-{
-	struct put *p = arg;
-	p->commit_rc = rc;
-	loop_post(p->loop, async_marked_loop, p);
-}
-
 /* A small PUT whose body is in, on this thread's loop: false when there is
  * no loop (or it is a REPLACE), and the worker takes it. */
 static bool run_async(struct put *p)
 {
 	struct loop *l = loop_current();
-	size_t len;
-	char *v;
 	if (!l || p->replace || !p->wake)   /* put_wait's would wait on this very loop */
 		return false;
 	p->loop = l;
@@ -461,9 +464,7 @@ static bool run_async(struct put *p)
 	loop_hold(l);
 	/* Not synced, as worker()'s (the live record's sync covers it), but
 	 * written before any byte goes out. */
-	v = encode(p, true, "", p->locs, p->nlocs, &len);
-	index_write_async(p->idx, p->key, p->klen, v, len, false, async_marked, p);
-	free(v);
+	write_async(p, true, false, marked);
 	return true;
 }
 

@@ -424,6 +424,18 @@ static bool take(struct ops_fetch *f, struct conn *c, size_t *avail)
 	return true;
 }
 
+/* c's oldest request is answered: off its queue, to its caller. */
+static void answered(struct ops_fetch *f, struct conn *c)
+{
+	struct fget *g = c->head;
+	if (!(c->head = g->next))
+		c->tail = NULL;
+	c->depth--;
+	f->inflight--;
+	c->st = R_HEAD;
+	finish(f, g, c->status, c->body.data, c->body.len, NULL);
+}
+
 /* Parse what c has read: every complete answer goes to its GET.  Returns
  * 0, or -1 with err (c must be closed, counted). */
 static int conn_parse(struct ops_fetch *f, struct host *h, struct conn *c, char *err,
@@ -498,13 +510,7 @@ static int conn_parse(struct ops_fetch *f, struct host *h, struct conn *c, char 
 			return 0;   /* complete when the server closes */
 		}
 		if (complete) {
-			struct fget *g = c->head;
-			if (!(c->head = g->next))
-				c->tail = NULL;
-			c->depth--;
-			f->inflight--;
-			c->st = R_HEAD;
-			finish(f, g, c->status, c->body.data, c->body.len, NULL);
+			answered(f, c);
 			c->body.len = 0;
 			if (c->close_after) {
 				conn_close(f, h, c, false, NULL);
@@ -541,13 +547,7 @@ static bool conn_read(struct ops_fetch *f, struct host *h, struct conn *c, char 
 		}
 		if (n == 0) {
 			if (c->st == R_EOF && c->head) {   /* the body ends with the connection */
-				struct fget *g = c->head;
-				if (!(c->head = g->next))
-					c->tail = NULL;
-				c->depth--;
-				f->inflight--;
-				c->st = R_HEAD;
-				finish(f, g, c->status, c->body.data, c->body.len, NULL);
+				answered(f, c);
 				conn_close(f, h, c, false, NULL);
 				return true;
 			}
