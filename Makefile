@@ -182,9 +182,9 @@ install: $(BIN)/mkv $(BIN)/mkv-volume $(MANS)
 # also every directory install made that is left empty.
 uninstall:
 	rm -f $(addprefix $(D),$(INSTALLED))
-	@rmdir "$(D)$(LIBDIR)/mkv" "$(D)$(DOCDIR)" 2>/dev/null || true
 	@$(if $(D),cd "$(D)" && for d in $(patsubst /%,%,$(INSTALLDIRS)); do \
 	  [ ! -d "$$d" ] || rmdir -p --ignore-fail-on-non-empty "$$d"; done,:)
+	@rmdir "$(D)$(LIBDIR)/mkv" "$(D)$(DOCDIR)" 2>/dev/null || true
 
 # The Debian package, from a staging install under /usr (Debian 12 keeps
 # units in /lib/systemd/system), made by deploy/debian/mkdeb.sh, into DEBDIR.
