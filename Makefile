@@ -164,8 +164,8 @@ $(B)/man/%.1.gz: man/%.1
 
 # Directories first: an unwritable PREFIX stops before any file is copied.
 install: $(BIN)/mkv $(BIN)/mkv-volume $(MANS)
-	@for d in $(INSTALLDIRS); do install -d "$(D)$$d" 2>/dev/null || { \
-	  echo "make install: cannot create $(D)$$d: set PREFIX (or DESTDIR) to a directory you may write, or run it as root" >&2; exit 1; }; done
+	@for d in $(INSTALLDIRS); do { install -d "$(D)$$d" && [ -w "$(D)$$d" ]; } 2>/dev/null || { \
+	  echo "make install: cannot write $(D)$$d: set PREFIX (or DESTDIR) to a directory you may write, or run it as root" >&2; exit 1; }; done
 	@set -e; trap 'echo "make install: stopped part way: make uninstall with the same variables removes what it put there" >&2' EXIT; \
 	install -m 755 $(BIN)/mkv $(BIN)/mkv-volume "$(D)$(BINDIR)/"; \
 	install -m 755 deploy/nginx/mkv-nginx-volume "$(D)$(LIBDIR)/mkv/"; \
@@ -190,7 +190,7 @@ uninstall:
 # units in /lib/systemd/system), made by deploy/debian/mkdeb.sh, into DEBDIR.
 DEBDIR ?= .
 deb: all
-	@command -v dpkg-deb >/dev/null || { echo "make deb: dpkg-deb is missing (Debian's dpkg; make deps installs it)" >&2; exit 1; }
+	@command -v dpkg-deb >/dev/null || { echo "make deb: no dpkg-deb in PATH (Debian's dpkg package has it)" >&2; exit 1; }
 	rm -rf $(B)/deb
 	@umask 022 && $(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(B)/deb/debian/mkv PREFIX=/usr SYSTEMDUNITDIR=/lib/systemd/system >/dev/null
 	deploy/debian/mkdeb.sh $(B)/deb $(DEBDIR)

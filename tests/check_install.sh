@@ -108,7 +108,7 @@ if mk install DESTDIR=/proc/mkv-nowhere >"$tmp/log" 2>&1; then
 	fail "make install into /proc succeeded"
 else
 	check "make install where it cannot write stops with a reason" \
-		grep -q "make install: cannot create /proc/mkv-nowhere" "$tmp/log"
+		grep -q "make install: cannot write /proc/mkv-nowhere" "$tmp/log"
 fi
 
 # ---- make deb ----
