@@ -64,8 +64,9 @@ $(B)/%.o: %.c | deps
 	$(CC) $(CFLAGS) -c $< -o $@
 
 # The version -version prints (tools/version.sh): the header is rewritten
-# only when it changes, so only flags.o is rebuilt, and only then.
-$(B)/version.h: FORCE
+# only when it changes, so only flags.o is rebuilt, and only then.  One per
+# build directory (build, build-san, build-fuzz).
+%/version.h: FORCE
 	@mkdir -p $(dir $@)
 	@tools/version.sh header >$@.new && if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 $(B)/common/flags.o: $(B)/version.h
