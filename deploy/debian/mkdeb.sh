@@ -14,7 +14,9 @@ root=$work/debian/mkv doc=$work/debian/mkv/usr/share/doc/mkv
 set -- $("$here/../../tools/version.sh")
 version=$1 commit=$2
 arch=$(dpkg --print-architecture)
-when=$(git -C "$here" -c safe.directory='*' log -1 --format=%ct 2>/dev/null || date +%s)
+# The changelog's date: the commit's (a tarball's: now).
+when=$(date +%s)
+[ ! -e "$here/../../.git" ] || when=$(git -C "$here" -c safe.directory='*' log -1 --format=%ct)
 
 strip --remove-section=.comment --remove-section=.note --strip-unneeded \
 	"$root/usr/bin/mkv" "$root/usr/bin/mkv-volume"
