@@ -34,7 +34,7 @@ same() {
 # shellcheck disable=SC2046
 set -- $(tools/version.sh)
 version=$1 commit=$2
-docs=$(cd docs && ls ./*.md | sed 's|^\./||')
+docs=$(cd docs && printf '%s\n' *.md)
 
 # The files install puts under PREFIX=/usr, units in $1.
 expected() {
