@@ -112,6 +112,15 @@ else
 fi
 
 # ---- make deb ----
+# Without dpkg-deb (a PATH of everything else) it says so.
+mkdir "$tmp/nodeb"
+ln -s /usr/bin/* /usr/sbin/* "$tmp/nodeb/" 2>/dev/null
+rm -f "$tmp/nodeb/dpkg-deb"
+if PATH=$tmp/nodeb mk deb DEBDIR="$tmp" >"$tmp/log" 2>&1; then
+	fail "make deb without dpkg-deb succeeded"
+else
+	check "make deb without dpkg-deb stops with a reason" grep -q "make deb: no dpkg-deb" "$tmp/log"
+fi
 arch=$(dpkg --print-architecture)
 deb=$tmp/mkv_${version}_$arch.deb
 if ! mk deb DEBDIR="$tmp" >"$tmp/log" 2>&1 || [ ! -f "$deb" ]; then
