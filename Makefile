@@ -51,9 +51,10 @@ VOLUME_LIB := $(call obj,$(filter-out volume/main.c volume/interpose.c,$(VOLUME_
 FRONT_OBJ  := $(call obj,common/front.c common/reqstats.c common/accesslog.c common/metrics.c common/page.c)
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
+MANS       := $(B)/man/mkv.1.gz $(B)/man/mkv-volume.1.gz
 
 .PHONY: all deps run test test-hosts layers valgrind bench clean install uninstall deb dist FORCE
-all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
+all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS) $(MANS)
 
 deps:
 	@tools/deps.sh
@@ -151,7 +152,6 @@ MANDIR  ?= $(DATADIR)/man
 SYSTEMDUNITDIR ?= $(LIBDIR)/systemd/system
 UNITS := mkv.service mkv-volume@.service mkv-nginx-volume@.service
 DOCS  := README.md $(wildcard docs/*.md)
-MANS  := $(B)/man/mkv.1.gz $(B)/man/mkv-volume.1.gz
 # Every file install puts there: what uninstall removes.
 INSTALLED := $(BINDIR)/mkv $(BINDIR)/mkv-volume $(LIBDIR)/mkv/mkv-nginx-volume \
 	$(LIBDIR)/mkv/nginx.conf.in $(addprefix $(SYSTEMDUNITDIR)/,$(UNITS)) \
