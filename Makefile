@@ -2,6 +2,8 @@
 #   make run      start a local cluster (3 volumes + master on :3000, data in ./data)
 #   make test     unit + integration tests (SANITIZE=1 for ASan+UBSan)
 #   make bench    benchmarks against stock nginx (QUICK=1 for a short run)
+#   make install  PREFIX=/usr/local, DESTDIR= (staging); make uninstall
+#   make deb      mkv_VERSION_ARCH.deb (deploy/debian/); make dist: a tarball
 
 PKGS    := libmicrohttpd libcurl jansson libcrypto check libsystemd
 CC      ?= cc
@@ -49,9 +51,10 @@ VOLUME_LIB := $(call obj,$(filter-out volume/main.c volume/interpose.c,$(VOLUME_
 FRONT_OBJ  := $(call obj,common/front.c common/reqstats.c common/accesslog.c common/metrics.c common/page.c)
 TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
+MANS       := $(B)/man/mkv.1.gz $(B)/man/mkv-volume.1.gz
 
-.PHONY: all deps run test test-hosts layers valgrind bench clean
-all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS)
+.PHONY: all deps run test test-hosts layers valgrind bench clean install uninstall deb dist FORCE
+all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS) $(MANS)
 
 deps:
 	@tools/deps.sh
@@ -60,6 +63,15 @@ deps:
 $(B)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# The version -version prints (tools/version.sh): the header is rewritten
+# only when it changes, so only flags.o is rebuilt, and only then.  One per
+# build directory (build, build-san, build-fuzz).
+%/version.h: FORCE
+	@mkdir -p $(dir $@)
+	@tools/version.sh header >$@.new && if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+$(B)/common/flags.o: $(B)/version.h
+$(B)/common/flags.o: CFLAGS += -I$(B)
 
 $(BIN)/mkv: $(B)/ops/main.o $(MASTER_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
@@ -102,8 +114,9 @@ endef
 layers:
 	@tests/layers.sh
 
+# tests/check_install.sh: make install/uninstall, make deb, lintian.
 test: layers all $(TESTS)
-	$(call run_suites,$(TESTS),MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
+	$(call run_suites,$(TESTS) tests/check_install.sh,MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
 
 # The multi-host bed (tests/hosts/bed.sh): network namespaces, as root
 # (skipped without); SCENARIOS="s2_cut_host ..." runs only those.
@@ -128,8 +141,68 @@ run: all
 bench: all
 	@bench/run.sh $(if $(QUICK),--quick)
 
+# Installing: GNU's variables.  The units name /usr/local's paths
+# (deploy/systemd/) and are rewritten to these.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+DATADIR ?= $(PREFIX)/share
+DOCDIR  ?= $(DATADIR)/doc/mkv
+MANDIR  ?= $(DATADIR)/man
+SYSTEMDUNITDIR ?= $(LIBDIR)/systemd/system
+UNITS := mkv.service mkv-volume@.service mkv-nginx-volume@.service
+DOCS  := README.md $(wildcard docs/*.md)
+# Every file install puts there: what uninstall removes.
+INSTALLED := $(BINDIR)/mkv $(BINDIR)/mkv-volume $(LIBDIR)/mkv/mkv-nginx-volume \
+	$(LIBDIR)/mkv/nginx.conf.in $(addprefix $(SYSTEMDUNITDIR)/,$(UNITS)) \
+	$(MANDIR)/man1/mkv.1.gz $(MANDIR)/man1/mkv-volume.1.gz $(addprefix $(DOCDIR)/,$(notdir $(DOCS)))
+INSTALLDIRS := $(BINDIR) $(LIBDIR)/mkv $(SYSTEMDUNITDIR) $(MANDIR)/man1 $(DOCDIR)
+D := $(DESTDIR)
+
+$(B)/man/%.1.gz: man/%.1
+	@mkdir -p $(dir $@)
+	gzip -9n <$< >$@
+
+# Directories first: an unwritable PREFIX stops before any file is copied.
+install: $(BIN)/mkv $(BIN)/mkv-volume $(MANS)
+	@for d in $(INSTALLDIRS); do { install -d "$(D)$$d" && [ -w "$(D)$$d" ]; } 2>/dev/null || { \
+	  echo "make install: cannot write $(D)$$d: set PREFIX (or DESTDIR) to a directory you may write, or run it as root" >&2; exit 1; }; done
+	@set -e; trap 'echo "make install: stopped part way: make uninstall with the same variables removes what it put there" >&2' EXIT; \
+	install -m 755 $(BIN)/mkv $(BIN)/mkv-volume "$(D)$(BINDIR)/"; \
+	install -m 755 deploy/nginx/mkv-nginx-volume "$(D)$(LIBDIR)/mkv/"; \
+	install -m 644 deploy/nginx/nginx.conf.in "$(D)$(LIBDIR)/mkv/"; \
+	for u in $(UNITS); do \
+	  sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/lib/mkv/|$(LIBDIR)/mkv/|g' \
+	      -e 's|/usr/local/share/doc/mkv/|$(DOCDIR)/|g' deploy/systemd/$$u >"$(D)$(SYSTEMDUNITDIR)/$$u"; \
+	  chmod 644 "$(D)$(SYSTEMDUNITDIR)/$$u"; done; \
+	install -m 644 $(MANS) "$(D)$(MANDIR)/man1/"; \
+	install -m 644 $(DOCS) "$(D)$(DOCDIR)/"; \
+	trap - EXIT; echo "installed in $(D)$(PREFIX) (units in $(D)$(SYSTEMDUNITDIR))"
+
+# The files, then the directories only mkv uses; in a staging DESTDIR
+# also every directory install made that is left empty.
+uninstall:
+	rm -f $(addprefix $(D),$(INSTALLED))
+	@$(if $(D),cd "$(D)" && for d in $(patsubst /%,%,$(INSTALLDIRS)); do \
+	  [ ! -d "$$d" ] || rmdir -p --ignore-fail-on-non-empty "$$d"; done,:)
+	@rmdir "$(D)$(LIBDIR)/mkv" "$(D)$(DOCDIR)" 2>/dev/null || true
+
+# The Debian package, from a staging install under /usr (Debian 12 keeps
+# units in /lib/systemd/system), made by deploy/debian/mkdeb.sh, into DEBDIR.
+DEBDIR ?= .
+deb: all
+	@command -v dpkg-deb >/dev/null || { echo "make deb: no dpkg-deb in PATH (Debian's dpkg package has it)" >&2; exit 1; }
+	rm -rf $(B)/deb
+	@umask 022 && $(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(B)/deb/debian/mkv PREFIX=/usr SYSTEMDUNITDIR=/lib/systemd/system >/dev/null
+	deploy/debian/mkdeb.sh $(B)/deb $(DEBDIR)
+
+# A source tarball that knows its version without git (VERSION).
+dist:
+	@set -- $$(tools/version.sh); v=$${1%+dirty}; git archive --prefix=mkv-$$v/ \
+	  --add-virtual-file=mkv-$$v/VERSION:"$$v $$2" -o mkv-$$v.tar.gz HEAD && echo mkv-$$v.tar.gz
+
 clean:
-	rm -rf build build-san bin
+	rm -rf build build-san bin mkv_*.deb mkv-*.tar.gz
 
 # libFuzzer targets: `make fuzz` (rules in fuzz/fuzz.mk).
 -include fuzz/fuzz.mk

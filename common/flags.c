@@ -1,6 +1,7 @@
 /* flags.c -- see flags.h. */
 #include "flags.h"
 #include "util.h"
+#include "version.h"   /* generated: $(B)/version.h, by tools/version.sh */
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@ static void usage(FILE *f, const struct flag *t, const char *head)
 			 t->arg ? t->arg : "");
 		fprintf(f, "  %-17s %s\n", left, t->help);
 	}
+	fprintf(f, "  %-17s %s\n", "-version", "print the version and the commit built from, and exit");
 }
 
 void flags_fail(const char *prog, const char *head, const char *fmt, ...)
@@ -99,6 +101,10 @@ int flags_parse(const struct flag *t, int argc, char **argv, const char *prog,
 			*val++ = '\0';
 		if (!strcmp(name, "h") || !strcmp(name, "help")) {
 			usage(stdout, t, head);
+			exit(0);
+		}
+		if (!strcmp(name, "version")) {
+			printf("%s %s (commit %s)\n", prog, MKV_VERSION, MKV_COMMIT);
 			exit(0);
 		}
 		for (f = t; f->name && strcmp(f->name, name); f++)

@@ -30,7 +30,8 @@ struct flag {
 /* Parse argv[1..argc) by the table.  Arguments that are not flags go to
  * pos[] in order (at most npos); after flags_until of them, or after
  * "--", every argument is one, dashes and all.  -h/--help prints head,
- * then the table, to stdout and exits 0.  On any error: "prog: reason", head's first line to
+ * then the table, to stdout and exits 0; -version prints "prog VERSION
+ * (commit HASH)" (tools/version.sh) and exits 0.  On any error: "prog: reason", head's first line to
  * stderr, exit 2.  Returns the number of positional arguments. */
 int flags_parse(const struct flag *t, int argc, char **argv, const char *prog,
 		const char *head, char **pos, int npos, int flags_until);

@@ -41,6 +41,8 @@ fuzz-deps:
 $(FZ)/%.o: %.c | fuzz-deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(FZ)/common/flags.o: $(FZ)/version.h
+$(FZ)/common/flags.o: FUZZ_CFLAGS += -I$(FZ)
 
 define fuzz_rule
 $(FZ)/fuzz-$(1): $(FZ)/fuzz/main_$(1).o $(call fuzz_lib,$(1)) $(FUZZ_COMMON)

@@ -15,7 +15,8 @@ static const char head[] =
 	"       mkv -volumes host:port,... -master H:P|-db DIR [-fix] [-rate MB/s] verify\n"
 	"       mkv -volumes host:port,... -master H:P|-db DIR [-delete] [-unlinked] gc\n"
 	"       mkv -master H:P [-workers N] put DIR /prefix\n"
-	"       mkv -master H:P [-workers N] get /prefix DIR\n";
+	"       mkv -master H:P [-workers N] get /prefix DIR\n"
+	"       mkv -version\n";
 
 static struct config c = {
 	.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,

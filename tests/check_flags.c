@@ -115,7 +115,7 @@ START_TEST(test_dashdash)
 END_TEST
 
 /* -h, -help, --help: the head, then one line per flag that has a help
- * text (an alias has none), to stdout, and exit 0 -- whatever comes
+ * text (an alias has none) and -version's, to stdout, and exit 0 -- whatever comes
  * after it.  What a -h that printed nothing, or exited otherwise, fails. */
 static const char *const helps[] = {"-h", "-help", "--help", "--h"};
 
@@ -129,7 +129,8 @@ START_TEST(test_help)
 		"  -t D              a duration\n"
 		"  -rate MB/s        a rate\n"
 		"  -size BYTES       a size\n"
-		"  -name S           a string\n";
+		"  -name S           a string\n"
+		"  -version          print the version and the commit built from, and exit\n";
 	char path[] = "/tmp/check_flags.XXXXXX", got[1024];
 	int fd = mkstemp(path), st;
 	ssize_t n;

@@ -1,8 +1,8 @@
 /* check_service.c -- running mkv as a service: /metrics read by the
  * reference parser and scraped by a real Prometheus, the status page in
  * headless chromium (tests/service_checks.py, Debian's packages: a missing
- * one fails), systemd units through `systemd-analyze verify`, READY=1 and
- * STOPPING=1 on a NOTIFY_SOCKET, the access log (format, SIGHUP reopen,
+ * one fails), READY=1 and STOPPING=1 on a NOTIFY_SOCKET (the units are
+ * tests/check_install.sh's), the access log (format, SIGHUP reopen,
  * drops counted), and clear errors at start for a -metrics address or an
  * access log that cannot be had. */
 #include "harness.h"
@@ -200,55 +200,6 @@ START_TEST(test_browser)
 END_TEST
 
 /* ---- systemd ---- */
-
-/* The units, with their binaries where this build keeps them and the
- * templates as one instance each, pass `systemd-analyze verify` with
- * nothing to say. */
-START_TEST(test_units)
-{
-	static const char *const units[] = {"mkv.service", "mkv-volume@.service",
-					    "mkv-nginx-volume@.service"};
-	char *tmp = h_tmpdir(), *bindir = h_bin(""), *nginx = h_root("deploy/nginx/"), *out;
-	char *argv[8] = {"/usr/bin/systemd-analyze", "verify"};
-	int n = 2, st;
-	for (int i = 0; i < 3; i++) {
-		char *src = xasprintf("deploy/systemd/%s", units[i]), *path = h_root(src);
-		char *text = h_read_file(path), *inst = xstrdup(units[i]), *at = strchr(inst, '@');
-		struct buf b = {0};
-		FILE *f;
-		ck_assert_msg(*text, "%s is missing", path);
-		if (at)   /* mkv-volume@.service -> mkv-volume@3001.service */
-			*at = '\0';
-		argv[n++] = xasprintf("%s/%s%s%s", tmp, inst, at ? "@3001." : "", at ? at + 2 : "");
-		for (char *p = text, *q; *p; p = q) {   /* the install paths -> this build's */
-			char *b1 = strstr(p, "/usr/local/bin/"), *b2 = strstr(p, "/usr/local/lib/mkv/");
-			q = b1 && (!b2 || b1 < b2) ? b1 : b2;
-			if (!q) {
-				buf_puts(&b, p);
-				break;
-			}
-			buf_append(&b, p, (size_t)(q - p));
-			buf_puts(&b, q == b1 ? bindir : nginx);
-			q += q == b1 ? strlen("/usr/local/bin/") : strlen("/usr/local/lib/mkv/");
-		}
-		f = fopen(argv[n - 1], "w");
-		ck_assert_ptr_nonnull(f);
-		fputs(b.data, f);
-		fclose(f);
-		buf_free(&b);
-		free(src), free(path), free(text), free(inst);
-	}
-	argv[n] = NULL;
-	st = run(argv, &out, 30000);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && !*out,
-		      "systemd-analyze verify: status %d:\n%s", st, out);
-	free(out);
-	for (int i = 2; i < n; i++)
-		free(argv[i]);
-	h_rmrf(tmp);
-	free(tmp), free(bindir), free(nginx);
-}
-END_TEST
 
 /* A datagram from the daemon on sock within 20 s, into msg. */
 static bool notified(int sock, char *msg, size_t n)
@@ -450,7 +401,6 @@ int main(void)
 	tcase_add_test(tc, test_browser);   /* last: it kills a volume */
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(one, 60);
-	tcase_add_test(one, test_units);
 	tcase_add_test(one, test_notify_volume);
 	tcase_add_test(one, test_notify_master);
 	tcase_add_test(one, test_accesslog_reopen);

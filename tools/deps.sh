@@ -4,10 +4,15 @@ set -e
 PKGS="build-essential pkg-config libmicrohttpd-dev libleveldb-dev libcurl4-openssl-dev
       libssl-dev libjansson-dev check libsystemd-dev nginx curl wrk valgrind strace
       python3-boto3 awscli rclone s3cmd python3-requests iproute2
-      systemd prometheus python3-prometheus-client chromium chromium-driver python3-selenium"
+      systemd prometheus python3-prometheus-client chromium chromium-driver python3-selenium
+      dpkg-dev lintian"
+# One dpkg-query for all (make runs this before every build).
+# shellcheck disable=SC2086
+installed=" $(dpkg-query -W -f='${Package} ${Status}\n' $PKGS 2>/dev/null |
+	awk '/ ok installed$/ { printf "%s ", $1 }')"
 missing=""
 for p in $PKGS; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+	case "$installed" in *" $p "*) ;; *) missing="$missing $p" ;; esac
 done
 [ -z "$missing" ] && exit 0
 echo "installing:$missing"

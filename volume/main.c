@@ -12,6 +12,7 @@
 
 static const char head[] =
 	"usage: mkv-volume [-port N] [-idletimeout D] [-peers LIST] [-metrics H:P] [-accesslog FILE] DIR\n"
+	"       mkv-volume -version\n"
 	"  Serve the blobs in DIR (created if missing) over HTTP: GET, HEAD,\n"
 	"  PUT, DELETE and JSON listings of directories, as nginx does.\n";
 
