@@ -4,6 +4,7 @@
 
 #include <leveldb/c.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +33,7 @@ struct index {
 	leveldb_writeoptions_t *wopts;
 	leveldb_writeoptions_t *wopts_nosync;
 	leveldb_cache_t *cache;
+	_Atomic uint64_t writes;     /* index_writes */
 };
 
 /* mkdir -p the parents of path (LevelDB makes only the last directory;
@@ -140,6 +142,7 @@ static int write1(struct index *idx, bool sync, const char *key, size_t klen, co
 {
 	leveldb_writeoptions_t *o = sync ? idx->wopts : idx->wopts_nosync;
 	char *err = NULL;
+	atomic_fetch_add(&idx->writes, 1);   /* before: a walk that sees it not yet is stale */
 	if (val)
 		leveldb_put(idx->db, o, key, klen, val, vlen, &err);
 	else
@@ -166,6 +169,11 @@ int index_delete(struct index *idx, const char *key, size_t klen)
 int index_delete_nosync(struct index *idx, const char *key, size_t klen)
 {
 	return write1(idx, false, key, klen, NULL, 0);
+}
+
+uint64_t index_writes(struct index *idx)
+{
+	return atomic_load(&idx->writes);
 }
 
 int index_sync(struct index *idx)
@@ -201,6 +209,7 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 		mt = &p->next;
 	}
 	if (mine) {
+		atomic_fetch_add(&idx->writes, 1);
 		leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
 		rc = failed("leveldb_write (batch)", err);
 	}
