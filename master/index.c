@@ -142,11 +142,13 @@ static int write1(struct index *idx, bool sync, const char *key, size_t klen, co
 {
 	leveldb_writeoptions_t *o = sync ? idx->wopts : idx->wopts_nosync;
 	char *err = NULL;
-	atomic_fetch_add(&idx->writes, 1);   /* before: a walk that sees it not yet is stale */
 	if (val)
 		leveldb_put(idx->db, o, key, klen, val, vlen, &err);
 	else
 		leveldb_delete(idx->db, o, key, klen, &err);
+	/* after: a walk that began before it, and may have missed it, is then
+	 * seen to be stale */
+	atomic_fetch_add(&idx->writes, 1);
 	return failed(val ? "leveldb_put" : "leveldb_delete", err);
 }
 
@@ -209,8 +211,8 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 		mt = &p->next;
 	}
 	if (mine) {
-		atomic_fetch_add(&idx->writes, 1);
 		leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
+		atomic_fetch_add(&idx->writes, 1);
 		rc = failed("leveldb_write (batch)", err);
 	}
 	leveldb_writebatch_destroy(b);

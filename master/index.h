@@ -31,7 +31,7 @@ int index_delete_nosync(struct index *idx, const char *key, size_t klen);
 int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
 		     size_t vlen);
 
-/* How many writes (or batches) began so far: unchanged between two
+/* How many writes (or batches) ended so far: unchanged between two
  * calls, nothing was written in between. */
 uint64_t index_writes(struct index *idx);
 
