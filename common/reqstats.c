@@ -24,7 +24,8 @@ static const char *const names[RM_N] = {"GET",    "HEAD",      "PUT",    "DELETE
 					"UNLINK", "REBALANCE", "RELINK", "REPLACE", "other"};
 static _Thread_local struct block *mine;
 static struct block *_Atomic blocks;   /* pushed once per thread, never removed */
-static int (*inflight_fn)(void);
+typedef int (*inflight_f)(void);
+static _Atomic inflight_f inflight_fn;   /* set by front_start; the pages' sampler may run before */
 
 static inline void bump(counter *c, uint64_t n)
 {
@@ -63,8 +64,9 @@ void reqstats_add(enum reqstats_method m, int status, uint64_t ns, uint64_t in, 
 
 void reqstats_sum(struct reqstats_sum *s)
 {
+	inflight_f f = inflight_fn;
 	memset(s, 0, sizeof(*s));
-	s->in_flight = inflight_fn ? inflight_fn() : 0;
+	s->in_flight = f ? f() : 0;
 	for (struct block *b = atomic_load(&blocks); b; b = b->next)
 		for (int m = 0; m < RM_N; m++) {
 			for (int c = 0; c < NCODE; c++) {
