@@ -122,13 +122,13 @@ void httpc_unsigned(const char *prefix)
 	master_len = prefix ? strlen(prefix) : 0;
 }
 
-/* url, signed for method when a volume secret is set (common/volsign.h):
+/* url, signed for method (NULL: never) when a volume secret is set (common/volsign.h):
  * this is where every volume request made with libcurl gets its
  * signature, so the callers, and their log lines, see the plain URL. */
 static void set_url(CURL *h, const char *url, const char *method)
 {
 	char stack[2048], *big = NULL;
-	if (!volsign_on() || (master_url && !strncmp(url, master_url, master_len) &&
+	if (!method || !volsign_on() || (master_url && !strncmp(url, master_url, master_len) &&
 			      strchr("/?", url[master_len]))) {
 		curl_easy_setopt(h, CURLOPT_URL, url);
 		return;
@@ -337,7 +337,8 @@ int httpc_call(const struct httpc_call *g, char *err)
 	CURL *c = conns(1)->h[0];
 	int st;
 
-	base_opts(c, g->url, g->method ? g->method : g->head ? "HEAD" : g->read ? "PUT" : "GET",
+	base_opts(c, g->url, g->nosign ? NULL : g->method ? g->method : g->head ? "HEAD"
+							: g->read ? "PUT" : "GET",
 		  errbuf, g->connect_ms);
 	if (g->range) {
 		snprintf(line, sizeof(line), "Range: %s", g->range);

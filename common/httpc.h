@@ -100,6 +100,9 @@ struct httpc_call {
 	const char *method;
 	/* More request headers, "Name: value" each, NULL-terminated; or NULL. */
 	const char *const *headers;
+	/* url goes as it is, never signed (the health check's probe of a
+	 * volume that should refuse it). */
+	bool nosign;
 };
 /* Returns the final status, or -1 with err (256 bytes) when the transfer
  * failed or a callback stopped it. */

@@ -88,6 +88,18 @@ static void collect(struct buf *b)
 		      "1 when the last health check found every subvolume of the volume up.", v_up);
 	volume_family(b, "mkv_volume_subvolumes_up", "gauge",
 		      "Subvolumes the last health check found up.", v_svup);
+	metrics_family(b, "mkv_volume_misconfigured", "gauge",
+		       "1 when the volume disagrees with the master's -volumesecret; reason: "
+		       "signature_refused, signature_expired or unsigned_accepted.");
+	for (int i = 0; i < health_volumes(); i++) {
+		struct health_info h;
+		struct buf l = {0};
+		health_info(i, &h);
+		metrics_label(&l, "volume", h.name);
+		metrics_label(&l, "reason", health_misconfig_name[h.misconfig]);
+		metrics_sample(b, "mkv_volume_misconfigured", l.data, h.misconfig != MISCONFIG_NONE);
+		buf_free(&l);
+	}
 	volume_family(b, "mkv_volume_check_seconds", "gauge",
 		      "How long the last round of health checks of the volume took.", v_check);
 	volume_family(b, "mkv_volume_requests_total", "counter",
@@ -162,6 +174,10 @@ static void status_json(struct buf *b)
 			   (double)h.check_ns / 1e6, (unsigned long long)h.sent,
 			   (unsigned long long)h.errors, page_rate(&vol_sent[i], h.sent),
 			   page_rate(&vol_err[i], h.errors));
+		if (h.misconfig) {
+			buf_puts(b, ",\"misconfigured\":");
+			json_str(b, health_misconfig_name[h.misconfig]);
+		}
 		if (h.disk_total)
 			buf_printf(b, ",\"disk_total\":%llu,\"disk_used\":%llu",
 				   (unsigned long long)h.disk_total,
