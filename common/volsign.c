@@ -83,8 +83,10 @@ int volsign_load(const char *file, char *err, size_t n)
 		free(s);
 		return -1;
 	}
-	free(path);
-	path = xstrdup(file);
+	if (file != path) {      /* volsign_reload passes path itself */
+		free(path);
+		path = xstrdup(file);
+	}
 	s->old = cur;
 	__atomic_store_n(&cur, s, __ATOMIC_RELEASE);
 	return 0;
