@@ -528,6 +528,20 @@ else
 	log "row 9: skipped (no bin/mkv, or no python3-boto3)"
 fi
 
+# cpu_ns PID: nanoseconds on a CPU of all its threads so far.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+# wrk_cpu URL PID ROW SIDE: records the rate (ROW) and the server's CPU
+# per request in µs (ROW.cpu: all its threads, from schedstat), which
+# the other work on a shared machine sways far less than the rate.
+wrk_cpu() {
+	local c0 c1 out n
+	c0=$(cpu_ns "$2")
+	out=$($WRK -d"${DUR}s" "$1" 2>&1)
+	c1=$(cpu_ns "$2")
+	n=$(echo "$out" | awk '/requests in/ { print $1 }')
+	record "$3" "$4" "$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')"
+	[ -n "$n" ] && [ "$n" -gt 0 ] && record "$3.cpu" "$4" "$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN { printf "%.3f", (b - a) / n / 1000 }')"
+}
 # The volume secret of row 14 (and row 7 run signed for it).
 VS14=$T/volume.secret
 echo "bench-secret-0123456789abcdef" >"$VS14"
@@ -584,9 +598,12 @@ if (want 7 || want 14) && [ $HAVE_MKV = 1 ]; then
 		shift 3
 		sync    # start from a quiet disk: nothing of the last step still being written
 		t0=$(date +%s.%N)
-		if "$BIN/mkv" -replicas 3 -subvolumes 10 "$@" >"$T/$name.out" 2>&1; then
+		if /usr/bin/time -o "$T/$name.cpu" -f "%U %S" "$BIN/mkv" -replicas 3 -subvolumes 10 "$@" \
+			>"$T/$name.out" 2>&1; then
 			t1=$(date +%s.%N)
 			RATE=$(echo "$n $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')
+			# the tool's CPU per key, µs
+			TCPU=$(awk -v n="$n" '{ printf "%.1f", ($1 + $2) * 1e6 / n }' "$T/$name.cpu")
 			record "$row" ours "$RATE"
 		else
 			log "$name failed: $(tail -1 "$T/$name.out")"
@@ -633,7 +650,10 @@ if (want 7 || want 14) && [ $HAVE_MKV = 1 ]; then
 	# (and the hash directories the rebalance emptied are dropped), so the
 	# next one starts from the same state.
 	for r in $(seq "$RUNS_BIG"); do
-		for kind in $KINDS7; do
+		# row 14's signed runs: first in even runs, last in odd ones
+		kinds=$KINDS7
+		want 14 && [ $((r % 2)) = 0 ] && kinds="signed ${KINDS7% signed}"
+		for kind in $kinds; do
 			sfx=$([ $kind = nginx ] && echo n)
 			sig=$([ $kind = signed ] && echo "-volumesecret $VS14")
 			row=$([ $kind = signed ] && echo r14sig || echo r7)
@@ -642,13 +662,13 @@ if (want 7 || want 14) && [ $HAVE_MKV = 1 ]; then
 			rm -rf "$T/r7/db"
 			RATE=
 			timed "rebuild$sfx" "${row}b$sfx" $KEYS -volumes "$V5" -db "$T/r7/db" $sig rebuild
-			[ $kind = signed ] && record r14f ours "$RATE"
-			[ $kind = mkv ] && want 14 && record r14f ref "$RATE"
+			[ $kind = signed ] && record r14f ours "$RATE" && record r14f.cpu ours "$TCPU"
+			[ $kind = mkv ] && want 14 && record r14f ref "$RATE" && record r14f.cpu ref "$TCPU"
 			[ $kind != signed ] && want 7 && limit "walk$sfx" "r7b$sfx" $KEYS walk -volumes "$V5"
 			RATE=
 			timed "rebalance$sfx" "${row}r$sfx" "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" $sig rebalance
-			[ $kind = signed ] && record r14g ours "$RATE"
-			[ $kind = mkv ] && want 14 && record r14g ref "$RATE"
+			[ $kind = signed ] && record r14g ours "$RATE" && record r14g.cpu ours "$TCPU"
+			[ $kind = mkv ] && want 14 && record r14g ref "$RATE" && record r14g.cpu ref "$TCPU"
 			if [ "$r" = "$RUNS_BIG" ] && [ $kind != signed ]; then
 				n=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
 				[ $kind = mkv ] && STRAY=$n || STRAYN=$n
@@ -743,20 +763,6 @@ if want 12 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
 	for p in $V12OFF $V12ON; do
 		curl -s -o /dev/null -T "$T/f4k12" "http://127.0.0.1:$p/bench/f4k"
 	done
-	# cpu_ns PID: nanoseconds on a CPU of all its threads so far.
-	cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
-	# wrk_cpu URL PID ROW SIDE: records the rate (ROW) and the server's CPU
-	# per request in µs (ROW.cpu: all its threads, from schedstat), which
-	# the other work on a shared machine sways far less than the rate.
-	wrk_cpu() {
-		local c0 c1 out n
-		c0=$(cpu_ns "$2")
-		out=$($WRK -d"${DUR}s" "$1" 2>&1)
-		c1=$(cpu_ns "$2")
-		n=$(echo "$out" | awk '/requests in/ { print $1 }')
-		record "$3" "$4" "$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')"
-		[ -n "$n" ] && [ "$n" -gt 0 ] && record "$3.cpu" "$4" "$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN { printf "%.3f", (b - a) / n / 1000 }')"
-	}
 	# Which side goes first swaps run by run: no order bias.
 	for r in $(seq "$RUNS12"); do
 		for side in $([ $((r % 2)) = 1 ] && echo "ours ref" || echo "ref ours"); do
@@ -811,17 +817,23 @@ if want 14 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
 			curl -s -o /dev/null -T "$T/$f" "$u"
 		done
 	done
-	# pair ROW URL-ON URL-OFF: one run a side, the order swapped run by run.
+	# pair ROW URL-ON URL-OFF [PID-ON PID-OFF]: one run a side, the order
+	# swapped run by run; with the pids also the server's CPU per request.
 	pair() {
-		if [ $((r % 2)) = 1 ]; then
-			record "$1" ours "$(wrk_rate "$2")"; record "$1" ref "$(wrk_rate "$3")"
-		else
-			record "$1" ref "$(wrk_rate "$3")"; record "$1" ours "$(wrk_rate "$2")"
-		fi
+		local side
+		for side in $([ $((r % 2)) = 1 ] && echo "ours ref" || echo "ref ours"); do
+			if [ -n "${4:-}" ]; then
+				if [ $side = ours ]; then wrk_cpu "$2" "$4" "$1" ours; else wrk_cpu "$3" "$5" "$1" ref; fi
+			elif [ $side = ours ]; then
+				record "$1" ours "$(wrk_rate "$2")"
+			else
+				record "$1" ref "$(wrk_rate "$3")"
+			fi
+		done
 	}
 	for r in $(seq "$RUNS14"); do
-		pair r14a "http://127.0.0.1:$P14ON/bench/hot" "http://127.0.0.1:$P14OFF/bench/hot"
-		pair r14b "$(signed "http://127.0.0.1:$V14ON/bench/f4k14" GET)" "http://127.0.0.1:$V14OFF/bench/f4k14"
+		pair r14a "http://127.0.0.1:$P14ON/bench/hot" "http://127.0.0.1:$P14OFF/bench/hot" "$M14ONPID" "$M14OFFPID"
+		pair r14b "$(signed "http://127.0.0.1:$V14ON/bench/f4k14" GET)" "http://127.0.0.1:$V14OFF/bench/f4k14" "$V14ONPID" "$V14OFFPID"
 		pair r14c "$(signed "http://127.0.0.1:$V14ON/bench/f1m14" GET)" "http://127.0.0.1:$V14OFF/bench/f1m14"
 		pair r14d "$(signed "http://127.0.0.1:$N14ON/bench/f4k14" GET)" "http://127.0.0.1:$N14OFF/bench/f4k14"
 		pair r14e "$(signed "http://127.0.0.1:$N14ON/bench/f1m14" GET)" "http://127.0.0.1:$N14OFF/bench/f1m14"
@@ -991,6 +1003,10 @@ row 14d "row 6a's GET 4 KiB on nginx (mkv-nginx-volume): \`secure_link\` and sig
 row 14e "row 6b's GET 1 MiB on nginx: signed vs plain" "req/s" r14e r14e ge 0.95
 row 14f "row 7a's rebuild on mkv-volumes: signed (every listing) vs plain" "keys/s" r14f r14f ge 0.9
 row 14g "row 7b's rebalance on mkv-volumes: signed (every GET, pull, PUT, DELETE) vs plain" "moved keys/s" r14g r14g ge 0.9
+row 14h "row 14a: the master's CPU per GET → 302, signed vs not" "µs" r14a.cpu r14a.cpu le 1.05
+row 14i "row 14b: mkv-volume's CPU per GET 4 KiB, checking the signature vs not" "µs" r14b.cpu r14b.cpu le 1.05
+row 14j "row 14f: the rebuild's own CPU per key, signed vs not" "µs" r14f.cpu r14f.cpu le 1.1
+row 14k "row 14g: the rebalance's own CPU per moved key, signed vs not" "µs" r14g.cpu r14g.cpu le 1.1
 row 13a "rebuild, ${GO_KEYS:-20000} keys × 3 replicas on 5 mkv-volumes: mkv vs the Go original" "keys/s" r13b r13b ge 1
 row 13b "rebalance 5 → 3 mkv-volumes (mkv's copies pulled by the volumes): mkv vs the Go original" "moved keys/s" r13r r13r ge 1
 row 13c "rebuild, the same files on 5 nginx volumes: mkv vs the Go original" "keys/s" r13bn r13bn ge 1.2
