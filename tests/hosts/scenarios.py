@@ -730,6 +730,8 @@ def s5_ops_across_hosts():
             note("%d ms: rebuild opened %d connections to the volumes" % (delay, c1 - c0))
             check(re.search(r"\b%d keys" % n, out), "rebuild did not find %d keys: %s" %
                   (n, out[-500:]))
+            st = request("GET", "/sv00/", host=addr("v1"), port=RELAY_PORT)[0]
+            check(st == 403, "an unsigned listing got %d from a volume with -volumesecret" % st)
             t0 = time.monotonic()
             out = cl.ops("-db", db, "rebalance", nvol=3)
             trl = time.monotonic() - t0
