@@ -528,13 +528,40 @@ else
 	log "row 9: skipped (no bin/mkv, or no python3-boto3)"
 fi
 
+# cpu_ns PID: nanoseconds on a CPU of all its threads so far.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+# wrk_cpu URL PID ROW SIDE: records the rate (ROW) and the server's CPU
+# per request in µs (ROW.cpu: all its threads, from schedstat), which
+# the other work on a shared machine sways far less than the rate.
+wrk_cpu() {
+	local c0 c1 out n
+	c0=$(cpu_ns "$2")
+	out=$($WRK -d"${DUR}s" "$1" 2>&1)
+	c1=$(cpu_ns "$2")
+	n=$(echo "$out" | awk '/requests in/ { print $1 }')
+	record "$3" "$4" "$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')"
+	[ -n "$n" ] && [ "$n" -gt 0 ] && record "$3.cpu" "$4" "$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN { printf "%.3f", (b - a) / n / 1000 }')"
+}
+# The volume secret of row 14 (and row 7 run signed for it).
+VS14=$T/volume.secret
+echo "bench-secret-0123456789abcdef" >"$VS14"
+# signed URL METHOD: URL with ?md5=..&expires=.. (an hour), as the master signs.
+signed() {
+	local url=$1 path t h
+	path=/${url#http://*/}
+	t=$(($(date +%s) + 3600))
+	h=$(printf '%s%s%s %s' "$t" "$path" "$2" "$(cat "$VS14")" | openssl md5 -binary | openssl base64 |
+		tr '+/' '-_' | tr -d '=')
+	echo "$url?md5=$h&expires=$t"
+}
+
 # --------------------------------------------- row 7: rebuild and rebalance
 # Each against the volume limit of the same run: the listings a rebuild
 # asks for (loadgen walk), and the GET + PUTs + DELETEs of every moved key
 # (loadgen move; on mkv-volumes, which pull mkv's copies, the pulling PUTs
 # + DELETEs: loadgen move -pull), made straight to the same volumes with
 # as many clients as mkv's -workers (16).
-if want 7 && [ $HAVE_MKV = 1 ]; then
+if (want 7 || want 14) && [ $HAVE_MKV = 1 ]; then
 	log "row 7: $KEYS keys x 3 replicas on 5 volumes: populate"
 	V5="" V3="" D5=""
 	for i in 1 2 3 4 5; do
@@ -545,7 +572,7 @@ if want 7 && [ $HAVE_MKV = 1 ]; then
 	done
 	vols7() { # vols7 DIR: start the five volumes on DIR/v1..v5, each pulling from the others
 		for i in 1 2 3 4 5; do
-			VOL_PEERS=$V5 volume_start "v7-$i" "${P7[$i]}" "$1/v$i" || return 1
+			VOL_PEERS=$V5 VOL_FLAGS=${VOL7_FLAGS:-} volume_start "v7-$i" "${P7[$i]}" "$1/v$i" || return 1
 			V7PID[$i]=$LAST
 		done
 	}
@@ -571,9 +598,13 @@ if want 7 && [ $HAVE_MKV = 1 ]; then
 		shift 3
 		sync    # start from a quiet disk: nothing of the last step still being written
 		t0=$(date +%s.%N)
-		if "$BIN/mkv" -replicas 3 -subvolumes 10 "$@" >"$T/$name.out" 2>&1; then
+		if /usr/bin/time -o "$T/$name.cpu" -f "%U %S" "$BIN/mkv" -replicas 3 -subvolumes 10 "$@" \
+			>"$T/$name.out" 2>&1; then
 			t1=$(date +%s.%N)
-			record "$row" ours "$(echo "$n $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')"
+			RATE=$(echo "$n $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')
+			# the tool's CPU per key, µs
+			TCPU=$(awk -v n="$n" '{ printf "%.1f", ($1 + $2) * 1e6 / n }' "$T/$name.cpu")
+			record "$row" ours "$RATE"
 		else
 			log "$name failed: $(tail -1 "$T/$name.out")"
 		fi
@@ -598,7 +629,15 @@ if want 7 && [ $HAVE_MKV = 1 ]; then
 	}
 	MOVE_ARGS="-n $KEYS -s $SMALL -volumes $V5 -to $V3 -replicas 3 -subvolumes 10 -p /bench/r7"
 	# startvols KIND: the five volumes on the row's directories (mkv|nginx).
-	startvols() { if [ "$1" = mkv ]; then vols7 "$T/r7/vols"; else ngx7 "$T/r7/vols"; fi; }
+	startvols() {
+		case $1 in
+		mkv) vols7 "$T/r7/vols" ;;
+		signed) VOL7_FLAGS="-volumesecret $VS14" vols7 "$T/r7/vols" ;;   # row 14
+		*) ngx7 "$T/r7/vols" ;;
+		esac
+	}
+	KINDS7=$(want 7 && echo mkv nginx || echo mkv)
+	want 14 && KINDS7="$KINDS7 signed"
 	# Each run: rebuild a fresh index from the five volumes, rebalance onto
 	# three -- on mkv-volumes, then on nginx serving the same directories;
 	# after each rebalance loadgen puts the files back on disk where the
@@ -611,20 +650,33 @@ if want 7 && [ $HAVE_MKV = 1 ]; then
 	# (and the hash directories the rebalance emptied are dropped), so the
 	# next one starts from the same state.
 	for r in $(seq "$RUNS_BIG"); do
-		for kind in mkv nginx; do
+		# row 14's signed runs: first in even runs, last in odd ones
+		kinds=$KINDS7
+		want 14 && [ $((r % 2)) = 0 ] && kinds="signed ${KINDS7% signed}"
+		for kind in $kinds; do
 			sfx=$([ $kind = nginx ] && echo n)
+			sig=$([ $kind = signed ] && echo "-volumesecret $VS14")
+			row=$([ $kind = signed ] && echo r14sig || echo r7)
 			log "row 7 run $r: rebuild and the listings straight, rebalance 5 -> 3 and the moves straight, on $kind volumes"
 			startvols $kind || exit 1
 			rm -rf "$T/r7/db"
-			timed "rebuild$sfx" "r7b$sfx" $KEYS -volumes "$V5" -db "$T/r7/db" rebuild
-			limit "walk$sfx" "r7b$sfx" $KEYS walk -volumes "$V5"
-			timed "rebalance$sfx" "r7r$sfx" "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" rebalance
-			if [ "$r" = "$RUNS_BIG" ]; then
+			RATE=
+			timed "rebuild$sfx" "${row}b$sfx" $KEYS -volumes "$V5" -db "$T/r7/db" $sig rebuild
+			[ $kind = signed ] && record r14f ours "$RATE" && record r14f.cpu ours "$TCPU"
+			[ $kind = mkv ] && want 14 && record r14f ref "$RATE" && record r14f.cpu ref "$TCPU"
+			[ $kind != signed ] && want 7 && limit "walk$sfx" "r7b$sfx" $KEYS walk -volumes "$V5"
+			RATE=
+			timed "rebalance$sfx" "${row}r$sfx" "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" $sig rebalance
+			[ $kind = signed ] && record r14g ours "$RATE" && record r14g.cpu ours "$TCPU"
+			[ $kind = mkv ] && want 14 && record r14g ref "$RATE" && record r14g.cpu ref "$TCPU"
+			if [ "$r" = "$RUNS_BIG" ] && [ $kind != signed ]; then
 				n=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
 				[ $kind = mkv ] && STRAY=$n || STRAYN=$n
 			fi
 			vols7stop
 			restore7 || break 2
+			[ $kind = signed ] && continue
+			want 7 || continue
 			startvols $kind || exit 1
 			# mkv-volumes (-peers) pull mkv's copies: the limit pulls too
 			limit "move$sfx" "r7r$sfx" "$(field moved "$MOVES")" move $MOVE_ARGS \
@@ -711,20 +763,6 @@ if want 12 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
 	for p in $V12OFF $V12ON; do
 		curl -s -o /dev/null -T "$T/f4k12" "http://127.0.0.1:$p/bench/f4k"
 	done
-	# cpu_ns PID: nanoseconds on a CPU of all its threads so far.
-	cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
-	# wrk_cpu URL PID ROW SIDE: records the rate (ROW) and the server's CPU
-	# per request in µs (ROW.cpu: all its threads, from schedstat), which
-	# the other work on a shared machine sways far less than the rate.
-	wrk_cpu() {
-		local c0 c1 out n
-		c0=$(cpu_ns "$2")
-		out=$($WRK -d"${DUR}s" "$1" 2>&1)
-		c1=$(cpu_ns "$2")
-		n=$(echo "$out" | awk '/requests in/ { print $1 }')
-		record "$3" "$4" "$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')"
-		[ -n "$n" ] && [ "$n" -gt 0 ] && record "$3.cpu" "$4" "$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN { printf "%.3f", (b - a) / n / 1000 }')"
-	}
 	# Which side goes first swaps run by run: no order bias.
 	for r in $(seq "$RUNS12"); do
 		for side in $([ $((r % 2)) = 1 ] && echo "ours ref" || echo "ref ours"); do
@@ -745,6 +783,66 @@ if want 12 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
 	curl -s "http://127.0.0.1:$P12M/metrics" | grep -q '^mkv_http_requests_total{method="GET",code="302"}' ||
 		log "row 12: the master with -metrics counted no GET"
 	for p in $M12OFF $M12ON $V12OFFPID $V12ONPID; do stop "$p"; done
+fi
+
+# --------------------------------------- row 14: the cost of -volumesecret
+# Row 1's GET -> 302 on a master with -volumesecret vs without; rows 6a and
+# 6b (GET 4 KiB, 1 MiB) with signed URLs on a volume with the secret vs
+# plain URLs on one without, on mkv-volume and on nginx (both started by
+# deploy/nginx/mkv-nginx-volume, so that the secure_link lines are the one
+# difference); rebuild and rebalance are row 7's, signed (r14f, r14g).
+# Alternating in one run, RUNS14 runs a side (5).
+if want 14 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
+	RUNS14=${RUNS14:-5}
+	log "row 14: rows 1, 6a, 6b with -volumesecret vs without, $RUNS14 x ${DUR}s each side"
+	free_port; P14OFF=$FREE; free_port; P14ON=$FREE
+	free_port; V14OFF=$FREE; free_port; V14ON=$FREE; free_port; N14OFF=$FREE; free_port; N14ON=$FREE
+	volume_start v14off "$V14OFF" && V14OFFPID=$LAST
+	VOL_FLAGS="-volumesecret $VS14" volume_start v14on "$V14ON" && V14ONPID=$LAST
+	spawn n14off sh deploy/nginx/mkv-nginx-volume "$N14OFF" "$T/n14off" && N14OFFPID=$LAST
+	wait_port "$N14OFF"
+	spawn n14on sh deploy/nginx/mkv-nginx-volume -volumesecret "$VS14" "$N14ON" "$T/n14on" && N14ONPID=$LAST
+	wait_port "$N14ON"
+	V14="127.0.0.1:$V14OFF"
+	master_start m14off "$P14OFF" "$V14" 1 && M14OFFPID=$LAST
+	MASTER_FLAGS="-volumesecret $VS14" master_start m14on "$P14ON" "127.0.0.1:$V14ON" 1 && M14ONPID=$LAST
+	for p in $P14OFF $P14ON; do
+		curl -s -o /dev/null -X PUT --data-binary hello "http://127.0.0.1:$p/bench/hot"
+	done
+	head -c 4096 /dev/urandom >"$T/f4k14"
+	head -c 1048576 /dev/urandom >"$T/f1m14"
+	for p in $V14OFF $V14ON $N14OFF $N14ON; do
+		for f in f4k14 f1m14; do
+			u=$(signed "http://127.0.0.1:$p/bench/$f" PUT)
+			curl -s -o /dev/null -T "$T/$f" "$u"
+		done
+	done
+	# pair ROW URL-ON URL-OFF [PID-ON PID-OFF]: one run a side, the order
+	# swapped run by run; with the pids also the server's CPU per request.
+	pair() {
+		local side
+		for side in $([ $((r % 2)) = 1 ] && echo "ours ref" || echo "ref ours"); do
+			if [ -n "${4:-}" ]; then
+				if [ $side = ours ]; then wrk_cpu "$2" "$4" "$1" ours; else wrk_cpu "$3" "$5" "$1" ref; fi
+			elif [ $side = ours ]; then
+				record "$1" ours "$(wrk_rate "$2")"
+			else
+				record "$1" ref "$(wrk_rate "$3")"
+			fi
+		done
+	}
+	for r in $(seq "$RUNS14"); do
+		pair r14a "http://127.0.0.1:$P14ON/bench/hot" "http://127.0.0.1:$P14OFF/bench/hot" "$M14ONPID" "$M14OFFPID"
+		pair r14b "$(signed "http://127.0.0.1:$V14ON/bench/f4k14" GET)" "http://127.0.0.1:$V14OFF/bench/f4k14" "$V14ONPID" "$V14OFFPID"
+		pair r14c "$(signed "http://127.0.0.1:$V14ON/bench/f1m14" GET)" "http://127.0.0.1:$V14OFF/bench/f1m14"
+		pair r14d "$(signed "http://127.0.0.1:$N14ON/bench/f4k14" GET)" "http://127.0.0.1:$N14OFF/bench/f4k14"
+		pair r14e "$(signed "http://127.0.0.1:$N14ON/bench/f1m14" GET)" "http://127.0.0.1:$N14OFF/bench/f1m14"
+	done
+	curl -s -I "http://127.0.0.1:$P14ON/bench/hot" | grep -qi '^location: .*?md5=' ||
+		log "row 14: the master with -volumesecret signed no redirect"
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$N14ON/bench/f4k14")" = 403 ] ||
+		log "row 14: nginx with -volumesecret took an unsigned GET"
+	for p in $M14OFFPID $M14ONPID $V14OFFPID $V14ONPID $N14OFFPID $N14ONPID; do stop "$p"; done
 fi
 
 # ------------------------ row 13: rebuild and rebalance vs the Go original
@@ -898,6 +996,17 @@ row 12c "row 1's GET → 302: the master's CPU per request, with \`-metrics\` vs
 row 12d "row 6a's GET 4 KiB: mkv-volume's CPU per request, with \`-metrics\` vs without" "µs" r12b.cpu r12b.cpu le 1.02
 row 11 "minikeyvalue's thrasher (16 clients, PUT→GET→DELETE), 5 nginx volumes, 3 replicas: mkv vs the Go original" "cycles/s" r11 r11 ge 2
 row 11b "master CPU per thrasher cycle (utime + stime over 10,000 cycles): mkv vs the Go original" "ms" r11b r11b le 0.5
+row 14a "row 1's GET → 302 on a master with \`-volumesecret\` (each Location signed) vs without" "req/s" r14a r14a ge 0.95
+row 14b "row 6a's GET 4 KiB on mkv-volume: signed URLs (with \`-volumesecret\`) vs plain (without)" "req/s" r14b r14b ge 0.95
+row 14c "row 6b's GET 1 MiB on mkv-volume: signed vs plain" "req/s" r14c r14c ge 0.95
+row 14d "row 6a's GET 4 KiB on nginx (mkv-nginx-volume): \`secure_link\` and signed URLs vs plain" "req/s" r14d r14d ge 0.95
+row 14e "row 6b's GET 1 MiB on nginx: signed vs plain" "req/s" r14e r14e ge 0.95
+row 14f "row 7a's rebuild on mkv-volumes: signed (every listing) vs plain" "keys/s" r14f r14f ge 0.9
+row 14g "row 7b's rebalance on mkv-volumes: signed (every GET, pull, PUT, DELETE) vs plain" "moved keys/s" r14g r14g ge 0.9
+row 14h "row 14a: the master's CPU per GET → 302, signed vs not" "µs" r14a.cpu r14a.cpu le 1.05
+row 14i "row 14b: mkv-volume's CPU per GET 4 KiB, checking the signature vs not" "µs" r14b.cpu r14b.cpu le 1.05
+row 14j "row 14f: the rebuild's own CPU per key, signed vs not" "µs" r14f.cpu r14f.cpu le 1.1
+row 14k "row 14g: the rebalance's own CPU per moved key, signed vs not" "µs" r14g.cpu r14g.cpu le 1.1
 row 13a "rebuild, ${GO_KEYS:-20000} keys × 3 replicas on 5 mkv-volumes: mkv vs the Go original" "keys/s" r13b r13b ge 1
 row 13b "rebalance 5 → 3 mkv-volumes (mkv's copies pulled by the volumes): mkv vs the Go original" "moved keys/s" r13r r13r ge 1
 row 13c "rebuild, the same files on 5 nginx volumes: mkv vs the Go original" "keys/s" r13bn r13bn ge 1.2

@@ -2,6 +2,7 @@
 #include "httpc.h"
 #include "loop.h"
 #include "placement.h"
+#include "volsign.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -112,13 +113,42 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud)
 	return len;
 }
 
-/* Reset h for a request to url; its answer's body is dropped unless the
- * caller sets a writer. */
-static void base_opts(CURL *h, const char *url, char *errbuf, long connect_ms)
+static const char *master_url;   /* httpc_unsigned */
+static size_t master_len;
+
+void httpc_unsigned(const char *prefix)
+{
+	master_url = prefix;
+	master_len = prefix ? strlen(prefix) : 0;
+}
+
+/* url, signed for method (NULL: never) when a volume secret is set (common/volsign.h):
+ * this is where every volume request made with libcurl gets its
+ * signature, so the callers, and their log lines, see the plain URL. */
+static void set_url(CURL *h, const char *url, const char *method)
+{
+	char stack[2048], *big = NULL;
+	if (!method || !volsign_on() || (master_url && !strncmp(url, master_url, master_len) &&
+			      strchr("/?", url[master_len]))) {
+		curl_easy_setopt(h, CURLOPT_URL, url);
+		return;
+	}
+	if (!volsign_url(url, method, VOLSIGN_SELF_TTL, stack, sizeof(stack))) {
+		size_t n = strlen(url) + VOLSIGN_EXTRA;
+		volsign_url(url, method, VOLSIGN_SELF_TTL, big = xmalloc(n), n);
+	}
+	curl_easy_setopt(h, CURLOPT_URL, big ? big : stack);   /* libcurl copies it */
+	free(big);
+}
+
+/* Reset h for a method request to url; its answer's body is dropped unless
+ * the caller sets a writer. */
+static void base_opts(CURL *h, const char *url, const char *method, char *errbuf,
+		      long connect_ms)
 {
 	curl_easy_reset(h);
 	errbuf[0] = '\0';
-	curl_easy_setopt(h, CURLOPT_URL, url);
+	set_url(h, url, method);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms > 0 ? connect_ms : 10000L);
@@ -184,7 +214,7 @@ int httpc_do(const char *method, const char *url, const void *body, size_t bodyl
 	char errbuf[CURL_ERROR_SIZE];
 	CURL *c = conns(1)->h[0];
 
-	base_opts(c, url, errbuf, timeout_ms);
+	base_opts(c, url, method, errbuf, timeout_ms);
 	request_opts(c, method, body, bodylen, timeout_ms);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
 	return outcome(c, curl_easy_perform(c), errbuf, err);
@@ -232,7 +262,7 @@ static int fanout(const char *method, struct httpc_req *reqs, int n, const void 
 		CURL *h = c->h[i];
 		reqs[i].status = -1;
 		reqs[i].timed_out = false;
-		base_opts(h, reqs[i].url, reqs[i].err, timeout_ms);
+		base_opts(h, reqs[i].url, method, reqs[i].err, timeout_ms);
 		curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)&reqs[i]);
 		request_opts(h, method, body, bodylen, timeout_ms);
 		curl_multi_add_handle(c->multi, h);
@@ -307,7 +337,9 @@ int httpc_call(const struct httpc_call *g, char *err)
 	CURL *c = conns(1)->h[0];
 	int st;
 
-	base_opts(c, g->url, errbuf, g->connect_ms);
+	base_opts(c, g->url, g->nosign ? NULL : g->method ? g->method : g->head ? "HEAD"
+							: g->read ? "PUT" : "GET",
+		  errbuf, g->connect_ms);
 	if (g->range) {
 		snprintf(line, sizeof(line), "Range: %s", g->range);
 		hl = curl_slist_append(NULL, line);
@@ -671,7 +703,7 @@ static void start_puts(struct httpc_stream *s, struct conns *c)
 	for (int i = 0; i < s->cfg.n; i++) {
 		struct rep *r = &s->rep[i];
 		r->h = c->h[i];
-		base_opts(r->h, r->req->url, r->req->err, s->cfg.connect_ms);
+		base_opts(r->h, r->req->url, "PUT", r->req->err, s->cfg.connect_ms);
 		curl_easy_setopt(r->h, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(r->h, CURLOPT_READFUNCTION, rep_read);
 		curl_easy_setopt(r->h, CURLOPT_READDATA, r);
@@ -875,7 +907,7 @@ int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, 
 
 	s->src = conns(n + 1)->h[n];
 	s->want_md5 = md5;
-	base_opts(s->src, src, s->src_err, connect_ms);
+	base_opts(s->src, src, "GET", s->src_err, connect_ms);
 	curl_easy_setopt(s->src, CURLOPT_HEADERFUNCTION, src_header);
 	curl_easy_setopt(s->src, CURLOPT_HEADERDATA, s);
 	curl_easy_setopt(s->src, CURLOPT_WRITEFUNCTION, src_write);
@@ -959,7 +991,7 @@ static void mget_start(struct httpc_multi *m)
 		die("curl_easy_init failed");
 	x->body.len = 0;
 	x->sink = (struct sink){&x->body, m->max, false};
-	base_opts(x->h, x->url, x->err, 10000);
+	base_opts(x->h, x->url, "GET", x->err, 10000);
 	free(x->url);   /* libcurl keeps its own copy */
 	curl_easy_setopt(x->h, CURLOPT_WRITEDATA, &x->sink);
 	curl_easy_setopt(x->h, CURLOPT_PRIVATE, (char *)x);
@@ -1337,7 +1369,7 @@ int httpc_fanout_async(const char *method, struct httpc_req *reqs, int n, const 
 		f->h[i] = h;
 		reqs[i].status = -1;
 		reqs[i].timed_out = false;
-		base_opts(h, reqs[i].url, reqs[i].err, timeout_ms);
+		base_opts(h, reqs[i].url, method, reqs[i].err, timeout_ms);
 		curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)f);
 		request_opts(h, method, body, bodylen, timeout_ms);
 	}

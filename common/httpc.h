@@ -26,6 +26,12 @@ void httpc_observe(void (*fn)(const char *url, int status));
  * connections and all, for the next thread that needs them. */
 void httpc_thread_cleanup(void);
 
+/* With a volume secret (common/volsign.h), every request is signed for
+ * its method as it starts, but those to URLs under prefix (the master's:
+ * the commands talk to it too; NULL: none).  Set once, before threads
+ * start; prefix stays the caller's. */
+void httpc_unsigned(const char *prefix);
+
 /* The URL of the blob at path (placement_path's) on volume loc
  * ("host:port" or "host:port/svNN"): a heap string. */
 char *httpc_url(const char *loc, const char *path);
@@ -94,6 +100,9 @@ struct httpc_call {
 	const char *method;
 	/* More request headers, "Name: value" each, NULL-terminated; or NULL. */
 	const char *const *headers;
+	/* url goes as it is, never signed (the health check's probe of a
+	 * volume that should refuse it). */
+	bool nosign;
 };
 /* Returns the final status, or -1 with err (256 bytes) when the transfer
  * failed or a callback stopped it. */

@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -99,4 +100,19 @@ bool md5_fd(int fd, char out[33])
 	}
 	md5_final_hex(m, out);
 	return true;
+}
+
+void md5_b64url(const void *p, size_t n, char out[23])
+{
+	unsigned char d[16], b64[25];
+	md5_pair(p, n, NULL, 0, d);
+	EVP_EncodeBlock(b64, d, 16);        /* 22 digits and "==" */
+	for (int i = 0; i < 22; i++)
+		out[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : (char)b64[i];
+	out[22] = '\0';
+}
+
+bool same_bytes(const void *a, const void *b, size_t n)
+{
+	return CRYPTO_memcmp(a, b, n) == 0;
 }

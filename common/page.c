@@ -248,11 +248,18 @@ static void row_html(struct buf *b, const struct page_row *r)
 {
 	bool up = r->subvolumes_up == r->subvolumes;
 	double rt[2];
-	buf_printf(b, "<tr class=\"%s\" data-volume=\"", up ? "up" : "down");
+	buf_printf(b, "<tr class=\"%s\" data-volume=\"", up && !r->misconfigured ? "up" : "down");
 	html_str(b, r->name);
-	buf_printf(b, "\" data-state=\"%s\"><td class=\"name\">", up ? "up" : "down");
+	buf_printf(b, "\" data-state=\"%s\"><td class=\"name\">",
+		   r->misconfigured ? "misconfigured" : up ? "up" : "down");
 	html_str(b, r->name);
-	buf_printf(b, "</td><td class=\"state\">%s", up ? "up" : "down");
+	buf_puts(b, "</td><td class=\"state\">");
+	if (r->misconfigured) {
+		buf_puts(b, "misconfigured: ");
+		html_str(b, r->misconfigured);
+		buf_puts(b, ", ");
+	}
+	buf_puts(b, up ? "up" : "down");
 	if (r->subvolumes > 1)
 		buf_printf(b, " (%d/%d)", r->subvolumes_up, r->subvolumes);
 	buf_puts(b, "</td><td class=\"disk\">");
@@ -374,6 +381,10 @@ void page_json(struct buf *b, const struct page_view *v)
 				   r->subvolumes_up);
 		if (r->check_ms >= 0)
 			buf_printf(b, ",\"check_ms\":%.3f", r->check_ms);
+		if (r->misconfigured) {
+			buf_puts(b, ",\"misconfigured\":");
+			json_str(b, r->misconfigured);
+		}
 		if (r->series) {
 			recent(r->series, rt);
 			buf_printf(b, ",\"requests\":%llu,\"errors\":%llu,\"requests_per_s\":%.2f,"

@@ -62,6 +62,7 @@ struct page_row {
 	const struct page_series *series;   /* NULL: no rates (a volume's directory) */
 	uint64_t requests, errors;       /* with series */
 	double check_ms;                 /* < 0: none */
+	const char *misconfigured;       /* NULL, or why the volume disagrees with us */
 };
 
 struct page_view {

@@ -2,6 +2,7 @@
  * server.go, with docs/protocol.md §4's additions. */
 #include "handlers.h"
 #include "../common/httpc.h"
+#include "../common/volsign.h"
 #include "../common/record.h"
 #include "../common/front.h"
 #include "store.h"
@@ -87,7 +88,7 @@ static bool load(struct index *idx, const char *key, size_t klen, char **v, stru
 }
 
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		const char *raw_path, struct answer *a)
+		const char *raw_path, bool head, struct answer *a)
 {
 	struct record r;
 	char *v, path[PATH_MAX_LEN];
@@ -142,6 +143,15 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 		memcpy(a->location, "http://", 7);
 		memcpy(a->location + 7, r.locs[pick], ll);
 		memcpy(a->location + 7 + ll, path, pl + 1);
+	}
+	if (volsign_on()) {   /* one md5 of ~100 bytes, on the stack */
+		char plain[sizeof(a->location)];
+		memcpy(plain, a->location, strlen(a->location) + 1);
+		if (!volsign_url(plain, head ? "HEAD" : "GET", (long)(cfg->linkttl_ms / 1000),
+				 a->location, sizeof(a->location))) {
+			answer_error(a, 500, "the signed location is too long");
+			goto out;
+		}
 	}
 	memcpy(a->md5, r.hash, sizeof(a->md5));
 	a->balance = balanced(cfg, key, klen, &r) ? "balanced" : "unbalanced";

@@ -10,13 +10,14 @@
 #include <sys/types.h>
 #include "../common/placement.h"
 #include "../common/util.h"
+#include "../common/volsign.h"
 #include "store.h"
 
 struct answer {
 	int status;
 	const char *ctype;        /* body's Content-Type; NULL = text/plain */
 	struct buf body;
-	char location[LOC_MAX + PATH_MAX_LEN + 16];
+	char location[LOC_MAX + PATH_MAX_LEN + 16 + VOLSIGN_EXTRA];
 	char md5[33];             /* Content-Md5, "" = none */
 	char *volumes;            /* Key-Volumes (heap), or NULL */
 	const char *balance;      /* Key-Balance, or NULL */
@@ -30,10 +31,11 @@ struct answer {
 void answer_error(struct answer *a, int status, const char *why);
 void answer_free(struct answer *a);
 
-/* GET/HEAD of a live key: 302 to a live replica (random), 404, 503.
- * raw_path is the request path as sent (for -fallback). */
+/* GET/HEAD (head) of a live key: 302 to a live replica (random), 404,
+ * 503; with -volumesecret the Location is signed for that method, valid
+ * -linkttl.  raw_path is the request path as sent (for -fallback). */
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		const char *raw_path, struct answer *a);
+		const char *raw_path, bool head, struct answer *a);
 /* DELETE, UNLINK, or DELETE ?unlinked (mkv gc: only a key already unlinked). */
 void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   enum del_mode mode, struct answer *a);

@@ -3,6 +3,7 @@
 #include "../common/httpc.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
+#include "../common/volsign.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +21,22 @@ struct vol {
 	 * (mkv-volume's Mkv-Disk header; 0 from nginx), requests sent to it and
 	 * those that failed (no answer, or 5xx). */
 	_Atomic uint64_t check_ns, disk_total, disk_free, sent, errors;
+	/* -volumesecret set and the volume disagrees (enum misconfig). */
+	atomic_int misconfig;
+};
+
+/* What a volume that disagrees about -volumesecret does. */
+static const char *const misconfig_why[] = {
+	[MISCONFIG_REFUSED] = "it refuses the master's signature (403): is its -volumesecret "
+			      "the master's?",
+	[MISCONFIG_EXPIRED] = "it takes the master's links for expired (410): its clock is "
+			      "ahead of the master's",
+	[MISCONFIG_UNSIGNED] = "it answers requests with no signature: start it with "
+			       "-volumesecret",
+};
+const char *const health_misconfig_name[] = {
+	[MISCONFIG_NONE] = "", [MISCONFIG_REFUSED] = "signature_refused",
+	[MISCONFIG_EXPIRED] = "signature_expired", [MISCONFIG_UNSIGNED] = "unsigned_accepted",
 };
 
 static struct spawn_queue *checkers;   /* a worker per volume, until health_stop */
@@ -51,7 +68,7 @@ static bool on_header(void *ctx, int status, const char *line, size_t len)
 /* One subvolume: 1 up, 0 down, -1 the volume unreachable; why (300
  * bytes) says why when it is not up (logged by the caller once the flags
  * say so, so that the log line can be waited for). */
-static int check_one(struct vol *v, int sv, char *why, struct disk *disk)
+static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *mis)
 {
 	char url[600], err[256];
 	struct httpc_call head = {.url = url, .head = true, .connect_ms = (long)timeout_ms,
@@ -75,6 +92,11 @@ static int check_one(struct vol *v, int sv, char *why, struct disk *disk)
 		v->seen[sv] = true;
 		return 1;
 	}
+	if ((st == 403 || st == 410) && volsign_on()) {
+		*mis = st == 403 ? MISCONFIG_REFUSED : MISCONFIG_EXPIRED;
+		snprintf(why, 300, "configuration error: %s; volume", misconfig_why[*mis]);
+		return -1;     /* no request of the master's would pass */
+	}
 	if (st == 404) {
 		snprintf(why, 300, "marker %.200s is gone (disk replaced?); subvolume", url);
 		return 0;
@@ -82,6 +104,19 @@ static int check_one(struct vol *v, int sv, char *why, struct disk *disk)
 	snprintf(why, 300, "%.200s answered %d%s%.80s;", url, st, st < 0 ? ": " : "",
 		 st < 0 ? err : "");
 	return -1; /* unreachable: the whole volume likely is */
+}
+
+/* With -volumesecret, a volume must refuse what the master did not sign:
+ * does it answer the marker's HEAD sent with no signature? */
+static bool unsigned_accepted(struct vol *v)
+{
+	char url[600];
+	struct httpc_call head = {.url = url, .head = true, .connect_ms = (long)timeout_ms,
+				  .timeout_ms = (long)timeout_ms, .nosign = true};
+	int st;
+	snprintf(url, sizeof(url), subvols > 1 ? "http://%s/sv00/.mkv" : "http://%s/.mkv", v->name);
+	st = httpc_call(&head, NULL);
+	return st > 0 && st != 403 && st != 410;
 }
 
 static void checker(void *ctx, void *item)
@@ -92,9 +127,10 @@ static void checker(void *ctx, void *item)
 	while (!atomic_load(&stopping)) {
 		uint64_t start = now_ms(), t0 = now_ns();
 		struct disk disk = {0, 0};
+		int mis = MISCONFIG_NONE, r = 0;
 		for (int sv = 0; sv < v->nsv; sv++) {
 			char why[300] = "";
-			int r = check_one(v, sv, why, &disk);
+			r = check_one(v, sv, why, &disk, &mis);
 			bool was = atomic_load(&v->up[sv]);
 			if (r < 0) {
 				/* Unreachable: mark all down now rather than time out per subvolume. */
@@ -110,6 +146,10 @@ static void checker(void *ctx, void *item)
 			if (r < 0)
 				break;
 		}
+		if (r >= 0 && volsign_on() && unsigned_accepted(v))
+			mis = MISCONFIG_UNSIGNED;
+		if (atomic_exchange(&v->misconfig, mis) != mis && mis)
+			log_msg("volume %s: configuration error: %s", v->name, misconfig_why[mis]);
 		atomic_store(&v->check_ns, now_ns() - t0);
 		atomic_store(&v->disk_total, disk.total);
 		atomic_store(&v->disk_free, disk.free);
@@ -151,6 +191,7 @@ void health_info(int i, struct health_info *h)
 	h->disk_free = atomic_load(&v->disk_free);
 	h->sent = atomic_load(&v->sent);
 	h->errors = atomic_load(&v->errors);
+	h->misconfig = atomic_load(&v->misconfig);
 }
 
 void health_start(const struct config *cfg)

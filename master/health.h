@@ -26,7 +26,14 @@ struct health_info {
 	uint64_t check_ns;              /* the last round of checks took this long */
 	uint64_t disk_total, disk_free; /* its fullest subvolume's disk (0: not known) */
 	uint64_t sent, errors;          /* requests sent to it, and those that failed */
+	int misconfig;                  /* enum misconfig */
 };
+/* A volume that disagrees with the master's -volumesecret: refused (403)
+ * or expired (410) the master's signature (the volume counts as down),
+ * or answered a request with none (it works, but guards nothing). */
+enum misconfig { MISCONFIG_NONE, MISCONFIG_REFUSED, MISCONFIG_EXPIRED, MISCONFIG_UNSIGNED };
+/* Short names for the metrics' label: "" for none. */
+extern const char *const health_misconfig_name[];
 int health_volumes(void);
 void health_info(int i, struct health_info *h);
 

@@ -33,6 +33,8 @@ struct config {
 	bool delete_;             /* -delete (gc) */
 	bool unlinked;            /* -unlinked (gc) */
 	uint64_t rate;            /* -rate MB/s (verify), as bytes/s; 0 = no cap */
+	const char *volumesecret; /* -volumesecret FILE: sign volume requests, or NULL */
+	uint64_t linkttl_ms;      /* -linkttl: how long a redirect's signature holds */
 	const char *args[2];      /* put DIR PREFIX, get PREFIX DIR */
 };
 

@@ -4,6 +4,7 @@
 #include "move.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
+#include "../common/volsign.h"
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
@@ -229,7 +230,7 @@ static bool pull_header(void *ctx, int status, const char *line, size_t len)
 static bool pulled(const struct move *m, const int *order, int no, const char *dst,
 		   const char *loc)
 {
-	char src_h[LOC_MAX + PATH_MAX_LEN + 32], md5_h[64], err[256];
+	char src_h[LOC_MAX + PATH_MAX_LEN + 32 + VOLSIGN_EXTRA], md5_h[64], err[256];
 	const char *hdrs[3] = {src_h, m->r.hash[0] ? md5_h : NULL, NULL};
 	snprintf(md5_h, sizeof(md5_h), "Mkv-Pull-Md5: %s", m->r.hash);
 	for (int j = 0; j < no && may_pull(loc); j++) {
@@ -239,7 +240,10 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 				       .connect_ms = m->tmo, .stall_s = PULL_STALL_S,
 				       .header = pull_header, .ctx = &a};
 		int st;
-		snprintf(src_h, sizeof(src_h), "Mkv-Pull: %s", src);
+		/* the volume reads src as given: signed here for its GET */
+		memcpy(src_h, "Mkv-Pull: ", 10);
+		if (!volsign_url(src, "GET", VOLSIGN_SELF_TTL, src_h + 10, sizeof(src_h) - 10))
+			snprintf(src_h, sizeof(src_h), "Mkv-Pull: %s", src);
 		st = httpc_call(&c, err);
 		free(src);
 		if (st >= 200 && st < 300 && !strcmp(a.outcome, "done")) {

@@ -14,6 +14,7 @@
 #include "put.h"
 #include "status.h"
 #include "../common/front.h"
+#include "../common/volsign.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
@@ -121,7 +122,7 @@ static void run_op(struct req *r)
 		if (r->query)
 			handle_list(idx, r->key, r->klen, r->query, r->op == OP_HEAD, &r->ans);
 		else
-			handle_get(cfg, idx, r->key, r->klen, r->uri, &r->ans);
+			handle_get(cfg, idx, r->key, r->klen, r->uri, r->op == OP_HEAD, &r->ans);
 		break;
 	case OP_DELETE:
 	case OP_UNLINK:
@@ -338,7 +339,7 @@ static int req_answer(struct req *r)
 			return send_error(r, r->key_status, r->key_why);
 		if (cfg->headcheck)
 			return run_async(r);
-		handle_get(cfg, idx, r->key, r->klen, r->uri, &r->ans);
+		handle_get(cfg, idx, r->key, r->klen, r->uri, r->op == OP_HEAD, &r->ans);
 		return send_answer(r);
 	}
 	/* DELETE, UNLINK, REBALANCE, RELINK: under the key's lock */
@@ -511,8 +512,10 @@ int server_main(const struct config *c)
 			log_msg("listening on port %d, %d volumes, replicas %d, subvolumes %d",
 				cfg->port, cfg->nvol, cfg->replicas, cfg->subvolumes);
 		sigdelset(&set, SIGPIPE);
-		while (!sigwait(&set, &sig) && sig == SIGHUP)
+		while (!sigwait(&set, &sig) && sig == SIGHUP) {
 			front_reopen_logs();   /* logrotate */
+			volsign_reload();      /* a rotated -volumesecret */
+		}
 		stop();
 	}
 	status_stop();

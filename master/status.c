@@ -94,6 +94,18 @@ static void collect(struct buf *b)
 		      "1 when the last health check found every subvolume of the volume up.", v_up);
 	volume_family(b, "mkv_volume_subvolumes_up", "gauge",
 		      "Subvolumes the last health check found up.", v_svup);
+	metrics_family(b, "mkv_volume_misconfigured", "gauge",
+		       "1 when the volume disagrees with the master's -volumesecret; reason: "
+		       "signature_refused, signature_expired or unsigned_accepted.");
+	for (int i = 0; i < health_volumes(); i++) {
+		struct health_info h;
+		struct buf l = {0};
+		health_info(i, &h);
+		metrics_label(&l, "volume", h.name);
+		metrics_label(&l, "reason", health_misconfig_name[h.misconfig]);
+		metrics_sample(b, "mkv_volume_misconfigured", l.data, h.misconfig != MISCONFIG_NONE);
+		buf_free(&l);
+	}
 	volume_family(b, "mkv_volume_check_seconds", "gauge",
 		      "How long the last round of health checks of the volume took.", v_check);
 	volume_family(b, "mkv_volume_requests_total", "counter",
@@ -169,7 +181,8 @@ static void render(struct buf *b, bool html)
 		rows[i] = (struct page_row){.name = h.name, .subvolumes = h.subvolumes,
 					    .subvolumes_up = h.up, .series = &vol_series[i],
 					    .requests = h.sent, .errors = h.errors,
-					    .check_ms = (double)h.check_ns / 1e6};
+					    .check_ms = (double)h.check_ns / 1e6,
+					    .misconfigured = h.misconfig ? health_misconfig_name[h.misconfig] : NULL};
 		if (h.disk_total) {
 			rows[i].disk_total = h.disk_total;
 			rows[i].disk_used = h.disk_total - h.disk_free;

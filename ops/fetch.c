@@ -14,6 +14,7 @@
  * its unanswered requests back at the front of the queue (conn_close). */
 #include "ops.h"
 #include "../common/util.h"
+#include "../common/volsign.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -292,6 +293,16 @@ static struct conn *pick(struct host *h, bool *failed)
 	return best;
 }
 
+/* Queue a GET of target on c: signed as it goes out (-volumesecret), so
+ * one that waited in the queue, or is sent again, is signed anew. */
+static void send_get(struct conn *c, const char *target, const char *host)
+{
+	char signed_[4096];
+	if (volsign_on() && volsign_url(target, "GET", VOLSIGN_SELF_TTL, signed_, sizeof(signed_)))
+		target = signed_;
+	buf_printf(&c->out, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, host);
+}
+
 /* Hand the queues' GETs to connections, one host at a time in turn, while
  * fewer than concurrency are in flight. */
 static void dispatch(struct ops_fetch *f)
@@ -331,7 +342,7 @@ static void dispatch(struct ops_fetch *f)
 			if (!c->depth++)
 				c->last = now_ms();   /* the wait for an answer starts */
 			f->inflight++;
-			buf_printf(&c->out, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", g->target, h->name);
+			send_get(c, g->target, h->name);
 			any = true;
 		}
 	}

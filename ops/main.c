@@ -5,6 +5,8 @@
 #include "ops.h"
 #include "../s3/s3.h"
 #include "../common/flags.h"
+#include "../common/httpc.h"
+#include "../common/volsign.h"
 #include "../common/util.h"
 
 #include <stdlib.h>
@@ -21,7 +23,7 @@ static const char head[] =
 static struct config c = {
 	.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
 	.voltimeout_ms = 1000, .puttimeout_ms = 60000, .workers = 16,
-	.idletimeout_ms = 60000, .maxconns = 10000,
+	.idletimeout_ms = 60000, .maxconns = 10000, .linkttl_ms = 60000,
 };
 static const char *volumes;
 
@@ -44,6 +46,8 @@ static const struct flag flags[] = {
 	{"maxsize", FLAG_U64, &c.maxsize, 0, UINT64_MAX, "BYTES", "largest value a PUT may store, else 413 (default: no limit)"},
 	STR("metrics", &c.metrics, "H:P", "serve /metrics and the status page on this address (default: off)"),
 	STR("accesslog", &c.accesslog, "FILE", "log every request, nginx's combined format (-: stderr; default: off)"),
+	STR("volumesecret", &c.volumesecret, "FILE", "sign every volume request with the first secret of FILE (docs/volume-signatures.md)"),
+	{"linkttl", FLAG_DURATION, &c.linkttl_ms, 1000, 0, "D", "how long a redirect's signature holds (default 60s)"},
 	BOOL("headcheck", &c.headcheck, "HEAD the blob before each redirect (minikeyvalue's behaviour)"),
 	{"workers", FLAG_INT, &c.workers, 1, 1024, "N", "parallel requests of the commands but server (default 16)"},
 	STR("from", &c.from, "DIR", "rebuild: keep unlinked keys of this old index unlinked"),
@@ -101,7 +105,8 @@ static const struct command *command(const char *cmd, int npos, char **pos)
 
 int main(int argc, char **argv)
 {
-	char *pos[3], *volbuf;
+	static char *master_url;
+	char *pos[3], *volbuf, err[300];
 	const struct command *cmd;
 	int rc, npos;
 
@@ -109,6 +114,10 @@ int main(int argc, char **argv)
 	/* the command, then (put, get) two operands, after which no flags */
 	npos = flags_parse(flags, argc, argv, "mkv", head, pos, 3, 2);
 	cmd = command(npos ? pos[0] : NULL, npos, pos);
+	if (c.volumesecret && volsign_load(c.volumesecret, err, sizeof(err)) < 0)
+		bad("-volumesecret: %s", err);
+	/* the commands talk to the master too: those requests go unsigned */
+	httpc_unsigned(master_url = ops_master_url(c.master));
 	if (c.fallback && !*c.fallback)
 		c.fallback = NULL;
 	for (int i = 1; i < npos; i++)

@@ -154,11 +154,11 @@ END_TEST
 START_TEST(test_get_deleted_is_404)
 {
 	struct answer a = {0};
-	handle_get(&cfg, idx, "/c", 2, "/c", &a);
+	handle_get(&cfg, idx, "/c", 2, "/c", false, &a);
 	ck_assert_int_eq(a.status, 404);
 	answer_free(&a);
 	memset(&a, 0, sizeof(a));
-	handle_get(&cfg, idx, "/a", 2, "/a", &a);
+	handle_get(&cfg, idx, "/a", 2, "/a", false, &a);
 	ck_assert_int_eq(a.status, 302);
 	ck_assert_str_eq(a.location, "http://v:1/06/39/L2E=");
 	ck_assert_str_eq(a.md5, "5d41402abc4b2a76b9719d911017c592");

@@ -232,17 +232,28 @@ static bool vol_try_spawn(struct vol *v, const char *log)
 	snprintf(port, sizeof(port), "%d", v->port);
 	if (v->kind == VOL_MKV) {
 		char *bin = h_bin("mkv-volume");
-		char *argv[] = {bin, "-port", port, v->dir, NULL, NULL, NULL};
+		char *argv[9] = {bin, "-port", port};
+		int n = 3;
 		if (v->peers) {   /* -peers LIST before the directory */
-			argv[3] = "-peers";
-			argv[4] = (char *)v->peers;
-			argv[5] = v->dir;
+			argv[n++] = "-peers";
+			argv[n++] = (char *)v->peers;
 		}
+		if (v->secret) {
+			argv[n++] = "-volumesecret";
+			argv[n++] = (char *)v->secret;
+		}
+		argv[n++] = v->dir;
 		v->pid = h_spawn(argv, log);
 		free(bin);
 	} else {
 		char *script = h_root("deploy/nginx/mkv-nginx-volume");
-		char *argv[] = {"/bin/sh", script, port, v->dir, NULL};
+		char *argv[] = {"/bin/sh", script, port, v->dir, NULL, NULL, NULL};
+		if (v->secret) {
+			argv[2] = "-volumesecret";
+			argv[3] = (char *)v->secret;
+			argv[4] = port;
+			argv[5] = v->dir;
+		}
 		v->pid = h_spawn(argv, log);
 		free(script);
 	}
@@ -288,11 +299,37 @@ void h_vol_respawn(struct vol *v)
 	free(log);
 }
 
+
+void h_vol_reload(struct vol *v)
+{
+	if (v->kind == VOL_MKV) {
+		kill(v->pid, SIGHUP);
+	} else {
+		char port[16], *script = h_root("deploy/nginx/mkv-nginx-volume"), *log =
+			xasprintf("%s.log", v->dir);
+		char *argv[] = {"/bin/sh", script, "-volumesecret", (char *)v->secret, "-reload",
+				port, v->dir, NULL};
+		int st;
+		snprintf(port, sizeof(port), "%d", v->port);
+		waitpid(h_spawn(argv, log), &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			h_fail("mkv-nginx-volume -reload on port %d failed (see %s)", v->port, log);
+		free(script);
+		free(log);
+	}
+}
+
 void h_vol_start(struct vol *v, enum vol_kind kind)
+{
+	h_vol_start_secret(v, kind, NULL);
+}
+
+void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret)
 {
 	char *tmp = h_tmpdir();
 	v->kind = kind;
 	v->peers = NULL;   /* a test sets it before a restart */
+	v->secret = secret;
 	v->port = h_free_port();
 	v->dir = xasprintf("%s/data", tmp);
 	mkdir(v->dir, 0755);

@@ -66,8 +66,15 @@ struct vol {
 	char *name;    /* "127.0.0.1:port" */
 	const char *peers;   /* mkv-volume's -peers, or NULL (h_vol_start's); set it
 				before h_vol_restart */
+	const char *secret;  /* -volumesecret FILE (either kind), or NULL */
 };
 void h_vol_start(struct vol *v, enum vol_kind kind);
+/* h_vol_start with -volumesecret secret (a file; the caller keeps it). */
+void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret);
+/* Have v read its -volumesecret file again: mkv-volume on SIGHUP, nginx
+ * by mkv-nginx-volume -reload (nginx -s reload).  Returns once asked;
+ * the new secrets take over a moment later (poll for it). */
+void h_vol_reload(struct vol *v);
 /* Restart on the same port and directory. */
 void h_vol_restart(struct vol *v);
 /* Stop and remove the directory (and log).  Again, or never started: nothing. */

@@ -8,10 +8,12 @@
 #include "../common/flags.h"
 #include "../common/front.h"
 #include "../common/util.h"
+#include "../common/volsign.h"
 #include "server.h"
 
 static const char head[] =
-	"usage: mkv-volume [-port N] [-idletimeout D] [-peers LIST] [-metrics H:P] [-accesslog FILE] DIR\n"
+	"usage: mkv-volume [-port N] [-idletimeout D] [-peers LIST] [-volumesecret FILE] [-metrics H:P]\n"
+	"                  [-accesslog FILE] DIR\n"
 	"       mkv-volume -version\n"
 	"  Serve the blobs in DIR (created if missing) over HTTP: GET, HEAD,\n"
 	"  PUT, DELETE and JSON listings of directories, as nginx does.\n";
@@ -20,7 +22,8 @@ int main(int argc, char **argv)
 {
 	const char *port_s = getenv("PORT"), *peers = NULL;
 	uint64_t idle_ms = 60000;
-	const char *metrics = NULL, *accesslog = NULL;
+	const char *metrics = NULL, *accesslog = NULL, *secret = NULL;
+	char err[300];
 	const struct flag flags[] = {
 		{"port", FLAG_STR, &port_s, 0, 0, "N", "port to listen on (default: $PORT, else 3001)"},
 		{"metrics", FLAG_STR, &metrics, 0, 0, "H:P",
@@ -32,6 +35,9 @@ int main(int argc, char **argv)
 		{"peers", FLAG_STR, &peers, 0, 0, "LIST",
 		 "the volumes (host:port,...: the master's -volumes) a PUT with Mkv-Pull may read "
 		 "from; none: pulls are refused"},
+		{"volumesecret", FLAG_STR, &secret, 0, 0, "FILE",
+		 "answer only requests signed with a secret of FILE (one or two, one a line), "
+		 "else 403, 410 once expired (default: off)"},
 		{NULL, 0, NULL, 0, 0, NULL, NULL},
 	};
 	char *dir[2];
@@ -44,6 +50,8 @@ int main(int argc, char **argv)
 	log_stamps();
 	if (flags_parse(flags, argc, argv, "mkv-volume", head, dir, 2, 2) != 1)
 		flags_fail("mkv-volume", head, "give one directory");
+	if (secret && volsign_load(secret, err, sizeof(err)) < 0)
+		flags_fail("mkv-volume", head, "-volumesecret: %s", err);
 	if (!port_s || !*port_s)
 		port_s = "3001";
 	if (!parse_u64(port_s, 1, 65535, &port))
@@ -64,8 +72,10 @@ int main(int argc, char **argv)
 	s = vol_server_start((int)port, dir[0], idle_ms, metrics, accesslog);
 	if (!s)
 		return 1;
-	while (!sigwait(&sigs, &sig) && sig == SIGHUP)
+	while (!sigwait(&sigs, &sig) && sig == SIGHUP) {
 		front_reopen_logs();   /* logrotate */
+		volsign_reload();      /* a rotated -volumesecret */
+	}
 	log_msg("signal %d: stopping", sig);
 	vol_server_stop(s);
 	return 0;

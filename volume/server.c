@@ -24,6 +24,7 @@
 #include "../common/range.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
+#include "../common/volsign.h"
 #include "fs.h"
 #include "listing.h"
 #include "path.h"
@@ -318,11 +319,22 @@ void vol_server_peers(const char *list)
 	free(copy);
 }
 
-/* Is url "http://<a peer's host:port>/<path>", with no query? */
+/* Is q (after the '?') exactly a link signature, "md5=H&expires=T"? */
+static bool only_signature(const char *q)
+{
+	size_t h = strspn(q + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_");
+	const char *e = q + 4 + h;
+	return !strncmp(q, "md5=", 4) && h == VOLSIGN_HASH_LEN && !strncmp(e, "&expires=", 9) &&
+	       strlen(e + 9) >= 1 && strlen(e + 9) <= 19 && strspn(e + 9, "0123456789") == strlen(e + 9);
+}
+
+/* Is url "http://<a peer's host:port>/<path>", with no query but the
+ * master's signature (-volumesecret: passed on as given)? */
 static bool pull_allowed(const char *url)
 {
-	const char *a = url + 7, *slash;
-	if (strncmp(url, "http://", 7) || !(slash = strchr(a, '/')) || strpbrk(url, "?#"))
+	const char *a = url + 7, *slash, *q = strchr(url, '?');
+	if (strncmp(url, "http://", 7) || !(slash = strchr(a, '/')) || strchr(url, '#') ||
+	    (q && !only_signature(q + 1)))
 		return false;
 	for (int i = 0; i < npeers; i++)
 		if (strlen(peers[i]) == (size_t)(slash - a) && !strncmp(peers[i], a, (size_t)(slash - a)))
@@ -361,9 +373,12 @@ static int pull(struct req *r)
 {
 	struct pull_sink k = {.put = r->put};
 	char err[256] = "", md5[33] = "";
+	/* nosign: the URL as the master signed it (this volume's own secret
+	 * must not vouch for a source the master never named) */
 	struct httpc_call g = {.url = r->pull, .connect_ms = 5000, .stall_s = PULL_STALL_S,
-			       .header = pull_header, .body = pull_body, .md5 = md5, .ctx = &k};
-	int st = httpc_call(&g, err);
+			       .header = pull_header, .body = pull_body, .md5 = md5, .ctx = &k,
+			       .nosign = true};
+	int st = httpc_call(&g, err), url_len = (int)strcspn(r->pull, "?");
 	if (st == 200 && !k.werr && (!r->pull_md5[0] || !strcmp(md5, r->pull_md5))) {
 		r->pull_outcome = "done";
 		memcpy(r->md5, md5, sizeof(md5));
@@ -373,13 +388,20 @@ static int pull(struct req *r)
 	r->pull_outcome = "failed";
 	if (k.werr)
 		return k.werr;                 /* this disk's failure, logged */
+	/* logged without the link's signature */
 	if (st == 200)
-		log_msg("pull %s -> %s: md5 %s, not %s: nothing stored", r->pull, r->path, md5,
-			r->pull_md5);
+		log_msg("pull %.*s -> %s: md5 %s, not %s: nothing stored", url_len, r->pull, r->path,
+			md5, r->pull_md5);
 	else if (st > 0)
-		log_msg("pull %s -> %s: the source answered %d: nothing stored", r->pull, r->path, st);
+		log_msg("pull %.*s -> %s: the source answered %d: nothing stored", url_len, r->pull,
+			r->path, st);
 	else
-		log_msg("pull %s -> %s: %s: nothing stored", r->pull, r->path, err);
+		log_msg("pull %.*s -> %s: %s: nothing stored", url_len, r->pull, r->path, err);
+	if (st == 403 || st == 410) {   /* the source refused the link's signature */
+		r->why = st == 403 ? "pull: the source refused the link (403)"
+				   : "pull: the source link expired (410)";
+		return st;
+	}
 	r->why = st == 404 ? "pull: the source has no such file" : "pull: the source failed";
 	return st == 404 ? 404 : 502;
 }
@@ -473,11 +495,52 @@ static void begin_write(struct vol_server *s, struct req *r, const char *url)
 
 /* ---- the route ---- */
 
+/* A request's link signature (-volumesecret), and whether it asks for
+ * the md5 (a bare ?md5; signed, `?md5&md5=H&expires=T`).  The first of
+ * each, raw, as nginx's $arg_md5 and $arg_expires. */
+struct sig {
+	const char *md5, *expires;
+	bool hash;
+};
+
+static void sig_arg(void *cls, const char *k, const char *v)
+{
+	struct sig *g = cls;
+	if (!strcmp(k, "md5") && (!v || !*v))
+		g->hash = true;
+	else if (!strcmp(k, "md5") && !g->md5)
+		g->md5 = v;
+	else if (!strcmp(k, "expires") && !g->expires)
+		g->expires = v ? v : "";
+}
+
+/* 0 when the request is signed (or no secret is set), else 403 or 410
+ * with *why.  A path that does not clean is left to the route's own 400:
+ * it touches nothing either way. */
+static int signature(struct MHD_Connection *c, const char *method, const char *url,
+		     struct sig *g, const char **why)
+{
+	char uri[PATH_BYTES + 2];
+	bool dir;
+	size_t n;
+	front_args(c, sig_arg, g);
+	if (vol_path_clean(url, uri + 1, sizeof(uri) - 2, &dir, why))
+		return 0;
+	uri[0] = '/';                 /* nginx's $uri: decoded, normalised */
+	n = strlen(uri);
+	if (dir && n > 1)
+		uri[n++] = '/', uri[n] = '\0';
+	return volsign_check(uri, method, g->md5, g->expires, why);
+}
+
 static void *claim(struct MHD_Connection *c, const char *method, const char *url,
 		   const char *query)
 {
-	bool head = !strcmp(method, "HEAD"), md5 = head && front_has_arg(c, "md5");
+	bool head = !strcmp(method, "HEAD"), md5;
+	struct sig sg = {NULL, NULL, false};
+	const char *why;
 	struct req *r;
+	int st;
 	(void)query;
 	switch (front_head_error(c)) {
 	case FRONT_HEAD_CODING:
@@ -493,6 +556,12 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *url
 	default:
 		break;
 	}
+	/* before anything is looked at: signed by the master, or refused */
+	if (volsign_on() && (st = signature(c, method, url, &sg, &why))) {
+		send_error_to(c, head, st, why);
+		return &refused;
+	}
+	md5 = head && (volsign_on() ? sg.hash : front_has_arg(c, "md5"));
 	if (!md5 && (head || !strcmp(method, "GET"))) {
 		struct read_req *g = xmalloc(sizeof(*g));
 		*g = (struct read_req){head ? M_HEAD : M_GET, c, url};

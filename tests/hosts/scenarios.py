@@ -124,10 +124,20 @@ class Cluster:
     delay_ms is not None (ms, or a file the relay reads it from; a list
     gives each volume's), and a master on m; everything stopped at exit."""
 
-    def __init__(self, name, nvol, delay_ms=None, kind="mkv", flags=()):
+    def __init__(self, name, nvol, delay_ms=None, kind="mkv", flags=(), secret=False):
         self.dir = os.path.join(BEDDIR, name)
         os.makedirs(self.dir, exist_ok=True)
         self.procs = []
+        # secret: every volume, the master and the commands take
+        # -volumesecret (docs/volume-signatures.md)
+        self.sign = []
+        if secret:
+            path = os.path.join(self.dir, "volume.secret")
+            with open(path, "w") as f:
+                f.write("hosts-bed-secret-%s\n" % os.urandom(12).hex())
+            os.chmod(path, 0o600)
+            self.sign = ["-volumesecret", path]
+            flags = list(flags) + self.sign
         self.vols = []       # (host, name, data dir, proc, relay)
         self.flags = list(flags)
         self.master = None
@@ -140,10 +150,10 @@ class Cluster:
         os.makedirs(data, exist_ok=True)
         log = os.path.join(self.dir, host + ".log")
         if kind == "mkv":
-            argv = [os.path.join(BIN, "mkv-volume"), "-port", str(VOL_PORT), data]
+            argv = [os.path.join(BIN, "mkv-volume"), "-port", str(VOL_PORT)] + self.sign + [data]
         else:
-            argv = ["/bin/sh", os.path.join(ROOT, "deploy/nginx/mkv-nginx-volume"),
-                    str(VOL_PORT), data]
+            argv = ["/bin/sh", os.path.join(ROOT, "deploy/nginx/mkv-nginx-volume")] + \
+                self.sign + [str(VOL_PORT), data]
         proc = Proc(host, argv, log)
         self.procs.append(proc)
         wait_port(addr(host), VOL_PORT)
@@ -191,7 +201,7 @@ class Cluster:
     def ops(self, *args, host="m", timeout=600, nvol=None):
         """Run mkv ARGS... (an ops command) on host; returns its output."""
         argv = ["ip", "netns", "exec", "%s-%s" % (BED, host), os.path.join(BIN, "mkv"),
-                "-volumes", self.volumes_arg(nvol)] + list(args)
+                "-volumes", self.volumes_arg(nvol)] + self.sign + list(args)
         r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            timeout=timeout)
         out = r.stdout.decode(errors="replace")
@@ -696,7 +706,8 @@ def populate(dirs, names, n, prefix):
 def s5_ops_across_hosts():
     """mkv rebuild (5 volumes) and rebalance (5 -> 3) of 20,000 keys over
     links of 5 ms each way, against the same with no delay (a relay in
-    place either way); verify after each."""
+    place either way); verify after each.  Signed: every volume, the
+    master and the commands run with -volumesecret."""
     n = int(os.environ.get("MKV_HOSTS_KEYS", "20000"))
     name = "s5_ops_across_hosts"
     dirs = [os.path.join(BEDDIR, name, "v%d" % i) for i in range(1, 6)]
@@ -706,7 +717,7 @@ def s5_ops_across_hosts():
     populate(dirs, names, n, "/s5")
     res = {}
     for delay in (0, 5):
-        with Cluster(name, 5, delay_ms=delay) as cl:
+        with Cluster(name, 5, delay_ms=delay, secret=True) as cl:
             db = os.path.join(cl.dir, "db")
             subprocess.run(["rm", "-rf", db], check=True)
             conns = lambda: sum(relay_bytes(cl, i)[2] for i in range(5))
@@ -719,6 +730,8 @@ def s5_ops_across_hosts():
             note("%d ms: rebuild opened %d connections to the volumes" % (delay, c1 - c0))
             check(re.search(r"\b%d keys" % n, out), "rebuild did not find %d keys: %s" %
                   (n, out[-500:]))
+            st = request("GET", "/sv00/", host=addr("v1"), port=RELAY_PORT)[0]
+            check(st == 403, "an unsigned listing got %d from a volume with -volumesecret" % st)
             t0 = time.monotonic()
             out = cl.ops("-db", db, "rebalance", nvol=3)
             trl = time.monotonic() - t0
