@@ -16,9 +16,9 @@ static void usage(FILE *f, const struct flag *t, const char *head)
 			continue;
 		snprintf(left, sizeof(left), "-%s%s%s", t->name, t->arg ? " " : "",
 			 t->arg ? t->arg : "");
-		fprintf(f, "  %-17s %s\n", left, t->help);
+		fprintf(f, "  %-19s %s\n", left, t->help);
 	}
-	fprintf(f, "  %-17s %s\n", "-version", "print the version and the commit built from, and exit");
+	fprintf(f, "  %-19s %s\n", "-version", "print the version and the commit built from, and exit");
 }
 
 void flags_fail(const char *prog, const char *head, const char *fmt, ...)
