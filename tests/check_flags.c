@@ -123,14 +123,14 @@ START_TEST(test_help)
 {
 	static const char want[] =
 		"usage: t\n"
-		"  -on               a switch\n"
-		"  -md5sum           a switch that is on\n"
-		"  -n N              a number\n"
-		"  -t D              a duration\n"
-		"  -rate MB/s        a rate\n"
-		"  -size BYTES       a size\n"
-		"  -name S           a string\n"
-		"  -version          print the version and the commit built from, and exit\n";
+		"  -on                 a switch\n"
+		"  -md5sum             a switch that is on\n"
+		"  -n N                a number\n"
+		"  -t D                a duration\n"
+		"  -rate MB/s          a rate\n"
+		"  -size BYTES         a size\n"
+		"  -name S             a string\n"
+		"  -version            print the version and the commit built from, and exit\n";
 	char path[] = "/tmp/check_flags.XXXXXX", got[1024];
 	int fd = mkstemp(path), st;
 	ssize_t n;
