@@ -48,6 +48,8 @@ enum front_head {
 	FRONT_HEAD_OK,
 	FRONT_HEAD_CODING,   /* a Transfer-Encoding other than chunked */
 	FRONT_HEAD_LENGTHS,  /* Content-Length headers that disagree */
+	FRONT_HEAD_BOTH,     /* Transfer-Encoding and Content-Length */
+	FRONT_HEAD_HOST,     /* HTTP/1.1 without Host */
 	FRONT_HEAD_TARGET,   /* absolute_form: the target is not a path */
 };
 enum front_head front_head_error(struct MHD_Connection *c);

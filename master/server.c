@@ -375,6 +375,12 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 	case FRONT_HEAD_LENGTHS:
 		send_error(r, 400, "Content-Length headers disagree");
 		break;
+	case FRONT_HEAD_BOTH:
+		send_error(r, 400, "both Transfer-Encoding and Content-Length: the body's end is in doubt");
+		break;
+	case FRONT_HEAD_HOST:
+		send_error(r, 400, "an HTTP/1.1 request needs a Host header");
+		break;
 	case FRONT_HEAD_TARGET:
 		send_error(r, 400, "the request target must be a path starting with /");
 		break;

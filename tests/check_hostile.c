@@ -604,6 +604,72 @@ START_TEST(test_garbage)
 }
 END_TEST
 
+/* What nginx answers with a 400 (and closes) gets a 400 here too, with a
+ * one-line reason and "Connection: close": a body framed both by chunks
+ * and by a length (the PUT that once hung and held its key's lock until a
+ * restart, the same through S3, and a length past the chunks), a request
+ * line that is not HTTP, HTTP/1.1 without Host.  Nothing is stored, and
+ * the key is free at once. */
+#define R(s) {s, sizeof(s) - 1}
+static const struct {
+	const char *s;
+	size_t n;
+} nginx_400s[] = {
+	R("PUT /te-cl HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+	  "c\r\nhello world!\r\n0\r\n\r\n"),
+	R("PUT /te-cl-long HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	  "Content-Length: 100000\r\n\r\nc\r\nhello world!\r\n0\r\n\r\n"),
+	R("PUT /b/te-cl HTTP/1.1\r\nHost: x\r\nX-Amz-Date: 20261202T000000Z\r\n"
+	  "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nc\r\nhello world!\r\n0\r\n\r\n"),
+	R("GARBAGE\r\n\r\n"),
+	R("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"), /* a ClientHello's start */
+	R("GET\r\n\r\n"),
+	R("GET /ok HTTP/1.1\r\n\r\n"),
+	R("PUT /no-host HTTP/1.1\r\nContent-Length: 1\r\n\r\nv"),
+};
+
+/* st and out: a 400 with a one-line reason that closes the connection. */
+static void nginx_400(long st, const struct buf *out, const char *what)
+{
+	const char *body = st > 0 ? strstr(out->data, "\r\n\r\n") : NULL;
+	ck_assert_msg(st == 400, "%s: got %ld, want 400 as nginx%s", what, st,
+		      st == -1 ? " (no answer: hang)" : st == 0 ? " (closed unanswered)" : "");
+	ck_assert_msg(strcasestr(out->data, "\r\nConnection: close\r\n"), "%s: not closed: %s",
+		      what, out->data);
+	body += 4;
+	ck_assert_msg(body[0] && strchr(body, '\n') == body + strlen(body) - 1,
+		      "%s: not a one-line reason: %s", what, body);
+}
+
+START_TEST(test_nginx_400s)
+{
+	static const char *const keys[] = {"/te-cl", "/te-cl-long", "/b/te-cl", "/no-host"};
+	for (size_t i = 0; i < sizeof(nginx_400s) / sizeof(nginx_400s[0]); i++) {
+		struct buf out = {0};
+		char what[64];
+		snprintf(what, sizeof(what), "request %zu (%.12s)", i, nginx_400s[i].s);
+		nginx_400(send_req(nginx_400s[i].s, nginx_400s[i].n, &out), &out, what);
+		buf_free(&out);
+	}
+	/* HTTP/1.0 needs no Host */
+	ck_assert_int_eq(send_req("GET /ok HTTP/1.0\r\n\r\n", 20, NULL), 302);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		struct resp r;
+		char *u = url(keys[i]);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+		h_resp_free(&r);
+		/* the key is free: no 409 */
+		ck_assert_int_eq(h_http("PUT", u, "whole", 5, NULL, false, &r), 201);
+		h_resp_free(&r);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+		ck_assert_msg(r.body.len == 5 && !memcmp(r.body.data, "whole", 5), "%s", keys[i]);
+		h_resp_free(&r);
+		free(u);
+	}
+	alive("requests nginx answers with a 400");
+}
+END_TEST
+
 /* Every request is answered, and a half-closed connection closed right
  * after its answer, whatever came before on other connections. */
 START_TEST(test_junk_then_good)
@@ -911,6 +977,7 @@ int main(void)
 	tcase_add_test(tc, test_many_query_args);
 	tcase_add_test(tc, test_lying_content_length);
 	tcase_add_test(tc, test_garbage);
+	tcase_add_test(tc, test_nginx_400s);
 	tcase_add_test(tc, test_junk_then_good);
 	tcase_add_test(tc, test_unknown_methods);
 	tcase_add_test(tc, test_range_on_master);

@@ -490,6 +490,12 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *url
 		/* where the body ends is in doubt: 400 and close, as nginx */
 		send_error_to(c, head, 400, "Content-Length given twice, differently");
 		return &refused;
+	case FRONT_HEAD_BOTH:   /* as nginx */
+		send_error_to(c, head, 400, "both Transfer-Encoding and Content-Length");
+		return &refused;
+	case FRONT_HEAD_HOST:   /* as nginx */
+		send_error_to(c, head, 400, "an HTTP/1.1 request needs a Host header");
+		return &refused;
 	default:
 		break;
 	}
