@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/placement.h"
 #include "harness.h"
 
 #define SECRET "SECRET-outside-the-data-directory\n"
@@ -521,6 +522,37 @@ START_TEST(test_lying_content_length)
 			      "stored %zu bytes, want the 5 of Content-Length", r.body.len);
 		h_resp_free(&r);
 		free(u);
+	}
+	/* One byte past its length: the value is the length's bytes, on
+	 * every replica, and its record's md5 is theirs. */
+	{
+		static const char req[] = "PUT /lie/one HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"
+					  "hello!";
+		char path[PATH_MAX_LEN], *locs, *save = NULL, *md5;
+		int n = 0;
+		fd = h_connect(m.port);
+		h_send(fd, req, sizeof(req) - 1);
+		st = h_recv_resp(fd, NULL, T_MS, false);
+		close(fd);
+		ck_assert_msg(st == 201, "PUT with one byte past Content-Length: %ld", st);
+		u = url("/lie/one");
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+		md5 = h_header(&r, "Content-Md5");
+		locs = h_header(&r, "Key-Volumes");
+		ck_assert_msg(md5 && !strcmp(md5, "5d41402abc4b2a76b9719d911017c592"),
+			      "the record's md5 is not hello's: %s", md5 ? md5 : "(none)");
+		h_resp_free(&r);
+		placement_path("/lie/one", 8, path);
+		for (char *l = strtok_r(locs, ",", &save); l; l = strtok_r(NULL, ",", &save), n++) {
+			char *b = xasprintf("http://%s%s", l, path);
+			ck_assert_int_eq(h_http("GET", b, NULL, 0, NULL, false, &r), 200);
+			ck_assert_msg(r.body.len == 5 && !memcmp(r.body.data, "hello", 5),
+				      "replica %s holds %zu bytes", b, r.body.len);
+			h_resp_free(&r);
+			free(b);
+		}
+		ck_assert_int_eq(n, NVOL);
+		free(md5), free(locs), free(u);
 	}
 	/* Content-Lengths that are not numbers, or two that disagree. */
 	{
