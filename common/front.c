@@ -49,6 +49,7 @@ struct conn {
 	uint64_t start_ms, start_ns, up, down;   /* bytes read, bytes answered */
 	bool refused;                      /* counted in refused_open until it closes */
 	bool served;                       /* a request line was parsed on it */
+	bool held;                         /* holds fl->loop: woken, its answer not out yet */
 	struct front_loop *fl;             /* the loop it runs on */
 };
 
@@ -98,6 +99,21 @@ static struct conn *conn_of(struct MHD_Connection *c)
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	return ci ? ci->socket_context : NULL;
+}
+
+/* A woken connection holds its loop until its request ends or it sleeps
+ * again: a loop that stops runs until the answer it was woken for is out
+ * (the work that woke it may have been the loop's last).  Under z->mu, or
+ * on the connection's loop once its route let go (on_done). */
+static void hold(struct conn *k, bool on)
+{
+	if (!k || !k->fl || k->held == on)
+		return;
+	k->held = on;
+	if (on)
+		loop_hold(k->fl->loop);
+	else
+		loop_release(k->fl->loop);
 }
 
 int front_fd(struct MHD_Connection *c)
@@ -344,8 +360,9 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 			(unsigned long long)(now_ms() - k->start_ms),
 			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
 	if (k->route)
-		k->route->done(k->req);
+		k->route->done(k->req);   /* after it, nothing wakes the connection */
 	k->route = NULL;
+	hold(k, false);
 	reaper_waiting(&k->reap, true);
 	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		conn_close_if_eof(k->reap.fd);
@@ -486,6 +503,14 @@ int front_file(struct MHD_Connection *c, int status, const struct front_hdr *h, 
 
 /* ---- sleeping connections ---- */
 
+/* z's connection sleeps now (z->mu held, the sleep counted). */
+static void suspend(struct front_sleep *z)
+{
+	hold(conn_of(z->conn), false);
+	z->suspended = true;
+	MHD_suspend_connection(z->conn);
+}
+
 void front_sleep_locked(struct front_sleep *z)
 {
 	atomic_fetch_add(&nsuspended, 1);
@@ -493,17 +518,20 @@ void front_sleep_locked(struct front_sleep *z)
 		atomic_fetch_sub(&nsuspended, 1);
 		return;
 	}
-	z->suspended = true;
-	MHD_suspend_connection(z->conn);
+	suspend(z);
 }
 
 static void mhd_fire(void *arg);
 
 void front_wake_locked(struct front_sleep *z)
 {
+	struct conn *k;
 	z->woken = true;
-	if (z->suspended && !z->gone) {
-		struct conn *k = conn_of(z->conn);
+	if (z->gone)
+		return;
+	k = conn_of(z->conn);
+	hold(k, true);
+	if (z->suspended) {
 		z->suspended = false;
 		atomic_fetch_sub(&nsuspended, 1);
 		MHD_resume_connection(z->conn);
@@ -546,7 +574,7 @@ bool front_wait(struct front_sleep *z)
 	return done;
 }
 
-/* fn(arg) on a pool thread, or item to q. */
+/* fn(arg) on a pool thread, or item to q, or (neither) the caller's work. */
 static int run_asleep(struct front_sleep *z, struct spawn_queue *q, void (*fn)(void *), void *arg)
 {
 	pthread_mutex_lock(&z->mu);   /* the work's front_finish waits for the suspend */
@@ -562,17 +590,21 @@ static int run_asleep(struct front_sleep *z, struct spawn_queue *q, void (*fn)(v
 	}
 	if (q) {
 		spawn_queue_push(q, arg);
-	} else if (spawn(fn, arg) < 0) {
+	} else if (fn && spawn(fn, arg) < 0) {
 		atomic_fetch_sub(&nsuspended, 1);
 		pthread_mutex_unlock(&z->mu);
 		log_msg("pthread_create failed: out of threads");
 		return -1;
 	}
 	z->async_started = true;
-	z->suspended = true;
-	MHD_suspend_connection(z->conn);
+	suspend(z);
 	pthread_mutex_unlock(&z->mu);
 	return 0;
+}
+
+int front_begin(struct front_sleep *z)
+{
+	return run_asleep(z, NULL, NULL, NULL);
 }
 
 int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg)

@@ -177,22 +177,21 @@ static void deleted(void *arg, int st, const char *why)
 	front_finish(&r->sl);
 }
 
+/* The connection sleeps before the work starts (front_begin): the work
+ * on the loop points at r, which a client that went away while its
+ * connection was awake would free.  Woken by deleted, on every path. */
 static int delete_start(struct req *r)
 {
 	const char *why = NULL;
-	int st = store_delete_start(cfg, idx, r->key, r->klen,
-				    r->query ? DEL_UNLINKED
-					     : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
-				    &why, deleted, r);
-	if (st == 204) {
-		unlock_key(r);
-		r->ans.status = 204;
-		return send_answer(r);
-	}
+	int st;
+	if (front_begin(&r->sl) < 0)
+		return send_error(r, 503, "server stopping: no new delete starts");
+	st = store_delete_start(cfg, idx, r->key, r->klen,
+				r->query ? DEL_UNLINKED : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
+				&why, deleted, r);
 	if (st)
-		return send_error(r, st, why);
-	r->sl.async_started = true;
-	return run_async(r);
+		deleted(r, st, why);   /* answered at once */
+	return FRONT_YES;
 }
 
 /* ---- PUT ---- */
