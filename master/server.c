@@ -156,6 +156,7 @@ static void async_main(void *arg)
 	front_finish(&r->sl);
 }
 
+/* Sleeps until the work's front_finish: async_main's, or deleted's. */
 static int run_async(struct req *r)
 {
 	if (r->sl.async_started)
@@ -262,7 +263,11 @@ static int put_body(struct req *r, const char *data, size_t *size)
 		/* A failed put swallows the rest of the body (put_feed takes it
 		 * all), and the answer waits for its end: answering mid-body and
 		 * closing with unread bytes makes the kernel reset the connection,
-		 * which can destroy the answer before the client reads it. */
+		 * which can destroy the answer before the client reads it.
+		 * Woken by the put's wake: a replica took bytes (the ring's
+		 * room), or the put ended (put.c's finish).  A small put has
+		 * no worker to take bytes, but its ring holds its whole length
+		 * and put_feed refuses more: it never gets here. */
 		if (*size)
 			front_wait(&r->sl);
 		return FRONT_YES;
@@ -282,7 +287,7 @@ static int put_body(struct req *r, const char *data, size_t *size)
 		}
 		return send_error(r, st, why);
 	}
-	front_wait(&r->sl);
+	front_wait(&r->sl);   /* woken by the put's end (put.c's finish), on every path */
 	return FRONT_YES;
 }
 
