@@ -1,6 +1,6 @@
 /* check_handlers.c -- the master's handlers without sockets: list paging
- * over a real LevelDB index, JSON escaping, DELETE/UNLINK record states, a PUT body that is not its
- * Content-Length. */
+ * over a real LevelDB index, JSON escaping, DELETE/UNLINK record states,
+ * a PUT body that is not its Content-Length. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
