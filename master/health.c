@@ -10,12 +10,18 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A marker HEAD's answer: mkv-volume says "Mkv-Disk: TOTAL FREE". */
+struct disk {
+	uint64_t total, free;
+};
+
 struct vol {
 	const char *name;
 	size_t len;
 	int nsv;
 	atomic_bool *up;   /* per subvolume (one entry when subvolumes == 1) */
 	bool *seen;        /* marker seen present once, per subvolume */
+	struct disk *disk; /* per subvolume, as its last check found it */
 	atomic_int rounds; /* completed check rounds */
 	/* For the metrics: the last round's time, the fullest subvolume's disk
 	 * (mkv-volume's Mkv-Disk header; 0 from nginx), requests sent to it and
@@ -23,6 +29,7 @@ struct vol {
 	_Atomic uint64_t check_ns, disk_total, disk_free, sent, errors;
 	/* -volumesecret set and the volume disagrees (enum misconfig). */
 	atomic_int misconfig;
+	bool takes_unsigned;   /* the last unsigned probe was answered (checker only) */
 };
 
 /* What a volume that disagrees about -volumesecret does. */
@@ -48,20 +55,14 @@ static atomic_bool stopping;
 
 static const char *marker_body = "mkv volume marker\n";
 
-/* A marker HEAD's answer: mkv-volume says "Mkv-Disk: TOTAL FREE". */
-struct disk {
-	uint64_t total, free;
-};
-
 static bool on_header(void *ctx, int status, const char *line, size_t len)
 {
 	struct disk *d = ctx;
 	char v[64];
 	unsigned long long t, f;
 	if (status == 200 && httpc_header(line, len, "Mkv-Disk", v, sizeof(v)) &&
-	    sscanf(v, "%llu %llu", &t, &f) == 2 && t &&
-	    (!d->total || (double)f / (double)t < (double)d->free / (double)d->total))
-		*d = (struct disk){t, f};   /* the fullest subvolume's */
+	    sscanf(v, "%llu %llu", &t, &f) == 2 && t)
+		*d = (struct disk){t, f};
 	return true;
 }
 
@@ -119,23 +120,37 @@ static bool unsigned_accepted(struct vol *v)
 	return st > 0 && st != 403 && st != 410;
 }
 
+/* One HEAD per volume every interval, whatever -subvolumes says: a volume
+ * is one server, and whether it answers is all its subvolumes' state.
+ * What is a subvolume's own -- its marker (a disk swapped under it) and
+ * its disk's space -- is checked in turn, one subvolume a round, so it is
+ * at most -subvolumes rounds old.  The first round, and the first after
+ * the volume did not answer, check every subvolume: they come back
+ * together, each with its marker seen. */
 static void checker(void *ctx, void *item)
 {
 	struct vol *v = item;
 	uint64_t interval = timeout_ms < 1000 ? 1000 : timeout_ms;
+	bool all = true;
+	int next = 0;
 	(void)ctx;
 	while (!atomic_load(&stopping)) {
 		uint64_t start = now_ms(), t0 = now_ns();
-		struct disk disk = {0, 0};
+		struct disk fullest = {0, 0};
 		int mis = MISCONFIG_NONE, r = 0;
-		for (int sv = 0; sv < v->nsv; sv++) {
+		bool every = all;
+		all = false;
+		for (int i = 0; i < (every ? v->nsv : 1); i++) {
 			char why[300] = "";
-			r = check_one(v, sv, why, &disk, &mis);
+			int sv = every ? i : next;
 			bool was = atomic_load(&v->up[sv]);
+			v->disk[sv] = (struct disk){0, 0};
+			r = check_one(v, sv, why, &v->disk[sv], &mis);
 			if (r < 0) {
 				/* Unreachable: mark all down now rather than time out per subvolume. */
 				for (int j = 0; j < v->nsv; j++)
 					atomic_store(&v->up[j], false);
+				all = true;
 			} else {
 				atomic_store(&v->up[sv], r == 1);
 			}
@@ -146,13 +161,25 @@ static void checker(void *ctx, void *item)
 			if (r < 0)
 				break;
 		}
-		if (r >= 0 && volsign_on() && unsigned_accepted(v))
+		next = (next + 1) % v->nsv;
+		for (int sv = 0; sv < v->nsv; sv++) {   /* the fullest subvolume's disk */
+			struct disk *d = &v->disk[sv];
+			if (d->total && (!fullest.total || (double)d->free / (double)d->total <
+							     (double)fullest.free / (double)fullest.total))
+				fullest = *d;
+		}
+		/* The unsigned probe is a second HEAD: on the rounds that check
+		 * every subvolume (the first, and after the volume came back: a
+		 * restarted volume may have lost its secret) and every 60th. */
+		if (r >= 0 && volsign_on() && (every || atomic_load(&v->rounds) % 60 == 0))
+			v->takes_unsigned = unsigned_accepted(v);
+		if (r >= 0 && volsign_on() && v->takes_unsigned && !mis)
 			mis = MISCONFIG_UNSIGNED;
 		if (atomic_exchange(&v->misconfig, mis) != mis && mis)
 			log_msg("volume %s: configuration error: %s", v->name, misconfig_why[mis]);
 		atomic_store(&v->check_ns, now_ns() - t0);
-		atomic_store(&v->disk_total, disk.total);
-		atomic_store(&v->disk_free, disk.free);
+		atomic_store(&v->disk_total, fullest.total);
+		atomic_store(&v->disk_free, fullest.free);
 		atomic_fetch_add(&v->rounds, 1);
 		while (!atomic_load(&stopping) && now_ms() - start < interval)
 			usleep(20000);
@@ -209,6 +236,7 @@ void health_start(const struct config *cfg)
 		v->nsv = subvols > 1 ? subvols : 1;
 		v->up = xcalloc((size_t)v->nsv, sizeof(*v->up));
 		v->seen = xcalloc((size_t)v->nsv, sizeof(*v->seen));
+		v->disk = xcalloc((size_t)v->nsv, sizeof(*v->disk));
 		spawn_queue_push(checkers, v);
 	}
 	httpc_observe(observe);

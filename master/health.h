@@ -1,8 +1,11 @@
 /* health.h -- which volumes and subvolumes are up, kept by background
  * checkers so that a GET never waits on a volume.
  *
- * One thread per volume HEADs a marker file (".mkv", hidden from listings)
- * in each of its subvolume directories every interval, with -voltimeout.
+ * One thread per volume sends it one HEAD every interval (a second, or
+ * -voltimeout if longer), with -voltimeout: of the marker file (".mkv",
+ * hidden from listings) in one of its subvolume directories, each in turn
+ * (every one in the first round, and after the volume did not answer).
+ * A volume that does not answer is down, all its subvolumes with it.
  * A marker missing when first seen is written; a marker that disappears
  * later means the disk was swapped for an empty one, and that subvolume
  * stays down (logged) until the master restarts -- its blobs are gone, so

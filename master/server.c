@@ -157,6 +157,7 @@ static void async_main(void *arg)
 	front_finish(&r->sl);
 }
 
+/* Sleeps until the work's front_finish: async_main's, or deleted's. */
 static int run_async(struct req *r)
 {
 	if (r->sl.async_started)
@@ -178,22 +179,21 @@ static void deleted(void *arg, int st, const char *why)
 	front_finish(&r->sl);
 }
 
+/* The connection sleeps before the work starts (front_begin): the work
+ * on the loop points at r, which a client that went away while its
+ * connection was awake would free.  Woken by deleted, on every path. */
 static int delete_start(struct req *r)
 {
 	const char *why = NULL;
-	int st = store_delete_start(cfg, idx, r->key, r->klen,
-				    r->query ? DEL_UNLINKED
-					     : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
-				    &why, deleted, r);
-	if (st == 204) {
-		unlock_key(r);
-		r->ans.status = 204;
-		return send_answer(r);
-	}
+	int st;
+	if (front_begin(&r->sl) < 0)
+		return send_error(r, 503, "server stopping: no new delete starts");
+	st = store_delete_start(cfg, idx, r->key, r->klen,
+				r->query ? DEL_UNLINKED : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
+				&why, deleted, r);
 	if (st)
-		return send_error(r, st, why);
-	r->sl.async_started = true;
-	return run_async(r);
+		deleted(r, st, why);   /* answered at once */
+	return FRONT_YES;
 }
 
 /* ---- PUT ---- */
@@ -264,7 +264,11 @@ static int put_body(struct req *r, const char *data, size_t *size)
 		/* A failed put swallows the rest of the body (put_feed takes it
 		 * all), and the answer waits for its end: answering mid-body and
 		 * closing with unread bytes makes the kernel reset the connection,
-		 * which can destroy the answer before the client reads it. */
+		 * which can destroy the answer before the client reads it.
+		 * Woken by the put's wake: a replica took bytes (the ring's
+		 * room), or the put ended (put.c's finish).  A small put has
+		 * no worker to take bytes, but its ring holds its whole length
+		 * and put_feed refuses more: it never gets here. */
 		if (*size)
 			front_wait(&r->sl);
 		return FRONT_YES;
@@ -284,7 +288,7 @@ static int put_body(struct req *r, const char *data, size_t *size)
 		}
 		return send_error(r, st, why);
 	}
-	front_wait(&r->sl);
+	front_wait(&r->sl);   /* woken by the put's end (put.c's finish), on every path */
 	return FRONT_YES;
 }
 
@@ -375,6 +379,12 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 		break;
 	case FRONT_HEAD_LENGTHS:
 		send_error(r, 400, "Content-Length headers disagree");
+		break;
+	case FRONT_HEAD_BOTH:
+		send_error(r, 400, "both Transfer-Encoding and Content-Length: the body's end is in doubt");
+		break;
+	case FRONT_HEAD_HOST:
+		send_error(r, 400, "an HTTP/1.1 request needs a Host header");
 		break;
 	case FRONT_HEAD_TARGET:
 		send_error(r, 400, "the request target must be a path starting with /");

@@ -263,6 +263,7 @@ static int handler(void *req, const char *data, size_t *size)
 		return s3_get_run(s);
 	if (!s->sleep.async_started)
 		return s3_start_async(s, async_main);
+	/* woken by async_main's front_finish */
 	return front_wait(&s->sleep) ? s3_send(s) : FRONT_YES;
 }
 

@@ -174,7 +174,7 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 		md5_update(s->digest, data, took);
 	s->fed += took;
 	*size -= took;
-	if (*size)
+	if (*size)   /* woken by the put's wake: ring room, or its end (as the native PUT's) */
 		front_wait(&s->sleep);
 	return FRONT_YES;
 }
@@ -193,7 +193,7 @@ static int put_end(struct s3req *s)
 		s->put_finished = true;
 	}
 	if (!put_result(s->put, &st, &why)) {
-		front_wait(&s->sleep);
+		front_wait(&s->sleep);   /* woken by the put's end (put.c's finish) */
 		return FRONT_YES;
 	}
 	if (s->bad == BAD_SIZE)
@@ -220,7 +220,7 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 	while (s->poff < s->pending.len) {
 		s->poff += put_feed(s->put, s->pending.data + s->poff, s->pending.len - s->poff);
 		if (s->poff < s->pending.len) {
-			front_wait(&s->sleep);
+			front_wait(&s->sleep);   /* woken by the put's wake, as in put_data */
 			return FRONT_YES;
 		}
 	}

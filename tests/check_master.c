@@ -859,6 +859,57 @@ START_TEST(test_sigterm_hung_volume)
 }
 END_TEST
 
+/* The health checks send a volume one HEAD an interval, whatever
+ * -subvolumes says (they sent one per subvolume: ten a second), counted
+ * in the volume's access log.  An upper bound from the checker's own
+ * interval (rounds start -voltimeout apart, never sooner), so a slow
+ * machine only makes fewer: past the first round (every subvolume), the
+ * HEADs grow by at most one an interval, and one more for the edges. */
+static int marker_heads(const char *log)
+{
+	return file_count(log, "\"HEAD /sv", "/.mkv HTTP/1.1\" ");
+}
+
+START_TEST(test_health_one_head_a_volume)
+{
+	static const char *const flags[] = {"-replicas", "1", "-subvolumes", "10",
+					    "-voltimeout", "2s", NULL};
+	char *tmp = h_tmpdir(), *bin = h_bin("mkv-volume"), port[16];
+	char *alog = xasprintf("%s/access.log", tmp), *vlog;
+	struct vol v = {.kind = VOL_MKV};
+	struct master hm = {0};
+	uint64_t t0, t1, end;
+	int n0, n1;
+	v.port = h_free_port();
+	v.dir = xasprintf("%s/data", tmp);
+	v.name = xasprintf("127.0.0.1:%d", v.port);
+	vlog = xasprintf("%s.log", v.dir);
+	mkdir(v.dir, 0755);
+	snprintf(port, sizeof(port), "%d", v.port);
+	v.pid = h_spawn((char *[]){bin, "-port", port, "-accesslog", alog, v.dir, NULL}, vlog);
+	ck_assert(h_wait_port(v.port, 10000));
+	h_master_start(&hm, &v, 1, flags);
+	/* the first round: every subvolume's marker */
+	for (end = now_ms() + 30000; marker_heads(alog) < 10 && now_ms() < end;)
+		usleep(20000);
+	ck_assert_int_ge(marker_heads(alog), 10);
+	n0 = marker_heads(alog);
+	t0 = now_ms();
+	for (end = t0 + 60000; marker_heads(alog) < n0 + 3 && now_ms() < end;)
+		usleep(20000);
+	t1 = now_ms();
+	n1 = marker_heads(alog);
+	ck_assert_msg(n1 >= n0 + 3, "no health check for 60 s");
+	ck_assert_msg((uint64_t)(n1 - n0) <= (t1 - t0) / 2000 + 2,
+		      "%d HEADs of markers in %llu ms: more than one a volume every 2 s", n1 - n0,
+		      (unsigned long long)(t1 - t0));
+	h_master_stop(&hm);
+	h_vol_stop(&v);
+	h_rmrf(tmp);
+	free(tmp), free(bin), free(alog), free(vlog);
+}
+END_TEST
+
 /* -h and --help: exit 0 with the usage, every flag listed (README: "bin/mkv
  * -h lists them all"), minikeyvalue's ten first; a bad command line: exit 2
  * with the reason and the usage's first line. */
@@ -1311,6 +1362,7 @@ int main(void)
 	tcase_add_test(tc, test_maxconns);
 	tcase_add_test(tc, test_mkv_format_index);
 	tcase_add_test(tc, test_usage);
+	tcase_add_test(tc, test_health_one_head_a_volume);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sigterm");
 	tcase_set_timeout(tc, 120);
