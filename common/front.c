@@ -8,6 +8,7 @@
  * connection, which costs keep-alive (NOTES.md), so only refusals go there. */
 #include "front.h"
 #include "accesslog.h"
+#include "flags.h"
 #include "httpc.h"
 #include "loop.h"
 #include "metrics.h"
@@ -453,6 +454,7 @@ static int queue(struct MHD_Connection *c, int status, const struct front_hdr *h
 	struct conn *k;
 	if (!resp)
 		return MHD_NO;
+	MHD_add_response_header(resp, "Server", mkv_server);
 	for (int i = 0; i < nh; i++)
 		MHD_add_response_header(resp, h[i].name, h[i].value);
 	if (atomic_load(&draining))
@@ -646,6 +648,7 @@ static enum MHD_Result admin_handler(void *cls, struct MHD_Connection *c, const 
 	buf_free(&b);
 	if (!r)
 		return MHD_NO;
+	MHD_add_response_header(r, "Server", mkv_server);
 	MHD_add_response_header(r, "Content-Type", p && status == 200 ? p->ctype : "text/plain");
 	if (status == 405)
 		MHD_add_response_header(r, "Allow", "GET, HEAD");

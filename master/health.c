@@ -1,10 +1,12 @@
 /* health.c -- see health.h. */
 #include "health.h"
+#include "../common/flags.h"
 #include "../common/httpc.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
 #include "../common/volsign.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +15,11 @@
 /* A marker HEAD's answer: mkv-volume says "Mkv-Disk: TOTAL FREE". */
 struct disk {
 	uint64_t total, free;
+};
+/* What on_header takes from a marker HEAD's answer. */
+struct answer {
+	struct disk *disk;
+	char server[64];   /* its Server header, "" without one */
 };
 
 struct vol {
@@ -30,7 +37,10 @@ struct vol {
 	/* -volumesecret set and the volume disagrees (enum misconfig). */
 	atomic_int misconfig;
 	bool takes_unsigned;   /* the last unsigned probe was answered (checker only) */
+	char server[64];       /* its Server header at the last answer; under server_lock */
+	bool answered;         /* it has answered once (checker only) */
 };
+static pthread_mutex_t server_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What a volume that disagrees about -volumesecret does. */
 static const char *const misconfig_why[] = {
@@ -57,13 +67,34 @@ static const char *marker_body = "mkv volume marker\n";
 
 static bool on_header(void *ctx, int status, const char *line, size_t len)
 {
-	struct disk *d = ctx;
+	struct answer *a = ctx;
 	char v[64];
 	unsigned long long t, f;
 	if (status == 200 && httpc_header(line, len, "Mkv-Disk", v, sizeof(v)) &&
 	    sscanf(v, "%llu %llu", &t, &f) == 2 && t)
-		*d = (struct disk){t, f};
+		*a->disk = (struct disk){t, f};
+	httpc_header(line, len, "Server", a->server, sizeof(a->server));
 	return true;
+}
+
+/* Which server a volume runs: logged at its first answer and whenever it
+ * changes, and said when it is an mkv of another version than ours (a
+ * rolling upgrade, or a host left behind). */
+static void note_server(struct vol *v, const char *server)
+{
+	bool changed;
+	pthread_mutex_lock(&server_lock);
+	changed = !v->answered || strcmp(v->server, server);
+	snprintf(v->server, sizeof(v->server), "%s", server);
+	pthread_mutex_unlock(&server_lock);
+	v->answered = true;
+	if (!changed)
+		return;
+	if (!strncmp(server, "mkv/", 4) && strcmp(server, mkv_server))
+		log_msg("volume %s runs %s, the master %s: versions differ (expected only during "
+			"a rolling upgrade)", v->name, server, mkv_server);
+	else
+		log_msg("volume %s runs %s", v->name, server[0] ? server : "(no Server header)");
 }
 
 /* One subvolume: 1 up, 0 down, -1 the volume unreachable; why (300
@@ -72,14 +103,17 @@ static bool on_header(void *ctx, int status, const char *line, size_t len)
 static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *mis)
 {
 	char url[600], err[256];
+	struct answer a = {.disk = disk};
 	struct httpc_call head = {.url = url, .head = true, .connect_ms = (long)timeout_ms,
-				  .timeout_ms = (long)timeout_ms, .header = on_header, .ctx = disk};
+				  .timeout_ms = (long)timeout_ms, .header = on_header, .ctx = &a};
 	int st;
 	if (subvols > 1)
 		snprintf(url, sizeof(url), "http://%s/sv%02X/.mkv", v->name, sv);
 	else
 		snprintf(url, sizeof(url), "http://%s/.mkv", v->name);
 	st = httpc_call(&head, err);
+	if (st > 0)
+		note_server(v, a.server);
 	if (st == 404 && !v->seen[sv]) {     /* a new disk: mark it */
 		st = httpc_do("PUT", url, marker_body, strlen(marker_body), (long)timeout_ms, NULL,
 			      0, err);
@@ -218,6 +252,10 @@ void health_info(int i, struct health_info *h)
 	h->disk_free = atomic_load(&v->disk_free);
 	h->sent = atomic_load(&v->sent);
 	h->errors = atomic_load(&v->errors);
+	pthread_mutex_lock(&server_lock);
+	snprintf(h->server, sizeof(h->server), "%s", v->server);
+	pthread_mutex_unlock(&server_lock);
+	h->version_differs = !strncmp(h->server, "mkv/", 4) && strcmp(h->server, mkv_server);
 	h->misconfig = atomic_load(&v->misconfig);
 }
 

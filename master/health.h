@@ -30,6 +30,8 @@ struct health_info {
 	uint64_t disk_total, disk_free; /* its fullest subvolume's disk (0: not known) */
 	uint64_t sent, errors;          /* requests sent to it, and those that failed */
 	int misconfig;                  /* enum misconfig */
+	char server[64];                /* its Server header ("" not known, e.g. nginx's) */
+	bool version_differs;           /* an mkv of another version than the master */
 };
 /* A volume that disagrees with the master's -volumesecret: refused (403)
  * or expired (410) the master's signature (the volume counts as down),
