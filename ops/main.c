@@ -43,6 +43,7 @@ static const struct flag flags[] = {
 	{"maxsize", FLAG_U64, &c.maxsize, 0, UINT64_MAX, "BYTES", "largest value a PUT may store, else 413 (default: no limit)"},
 	STR("metrics", &c.metrics, "H:P", "serve /metrics and the status page on this address (default: off)"),
 	STR("accesslog", &c.accesslog, "FILE", "log every request, nginx's combined format (-: stderr; default: off)"),
+	STR("keys", &c.keys, "FILE", "keys and what each may do; requests must be signed (default: off)"),
 	BOOL("headcheck", &c.headcheck, "HEAD the blob before each redirect (minikeyvalue's behaviour)"),
 	{"workers", FLAG_INT, &c.workers, 1, 1024, "N", "parallel requests of the commands but server (default 16)"},
 	STR("from", &c.from, "DIR", "rebuild: keep unlinked keys of this old index unlinked"),
