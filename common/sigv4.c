@@ -252,7 +252,7 @@ static int64_t amz_time(const char *s)
 
 /* The canonical request of r with v's signed headers; uri_raw/query_raw:
  * the path and query as sent (curl 7.88 signs them so) instead of
- * canonical.  NULL when a signed header is missing. */
+ * canonical.  NULL when SignedHeaders is malformed. */
 static char *canonical_request(const struct sig_req *r, const struct v4 *v, bool presigned,
 			       bool raw)
 {
@@ -277,10 +277,10 @@ static char *canonical_request(const struct sig_req *r, const struct v4 *v, bool
 			goto bad;
 		memcpy(name, h, n);
 		name[n] = '\0';
+		/* absent: as empty (curl 7.88 signs the "Expect:" it was told to
+		 * leave out, as "expect:") */
 		val = r->header(r->cls, name);
-		if (!val)
-			goto bad;
-		canonical_header(&b, name, n, val);
+		canonical_header(&b, name, n, val ? val : "");
 		h += n + (s != NULL);
 	}
 	buf_printf(&b, "\n%.*s\n%s", (int)v->shl, v->signed_headers, v->payload);

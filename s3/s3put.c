@@ -236,7 +236,7 @@ static int put_end(struct s3req *s)
 {
 	int st;
 	const char *why;
-	if (s->aws_chunked && s->dec.st != DEC_DONE)
+	if (s->aws_chunked && s->dec.st != DEC_DONE && s->bad != BAD_CHUNK_SIG)
 		put_refuse(s, BAD_FRAMING);
 	if (s->digest && !s->bad && !s->put_finished && !digest_ok(s))
 		put_refuse(s, BAD_DIGEST);

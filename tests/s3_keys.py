@@ -6,7 +6,7 @@ s3cmd signurl) work with plain curl and give 403 once expired.
 Usage: s3_keys.py http://127.0.0.1:PORT WORKDIR, with S3_ADMIN=ID:SECRET
 (every permission) and S3_RO=ID:SECRET (read,list) in the environment.
 Exits non-zero on the first failure, naming it.  Run by check_keys.c."""
-import datetime, os, shutil, subprocess, sys, time
+import datetime, os, shutil, subprocess, sys, time, types
 
 END, WORK = sys.argv[1], sys.argv[2]
 ADMIN = os.environ["S3_ADMIN"].split(":", 1)
@@ -129,40 +129,41 @@ def s3cmd_refused():
 
 
 def presigned():
-    import botocore.auth
     url = "%s/%s/%s" % (END, BUCKET, KEY)
     for sv in ("s3v4", None):   # None: boto3's default for S3 presigning, SigV2's query
         s3 = client(ADMIN, **({"signature_version": sv} if sv else {}))
         u = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": KEY},
                                       ExpiresIn=300)
         check(curl(u) == (200, VALUE), "boto3 presigned (%s) GET with curl: %s" % (sv, curl(u)))
-        # made two hours ago, valid for 60 s: expired (no waiting)
-        auth = botocore.auth
-        saved = {n: getattr(auth, n) for n in ("get_current_datetime", "datetime", "time")
-                 if hasattr(auth, n)}
+        # made two hours ago, valid for 60 s: expired (no waiting).  Every
+        # botocore signer's clock (awscrt's too, when installed) is set back.
+        saved = []
 
         class Past(datetime.datetime):
             @classmethod
             def utcnow(cls):
                 return datetime.datetime.utcnow() - datetime.timedelta(hours=2)
 
-        class DT:
-            datetime = Past
-
-        class T:
-            @staticmethod
-            def time():
-                return time.time() - 7200
-        auth.datetime, auth.time = DT, T
-        if "get_current_datetime" in saved:
-            auth.get_current_datetime = lambda *a, **k: saved["get_current_datetime"](*a, **k) \
-                - datetime.timedelta(hours=2)
+        DT = types.SimpleNamespace(**dict(vars(datetime), datetime=Past))
+        T = types.SimpleNamespace(**dict(vars(time), time=lambda: time.time() - 7200))
+        for name, mod in list(sys.modules.items()):
+            if not name.startswith("botocore") or mod is None:
+                continue
+            for attr, shim, real in (("datetime", DT, datetime), ("time", T, time)):
+                if getattr(mod, attr, None) is real:
+                    saved.append((mod, attr, real))
+                    setattr(mod, attr, shim)
+            if hasattr(mod, "get_current_datetime"):
+                real_now = mod.get_current_datetime
+                saved.append((mod, "get_current_datetime", real_now))
+                mod.get_current_datetime = lambda *a, f=real_now, **k: f(*a, **k) - \
+                    datetime.timedelta(hours=2)
         try:
             old = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": KEY},
                                             ExpiresIn=60)
         finally:
-            for n, v in saved.items():
-                setattr(auth, n, v)
+            for mod, attr, real in saved:
+                setattr(mod, attr, real)
         st, body = curl(old)
         check(st == 403 and b"<Code>AccessDenied</Code>" in body and b"expired" in body,
               "an expired presigned (%s) URL: %d %s" % (sv, st, body))
