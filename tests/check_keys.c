@@ -454,6 +454,51 @@ START_TEST(test_start)
 }
 END_TEST
 
+/* mkv's own commands sign with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY. */
+static int mkv_run(char **args)
+{
+	char *bin = h_bin("mkv"), *vol = h_volumes_arg(vols, 3), *argv[16], mp[32];
+	int n = 0, st;
+	snprintf(mp, sizeof(mp), "127.0.0.1:%d", m.port);
+	argv[n++] = bin;
+	if (strcmp(args[0], "put") && strcmp(args[0], "get")) {
+		argv[n++] = "-volumes";
+		argv[n++] = vol;
+	}
+	argv[n++] = "-master";
+	argv[n++] = mp;
+	for (int i = 0; args[i]; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	waitpid(h_spawn(argv, NULL), &st, 0);
+	free(bin), free(vol);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_ops)
+{
+	char *src = h_tmpdir(), *dst = h_tmpdir(), *f = xasprintf("%s/file", src);
+	char *back = xasprintf("%s/file", dst), *got;
+	write_file(f, "a file", 0644);
+	setenv("AWS_ACCESS_KEY_ID", "admin", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "00112233445566778899aabbccddeeff", 1);
+	ck_assert_int_eq(mkv_run((char *[]){"put", src, "/ops", NULL}), 0);
+	ck_assert_int_eq(mkv_run((char *[]){"get", "/ops", dst, NULL}), 0);
+	got = h_read_file(back);
+	ck_assert_str_eq(got, "a file");
+	free(got);
+	ck_assert_int_eq(mkv_run((char *[]){"verify", NULL}), 0);
+	ck_assert_int_eq(mkv_run((char *[]){"gc", NULL}), 0);
+	ck_assert_int_eq(mkv_run((char *[]){"rebalance", NULL}), 0);
+	unlink(back);
+	unsetenv("AWS_ACCESS_KEY_ID");   /* unsigned: 401, exit 1 */
+	ck_assert_int_eq(mkv_run((char *[]){"get", "/ops", dst, NULL}), 1);
+	ck_assert_int_eq(access(back, F_OK), -1);
+	h_rmrf(src), h_rmrf(dst);
+	free(src), free(dst), free(f), free(back);
+}
+END_TEST
+
 /* A python script against this master, with env (NULL-ended). */
 static void script(const char *name, char *const *env)
 {
@@ -508,6 +553,7 @@ int main(void)
 	tcase_add_test(tc, test_body_hash);
 	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_start);
+	tcase_add_test(tc, test_ops);
 	tcase_add_test(tc, test_clients_refused);
 	tcase_add_test(tc, test_clients);
 	suite_add_tcase(s, tc);
