@@ -170,7 +170,8 @@ static void canonical_query(struct buf *b, const char *q, const char *skip)
 		if (*q == '&')
 			q++;
 	}
-	qsort(p, np, sizeof(*p), param_cmp);
+	if (np)
+		qsort(p, np, sizeof(*p), param_cmp);
 	for (size_t i = 0; i < np; i++) {
 		if (i)
 			buf_append(b, "&", 1);
@@ -552,7 +553,8 @@ static char *v2_string(const struct sig_req *r, const char *date)
 	buf_printf(&b, "%s\n%s\n%s\n%s\n", r->method, md5 ? md5 : "", ct ? ct : "", date);
 	if (r->each_header)
 		r->each_header(r->cls, collect_amz, &a);
-	qsort(a.h, a.n, sizeof(char *), str_cmp);
+	if (a.n)
+		qsort(a.h, a.n, sizeof(char *), str_cmp);
 	for (size_t i = 0; i < a.n; i++) {
 		buf_printf(&b, "%s\n", a.h[i]);
 		free(a.h[i]);
