@@ -65,6 +65,11 @@ void sig_check(const struct keyring *ring, const struct sig_req *r, struct sig_r
  * then moves on. */
 bool sig_chunk(struct sig_result *s, const unsigned char hash[32], const char *sig, size_t siglen);
 
+/* SigV2's header ("AWS id:sig", auth) and query (sigv2.c), for sig_check. */
+void sigv2_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
+		  struct sig_result *out);
+void sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig_result *out);
+
 /* ---- a running SHA-256 (a body as it passes) ---- */
 struct sha256;
 struct sha256 *sha256_new(void);
