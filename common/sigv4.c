@@ -5,9 +5,10 @@
 #include "sigv4.h"
 #include "util.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,17 +21,50 @@ static int tolower_ascii(int c)
 	return c >= 'A' && c <= 'Z' ? c + 32 : c;
 }
 
+/* The algorithms are fetched once, and each thread keeps its HMAC
+ * context: OpenSSL 3's one-shot HMAC() and EVP_sha256() look them up on
+ * every call, which cost more than the hashing of a request's few hundred
+ * bytes. */
+static EVP_MAC *hmac_alg;
+static EVP_MD *sha_md;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_key_t tl_key;   /* frees a thread's context at its exit */
+static __thread EVP_MAC_CTX *tl_mac;
+
+static void free_mac(void *c)
+{
+	EVP_MAC_CTX_free(c);
+}
+
+static void init(void)
+{
+	if (!(hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL)) ||
+	    !(sha_md = EVP_MD_fetch(NULL, "SHA256", NULL)) || pthread_key_create(&tl_key, free_mac))
+		die("sigv4: no HMAC or SHA-256");
+}
+
 static void hmac256(const void *key, size_t klen, const char *data, size_t n, unsigned char out[32])
 {
-	unsigned int len = 32;
-	if (!HMAC(EVP_sha256(), key, (int)klen, (const unsigned char *)data, n, out, &len))
+	size_t len = 32;
+	pthread_once(&once, init);
+	if (!tl_mac) {
+		OSSL_PARAM p[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0),
+				  OSSL_PARAM_construct_end()};
+		if (!(tl_mac = EVP_MAC_CTX_new(hmac_alg)) || !EVP_MAC_CTX_set_params(tl_mac, p))
+			die("HMAC-SHA256: no context");
+		pthread_setspecific(tl_key, tl_mac);
+	}
+	if (!EVP_MAC_init(tl_mac, key, klen, NULL) ||
+	    !EVP_MAC_update(tl_mac, (const unsigned char *)data, n) ||
+	    !EVP_MAC_final(tl_mac, out, &len, 32))
 		die("HMAC-SHA256 failed");
 }
 
 static void sha256_hex(const char *p, size_t n, char out[65])
 {
 	unsigned char d[32];
-	if (!EVP_Digest(p, n, d, NULL, EVP_sha256(), NULL))
+	pthread_once(&once, init);
+	if (!EVP_Digest(p, n, d, NULL, sha_md, NULL))
 		die("SHA-256 failed");
 	to_hex(d, 32, out);
 }
@@ -38,7 +72,8 @@ static void sha256_hex(const char *p, size_t n, char out[65])
 struct sha256 *sha256_new(void)
 {
 	EVP_MD_CTX *c = EVP_MD_CTX_new();
-	if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL))
+	pthread_once(&once, init);
+	if (!c || !EVP_DigestInit_ex(c, sha_md, NULL))
 		die("SHA-256: init failed");
 	return (struct sha256 *)c;
 }
@@ -72,6 +107,31 @@ void sigv4_key(const char *secret, const char *date, const char *region, const c
 	hmac256(a, 32, "aws4_request", 12, out);
 	OPENSSL_cleanse(k, strlen(k));
 	free(k);
+}
+
+/* sigv4_key, remembered per thread for the last secret, date, region and
+ * service: one key signs a day's requests, so four HMACs of five are
+ * saved.  Compared by content, so a reloaded secret is never confused. */
+static void signing_key(const char *secret, const char *date, const char *region,
+			const char *service, unsigned char out[32])
+{
+	static __thread struct {
+		char secret[128], date[9], region[64], service[64];
+		unsigned char k[32];
+	} c;
+	if (strlen(secret) >= sizeof(c.secret)) {
+		sigv4_key(secret, date, region, service, out);
+		return;
+	}
+	if (strcmp(c.secret, secret) || strcmp(c.date, date) || strcmp(c.region, region) ||
+	    strcmp(c.service, service)) {
+		sigv4_key(secret, date, region, service, c.k);
+		snprintf(c.secret, sizeof(c.secret), "%s", secret);
+		snprintf(c.date, sizeof(c.date), "%s", date);
+		snprintf(c.region, sizeof(c.region), "%s", region);
+		snprintf(c.service, sizeof(c.service), "%s", service);
+	}
+	memcpy(out, c.k, 32);
 }
 
 static void sign_string(const unsigned char key[32], const char *sts, char out[65])
@@ -311,7 +371,7 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 		return;
 	}
 	snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", v->date, v->region, v->service);
-	sigv4_key(key->secret, v->date, v->region, v->service, k);
+	signing_key(key->secret, v->date, v->region, v->service, k);
 	/* the canonical forms, then (curl 7.88) the path and query as sent */
 	for (int raw = 0; raw < 2 && !ok; raw++) {
 		char *creq = canonical_request(r, v, presigned, raw);
