@@ -554,6 +554,10 @@ int main(void)
 	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_start);
 	tcase_add_test(tc, test_ops);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("clients");   /* the real S3 clients: minutes */
+	tcase_set_timeout(tc, 900);
+	tcase_add_unchecked_fixture(tc, up, down);
 	tcase_add_test(tc, test_clients_refused);
 	tcase_add_test(tc, test_clients);
 	suite_add_tcase(s, tc);
