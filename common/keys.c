@@ -77,7 +77,7 @@ struct keyring *keyring_parse(const char *text, const char *name, char **why)
 	atomic_init(&k->refs, 1);
 	*why = NULL;
 	for (line = copy; line; line = save) {
-		char *f[64], *fs = NULL, *nl = strchr(line, '\n');
+		char *f[65], *fs = NULL, *nl = strchr(line, '\n');
 		const char *bad = NULL;
 		int nf = 0;
 		save = nl ? nl + 1 : NULL;
@@ -85,14 +85,17 @@ struct keyring *keyring_parse(const char *text, const char *name, char **why)
 			*nl = '\0';
 		lineno++;
 		line[strcspn(line, "#")] = '\0';
-		for (char *t = strtok_r(line, " \t\r", &fs); t && nf < 64; t = strtok_r(NULL, " \t\r", &fs))
-			f[nf++] = t;
+		for (char *t = strtok_r(line, " \t\r", &fs); t; t = strtok_r(NULL, " \t\r", &fs))
+			if (nf < 65)
+				f[nf++] = t;
 		if (!nf)
 			continue;
 		if (k->n == cap)
 			k->keys = xrealloc(k->keys, sizeof(*k->keys) * (size_t)(cap = cap ? 2 * cap : 8));
 		memset(&k->keys[k->n], 0, sizeof(k->keys[0]));
-		if (!strcmp(f[0], "anonymous") ? anon >= 0 : keyring_find(k, f[0], strlen(f[0])) != NULL)
+		if (nf > 64)
+			bad = "more than 60 prefixes on one line";
+		else if (!strcmp(f[0], "anonymous") ? anon >= 0 : keyring_find(k, f[0], strlen(f[0])) != NULL)
 			bad = "this id is given twice";
 		else
 			bad = parse_line(f, nf, &k->keys[k->n]);
