@@ -370,7 +370,9 @@ static unsigned needs(const struct req *r, char *path, size_t *n)
 		if (path_decode(r->uri, strlen(r->uri) < KEY_MAX * 3 ? strlen(r->uri) : KEY_MAX * 3,
 				path, n) < 0)
 			return 0;   /* answered 400 later */
-		return PERM_LIST;
+		/* &locations hands out the replicas' URLs: a read of every key */
+		return query_param(r->query, "locations", &(size_t){0}) ? PERM_LIST | PERM_READ
+									: PERM_LIST;
 	}
 	if (r->key_status)
 		return 0;   /* answered 400 or 414 later */
@@ -394,7 +396,7 @@ static unsigned needs(const struct req *r, char *path, size_t *n)
 static const char *perm_name(unsigned p)
 {
 	return p == PERM_READ ? "read" : p == PERM_LIST ? "list" : p == PERM_WRITE ? "write"
-	       : p == PERM_DELETE ? "delete" : "admin";
+	       : p == PERM_DELETE ? "delete" : p == PERM_ADMIN ? "admin" : "list and read";
 }
 
 /* With -keys: is r signed by a key that may do it?  Answers 401 (no or

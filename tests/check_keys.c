@@ -23,10 +23,12 @@
 #define ADMIN "admin:00112233445566778899aabbccddeeff"
 #define RO "ro:ffeeddccbbaa99887766554433221100"
 #define A "a:0123456789abcdef0123456789abcdef"
+#define LISTER "lister:99999999999999999999999999999999"
 #define KEYS "# id secret permissions prefixes\n" \
 	"admin 00112233445566778899aabbccddeeff read,list,write,delete,admin /\n" \
 	"ro    ffeeddccbbaa99887766554433221100 read,list /\n" \
 	"a     0123456789abcdef0123456789abcdef read,list,write,delete /datasets/a/\n" \
+	"lister 99999999999999999999999999999999 list /\n" \
 	"anonymous read,list /public/\n"
 
 static struct vol vols[3];
@@ -148,6 +150,10 @@ START_TEST(test_native_refused)
 	ck_assert_int_eq(st_of(RO, "REBALANCE", "/r/x", NULL), 403);
 	ck_assert_int_eq(st_of(A, "DELETE", "/datasets/a/?unlinked", NULL), 403);   /* admin */
 	ck_assert_int_eq(st_of(ADMIN, "REBALANCE", "/r/x", NULL), 204);
+	/* list without read: the listing, not the blobs or their URLs */
+	ck_assert_int_eq(st_of(LISTER, "GET", "/r/?list", NULL), 200);
+	ck_assert_int_eq(st_of(LISTER, "GET", "/r/?list&locations", NULL), 403);
+	ck_assert_int_eq(st_of(LISTER, "GET", "/r/x", NULL), 403);
 	/* nothing changed */
 	ck_assert_int_eq(st_of(ADMIN, "GET", "/r/y", NULL), 404);
 	ck_assert_int_eq(req(RO, "GET", "/r/x", NULL, NULL, true, &r), 200);
@@ -383,7 +389,7 @@ START_TEST(test_reload)
 	ck_assert_int_eq(st_of("new:abcdefabcdefabcdefabcdefabcdefab", "PUT", "/n/x", "v"), 401);
 	write_file(keys, KEYS "new abcdefabcdefabcdefabcdefabcdefab write /n/\n", 0600);
 	kill(m.pid, SIGHUP);
-	ck_assert(log_has("reloaded: 4 keys and an anonymous line"));
+	ck_assert(log_has("reloaded: 5 keys and an anonymous line"));
 	ck_assert_int_eq(st_of("new:abcdefabcdefabcdefabcdefabcdefab", "PUT", "/n/x", "v"), 201);
 	write_file(keys, "new short write /n/\n", 0600);
 	kill(m.pid, SIGHUP);
@@ -393,7 +399,7 @@ START_TEST(test_reload)
 	ck_assert_int_eq(st_of(ADMIN, "GET", "/n/?list", NULL), 200);
 	write_file(keys, KEYS, 0600);
 	kill(m.pid, SIGHUP);
-	ck_assert(log_has("reloaded: 3 keys"));
+	ck_assert(log_has("reloaded: 4 keys"));
 	ck_assert_int_eq(st_of("new:abcdefabcdefabcdefabcdefabcdefab", "PUT", "/n/z", "v"), 401);
 }
 END_TEST
