@@ -361,6 +361,64 @@ done
 rm -f "$T/big"
 # Row 4c compares the 3-replica PUT with one curl -T to nginx.
 grep '^r4 ours ' "$SAMPLES" | sed 's/^r4 /r4c /' >>"$SAMPLES"
+
+# ------------------------------------------- row 14: signed requests (-keys)
+# A master with -keys on cluster A's volumes (3 replicas).  14a: a signed
+# GET -> 302 (one curl --aws-sigv4 signature replayed by wrk: the master
+# checks it on every request) vs master A's unsigned GET.  14b: a PUT of
+# BIG_MB through S3 with its x-amz-content-sha256, which the master hashes
+# as the body streams (curl --aws-sigv4 -H x-amz-content-sha256) vs the same
+# S3 PUT unsigned (UNSIGNED-PAYLOAD) on master A.  14c: curl --aws-sigv4 -T
+# on the native API (the body unsigned, curl 7.88) vs plain curl -T.
+MK=""
+if want 14 && [ -n "$MA" ]; then
+	KSEC=$(openssl rand -hex 16)
+	printf 'bench %s read,list,write,delete /\nanonymous read,write,delete /bench/probe\n' \
+		"$KSEC" >"$T/keys"
+	chmod 600 "$T/keys"
+	free_port; MKP=$FREE
+	MASTER_FLAGS="-keys $T/keys" master_start mk "$MKP" "$VA" 3 && MK=http://127.0.0.1:$MKP
+	MKPID=$LAST
+fi
+if [ -n "$MK" ]; then
+	SIG=(--aws-sigv4 aws:amz:us-east-1:s3 --user "bench:$KSEC")
+	log "row 14: signed GET -> 302 and PUT of $BIG_MB MiB, -keys vs none, $RUNS runs each side"
+	printf hello >"$T/hello"
+	curl -s -o /dev/null "${SIG[@]}" -T "$T/hello" "$MK/bench/hot"
+	curl -s -o /dev/null -T "$T/hello" "$MA/bench/hot"
+	hd=$(curl -sv -o /dev/null "${SIG[@]}" "$MK/bench/hot" 2>&1 | tr -d '\r')
+	AUTH=$(echo "$hd" | sed -n 's/^> Authorization: //p')
+	XD=$(echo "$hd" | sed -n 's/^> X-Amz-Date: //p')
+	echo "$hd" | grep -q '^< HTTP/1.1 302' || log "signed GET $MK/bench/hot: $(echo "$hd" | grep '^< HTTP')"
+	for r in $(seq "$RUNS"); do
+		record r14a ours "$($WRK -d"${DUR}s" -H "Authorization: $AUTH" -H "X-Amz-Date: $XD" \
+			"$MK/bench/hot" 2>&1 | awk '/^Requests\/sec:/ { print $2 }')"
+		record r14a ref "$(wrk_rate "$MA/bench/hot")"
+	done
+	head -c "$((BIG_MB * 1048576))" /dev/urandom >"$T/big14"
+	SHA=$(sha256sum "$T/big14" | cut -d' ' -f1)
+	# put14 URL CURL-ARGS...: wall seconds of a PUT of big14 (200/201), then DELETE
+	put14() {
+		local u=$1 out
+		shift
+		out=$(curl -sS -o /dev/null -w '%{http_code} %{time_total}' -T "$T/big14" "$@" "$u" 2>&1)
+		case $out in
+		20[01]\ *) echo "${out#* }" ;;
+		*) log "PUT $u: $out" ;;
+		esac
+		curl -s -o /dev/null "${SIG[@]}" -X DELETE "$u"
+		curl -s -o /dev/null -X DELETE "$u"
+		sync
+	}
+	for r in $(seq "$RUNS_BIG"); do
+		record r14b ours "$(put14 "$MK/b14/large" "${SIG[@]}" -H "x-amz-content-sha256: $SHA")"
+		record r14b ref "$(put14 "$MA/b14/large" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")"
+		record r14c ours "$(put14 "$MK/bench/large14" "${SIG[@]}")"
+		record r14c ref "$(put14 "$MA/bench/large14")"
+	done
+	rm -f "$T/big14"
+	stop "$MKPID"
+fi
 # Masters are done: the volume rows run alone.
 if [ -n "$M4" ]; then
 	set -- $M4
@@ -990,6 +1048,9 @@ row 9b "S3 multipart upload $BIGH (boto3 upload_file, 8 MiB parts), 3 replicas: 
 row 9c "the same upload: master peak RSS (VmHWM), vs row 4's native PUT" "MiB" r9b.rss r9b.rss lt 64
 row 9d "ListObjectsV2 walk of $KEYS keys (1,000 per page) vs native ?list&limit=1000" "keys/s" r9c r9c - -
 row 10 "upload of $DS_KEYS keys of 4 KiB, $CONC clients, 3 replicas on 3 nginx volumes: mkv vs the same PUTs straight" "keys/s" r10 r10 ge 0.5
+row 14a "GET → 302 signed (SigV4, \`-keys\`) vs unsigned (no \`-keys\`)" "req/s" r14a r14a ge 0.8
+row 14b "S3 PUT $BIGH, 3 replicas, body SHA-256 checked as it streams (\`-keys\`) vs unsigned, wall" "s" r14b r14b le 1.11
+row 14c "native PUT $BIGH by \`curl --aws-sigv4 -T\` (\`-keys\`) vs plain \`curl -T\`, wall" "s" r14c r14c le 1.11
 row 12a "row 1's GET → 302 on a master with \`-metrics\` vs without" "req/s" r12a r12a ge 0.98
 row 12b "row 6a's GET 4 KiB on mkv-volume with \`-metrics\` vs without" "req/s" r12b r12b ge 0.98
 row 12c "row 1's GET → 302: the master's CPU per request, with \`-metrics\` vs without" "µs" r12a.cpu r12a.cpu le 1.02

@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "reaper.h"
 #include "reqstats.h"
+#include "sigv4.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -154,6 +155,30 @@ void front_args(struct MHD_Connection *c, void (*fn)(void *, const char *, const
 {
 	struct each e = {fn, cls};
 	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, each_arg, &e);
+}
+
+void front_headers(struct MHD_Connection *c, void (*fn)(void *, const char *, const char *),
+		   void *cls)
+{
+	struct each e = {fn, cls};
+	MHD_get_connection_values(c, MHD_HEADER_KIND, each_arg, &e);
+}
+
+static const char *sig_header(void *cls, const char *name)
+{
+	return front_header(cls, name);
+}
+
+static void sig_headers(void *cls, void (*fn)(void *, const char *, const char *), void *arg)
+{
+	front_headers(cls, fn, arg);
+}
+
+void front_sig_check(struct MHD_Connection *c, const char *method, const char *path,
+		     const char *query, const struct keyring *ring, struct sig_result *out)
+{
+	struct sig_req r = {method, path, query, sig_header, sig_headers, c, (int64_t)time(NULL)};
+	sig_check(ring, &r, out);
 }
 
 enum front_head front_head_error(struct MHD_Connection *c)

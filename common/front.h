@@ -115,8 +115,17 @@ const char *front_header(struct MHD_Connection *c, const char *name);
 bool front_has_arg(struct MHD_Connection *c, const char *name);
 void front_args(struct MHD_Connection *c, void (*fn)(void *cls, const char *k, const char *v),
 		void *cls);
+/* fn for each request header in order. */
+void front_headers(struct MHD_Connection *c, void (*fn)(void *cls, const char *k, const char *v),
+		   void *cls);
 /* The connection's socket, or -1. */
 int front_fd(struct MHD_Connection *c);
+/* Who signed the request (common/sigv4.h), by the keys of ring: the
+ * access phase both APIs run in their claim when -keys is on. */
+struct keyring;
+struct sig_result;
+void front_sig_check(struct MHD_Connection *c, const char *method, const char *path,
+		     const char *query, const struct keyring *ring, struct sig_result *out);
 
 /* ---- answers ----
  * Each queues status, headers h[0..nh) and a body ("Connection: close"

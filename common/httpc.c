@@ -141,6 +141,20 @@ static void set_url(CURL *h, const char *url, const char *method)
 	free(big);
 }
 
+static char sign_prefix[256], sign_user[512];
+static size_t sign_len;
+
+void httpc_sign(const char *prefix, const char *user)
+{
+	sign_len = 0;
+	if (!prefix || !user || strlen(prefix) >= sizeof(sign_prefix) ||
+	    strlen(user) >= sizeof(sign_user))
+		return;
+	snprintf(sign_prefix, sizeof(sign_prefix), "%s", prefix);
+	snprintf(sign_user, sizeof(sign_user), "%s", user);
+	sign_len = strlen(prefix);
+}
+
 /* Reset h for a method request to url; its answer's body is dropped unless
  * the caller sets a writer. */
 static void base_opts(CURL *h, const char *url, const char *method, char *errbuf,
@@ -149,6 +163,11 @@ static void base_opts(CURL *h, const char *url, const char *method, char *errbuf
 	curl_easy_reset(h);
 	errbuf[0] = '\0';
 	set_url(h, url, method);
+	if (sign_len && !strncmp(url, sign_prefix, sign_len) &&
+	    (url[sign_len] == '/' || url[sign_len] == '?' || !url[sign_len])) {
+		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
+		curl_easy_setopt(h, CURLOPT_USERPWD, sign_user);
+	}
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms > 0 ? connect_ms : 10000L);

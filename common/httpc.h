@@ -108,6 +108,11 @@ struct httpc_call {
  * failed or a callback stopped it. */
 int httpc_call(const struct httpc_call *c, char *err);
 
+/* Sign every later request to prefix ("http://host:port", the master) as
+ * curl --aws-sigv4 "aws:amz:us-east-1:s3" --user user ("ID:SECRET") does,
+ * for a master with -keys; NULL: sign nothing.  Before any transfer. */
+void httpc_sign(const char *prefix, const char *user);
+
 /* Copy the value of header line p[0..len) into out (n bytes) when the
  * line is `name: value`. */
 bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t n);

@@ -4,6 +4,7 @@
 #include "targets.h"
 #include "../common/placement.h"
 #include "../common/record.h"
+#include "../common/sigv4.h"
 #include "../common/util.h"
 #include "../master/handlers.h"
 #include "../ops/ops.h"
@@ -465,4 +466,72 @@ void fuzz_query(const uint8_t *data, size_t n)
 	free(in);
 	free(out);
 	free(ref);
+}
+
+/* ---- fuzz_sig ---- */
+
+/* The input's lines: method, path, query ("-": none), then "name: value"
+ * headers.  Every answer is one of sig_check's, with a reason when it
+ * refuses; signed means a key of the ring said so; an unsigned request
+ * gets the anonymous line. */
+struct fuzz_hdrs {
+	char *name[32], *value[32];
+	int n;
+};
+
+static const char *fuzz_header(void *cls, const char *name)
+{
+	struct fuzz_hdrs *h = cls;
+	for (int i = 0; i < h->n; i++)
+		if (!strcasecmp(h->name[i], name))
+			return h->value[i];
+	return NULL;
+}
+
+static void fuzz_each(void *cls, void (*fn)(void *, const char *, const char *), void *arg)
+{
+	struct fuzz_hdrs *h = cls;
+	for (int i = 0; i < h->n; i++)
+		fn(arg, h->name[i], h->value[i]);
+}
+
+void fuzz_sig(const uint8_t *data, size_t n)
+{
+	static struct keyring *ring;
+	char *text = xstrndup((const char *)data, n), *line[35], *save = NULL;
+	struct fuzz_hdrs h = {0};
+	struct sig_result out;
+	struct sig_req r;
+	int nl = 0;
+	if (!ring) {
+		char *why;
+		ring = keyring_parse("AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY "
+				     "read,list,write /\nanonymous read /public/\n", "fuzz", &why);
+		FUZZ_CHECK(ring != NULL, "the fuzz keys parse");
+	}
+	for (char *l = strtok_r(text, "\n", &save); l && nl < 35; l = strtok_r(NULL, "\n", &save))
+		line[nl++] = l;
+	if (nl < 3) {
+		free(text);
+		return;
+	}
+	for (int i = 3; i < nl && h.n < 32; i++) {
+		char *c = strchr(line[i], ':');
+		if (!c)
+			continue;
+		*c++ = '\0';
+		h.name[h.n] = line[i];
+		h.value[h.n++] = c + strspn(c, " ");
+	}
+	r = (struct sig_req){line[0], line[1], strcmp(line[2], "-") ? line[2] : NULL, fuzz_header,
+			     fuzz_each, &h, 1369353600};
+	sig_check(ring, &r, &out);
+	FUZZ_CHECK(out.st >= SIG_OK && out.st <= SIG_EXPIRED, "status %d", (int)out.st);
+	FUZZ_CHECK(out.st == SIG_OK || out.why, "a refusal says why");
+	FUZZ_CHECK(!out.is_signed || (out.st == SIG_OK && out.key && out.key->secret),
+		   "signed by a key of the ring");
+	FUZZ_CHECK(out.st != SIG_OK || out.is_signed || out.key == ring->anonymous,
+		   "unsigned is anonymous");
+	FUZZ_CHECK(out.payload <= PAYLOAD_CHUNKS, "payload %d", (int)out.payload);
+	free(text);
 }

@@ -17,6 +17,8 @@
 #include "../common/volsign.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
+#include "../common/keys.h"
+#include "../common/sigv4.h"
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
@@ -362,6 +364,76 @@ static int req_answer(struct req *r)
 	return run_async(r);
 }
 
+/* ---- keys (-keys: docs/security.md) ---- */
+
+/* What r needs (PERM_*), and of which key or prefix (into path). */
+static unsigned needs(const struct req *r, char *path, size_t *n)
+{
+	if (r->op == OP_OTHER)
+		return 0;
+	if ((r->op == OP_GET || r->op == OP_HEAD) && r->query) {
+		if (path_decode(r->uri, strlen(r->uri) < KEY_MAX * 3 ? strlen(r->uri) : KEY_MAX * 3,
+				path, n) < 0)
+			return 0;   /* answered 400 later */
+		/* &locations hands out the replicas' URLs: a read of every key */
+		return query_param(r->query, "locations", &(size_t){0}) ? PERM_LIST | PERM_READ
+									: PERM_LIST;
+	}
+	if (r->key_status)
+		return 0;   /* answered 400 or 414 later */
+	memcpy(path, r->key, r->klen);
+	*n = r->klen;
+	switch (r->op) {
+	case OP_GET:
+	case OP_HEAD:
+		return PERM_READ;
+	case OP_PUT:
+		return PERM_WRITE;
+	case OP_DELETE:
+		return r->query ? PERM_ADMIN : PERM_DELETE;   /* DELETE ?unlinked */
+	case OP_REBALANCE:
+		return PERM_ADMIN;
+	default:   /* UNLINK, RELINK */
+		return PERM_DELETE;
+	}
+}
+
+static const char *perm_name(unsigned p)
+{
+	return p == PERM_READ ? "read" : p == PERM_LIST ? "list" : p == PERM_WRITE ? "write"
+	       : p == PERM_DELETE ? "delete" : p == PERM_ADMIN ? "admin" : "list and read";
+}
+
+/* With -keys: is r signed by a key that may do it?  Answers 401 (no or
+ * bad credentials) or 403 (no permission) when not. */
+static bool refused(struct req *r, const char *method)
+{
+	struct keyring *ring = keys_current();
+	struct sig_result s;
+	char path[KEY_MAX * 3 + 8], *why;
+	size_t n = 0;
+	unsigned perm;
+	if (!ring)   /* -keys off */
+		return false;
+	front_sig_check(r->sl.conn, method, r->uri, r->query, ring, &s);
+	perm = s.st == SIG_OK ? needs(r, path, &n) : 0;
+	if (s.st != SIG_OK)
+		why = xasprintf("%s", s.why);
+	else if (perm && !key_allows(s.key, perm, path, n) && !s.is_signed)
+		why = xasprintf("unsigned requests may not %s %.*s: sign with AWS Signature "
+				"Version 4 (curl --aws-sigv4 \"aws:amz:us-east-1:s3\" --user ID:SECRET)",
+				perm_name(perm), (int)n, path);
+	else if (perm && !key_allows(s.key, perm, path, n))
+		why = xasprintf("key %s may not %s %.*s", s.key->id, perm_name(perm), (int)n, path);
+	else
+		why = NULL;
+	if (why)
+		send_error(r, s.st == SIG_OK && s.is_signed ? 403 : 401, why);
+	free(why);
+	keyring_put(ring);
+	return r->answered;
+}
+
 /* The first call: the request's head is in (the front found it sound,
  * or says what is wrong with it). */
 static void *claim(struct MHD_Connection *c, const char *method, const char *path,
@@ -390,7 +462,7 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 		send_error(r, 400, "the request target must be a path starting with /");
 		break;
 	case FRONT_HEAD_OK:
-		if (r->op == OP_PUT)
+		if (!refused(r, method) && r->op == OP_PUT)
 			put_begin(r);
 		break;
 	}
@@ -494,6 +566,11 @@ int server_main(const struct config *c)
 		index_close(idx);
 		return 1;
 	}
+	if (cfg->keys && keys_start(cfg->keys) < 0) {
+		meta_close();
+		index_close(idx);
+		return 1;
+	}
 	httpc_global_init();
 	put_sweep_replaces(cfg, idx);
 	store_init(cfg, idx);
@@ -525,6 +602,7 @@ int server_main(const struct config *c)
 		while (!sigwait(&set, &sig) && sig == SIGHUP) {
 			front_reopen_logs();   /* logrotate */
 			volsign_reload();      /* a rotated -volumesecret */
+			keys_reload();
 		}
 		stop();
 	}
@@ -532,5 +610,6 @@ int server_main(const struct config *c)
 	health_stop();
 	meta_close();
 	index_close(idx);
+	keys_stop();
 	return ok ? 0 : 1;
 }

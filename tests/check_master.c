@@ -919,7 +919,7 @@ START_TEST(test_usage)
 		"port", "db", "fallback", "replicas", "subvolumes", "volumes", "protect", "v",
 		"md5sum", "voltimeout", /* minikeyvalue's */
 		"headcheck", "puttimeout", "idletimeout", "maxconns", "maxsize", "workers", "from",
-		"master", "fix", "rate", "delete", "unlinked", "metrics", "accesslog"};
+		"master", "fix", "rate", "delete", "unlinked", "metrics", "accesslog", "keys"};
 	static const char *const helps[] = {"-h", "--help", "-help"};
 	char *bin = h_bin("mkv"), *tmp = h_tmpdir(), *log = xasprintf("%s/out", tmp), *out;
 	int st;

@@ -40,7 +40,7 @@ static void cluster_down(void)
 static void up_mkv(void) { cluster_up(VOL_MKV); }
 static void up_nginx(void) { cluster_up(VOL_NGINX); }
 
-static const char *const SIGNED[] = {"X-Amz-Date: 20261130T000000Z",
+static const char *const SIGNED[] = {"X-Amz-Content-Sha256: UNSIGNED-PAYLOAD",
 				     "Authorization: AWS4-HMAC-SHA256 Credential=x/y, Signature=z",
 				     NULL};
 

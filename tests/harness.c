@@ -469,6 +469,13 @@ static size_t on_read(char *p, size_t s, size_t n, void *ud)
 	return len;
 }
 
+static const char *sign_user;
+
+void h_http_sign(const char *user)
+{
+	sign_user = user;
+}
+
 long h_http(const char *method, const char *url, const void *body, size_t len,
 	    const char *const *headers, bool follow, struct resp *r)
 {
@@ -490,6 +497,10 @@ long h_http(const char *method, const char *url, const void *body, size_t len,
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
 	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+	if (sign_user) {   /* as curl --aws-sigv4 "aws:amz:us-east-1:s3" --user ID:SECRET */
+		curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
+		curl_easy_setopt(c, CURLOPT_USERPWD, sign_user);
+	}
 	for (int i = 0; headers && headers[i]; i++) {
 		hl = curl_slist_append(hl, headers[i]);
 		chunked |= !strcasecmp(headers[i], "Transfer-Encoding: chunked");

@@ -119,6 +119,9 @@ struct resp {
 };
 long h_http(const char *method, const char *url, const void *body, size_t len,
 	    const char *const *headers, bool follow, struct resp *r);
+/* Sign every later h_http as curl --aws-sigv4 "aws:amz:us-east-1:s3"
+ * --user ID:SECRET does (user "ID:SECRET"; NULL: unsigned again). */
+void h_http_sign(const char *user);
 /* Value of a response header (case-insensitive name) in a fresh string, or NULL. */
 char *h_header(const struct resp *r, const char *name);
 void h_resp_free(struct resp *r);

@@ -129,7 +129,7 @@ class Cluster:
         os.makedirs(self.dir, exist_ok=True)
         self.procs = []
         # secret: every volume, the master and the commands take
-        # -volumesecret (docs/volume-signatures.md)
+        # -volumesecret (docs/security.md)
         self.sign = []
         if secret:
             path = os.path.join(self.dir, "volume.secret")
