@@ -803,8 +803,7 @@ START_TEST(test_failed_delete)
 	for (int i = 0; i < 2; i++)
 		h_vol_start(&vols[i], VOL_MKV);
 	if (_i == 0) {   /* vols[1]'s data directory, a mount of its own */
-		h_stop(vols[1].pid, SIGTERM);
-		vols[1].pid = 0;
+		h_vol_down(&vols[1]);
 		if (mount(vols[1].dir, vols[1].dir, NULL, MS_BIND, NULL) < 0) {
 			fprintf(stderr, "failed DELETE (read-only): SKIPPED: bind mount: %s\n",
 				strerror(errno));
@@ -892,8 +891,7 @@ START_TEST(test_failed_delete)
 	free(file), free(aside), free(sub);
 	h_master_stop(&m);
 	if (mounted) {
-		h_stop(vols[1].pid, SIGTERM);
-		vols[1].pid = 0;
+		h_vol_down(&vols[1]);
 		umount2(vols[1].dir, MNT_DETACH);
 	}
 	for (int i = 0; i < 2; i++)
@@ -1073,7 +1071,8 @@ END_TEST
  * connection (the kernel does) and never answers.  -voltimeout is 30 s,
  * so the checker cannot mark it down first: the PUT must write to it.
  * Small bodies (sent whole) and large ones (streamed) alike; neither is
- * visible after. */
+ * visible after, nor has a byte on a volume's disk once the hung one
+ * wakes. */
 START_TEST(test_put_timeout)
 {
 	static const char *const flags[] = {"-replicas", "2", "-puttimeout", "1s",
@@ -1081,7 +1080,8 @@ START_TEST(test_put_timeout)
 	enum { BIG = 16 << 20, BOUND_MS = 10000 };
 	struct vol vols[3];
 	struct master m = {0};
-	char *names[3], *big = body_of(7, BIG);
+	char *names[3], *big = body_of(7, BIG), *keys[2];
+	const char *left;
 	int counter = 0;
 	struct resp r;
 
@@ -1118,9 +1118,17 @@ START_TEST(test_put_timeout)
 		ck_assert_msg(!strstr(r.body.data, k), "a PUT that failed is listed: %s",
 			      r.body.data);
 		h_resp_free(&r);
-		free(lu), free(u), free(k);
+		free(lu), free(u);
+		keys[big_body] = k;
 	}
 	kill(-vols[0].pid, SIGCONT);   /* before the master's stop: its checker waits on it */
+	/* No byte of either is left on a disk: the copies the live volumes
+	 * took are deleted, and the hung one, woken, drops what it got. */
+	for (int i = 0; i < 2; i++) {
+		ck_assert_msg(h_wait_no_blob(vols, 3, keys[i], 20000, &left), "a PUT that timed "
+			      "out (%s) left %s", i ? "streamed" : "small", left);
+		free(keys[i]);
+	}
 	free(big);
 	h_master_stop(&m);
 	for (int i = 0; i < 3; i++)
@@ -1179,7 +1187,7 @@ START_TEST(test_hung_put_holds_no_loop)
 	k = key_placed("holds", names, 3, 2, names[0], true, &counter);
 	h.url = murl(&m, k);
 	ck_assert_int_eq(pthread_create(&th, NULL, hung_put_main, &h), 0);
-	usleep(200 * 1000);   /* the PUT is in, waiting on the hung volume */
+	h_wait_put_taken(m.base, k);   /* the PUT is in, waiting on the hung volume */
 	for (int i = 0; i < CONNS; i++) {
 		ck_assert(h_send(fd[i], get, sizeof(get) - 1));
 		ck_assert_int_eq(h_recv_resp(fd[i], NULL, 20000, false), 302);
