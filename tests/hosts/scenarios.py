@@ -143,6 +143,8 @@ class Proc:
             why = "had already ended (%s) before it was stopped" % ended(rc)
         else:
             os.kill(self.p.pid, sig)
+            if sig == signal.SIGTERM:   # as stop_checked: a failed check may have left it stopped
+                os.kill(self.p.pid, signal.SIGCONT)
             try:
                 rc = self.p.wait(STOP_S)
             except subprocess.TimeoutExpired:
