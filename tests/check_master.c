@@ -1228,25 +1228,33 @@ END_TEST
 
 /* -maxsize: a value larger is refused with 413, by Content-Length before
  * the body, or part way through a chunked one; nothing is left behind. */
+/* -maxsize 1 MiB: a value of that size is taken, a Content-Length past it
+ * refused before a byte moves, and a chunked body refused once past it,
+ * after its first MiB has streamed to the replicas: those bytes must go,
+ * from the volumes' disks too. */
 START_TEST(test_maxsize)
 {
-	static const char *const f[] = {"-maxsize", "10", NULL};
+	enum { MAX = 1 << 20, BIG = 4 << 20 };
+	static const char *const f[] = {"-maxsize", "1048576", NULL};
 	struct master mm = {0};
 	struct resp r;
-	char *u, *big = "0123456789ABCDEFGHIJ";
+	char *u, *big = xmalloc(BIG);
 	const char *left;
 	long st = 0;
+	for (size_t i = 0; i < BIG; i++)
+		big[i] = (char)('a' + i % 26);
 	h_master_start(&mm, vols, 3, f);
 	u = xasprintf("%s/small", mm.base);
-	ck_assert_int_eq(h_http("PUT", u, big, 10, NULL, false, &r), 201);
+	ck_assert_int_eq(h_http("PUT", u, big, MAX, NULL, false, &r), 201);
 	h_resp_free(&r);
 	free(u);
 	u = xasprintf("%s/big", mm.base);
-	ck_assert_int_eq(h_http("PUT", u, big, 11, NULL, false, &r), 413);
+	ck_assert_int_eq(h_http("PUT", u, big, MAX + 1, NULL, false, &r), 413);
 	h_resp_free(&r);
-	ck_assert_int_eq(put_chunked(u, big, 20), 413);
+	ck_assert_int_eq(put_chunked(u, big, BIG), 413);
 	ck_assert_int_eq(h_status("GET", u), 404);
 	free(u);
+	free(big);
 	u = xasprintf("%s/?unlinked", mm.base);
 	for (int i = 0; i < 50; i++) { /* the aborted write cleans up after its answer */
 		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
@@ -1257,8 +1265,8 @@ START_TEST(test_maxsize)
 		usleep(100000);
 	}
 	ck_assert_msg(st, "the aborted PUT left a record");
-	/* and no byte on the volumes: what a chunked body sent before the
-	 * limit went, and the record only after it */
+	/* and no byte on the volumes: what the chunked body sent before the
+	 * limit went, not only the record */
 	ck_assert_msg(h_wait_no_blob(vols, 3, "/big", 20000, &left),
 		      "a PUT refused for -maxsize left %s", left);
 	free(u);
