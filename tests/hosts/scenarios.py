@@ -341,6 +341,9 @@ def scenario(fn):
     return fn
 
 
+LOADS = []
+
+
 class Load:
     """nw writers PUT fresh keys (1 KiB; every 8th 256 KiB, which streams)
     and nr readers GET acknowledged ones through the master and the volume
@@ -356,8 +359,13 @@ class Load:
         self.reads = []      # (t0, t1, master status, location host or None, volume status, ok)
         self.acked = []      # (key, size)
         self.done = threading.Event()
-        self.threads = [threading.Thread(target=self.writer, args=(i,)) for i in range(nw)]
-        self.threads += [threading.Thread(target=self.reader, args=(i,)) for i in range(nr)]
+        # Daemons, and stopped when a scenario fails (main): a check that
+        # fails mid-load must not leave the run waiting on its clients.
+        self.threads = [threading.Thread(target=self.writer, args=(i,), daemon=True)
+                        for i in range(nw)]
+        self.threads += [threading.Thread(target=self.reader, args=(i,), daemon=True)
+                         for i in range(nr)]
+        LOADS.append(self)
         for t in self.threads:
             t.start()
 
@@ -844,6 +852,8 @@ def main():
                     shutil.rmtree(os.path.join(BEDDIR, d), ignore_errors=True)
         except Exception:
             failed += 1
+            for load in LOADS:
+                load.done.set()
             traceback.print_exc()
             print("FAIL %s (%.1f s); logs in %s" % (fn.__name__, time.monotonic() - t0,
                                                     os.path.join(BEDDIR, fn.__name__)),
