@@ -800,9 +800,9 @@ static char blob_left[PATH_MAX];
 
 static int blob_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
-	size_t n = strlen(p), t = strlen(blob_tail);
+	size_t n = strlen(p), t = blob_tail ? strlen(blob_tail) : 0;
 	(void)st;
-	if (flag == FTW_F && ((n > t && !strcmp(p + n - t, blob_tail)) ||
+	if (flag == FTW_F && ((t && n > t && !strcmp(p + n - t, blob_tail)) ||
 			      strstr(p + f->base, ".mkv-tmp.") || strstr(p, "/.nginx/body/"))) {
 		snprintf(blob_left, sizeof(blob_left), "%s", p);
 		return 1;
@@ -815,8 +815,9 @@ bool h_wait_no_blob(struct vol *vols, int nvol, const char *key, int timeout_ms,
 {
 	char tail[PATH_MAX_LEN];
 	uint64_t end = now_ms() + (uint64_t)timeout_ms;
-	placement_path(key, strlen(key), tail);
-	blob_tail = tail;
+	if (key)
+		placement_path(key, strlen(key), tail);
+	blob_tail = key ? tail : NULL;
 	for (;;) {
 		int found = 0;
 		for (int i = 0; i < nvol && !found; i++)

@@ -155,7 +155,8 @@ bool h_wait_gone(pid_t pid, int timeout_ms);
 /* Wait up to timeout_ms until the volumes' data directories hold no byte
  * of key: no file named as its blob (in any subvolume) and no write half
  * done (mkv-volume's hidden ".mkv-tmp.*", a body nginx spooled in
- * .nginx/body/).  false when one stays: *left names it (static). */
+ * .nginx/body/; key NULL: only those).  false when one stays: *left
+ * names it (static). */
 bool h_wait_no_blob(struct vol *vols, int nvol, const char *key, int timeout_ms,
 		    const char **left);
 /* The whole file as a string ("" when unreadable); caller frees. */
