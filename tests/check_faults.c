@@ -1264,9 +1264,15 @@ START_TEST(test_rebalance_hung_source)
 	 * ops/rebalance.c) and, its volume down, is put off without a word:
 	 * no event to wait for, so REPLACEs go on through twice that, and
 	 * every one must succeed (held, the key would refuse them 409 for
-	 * the delete's 30 s). */
-	ck_assert_int_eq(h_http("REPLACE", u, "other", 5, NULL, false, &r), 201);
-	h_resp_free(&r);
+	 * the delete's 30 s).  The first waits (503) until the checker has
+	 * seen vols[1] back, respawned above: else only vols[2] takes writes. */
+	for (uint64_t end = now_ms() + 20000;; usleep(100000)) {
+		st = h_http("REPLACE", u, "other", 5, NULL, false, &r);
+		h_resp_free(&r);
+		if (st != 503 || now_ms() > end)
+			break;
+	}
+	ck_assert_msg(st == 201, "REPLACE off a hung volume: %ld", st);
 	for (uint64_t end = now_ms() + 4000; now_ms() < end;) {
 		st = h_http("REPLACE", u, "value", 5, NULL, false, &r);
 		ck_assert_msg(st == 201, "REPLACE after a move off a hung volume: %ld %s", st,
