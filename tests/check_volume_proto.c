@@ -1445,12 +1445,22 @@ START_TEST(test_keep_alive)
 }
 END_TEST
 
-static int run(const char *const argv[])
+/* mkv-volume with argv refuses to start: exit 2 (a signal is a crash, not
+ * a refusal), saying says and its usage.  Its output goes to log. */
+static void refused(const char *const argv[], const char *log, const char *says)
 {
 	int st;
-	pid_t pid = h_spawn((char *const *)argv, "/dev/null");
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	char *out;
+	pid_t pid = h_spawn((char *const *)argv, log);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	out = h_read_file(log);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(out, says) &&
+		      strstr(out, "usage: mkv-volume "), "mkv-volume %s: %s %d, want exit 2 "
+		      "saying \"%s\"; it printed:\n%s", argv[1] ? argv[1] : "(no arguments)",
+		      WIFEXITED(st) ? "exit" : "signal",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), says, out);
+	free(out);
+	unlink(log);
 }
 
 /* Does directory dir hold an entry name? */
@@ -1465,7 +1475,7 @@ static bool dir_has(const char *dir, const char *name)
 START_TEST(test_flags_and_signals)
 {
 	char *bin = h_bin("mkv-volume"), *tmp = h_tmpdir(), *dir = xasprintf("%s/new/data", tmp);
-	char port[16];
+	char *log = xasprintf("%s/out", tmp), port[16];
 	int p = h_free_port(), st;
 	pid_t pid;
 	for (int i = 0; i < 2; i++) {           /* the usage, every flag, exit 0 */
@@ -1482,11 +1492,12 @@ START_TEST(test_flags_and_signals)
 		free(log);
 	}
 	ck_assert_int_eq(access(dir, F_OK), -1);     /* -h serves nothing */
-	ck_assert_int_ne(run((const char *[]){bin, "-bogus", dir, NULL}), 0);
-	ck_assert_int_ne(run((const char *[]){bin, "-port", "x", dir, NULL}), 0);
-	ck_assert_int_ne(run((const char *[]){bin, NULL}), 0);
+	refused((const char *[]){bin, "-bogus", dir, NULL}, log,
+		"flag provided but not defined: -bogus");
+	refused((const char *[]){bin, "-port", "x", dir, NULL}, log, "bad port x");
+	refused((const char *[]){bin, NULL}, log, "give one directory");
 	snprintf(port, sizeof(port), "%d", p);
-	pid = h_spawn((char *[]){bin, "--port", port, dir, NULL}, "/dev/null");
+	pid = h_spawn((char *[]){bin, "--port", port, dir, NULL}, log);
 	ck_assert(h_wait_port(p, 20000));
 	ck_assert_int_eq(access(dir, F_OK), 0);      /* created, parents too */
 	{
@@ -1515,9 +1526,12 @@ START_TEST(test_flags_and_signals)
 		st = h_stop(pid, SIGINT);
 		close(fd);
 	}
-	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mkv-volume on SIGINT: %s %d (see %s)",
+		      WIFEXITED(st) ? "exit" : "signal",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), log);
+	h_log_check(log);
 	h_rmrf(tmp);
-	free(bin), free(tmp), free(dir);
+	free(bin), free(tmp), free(dir), free(log);
 }
 END_TEST
 
