@@ -463,8 +463,11 @@ static bool run_async(struct put *p)
 	p->started = true;
 	loop_hold(l);
 	/* Not synced, as worker()'s (the live record's sync covers it), but
-	 * written before any byte goes out. */
-	write_async(p, true, false, marked);
+	 * written before any byte goes out: straight into LevelDB on the
+	 * loop, no handoff (a write without sync is a write(2) to its log). */
+	p->commit_rc = write_record(p, true, "", p->locs, p->nlocs);
+	p->then = marked;
+	written_loop(p);
 	return true;
 }
 

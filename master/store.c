@@ -285,9 +285,9 @@ static void del_sent(void *arg, int gone)
 				st < 0 ? d->reqs[i].err : "");
 		ngone += ok;
 	}
-	if (ngone == d->r.nlocs) {
-		d->next = del_gone;
-		index_write_async(d->idx, d->key, d->klen, NULL, 0, false, del_written, d);
+	if (ngone == d->r.nlocs) {   /* not synced (see store_delete): on the loop */
+		d->rc = index_delete_nosync(d->idx, d->key, d->klen);
+		del_gone(d);
 		return;
 	}
 	/* naming only the copies the delete did not remove: a RELINK serves
