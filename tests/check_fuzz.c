@@ -18,6 +18,7 @@ static const struct target targets[] = {
 	{"key", fuzz_key},
 	{"record", fuzz_record},
 	{"query", fuzz_query},
+	{"vresp", fuzz_vresp},
 };
 
 #include "../fuzz/replay.c"
