@@ -573,13 +573,23 @@ static void on_event(void *arg, uint32_t ev)
 static void op_start(struct vop *op, bool fresh)
 {
 	struct vfan *f = op->f;
-	struct vc *c = fresh ? NULL : op->h->idle;
+	struct vc *c = NULL;
 	char err[256];
 	int n;
-	if (c) {
+	while (!fresh && (c = op->h->idle)) {
+		char x;
 		op->h->idle = c->next;
 		c->reused = true;
-	} else if (!(c = conn_new(op->h, err, sizeof(err)))) {
+		/* A PUT is never sent twice, so it goes on a connection the
+		 * volume has not closed yet: one peek, which a volume that
+		 * reloads (and closes its idle connections) needs.  The others
+		 * go as they are, and once more when it had. */
+		if (f->idempotent || (recv(c->fd, &x, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+				      (errno == EAGAIN || errno == EWOULDBLOCK)))
+			break;
+		conn_drop(c);
+	}
+	if (!c && !(c = conn_new(op->h, err, sizeof(err)))) {
 		op_end(op, -1, err, false);
 		return;
 	}

@@ -204,8 +204,9 @@ out:
 
 /* ---- DELETE on the event loop ----
  * store_delete's steps, none of which blocks the loop: the synced DELETED
- * mark and the final delete go to the index's committer, the volume
- * DELETEs run on the loop's transfers. */
+ * mark goes to the index's committer, the volume DELETEs run on the loop's
+ * volume client (common/vconn.c), and the final delete, not synced, goes
+ * straight into the index. */
 struct del {
 	const struct config *cfg;
 	struct index *idx;
@@ -248,12 +249,12 @@ static void del_written(void *arg, int rc)
 	loop_post(d->loop, del_written_loop, d);
 }
 
-static void del_write(struct del *d, bool sync, void (*next)(struct del *))
+static void del_write(struct del *d, void (*next)(struct del *))
 {
 	size_t len;
 	char *enc = record_encode(&d->r, &len);
 	d->next = next;
-	index_write_async(d->idx, d->key, d->klen, enc, len, sync, del_written, d);
+	index_write_async(d->idx, d->key, d->klen, enc, len, del_written, d);
 	free(enc);
 }
 
@@ -300,7 +301,7 @@ static void del_sent(void *arg, int gone)
 			d->r.locs[kept++] = d->r.locs[i];
 	}
 	d->r.nlocs = kept;
-	del_write(d, true, del_refused_written);
+	del_write(d, del_refused_written);
 }
 
 static void del_marked(struct del *d)
@@ -374,7 +375,7 @@ int store_delete_start(const struct config *cfg, struct index *idx, const char *
 	d->r.deleted = true;
 	loop_hold(l);
 	/* Synced, as store_delete's (see there). */
-	del_write(d, true, del_marked);
+	del_write(d, del_marked);
 	return 0;
 refuse404:
 	free(v);
