@@ -13,6 +13,7 @@
 struct pending {
 	char *key, *val;         /* val NULL: a delete */
 	size_t klen, vlen;
+	bool sync;
 	void (*done)(void *, int);
 	void *arg;
 	struct pending *next;
@@ -186,23 +187,36 @@ int index_sync(struct index *idx)
 	return failed("leveldb_write (sync)", err);
 }
 
-/* Write list p as one synced batch; then tell each and free it. */
-static void write_batch(struct index *idx, struct pending *p)
+/* Write the items of list p whose sync is sync, as one batch; then tell
+ * each and free it.  Returns the others, in order. */
+static struct pending *write_batch(struct index *idx, struct pending *p, bool sync)
 {
 	leveldb_writebatch_t *b = leveldb_writebatch_create();
-	struct pending *next;
+	struct pending *rest = NULL, **rt = &rest, *mine = NULL, **mt = &mine, *next;
 	char *err = NULL;
-	int rc;
-	for (struct pending *q = p; q; q = q->next)
-		if (q->val)
-			leveldb_writebatch_put(b, q->key, q->klen, q->val, q->vlen);
-		else
-			leveldb_writebatch_delete(b, q->key, q->klen);
-	leveldb_write(idx->db, idx->wopts, b, &err);
-	atomic_fetch_add(&idx->writes, 1);
-	rc = failed("leveldb_write (batch)", err);
-	leveldb_writebatch_destroy(b);
+	int rc = 0;
 	for (; p; p = next) {
+		next = p->next;
+		p->next = NULL;
+		if (p->sync != sync) {
+			*rt = p;
+			rt = &p->next;
+			continue;
+		}
+		if (p->val)
+			leveldb_writebatch_put(b, p->key, p->klen, p->val, p->vlen);
+		else
+			leveldb_writebatch_delete(b, p->key, p->klen);
+		*mt = p;
+		mt = &p->next;
+	}
+	if (mine) {
+		leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
+		atomic_fetch_add(&idx->writes, 1);
+		rc = failed("leveldb_write (batch)", err);
+	}
+	leveldb_writebatch_destroy(b);
+	for (p = mine; p; p = next) {
 		next = p->next;
 		if (p->done)
 			p->done(p->arg, rc);
@@ -210,11 +224,14 @@ static void write_batch(struct index *idx, struct pending *p)
 		free(p->val);
 		free(p);
 	}
+	return rest;
 }
 
-/* The committer: everything queued, as one synced batch.  Writes of one
- * key never wait in the queue together (each waits for the one before,
- * under the key's lock), so only writes of different keys change order. */
+/* The committer: everything queued, in two batches: the writes that need
+ * no sync first (a PUT's DELETED record, which its bytes wait for), then
+ * one synced batch of the others.  Writes of one key never wait in the
+ * queue together (each waits for the one before, under the key's lock),
+ * so only writes of different keys change order. */
 static void *committer(void *arg)
 {
 	struct index *idx = arg;
@@ -229,12 +246,12 @@ static void *committer(void *arg)
 		pthread_mutex_unlock(&idx->mu);
 		if (!p)
 			return NULL;   /* stopping, and nothing is left */
-		write_batch(idx, p);
+		write_batch(idx, write_batch(idx, p, false), true);
 	}
 }
 
 void index_write_async(struct index *idx, const char *key, size_t klen, const char *val,
-		       size_t vlen, void (*done)(void *arg, int rc), void *arg)
+		       size_t vlen, bool sync, void (*done)(void *arg, int rc), void *arg)
 {
 	struct pending *p = xcalloc(1, sizeof(*p));
 	p->key = xmalloc(klen ? klen : 1);
@@ -245,6 +262,7 @@ void index_write_async(struct index *idx, const char *key, size_t klen, const ch
 		memcpy(p->val, val, vlen);
 		p->vlen = vlen;
 	}
+	p->sync = sync;
 	p->done = done;
 	p->arg = arg;
 	pthread_mutex_lock(&idx->mu);

@@ -39,16 +39,14 @@ uint64_t index_writes(struct index *idx);
  * index_put_nosync).  0 or -1 (logged). */
 int index_sync(struct index *idx);
 
-/* The synced writes of the event loops, which must not wait on the disk:
- * queued to one committer thread that writes everything waiting as one
- * synced batch (group commit).  A put of val (NULL: a delete of key), in
- * the order queued, after every write queued before.  done (may be NULL)
- * is called on the committer thread once the batch holding it is durable:
- * rc 0, or -1 (logged).  (A write the loops need not sync goes straight to
- * index_put_nosync: the committer measured faster than a synced write on
- * the loop, which stalls its other connections for the fsync -- issue 33.) */
+/* The writes of the event loops, which must not wait on the disk: queued
+ * to one committer thread that writes everything waiting as one batch,
+ * synced when any of it asks (group commit).  A put of val (NULL: a
+ * delete of key), in the order queued, after every write queued before.
+ * done (may be NULL) is called on the committer thread once the batch
+ * holding it is written (and durable, with sync): rc 0, or -1 (logged). */
 void index_write_async(struct index *idx, const char *key, size_t klen, const char *val,
-		       size_t vlen, void (*done)(void *arg, int rc), void *arg);
+		       size_t vlen, bool sync, void (*done)(void *arg, int rc), void *arg);
 
 /* Iterate keys >= start in byte order.  The key/value pointers stay valid
  * until the next index_iter_next/free. */

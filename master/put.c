@@ -50,6 +50,7 @@ struct put {
 
 	struct loop *loop;       /* a small PUT's, run on the event loop (run_async) */
 	int commit_rc;           /* its last index write's */
+	void (*then)(struct put *);   /* the step after that write */
 };
 
 static void put_free(struct put *p)
@@ -362,12 +363,10 @@ static void start_worker(struct put *p);
 
 /* ---- a small PUT on the event loop ----
  * The same steps as worker()'s, none of which blocks the loop: the
- * DELETED record straight into the index (not synced: a write(2) to its
- * log), the bytes to the replicas on the loop's volume client
- * (common/vconn.c, through httpc_stream_run_async), the live record to the
- * index's committer (synced with others', in one batch).  Only a failure's
- * cleanup, which may wait on the very volume that failed, runs on a
- * thread. */
+ * DELETED record and the live one go to the index's committer (the live
+ * one synced, with others', in one batch), the bytes to the replicas on
+ * the loop's transfers.  Only a failure's cleanup, which may wait on the
+ * very volume that failed, runs on a thread. */
 
 static void failed_cleanup(void *arg)
 {
@@ -391,15 +390,16 @@ static void async_end(struct put *p)
 		failed_cleanup(p);
 }
 
-/* On the loop, once the committer wrote (and synced) the live record. */
-static void committed(void *arg)
+/* On the loop, once the committer wrote p's record. */
+static void written_loop(void *arg)
 {
 	struct put *p = arg;
-	if (p->commit_rc < 0)
+	if (p->commit_rc < 0) {
 		fail(p, 500, "index write failed");
-	else
-		p->status = 201;
-	async_end(p);
+		async_end(p);
+	} else {
+		p->then(p);
+	}
 }
 
 /* On the committer's thread. */
@@ -407,14 +407,29 @@ static void written(void *arg, int rc)
 {
 	struct put *p = arg;
 	p->commit_rc = rc;
-	loop_post(p->loop, committed, p);
+	loop_post(p->loop, written_loop, p);
+}
+
+/* p's record (deleted or live, naming every location) to the committer;
+ * then(p) on the loop once it is written. */
+static void write_async(struct put *p, bool deleted, bool sync, void (*then)(struct put *))
+{
+	size_t len;
+	char *v = encode(p, deleted, deleted ? "" : p->hash, p->locs, p->nlocs, &len);
+	p->then = then;
+	index_write_async(p->idx, p->key, p->klen, v, len, sync, written, p);
+	free(v);
+}
+
+static void committed(struct put *p)
+{
+	p->status = 201;
+	async_end(p);
 }
 
 static void async_sent(void *arg, int first)
 {
 	struct put *p = arg;
-	size_t len;
-	char *v;
 	for (int i = 0; first >= 0 && i < p->nlocs; i++)
 		judge(p, (first + i) % p->nlocs);
 	if (p->status) {
@@ -422,9 +437,18 @@ static void async_sent(void *arg, int first)
 		return;
 	}
 	httpc_stream_wait_end(p->st, &p->size);   /* the body is in: at once */
-	v = encode(p, false, p->hash, p->locs, p->nlocs, &len);
-	index_write_async(p->idx, p->key, p->klen, v, len, written, p);
-	free(v);
+	write_async(p, false, true, committed);
+}
+
+static void marked(struct put *p)
+{
+	if (httpc_stream_run_async(p->st, async_sent, p) < 0) {
+		/* not small after all (cannot be, put_finish checked): the
+		 * worker's way, off the loop */
+		loop_release(p->loop);
+		p->refs--;
+		start_worker(p);
+	}
 }
 
 /* A small PUT whose body is in, on this thread's loop: false when there is
@@ -440,16 +464,7 @@ static bool run_async(struct put *p)
 	loop_hold(l);
 	/* Not synced, as worker()'s (the live record's sync covers it), but
 	 * written before any byte goes out. */
-	if (write_record(p, true, "", p->locs, p->nlocs) < 0) {
-		fail(p, 500, "index write failed");
-		async_end(p);
-	} else if (httpc_stream_run_async(p->st, async_sent, p) < 0) {
-		/* not small after all (cannot be, put_finish checked): the
-		 * worker's way, off the loop */
-		loop_release(p->loop);
-		p->refs--;
-		start_worker(p);
-	}
+	write_async(p, true, false, marked);
 	return true;
 }
 

@@ -204,9 +204,8 @@ out:
 
 /* ---- DELETE on the event loop ----
  * store_delete's steps, none of which blocks the loop: the synced DELETED
- * mark goes to the index's committer, the volume DELETEs run on the loop's
- * volume client (common/vconn.c), and the final delete, not synced, goes
- * straight into the index. */
+ * mark and the final delete go to the index's committer, the volume
+ * DELETEs run on the loop's transfers. */
 struct del {
 	const struct config *cfg;
 	struct index *idx;
@@ -249,12 +248,12 @@ static void del_written(void *arg, int rc)
 	loop_post(d->loop, del_written_loop, d);
 }
 
-static void del_write(struct del *d, void (*next)(struct del *))
+static void del_write(struct del *d, bool sync, void (*next)(struct del *))
 {
 	size_t len;
 	char *enc = record_encode(&d->r, &len);
 	d->next = next;
-	index_write_async(d->idx, d->key, d->klen, enc, len, del_written, d);
+	index_write_async(d->idx, d->key, d->klen, enc, len, sync, del_written, d);
 	free(enc);
 }
 
@@ -286,9 +285,9 @@ static void del_sent(void *arg, int gone)
 				st < 0 ? d->reqs[i].err : "");
 		ngone += ok;
 	}
-	if (ngone == d->r.nlocs) {   /* not synced (see store_delete): on the loop */
-		d->rc = index_delete_nosync(d->idx, d->key, d->klen);
-		del_gone(d);
+	if (ngone == d->r.nlocs) {
+		d->next = del_gone;
+		index_write_async(d->idx, d->key, d->klen, NULL, 0, false, del_written, d);
 		return;
 	}
 	/* naming only the copies the delete did not remove: a RELINK serves
@@ -301,7 +300,7 @@ static void del_sent(void *arg, int gone)
 			d->r.locs[kept++] = d->r.locs[i];
 	}
 	d->r.nlocs = kept;
-	del_write(d, del_refused_written);
+	del_write(d, true, del_refused_written);
 }
 
 static void del_marked(struct del *d)
@@ -375,7 +374,7 @@ int store_delete_start(const struct config *cfg, struct index *idx, const char *
 	d->r.deleted = true;
 	loop_hold(l);
 	/* Synced, as store_delete's (see there). */
-	del_write(d, del_marked);
+	del_write(d, true, del_marked);
 	return 0;
 refuse404:
 	free(v);
