@@ -44,7 +44,6 @@ void httpc_global_init(void)
 	bare_hdrs = curl_slist_append(bare_hdrs, "Content-Type:");
 }
 
-
 void httpc_thread_cleanup(void)
 {
 	struct conns *c = tl;
