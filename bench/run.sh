@@ -787,6 +787,33 @@ if want 11 && [ -n "${BENCH_GO:-}" ] && [ $HAVE_MKV = 1 ]; then
 			stop "$pid"
 			echo "$rate $(echo "$c0 $c1 $(getconf CLK_TCK)" | awk '{ printf "%.3f", ($2 - $1) * 1000 / $3 / 10000 }')"
 		}
+		# syscalls NAME BINARY...: system calls per cycle of one thrasher
+		# run with `strace -c -f` on the master (sleeps left out: mkv's
+		# samplers' clock_nanosleep, the Go runtime's nanosleep).
+		syscalls() {
+			local name=$1 pid spid
+			shift
+			rm -rf "$T/$name.db"
+			spawn "$name" "$@" -volumes "$V9" -db "$T/$name.db" -port 3000 -replicas 3 server
+			pid=$LAST
+			wait_port 3000 && sleep 1
+			strace -c -f -p "$pid" -o "$T/$name.strace" 2>/dev/null &
+			spid=$!
+			sleep 1
+			"$BENCH_GO/thrasher" >>"$T/thrasher.log" 2>&1
+			kill -INT "$spid"
+			wait "$spid"
+			stop "$pid"
+			awk '$NF != "total" && $NF != "syscall" && $NF !~ /nanosleep$/ &&
+			     $1 ~ /^[0-9.]+$/ { s += $4 } END { if (s) printf "%.1f", s / 10000 }' \
+				"$T/$name.strace"
+		}
+		if command -v strace >/dev/null; then
+			record r11c ours "$(syscalls t11s-mkv "$BIN/mkv")"
+			record r11c ref "$(syscalls t11s-go "$BENCH_GO/mkv")"
+		else
+			log "row 11c: strace is not installed"
+		fi
 		for r in $(seq "$THRASH"); do
 			set -- $(thrash t11-mkv "$BIN/mkv")
 			record r11 ours "${1:-}"
@@ -1057,6 +1084,7 @@ row 12c "row 1's GET → 302: the master's CPU per request, with \`-metrics\` vs
 row 12d "row 6a's GET 4 KiB: mkv-volume's CPU per request, with \`-metrics\` vs without" "µs" r12b.cpu r12b.cpu le 1.02
 row 11 "minikeyvalue's thrasher (16 clients, PUT→GET→DELETE), 5 nginx volumes, 3 replicas: mkv vs the Go original" "cycles/s" r11 r11 ge 2
 row 11b "master CPU per thrasher cycle (utime + stime over 10,000 cycles): mkv vs the Go original" "ms" r11b r11b le 0.5
+row 11c "master system calls per thrasher cycle (\`strace -c -f\`, sleeps left out): mkv vs the Go original" "calls" r11c r11c - -
 row 14a "row 1's GET → 302 on a master with \`-volumesecret\` (each Location signed) vs without" "req/s" r14a r14a ge 0.95
 row 14b "row 6a's GET 4 KiB on mkv-volume: signed URLs (with \`-volumesecret\`) vs plain (without)" "req/s" r14b r14b ge 0.95
 row 14c "row 6b's GET 1 MiB on mkv-volume: signed vs plain" "req/s" r14c r14c ge 0.95

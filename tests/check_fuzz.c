@@ -19,6 +19,7 @@ static const struct target targets[] = {
 	{"record", fuzz_record},
 	{"query", fuzz_query},
 	{"sig", fuzz_sig},
+	{"vresp", fuzz_vresp},
 };
 
 #include "../fuzz/replay.c"
