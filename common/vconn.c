@@ -281,7 +281,6 @@ struct vfan {
 	const char *method;
 	const void *body;
 	size_t bodylen;
-	bool idempotent;
 	uint64_t deadline;        /* 0: none */
 	bool (*down)(void *, int);
 	void *down_arg;
@@ -424,12 +423,16 @@ static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 static void op_start(struct vop *op, bool fresh);
 
 /* The connection ended before op's answer did (closed, reset, refused):
- * on a reused connection that gave no byte of the answer, an idempotent
- * request goes once more on a fresh one. */
+ * on a reused connection that gave no byte of the answer, the request
+ * goes once more on a fresh one -- a PUT too, as libcurl does: a volume
+ * that reloads closes its idle connections at any moment, and sending
+ * the same bytes to the same path again (the master holds the key's
+ * lock) stores what one PUT would have.  Not on a fresh connection: that
+ * volume took the request and failed it. */
 static void conn_lost(struct vc *c, const char *why)
 {
 	struct vop *op = c->op;
-	if (c->reused && !c->in.len && !c->in_off && op->f->idempotent && !op->retried) {
+	if (c->reused && !c->in.len && !c->in_off && !op->retried) {
 		op->retried = true;
 		op->c = NULL;
 		conn_drop(c);
@@ -576,18 +579,9 @@ static void op_start(struct vop *op, bool fresh)
 	struct vc *c = NULL;
 	char err[256];
 	int n;
-	while (!fresh && (c = op->h->idle)) {
-		char x;
+	if (!fresh && (c = op->h->idle)) {   /* as it is: once more if it was closed */
 		op->h->idle = c->next;
 		c->reused = true;
-		/* A PUT is never sent twice, so it goes on a connection the
-		 * volume has not closed yet: one peek, which a volume that
-		 * reloads (and closes its idle connections) needs.  The others
-		 * go as they are, and once more when it had. */
-		if (f->idempotent || (recv(c->fd, &x, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
-				      (errno == EAGAIN || errno == EWOULDBLOCK)))
-			break;
-		conn_drop(c);
 	}
 	if (!c && !(c = conn_new(op->h, err, sizeof(err)))) {
 		op_end(op, -1, err, false);
@@ -702,8 +696,6 @@ int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *
 	*f = (struct vfan){.reqs = reqs, .n = n, .left = n + 1, .gone = -1, .method = method,
 			   .body = body, .bodylen = bodylen, .down = down, .down_arg = down_arg,
 			   .done = done, .arg = arg, .next = vs->fans,
-			   .idempotent = !strcmp(method, "GET") || !strcmp(method, "HEAD") ||
-					 !strcmp(method, "DELETE"),
 			   .deadline = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0,
 			   .ops = xcalloc((size_t)(n > 0 ? n : 1), sizeof(struct vop))};
 	if (vs->fans)
