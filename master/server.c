@@ -120,7 +120,7 @@ static void run_op(struct req *r)
 	case OP_GET:
 	case OP_HEAD:
 		if (r->query)
-			handle_list(idx, r->key, r->klen, r->query, r->op == OP_HEAD, &r->ans);
+			handle_list(cfg, idx, r->key, r->klen, r->query, r->op == OP_HEAD, &r->ans);
 		else
 			handle_get(cfg, idx, r->key, r->klen, r->uri, r->op == OP_HEAD, &r->ans);
 		break;
@@ -324,6 +324,8 @@ static int list(struct req *r)
 		return send_error(r, 414, r->key_why);
 	if (path_decode(r->uri, strlen(r->uri), r->key, &r->klen) < 0)
 		return send_error(r, 400, "invalid percent-encoding or NUL in prefix");
+	/* -keys (to come): ?list and ?unlinked need `list` on the prefix;
+	 * ?list&locations hands out volume URLs, so it needs `read` too. */
 	return run_async(r);
 }
 
