@@ -231,6 +231,16 @@ out:
 	free(v);
 }
 
+/* The bytes json_append_string copies as they are: printable ASCII but
+ * " \ < > &. */
+static bool plain[256];
+
+static void __attribute__((constructor)) plain_init(void)
+{
+	for (int c = 0x20; c < 0x80; c++)
+		plain[c] = !strchr("\"\\<>&", c);
+}
+
 void json_append_string(struct buf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -246,9 +256,12 @@ void json_append_string(struct buf *b, const char *s, size_t n)
 			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
 			buf_append(b, e, 6);
 			p++;
-		} else if (c < 0x80) {
-			buf_append(b, p, 1);
-			p++;
+		} else if (c < 0x80) {   /* the run of bytes that need no escape, at once */
+			const unsigned char *q = p + 1;
+			while (q < end && plain[*q])
+				q++;
+			buf_append(b, p, (size_t)(q - p));
+			p = q;
 		} else {
 			/* Copy a well-formed UTF-8 sequence, else U+FFFD for one byte. */
 			int len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
