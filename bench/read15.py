@@ -3,11 +3,13 @@
 prefix, files/s, three ways, standard library only:
   module    tools/mkvread.py's Reader (its listing timed too)
   direct    the same volume URLs (from the same listing, untimed), fetched
-            straight: THREADS threads, kept-alive connections of their own
+            straight: THREADS threads, kept-alive connections of their own,
+            each value handed to the caller's thread (as the module does)
   redirect  what a requests-like reader does: GET the master's key, follow
             its 302 to the volume; kept-alive connections to both
 Usage: read15.py module|direct|redirect MASTER_URL /prefix/ THREADS"""
 import http.client, os, sys, threading, time, urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import mkvread  # noqa: E402
@@ -15,33 +17,28 @@ import mkvread  # noqa: E402
 MODE, MASTER, PREFIX, THREADS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 
-def worker(jobs, fetch, out):
-    conns = {}
+local = threading.local()
 
-    def get(url):
-        u = urllib.parse.urlsplit(url)
-        c = conns.get(u.netloc)
-        if c is None:
-            c = conns[u.netloc] = http.client.HTTPConnection(u.netloc, timeout=60)
-        c.request("GET", u.path + ("?" + u.query if u.query else ""))
-        r = c.getresponse()
-        return r.status, r.getheader("Location"), r.read()
 
-    n = 0
-    for job in jobs:
-        n += len(fetch(get, job))
-    out.append(n)
+def get(url):
+    """GET url on this thread's kept-alive connection to its host."""
+    u = urllib.parse.urlsplit(url)
+    conns = local.__dict__.setdefault("conns", {})
+    c = conns.get(u.netloc)
+    if c is None:
+        c = conns[u.netloc] = http.client.HTTPConnection(u.netloc, timeout=60)
+    c.request("GET", u.path + ("?" + u.query if u.query else ""))
+    r = c.getresponse()
+    return r.status, r.getheader("Location"), r.read()
 
 
 def threads(jobs, fetch):
-    out, ts = [], []
-    for t in range(THREADS):
-        ts.append(threading.Thread(target=worker, args=(jobs[t::THREADS], fetch, out)))
+    """Every job's bytes handed to this thread, as a reader gives them to
+    its caller (and as the module does): THREADS at a time, in order."""
     t0 = time.time()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    with ThreadPoolExecutor(THREADS) as ex:
+        for body in ex.map(lambda j: fetch(get, j), jobs):
+            pass
     return time.time() - t0
 
 
