@@ -22,7 +22,6 @@
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/util.h"
-#include "../common/record.h"
 #include "../common/volsign.h"
 
 #include <errno.h>
@@ -37,6 +36,7 @@
 
 #define TIMEOUT_MS 60000
 #define ASK_FIRST (1 << 20)  /* put: HEAD before sending a file this big */
+#define MAX_REPLICAS 64      /* get: the most replica URLs of a key tried */
 
 struct pg {
 	const struct config *cfg;
@@ -364,10 +364,10 @@ static bool listed_as(const char *url, const char *key)
 static int64_t get_key(struct pg *g, size_t i, char *path, const char *tmp)
 {
 	const char *key = g->page.keys[i], *want = g->page.md5s[i];
-	char *urls = xstrdup(g->page.locs[i]), *u[RECORD_MAX_LOCS], *save = NULL, *t, *master;
+	char *urls = xstrdup(g->page.locs[i]), *u[MAX_REPLICAS], *save = NULL, *t, *master;
 	int n = 0;
 	int64_t size = -1;
-	for (char *s = urls; n < RECORD_MAX_LOCS && (t = strtok_r(s, "\n", &save)); s = NULL) {
+	for (char *s = urls; n < MAX_REPLICAS && (t = strtok_r(s, "\n", &save)); s = NULL) {
 		if (volsign_on())   /* given -volumesecret, httpc signs for itself */
 			t[strcspn(t, "?")] = '\0';
 		u[n++] = t;
