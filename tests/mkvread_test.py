@@ -60,7 +60,7 @@ def listing(q):
 
 def test_curl():
     """The listing's URLs, signed, work with curl; paged like ?list."""
-    st, doc = listing("/ds/?list&locations&limit=5")
+    st, doc = listing("/ds/?list&locations&ttl=10m&limit=5")   # not -linkttl 2s: a loaded machine
     check(st == 200, "?list&locations: %d" % st)
     check(len(doc["keys"]) == 5 and len(doc["locations"]) == 5 and doc["next"] == key(5),
           "a page of 5: %s" % doc)
@@ -117,6 +117,26 @@ def test_read():
     r = mkvread.Reader(MASTER, "/ds/", ttl="10m")
     check(r.get(key(50)) == DATA[key(50)], "get")
     check(r.listings == 1, "listed %d times" % r.listings)
+
+
+def test_fork():
+    """A Reader made before a fork (DataLoader workers): each process
+    reads on its own connections, every value right."""
+    r = mkvread.Reader(MASTER, "/ds/", ttl="10m")
+    keys = r.keys()
+    check(r.get(keys[0]) == DATA[keys[0]], "get before the fork")   # connections kept
+    kids = []
+    for n in range(3):
+        pid = os.fork()
+        if pid == 0:
+            ok = all(r.get(k) == DATA[k] for k in keys[n::3])
+            os._exit(0 if ok and len(r._lookup(keys[-1]) or []) == 2 else 1)
+        kids.append(pid)
+    ok = all(r.get(k) == DATA[k] for k in keys[::5])
+    for pid in kids:
+        _, st = os.waitpid(pid, 0)
+        check(os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, "a forked reader failed: %d" % st)
+    check(ok, "the parent after the fork")
 
 
 def test_expired():
@@ -195,7 +215,7 @@ def test_volume_killed():
 
 populate()
 ran = []
-for t in (test_curl, test_rules, test_read, test_expired, test_deleted, test_cli,
+for t in (test_curl, test_rules, test_read, test_fork, test_expired, test_deleted, test_cli,
           test_volume_killed):
     t()
     ran.append(t.__name__)

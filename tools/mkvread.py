@@ -13,7 +13,9 @@ threads over kept-alive connections, one pool per volume:
     r.get("/train/00001.jpg")     # one value
     r.keys()                      # the keys (listed once)
 
-Reads are spread over a key's replicas; a replica that fails (refused,
+A Reader may be made before a fork (PyTorch's DataLoader workers): each
+process then opens its own connections.  Reads are spread over a key's
+replicas; a replica that fails (refused,
 reset, timeout, a short body, 404, 410) is followed by the next.  When
 every replica failed the locations are stale: a 410 (the signed links
 expired, -linkttl or ttl=) lists the whole prefix again; otherwise the
@@ -49,6 +51,7 @@ __all__ = ["Reader", "ReadError", "KeyGone", "ListError"]
 
 PAGE = 10000        # keys per listing page
 DOWN_S = 5.0        # a volume that failed is tried last for this long
+WINDOW = 16         # iterating: keys asked ahead, per thread (values held)
 
 
 class ReadError(Exception):
@@ -75,10 +78,15 @@ class _Pool:
         self.netloc, self.timeout = netloc, timeout
         self.idle = []
         self.lock = threading.Lock()
+        self.pid = os.getpid()
 
     def get(self, target):
         """GET target: (status, body, headers).  Raises OSError or
         http.client.HTTPException when no whole answer came."""
+        if self.pid != os.getpid():
+            # a forked child (PyTorch's DataLoader workers): the parent's
+            # connections are the parent's, never to be shared
+            self.idle, self.lock, self.pid = [], threading.Lock(), os.getpid()
         for reused in (True, False):
             conn = None
             if reused:
@@ -120,8 +128,10 @@ class _Pool:
 
 
 def _split(url):
-    u = urllib.parse.urlsplit(url)
-    return u.netloc, (u.path or "/") + ("?" + u.query if u.query else "")
+    """ "http://host:port/path?query" -> ("host:port", "/path?query") """
+    rest = url.partition("://")[2]
+    i = rest.find("/")
+    return (rest, "/") if i < 0 else (rest[:i], rest[i:])
 
 
 class Reader:
@@ -221,21 +231,22 @@ class Reader:
         return p
 
     def _order(self, urls):
-        """urls from a turning start (replicas share the reads), volumes
-        that failed lately last."""
+        """(netloc, target) of urls from a turning start (replicas share
+        the reads), volumes that failed lately last."""
         if not urls:
             return []
         i = next(self._turn) % len(urls)
-        urls = urls[i:] + urls[:i]
-        now = time.monotonic()
-        return sorted(urls, key=lambda u: now - self._down.get(_split(u)[0], -1e9) < DOWN_S)
+        urls = [_split(u) for u in urls[i:] + urls[:i]]
+        if self._down:
+            now = time.monotonic()
+            urls.sort(key=lambda u: now - self._down.get(u[0], -1e9) < DOWN_S)
+        return urls
 
     def _try(self, key, urls, reasons):
         """The value from the first replica that gives it whole, else None
         (reasons appended); "stale" when a link had expired (410)."""
         want = self._md5s.get(key) if self.md5 else ""
-        for url in self._order(urls):
-            netloc, target = _split(url)
+        for netloc, target in self._order(urls):
             try:
                 status, body, _ = self._pool(netloc).get(target)
             except (OSError, http.client.HTTPException) as e:
@@ -287,7 +298,7 @@ class Reader:
         ex = ThreadPoolExecutor(self.threads)
         window = collections.deque()
         try:
-            for k in itertools.islice(keys, self.threads * 4):
+            for k in itertools.islice(keys, self.threads * WINDOW):
                 window.append((k, ex.submit(self._read, k)))
             while window:
                 k, f = window.popleft()
