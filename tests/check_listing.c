@@ -356,8 +356,12 @@ START_TEST(test_locations_over_a_million)
 	ck_assert_int_eq(get_same(url, want, &same), 200);
 	ck_assert_msg(same, "not every key and location of 1,000,001");
 	peak = peak_kib(m.pid);
-	ck_assert_msg(peak - before < 16 * 1024, "a listing of %zu bytes: peak %ld KiB, %ld before",
-		      strlen(want), peak, before);
+	/* Under the sanitizer the quarantine keeps what is freed (64 MiB),
+	 * so the peak says nothing there. */
+	if (!getenv("MKV_CHILD_ASAN_OPTIONS"))
+		ck_assert_msg(peak - before < 16 * 1024,
+			      "a listing of %zu bytes: peak %ld KiB, %ld before", strlen(want),
+			      peak, before);
 	free(url);
 	free(want);
 }
