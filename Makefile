@@ -127,7 +127,7 @@ test-hosts: all $(B)/tests/hosts/relay
 	  tests/hosts/bed.sh run 5 python3 tests/hosts/scenarios.py $(SCENARIOS)
 
 # The unit suites (no servers) under valgrind's memcheck, in-process.
-VALGRIND_SUITES := check_placement check_handlers check_fuzz check_volume_fuzz
+VALGRIND_SUITES := check_placement check_handlers check_fuzz check_volume_fuzz check_auth
 valgrind: all $(patsubst %,$(B)/tests/%,$(VALGRIND_SUITES))
 	$(call run_suites,$(patsubst %,$(B)/tests/%,$(VALGRIND_SUITES)),CK_FORK=no CK_EXCLUDE_TAGS=big \
 	  MKV_ROOT=$(CURDIR) valgrind -q --error-exitcode=9 --leak-check=full \

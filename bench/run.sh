@@ -362,6 +362,64 @@ done
 rm -f "$T/big"
 # Row 4c compares the 3-replica PUT with one curl -T to nginx.
 grep '^r4 ours ' "$SAMPLES" | sed 's/^r4 /r4c /' >>"$SAMPLES"
+
+# ------------------------------------------- row 14: signed requests (-keys)
+# A master with -keys on cluster A's volumes (3 replicas).  14a: a signed
+# GET -> 302 (one curl --aws-sigv4 signature replayed by wrk: the master
+# checks it on every request) vs master A's unsigned GET.  14b: a PUT of
+# BIG_MB through S3 with its x-amz-content-sha256, which the master hashes
+# as the body streams (curl --aws-sigv4 -H x-amz-content-sha256) vs the same
+# S3 PUT unsigned (UNSIGNED-PAYLOAD) on master A.  14c: curl --aws-sigv4 -T
+# on the native API (the body unsigned, curl 7.88) vs plain curl -T.
+MK=""
+if want 14 && [ -n "$MA" ]; then
+	KSEC=$(openssl rand -hex 16)
+	printf 'bench %s read,list,write,delete /\nanonymous read,write,delete /bench/probe\n' \
+		"$KSEC" >"$T/keys"
+	chmod 600 "$T/keys"
+	free_port; MKP=$FREE
+	MASTER_FLAGS="-keys $T/keys" master_start mk "$MKP" "$VA" 3 && MK=http://127.0.0.1:$MKP
+	MKPID=$LAST
+fi
+if [ -n "$MK" ]; then
+	SIG=(--aws-sigv4 aws:amz:us-east-1:s3 --user "bench:$KSEC")
+	log "row 14: signed GET -> 302 and PUT of $BIG_MB MiB, -keys vs none, $RUNS runs each side"
+	printf hello >"$T/hello"
+	curl -s -o /dev/null "${SIG[@]}" -T "$T/hello" "$MK/bench/hot"
+	curl -s -o /dev/null -T "$T/hello" "$MA/bench/hot"
+	hd=$(curl -sv -o /dev/null "${SIG[@]}" "$MK/bench/hot" 2>&1 | tr -d '\r')
+	AUTH=$(echo "$hd" | sed -n 's/^> Authorization: //p')
+	XD=$(echo "$hd" | sed -n 's/^> X-Amz-Date: //p')
+	echo "$hd" | grep -q '^< HTTP/1.1 302' || log "signed GET $MK/bench/hot: $(echo "$hd" | grep '^< HTTP')"
+	for r in $(seq "$RUNS"); do
+		record r14a ours "$($WRK -d"${DUR}s" -H "Authorization: $AUTH" -H "X-Amz-Date: $XD" \
+			"$MK/bench/hot" 2>&1 | awk '/^Requests\/sec:/ { print $2 }')"
+		record r14a ref "$(wrk_rate "$MA/bench/hot")"
+	done
+	head -c "$((BIG_MB * 1048576))" /dev/urandom >"$T/big14"
+	SHA=$(sha256sum "$T/big14" | cut -d' ' -f1)
+	# put14 URL CURL-ARGS...: wall seconds of a PUT of big14 (200/201), then DELETE
+	put14() {
+		local u=$1 out
+		shift
+		out=$(curl -sS -o /dev/null -w '%{http_code} %{time_total}' -T "$T/big14" "$@" "$u" 2>&1)
+		case $out in
+		20[01]\ *) echo "${out#* }" ;;
+		*) log "PUT $u: $out" ;;
+		esac
+		curl -s -o /dev/null "${SIG[@]}" -X DELETE "$u"
+		curl -s -o /dev/null -X DELETE "$u"
+		sync
+	}
+	for r in $(seq "$RUNS_BIG"); do
+		record r14b ours "$(put14 "$MK/b14/large" "${SIG[@]}" -H "x-amz-content-sha256: $SHA")"
+		record r14b ref "$(put14 "$MA/b14/large" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")"
+		record r14c ours "$(put14 "$MK/bench/large14" "${SIG[@]}")"
+		record r14c ref "$(put14 "$MA/bench/large14")"
+	done
+	rm -f "$T/big14"
+	stop "$MKPID"
+fi
 # Masters are done: the volume rows run alone.
 if [ -n "$M4" ]; then
 	set -- $M4
@@ -773,6 +831,33 @@ if want 11 && [ -n "${BENCH_GO:-}" ] && [ $HAVE_MKV = 1 ]; then
 			stop "$pid"
 			echo "$rate $(echo "$c0 $c1 $(getconf CLK_TCK)" | awk '{ printf "%.3f", ($2 - $1) * 1000 / $3 / 10000 }')"
 		}
+		# syscalls NAME BINARY...: system calls per cycle of one thrasher
+		# run with `strace -c -f` on the master (sleeps left out: mkv's
+		# samplers' clock_nanosleep, the Go runtime's nanosleep).
+		syscalls() {
+			local name=$1 pid spid
+			shift
+			rm -rf "$T/$name.db"
+			spawn "$name" "$@" -volumes "$V9" -db "$T/$name.db" -port 3000 -replicas 3 server
+			pid=$LAST
+			wait_port 3000 && sleep 1
+			strace -c -f -p "$pid" -o "$T/$name.strace" 2>/dev/null &
+			spid=$!
+			sleep 1
+			"$BENCH_GO/thrasher" >>"$T/thrasher.log" 2>&1
+			kill -INT "$spid"
+			wait "$spid"
+			stop "$pid"
+			awk '$NF != "total" && $NF != "syscall" && $NF !~ /nanosleep$/ &&
+			     $1 ~ /^[0-9.]+$/ { s += $4 } END { if (s) printf "%.1f", s / 10000 }' \
+				"$T/$name.strace"
+		}
+		if command -v strace >/dev/null; then
+			record r11c ours "$(syscalls t11s-mkv "$BIN/mkv")"
+			record r11c ref "$(syscalls t11s-go "$BENCH_GO/mkv")"
+		else
+			log "row 11c: strace is not installed"
+		fi
 		for r in $(seq "$THRASH"); do
 			set -- $(thrash t11-mkv "$BIN/mkv")
 			record r11 ours "${1:-}"
@@ -1039,12 +1124,16 @@ row 9b "S3 multipart upload $BIGH (boto3 upload_file, 8 MiB parts), 3 replicas: 
 row 9c "the same upload: master peak RSS (VmHWM), vs row 4's native PUT" "MiB" r9b.rss r9b.rss lt 64
 row 9d "ListObjectsV2 walk of $KEYS keys (1,000 per page) vs native ?list&limit=1000" "keys/s" r9c r9c - -
 row 10 "upload of $DS_KEYS keys of 4 KiB, $CONC clients, 3 replicas on 3 nginx volumes: mkv vs the same PUTs straight" "keys/s" r10 r10 ge 0.5
+row 14a "GET → 302 signed (SigV4, \`-keys\`) vs unsigned (no \`-keys\`)" "req/s" r14a r14a ge 0.8
+row 14b "S3 PUT $BIGH, 3 replicas, body SHA-256 checked as it streams (\`-keys\`) vs unsigned, wall" "s" r14b r14b le 1.11
+row 14c "native PUT $BIGH by \`curl --aws-sigv4 -T\` (\`-keys\`) vs plain \`curl -T\`, wall" "s" r14c r14c le 1.11
 row 12a "row 1's GET → 302 on a master with \`-metrics\` vs without" "req/s" r12a r12a ge 0.98
 row 12b "row 6a's GET 4 KiB on mkv-volume with \`-metrics\` vs without" "req/s" r12b r12b ge 0.98
 row 12c "row 1's GET → 302: the master's CPU per request, with \`-metrics\` vs without" "µs" r12a.cpu r12a.cpu le 1.02
 row 12d "row 6a's GET 4 KiB: mkv-volume's CPU per request, with \`-metrics\` vs without" "µs" r12b.cpu r12b.cpu le 1.02
 row 11 "minikeyvalue's thrasher (16 clients, PUT→GET→DELETE), 5 nginx volumes, 3 replicas: mkv vs the Go original" "cycles/s" r11 r11 ge 2
 row 11b "master CPU per thrasher cycle (utime + stime over 10,000 cycles): mkv vs the Go original" "ms" r11b r11b le 0.5
+row 11c "master system calls per thrasher cycle (\`strace -c -f\`, sleeps left out): mkv vs the Go original" "calls" r11c r11c - -
 row 14a "row 1's GET → 302 on a master with \`-volumesecret\` (each Location signed) vs without" "req/s" r14a r14a ge 0.95
 row 14b "row 6a's GET 4 KiB on mkv-volume: signed URLs (with \`-volumesecret\`) vs plain (without)" "req/s" r14b r14b ge 0.95
 row 14c "row 6b's GET 1 MiB on mkv-volume: signed vs plain" "req/s" r14c r14c ge 0.95

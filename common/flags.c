@@ -3,6 +3,9 @@
 #include "util.h"
 #include "version.h"   /* generated: $(B)/version.h, by tools/version.sh */
 
+const char mkv_version[] = MKV_VERSION, mkv_commit[] = MKV_COMMIT;
+const char mkv_server[] = "mkv/" MKV_VERSION;
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>

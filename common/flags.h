@@ -9,6 +9,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The version and the commit this binary was built from (tools/version.sh),
+ * and "mkv/VERSION": the Server header both daemons send and the master
+ * compares with its volumes'. */
+extern const char mkv_version[], mkv_commit[], mkv_server[];
+
 enum flag_kind {
 	FLAG_BOOL,      /* bool *                                          */
 	FLAG_STR,       /* const char * (points into argv)                 */

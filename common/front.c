@@ -8,11 +8,13 @@
  * connection, which costs keep-alive (NOTES.md), so only refusals go there. */
 #include "front.h"
 #include "accesslog.h"
+#include "flags.h"
 #include "httpc.h"
 #include "loop.h"
 #include "metrics.h"
 #include "reaper.h"
 #include "reqstats.h"
+#include "sigv4.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -27,7 +29,10 @@
 #include <sys/resource.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A connection, and the request it runs (one at a time). */
@@ -45,6 +50,8 @@ struct conn {
 	int status;                        /* the answer's, 0 until one is queued */
 	uint64_t start_ms, start_ns, up, down;   /* bytes read, bytes answered */
 	bool refused;                      /* counted in refused_open until it closes */
+	bool served;                       /* a request line was parsed on it */
+	bool held;                         /* holds fl->loop: woken, its answer not out yet */
 	struct front_loop *fl;             /* the loop it runs on */
 };
 
@@ -96,6 +103,21 @@ static struct conn *conn_of(struct MHD_Connection *c)
 	return ci ? ci->socket_context : NULL;
 }
 
+/* A woken connection holds its loop until its request ends or it sleeps
+ * again: a loop that stops runs until the answer it was woken for is out
+ * (the work that woke it may have been the loop's last).  Under z->mu, or
+ * on the connection's loop once its route let go (on_done). */
+static void hold(struct conn *k, bool on)
+{
+	if (!k || !k->fl || k->held == on)
+		return;
+	k->held = on;
+	if (on)
+		loop_hold(k->fl->loop);
+	else
+		loop_release(k->fl->loop);
+}
+
 int front_fd(struct MHD_Connection *c)
 {
 	const union MHD_ConnectionInfo *ci =
@@ -135,6 +157,30 @@ void front_args(struct MHD_Connection *c, void (*fn)(void *, const char *, const
 	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, each_arg, &e);
 }
 
+void front_headers(struct MHD_Connection *c, void (*fn)(void *, const char *, const char *),
+		   void *cls)
+{
+	struct each e = {fn, cls};
+	MHD_get_connection_values(c, MHD_HEADER_KIND, each_arg, &e);
+}
+
+static const char *sig_header(void *cls, const char *name)
+{
+	return front_header(cls, name);
+}
+
+static void sig_headers(void *cls, void (*fn)(void *, const char *, const char *), void *arg)
+{
+	front_headers(cls, fn, arg);
+}
+
+void front_sig_check(struct MHD_Connection *c, const char *method, const char *path,
+		     const char *query, const struct keyring *ring, struct sig_result *out)
+{
+	struct sig_req r = {method, path, query, sig_header, sig_headers, c, (int64_t)time(NULL)};
+	sig_check(ring, &r, out);
+}
+
 enum front_head front_head_error(struct MHD_Connection *c)
 {
 	struct conn *k = conn_of(c);
@@ -158,18 +204,28 @@ static enum MHD_Result length_cmp(void *cls, enum MHD_ValueKind kind, const char
 	return first[1] ? MHD_NO : MHD_YES;
 }
 
-static enum front_head head_check(struct MHD_Connection *c)
+static enum front_head head_check(struct MHD_Connection *c, const char *version)
 {
 	const char *te = front_header(c, "Transfer-Encoding"), *cl[2] = {NULL, NULL};
 	/* libmicrohttpd would read any other coding's body up to the close,
 	 * leaving the client waiting. */
 	if (te && strcasecmp(te, "chunked"))
 		return FRONT_HEAD_CODING;
+	/* Both: libmicrohttpd frames the body by the chunks, while a route
+	 * may size it by the length.  nginx answers 400 (RFC 9112 §6.3: a
+	 * request smuggled past a proxy looks like this). */
+	if (te && front_header(c, "Content-Length"))
+		return FRONT_HEAD_BOTH;
 	/* Two lengths that differ leave where the body ends in doubt
 	 * (libmicrohttpd takes the first).  A GET has none: no header walk. */
 	if (front_header(c, "Content-Length"))
 		MHD_get_connection_values(c, MHD_HEADER_KIND, length_cmp, cl);
-	return cl[1] ? FRONT_HEAD_LENGTHS : FRONT_HEAD_OK;
+	if (cl[1])
+		return FRONT_HEAD_LENGTHS;
+	/* RFC 9112 §3.2, as nginx (libmicrohttpd takes HTTP/1.2-1.9 as 1.1) */
+	if (strcmp(version, MHD_HTTP_VERSION_1_0) && !front_header(c, "Host"))
+		return FRONT_HEAD_HOST;
+	return FRONT_HEAD_OK;
 }
 
 /* k->target split at '?'; with absolute_form, "http://host/p?q" is "/p?q"
@@ -200,7 +256,7 @@ static enum MHD_Result begin(struct conn *k, struct MHD_Connection *c, const cha
 		k->rm = reqstats_method(method);
 	if (accesslog_on())
 		snprintf(k->version, sizeof(k->version), "%s", version);
-	k->bad = head_check(c);
+	k->bad = head_check(c, version);
 	if (k->target) {
 		target_split(k);
 		snprintf(k->method, sizeof(k->method), "%s", method);
@@ -252,6 +308,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	/* Counted before refusing is read: front_drain sets refusing, then
 	 * waits for inflight to reach 0, and misses no request. */
 	atomic_fetch_add(&inflight, 1);
+	if (k)
+		k->served = true;
 	if (!k || atomic_load(&refusing) || uri_has_too_many_args(uri)) {
 		atomic_fetch_sub(&inflight, 1);
 		if (k && !k->refused) {
@@ -328,8 +386,9 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 			(unsigned long long)(now_ms() - k->start_ms),
 			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
 	if (k->route)
-		k->route->done(k->req);
+		k->route->done(k->req);   /* after it, nothing wakes the connection */
 	k->route = NULL;
+	hold(k, false);
 	reaper_waiting(&k->reap, true);
 	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		conn_close_if_eof(k->reap.fd);
@@ -338,6 +397,38 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 	k->query = NULL;
 	*con_cls = NULL;
 	atomic_fetch_sub(&inflight, 1);
+}
+
+/* libmicrohttpd closes a connection whose first line it cannot split into
+ * method, target and version (GARBAGE, a TLS ClientHello's bytes) without
+ * a word, before any handler runs, and has no option to answer; nginx
+ * answers 400.  So, as it closes (the socket is still open): a client
+ * that sent bytes, got none back, and was not cut off for being slow is
+ * told, in the 400 nginx would send.  Only on a connection's first request
+ * (a later one's bytes cannot be told from the earlier requests'). */
+static void answer_unparsed(struct conn *k)
+{
+	static const char body[] = "not an HTTP request line\n";
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+	char head[256], date[64], drain[4096];
+	time_t now = time(NULL);
+	struct tm tm;
+	int n;
+	if (getsockopt(k->reap.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) || tl < sizeof(ti) ||
+	    !ti.tcpi_bytes_received || ti.tcpi_bytes_sent ||
+	    (opts.idle_ms >= 1000 && now_ms() - k->reap.since_ms >= opts.idle_ms / 1000 * 1000))
+		return;   /* silent, idle past libmicrohttpd's timeout, or answered */
+	/* what is left unread would turn the close into a reset, which can
+	 * destroy the answer before the client reads it */
+	for (int i = 0; i < 16 && recv(k->reap.fd, drain, sizeof(drain), MSG_DONTWAIT) > 0; i++)
+		;
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
+	n = snprintf(head, sizeof(head), "HTTP/1.1 400 Bad Request\r\nDate: %s\r\nConnection: close\r\n"
+		     "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s", date,
+		     sizeof(body) - 1, body);
+	if (send(k->reap.fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+		shutdown(k->reap.fd, SHUT_WR);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -362,6 +453,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (k->refused)
 			atomic_fetch_sub(&refused_open, 1);
 		reaper_remove(reaper, &k->reap);
+		if (!k->served && !k->refused && !k->reap.cut)
+			answer_unparsed(k);
 		free(k->target);
 		free(k);
 		*socket_context = NULL;
@@ -386,6 +479,7 @@ static int queue(struct MHD_Connection *c, int status, const struct front_hdr *h
 	struct conn *k;
 	if (!resp)
 		return MHD_NO;
+	MHD_add_response_header(resp, "Server", mkv_server);
 	for (int i = 0; i < nh; i++)
 		MHD_add_response_header(resp, h[i].name, h[i].value);
 	if (atomic_load(&draining))
@@ -436,6 +530,14 @@ int front_file(struct MHD_Connection *c, int status, const struct front_hdr *h, 
 
 /* ---- sleeping connections ---- */
 
+/* z's connection sleeps now (z->mu held, the sleep counted). */
+static void suspend(struct front_sleep *z)
+{
+	hold(conn_of(z->conn), false);
+	z->suspended = true;
+	MHD_suspend_connection(z->conn);
+}
+
 void front_sleep_locked(struct front_sleep *z)
 {
 	atomic_fetch_add(&nsuspended, 1);
@@ -443,17 +545,20 @@ void front_sleep_locked(struct front_sleep *z)
 		atomic_fetch_sub(&nsuspended, 1);
 		return;
 	}
-	z->suspended = true;
-	MHD_suspend_connection(z->conn);
+	suspend(z);
 }
 
 static void mhd_fire(void *arg);
 
 void front_wake_locked(struct front_sleep *z)
 {
+	struct conn *k;
 	z->woken = true;
-	if (z->suspended && !z->gone) {
-		struct conn *k = conn_of(z->conn);
+	if (z->gone)
+		return;
+	k = conn_of(z->conn);
+	hold(k, true);
+	if (z->suspended) {
 		z->suspended = false;
 		atomic_fetch_sub(&nsuspended, 1);
 		MHD_resume_connection(z->conn);
@@ -496,7 +601,7 @@ bool front_wait(struct front_sleep *z)
 	return done;
 }
 
-/* fn(arg) on a pool thread, or item to q. */
+/* fn(arg) on a pool thread, or item to q, or (neither) the caller's work. */
 static int run_asleep(struct front_sleep *z, struct spawn_queue *q, void (*fn)(void *), void *arg)
 {
 	pthread_mutex_lock(&z->mu);   /* the work's front_finish waits for the suspend */
@@ -512,17 +617,21 @@ static int run_asleep(struct front_sleep *z, struct spawn_queue *q, void (*fn)(v
 	}
 	if (q) {
 		spawn_queue_push(q, arg);
-	} else if (spawn(fn, arg) < 0) {
+	} else if (fn && spawn(fn, arg) < 0) {
 		atomic_fetch_sub(&nsuspended, 1);
 		pthread_mutex_unlock(&z->mu);
 		log_msg("pthread_create failed: out of threads");
 		return -1;
 	}
 	z->async_started = true;
-	z->suspended = true;
-	MHD_suspend_connection(z->conn);
+	suspend(z);
 	pthread_mutex_unlock(&z->mu);
 	return 0;
+}
+
+int front_begin(struct front_sleep *z)
+{
+	return run_asleep(z, NULL, NULL, NULL);
 }
 
 int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg)
@@ -564,6 +673,7 @@ static enum MHD_Result admin_handler(void *cls, struct MHD_Connection *c, const 
 	buf_free(&b);
 	if (!r)
 		return MHD_NO;
+	MHD_add_response_header(r, "Server", mkv_server);
 	MHD_add_response_header(r, "Content-Type", p && status == 200 ? p->ctype : "text/plain");
 	if (status == 405)
 		MHD_add_response_header(r, "Allow", "GET, HEAD");

@@ -48,6 +48,8 @@ enum front_head {
 	FRONT_HEAD_OK,
 	FRONT_HEAD_CODING,   /* a Transfer-Encoding other than chunked */
 	FRONT_HEAD_LENGTHS,  /* Content-Length headers that disagree */
+	FRONT_HEAD_BOTH,     /* Transfer-Encoding and Content-Length */
+	FRONT_HEAD_HOST,     /* HTTP/1.1 without Host */
 	FRONT_HEAD_TARGET,   /* absolute_form: the target is not a path */
 };
 enum front_head front_head_error(struct MHD_Connection *c);
@@ -113,8 +115,17 @@ const char *front_header(struct MHD_Connection *c, const char *name);
 bool front_has_arg(struct MHD_Connection *c, const char *name);
 void front_args(struct MHD_Connection *c, void (*fn)(void *cls, const char *k, const char *v),
 		void *cls);
+/* fn for each request header in order. */
+void front_headers(struct MHD_Connection *c, void (*fn)(void *cls, const char *k, const char *v),
+		   void *cls);
 /* The connection's socket, or -1. */
 int front_fd(struct MHD_Connection *c);
+/* Who signed the request (common/sigv4.h), by the keys of ring: the
+ * access phase both APIs run in their claim when -keys is on. */
+struct keyring;
+struct sig_result;
+void front_sig_check(struct MHD_Connection *c, const char *method, const char *path,
+		     const char *query, const struct keyring *ring, struct sig_result *out);
 
 /* ---- answers ----
  * Each queues status, headers h[0..nh) and a body ("Connection: close"
@@ -143,7 +154,12 @@ int front_file(struct MHD_Connection *c, int status, const struct front_hdr *h, 
 /* ---- sleeping connections ----
  * A request's connection sleeps (front_wait, from the handler) until
  * another thread wakes it (front_wake).  The owner sets conn and
- * initialises mu, which guards the flags; gone: the request is over. */
+ * initialises mu, which guards the flags; gone: the request is over.
+ * Whoever puts a connection to sleep names, where it does, what wakes it:
+ * a sleep nothing ends holds its client, and a key's lock, for good.
+ * A woken connection keeps its loop running (loop_hold) until its request
+ * ends or it sleeps again, so that a loop told to stop still sends the
+ * answer it was woken for. */
 struct front_sleep {
 	struct MHD_Connection *conn;
 	pthread_mutex_t mu;
@@ -159,9 +175,14 @@ void front_wake_locked(struct front_sleep *z);
 bool front_wait(struct front_sleep *z);
 /* fn(arg) on a pool thread (front_spawn), or item to queue q (spawn.h),
  * while the connection sleeps; the work ends with front_finish, which
- * wakes it.  -1 when no thread can be had or the front is stopping. */
+ * wakes it.  front_begin: the caller starts the work itself once this
+ * returns 0 (on its loop: store_delete_start).  -1 when no thread can be
+ * had or the front is stopping (then start nothing: the connection could
+ * not sleep, and a client that went away would free the request under
+ * the work). */
 int front_spawn(struct front_sleep *z, void (*fn)(void *), void *arg);
 int front_queue(struct front_sleep *z, struct spawn_queue *q, void *item);
+int front_begin(struct front_sleep *z);
 void front_finish(struct front_sleep *z);
 
 #endif

@@ -2,6 +2,7 @@
 #include "httpc.h"
 #include "loop.h"
 #include "placement.h"
+#include "vconn.h"
 #include "volsign.h"
 
 #include <curl/curl.h>
@@ -43,12 +44,10 @@ void httpc_global_init(void)
 	bare_hdrs = curl_slist_append(bare_hdrs, "Content-Type:");
 }
 
-static void aloop_free(void);
-
 void httpc_thread_cleanup(void)
 {
 	struct conns *c = tl;
-	aloop_free();
+	vconn_thread_cleanup();
 	tl = NULL;
 	if (!c)
 		return;
@@ -141,6 +140,20 @@ static void set_url(CURL *h, const char *url, const char *method)
 	free(big);
 }
 
+static char sign_prefix[256], sign_user[512];
+static size_t sign_len;
+
+void httpc_sign(const char *prefix, const char *user)
+{
+	sign_len = 0;
+	if (!prefix || !user || strlen(prefix) >= sizeof(sign_prefix) ||
+	    strlen(user) >= sizeof(sign_user))
+		return;
+	snprintf(sign_prefix, sizeof(sign_prefix), "%s", prefix);
+	snprintf(sign_user, sizeof(sign_user), "%s", user);
+	sign_len = strlen(prefix);
+}
+
 /* Reset h for a method request to url; its answer's body is dropped unless
  * the caller sets a writer. */
 static void base_opts(CURL *h, const char *url, const char *method, char *errbuf,
@@ -149,6 +162,11 @@ static void base_opts(CURL *h, const char *url, const char *method, char *errbuf
 	curl_easy_reset(h);
 	errbuf[0] = '\0';
 	set_url(h, url, method);
+	if (sign_len && !strncmp(url, sign_prefix, sign_len) &&
+	    (url[sign_len] == '/' || url[sign_len] == '?' || !url[sign_len])) {
+		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
+		curl_easy_setopt(h, CURLOPT_USERPWD, sign_user);
+	}
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms > 0 ? connect_ms : 10000L);
@@ -161,6 +179,7 @@ static void (*observer)(const char *url, int status);
 void httpc_observe(void (*fn)(const char *url, int status))
 {
 	observer = fn;
+	vconn_observe(fn);
 }
 
 /* The status of a finished transfer, or -1 with err (256 bytes, may be NULL). */
@@ -1144,242 +1163,6 @@ int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const ch
 	return 0;
 }
 
-/* ---- requests on the thread's event loop ----
- *
- * One multi per loop thread, driven by libcurl's socket API on the loop's
- * epoll: its sockets are watched there, its deadline is a loop timer. */
-
-struct fan {
-	struct httpc_req *reqs;
-	int n, left, gone;
-	bool (*down)(void *, int);
-	void *down_arg;
-	void (*done)(void *, int);
-	void *arg;
-	CURL **h;
-	struct fan *prev, *next;  /* the loop's fans in flight */
-};
-
-struct aloop {
-	struct loop *loop;
-	CURLM *multi;
-	struct loop_timer timer;  /* libcurl's */
-	struct loop_timer tick;   /* the down checks, while a fan asks for them */
-	struct fan *fans;
-	CURL *spare[IDLE_MAX];
-	int nspare;
-};
-
-struct asock {
-	struct loop_fd w;
-	struct aloop *a;
-	curl_socket_t fd;
-};
-
-static __thread struct aloop *al;
-
-static void finish_fan(struct aloop *a, struct fan *f)
-{
-	if (f->prev)
-		f->prev->next = f->next;
-	else
-		a->fans = f->next;
-	if (f->next)
-		f->next->prev = f->prev;
-	loop_release(a->loop);
-	f->done(f->arg, f->gone);
-	free(f->h);
-	free(f);
-}
-
-static void put_handle(struct aloop *a, CURL *h)
-{
-	curl_multi_remove_handle(a->multi, h);
-	if (a->nspare < IDLE_MAX)
-		a->spare[a->nspare++] = h;
-	else
-		curl_easy_cleanup(h);
-}
-
-/* Hand each finished transfer to its fan. */
-static void reap(struct aloop *a)
-{
-	CURLMsg *msg;
-	int left;
-	while ((msg = curl_multi_info_read(a->multi, &left))) {
-		struct fan *f;
-		CURL *h = msg->easy_handle;
-		CURLcode rc = msg->data.result;
-		int i;
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&f);
-		for (i = 0; i < f->n && f->h[i] != h; i++)
-			;
-		req_done(&f->reqs[i], h, rc);
-		f->h[i] = NULL;
-		put_handle(a, h);
-		if (--f->left == 0)
-			finish_fan(a, f);
-	}
-}
-
-static void on_sock(void *arg, uint32_t ev)
-{
-	struct asock *s = arg;
-	int running, flags = (ev & EPOLLIN ? CURL_CSELECT_IN : 0) |
-			     (ev & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
-			     (ev & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
-	struct aloop *a = s->a;
-	curl_multi_socket_action(a->multi, s->fd, flags, &running);
-	reap(a);
-}
-
-static void on_timer(void *arg)
-{
-	struct aloop *a = arg;
-	int running;
-	curl_multi_socket_action(a->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	reap(a);
-}
-
-static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
-{
-	struct aloop *a = userp;
-	struct asock *s = socketp;
-	(void)e;
-	if (what == CURL_POLL_REMOVE) {
-		if (s) {
-			loop_watch(a->loop, fd, 0, &s->w);
-			loop_defer_free(a->loop, s);
-		}
-		return 0;
-	}
-	if (!s) {
-		s = xcalloc(1, sizeof(*s));
-		s->w = (struct loop_fd){.fn = on_sock, .arg = s};
-		s->a = a;
-		s->fd = fd;
-		curl_multi_assign(a->multi, fd, s);
-	}
-	loop_watch(a->loop, fd, (what & CURL_POLL_IN ? EPOLLIN : 0) |
-				(what & CURL_POLL_OUT ? EPOLLOUT : 0), &s->w);
-	return 0;
-}
-
-static int timer_cb(CURLM *m, long ms, void *userp)
-{
-	struct aloop *a = userp;
-	(void)m;
-	a->timer.at = ms < 0 ? 0 : now_ms() + (uint64_t)ms;
-	return 0;
-}
-
-/* Every 100 ms while fans ask: a request whose volume the health check
- * marked down fails now, and the others of its fan stop. */
-static void on_tick(void *arg)
-{
-	struct aloop *a = arg;
-	bool again = false;
-	for (struct fan *f = a->fans, *next; f; f = next) {
-		next = f->next;
-		if (!f->down)
-			continue;
-		for (int i = 0; i < f->n && f->gone < 0; i++)
-			if (f->h[i] && f->down(f->down_arg, i))
-				f->gone = i;
-		if (f->gone < 0) {
-			again = true;
-			continue;
-		}
-		for (int i = 0; i < f->n; i++) {
-			if (!f->h[i])
-				continue;
-			snprintf(f->reqs[i].err, sizeof(f->reqs[i].err), "%s",
-				 i == f->gone ? DOWN_ERR : "stopped: another replica failed");
-			put_handle(a, f->h[i]);
-			f->h[i] = NULL;
-		}
-		finish_fan(a, f);
-	}
-	if (again)
-		a->tick.at = now_ms() + 100;
-}
-
-static struct aloop *aloop(void)
-{
-	struct loop *l = loop_current();
-	if (!l)
-		return NULL;
-	if (al)
-		return al;
-	al = xcalloc(1, sizeof(*al));
-	al->loop = l;
-	if (!(al->multi = curl_multi_init()))
-		die("curl_multi_init failed");
-	curl_multi_setopt(al->multi, CURLMOPT_MAXCONNECTS, 256L);
-	curl_multi_setopt(al->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
-	curl_multi_setopt(al->multi, CURLMOPT_SOCKETDATA, al);
-	curl_multi_setopt(al->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	curl_multi_setopt(al->multi, CURLMOPT_TIMERDATA, al);
-	al->timer = (struct loop_timer){0, on_timer, al};
-	al->tick = (struct loop_timer){0, on_tick, al};
-	loop_timer_add(l, &al->timer);
-	loop_timer_add(l, &al->tick);
-	return al;
-}
-
-/* At the loop thread's end (httpc_thread_cleanup): nothing runs on it. */
-static void aloop_free(void)
-{
-	struct aloop *a = al;
-	al = NULL;
-	if (!a)
-		return;
-	for (int i = 0; i < a->nspare; i++)
-		curl_easy_cleanup(a->spare[i]);
-	curl_multi_cleanup(a->multi);   /* closes its sockets: CURL_POLL_REMOVE */
-	free(a);
-}
-
-int httpc_fanout_async(const char *method, struct httpc_req *reqs, int n, const void *body,
-		       size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
-		       void (*done)(void *arg, int gone), void *arg)
-{
-	struct aloop *a = aloop();
-	struct fan *f;
-	if (!a)
-		return -1;
-	f = xcalloc(1, sizeof(*f));
-	*f = (struct fan){.reqs = reqs, .n = n, .left = n, .gone = -1, .down = down,
-			  .down_arg = down_arg, .done = done, .arg = arg,
-			  .h = xcalloc((size_t)(n > 0 ? n : 1), sizeof(CURL *)), .next = a->fans};
-	if (a->fans)
-		a->fans->prev = f;
-	a->fans = f;
-	loop_hold(a->loop);
-	if (!n) {
-		finish_fan(a, f);
-		return 0;
-	}
-	for (int i = 0; i < n; i++) {
-		CURL *h = a->nspare ? a->spare[--a->nspare] : curl_easy_init();
-		if (!h)
-			die("curl_easy_init failed");
-		f->h[i] = h;
-		reqs[i].status = -1;
-		reqs[i].timed_out = false;
-		base_opts(h, reqs[i].url, method, reqs[i].err, timeout_ms);
-		curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)f);
-		request_opts(h, method, body, bodylen, timeout_ms);
-	}
-	for (int i = 0; i < n; i++)
-		curl_multi_add_handle(a->multi, f->h[i]);
-	if (down && !a->tick.at)
-		a->tick.at = now_ms() + 100;
-	return 0;
-}
-
 static void stream_async_done(void *arg, int gone)
 {
 	struct httpc_stream *s = arg;
@@ -1400,6 +1183,6 @@ int httpc_stream_run_async(struct httpc_stream *s, void (*done)(void *arg, int f
 		return -1;
 	s->async_done = done;
 	s->async_arg = arg;
-	return httpc_fanout_async("PUT", s->cfg.reqs, s->cfg.n, s->ring, (size_t)s->head,
+	return vconn_fanout("PUT", s->cfg.reqs, s->cfg.n, s->ring, (size_t)s->head,
 				  s->cfg.stall_ms, s->cfg.down, s->cfg.down_arg, stream_async_done, s);
 }

@@ -61,16 +61,6 @@ struct httpc_req {
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms);
 
-/* The same on this thread's event loop (common/loop.h), bounded alike:
- * returns at once, and done(arg, gone) is called on the loop once all
- * have answered or failed.  down (may be NULL) is asked every 100 ms about
- * each request still running: true fails it (gone: its index, else -1)
- * and stops the others.  body stays the caller's until then.  -1 (nothing
- * started) when this thread runs no loop. */
-int httpc_fanout_async(const char *method, struct httpc_req *reqs, int n, const void *body,
-		       size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
-		       void (*done)(void *arg, int gone), void *arg);
-
 /* ---- one streamed request: a GET (or HEAD), or a PUT from a reader ---- */
 struct httpc_call {
 	const char *url;
@@ -107,6 +97,11 @@ struct httpc_call {
 /* Returns the final status, or -1 with err (256 bytes) when the transfer
  * failed or a callback stopped it. */
 int httpc_call(const struct httpc_call *c, char *err);
+
+/* Sign every later request to prefix ("http://host:port", the master) as
+ * curl --aws-sigv4 "aws:amz:us-east-1:s3" --user user ("ID:SECRET") does,
+ * for a master with -keys; NULL: sign nothing.  Before any transfer. */
+void httpc_sign(const char *prefix, const char *user);
 
 /* Copy the value of header line p[0..len) into out (n bytes) when the
  * line is `name: value`. */

@@ -2,6 +2,7 @@
  * instrumenting/exposition_formats/ (text, 0.0.4): one "# HELP" and one
  * "# TYPE" line per family, then its samples, one per line. */
 #include "metrics.h"
+#include "flags.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -212,6 +213,15 @@ static void process(struct buf *b)
 		metrics_family(b, "process_max_fds", "gauge",
 			       "Maximum number of open file descriptors.");
 		metrics_sample(b, "process_max_fds", NULL, (double)rl.rlim_cur);
+	}
+	{
+		struct buf l = {0};
+		metrics_label(&l, "version", mkv_version);
+		metrics_label(&l, "commit", mkv_commit);
+		metrics_family(b, "mkv_build_info", "gauge",
+			       "Always 1; the version and the commit the binary was built from.");
+		metrics_sample(b, "mkv_build_info", l.data, 1);
+		buf_free(&l);
 	}
 	metrics_family(b, "process_start_time_seconds", "gauge",
 		       "Start time of the process since unix epoch in seconds.");

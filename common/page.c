@@ -1,5 +1,6 @@
 /* page.c -- see page.h. */
 #include "page.h"
+#include "flags.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -260,6 +261,11 @@ static void row_html(struct buf *b, const struct page_row *r)
 		buf_puts(b, ", ");
 	}
 	buf_puts(b, up ? "up" : "down");
+	if (r->version_differs) {
+		buf_puts(b, "; <span class=\"version\">runs ");
+		html_str(b, r->server);
+		buf_printf(b, ", not %s</span>", mkv_server);
+	}
 	if (r->subvolumes > 1)
 		buf_printf(b, " (%d/%d)", r->subvolumes_up, r->subvolumes);
 	buf_puts(b, "</td><td class=\"disk\">");
@@ -340,8 +346,9 @@ void page_html(struct buf *b, const struct page_view *v)
 	buf_puts(b, "</tr></thead>\n<tbody>\n");
 	for (int i = 0; i < v->nrows; i++)
 		row_html(b, &v->rows[i]);
-	buf_printf(b, "</tbody></table>\n<p id=\"updated\">at %s, up %llu s; rates: the last 10 s"
-		      "</p>\n</div>\n", when, (unsigned long long)v->uptime_s);
+	buf_printf(b, "</tbody></table>\n<p id=\"updated\">at %s, up %llu s; rates: the last 10 s; "
+		      "<span id=\"version\">%s (commit %.12s)</span></p>\n</div>\n",
+		   when, (unsigned long long)v->uptime_s, mkv_server, mkv_commit);
 	buf_puts(b, script);
 	buf_puts(b, "</body></html>\n");
 }
@@ -354,6 +361,7 @@ void page_json(struct buf *b, const struct page_view *v)
 	json_str(b, v->role);
 	buf_puts(b, ",\"name\":");
 	json_str(b, v->name);
+	buf_printf(b, ",\"version\":\"%s\",\"commit\":\"%s\"", mkv_version, mkv_commit);
 	buf_printf(b, ",\"uptime_s\":%llu,\"requests\":%llu,\"requests_per_s\":%.2f,"
 		      "\"errors_per_s\":%.2f,\"p99_ms\":%.3f,\"in_flight\":%d",
 		   (unsigned long long)v->uptime_s, (unsigned long long)v->requests, rt[0], rt[1],
@@ -384,6 +392,11 @@ void page_json(struct buf *b, const struct page_view *v)
 		if (r->misconfigured) {
 			buf_puts(b, ",\"misconfigured\":");
 			json_str(b, r->misconfigured);
+		}
+		if (r->server && r->server[0]) {
+			buf_puts(b, ",\"server\":");
+			json_str(b, r->server);
+			buf_printf(b, ",\"version_differs\":%s", r->version_differs ? "true" : "false");
 		}
 		if (r->series) {
 			recent(r->series, rt);

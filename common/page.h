@@ -63,6 +63,8 @@ struct page_row {
 	uint64_t requests, errors;       /* with series */
 	double check_ms;                 /* < 0: none */
 	const char *misconfigured;       /* NULL, or why the volume disagrees with us */
+	const char *server;              /* its Server header (NULL: not known) */
+	bool version_differs;            /* an mkv of another version than ours */
 };
 
 struct page_view {

@@ -5,7 +5,7 @@
  * md5, base64url without "=", of T, the decoded and normalised path
  * (nginx's $uri), the method and " SECRET", one after the other.  The
  * secret file holds one or two secrets, one a line: the first signs,
- * either verifies (rotation, docs/volume-signatures.md).
+ * either verifies (rotation, docs/security.md).
  *
  * The secrets are the process's: volsign_load once before threads start,
  * volsign_reload (SIGHUP) from any thread; the others may be called from

@@ -13,7 +13,7 @@
 # and `make test` replays it (tests/check_fuzz.c, tests/check_volume_fuzz.c)
 # without clang.
 
-FUZZ_TARGETS ?= key record query range path
+FUZZ_TARGETS ?= key record query sig vresp range path
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FZ           := build-fuzz

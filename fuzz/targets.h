@@ -20,6 +20,11 @@ void fuzz_key(const uint8_t *data, size_t n);
 void fuzz_record(const uint8_t *data, size_t n);
 /* query_decode, url_escape, json_append_string (targets_master.c) */
 void fuzz_query(const uint8_t *data, size_t n);
+/* sig_check: the Authorization header (SigV4, SigV2) and the presigned
+ * query parsers, common/sigv4.c (targets_master.c) */
+void fuzz_sig(const uint8_t *data, size_t n);
+/* vresp_feed, a volume's answer (common/vconn.c; targets_master.c) */
+void fuzz_vresp(const uint8_t *data, size_t n);
 /* range_parse, common/range.c (targets_volume.c) */
 void fuzz_range(const uint8_t *data, size_t n);
 /* vol_path_clean (targets_volume.c) */

@@ -4,7 +4,9 @@
 #include "targets.h"
 #include "../common/placement.h"
 #include "../common/record.h"
+#include "../common/sigv4.h"
 #include "../common/util.h"
+#include "../common/vconn.h"
 #include "../master/handlers.h"
 #include "../ops/ops.h"
 
@@ -465,4 +467,127 @@ void fuzz_query(const uint8_t *data, size_t n)
 	free(in);
 	free(out);
 	free(ref);
+}
+
+/* ---- fuzz_sig ---- */
+
+/* The input's lines: method, path, query ("-": none), then "name: value"
+ * headers.  Every answer is one of sig_check's, with a reason when it
+ * refuses; signed means a key of the ring said so; an unsigned request
+ * gets the anonymous line. */
+struct fuzz_hdrs {
+	char *name[32], *value[32];
+	int n;
+};
+
+static const char *fuzz_header(void *cls, const char *name)
+{
+	struct fuzz_hdrs *h = cls;
+	for (int i = 0; i < h->n; i++)
+		if (!strcasecmp(h->name[i], name))
+			return h->value[i];
+	return NULL;
+}
+
+static void fuzz_each(void *cls, void (*fn)(void *, const char *, const char *), void *arg)
+{
+	struct fuzz_hdrs *h = cls;
+	for (int i = 0; i < h->n; i++)
+		fn(arg, h->name[i], h->value[i]);
+}
+
+void fuzz_sig(const uint8_t *data, size_t n)
+{
+	static struct keyring *ring;
+	char *text = xstrndup((const char *)data, n), *line[35], *save = NULL;
+	struct fuzz_hdrs h = {0};
+	struct sig_result out;
+	struct sig_req r;
+	int nl = 0;
+	if (!ring) {
+		char *why;
+		ring = keyring_parse("AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY "
+				     "read,list,write /\nanonymous read /public/\n", "fuzz", &why);
+		FUZZ_CHECK(ring != NULL, "the fuzz keys parse");
+	}
+	for (char *l = strtok_r(text, "\n", &save); l && nl < 35; l = strtok_r(NULL, "\n", &save))
+		line[nl++] = l;
+	if (nl < 3) {
+		free(text);
+		return;
+	}
+	for (int i = 3; i < nl && h.n < 32; i++) {
+		char *c = strchr(line[i], ':');
+		if (!c)
+			continue;
+		*c++ = '\0';
+		h.name[h.n] = line[i];
+		h.value[h.n++] = c + strspn(c, " ");
+	}
+	r = (struct sig_req){line[0], line[1], strcmp(line[2], "-") ? line[2] : NULL, fuzz_header,
+			     fuzz_each, &h, 1369353600};
+	sig_check(ring, &r, &out);
+	FUZZ_CHECK(out.st >= SIG_OK && out.st <= SIG_EXPIRED, "status %d", (int)out.st);
+	FUZZ_CHECK(out.st == SIG_OK || out.why, "a refusal says why");
+	FUZZ_CHECK(!out.is_signed || (out.st == SIG_OK && out.key && out.key->secret),
+		   "signed by a key of the ring");
+	FUZZ_CHECK(out.st != SIG_OK || out.is_signed || out.key == ring->anonymous,
+		   "unsigned is anonymous");
+	FUZZ_CHECK(out.payload <= PAYLOAD_CHUNKS, "payload %d", (int)out.payload);
+	free(text);
+}
+
+/* ---- a volume's answer (common/vconn.c) ---- */
+
+/* Run a through the parser in pieces of at most step bytes (as recvs may
+ * cut it), then the connection's end. */
+static void vresp_run(const uint8_t *a, size_t n, size_t step, bool head, struct vresp *r,
+		      struct buf *body, size_t *used)
+{
+	size_t have = 0;
+	*used = 0;
+	vresp_init(r, head, body, 4096);
+	while (r->state != VR_DONE && r->state != VR_ERR && have < n) {
+		size_t k;
+		have = have + step < n ? have + step : n;
+		k = vresp_feed(r, (const char *)a + *used, have - *used);
+		FUZZ_CHECK(k <= have - *used, "vresp_feed consumed %zu of %zu", k, have - *used);
+		*used += k;
+	}
+	if (r->state != VR_DONE && r->state != VR_ERR)
+		vresp_eof(r);
+}
+
+/* The parser ends every answer DONE or ERR (with a reason), whatever the
+ * bytes, however they are cut: the same outcome, status and body fed whole,
+ * a byte at a time, or in pieces of 7; a body within its cap and no longer
+ * than the bytes that came. */
+void fuzz_vresp(const uint8_t *data, size_t n)
+{
+	bool head = n && (data[0] & 1);   /* the first byte picks the method */
+	const uint8_t *a = n ? data + 1 : data;
+	size_t an = n ? n - 1 : 0, used[3];
+	struct vresp r[3];
+	struct buf b[3] = {{0}, {0}, {0}};
+	const size_t steps[3] = {an ? an : 1, 1, 7};
+	for (int i = 0; i < 3; i++) {
+		vresp_run(a, an, steps[i], head, &r[i], &b[i], &used[i]);
+		FUZZ_CHECK(r[i].state == VR_DONE || r[i].state == VR_ERR, "vresp ended in state %d",
+			   r[i].state);
+		FUZZ_CHECK(r[i].state != VR_ERR || (r[i].why[0] && !strchr(r[i].why, '\n')),
+			   "a failed answer without a one-line reason");
+		FUZZ_CHECK(b[i].len <= 4096 && b[i].len <= an, "a body of %zu bytes", b[i].len);
+		FUZZ_CHECK(r[i].state != VR_DONE || (r[i].status >= 200 && r[i].status <= 999),
+			   "done with status %d", r[i].status);
+	}
+	for (int i = 1; i < 3; i++) {
+		FUZZ_CHECK(r[i].state == r[0].state, "state %d cut, %d whole", r[i].state, r[0].state);
+		if (r[0].state == VR_DONE)
+			FUZZ_CHECK(r[i].status == r[0].status && used[i] == used[0] &&
+					   b[i].len == b[0].len &&
+					   (!b[0].len || !memcmp(b[i].data, b[0].data, b[0].len)),
+				   "an answer read differently when cut");
+	}
+	for (int i = 0; i < 3; i++)
+		buf_free(&b[i]);
 }

@@ -1,14 +1,26 @@
 /* health.c -- see health.h. */
 #include "health.h"
+#include "../common/flags.h"
 #include "../common/httpc.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
 #include "../common/volsign.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+/* A marker HEAD's answer: mkv-volume says "Mkv-Disk: TOTAL FREE". */
+struct disk {
+	uint64_t total, free;
+};
+/* What on_header takes from a marker HEAD's answer. */
+struct answer {
+	struct disk *disk;
+	char server[64];   /* its Server header, "" without one */
+};
 
 struct vol {
 	const char *name;
@@ -16,6 +28,7 @@ struct vol {
 	int nsv;
 	atomic_bool *up;   /* per subvolume (one entry when subvolumes == 1) */
 	bool *seen;        /* marker seen present once, per subvolume */
+	struct disk *disk; /* per subvolume, as its last check found it */
 	atomic_int rounds; /* completed check rounds */
 	/* For the metrics: the last round's time, the fullest subvolume's disk
 	 * (mkv-volume's Mkv-Disk header; 0 from nginx), requests sent to it and
@@ -23,7 +36,11 @@ struct vol {
 	_Atomic uint64_t check_ns, disk_total, disk_free, sent, errors;
 	/* -volumesecret set and the volume disagrees (enum misconfig). */
 	atomic_int misconfig;
+	bool takes_unsigned;   /* the last unsigned probe was answered (checker only) */
+	char server[64];       /* its Server header at the last answer; under server_lock */
+	bool answered;         /* it has answered once (checker only) */
 };
+static pthread_mutex_t server_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What a volume that disagrees about -volumesecret does. */
 static const char *const misconfig_why[] = {
@@ -48,21 +65,36 @@ static atomic_bool stopping;
 
 static const char *marker_body = "mkv volume marker\n";
 
-/* A marker HEAD's answer: mkv-volume says "Mkv-Disk: TOTAL FREE". */
-struct disk {
-	uint64_t total, free;
-};
-
 static bool on_header(void *ctx, int status, const char *line, size_t len)
 {
-	struct disk *d = ctx;
+	struct answer *a = ctx;
 	char v[64];
 	unsigned long long t, f;
 	if (status == 200 && httpc_header(line, len, "Mkv-Disk", v, sizeof(v)) &&
-	    sscanf(v, "%llu %llu", &t, &f) == 2 && t &&
-	    (!d->total || (double)f / (double)t < (double)d->free / (double)d->total))
-		*d = (struct disk){t, f};   /* the fullest subvolume's */
+	    sscanf(v, "%llu %llu", &t, &f) == 2 && t)
+		*a->disk = (struct disk){t, f};
+	httpc_header(line, len, "Server", a->server, sizeof(a->server));
 	return true;
+}
+
+/* Which server a volume runs: logged at its first answer and whenever it
+ * changes, and said when it is an mkv of another version than ours (a
+ * rolling upgrade, or a host left behind). */
+static void note_server(struct vol *v, const char *server)
+{
+	bool changed;
+	pthread_mutex_lock(&server_lock);
+	changed = !v->answered || strcmp(v->server, server);
+	snprintf(v->server, sizeof(v->server), "%s", server);
+	pthread_mutex_unlock(&server_lock);
+	v->answered = true;
+	if (!changed)
+		return;
+	if (!strncmp(server, "mkv/", 4) && strcmp(server, mkv_server))
+		log_msg("volume %s runs %s, the master %s: versions differ (expected only during "
+			"a rolling upgrade)", v->name, server, mkv_server);
+	else
+		log_msg("volume %s runs %s", v->name, server[0] ? server : "(no Server header)");
 }
 
 /* One subvolume: 1 up, 0 down, -1 the volume unreachable; why (300
@@ -71,14 +103,17 @@ static bool on_header(void *ctx, int status, const char *line, size_t len)
 static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *mis)
 {
 	char url[600], err[256];
+	struct answer a = {.disk = disk};
 	struct httpc_call head = {.url = url, .head = true, .connect_ms = (long)timeout_ms,
-				  .timeout_ms = (long)timeout_ms, .header = on_header, .ctx = disk};
+				  .timeout_ms = (long)timeout_ms, .header = on_header, .ctx = &a};
 	int st;
 	if (subvols > 1)
 		snprintf(url, sizeof(url), "http://%s/sv%02X/.mkv", v->name, sv);
 	else
 		snprintf(url, sizeof(url), "http://%s/.mkv", v->name);
 	st = httpc_call(&head, err);
+	if (st > 0)
+		note_server(v, a.server);
 	if (st == 404 && !v->seen[sv]) {     /* a new disk: mark it */
 		st = httpc_do("PUT", url, marker_body, strlen(marker_body), (long)timeout_ms, NULL,
 			      0, err);
@@ -119,23 +154,37 @@ static bool unsigned_accepted(struct vol *v)
 	return st > 0 && st != 403 && st != 410;
 }
 
+/* One HEAD per volume every interval, whatever -subvolumes says: a volume
+ * is one server, and whether it answers is all its subvolumes' state.
+ * What is a subvolume's own -- its marker (a disk swapped under it) and
+ * its disk's space -- is checked in turn, one subvolume a round, so it is
+ * at most -subvolumes rounds old.  The first round, and the first after
+ * the volume did not answer, check every subvolume: they come back
+ * together, each with its marker seen. */
 static void checker(void *ctx, void *item)
 {
 	struct vol *v = item;
 	uint64_t interval = timeout_ms < 1000 ? 1000 : timeout_ms;
+	bool all = true;
+	int next = 0;
 	(void)ctx;
 	while (!atomic_load(&stopping)) {
 		uint64_t start = now_ms(), t0 = now_ns();
-		struct disk disk = {0, 0};
+		struct disk fullest = {0, 0};
 		int mis = MISCONFIG_NONE, r = 0;
-		for (int sv = 0; sv < v->nsv; sv++) {
+		bool every = all;
+		all = false;
+		for (int i = 0; i < (every ? v->nsv : 1); i++) {
 			char why[300] = "";
-			r = check_one(v, sv, why, &disk, &mis);
+			int sv = every ? i : next;
 			bool was = atomic_load(&v->up[sv]);
+			v->disk[sv] = (struct disk){0, 0};
+			r = check_one(v, sv, why, &v->disk[sv], &mis);
 			if (r < 0) {
 				/* Unreachable: mark all down now rather than time out per subvolume. */
 				for (int j = 0; j < v->nsv; j++)
 					atomic_store(&v->up[j], false);
+				all = true;
 			} else {
 				atomic_store(&v->up[sv], r == 1);
 			}
@@ -146,13 +195,25 @@ static void checker(void *ctx, void *item)
 			if (r < 0)
 				break;
 		}
-		if (r >= 0 && volsign_on() && unsigned_accepted(v))
+		next = (next + 1) % v->nsv;
+		for (int sv = 0; sv < v->nsv; sv++) {   /* the fullest subvolume's disk */
+			struct disk *d = &v->disk[sv];
+			if (d->total && (!fullest.total || (double)d->free / (double)d->total <
+							     (double)fullest.free / (double)fullest.total))
+				fullest = *d;
+		}
+		/* The unsigned probe is a second HEAD: on the rounds that check
+		 * every subvolume (the first, and after the volume came back: a
+		 * restarted volume may have lost its secret) and every 60th. */
+		if (r >= 0 && volsign_on() && (every || atomic_load(&v->rounds) % 60 == 0))
+			v->takes_unsigned = unsigned_accepted(v);
+		if (r >= 0 && volsign_on() && v->takes_unsigned && !mis)
 			mis = MISCONFIG_UNSIGNED;
 		if (atomic_exchange(&v->misconfig, mis) != mis && mis)
 			log_msg("volume %s: configuration error: %s", v->name, misconfig_why[mis]);
 		atomic_store(&v->check_ns, now_ns() - t0);
-		atomic_store(&v->disk_total, disk.total);
-		atomic_store(&v->disk_free, disk.free);
+		atomic_store(&v->disk_total, fullest.total);
+		atomic_store(&v->disk_free, fullest.free);
 		atomic_fetch_add(&v->rounds, 1);
 		while (!atomic_load(&stopping) && now_ms() - start < interval)
 			usleep(20000);
@@ -191,6 +252,10 @@ void health_info(int i, struct health_info *h)
 	h->disk_free = atomic_load(&v->disk_free);
 	h->sent = atomic_load(&v->sent);
 	h->errors = atomic_load(&v->errors);
+	pthread_mutex_lock(&server_lock);
+	snprintf(h->server, sizeof(h->server), "%s", v->server);
+	pthread_mutex_unlock(&server_lock);
+	h->version_differs = !strncmp(h->server, "mkv/", 4) && strcmp(h->server, mkv_server);
 	h->misconfig = atomic_load(&v->misconfig);
 }
 
@@ -209,6 +274,7 @@ void health_start(const struct config *cfg)
 		v->nsv = subvols > 1 ? subvols : 1;
 		v->up = xcalloc((size_t)v->nsv, sizeof(*v->up));
 		v->seen = xcalloc((size_t)v->nsv, sizeof(*v->seen));
+		v->disk = xcalloc((size_t)v->nsv, sizeof(*v->disk));
 		spawn_queue_push(checkers, v);
 	}
 	httpc_observe(observe);

@@ -1,8 +1,11 @@
 /* health.h -- which volumes and subvolumes are up, kept by background
  * checkers so that a GET never waits on a volume.
  *
- * One thread per volume HEADs a marker file (".mkv", hidden from listings)
- * in each of its subvolume directories every interval, with -voltimeout.
+ * One thread per volume sends it one HEAD every interval (a second, or
+ * -voltimeout if longer), with -voltimeout: of the marker file (".mkv",
+ * hidden from listings) in one of its subvolume directories, each in turn
+ * (every one in the first round, and after the volume did not answer).
+ * A volume that does not answer is down, all its subvolumes with it.
  * A marker missing when first seen is written; a marker that disappears
  * later means the disk was swapped for an empty one, and that subvolume
  * stays down (logged) until the master restarts -- its blobs are gone, so
@@ -27,6 +30,8 @@ struct health_info {
 	uint64_t disk_total, disk_free; /* its fullest subvolume's disk (0: not known) */
 	uint64_t sent, errors;          /* requests sent to it, and those that failed */
 	int misconfig;                  /* enum misconfig */
+	char server[64];                /* its Server header ("" not known, e.g. nginx's) */
+	bool version_differs;           /* an mkv of another version than the master */
 };
 /* A volume that disagrees with the master's -volumesecret: refused (403)
  * or expired (410) the master's signature (the volume counts as down),

@@ -29,6 +29,7 @@ struct config {
 	uint64_t maxsize;         /* -maxsize: largest value a PUT may store (0 = any) */
 	const char *metrics;      /* -metrics HOST:PORT: /metrics and the status page, or NULL */
 	const char *accesslog;    /* -accesslog FILE ("-": stderr), or NULL */
+	const char *keys;         /* -keys FILE: who may do what (docs/security.md), or NULL */
 	bool fix;                 /* -fix (verify) */
 	bool delete_;             /* -delete (gc) */
 	bool unlinked;            /* -unlinked (gc) */

@@ -31,7 +31,11 @@ struct put {
 	int nlocs;
 	struct httpc_stream *st;
 	uint64_t size;           /* the body's length (the worker's, once the body ended) */
+	int64_t clen;            /* the length announced, -1 unknown */
+	uint64_t fed;            /* body bytes offered so far (the front's) */
 	bool aborted, released, finished;
+	int stop_status;         /* why it was stopped (aborted): 500, or 400 */
+	const char *stop_why;
 	bool started;            /* the worker runs (or ran); a small body's at put_finish */
 	int refs;
 	char hash[33];
@@ -149,7 +153,7 @@ static void send_body(struct put *p)
 	aborted = p->aborted;
 	pthread_mutex_unlock(&p->mu);
 	if (aborted)
-		fail(p, 500, "client went away");
+		fail(p, p->stop_status, "%s", p->stop_why);
 	for (int i = 0; first >= 0 && i < p->nlocs; i++)
 		judge(p, (first + i) % p->nlocs);
 	if (!p->status && !httpc_stream_wait_end(p->st, &p->size))
@@ -531,6 +535,7 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 	p->wake = wake;
 	p->arg = arg;
 	p->refs = 1;
+	p->clen = clen;
 	if (!(clen > 0 && (uint64_t)clen <= HTTPC_SMALL_MAX)) /* sent whole (httpc.h) */
 		start_worker(p);
 	return p;
@@ -561,13 +566,52 @@ const char *put_md5(struct put *p)
 	return p->hash;
 }
 
+/* Stop p: the client went away, or its body does not match its length. */
+static void stop(struct put *p, int status, const char *why)
+{
+	bool unstarted;
+	pthread_mutex_lock(&p->mu);
+	if (!p->aborted) {
+		p->stop_status = status;
+		p->stop_why = why;
+	}
+	p->aborted = true;
+	unstarted = !p->started && !p->finished;
+	if (unstarted) {   /* nothing was written: just free the key */
+		p->status = status;
+		snprintf(p->why, sizeof(p->why), "%s", why);
+		p->finished = true;
+	}
+	pthread_mutex_unlock(&p->mu);
+	httpc_stream_abort(p->st);
+	if (unstarted)
+		keylock_release(p->key, p->klen);
+}
+
+/* More bytes than the length announced: whatever the HTTP library framed,
+ * they are not this value's.  Refused at once and swallowed, so that the
+ * put ends (a small one's ring holds exactly clen + 1 bytes, and no worker
+ * runs to drain it: offered more, it would wait forever). */
+static bool overrun(struct put *p, size_t n)
+{
+	if (p->clen < 0 || p->fed + n <= (uint64_t)p->clen)
+		return false;
+	stop(p, 400, "body longer than its Content-Length");
+	return true;
+}
+
 size_t put_feed(struct put *p, const char *data, size_t n)
 {
 	bool finished;
+	size_t took;
 	pthread_mutex_lock(&p->mu);
 	finished = p->finished;
 	pthread_mutex_unlock(&p->mu);
-	return finished ? n : httpc_stream_feed(p->st, data, n); /* failed early: swallow the rest */
+	if (finished || overrun(p, n))
+		return n;   /* failed early: swallow the rest */
+	took = httpc_stream_feed(p->st, data, n);
+	p->fed += took;
+	return took;
 }
 
 bool put_feed_all(struct put *p, const char *data, size_t n)
@@ -577,9 +621,10 @@ bool put_feed_all(struct put *p, const char *data, size_t n)
 		pthread_mutex_lock(&p->mu);
 		k = p->finished || p->aborted;
 		pthread_mutex_unlock(&p->mu);
-		if (k || httpc_stream_aborted(p->st))
+		if (k || httpc_stream_aborted(p->st) || overrun(p, n))
 			return false;
 		k = httpc_stream_feed_wait(p->st, data, n, 100);
+		p->fed += k;
 		data += k;
 		n -= k;
 	}
@@ -588,6 +633,8 @@ bool put_feed_all(struct put *p, const char *data, size_t n)
 
 void put_finish(struct put *p)
 {
+	if (p->clen >= 0 && p->fed < (uint64_t)p->clen)
+		stop(p, 400, "body shorter than its Content-Length");
 	httpc_stream_finish(p->st, p->hash);
 	if (!p->started && !p->finished && !run_async(p))
 		start_worker(p);
@@ -618,16 +665,7 @@ void put_wait(struct put *p, int *status, const char **why)
 
 void put_abort(struct put *p)
 {
-	pthread_mutex_lock(&p->mu);
-	p->aborted = true;
-	pthread_mutex_unlock(&p->mu);
-	httpc_stream_abort(p->st);
-	if (!p->started && !p->finished) {   /* nothing was written: just free the key */
-		p->status = 500;
-		snprintf(p->why, sizeof(p->why), "client went away");
-		p->finished = true;
-		keylock_release(p->key, p->klen);
-	}
+	stop(p, 500, "client went away");
 }
 
 void put_release(struct put *p)

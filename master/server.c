@@ -17,6 +17,8 @@
 #include "../common/volsign.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
+#include "../common/keys.h"
+#include "../common/sigv4.h"
 #include "../common/placement.h"
 #include "../common/record.h"
 #include "../common/util.h"
@@ -157,6 +159,7 @@ static void async_main(void *arg)
 	front_finish(&r->sl);
 }
 
+/* Sleeps until the work's front_finish: async_main's, or deleted's. */
 static int run_async(struct req *r)
 {
 	if (r->sl.async_started)
@@ -178,22 +181,21 @@ static void deleted(void *arg, int st, const char *why)
 	front_finish(&r->sl);
 }
 
+/* The connection sleeps before the work starts (front_begin): the work
+ * on the loop points at r, which a client that went away while its
+ * connection was awake would free.  Woken by deleted, on every path. */
 static int delete_start(struct req *r)
 {
 	const char *why = NULL;
-	int st = store_delete_start(cfg, idx, r->key, r->klen,
-				    r->query ? DEL_UNLINKED
-					     : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
-				    &why, deleted, r);
-	if (st == 204) {
-		unlock_key(r);
-		r->ans.status = 204;
-		return send_answer(r);
-	}
+	int st;
+	if (front_begin(&r->sl) < 0)
+		return send_error(r, 503, "server stopping: no new delete starts");
+	st = store_delete_start(cfg, idx, r->key, r->klen,
+				r->query ? DEL_UNLINKED : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
+				&why, deleted, r);
 	if (st)
-		return send_error(r, st, why);
-	r->sl.async_started = true;
-	return run_async(r);
+		deleted(r, st, why);   /* answered at once */
+	return FRONT_YES;
 }
 
 /* ---- PUT ---- */
@@ -264,7 +266,11 @@ static int put_body(struct req *r, const char *data, size_t *size)
 		/* A failed put swallows the rest of the body (put_feed takes it
 		 * all), and the answer waits for its end: answering mid-body and
 		 * closing with unread bytes makes the kernel reset the connection,
-		 * which can destroy the answer before the client reads it. */
+		 * which can destroy the answer before the client reads it.
+		 * Woken by the put's wake: a replica took bytes (the ring's
+		 * room), or the put ended (put.c's finish).  A small put has
+		 * no worker to take bytes, but its ring holds its whole length
+		 * and put_feed refuses more: it never gets here. */
 		if (*size)
 			front_wait(&r->sl);
 		return FRONT_YES;
@@ -284,7 +290,7 @@ static int put_body(struct req *r, const char *data, size_t *size)
 		}
 		return send_error(r, st, why);
 	}
-	front_wait(&r->sl);
+	front_wait(&r->sl);   /* woken by the put's end (put.c's finish), on every path */
 	return FRONT_YES;
 }
 
@@ -360,6 +366,76 @@ static int req_answer(struct req *r)
 	return run_async(r);
 }
 
+/* ---- keys (-keys: docs/security.md) ---- */
+
+/* What r needs (PERM_*), and of which key or prefix (into path). */
+static unsigned needs(const struct req *r, char *path, size_t *n)
+{
+	if (r->op == OP_OTHER)
+		return 0;
+	if ((r->op == OP_GET || r->op == OP_HEAD) && r->query) {
+		if (path_decode(r->uri, strlen(r->uri) < KEY_MAX * 3 ? strlen(r->uri) : KEY_MAX * 3,
+				path, n) < 0)
+			return 0;   /* answered 400 later */
+		/* &locations hands out the replicas' URLs: a read of every key */
+		return query_param(r->query, "locations", &(size_t){0}) ? PERM_LIST | PERM_READ
+									: PERM_LIST;
+	}
+	if (r->key_status)
+		return 0;   /* answered 400 or 414 later */
+	memcpy(path, r->key, r->klen);
+	*n = r->klen;
+	switch (r->op) {
+	case OP_GET:
+	case OP_HEAD:
+		return PERM_READ;
+	case OP_PUT:
+		return PERM_WRITE;
+	case OP_DELETE:
+		return r->query ? PERM_ADMIN : PERM_DELETE;   /* DELETE ?unlinked */
+	case OP_REBALANCE:
+		return PERM_ADMIN;
+	default:   /* UNLINK, RELINK */
+		return PERM_DELETE;
+	}
+}
+
+static const char *perm_name(unsigned p)
+{
+	return p == PERM_READ ? "read" : p == PERM_LIST ? "list" : p == PERM_WRITE ? "write"
+	       : p == PERM_DELETE ? "delete" : p == PERM_ADMIN ? "admin" : "list and read";
+}
+
+/* With -keys: is r signed by a key that may do it?  Answers 401 (no or
+ * bad credentials) or 403 (no permission) when not. */
+static bool refused(struct req *r, const char *method)
+{
+	struct keyring *ring = keys_current();
+	struct sig_result s;
+	char path[KEY_MAX * 3 + 8], *why;
+	size_t n = 0;
+	unsigned perm;
+	if (!ring)   /* -keys off */
+		return false;
+	front_sig_check(r->sl.conn, method, r->uri, r->query, ring, &s);
+	perm = s.st == SIG_OK ? needs(r, path, &n) : 0;
+	if (s.st != SIG_OK)
+		why = xasprintf("%s", s.why);
+	else if (perm && !key_allows(s.key, perm, path, n) && !s.is_signed)
+		why = xasprintf("unsigned requests may not %s %.*s: sign with AWS Signature "
+				"Version 4 (curl --aws-sigv4 \"aws:amz:us-east-1:s3\" --user ID:SECRET)",
+				perm_name(perm), (int)n, path);
+	else if (perm && !key_allows(s.key, perm, path, n))
+		why = xasprintf("key %s may not %s %.*s", s.key->id, perm_name(perm), (int)n, path);
+	else
+		why = NULL;
+	if (why)
+		send_error(r, s.st == SIG_OK && s.is_signed ? 403 : 401, why);
+	free(why);
+	keyring_put(ring);
+	return r->answered;
+}
+
 /* The first call: the request's head is in (the front found it sound,
  * or says what is wrong with it). */
 static void *claim(struct MHD_Connection *c, const char *method, const char *path,
@@ -378,11 +454,17 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 	case FRONT_HEAD_LENGTHS:
 		send_error(r, 400, "Content-Length headers disagree");
 		break;
+	case FRONT_HEAD_BOTH:
+		send_error(r, 400, "both Transfer-Encoding and Content-Length: the body's end is in doubt");
+		break;
+	case FRONT_HEAD_HOST:
+		send_error(r, 400, "an HTTP/1.1 request needs a Host header");
+		break;
 	case FRONT_HEAD_TARGET:
 		send_error(r, 400, "the request target must be a path starting with /");
 		break;
 	case FRONT_HEAD_OK:
-		if (r->op == OP_PUT)
+		if (!refused(r, method) && r->op == OP_PUT)
 			put_begin(r);
 		break;
 	}
@@ -486,6 +568,11 @@ int server_main(const struct config *c)
 		index_close(idx);
 		return 1;
 	}
+	if (cfg->keys && keys_start(cfg->keys) < 0) {
+		meta_close();
+		index_close(idx);
+		return 1;
+	}
 	httpc_global_init();
 	put_sweep_replaces(cfg, idx);
 	store_init(cfg, idx);
@@ -517,6 +604,7 @@ int server_main(const struct config *c)
 		while (!sigwait(&set, &sig) && sig == SIGHUP) {
 			front_reopen_logs();   /* logrotate */
 			volsign_reload();      /* a rotated -volumesecret */
+			keys_reload();
 		}
 		stop();
 	}
@@ -524,5 +612,6 @@ int server_main(const struct config *c)
 	health_stop();
 	meta_close();
 	index_close(idx);
+	keys_stop();
 	return ok ? 0 : 1;
 }

@@ -158,6 +158,7 @@ static void render(struct buf *b, bool html)
 	struct reqstats_sum sum;
 	int nv = health_volumes(), nf = 0;
 	struct page_row *rows = xcalloc((size_t)nv + 1, sizeof(*rows));
+	struct health_info *hs = xcalloc((size_t)nv + 1, sizeof(*hs));   /* the rows point into it */
 	struct page_fact facts[5];
 	char note[64] = "";
 	reqstats_sum(&sum);
@@ -176,13 +177,15 @@ static void render(struct buf *b, bool html)
 					 atomic_load(&handoffs), NULL, NULL};
 	facts[nf++] = (struct page_fact){"conflicts", NULL, atomic_load(&conflicts), NULL, NULL};
 	for (int i = 0; i < nv; i++) {
-		struct health_info h;
-		health_info(i, &h);
+		struct health_info *hp = &hs[i], h;
+		health_info(i, hp);
+		h = *hp;
 		rows[i] = (struct page_row){.name = h.name, .subvolumes = h.subvolumes,
 					    .subvolumes_up = h.up, .series = &vol_series[i],
 					    .requests = h.sent, .errors = h.errors,
 					    .check_ms = (double)h.check_ns / 1e6,
-					    .misconfigured = h.misconfig ? health_misconfig_name[h.misconfig] : NULL};
+					    .misconfigured = h.misconfig ? health_misconfig_name[h.misconfig] : NULL,
+					    .server = hp->server, .version_differs = h.version_differs};
 		if (h.disk_total) {
 			rows[i].disk_total = h.disk_total;
 			rows[i].disk_used = h.disk_total - h.disk_free;
@@ -197,6 +200,7 @@ static void render(struct buf *b, bool html)
 		(html ? page_html : page_json)(b, &v);
 	}
 	free(rows);
+	free(hs);
 }
 
 static void status_html(struct buf *b) { render(b, true); }

@@ -6,6 +6,7 @@
 #include "../common/httpc.h"
 #include "../common/loop.h"
 #include "../common/placement.h"
+#include "../common/vconn.h"
 #include "../common/util.h"
 
 #include <stdio.h>
@@ -322,7 +323,7 @@ static void del_marked(struct del *d)
 		d->up[d->nup] = i;
 		d->reqs[d->nup++].url = httpc_url(d->r.locs[i], d->path);
 	}
-	httpc_fanout_async("DELETE", d->reqs, d->nup, NULL, 0, (long)d->cfg->puttimeout_ms, NULL,
+	vconn_fanout("DELETE", d->reqs, d->nup, NULL, 0, (long)d->cfg->puttimeout_ms, NULL,
 			   NULL, del_sent, d);
 }
 

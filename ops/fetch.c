@@ -14,6 +14,7 @@
  * its unanswered requests back at the front of the queue (conn_close). */
 #include "ops.h"
 #include "../common/util.h"
+#include "../common/vconn.h"
 #include "../common/volsign.h"
 
 #include <errno.h>
@@ -35,7 +36,6 @@
 #define TRIES 4               /* sends of one GET whose connection closed before its answer */
 #define CONNECT_MS 10000
 #define IDLE_MS 120000        /* no byte for this long with GETs in flight: failed */
-#define HEAD_MAX (64u << 10)
 #define READ_CHUNK (64u << 10)
 
 struct fget {
@@ -45,8 +45,6 @@ struct fget {
 	int tries;
 	struct fget *next;
 };
-
-enum rstate { R_HEAD, R_LEN, R_CHUNK_SIZE, R_CHUNK_DATA, R_CHUNK_END, R_TRAILER, R_EOF };
 
 struct conn {
 	int fd;                   /* -1: closed */
@@ -58,10 +56,7 @@ struct conn {
 	size_t out_off;
 	struct buf in;            /* bytes read, not yet parsed, from in_off */
 	size_t in_off;
-	enum rstate st;           /* the answer being read */
-	int status;
-	uint64_t rem;             /* R_LEN, R_CHUNK_DATA: bytes to come */
-	bool close_after;         /* Connection: close, or HTTP/1.0 */
+	struct vresp resp;        /* the answer being read (common/vconn.c parses it) */
 	struct buf body;
 	uint64_t last;            /* ms: the last progress */
 };
@@ -129,8 +124,10 @@ static struct host *host_get(struct ops_fetch *f, const char *name, size_t n)
 			return h;
 	h = xcalloc(1, sizeof(*h));
 	h->name = xstrndup(name, n);
-	for (int i = 0; i < HOST_CONNS; i++)
+	for (int i = 0; i < HOST_CONNS; i++) {
 		h->c[i].fd = -1;
+		vresp_init(&h->c[i].resp, false, &h->c[i].body, f->max);
+	}
 	if (!split_host(h->name, host, sizeof(host), port, sizeof(port)))
 		snprintf(h->err, sizeof(h->err), "bad host %.200s", h->name);
 	else if ((rc = getaddrinfo(host, port, &hints, &ai)) != 0)
@@ -206,7 +203,7 @@ static void conn_close(struct ops_fetch *f, struct host *h, struct conn *c, bool
 	c->out.len = c->out_off = 0;
 	c->in.len = c->in_off = 0;
 	c->body.len = 0;
-	c->st = R_HEAD;
+	vresp_init(&c->resp, false, &c->body, f->max);
 	while (g) {
 		struct fget *next = g->next;
 		if (counted && g == first && ++g->tries >= TRIES) {
@@ -266,7 +263,6 @@ static void conn_open(struct host *h, struct conn *c)
 	c->fd = fd;
 	c->connecting = fd >= 0;
 	c->last = now_ms();
-	c->st = R_HEAD;
 }
 
 /* The connection of h that takes the next GET; NULL when all are full,
@@ -364,77 +360,6 @@ static bool conn_write(struct conn *c)
 	return true;
 }
 
-/* Does header line p[0..n) name hdr, and if so its value into v? */
-static bool header(const char *p, size_t n, const char *hdr, char *v, size_t vn)
-{
-	size_t hl = strlen(hdr), i;
-	if (n <= hl || p[hl] != ':' || strncasecmp(p, hdr, hl))
-		return false;
-	for (i = hl + 1; i < n && (p[i] == ' ' || p[i] == '\t'); i++)
-		;
-	while (n > i && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-		n--;
-	snprintf(v, vn, "%.*s", (int)(n - i), p + i);
-	return true;
-}
-
-/* An answer's head p[0..n) (without the blank line): status and how its
- * body is framed.  -1: not HTTP. */
-static int parse_head(struct conn *c, const char *p, size_t n)
-{
-	const char *end = p + n, *eol = memchr(p, '\n', n);
-	char v[128];
-	bool chunked = false, has_len = false;
-	if (n < 12 || strncmp(p, "HTTP/1.", 7) || p[8] != ' ')
-		return -1;
-	c->status = atoi(p + 9);
-	c->close_after = p[7] == '0';
-	while (eol && eol + 1 < end) {
-		const char *l = eol + 1;
-		size_t ln;
-		eol = memchr(l, '\n', (size_t)(end - l));
-		ln = (size_t)((eol ? eol : end) - l);
-		if (ln && l[ln - 1] == '\r')
-			ln--;
-		if (header(l, ln, "Content-Length", v, sizeof(v))) {
-			has_len = true;
-			c->rem = strtoull(v, NULL, 10);
-		} else if (header(l, ln, "Transfer-Encoding", v, sizeof(v))) {
-			chunked = strcasestr(v, "chunked") != NULL;
-		} else if (header(l, ln, "Connection", v, sizeof(v))) {
-			if (strcasestr(v, "close"))
-				c->close_after = true;
-			else if (strcasestr(v, "keep-alive"))
-				c->close_after = false;
-		}
-	}
-	if (c->status < 100 || c->status > 999)
-		return -1;
-	c->body.len = 0;
-	if (c->status == 204 || c->status == 304 || (c->status >= 100 && c->status < 200))
-		c->rem = 0, c->st = R_LEN;
-	else if (chunked)
-		c->st = R_CHUNK_SIZE;
-	else if (has_len)
-		c->st = R_LEN;
-	else
-		c->st = R_EOF, c->close_after = true;
-	return 0;
-}
-
-/* Take up to rem body bytes from c's input; false when over max. */
-static bool take(struct ops_fetch *f, struct conn *c, size_t *avail)
-{
-	size_t n = *avail < c->rem ? *avail : (size_t)c->rem;
-	if (f->max && c->body.len + n > f->max)
-		return false;
-	buf_append(&c->body, c->in.data + c->in_off, n);
-	c->in_off += n;
-	*avail -= n;
-	c->rem -= n;
-	return true;
-}
-
 /* c's oldest request is answered: off its queue, to its caller. */
 static void answered(struct ops_fetch *f, struct conn *c)
 {
@@ -443,8 +368,8 @@ static void answered(struct ops_fetch *f, struct conn *c)
 		c->tail = NULL;
 	c->depth--;
 	f->inflight--;
-	c->st = R_HEAD;
-	finish(f, g, c->status, c->body.data, c->body.len, NULL);
+	finish(f, g, c->resp.status, c->body.data, c->body.len, NULL);
+	c->body.len = 0;
 }
 
 /* Parse what c has read: every complete answer goes to its GET.  Returns
@@ -452,83 +377,28 @@ static void answered(struct ops_fetch *f, struct conn *c)
 static int conn_parse(struct ops_fetch *f, struct host *h, struct conn *c, char *err,
 		      size_t en)
 {
-	for (;;) {
-		size_t avail = c->in.len - c->in_off;
-		const char *p = c->in.data + c->in_off, *e;
-		bool complete = false;
-		switch (c->st) {
-		case R_HEAD:
-			e = avail ? memmem(p, avail, "\r\n\r\n", 4) : NULL;
-			if (!e) {
-				if (avail > HEAD_MAX) {
-					snprintf(err, en, "answer's head larger than %u bytes", HEAD_MAX);
-					return -1;
-				}
-				return 0;
-			}
-			if (!c->head || parse_head(c, p, (size_t)(e - p)) < 0) {
-				snprintf(err, en, "%s", c->head ? "not an HTTP answer"
-								: "an answer nobody asked for");
-				return -1;
-			}
-			c->in_off += (size_t)(e - p) + 4;
-			if (c->status < 200) {   /* 1xx: the answer comes after it */
-				c->st = R_HEAD;
-				continue;
-			}
-			complete = c->st == R_LEN && c->rem == 0;
-			break;
-		case R_LEN:
-		case R_CHUNK_DATA:
-			if (!take(f, c, &avail)) {
-				snprintf(err, en, "answer larger than %zu bytes", f->max);
-				return -1;
-			}
-			if (c->rem)
-				return 0;
-			if (c->st == R_CHUNK_DATA)
-				c->st = R_CHUNK_END;
-			else
-				complete = true;
-			break;
-		case R_CHUNK_SIZE:
-		case R_CHUNK_END:
-		case R_TRAILER:
-			e = avail ? memchr(p, '\n', avail) : NULL;
-			if (!e)
-				return avail > HEAD_MAX ? (snprintf(err, en, "bad chunk"), -1) : 0;
-			c->in_off += (size_t)(e - p) + 1;
-			if (c->st == R_CHUNK_END) {
-				c->st = R_CHUNK_SIZE;
-			} else if (c->st == R_CHUNK_SIZE) {
-				char *x;
-				c->rem = strtoull(p, &x, 16);
-				if (x == p) {
-					snprintf(err, en, "bad chunk size");
-					return -1;
-				}
-				c->st = c->rem ? R_CHUNK_DATA : R_TRAILER;
-			} else if (e == p || (e == p + 1 && *p == '\r')) {
-				complete = true;   /* the blank line after the last chunk */
-			}
-			break;
-		case R_EOF:
-			c->rem = avail;
-			if (!take(f, c, &avail)) {
-				snprintf(err, en, "answer larger than %zu bytes", f->max);
-				return -1;
-			}
-			return 0;   /* complete when the server closes */
+	while (c->in_off < c->in.len) {
+		bool close_after;
+		if (!c->head) {
+			snprintf(err, en, "an answer nobody asked for");
+			return -1;
 		}
-		if (complete) {
-			answered(f, c);
-			c->body.len = 0;
-			if (c->close_after) {
-				conn_close(f, h, c, false, NULL);
-				return 0;
-			}
+		c->in_off += vresp_feed(&c->resp, c->in.data + c->in_off, c->in.len - c->in_off);
+		if (c->resp.state == VR_ERR) {
+			snprintf(err, en, "%s", c->resp.why);
+			return -1;
+		}
+		if (c->resp.state != VR_DONE)
+			return 0;
+		close_after = c->resp.close;
+		answered(f, c);
+		vresp_init(&c->resp, false, &c->body, f->max);
+		if (close_after) {
+			conn_close(f, h, c, false, NULL);
+			return 0;
 		}
 	}
+	return 0;
 }
 
 /* c is readable: read what is there and parse it.  false: c failed (err). */
@@ -557,7 +427,7 @@ static bool conn_read(struct ops_fetch *f, struct host *h, struct conn *c, char 
 			return false;
 		}
 		if (n == 0) {
-			if (c->st == R_EOF && c->head) {   /* the body ends with the connection */
+			if (c->resp.state == VR_EOF && c->head) {   /* the body ends with the connection */
 				answered(f, c);
 				conn_close(f, h, c, false, NULL);
 				return true;
@@ -567,7 +437,7 @@ static bool conn_read(struct ops_fetch *f, struct host *h, struct conn *c, char 
 				return true;
 			}
 			snprintf(err, en, "%s closed the connection%s", h->name,
-				 c->in.len > c->in_off || c->st != R_HEAD ? " mid-answer" : "");
+				 c->in.len > c->in_off || c->resp.state != VR_HEAD ? " mid-answer" : "");
 			return false;
 		}
 		c->in.len += (size_t)n;

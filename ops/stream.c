@@ -179,6 +179,14 @@ char *ops_master_url(const char *m)
 	u = strstr(m, "://") ? xstrdup(m) : xasprintf("http://%s", m);
 	if (u[strlen(u) - 1] == '/')
 		u[strlen(u) - 1] = '\0';
+	/* a master with -keys: sign with the key the environment names, as
+	 * the aws CLI reads it */
+	if (getenv("AWS_ACCESS_KEY_ID") && getenv("AWS_SECRET_ACCESS_KEY")) {
+		char *user = xasprintf("%s:%s", getenv("AWS_ACCESS_KEY_ID"),
+				       getenv("AWS_SECRET_ACCESS_KEY"));
+		httpc_sign(u, user);
+		free(user);
+	}
 	return u;
 }
 

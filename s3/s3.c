@@ -16,6 +16,7 @@
 #include "../common/httpc.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -42,11 +43,18 @@ static bool is_s3(struct MHD_Connection *c, const char *method, const char *quer
 	    strcmp(method, "POST") && strcmp(method, "DELETE"))
 		return false;
 	auth = front_header(c, "Authorization");
-	/* an S3 signature, or one of the headers only S3 clients send */
-	if ((auth && (!strncmp(auth, "AWS4-HMAC-SHA256", 16) || !strncmp(auth, "AWS ", 4))) ||
-	    front_header(c, "X-Amz-Date") || front_header(c, "X-Amz-Decoded-Content-Length") ||
-	    front_header(c, "X-Amz-Content-Sha256"))
+	/* A SigV4 header is S3's with x-amz-content-sha256 (AWS requires it
+	 * there, and every S3 client sends it); without, it is curl's
+	 * --aws-sigv4 on the native API.  A SigV2 header, or one of the
+	 * headers only S3 clients send, is S3's. */
+	if (auth && !strncmp(auth, "AWS4-HMAC-SHA256", 16)) {
+		if (front_header(c, "X-Amz-Content-Sha256"))
+			return true;
+	} else if ((auth && !strncmp(auth, "AWS ", 4)) || front_header(c, "X-Amz-Date") ||
+		   front_header(c, "X-Amz-Decoded-Content-Length") ||
+		   front_header(c, "X-Amz-Content-Sha256")) {
 		return true;
+	}
 	if (!query || is_list_query(query))
 		return false; /* native ?list and ?unlinked */
 	for (int i = 0; s3_queries[i]; i++)
@@ -225,6 +233,101 @@ static void classify(struct s3req *s)
 		route(s, true);
 }
 
+/* ---- keys (-keys: docs/security.md) ---- */
+
+static const struct {
+	int status;
+	const char *code;
+} sig_errors[] = {
+	[SIG_MALFORMED] = {400, "AuthorizationHeaderMalformed"},
+	[SIG_QUERY_MALFORMED] = {400, "AuthorizationQueryParametersError"},
+	[SIG_UNKNOWN_KEY] = {403, "InvalidAccessKeyId"},
+	[SIG_MISMATCH] = {403, "SignatureDoesNotMatch"},
+	[SIG_SKEWED] = {403, "RequestTimeTooSkewed"},
+	[SIG_EXPIRED] = {403, "AccessDenied"},
+};
+
+bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n)
+{
+	return !s->ring || key_allows(s->sig.key, perm, key, n);
+}
+
+bool s3_body_signed(struct s3req *s)
+{
+	char h[65];
+	unsigned char d[32];
+	struct sha256 *x;
+	if (!s->ring || s->sig.payload != PAYLOAD_SHA256)
+		return true;
+	x = sha256_new();
+	sha256_update(x, s->in.data, s->in.len);
+	sha256_final(x, d);
+	to_hex(d, 32, h);
+	if (!strcmp(h, s->sig.sha256))
+		return true;
+	s3_error(s, 400, "XAmzContentSHA256Mismatch",
+		 "The provided 'x-amz-content-sha256' header does not match what was computed.");
+	return false;
+}
+
+/* What the operation needs of the signer's key: an AccessDenied if not. */
+static void permit(struct s3req *s)
+{
+	const struct key *k = s->sig.key;
+	char bp[sizeof(s->bucket) + 2], *pre, *lp;
+	size_t bl = (size_t)snprintf(bp, sizeof(bp), "/%s/", s->bucket);
+	bool ok = false;
+	switch (s->op) {
+	case S3_LIST_BUCKETS:   /* and it shows only the buckets the key may list in */
+		ok = k && (k->perms & PERM_LIST);
+		break;
+	case S3_BUCKET_HEAD:
+	case S3_BUCKET_LOCATION:
+	case S3_BUCKET_VERSIONING:
+		ok = key_touches(k, ~0u, bp, bl);
+		break;
+	case S3_BUCKET_CREATE:
+		ok = key_touches(k, PERM_WRITE, bp, bl);
+		break;
+	case S3_BUCKET_DELETE:
+		ok = key_allows(k, PERM_DELETE, bp, bl);
+		break;
+	case S3_DELETE_MANY:   /* and each key (s3put.c) */
+		ok = key_touches(k, PERM_DELETE, bp, bl);
+		break;
+	case S3_LIST:
+	case S3_LIST_UPLOADS:
+		pre = s3_req_param(s, "prefix");
+		lp = xasprintf("%s%s", bp, pre ? pre : "");
+		ok = key_allows(k, PERM_LIST, lp, strlen(lp));
+		free(pre);
+		free(lp);
+		break;
+	case S3_GET:
+		ok = key_allows(k, PERM_READ, s->key, s->klen);
+		break;
+	case S3_DELETE:
+		ok = key_allows(k, PERM_DELETE, s->key, s->klen);
+		break;
+	default:   /* PutObject, multipart, copies (and the source: s3mpu.c) */
+		ok = key_allows(k, PERM_WRITE, s->key, s->klen);
+	}
+	if (!ok)
+		s3_error(s, 403, "AccessDenied", "Access Denied");
+}
+
+/* With -keys: who signed, and may they; else the error is set. */
+static void authorize(struct s3req *s)
+{
+	if (!s->ring)
+		return;
+	front_sig_check(s->sleep.conn, s->method, s->path, s->query, s->ring, &s->sig);
+	if (s->sig.st != SIG_OK)
+		s3_error(s, sig_errors[s->sig.st].status, sig_errors[s->sig.st].code, s->sig.why);
+	else if (!s->status)
+		permit(s);
+}
+
 static void *claim(struct MHD_Connection *c, const char *method, const char *path,
 		     const char *query)
 {
@@ -239,6 +342,8 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 	s->refs = 1;
 	pthread_mutex_init(&s->sleep.mu, NULL);
 	classify(s);
+	s->ring = keys_current();
+	authorize(s);
 	return s;
 }
 
@@ -261,8 +366,11 @@ static int handler(void *req, const char *data, size_t *size)
 	}
 	if (s->op == S3_GET)
 		return s3_get_run(s);
+	if (!s->sleep.async_started && !s3_body_signed(s))
+		return s3_send(s);
 	if (!s->sleep.async_started)
 		return s3_start_async(s, async_main);
+	/* woken by async_main's front_finish */
 	return front_wait(&s->sleep) ? s3_send(s) : FRONT_YES;
 }
 

@@ -113,6 +113,8 @@ static ssize_t get_reader(void *cls, uint64_t pos, char *out, size_t max)
 	ssize_t n = HTTPC_STREAM_END;
 	(void)pos;
 	pthread_mutex_lock(&s->sleep.mu);
+	/* woken by the stream's readable: bytes fed, or its end or abort
+	 * (stream_main ends it on every path, and done aborts it) */
 	if (s->st && (n = httpc_stream_read(s->st, out, max)) == 0)
 		front_sleep_locked(&s->sleep);
 	pthread_mutex_unlock(&s->sleep.mu);
@@ -224,7 +226,7 @@ int s3_get_run(struct s3req *s)
 	eof = s->eof;
 	pthread_mutex_unlock(&s->sleep.mu);
 	if (!done && !eof) {
-		front_wait(&s->sleep);
+		front_wait(&s->sleep);   /* woken by on_header, or stream_main's end */
 		return FRONT_YES;
 	}
 	if (!done) {

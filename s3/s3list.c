@@ -282,6 +282,20 @@ static size_t key_bucket(struct index_iter **it, const char **name)
 
 /* The buckets the keys name and the ones CreateBucket made (with their
  * creation dates), merged: both come in name order. */
+/* With -keys, ListBuckets shows the buckets the key may list in. */
+static bool shown(const struct s3req *s, const char *name, size_t n)
+{
+	char p[KEY_MAX + 3];
+	if (!s->ring)
+		return true;
+	if (n > KEY_MAX)
+		return false;
+	p[0] = '/';
+	memcpy(p + 1, name, n);
+	p[n + 1] = '/';
+	return key_touches(s->sig.key, PERM_LIST, p, n + 2);
+}
+
 void s3_list_buckets(struct s3req *s)
 {
 	struct index_iter *ki = index_iter_new(store_index(), "/", 1);
@@ -312,9 +326,11 @@ void s3_list_buckets(struct s3req *s)
 			parse_u64(num, 0, INT64_MAX, &t);
 		}
 		s3_iso_time((int64_t)t, iso);
-		buf_puts(out, "<Bucket>");
-		tag(out, "Name", c <= 0 ? kn : bn, c <= 0 ? kl : bl, false);
-		buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
+		if (shown(s, c <= 0 ? kn : bn, c <= 0 ? kl : bl)) {
+			buf_puts(out, "<Bucket>");
+			tag(out, "Name", c <= 0 ? kn : bn, c <= 0 ? kl : bl, false);
+			buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
+		}
 		if (c <= 0)
 			ki = seek_past(store_index(), ki, kn - 1, kl + 1);
 		if (c >= 0)

@@ -278,6 +278,10 @@ static bool copy_source(struct s3req *s, char *key, size_t *klen, struct meta *m
 		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source is not a valid key");
 		return false;
 	}
+	if (!s3_may(s, PERM_READ, key, *klen)) {
+		s3_error(s, 403, "AccessDenied", "Access Denied");
+		return false;
+	}
 	if (!store_live(store_index(), key, *klen, &v, &r)) {
 		s3_no_such_key(s);
 		return false;

@@ -3,6 +3,7 @@
  * See s3req.h. */
 #include "s3req.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,47 @@
 
 /* ---- PutObject / UploadPart ---- */
 
-/* Decode aws-chunked input into s->pending.  false on malformed framing. */
+/* The body went wrong mid-way: stop the put (the old value stays). */
+static void put_refuse(struct s3req *s, int why)
+{
+	if (!s->bad)
+		put_abort(s->put);
+	s->bad = why;
+}
+
+/* STREAMING-AWS4-HMAC-SHA256-PAYLOAD: a chunk's signature, from its size
+ * line's ";chunk-signature=", is checked once its data is in, against the
+ * chain (sigv4.h).  false (the write refused) when it does not match. */
+static bool chunk_start(struct s3req *s, const char *ext)
+{
+	const char *sig = strstr(ext, ";chunk-signature=");
+	if (!s->ring || s->sig.payload != PAYLOAD_CHUNKS)
+		return true;
+	s->chunk_sigl = sig ? strlen(sig + 17) : 0;
+	if (!sig || s->chunk_sigl != 64) {
+		put_refuse(s, BAD_CHUNK_SIG);
+		return false;
+	}
+	memcpy(s->chunk_sig, sig + 17, 65);
+	s->chunk_sha = sha256_new();
+	return true;
+}
+
+static bool chunk_end(struct s3req *s)
+{
+	unsigned char d[32];
+	if (!s->chunk_sha)
+		return true;
+	sha256_final(s->chunk_sha, d);
+	s->chunk_sha = NULL;
+	if (sig_chunk(&s->sig, d, s->chunk_sig, s->chunk_sigl))
+		return true;
+	put_refuse(s, BAD_CHUNK_SIG);
+	return false;
+}
+
+/* Decode aws-chunked input into s->pending.  false on malformed framing
+ * or a chunk signature that does not match (s->bad says which). */
 static bool dec_feed(struct s3req *s, const char *p, size_t n)
 {
 	struct chunkdec *d = &s->dec;
@@ -19,10 +60,14 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 		case DEC_DATA: {
 			size_t k = n < d->left ? n : (size_t)d->left;
 			buf_append(&s->pending, p, k);
+			if (s->chunk_sha)
+				sha256_update(s->chunk_sha, p, k);
 			p += k;
 			n -= k;
 			d->left -= k;
-			if (!d->left)
+			if (!d->left && !chunk_end(s))
+				d->st = DEC_ERROR;
+			else if (!d->left)
 				d->st = DEC_DATA_END;
 			break;
 		}
@@ -48,7 +93,7 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 					break;
 				}
 				v = strtoull(d->line, &e, 16);
-				if (*e && *e != ';')
+				if ((*e && *e != ';') || !chunk_start(s, e) || (!v && !chunk_end(s)))
 					d->st = DEC_ERROR;
 				else if (v)
 					d->st = DEC_DATA, d->left = v;
@@ -87,6 +132,17 @@ static bool digest_ok(struct s3req *s)
 	return !memcmp(d, s->want_md5, 16);
 }
 
+/* Does the body's SHA-256 match its x-amz-content-sha256? */
+static bool sha_ok(struct s3req *s)
+{
+	unsigned char d[32];
+	char h[65];
+	sha256_final(s->sha, d);
+	s->sha = NULL;
+	to_hex(d, 32, h);
+	return !CRYPTO_memcmp(h, s->sig.sha256, 64);
+}
+
 /* Before the body: what can be refused, then the put.  true when answered. */
 static bool put_prepare(struct s3req *s)
 {
@@ -109,6 +165,8 @@ static bool put_prepare(struct s3req *s)
 	case 1:
 		s->digest = md5_new();
 	}
+	if (s->ring && s->sig.payload == PAYLOAD_SHA256)
+		s->sha = sha256_new();
 	if (s->op == S3_MPU_PART) {
 		char *up = s3_upload(s);
 		uint64_t num = 0;
@@ -128,24 +186,16 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
 		return true;
 	}
-	/* An aws-chunked body, or one with a Content-MD5, goes to the volumes
+	/* An aws-chunked body, or one with a Content-MD5 or a signed SHA-256, goes to the volumes
 	 * unannounced (chunked), even with its length known: then no replica
 	 * can finish before the framing and the digest have been checked to
 	 * the end, and a bad one leaves the old value everywhere. */
 	s->put = store_write(store_cfg(), store_index(), s->target, s->tlen, true,
-			     known && !s->aws_chunked && !s->digest ? (int64_t)clen : -1,
+			     known && !s->aws_chunked && !s->digest && !s->sha ? (int64_t)clen : -1,
 			     front_wake, &s->sleep, S3_RING, &why);
 	if (!s->put)
 		s3_error(s, 503, "ServiceUnavailable", why);
 	return !s->put;
-}
-
-/* The body went wrong mid-way: stop the put (the old value stays). */
-static void put_refuse(struct s3req *s, int why)
-{
-	if (!s->bad)
-		put_abort(s->put);
-	s->bad = why;
 }
 
 /* Some of the body: decoded into s->pending (aws-chunked), else fed to
@@ -154,7 +204,7 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 {
 	size_t took = *size;
 	if (s->aws_chunked) {
-		if (!dec_feed(s, data, *size))
+		if (!dec_feed(s, data, *size) && !s->bad)
 			put_refuse(s, BAD_FRAMING);
 		took = s->pending.len;
 	}
@@ -172,9 +222,11 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 	took = put_feed(s->put, data, *size);
 	if (s->digest)
 		md5_update(s->digest, data, took);
+	if (s->sha)   /* x-amz-content-sha256: hashed as it passes, no copy */
+		sha256_update(s->sha, data, took);
 	s->fed += took;
 	*size -= took;
-	if (*size)
+	if (*size)   /* woken by the put's wake: ring room, or its end (as the native PUT's) */
 		front_wait(&s->sleep);
 	return FRONT_YES;
 }
@@ -184,20 +236,28 @@ static int put_end(struct s3req *s)
 {
 	int st;
 	const char *why;
-	if (s->aws_chunked && s->dec.st != DEC_DONE)
+	if (s->aws_chunked && s->dec.st != DEC_DONE && s->bad != BAD_CHUNK_SIG)
 		put_refuse(s, BAD_FRAMING);
 	if (s->digest && !s->bad && !s->put_finished && !digest_ok(s))
 		put_refuse(s, BAD_DIGEST);
+	if (s->sha && !s->bad && !s->put_finished && !sha_ok(s))
+		put_refuse(s, BAD_SHA256);
 	if (!s->bad && !s->put_finished) {
 		put_finish(s->put);
 		s->put_finished = true;
 	}
 	if (!put_result(s->put, &st, &why)) {
-		front_wait(&s->sleep);
+		front_wait(&s->sleep);   /* woken by the put's end (put.c's finish) */
 		return FRONT_YES;
 	}
 	if (s->bad == BAD_SIZE)
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
+	else if (s->bad == BAD_SHA256)
+		s3_error(s, 400, "XAmzContentSHA256Mismatch",
+			 "The provided 'x-amz-content-sha256' header does not match what was computed.");
+	else if (s->bad == BAD_CHUNK_SIG)
+		s3_error(s, 403, "SignatureDoesNotMatch",
+			 "The chunk signature we calculated does not match the one you provided.");
 	else if (s->bad == BAD_DIGEST)
 		s3_error(s, 400, "BadDigest",
 			 "The Content-MD5 you specified did not match what we received.");
@@ -220,7 +280,7 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 	while (s->poff < s->pending.len) {
 		s->poff += put_feed(s->put, s->pending.data + s->poff, s->pending.len - s->poff);
 		if (s->poff < s->pending.len) {
-			front_wait(&s->sleep);
+			front_wait(&s->sleep);   /* woken by the put's wake, as in put_data */
 			return FRONT_YES;
 		}
 	}
@@ -277,6 +337,10 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, st
 	size_t fl;
 	const char *why;
 	int st = s3_xml_key(s, k, kl, full, &fl, &why);
+	if (!st && !s3_may(s, PERM_DELETE, full, fl)) {
+		st = 403;
+		why = "Access Denied";
+	}
 	if (!st)
 		st = s3_delete_key(full, fl, false, &why);
 	if (st == 204 && quiet)

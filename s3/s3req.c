@@ -90,6 +90,9 @@ void s3_unref(struct s3req *s)
 	buf_free(&s->in);
 	buf_free(&s->pending);
 	md5_free(s->digest);
+	sha256_free(s->sha);
+	sha256_free(s->chunk_sha);
+	keyring_put(s->ring);
 	for (int i = 0; i < s->nhdr; i++)
 		free((char *)s->hdr[i].value);
 	for (int i = 0; i < s->nurls; i++)

@@ -13,6 +13,8 @@
 #include "../master/store.h"
 #include "../common/placement.h"
 #include "../common/util.h"
+#include "../common/keys.h"
+#include "../common/sigv4.h"
 
 #include <stdatomic.h>
 
@@ -26,7 +28,7 @@
 #define CHUNK_LINE_MAX 4096
 #define NHDR 12
 
-enum { BAD_FRAMING = 1, BAD_SIZE, BAD_DIGEST };
+enum { BAD_FRAMING = 1, BAD_SIZE, BAD_DIGEST, BAD_SHA256, BAD_CHUNK_SIG };
 
 enum s3op {
 	S3_BAD, S3_LIST_BUCKETS, S3_BUCKET_HEAD, S3_BUCKET_CREATE,
@@ -65,6 +67,15 @@ struct s3req {
 	struct front_hdr hdr[NHDR];   /* values on the heap */
 	int nhdr;
 	bool answered;
+
+	/* -keys (docs/security.md): the keys in force (NULL: off) and who
+	 * signed; a body's SHA-256 as it passes (PAYLOAD_SHA256), a chunk's
+	 * (PAYLOAD_CHUNKS) and the signature its header carried */
+	struct keyring *ring;
+	struct sig_result sig;
+	struct sha256 *sha, *chunk_sha;
+	char chunk_sig[65];
+	size_t chunk_sigl;
 
 	struct buf in;                /* a POST's XML body */
 	bool in_too_big;
@@ -134,6 +145,11 @@ bool s3_lock_key(const char *key, size_t klen);
 void s3_no_such_key(struct s3req *s);
 void s3_part_key(const char *upload, int n, char *out, size_t *len);
 char *s3_upload(struct s3req *s);
+
+/* With -keys: may the request's signer do perm on key[0..n)? */
+bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n);
+/* A POST body against its x-amz-content-sha256: false with the error set. */
+bool s3_body_signed(struct s3req *s);
 
 /* ---- GetObject / HeadObject (s3get.c) ---- */
 /* The conditions of the headers names[0..3] (if-match, if-none-match,

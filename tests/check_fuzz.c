@@ -18,6 +18,8 @@ static const struct target targets[] = {
 	{"key", fuzz_key},
 	{"record", fuzz_record},
 	{"query", fuzz_query},
+	{"sig", fuzz_sig},
+	{"vresp", fuzz_vresp},
 };
 
 #include "../fuzz/replay.c"

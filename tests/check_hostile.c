@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/placement.h"
 #include "harness.h"
 
 #define SECRET "SECRET-outside-the-data-directory\n"
@@ -522,6 +523,37 @@ START_TEST(test_lying_content_length)
 		h_resp_free(&r);
 		free(u);
 	}
+	/* One byte past its length: the value is the length's bytes, on
+	 * every replica, and its record's md5 is theirs. */
+	{
+		static const char req[] = "PUT /lie/one HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"
+					  "hello!";
+		char path[PATH_MAX_LEN], *locs, *save = NULL, *md5;
+		int n = 0;
+		fd = h_connect(m.port);
+		h_send(fd, req, sizeof(req) - 1);
+		st = h_recv_resp(fd, NULL, T_MS, false);
+		close(fd);
+		ck_assert_msg(st == 201, "PUT with one byte past Content-Length: %ld", st);
+		u = url("/lie/one");
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+		md5 = h_header(&r, "Content-Md5");
+		locs = h_header(&r, "Key-Volumes");
+		ck_assert_msg(md5 && !strcmp(md5, "5d41402abc4b2a76b9719d911017c592"),
+			      "the record's md5 is not hello's: %s", md5 ? md5 : "(none)");
+		h_resp_free(&r);
+		placement_path("/lie/one", 8, path);
+		for (char *l = strtok_r(locs, ",", &save); l; l = strtok_r(NULL, ",", &save), n++) {
+			char *b = xasprintf("http://%s%s", l, path);
+			ck_assert_int_eq(h_http("GET", b, NULL, 0, NULL, false, &r), 200);
+			ck_assert_msg(r.body.len == 5 && !memcmp(r.body.data, "hello", 5),
+				      "replica %s holds %zu bytes", b, r.body.len);
+			h_resp_free(&r);
+			free(b);
+		}
+		ck_assert_int_eq(n, NVOL);
+		free(md5), free(locs), free(u);
+	}
 	/* Content-Lengths that are not numbers, or two that disagree. */
 	{
 		static const char *const cls[] = {
@@ -601,6 +633,72 @@ START_TEST(test_garbage)
 		refused(st, "4 KiB of random bytes");
 	}
 	alive("garbage");
+}
+END_TEST
+
+/* What nginx answers with a 400 (and closes) gets a 400 here too, with a
+ * one-line reason and "Connection: close": a body framed both by chunks
+ * and by a length (the PUT that once hung and held its key's lock until a
+ * restart, the same through S3, and a length past the chunks), a request
+ * line that is not HTTP, HTTP/1.1 without Host.  Nothing is stored, and
+ * the key is free at once. */
+#define R(s) {s, sizeof(s) - 1}
+static const struct {
+	const char *s;
+	size_t n;
+} nginx_400s[] = {
+	R("PUT /te-cl HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+	  "c\r\nhello world!\r\n0\r\n\r\n"),
+	R("PUT /te-cl-long HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	  "Content-Length: 100000\r\n\r\nc\r\nhello world!\r\n0\r\n\r\n"),
+	R("PUT /b/te-cl HTTP/1.1\r\nHost: x\r\nX-Amz-Date: 20261202T000000Z\r\n"
+	  "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nc\r\nhello world!\r\n0\r\n\r\n"),
+	R("GARBAGE\r\n\r\n"),
+	R("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"), /* a ClientHello's start */
+	R("GET\r\n\r\n"),
+	R("GET /ok HTTP/1.1\r\n\r\n"),
+	R("PUT /no-host HTTP/1.1\r\nContent-Length: 1\r\n\r\nv"),
+};
+
+/* st and out: a 400 with a one-line reason that closes the connection. */
+static void nginx_400(long st, const struct buf *out, const char *what)
+{
+	const char *body = st > 0 ? strstr(out->data, "\r\n\r\n") : NULL;
+	ck_assert_msg(st == 400, "%s: got %ld, want 400 as nginx%s", what, st,
+		      st == -1 ? " (no answer: hang)" : st == 0 ? " (closed unanswered)" : "");
+	ck_assert_msg(strcasestr(out->data, "\r\nConnection: close\r\n"), "%s: not closed: %s",
+		      what, out->data);
+	body += 4;
+	ck_assert_msg(body[0] && strchr(body, '\n') == body + strlen(body) - 1,
+		      "%s: not a one-line reason: %s", what, body);
+}
+
+START_TEST(test_nginx_400s)
+{
+	static const char *const keys[] = {"/te-cl", "/te-cl-long", "/b/te-cl", "/no-host"};
+	for (size_t i = 0; i < sizeof(nginx_400s) / sizeof(nginx_400s[0]); i++) {
+		struct buf out = {0};
+		char what[64];
+		snprintf(what, sizeof(what), "request %zu (%.12s)", i, nginx_400s[i].s);
+		nginx_400(send_req(nginx_400s[i].s, nginx_400s[i].n, &out), &out, what);
+		buf_free(&out);
+	}
+	/* HTTP/1.0 needs no Host */
+	ck_assert_int_eq(send_req("GET /ok HTTP/1.0\r\n\r\n", 20, NULL), 302);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		struct resp r;
+		char *u = url(keys[i]);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+		h_resp_free(&r);
+		/* the key is free: no 409 */
+		ck_assert_int_eq(h_http("PUT", u, "whole", 5, NULL, false, &r), 201);
+		h_resp_free(&r);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+		ck_assert_msg(r.body.len == 5 && !memcmp(r.body.data, "whole", 5), "%s", keys[i]);
+		h_resp_free(&r);
+		free(u);
+	}
+	alive("requests nginx answers with a 400");
 }
 END_TEST
 
@@ -911,6 +1009,7 @@ int main(void)
 	tcase_add_test(tc, test_many_query_args);
 	tcase_add_test(tc, test_lying_content_length);
 	tcase_add_test(tc, test_garbage);
+	tcase_add_test(tc, test_nginx_400s);
 	tcase_add_test(tc, test_junk_then_good);
 	tcase_add_test(tc, test_unknown_methods);
 	tcase_add_test(tc, test_range_on_master);

@@ -439,18 +439,6 @@ START_TEST(test_key_lengths)
 }
 END_TEST
 
-/* Wait until the master has taken a PUT of key whose body is still
- * arriving: it holds the key's lock, so a DELETE of it gets 409 (404
- * before, changing nothing). */
-static void wait_put_taken(const char *key)
-{
-	uint64_t end = now_ms() + 20000;
-	long st;
-	while ((st = req("DELETE", key)) == 404 && now_ms() < end)
-		usleep(20000);
-	ck_assert_msg(st == 409, "the master never took the PUT of %s (DELETE: %ld)", key, st);
-}
-
 /* PUT body to url, again while the master answers 503 (its first health
  * round not yet done) for up to 5 s; the last status. */
 static long put_while_503(const char *url, const char *body, size_t len)
@@ -494,7 +482,7 @@ START_TEST(test_conflict)
 	snprintf(hdr, sizeof(hdr),
 		 "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello", key);
 	ck_assert(write(fd, hdr, strlen(hdr)) > 0);
-	wait_put_taken(key);
+	h_wait_put_taken(m.base, key);
 	ck_assert_int_eq(put(key, "x", 1), 409);
 	ck_assert_int_eq(req("DELETE", key), 409);
 	ck_assert(write(fd, "world", 5) == 5);
@@ -514,18 +502,27 @@ END_TEST
 /* A client that goes away mid-body leaves no visible key and frees it. */
 START_TEST(test_aborted_put)
 {
-	char *key = fresh("abort"), hdr[512];
+	char *key = fresh("abort"), hdr[512], *u = url(key);
+	struct resp r;
+	long st;
 	int fd = h_connect(m.port);
 	ck_assert_int_ge(fd, 0);
 	snprintf(hdr, sizeof(hdr),
 		 "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nhello", key);
 	ck_assert(write(fd, hdr, strlen(hdr)) > 0);
-	wait_put_taken(key);
+	h_wait_put_taken(m.base, key);
 	close(fd);
-	for (int i = 0; i < 200 && put(key, "again", 5) == 409; i++)
+	/* 409 while the master lets the aborted PUT go; then 201, where a
+	 * half-written key made live would give 403 (it exists) */
+	for (uint64_t end = now_ms() + 10000; (st = put(key, "again", 5)) == 409 &&
+	     now_ms() < end;)
 		usleep(50000);
-	ck_assert_int_eq(req("GET", key), 302);
-	free(key);
+	ck_assert_msg(st == 201, "PUT of %s after its aborted PUT: %ld", key, st);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+	ck_assert_msg(r.body.len == 5 && !memcmp(r.body.data, "again", 5),
+		      "%s reads %zu bytes, not the retry's 5", key, r.body.len);
+	h_resp_free(&r);
+	free(key), free(u);
 }
 END_TEST
 
@@ -818,7 +815,7 @@ START_TEST(test_sigterm_hung_volume)
 				 "Content-Length: 5\r\n\r\nab", puts_[i]);
 		fds[i] = h_connect(m.port);
 		ck_assert(fds[i] >= 0 && h_send(fds[i], head, (size_t)n));
-		wait_put_taken(puts_[i]);
+		h_wait_put_taken(m.base, puts_[i]);
 	}
 	kill(-vols[0].pid, SIGSTOP);
 	for (int i = 0; i < 2; i++)             /* the rest: now the replicas hang */
@@ -859,6 +856,57 @@ START_TEST(test_sigterm_hung_volume)
 }
 END_TEST
 
+/* The health checks send a volume one HEAD an interval, whatever
+ * -subvolumes says (they sent one per subvolume: ten a second), counted
+ * in the volume's access log.  An upper bound from the checker's own
+ * interval (rounds start -voltimeout apart, never sooner), so a slow
+ * machine only makes fewer: past the first round (every subvolume), the
+ * HEADs grow by at most one an interval, and one more for the edges. */
+static int marker_heads(const char *log)
+{
+	return file_count(log, "\"HEAD /sv", "/.mkv HTTP/1.1\" ");
+}
+
+START_TEST(test_health_one_head_a_volume)
+{
+	static const char *const flags[] = {"-replicas", "1", "-subvolumes", "10",
+					    "-voltimeout", "2s", NULL};
+	char *tmp = h_tmpdir(), *bin = h_bin("mkv-volume"), port[16];
+	char *alog = xasprintf("%s/access.log", tmp), *vlog;
+	struct vol v = {.kind = VOL_MKV};
+	struct master hm = {0};
+	uint64_t t0, t1, end;
+	int n0, n1;
+	v.port = h_free_port();
+	v.dir = xasprintf("%s/data", tmp);
+	v.name = xasprintf("127.0.0.1:%d", v.port);
+	vlog = xasprintf("%s.log", v.dir);
+	mkdir(v.dir, 0755);
+	snprintf(port, sizeof(port), "%d", v.port);
+	v.pid = h_spawn((char *[]){bin, "-port", port, "-accesslog", alog, v.dir, NULL}, vlog);
+	ck_assert(h_wait_port(v.port, 10000));
+	h_master_start(&hm, &v, 1, flags);
+	/* the first round: every subvolume's marker */
+	for (end = now_ms() + 30000; marker_heads(alog) < 10 && now_ms() < end;)
+		usleep(20000);
+	ck_assert_int_ge(marker_heads(alog), 10);
+	n0 = marker_heads(alog);
+	t0 = now_ms();
+	for (end = t0 + 60000; marker_heads(alog) < n0 + 3 && now_ms() < end;)
+		usleep(20000);
+	t1 = now_ms();
+	n1 = marker_heads(alog);
+	ck_assert_msg(n1 >= n0 + 3, "no health check for 60 s");
+	ck_assert_msg((uint64_t)(n1 - n0) <= (t1 - t0) / 2000 + 2,
+		      "%d HEADs of markers in %llu ms: more than one a volume every 2 s", n1 - n0,
+		      (unsigned long long)(t1 - t0));
+	h_master_stop(&hm);
+	h_vol_stop(&v);
+	h_rmrf(tmp);
+	free(tmp), free(bin), free(alog), free(vlog);
+}
+END_TEST
+
 /* -h and --help: exit 0 with the usage, every flag listed (README: "bin/mkv
  * -h lists them all"), minikeyvalue's ten first; a bad command line: exit 2
  * with the reason and the usage's first line. */
@@ -868,7 +916,7 @@ START_TEST(test_usage)
 		"port", "db", "fallback", "replicas", "subvolumes", "volumes", "protect", "v",
 		"md5sum", "voltimeout", /* minikeyvalue's */
 		"headcheck", "puttimeout", "idletimeout", "maxconns", "maxsize", "workers", "from",
-		"master", "fix", "rate", "delete", "unlinked", "metrics", "accesslog"};
+		"master", "fix", "rate", "delete", "unlinked", "metrics", "accesslog", "keys"};
 	static const char *const helps[] = {"-h", "--help", "-help"};
 	char *bin = h_bin("mkv"), *tmp = h_tmpdir(), *log = xasprintf("%s/out", tmp), *out;
 	int st;
@@ -1231,24 +1279,33 @@ END_TEST
 
 /* -maxsize: a value larger is refused with 413, by Content-Length before
  * the body, or part way through a chunked one; nothing is left behind. */
+/* -maxsize 1 MiB: a value of that size is taken, a Content-Length past it
+ * refused before a byte moves, and a chunked body refused once past it,
+ * after its first MiB has streamed to the replicas: those bytes must go,
+ * from the volumes' disks too. */
 START_TEST(test_maxsize)
 {
-	static const char *const f[] = {"-maxsize", "10", NULL};
+	enum { MAX = 1 << 20, BIG = 4 << 20 };
+	static const char *const f[] = {"-maxsize", "1048576", NULL};
 	struct master mm = {0};
 	struct resp r;
-	char *u, *big = "0123456789ABCDEFGHIJ";
+	char *u, *big = xmalloc(BIG);
+	const char *left;
 	long st = 0;
+	for (size_t i = 0; i < BIG; i++)
+		big[i] = (char)('a' + i % 26);
 	h_master_start(&mm, vols, 3, f);
 	u = xasprintf("%s/small", mm.base);
-	ck_assert_int_eq(h_http("PUT", u, big, 10, NULL, false, &r), 201);
+	ck_assert_int_eq(h_http("PUT", u, big, MAX, NULL, false, &r), 201);
 	h_resp_free(&r);
 	free(u);
 	u = xasprintf("%s/big", mm.base);
-	ck_assert_int_eq(h_http("PUT", u, big, 11, NULL, false, &r), 413);
+	ck_assert_int_eq(h_http("PUT", u, big, MAX + 1, NULL, false, &r), 413);
 	h_resp_free(&r);
-	ck_assert_int_eq(put_chunked(u, big, 20), 413);
+	ck_assert_int_eq(put_chunked(u, big, BIG), 413);
 	ck_assert_int_eq(h_status("GET", u), 404);
 	free(u);
+	free(big);
 	u = xasprintf("%s/?unlinked", mm.base);
 	for (int i = 0; i < 50; i++) { /* the aborted write cleans up after its answer */
 		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
@@ -1259,6 +1316,10 @@ START_TEST(test_maxsize)
 		usleep(100000);
 	}
 	ck_assert_msg(st, "the aborted PUT left a record");
+	/* and no byte on the volumes: what the chunked body sent before the
+	 * limit went, not only the record */
+	ck_assert_msg(h_wait_no_blob(vols, 3, "/big", 20000, &left),
+		      "a PUT refused for -maxsize left %s", left);
 	free(u);
 	h_master_stop(&mm);
 }
@@ -1311,6 +1372,7 @@ int main(void)
 	tcase_add_test(tc, test_maxconns);
 	tcase_add_test(tc, test_mkv_format_index);
 	tcase_add_test(tc, test_usage);
+	tcase_add_test(tc, test_health_one_head_a_volume);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sigterm");
 	tcase_set_timeout(tc, 120);

@@ -1255,8 +1255,7 @@ START_TEST(test_rebuild_failed_listing)
 	/* down */
 	{
 		char *name = xstrdup(V[2].name);
-		h_stop(V[2].pid, SIGTERM);
-		V[2].pid = 0;
+		h_vol_down(&V[2]);
 		db = xasprintf("%s/down.db", tmp);
 		rebuild_with(name, db, log, 1);
 		ck_assert(file_has(log, name));

@@ -21,6 +21,8 @@
 #include <netinet/in.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/select.h>
+#include <pthread.h>
 #include <unistd.h>
 
 /* ---- helpers ---- */
@@ -487,6 +489,156 @@ START_TEST(test_bad_start)
 }
 END_TEST
 
+/* ---- versions ---- */
+
+/* A volume that says it is another mkv: every request on a connection of
+ * its own gets a 200 with "Server: mkv/0.0~old" (the checker's HEADs). */
+static int old_fd = -1;
+static volatile int old_stop;
+static void *old_volume(void *arg)
+{
+	(void)arg;
+	while (!old_stop) {
+		struct timeval tv = {0, 200000};
+		fd_set fs;
+		char req[4096];
+		int c;
+		size_t n = 0;
+		FD_ZERO(&fs);
+		FD_SET(old_fd, &fs);
+		if (select(old_fd + 1, &fs, NULL, NULL, &tv) <= 0)
+			continue;
+		if ((c = accept(old_fd, NULL, NULL)) < 0)
+			continue;
+		while (n < sizeof(req) - 1) {
+			ssize_t k = recv(c, req + n, sizeof(req) - 1 - n, 0);
+			if (k <= 0)
+				break;
+			n += (size_t)k;
+			req[n] = '\0';
+			if (strstr(req, "\r\n\r\n"))
+				break;
+		}
+		static const char ans[] = "HTTP/1.1 200 OK\r\nServer: mkv/0.0~old\r\n"
+					  "Content-Length: 0\r\nConnection: close\r\n\r\n";
+		if (send(c, ans, sizeof(ans) - 1, MSG_NOSIGNAL) < 0)
+			(void)0;
+		close(c);
+	}
+	return NULL;
+}
+
+/* -version's "mkv VERSION (commit C)": both daemons send "Server:
+ * mkv/VERSION", /metrics has mkv_build_info, /status and the page say
+ * the version; the master logs each volume's at its first answer, and
+ * says so, in the log and on the page, when a volume runs another. */
+START_TEST(test_versions)
+{
+	char *mb = h_bin("mkv"), *out = NULL, ver[128] = "", commit[64] = "", *server, *u, *want;
+	char *argv[] = {mb, "-version", NULL};
+	char mport[32], mflag[48];
+	struct vol v[2] = {{0}};
+	struct master mm = {0};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	struct resp r;
+	pthread_t th;
+	uint64_t end;
+	int one = 1;
+	ck_assert_int_eq(run(argv, &out, 10000), 0);
+	ck_assert_msg(sscanf(out, "mkv %127s (commit %63[0-9a-f])", ver, commit) == 2, "%s", out);
+	free(out);
+	server = xasprintf("mkv/%s", ver);
+
+	h_vol_start(&v[0], VOL_MKV);
+	old_fd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(old_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ck_assert_int_eq(bind(old_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(old_fd, 16), 0);
+	getsockname(old_fd, (struct sockaddr *)&sa, &sl);
+	v[1].port = ntohs(sa.sin_port);
+	v[1].name = xasprintf("127.0.0.1:%d", v[1].port);
+	old_stop = 0;
+	ck_assert_int_eq(pthread_create(&th, NULL, old_volume, NULL), 0);
+	snprintf(mport, sizeof(mport), "%d", h_free_port());
+	snprintf(mflag, sizeof(mflag), "127.0.0.1:%s", mport);
+	{
+		const char *flags[] = {"-replicas", "1", "-metrics", mflag, NULL};
+		h_master_start(&mm, v, 2, flags);
+	}
+
+	/* the Server header, on both daemons and the metrics listener */
+	u = xasprintf("%s/nosuchkey", mm.base);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+	ck_assert_str_eq(h_header(&r, "Server"), server);
+	h_resp_free(&r), free(u);
+	u = xasprintf("http://%s/nosuchfile", v[0].name);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 404);
+	ck_assert_str_eq(h_header(&r, "Server"), server);
+	h_resp_free(&r), free(u);
+
+	/* the log: each volume's server at its first answer, the old one named */
+	want = xasprintf("volume %s runs %s", v[0].name, server);
+	for (end = now_ms() + 20000; now_ms() < end; usleep(50000)) {
+		char *log = h_read_file(mm.log);
+		bool both = log && strstr(log, want) && strstr(log, "runs mkv/0.0~old, the master");
+		free(log);
+		if (both)
+			break;
+	}
+	{
+		char *log = h_read_file(mm.log);
+		ck_assert_msg(log && strstr(log, want), "no \"%s\" in %s", want, mm.log);
+		ck_assert_msg(strstr(log, "runs mkv/0.0~old, the master mkv/") &&
+			      strstr(log, "versions differ"), "the old volume not named in %s", mm.log);
+		free(log);
+	}
+	free(want);
+
+	/* /metrics, /status, the page */
+	u = xasprintf("http://%s/metrics", mflag);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	want = xasprintf("mkv_build_info{version=\"%s\",commit=\"%s\"} 1\n", ver, commit);
+	ck_assert_msg(memmem(r.body.data, r.body.len, want, strlen(want)), "no %s", want);
+	ck_assert_str_eq(h_header(&r, "Server"), server);
+	h_resp_free(&r), free(u), free(want);
+	u = xasprintf("http://%s/status", mflag);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	{
+		json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL), *vs;
+		ck_assert_ptr_nonnull(j);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "version")), ver);
+		vs = json_object_get(j, "volumes");
+		ck_assert_int_eq(json_array_size(vs), 2);
+		for (size_t i = 0; i < 2; i++) {
+			json_t *e = json_array_get(vs, i);
+			bool old = !strcmp(json_string_value(json_object_get(e, "name")), v[1].name);
+			ck_assert_str_eq(json_string_value(json_object_get(e, "server")),
+					 old ? "mkv/0.0~old" : server);
+			ck_assert(json_is_true(json_object_get(e, "version_differs")) == old);
+		}
+		json_decref(j);
+	}
+	h_resp_free(&r), free(u);
+	u = xasprintf("http://%s/", mflag);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	want = xasprintf("runs mkv/0.0~old, not %s", server);
+	ck_assert_msg(memmem(r.body.data, r.body.len, want, strlen(want)), "page: no %s", want);
+	free(want);
+	want = xasprintf("%s (commit %.12s)", server, commit);
+	ck_assert_msg(memmem(r.body.data, r.body.len, want, strlen(want)), "page: no %s", want);
+	h_resp_free(&r), free(u), free(want);
+
+	h_master_stop(&mm);
+	old_stop = 1;
+	pthread_join(th, NULL);
+	close(old_fd);
+	free(v[1].name);
+	h_vol_stop(&v[0]);
+	free(server), free(mb);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("service");
@@ -507,6 +659,7 @@ int main(void)
 	tcase_add_test(one, test_accesslog_reopen);
 	tcase_add_test(one, test_accesslog_dropped);
 	tcase_add_test(one, test_bad_start);
+	tcase_add_test(one, test_versions);
 	suite_add_tcase(s, one);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1331,23 +1331,53 @@ static pid_t spawn_unprivileged(char *const argv[], const char *log)
 	return pid;
 }
 
+/* path copied into dir, mode 0755; returns the copy's path (caller frees). */
+static char *copy_exe(const char *path, const char *dir)
+{
+	const char *base = strrchr(path, '/');
+	char *to = xasprintf("%s/%s", dir, base ? base + 1 : path);
+	int in = open(path, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_EXCL, 0700);
+	struct stat st;
+	ck_assert_msg(in >= 0 && out >= 0 && fstat(in, &st) == 0, "copy %s to %s: %s", path, to,
+		      strerror(errno));
+	for (off_t left = st.st_size; left > 0;) {
+		ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)left, 0);
+		ck_assert_msg(n > 0, "copy_file_range %s to %s: %s", path, to,
+			      n < 0 ? strerror(errno) : "short");
+		left -= n;
+	}
+	ck_assert_int_eq(fchmod(out, 0755), 0);
+	close(in);
+	close(out);
+	return to;
+}
+
 /* A directory put cannot read: its files are not sent, and that is a
  * failure (exit 1), not a silent skip; a symlink is not followed, and
- * said.  Run as nobody when root (root reads any directory). */
+ * said.  Run as nobody when root (root reads any directory).  nobody
+ * must reach the binary and the tree wherever the checkout and $TMPDIR
+ * live (a 0700 home; pam_tmpdir's TMPDIR is 0700 too) and whatever the
+ * umask: both go in a directory of the test's own under /tmp, each mode
+ * set. */
 START_TEST(test_put_unreadable)
 {
-	char *src = NULL, *sub, *f, *log, *bin = h_bin("mkv");
+	char *src = NULL, *sub, *f, *log, *bin = h_bin("mkv"), *run;
+	char own[] = "/tmp/mkvtest.XXXXXX";
 	int st;
 	pid_t pid;
 	cluster_up_kind(VOL_MKV);
-	chmod(tmp, 0755);
-	src = xasprintf("%s/unreadable", tmp);
+	ck_assert_ptr_nonnull(mkdtemp(own));
+	ck_assert_int_eq(chmod(own, 0755), 0);
+	run = copy_exe(bin, own);
+	src = xasprintf("%s/unreadable", own);
 	sub = xasprintf("%s/locked", src);
 	log = xasprintf("%s/unreadable.log", tmp);
-	mkdir(src, 0755);
-	mkdir(sub, 0755);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	ck_assert_int_eq(chmod(src, 0755), 0);
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
 	f = xasprintf("%s/ok", src);
 	write_file(f, "ok", 2);
+	ck_assert_int_eq(chmod(f, 0644), 0);
 	free(f);
 	f = xasprintf("%s/inside", sub);
 	write_file(f, "inside", 6);
@@ -1357,7 +1387,7 @@ START_TEST(test_put_unreadable)
 	free(f);
 	ck_assert_int_eq(chmod(sub, 0), 0);
 	{
-		char *argv[] = {bin, "-master", M.base + 7, "put", src, "/u", NULL};
+		char *argv[] = {run, "-master", M.base + 7, "put", src, "/u", NULL};
 		pid = spawn_unprivileged(argv, log);
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	}
@@ -1368,9 +1398,11 @@ START_TEST(test_put_unreadable)
 	ck_assert(log_has(log, "1 symlinks or special files not sent"));
 	ck_assert(log_has(log, "put: 1 files,"));
 	chmod(sub, 0755);
+	h_rmrf(own);
 	free(sub);
 	free(src);
 	free(log);
+	free(run);
 	free(bin);
 	cluster_down();
 }

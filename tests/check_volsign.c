@@ -1,4 +1,4 @@
-/* check_volsign.c -- -volumesecret (docs/volume-signatures.md): volume
+/* check_volsign.c -- -volumesecret (docs/security.md): volume
  * links signed in nginx's secure_link form.
  *
  *   - units: the hash against values computed by hand (Python's hashlib,

@@ -489,6 +489,54 @@ START_TEST(test_garbage)
 }
 END_TEST
 
+/* What nginx answers with a 400 (and closes) gets a 400 here too, with a
+ * one-line reason and "Connection: close": a body framed both by chunks
+ * and by a length, a request line that is not HTTP, HTTP/1.1 without
+ * Host.  Nothing is stored. */
+#define R(s) {s, sizeof(s) - 1}
+static const struct {
+	const char *s;
+	size_t n;
+} nginx_400s[] = {
+	R("PUT /te/cl HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+	  "c\r\nhello world!\r\n0\r\n\r\n"),
+	R("PUT /te/cl-long HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	  "Content-Length: 100000\r\n\r\nc\r\nhello world!\r\n0\r\n\r\n"),
+	R("GARBAGE\r\n\r\n"),
+	R("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"), /* a ClientHello's start */
+	R("GET\r\n\r\n"),
+	R("GET /ok/file HTTP/1.1\r\n\r\n"),
+	R("PUT /te/no-host HTTP/1.1\r\nContent-Length: 1\r\n\r\nv"),
+};
+
+START_TEST(test_nginx_400s)
+{
+	static const char *const paths[] = {"/te/cl", "/te/cl-long", "/te/no-host"};
+	for (size_t i = 0; i < sizeof(nginx_400s) / sizeof(nginx_400s[0]); i++) {
+		struct buf out = {0};
+		long st = send_req(nginx_400s[i].s, nginx_400s[i].n, &out);
+		const char *body = st > 0 ? strstr(out.data, "\r\n\r\n") : NULL;
+		ck_assert_msg(st == 400, "request %zu (%.12s): got %ld, want 400 as nginx%s", i,
+			      nginx_400s[i].s, st,
+			      st == -1 ? " (no answer: hang)" : st == 0 ? " (closed unanswered)" : "");
+		ck_assert_msg(strcasestr(out.data, "\r\nConnection: close\r\n"),
+			      "request %zu: not closed: %s", i, out.data);
+		body += 4;
+		ck_assert_msg(body[0] && strchr(body, '\n') == body + strlen(body) - 1,
+			      "request %zu: not a one-line reason: %s", i, body);
+		buf_free(&out);
+	}
+	/* HTTP/1.0 needs no Host */
+	ck_assert_int_eq(send_req("GET /ok/file HTTP/1.0\r\n\r\n", 25, NULL), 200);
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		char *u = xasprintf("http://%s%s", v.name, paths[i]);
+		ck_assert_int_eq(h_status("GET", u), 404);
+		free(u);
+	}
+	alive("requests nginx answers with a 400");
+}
+END_TEST
+
 /* Every request is answered, and a half-closed connection closed right
  * after its answer, whatever came before on other connections. */
 START_TEST(test_junk_then_good)
@@ -789,6 +837,7 @@ int main(void)
 	tcase_add_test(tc, test_many_query_args);
 	tcase_add_test(tc, test_lying_content_length);
 	tcase_add_test(tc, test_garbage);
+	tcase_add_test(tc, test_nginx_400s);
 	tcase_add_test(tc, test_junk_then_good);
 	tcase_add_test(tc, test_unknown_methods);
 	tcase_add_test(tc, test_malformed_range);

@@ -1183,22 +1183,27 @@ END_TEST
 
 /* Malformed requests, each on a connection of its own, the client's side
  * shut after it: each gets nginx's answer from both servers (status; 0:
- * the connection closed unanswered), where mkv-volume differs mkv_status
- * (libmicrohttpd closes on a request line that is not HTTP, nginx answers
- * 400); a refused PUT stores nothing.  None hangs (20 s). */
+ * the connection closed unanswered); a refused PUT stores nothing.  None
+ * hangs (20 s). */
 static const struct {
 	const char *req, *path;
-	long status, mkv_status;
+	long status;
 } hostile[] = {
-	{"GARBAGE\r\n\r\n", NULL, 400, 0},
-	{"GET /%00 HTTP/1.1\r\nHost: x\r\n\r\n", NULL, 400, 400},
-	{"GET http://x/../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", NULL, 400, 400},
+	{"GARBAGE\r\n\r\n", NULL, 400},
+	{"GET\r\n\r\n", NULL, 400},
+	{"\x16\x03\x01\x02\x01\x01\x01\x01\xfc\x03\x03\r\n\r\n", NULL, 400},  /* TLS-like */
+	{"GET / HTTP/1.1\r\n\r\n", NULL, 400},    /* no Host */
+	{"GET /%00 HTTP/1.1\r\nHost: x\r\n\r\n", NULL, 400},
+	{"GET http://x/../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", NULL, 400},
 	{"GET /67/c0/L2E/Yg== HTTP/1.1\r\nHost: x\r\nRange: bytes=99999999999999999999999-\r\n"
-	 "\r\n", NULL, 416, 416},
+	 "\r\n", NULL, 416},
 	{"PUT /hostile/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-	 "/hostile/x", 400, 400},
-	{"PUT /hostile/y HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", "/hostile/y", 400,
-	 400},
+	 "/hostile/x", 400},
+	{"PUT /hostile/y HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", "/hostile/y", 400},
+	{"PUT /hostile/z HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"
+	 "\r\nc\r\nhello world!\r\n0\r\n\r\n", "/hostile/z", 400},
+	{"PUT /hostile/w HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	 "Content-Length: 100000\r\n\r\nc\r\nhello world!\r\n0\r\n\r\n", "/hostile/w", 400},
 };
 
 START_TEST(test_hostile_side_by_side)
@@ -1206,13 +1211,13 @@ START_TEST(test_hostile_side_by_side)
 	const struct vol *vs[] = {&mkv, &ngx};
 	for (int v = 0; v < 2; v++) {
 		int fd = connect_to(vs[v]->port);
-		long st, want = v ? hostile[_i].status : hostile[_i].mkv_status;
+		long st;
 		send_all(fd, hostile[_i].req, strlen(hostile[_i].req));
 		shutdown(fd, SHUT_WR);
 		st = h_recv_resp(fd, NULL, 20000, false);
 		close(fd);
-		ck_assert_msg(st == want, "%s: %.50s: %ld, want %ld", v ? "nginx" : "mkv-volume",
-			      hostile[_i].req, st, want);
+		ck_assert_msg(st == hostile[_i].status, "%s: %.50s: %ld, want %ld",
+			      v ? "nginx" : "mkv-volume", hostile[_i].req, st, hostile[_i].status);
 		if (hostile[_i].path)
 			ck_assert_int_eq(req(vs[v], "GET", hostile[_i].path, NULL, 0, NULL, NULL), 404);
 	}
@@ -1440,12 +1445,22 @@ START_TEST(test_keep_alive)
 }
 END_TEST
 
-static int run(const char *const argv[])
+/* mkv-volume with argv refuses to start: exit 2 (a signal is a crash, not
+ * a refusal), saying says and its usage.  Its output goes to log. */
+static void refused(const char *const argv[], const char *log, const char *says)
 {
 	int st;
-	pid_t pid = h_spawn((char *const *)argv, "/dev/null");
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	char *out;
+	pid_t pid = h_spawn((char *const *)argv, log);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	out = h_read_file(log);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(out, says) &&
+		      strstr(out, "usage: mkv-volume "), "mkv-volume %s: %s %d, want exit 2 "
+		      "saying \"%s\"; it printed:\n%s", argv[1] ? argv[1] : "(no arguments)",
+		      WIFEXITED(st) ? "exit" : "signal",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), says, out);
+	free(out);
+	unlink(log);
 }
 
 /* Does directory dir hold an entry name? */
@@ -1460,7 +1475,7 @@ static bool dir_has(const char *dir, const char *name)
 START_TEST(test_flags_and_signals)
 {
 	char *bin = h_bin("mkv-volume"), *tmp = h_tmpdir(), *dir = xasprintf("%s/new/data", tmp);
-	char port[16];
+	char *log = xasprintf("%s/out", tmp), port[16];
 	int p = h_free_port(), st;
 	pid_t pid;
 	for (int i = 0; i < 2; i++) {           /* the usage, every flag, exit 0 */
@@ -1477,11 +1492,12 @@ START_TEST(test_flags_and_signals)
 		free(log);
 	}
 	ck_assert_int_eq(access(dir, F_OK), -1);     /* -h serves nothing */
-	ck_assert_int_ne(run((const char *[]){bin, "-bogus", dir, NULL}), 0);
-	ck_assert_int_ne(run((const char *[]){bin, "-port", "x", dir, NULL}), 0);
-	ck_assert_int_ne(run((const char *[]){bin, NULL}), 0);
+	refused((const char *[]){bin, "-bogus", dir, NULL}, log,
+		"flag provided but not defined: -bogus");
+	refused((const char *[]){bin, "-port", "x", dir, NULL}, log, "bad port x");
+	refused((const char *[]){bin, NULL}, log, "give one directory");
 	snprintf(port, sizeof(port), "%d", p);
-	pid = h_spawn((char *[]){bin, "--port", port, dir, NULL}, "/dev/null");
+	pid = h_spawn((char *[]){bin, "--port", port, dir, NULL}, log);
 	ck_assert(h_wait_port(p, 20000));
 	ck_assert_int_eq(access(dir, F_OK), 0);      /* created, parents too */
 	{
@@ -1510,9 +1526,12 @@ START_TEST(test_flags_and_signals)
 		st = h_stop(pid, SIGINT);
 		close(fd);
 	}
-	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mkv-volume on SIGINT: %s %d (see %s)",
+		      WIFEXITED(st) ? "exit" : "signal",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), log);
+	h_log_check(log);
 	h_rmrf(tmp);
-	free(bin), free(tmp), free(dir);
+	free(bin), free(tmp), free(dir), free(log);
 }
 END_TEST
 

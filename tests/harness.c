@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +22,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../common/placement.h"
 
 int h_free_port(void)
 {
@@ -123,15 +126,16 @@ bool h_wait_port(int port, int timeout_ms)
 int h_stop(pid_t pid, int sig)
 {
 	int st = 0;
+	pid_t w;
 	uint64_t end;
 	if (pid <= 0)
-		return 0;
+		return -1;
 	/* h_spawn made pid a process group leader: signal the whole group, so
 	 * that nginx's workers go with their master even on SIGKILL. */
 	if (kill(-pid, sig) < 0)
 		kill(pid, sig);
 	end = now_ms() + 5000;
-	while (waitpid(pid, &st, WNOHANG) == 0) {
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
 		if (now_ms() > end) {
 			kill(-pid, SIGKILL);
 			kill(pid, SIGKILL);
@@ -139,6 +143,13 @@ int h_stop(pid_t pid, int sig)
 			break;
 		}
 		usleep(5000);
+	}
+	if (w < 0) {   /* not our child: it cannot be waited for */
+		if (!h_wait_gone(pid, 5000)) {
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+		}
+		return -1;
 	}
 	return st;
 }
@@ -469,6 +480,13 @@ static size_t on_read(char *p, size_t s, size_t n, void *ud)
 	return len;
 }
 
+static const char *sign_user;
+
+void h_http_sign(const char *user)
+{
+	sign_user = user;
+}
+
 long h_http(const char *method, const char *url, const void *body, size_t len,
 	    const char *const *headers, bool follow, struct resp *r)
 {
@@ -490,6 +508,10 @@ long h_http(const char *method, const char *url, const void *body, size_t len,
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
 	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+	if (sign_user) {   /* as curl --aws-sigv4 "aws:amz:us-east-1:s3" --user ID:SECRET */
+		curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
+		curl_easy_setopt(c, CURLOPT_USERPWD, sign_user);
+	}
 	for (int i = 0; headers && headers[i]; i++) {
 		hl = curl_slist_append(hl, headers[i]);
 		chunked |= !strcasecmp(headers[i], "Transfer-Encoding: chunked");
@@ -557,6 +579,17 @@ long h_status(const char *method, const char *url)
 	long s = h_http(method, url, NULL, 0, NULL, false, &r);
 	h_resp_free(&r);
 	return s;
+}
+
+void h_wait_put_taken(const char *base, const char *key)
+{
+	char *u = xasprintf("%s%s", base, key);
+	uint64_t end = now_ms() + 20000;
+	long st;
+	while ((st = h_status("DELETE", u)) == 404 && now_ms() < end)
+		usleep(20000);
+	ck_assert_msg(st == 409, "the master never took the PUT of %s (DELETE: %ld)", key, st);
+	free(u);
 }
 
 /* ---- raw sockets ---- */
@@ -807,4 +840,42 @@ int h_fd_count(pid_t pid)
 		n += e->d_name[0] != '.';
 	closedir(d);
 	return n;
+}
+
+/* A file of the key being looked for (blob_tail), or a write half done. */
+static const char *blob_tail;
+static char blob_left[PATH_MAX];
+
+static int blob_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	size_t n = strlen(p), t = blob_tail ? strlen(blob_tail) : 0;
+	(void)st;
+	if (flag == FTW_F && ((t && n > t && !strcmp(p + n - t, blob_tail)) ||
+			      strstr(p + f->base, ".mkv-tmp.") || strstr(p, "/.nginx/body/"))) {
+		snprintf(blob_left, sizeof(blob_left), "%s", p);
+		return 1;
+	}
+	return 0;
+}
+
+bool h_wait_no_blob(struct vol *vols, int nvol, const char *key, int timeout_ms,
+		    const char **left)
+{
+	char tail[PATH_MAX_LEN];
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	if (key)
+		placement_path(key, strlen(key), tail);
+	blob_tail = key ? tail : NULL;
+	for (;;) {
+		int found = 0;
+		for (int i = 0; i < nvol && !found; i++)
+			found = nftw(vols[i].dir, blob_one, 32, FTW_PHYS);
+		if (!found)
+			return true;
+		if (now_ms() > end) {
+			*left = blob_left;
+			return false;
+		}
+		usleep(20000);
+	}
 }

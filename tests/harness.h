@@ -29,7 +29,10 @@ pid_t h_spawn(char *const argv[], const char *logfile);
 /* Wait until something accepts on 127.0.0.1:port; false after timeout_ms. */
 bool h_wait_port(int port, int timeout_ms);
 /* Send sig, then wait (SIGKILL after 5 s).  Returns the exit status as
- * waitpid gives it; checks nothing.  For a stop the test judges itself. */
+ * waitpid gives it; checks nothing.  For a stop the test judges itself.
+ * -1, neither an exit nor a signal, when there is no status to give: pid
+ * is 0 or not the caller's child (a fixture's server seen from a test;
+ * then it waits up to 5 s for it to go, and kills it). */
 int h_stop(pid_t pid, int sig);
 
 /* Stopping a server (h_*_stop, _down, _restart, _respawn below) checks how
@@ -119,12 +122,20 @@ struct resp {
 };
 long h_http(const char *method, const char *url, const void *body, size_t len,
 	    const char *const *headers, bool follow, struct resp *r);
+/* Sign every later h_http as curl --aws-sigv4 "aws:amz:us-east-1:s3"
+ * --user ID:SECRET does (user "ID:SECRET"; NULL: unsigned again). */
+void h_http_sign(const char *user);
 /* Value of a response header (case-insensitive name) in a fresh string, or NULL. */
 char *h_header(const struct resp *r, const char *name);
 void h_resp_free(struct resp *r);
 
 /* Convenience: status of a request with no body, response discarded. */
 long h_status(const char *method, const char *url);
+/* Wait (up to 20 s, else fail the test) until the master at base
+ * ("http://127.0.0.1:port") has taken a PUT of key that is not finished:
+ * it holds the key's lock, so a DELETE of it gets 409 (404 before,
+ * changing nothing). */
+void h_wait_put_taken(const char *base, const char *key);
 
 /* Raw TCP, for requests no HTTP client would send.  h_connect: a
  * blocking socket to 127.0.0.1:port, -1 on failure.  h_send: all of p,
@@ -151,6 +162,13 @@ int h_junk_rounds(int port, const char *good, int rounds, bool half_close, const
 /* Has pid exited (gone, or a zombie its parent has not reaped)?  Waits up
  * to timeout_ms.  Works for processes another process started. */
 bool h_wait_gone(pid_t pid, int timeout_ms);
+/* Wait up to timeout_ms until the volumes' data directories hold no byte
+ * of key: no file named as its blob (in any subvolume) and no write half
+ * done (mkv-volume's hidden ".mkv-tmp.*", a body nginx spooled in
+ * .nginx/body/; key NULL: only those).  false when one stays: *left
+ * names it (static). */
+bool h_wait_no_blob(struct vol *vols, int nvol, const char *key, int timeout_ms,
+		    const char **left);
 /* The whole file as a string ("" when unreadable); caller frees. */
 char *h_read_file(const char *path);
 /* VmRSS of pid in KiB, -1 if unknown. */

@@ -12,7 +12,11 @@ CLIENTS = ("boto3", "aws", "rclone", "s3cmd")
 # to be skipped, and a name that is no client's is an error, not a skip.
 ONLY = os.environ.get("S3_CLIENTS", ",".join(CLIENTS)).split(",")
 os.makedirs(WORK, exist_ok=True)
-ENV = dict(os.environ, AWS_ACCESS_KEY_ID="mkv", AWS_SECRET_ACCESS_KEY="mkv",
+# The key the clients sign with: S3_KEY_ID and S3_SECRET (check_keys runs
+# this suite against a master with -keys), else any.
+KID = os.environ.get("S3_KEY_ID", "mkv")
+SECRET = os.environ.get("S3_SECRET", "mkv")
+ENV = dict(os.environ, AWS_ACCESS_KEY_ID=KID, AWS_SECRET_ACCESS_KEY=SECRET,
            AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
            AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null",
            HOME=WORK)
@@ -55,8 +59,8 @@ def boto3_tests():
     import boto3
     from botocore.config import Config
     from botocore.exceptions import ClientError
-    s3 = boto3.client("s3", endpoint_url=END, aws_access_key_id="mkv",
-                      aws_secret_access_key="mkv", region_name="us-east-1",
+    s3 = boto3.client("s3", endpoint_url=END, aws_access_key_id=KID,
+                      aws_secret_access_key=SECRET, region_name="us-east-1",
                       config=Config(s3={"addressing_style": "path"},
                                     retries={"max_attempts": 2}))
     b = "boto"
@@ -197,8 +201,8 @@ def aws_tests():
 def rclone_tests():
     conf = os.path.join(WORK, "rclone.conf")
     with open(conf, "w") as f:
-        f.write("[mkv]\ntype = s3\nprovider = Other\naccess_key_id = mkv\n"
-                "secret_access_key = mkv\nendpoint = %s\nregion = us-east-1\n" % END)
+        f.write("[mkv]\ntype = s3\nprovider = Other\naccess_key_id = %s\n"
+                "secret_access_key = %s\nendpoint = %s\nregion = us-east-1\n" % (KID, SECRET, END))
     r = ["rclone", "--config", conf, "--retries", "1", "--low-level-retries", "2"]
     src = os.path.join(WORK, "rc-src")
     tree(10, src)
@@ -218,8 +222,8 @@ def rclone_tests():
 
 def s3cmd_tests():
     host = END.split("://", 1)[1]
-    c = ["s3cmd", "--no-ssl", "--host", host, "--host-bucket", host, "--access_key", "mkv",
-         "--secret_key", "mkv", "--config", "/dev/null", "--multipart-chunk-size-mb", "5"]
+    c = ["s3cmd", "--no-ssl", "--host", host, "--host-bucket", host, "--access_key", KID,
+         "--secret_key", SECRET, "--config", "/dev/null", "--multipart-chunk-size-mb", "5"]
     f = os.path.join(WORK, "s3cmd-f")
     write(f, os.urandom(12 << 20))                  # multipart with 5 MiB chunks
     small = os.path.join(WORK, "s3cmd-small")

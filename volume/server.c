@@ -553,6 +553,12 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *url
 		/* where the body ends is in doubt: 400 and close, as nginx */
 		send_error_to(c, head, 400, "Content-Length given twice, differently");
 		return &refused;
+	case FRONT_HEAD_BOTH:   /* as nginx */
+		send_error_to(c, head, 400, "both Transfer-Encoding and Content-Length");
+		return &refused;
+	case FRONT_HEAD_HOST:   /* as nginx */
+		send_error_to(c, head, 400, "an HTTP/1.1 request needs a Host header");
+		return &refused;
 	default:
 		break;
 	}
@@ -621,7 +627,9 @@ static int handler(void *req, const char *upload, size_t *upload_size)
 			return send_error_to(r->sl.conn, r->m == M_MD5, r->status, r->why);
 		return front_send(r->sl.conn, r->status, NULL, 0, NULL, 0);
 	}
-	/* The whole body is in (a PUT) or there is none (a DELETE, a pull). */
+	/* The whole body is in (a PUT) or there is none (a DELETE, a pull).
+	 * Woken by work's front_finish: a queue runs every item it took, and
+	 * vol_free waits for them. */
 	return front_queue(&r->sl, r->m == M_MD5 ? s->hash : r->m == M_PULL ? s->pull : s->sync,
 			   r) == 0 ? FRONT_YES : FRONT_NO;
 }

@@ -1,0 +1,243 @@
+/* keys.c -- see keys.h. */
+#include "keys.h"
+#include "util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const perm_names[] = {"read", "list", "write", "delete", "admin"};
+
+static void key_free(struct key *k)
+{
+	free(k->id);
+	free(k->secret);
+	for (int i = 0; i < k->nprefix; i++)
+		free(k->prefixes[i]);
+	free(k->prefixes);
+}
+
+void keyring_put(struct keyring *k)
+{
+	if (!k || atomic_fetch_sub(&k->refs, 1) != 1)
+		return;
+	for (int i = 0; i < k->n; i++)
+		key_free(&k->keys[i]);
+	free(k->keys);
+	free(k);
+}
+
+/* "read,list" into *out; false on a name that is no permission. */
+static bool parse_perms(char *s, unsigned *out)
+{
+	char *save = NULL;
+	*out = 0;
+	for (char *p = strtok_r(s, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		size_t i = 0;
+		while (i < 5 && strcmp(p, perm_names[i]))
+			i++;
+		if (i == 5)
+			return false;
+		*out |= 1u << i;
+	}
+	return *out != 0;
+}
+
+/* One line's fields into k: NULL, or what is wrong with them. */
+static const char *parse_line(char **f, int nf, struct key *k)
+{
+	bool anon = !strcmp(f[0], "anonymous");
+	int first = anon ? 2 : 3;   /* the first prefix */
+	if (nf < first + 1)
+		return anon ? "want: anonymous PERMISSIONS PREFIX..."
+			    : "want: ID SECRET PERMISSIONS PREFIX...";
+	if (!anon && strlen(f[1]) < KEY_SECRET_MIN)
+		return "secret shorter than 16 bytes (make one: openssl rand -hex 16)";
+	if (!parse_perms(f[first - 1], &k->perms))
+		return "permissions are read, list, write, delete, admin, joined by ','";
+	k->id = xstrdup(f[0]);
+	k->secret = anon ? NULL : xstrdup(f[1]);
+	k->prefixes = xcalloc((size_t)(nf - first), sizeof(char *));
+	for (int i = first; i < nf; i++) {
+		if (f[i][0] != '/')
+			return "a prefix starts with / (\"/\" is every key)";
+		k->prefixes[k->nprefix++] = xstrdup(f[i]);
+	}
+	return NULL;
+}
+
+struct keyring *keyring_parse(const char *text, const char *name, char **why)
+{
+	struct keyring *k = xcalloc(1, sizeof(*k));
+	char *copy = xstrdup(text), *line, *save = NULL;
+	int lineno = 0, cap = 0, anon = -1;
+	atomic_init(&k->refs, 1);
+	*why = NULL;
+	for (line = copy; line; line = save) {
+		char *f[65], *fs = NULL, *nl = strchr(line, '\n');
+		const char *bad = NULL;
+		int nf = 0;
+		save = nl ? nl + 1 : NULL;
+		if (nl)
+			*nl = '\0';
+		lineno++;
+		line[strcspn(line, "#")] = '\0';
+		for (char *t = strtok_r(line, " \t\r", &fs); t; t = strtok_r(NULL, " \t\r", &fs))
+			if (nf < 65)
+				f[nf++] = t;
+		if (!nf)
+			continue;
+		if (k->n == cap)
+			k->keys = xrealloc(k->keys, sizeof(*k->keys) * (size_t)(cap = cap ? 2 * cap : 8));
+		memset(&k->keys[k->n], 0, sizeof(k->keys[0]));
+		if (nf > 64)
+			bad = "more than 60 prefixes on one line";
+		else if (!strcmp(f[0], "anonymous") ? anon >= 0 : keyring_find(k, f[0], strlen(f[0])) != NULL)
+			bad = "this id is given twice";
+		else
+			bad = parse_line(f, nf, &k->keys[k->n]);
+		if (bad) {
+			key_free(&k->keys[k->n]);
+			*why = xasprintf("%s:%d: %s", name, lineno, bad);
+			break;
+		}
+		if (!k->keys[k->n].secret)
+			anon = k->n;
+		k->n++;
+	}
+	free(copy);
+	if (anon >= 0)   /* the array has stopped moving */
+		k->anonymous = &k->keys[anon];
+	if (*why) {
+		keyring_put(k);
+		return NULL;
+	}
+	return k;
+}
+
+struct keyring *keyring_load(const char *path, char **why)
+{
+	FILE *f = fopen(path, "r");
+	struct buf b = {0};
+	struct stat st;
+	char chunk[4096];
+	size_t n;
+	struct keyring *k;
+	if (!f) {
+		*why = xasprintf("-keys: open() \"%s\" failed (%d: %s)", path, errno, strerror(errno));
+		return NULL;
+	}
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		buf_append(&b, chunk, n);
+	if (ferror(f)) {
+		*why = xasprintf("-keys: read() \"%s\" failed", path);
+		fclose(f);
+		buf_free(&b);
+		return NULL;
+	}
+	if (!fstat(fileno(f), &st) && (st.st_mode & 077))
+		log_msg("warning: -keys %s is readable by others (mode %03o): chmod 600 it", path,
+			(unsigned)(st.st_mode & 0777));
+	fclose(f);
+	buf_append(&b, "", 1);
+	k = keyring_parse(b.data, path, why);
+	buf_free(&b);
+	return k;
+}
+
+const struct key *keyring_find(const struct keyring *k, const char *id, size_t n)
+{
+	for (int i = 0; i < k->n; i++)
+		if (k->keys[i].secret && strlen(k->keys[i].id) == n && !memcmp(k->keys[i].id, id, n))
+			return &k->keys[i];
+	return NULL;
+}
+
+bool key_allows(const struct key *k, unsigned perm, const char *path, size_t n)
+{
+	if (!k || (k->perms & perm) != perm)
+		return false;
+	for (int i = 0; i < k->nprefix; i++) {
+		size_t pl = strlen(k->prefixes[i]);
+		if (pl <= n && !memcmp(k->prefixes[i], path, pl))
+			return true;
+	}
+	return false;
+}
+
+bool key_touches(const struct key *k, unsigned perm, const char *path, size_t n)
+{
+	if (!k || !(k->perms & perm))
+		return false;
+	for (int i = 0; i < k->nprefix; i++) {
+		size_t pl = strlen(k->prefixes[i]), m = pl < n ? pl : n;
+		if (!memcmp(k->prefixes[i], path, m))
+			return true;
+	}
+	return false;
+}
+
+/* ---- the running keys ---- */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct keyring *_Atomic cur;
+static const char *cur_path;
+
+int keys_start(const char *path)
+{
+	char *why = NULL;
+	struct keyring *k = keyring_load(path, &why);
+	if (!k) {
+		log_msg("%s", why);
+		free(why);
+		return -1;
+	}
+	cur_path = path;
+	atomic_store(&cur, k);
+	log_msg("-keys %s: %d keys%s", path, k->n - (k->anonymous != NULL),
+		k->anonymous ? " and an anonymous line" : "");
+	return 0;
+}
+
+void keys_reload(void)
+{
+	char *why = NULL;
+	struct keyring *k, *old;
+	if (!cur_path)
+		return;
+	k = keyring_load(cur_path, &why);
+	if (!k) {
+		log_msg("%s; the keys loaded before stay in force", why);
+		free(why);
+		return;
+	}
+	pthread_mutex_lock(&mu);
+	old = atomic_exchange(&cur, k);
+	pthread_mutex_unlock(&mu);
+	keyring_put(old);
+	log_msg("-keys %s reloaded: %d keys%s", cur_path, k->n - (k->anonymous != NULL),
+		k->anonymous ? " and an anonymous line" : "");
+}
+
+struct keyring *keys_current(void)
+{
+	struct keyring *k;
+	if (!atomic_load_explicit(&cur, memory_order_relaxed))   /* off: the one check */
+		return NULL;
+	pthread_mutex_lock(&mu);
+	k = atomic_load(&cur);
+	atomic_fetch_add(&k->refs, 1);
+	pthread_mutex_unlock(&mu);
+	return k;
+}
+
+void keys_stop(void)
+{
+	pthread_mutex_lock(&mu);
+	keyring_put(atomic_exchange(&cur, NULL));
+	pthread_mutex_unlock(&mu);
+	cur_path = NULL;
+}

@@ -1,0 +1,170 @@
+/* sigv2.c -- Signature Version 2, header ("AWS id:sig") and query
+ * (AWSAccessKeyId, Expires, Signature): what s3cmd falls back to and what
+ * `s3cmd signurl` makes.  HMAC-SHA1 over AWS's string to sign ("Signing
+ * and Authenticating REST Requests"); see sigv4.h. */
+#include "sigv4.h"
+#include "httpc.h"
+#include "util.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int tolower_ascii(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+/* Sub-resources that are part of V2's CanonicalizedResource, in order. */
+static const char *const v2_subres[] = {
+	"acl", "cors", "delete", "lifecycle", "location", "logging", "notification",
+	"partNumber", "policy", "requestPayment", "response-cache-control",
+	"response-content-disposition", "response-content-encoding", "response-content-language",
+	"response-content-type", "response-expires", "restore", "tagging", "torrent", "uploadId",
+	"uploads", "versionId", "versioning", "versions", "website", NULL,
+};
+
+struct amzh {
+	char **h;   /* "name:value", name lowercased */
+	size_t n;
+};
+
+static void collect_amz(void *arg, const char *k, const char *v)
+{
+	struct amzh *a = arg;
+	char *s;
+	if (strncasecmp(k, "x-amz-", 6))
+		return;
+	s = xasprintf("%s:%s", k, v ? v : "");
+	for (char *p = s; *p != ':'; p++)
+		*p = (char)tolower_ascii(*p);
+	a->h = xrealloc(a->h, sizeof(char *) * (a->n + 1));
+	a->h[a->n++] = s;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* V2's string to sign; date: the Date line (Expires for a query). */
+static char *v2_string(const struct sig_req *r, const char *date)
+{
+	struct buf b = {0};
+	struct amzh a = {0};
+	const char *md5 = r->header(r->cls, "Content-MD5"), *ct = r->header(r->cls, "Content-Type");
+	char sep = '?';
+	buf_printf(&b, "%s\n%s\n%s\n%s\n", r->method, md5 ? md5 : "", ct ? ct : "", date);
+	if (r->each_header)
+		r->each_header(r->cls, collect_amz, &a);
+	if (a.n)
+		qsort(a.h, a.n, sizeof(char *), str_cmp);
+	for (size_t i = 0; i < a.n; i++) {
+		buf_printf(&b, "%s\n", a.h[i]);
+		free(a.h[i]);
+	}
+	free(a.h);
+	buf_puts(&b, r->path);
+	for (int i = 0; v2_subres[i]; i++) {
+		size_t vl;
+		const char *v = query_param(r->query, v2_subres[i], &vl);
+		if (!v)
+			continue;
+		buf_printf(&b, "%c%s", sep, v2_subres[i]);
+		if (vl)
+			buf_printf(&b, "=%.*s", (int)vl, v);
+		sep = '&';
+	}
+	return b.data;
+}
+
+static void v2_verify(const struct keyring *ring, const struct sig_req *r, const char *id,
+		      size_t idl, const char *sig, size_t sigl, const char *date, bool query,
+		      struct sig_result *out)
+{
+	const struct key *key = keyring_find(ring, id, idl);
+	unsigned char mac[20];
+	unsigned int ml = 20;
+	char want[32], *sts;
+	if (!key) {
+		out->st = SIG_UNKNOWN_KEY;
+		out->why = "The AWS Access Key Id you provided does not exist in our records.";
+		return;
+	}
+	sts = v2_string(r, date);
+	HMAC(EVP_sha1(), key->secret, (int)strlen(key->secret), (unsigned char *)sts, strlen(sts),
+	     mac, &ml);
+	free(sts);
+	EVP_EncodeBlock((unsigned char *)want, mac, 20);   /* 28 characters */
+	if (query) {   /* the signature comes percent-encoded */
+		struct buf d = {0};
+		for (size_t i = 0; i < sigl; i++) {
+			int v = sig[i] == '%' ? pct_value(sig + i, sigl - i) : sig[i];
+			char c = (char)(v < 0 ? sig[i] : v);
+			buf_append(&d, &c, 1);
+			if (sig[i] == '%' && v >= 0)
+				i += 2;
+		}
+		out->st = d.len == 28 && !CRYPTO_memcmp(want, d.data, 28) ? SIG_OK : SIG_MISMATCH;
+		buf_free(&d);
+	} else {
+		out->st = sigl == 28 && !CRYPTO_memcmp(want, sig, 28) ? SIG_OK : SIG_MISMATCH;
+	}
+	if (out->st == SIG_OK) {
+		out->key = key;
+		out->is_signed = true;
+	} else {
+		out->why = "The request signature we calculated does not match the signature you "
+			   "provided. Check your key and signing method.";
+	}
+}
+
+/* Authorization: AWS id:signature */
+void sigv2_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
+		      struct sig_result *out)
+{
+	const char *id = auth + 4, *colon = strrchr(id, ':');
+	const char *amz = r->header(r->cls, "x-amz-date"), *date = r->header(r->cls, "Date");
+	time_t t = amz ? httpc_parse_date(amz) : date ? httpc_parse_date(date) : -1;
+	if (!colon || colon == id) {
+		out->st = SIG_MALFORMED;
+		out->why = "The authorization header is malformed; want AWS ID:SIGNATURE";
+		return;
+	}
+	if (t < 0 || t > r->now + SIG_SKEW_S || t < r->now - SIG_SKEW_S) {
+		out->st = SIG_SKEWED;
+		out->why = "The difference between the request time and the current time is too large.";
+		return;
+	}
+	/* with x-amz-date, the Date line is empty (it is among the x-amz- headers) */
+	v2_verify(ring, r, id, (size_t)(colon - id), colon + 1, strlen(colon + 1),
+		  amz ? "" : date, false, out);
+}
+
+/* ?AWSAccessKeyId=...&Expires=...&Signature=... (s3cmd signurl) */
+void sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig_result *out)
+{
+	size_t il, el, sl;
+	const char *id = query_param(r->query, "AWSAccessKeyId", &il);
+	const char *exp = query_param(r->query, "Expires", &el);
+	const char *sig = query_param(r->query, "Signature", &sl);
+	char ebuf[24];
+	uint64_t e;
+	snprintf(ebuf, sizeof(ebuf), "%.*s", (int)(exp && el < 23 ? el : 0), exp ? exp : "");
+	if (!id || !sig || !exp || !parse_u64(ebuf, 0, INT64_MAX, &e)) {
+		out->st = SIG_QUERY_MALFORMED;
+		out->why = "Query-string authentication requires the Signature, Expires and "
+			   "AWSAccessKeyId parameters";
+		return;
+	}
+	if ((int64_t)e < r->now) {
+		out->st = SIG_EXPIRED;
+		out->why = "Request has expired";
+		return;
+	}
+	v2_verify(ring, r, id, il, sig, sl, ebuf, true, out);
+}

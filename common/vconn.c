@@ -1,0 +1,765 @@
+/* vconn.c -- the lean volume client on the event loops (vconn.h).
+ *
+ * libcurl's multi_socket cost a small write ~60 system calls on the
+ * master: a liveness poll of every reused connection, epoll_ctl from its
+ * socket callbacks, reads until EAGAIN (issue 33).  Here a connection is
+ * added to the loop's epoll once, edge triggered, and lives there until it
+ * closes; a request is one sendmsg (head and body), its answer usually one
+ * recv: a read shorter than the room offered drained the socket, and the
+ * next bytes bring a new edge. */
+#include "vconn.h"
+#include "httpc.h"
+#include "loop.h"
+#include "volsign.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- the answer parser ---- */
+
+void vresp_init(struct vresp *r, bool head, struct buf *body, size_t body_max)
+{
+	*r = (struct vresp){.state = VR_HEAD, .head = head, .body = body, .body_max = body_max};
+}
+
+static size_t fail(struct vresp *r, const char *why)
+{
+	r->state = VR_ERR;
+	snprintf(r->why, sizeof(r->why), "%s", why);
+	return 0;
+}
+
+static bool tchar(int c)
+{
+	return c > 0 && c < 127 && (isalnum(c) || strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* The value of a header line p[0..n) named name (its length into *vn),
+ * OWS trimmed; NULL when the line has another name. */
+static const char *value(const char *p, size_t n, const char *name, size_t *vn)
+{
+	size_t k = strlen(name);
+	const char *v, *end = p + n;
+	if (n <= k || p[k] != ':' || strncasecmp(p, name, k))
+		return NULL;
+	for (v = p + k + 1; v < end && (*v == ' ' || *v == '\t'); v++)
+		;
+	while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	*vn = (size_t)(end - v);
+	return v;
+}
+
+/* A head p[0..n), its empty line included. */
+static void parse_head(struct vresp *r, const char *p, size_t n)
+{
+	const char *line = p, *end = p + n - 2, *eol;
+	bool chunked = false, has_len = false, http10;
+	uint64_t len = 0;
+	if (n < 14 || memcmp(p, "HTTP/1.", 7) || (p[7] != '0' && p[7] != '1') || p[8] != ' ' ||
+	    !isdigit((unsigned char)p[9]) || !isdigit((unsigned char)p[10]) ||
+	    !isdigit((unsigned char)p[11]) || (p[12] != ' ' && p[12] != '\r')) {
+		fail(r, "not an HTTP/1.x status line");
+		return;
+	}
+	http10 = p[7] == '0';
+	r->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+	if (r->status < 100) {
+		fail(r, "a status below 100");
+		return;
+	}
+	r->close = http10;
+	eol = memmem(line, (size_t)(end + 2 - line), "\r\n", 2);
+	for (const char *q = p + 12; q < eol; q++)
+		if ((unsigned char)*q < ' ' && *q != '\t')
+			return (void)fail(r, "a control character in the status line");
+	for (line = eol + 2; line < end; line = eol + 2) {
+		size_t ln, vn;
+		const char *v, *q;
+		eol = memmem(line, (size_t)(end + 2 - line), "\r\n", 2);
+		ln = (size_t)(eol - line);
+		for (q = line; q < eol && tchar((unsigned char)*q); q++)
+			;
+		if (q == line || q == eol || *q != ':')
+			return (void)fail(r, "a malformed header line");
+		for (; q < eol; q++)
+			if (((unsigned char)*q < ' ' && *q != '\t') || *q == 127)
+				return (void)fail(r, "a control character in a header");
+		if ((v = value(line, ln, "Content-Length", &vn))) {
+			uint64_t x = 0;
+			if (!vn || vn > 18)
+				return (void)fail(r, "a malformed Content-Length");
+			for (size_t i = 0; i < vn; i++) {
+				if (!isdigit((unsigned char)v[i]))
+					return (void)fail(r, "a malformed Content-Length");
+				x = x * 10 + (uint64_t)(v[i] - '0');
+			}
+			if (has_len && x != len)
+				return (void)fail(r, "Content-Length headers that disagree");
+			has_len = true;
+			len = x;
+		} else if ((v = value(line, ln, "Transfer-Encoding", &vn))) {
+			if (vn != 7 || strncasecmp(v, "chunked", 7) || chunked)
+				return (void)fail(r, "a Transfer-Encoding other than chunked");
+			chunked = true;
+		} else if ((v = value(line, ln, "Connection", &vn))) {
+			if (memmem(v, vn, "close", 5) || memmem(v, vn, "Close", 5))
+				r->close = true;
+			else if (http10 && (memmem(v, vn, "keep-alive", 10) ||
+					    memmem(v, vn, "Keep-Alive", 10)))
+				r->close = false;
+		}
+	}
+	if (r->status < 200) {
+		if (r->status == 101)
+			fail(r, "101 Switching Protocols");
+		return;   /* an interim answer (100 Continue...): the final one follows */
+	}
+	if (chunked && has_len)
+		fail(r, "both Content-Length and chunked");
+	else if (r->head || r->status == 204 || r->status == 304)
+		r->state = VR_DONE;
+	else if (chunked)
+		r->state = VR_CSIZE;
+	else if (has_len)
+		r->state = (r->rem = len) ? VR_LEN : VR_DONE;
+	else {
+		r->state = VR_EOF;   /* the body ends when the connection does */
+		r->close = true;
+	}
+}
+
+static bool body(struct vresp *r, const char *p, size_t n)
+{
+	if (!r->body)
+		return true;
+	if (r->body_max && r->body->len + n > r->body_max) {
+		snprintf(r->why, sizeof(r->why), "an answer body over %zu bytes", r->body_max);
+		r->state = VR_ERR;
+		return false;
+	}
+	buf_append(r->body, p, n);
+	return true;
+}
+
+static size_t step(struct vresp *r, const char *p, size_t n)
+{
+	const char *e;
+	size_t k;
+	switch (r->state) {
+	case VR_HEAD:
+		if (memcmp(p, "HTTP/", n < 5 ? n : 5))
+			return fail(r, "not an HTTP answer");
+		if (!(e = memmem(p, n < VRESP_HEAD_MAX ? n : VRESP_HEAD_MAX, "\r\n\r\n", 4)))
+			return n >= VRESP_HEAD_MAX ? fail(r, "an answer head over 16 KiB") : 0;
+		parse_head(r, p, (size_t)(e + 4 - p));
+		return (size_t)(e + 4 - p);
+	case VR_LEN:
+	case VR_CDATA:
+		k = n < r->rem ? n : (size_t)r->rem;
+		if (!body(r, p, k))
+			return 0;
+		if (!(r->rem -= k))
+			r->state = r->state == VR_LEN ? VR_DONE : VR_CCRLF;
+		return k;
+	case VR_EOF:
+		return body(r, p, n) ? n : 0;
+	case VR_CSIZE: {
+		uint64_t x = 0;
+		size_t i;
+		if (!(e = memmem(p, n < 1024 ? n : 1024, "\r\n", 2)))
+			return n >= 1024 ? fail(r, "a chunk size line over 1 KiB") : 0;
+		for (i = 0; p + i < e && isxdigit((unsigned char)p[i]); i++) {
+			if (i == 15)
+				return fail(r, "a chunk size over 15 hex digits");
+			x = x * 16 + (uint64_t)(isdigit((unsigned char)p[i]) ? p[i] - '0'
+									   : (tolower((unsigned char)p[i]) - 'a' + 10));
+		}
+		if (!i || (p + i < e && p[i] != ';'))
+			return fail(r, "a malformed chunk size");
+		r->rem = x;
+		r->state = x ? VR_CDATA : VR_TRAILER;
+		return (size_t)(e + 2 - p);
+	}
+	case VR_CCRLF:
+		if (memcmp(p, "\r\n", n < 2 ? n : 2))
+			return fail(r, "a chunk not followed by CRLF");
+		if (n < 2)
+			return 0;
+		r->state = VR_CSIZE;
+		return 2;
+	case VR_TRAILER:
+		if (!(e = memmem(p, n, "\r\n", 2)))
+			return r->trailers + n > VRESP_HEAD_MAX ? fail(r, "trailers over 16 KiB") : 0;
+		k = (size_t)(e - p);
+		if (!k) {
+			r->state = VR_DONE;
+			return 2;
+		}
+		if ((r->trailers += k + 2) > VRESP_HEAD_MAX)
+			return fail(r, "trailers over 16 KiB");
+		if (!memchr(p, ':', k) || !tchar((unsigned char)p[0]))
+			return fail(r, "a malformed trailer");
+		return k + 2;
+	default:
+		return 0;
+	}
+}
+
+size_t vresp_feed(struct vresp *r, const char *p, size_t n)
+{
+	size_t used = 0, k;
+	while (used < n && r->state != VR_DONE && r->state != VR_ERR &&
+	       (k = step(r, p + used, n - used)))
+		used += k;
+	return used;
+}
+
+void vresp_eof(struct vresp *r)
+{
+	if (r->state == VR_EOF)
+		r->state = VR_DONE;
+	else if (r->state != VR_DONE && r->state != VR_ERR)
+		fail(r, r->state == VR_HEAD ? "the connection closed before the answer's head ended"
+					    : "the connection closed mid-answer");
+}
+
+/* ---- connections ---- */
+
+#define RESOLVE_MS 60000      /* a host's addresses are looked up again after this */
+#define READ_ROOM 16384
+#define DOWN_ERR "its volume was marked down by the health check"
+
+struct vop;
+
+struct vc {
+	struct loop_fd w;
+	int fd;
+	struct vhost *h;
+	struct vop *op;           /* the request on it; NULL: idle */
+	bool connecting, reused;
+	char head[2048 + VOLSIGN_EXTRA + 512];
+	size_t headlen, off;      /* the request: head, then the body; off sent */
+	struct buf in;            /* bytes read, not yet parsed, from in_off */
+	size_t in_off;
+	struct vresp resp;
+	struct vc *next;          /* the host's idle ones */
+};
+
+struct vhost {
+	char *name;               /* "host:port" */
+	struct addrinfo *ai;
+	uint64_t resolved;
+	char err[200];            /* ai is NULL: why */
+	struct vc *idle;
+	struct vhost *next;
+};
+
+struct vfan;
+struct vop {
+	struct vfan *f;
+	int i;
+	struct vhost *h;
+	struct vc *c;
+	char target[2048 + VOLSIGN_EXTRA];
+	bool done, retried;
+};
+
+struct vfan {
+	struct httpc_req *reqs;
+	int n, left, gone;
+	const char *method;
+	const void *body;
+	size_t bodylen;
+	bool idempotent;
+	uint64_t deadline;        /* 0: none */
+	bool (*down)(void *, int);
+	void *down_arg;
+	void (*done)(void *, int);
+	void *arg;
+	struct vop *ops;
+	struct vfan *prev, *next;
+};
+
+struct vstate {
+	struct loop *loop;
+	struct vhost *hosts;
+	struct vfan *fans;
+	struct loop_timer timer;
+	uint64_t tick;            /* the next down check */
+};
+
+static __thread struct vstate *vs;
+static void (*observer)(const char *url, int status);
+
+void vconn_observe(void (*fn)(const char *url, int status))
+{
+	observer = fn;
+}
+
+/* c, not on its host's idle list, is done with. */
+static void conn_drop(struct vc *c)
+{
+	c->op = NULL;
+	c->w.dead = true;
+	close(c->fd);   /* leaves the epoll set with it */
+	buf_free(&c->in);
+	loop_defer_free(vs->loop, c);
+}
+
+/* An idle connection the volume closed. */
+static void conn_close(struct vc *c)
+{
+	struct vc **pp = &c->h->idle;
+	while (*pp && *pp != c)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = c->next;
+	conn_drop(c);
+}
+
+static void fan_end(struct vfan *f)
+{
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		vs->fans = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	loop_release(vs->loop);
+	f->done(f->arg, f->gone);
+	free(f->ops);
+	free(f);
+}
+
+/* op ended with status (-1: why); its connection is the caller's. */
+static void op_end(struct vop *op, int status, const char *why, bool timed_out)
+{
+	struct vfan *f = op->f;
+	struct httpc_req *r = &f->reqs[op->i];
+	op->done = true;
+	op->c = NULL;
+	r->status = status;
+	r->timed_out = timed_out;
+	if (why)
+		snprintf(r->err, sizeof(r->err), "%s", why);
+	if (observer)
+		observer(r->url, status);
+	if (--f->left == 0)
+		fan_end(f);
+}
+
+/* op fails: its connection, in the middle of an exchange, is closed. */
+static void op_fail(struct vop *op, const char *why, bool timed_out)
+{
+	if (op->c)
+		conn_drop(op->c);
+	op_end(op, -1, why, timed_out);
+}
+
+static void on_event(void *arg, uint32_t ev);
+
+static struct vc *conn_new(struct vhost *h, char *err, size_t en)
+{
+	int fd = -1, e = 0;
+	struct vc *c;
+	if (!h->ai || now_ms() - h->resolved > RESOLVE_MS) {
+		char host[256], port[32];
+		const char *colon = strrchr(h->name, ':');
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+		int rc;
+		snprintf(host, sizeof(host), "%.*s",
+			 (int)(colon ? (size_t)(colon - h->name) : strlen(h->name)), h->name);
+		snprintf(port, sizeof(port), "%s", colon ? colon + 1 : "80");
+		if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+			memmove(host, host + 1, strlen(host));
+			host[strlen(host) - 1] = '\0';
+		}
+		if ((rc = getaddrinfo(host, port, &hints, &ai)) != 0) {
+			snprintf(err, en, "could not resolve %.100s: %s", host, gai_strerror(rc));
+			return NULL;
+		}
+		if (h->ai)
+			freeaddrinfo(h->ai);
+		h->ai = ai;
+		h->resolved = now_ms();
+	}
+	for (struct addrinfo *a = h->ai; a; a = a->ai_next) {
+		int one = 1;
+		fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			e = errno;
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS)
+			break;
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0) {
+		snprintf(err, en, "could not connect to %.100s: %s", h->name, strerror(e));
+		return NULL;
+	}
+	c = xcalloc(1, sizeof(*c));
+	c->fd = fd;
+	c->h = h;
+	c->connecting = true;
+	c->w = (struct loop_fd){.fn = on_event, .arg = c};
+	loop_watch(vs->loop, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->w);
+	return c;
+}
+
+static void op_start(struct vop *op, bool fresh);
+
+/* The connection ended before op's answer did (closed, reset, refused):
+ * on a reused connection that gave no byte of the answer, an idempotent
+ * request goes once more on a fresh one. */
+static void conn_lost(struct vc *c, const char *why)
+{
+	struct vop *op = c->op;
+	if (c->reused && !c->in.len && !c->in_off && op->f->idempotent && !op->retried) {
+		op->retried = true;
+		op->c = NULL;
+		conn_drop(c);
+		op_start(op, true);
+		return;
+	}
+	op_fail(op, why, false);
+}
+
+static void conn_write(struct vc *c)
+{
+	struct vfan *f = c->op->f;
+	size_t total = c->headlen + f->bodylen;
+	while (c->off < total) {
+		struct iovec iov[2];
+		struct msghdr m = {.msg_iov = iov};
+		ssize_t k;
+		if (c->off < c->headlen) {
+			iov[m.msg_iovlen++] = (struct iovec){c->head + c->off, c->headlen - c->off};
+			if (f->bodylen)
+				iov[m.msg_iovlen++] = (struct iovec){(void *)f->body, f->bodylen};
+		} else {
+			iov[m.msg_iovlen++] = (struct iovec){(char *)f->body + (c->off - c->headlen),
+							     total - c->off};
+		}
+		k = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+		if (k < 0) {
+			char why[160];
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;   /* EPOLLOUT's edge brings us back */
+			snprintf(why, sizeof(why), "sending to %.100s: %s", c->h->name,
+				 strerror(errno));
+			conn_lost(c, why);
+			return;
+		}
+		c->off += (size_t)k;
+	}
+}
+
+/* c's answer is complete. */
+static void answered(struct vc *c)
+{
+	struct vop *op = c->op;
+	int status = c->resp.status;
+	bool keep = !c->resp.close && c->in_off == c->in.len && c->off == c->headlen + op->f->bodylen;
+	if (keep) {
+		c->op = NULL;
+		c->in.len = c->in_off = 0;
+		c->next = c->h->idle;
+		c->h->idle = c;
+	} else {
+		conn_drop(c);
+	}
+	op_end(op, status, NULL, false);
+}
+
+static void conn_read(struct vc *c)
+{
+	for (;;) {
+		ssize_t k;
+		size_t room;
+		if (c->in_off == c->in.len)
+			c->in.len = c->in_off = 0;
+		if (c->in.cap - c->in.len < READ_ROOM) {
+			if (c->in_off) {
+				memmove(c->in.data, c->in.data + c->in_off, c->in.len - c->in_off);
+				c->in.len -= c->in_off;
+				c->in_off = 0;
+			}
+			if (c->in.cap - c->in.len < READ_ROOM) {
+				c->in.cap = c->in.len + 2 * READ_ROOM;
+				c->in.data = xrealloc(c->in.data, c->in.cap);
+			}
+		}
+		room = c->in.cap - c->in.len;
+		k = recv(c->fd, c->in.data + c->in.len, room, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (k <= 0) {
+			char why[300];
+			if (k < 0) {
+				snprintf(why, sizeof(why), "reading from %.100s: %s", c->h->name,
+					 strerror(errno));
+				conn_lost(c, why);
+				return;
+			}
+			vresp_eof(&c->resp);
+			if (c->resp.state == VR_DONE) {
+				c->resp.close = true;
+				answered(c);
+			} else if (!c->in.len && !c->in_off) {
+				snprintf(why, sizeof(why),
+					 "%.100s closed the connection before answering", c->h->name);
+				conn_lost(c, why);
+			} else {
+				snprintf(why, sizeof(why), "%.100s: %s", c->h->name, c->resp.why);
+				op_fail(c->op, why, false);
+			}
+			return;
+		}
+		c->in.len += (size_t)k;
+		c->in_off += vresp_feed(&c->resp, c->in.data + c->in_off, c->in.len - c->in_off);
+		if (c->resp.state == VR_DONE) {
+			answered(c);
+			return;
+		}
+		if (c->resp.state == VR_ERR) {
+			char why[200];
+			snprintf(why, sizeof(why), "%.60s answered %s", c->h->name, c->resp.why);
+			op_fail(c->op, why, false);
+			return;
+		}
+		if ((size_t)k < room)
+			return;   /* drained: more bytes bring a new edge */
+	}
+}
+
+static void on_event(void *arg, uint32_t ev)
+{
+	struct vc *c = arg;
+	if (!c->op) {   /* idle: the volume closed it (or said something unasked) */
+		if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+			conn_close(c);
+		return;
+	}
+	if (c->connecting && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+		c->connecting = false;   /* a failed connect shows in sendmsg's errno */
+	if (!c->connecting && c->off < c->headlen + c->op->f->bodylen) {
+		conn_write(c);
+		if (c->w.dead || !c->op)
+			return;
+	}
+	if (!c->connecting && (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		conn_read(c);
+}
+
+static void op_start(struct vop *op, bool fresh)
+{
+	struct vfan *f = op->f;
+	struct vc *c = NULL;
+	char err[256];
+	int n;
+	while (!fresh && (c = op->h->idle)) {
+		char x;
+		op->h->idle = c->next;
+		c->reused = true;
+		/* A PUT is never sent twice, so it goes on a connection the
+		 * volume has not closed yet: one peek, which a volume that
+		 * reloads (and closes its idle connections) needs.  The others
+		 * go as they are, and once more when it had. */
+		if (f->idempotent || (recv(c->fd, &x, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+				      (errno == EAGAIN || errno == EWOULDBLOCK)))
+			break;
+		conn_drop(c);
+	}
+	if (!c && !(c = conn_new(op->h, err, sizeof(err)))) {
+		op_end(op, -1, err, false);
+		return;
+	}
+	c->next = NULL;
+	c->op = op;
+	op->c = c;
+	vresp_init(&c->resp, !strcmp(f->method, "HEAD"), NULL, 0);
+	n = snprintf(c->head, sizeof(c->head), "%s %s HTTP/1.1\r\nHost: %s\r\n", f->method,
+		     op->target, op->h->name);
+	if (f->body || !strcmp(f->method, "PUT"))
+		n += snprintf(c->head + n, sizeof(c->head) - (size_t)n,
+			      "Content-Length: %zu\r\n", f->bodylen);
+	n += snprintf(c->head + n, sizeof(c->head) - (size_t)n, "\r\n");
+	c->headlen = (size_t)n;
+	c->off = 0;
+	if (!c->connecting)
+		conn_write(c);
+}
+
+/* The down checks and the deadlines. */
+static void rearm(void)
+{
+	uint64_t at = 0;
+	for (struct vfan *f = vs->fans; f; f = f->next) {
+		if (f->deadline && (!at || f->deadline < at))
+			at = f->deadline;
+		if (f->down && (!at || vs->tick < at))
+			at = vs->tick;
+	}
+	vs->timer.at = at;
+}
+
+static void stop_fan(struct vfan *f, int gone, const char *why, bool timed_out)
+{
+	f->left++;   /* f lives until the last op ended */
+	for (int i = 0; i < f->n; i++)
+		if (!f->ops[i].done)
+			op_fail(&f->ops[i], i == gone ? why : "stopped: another replica failed",
+				timed_out && i == gone);
+	if (--f->left == 0)
+		fan_end(f);
+}
+
+static void on_timer(void *arg)
+{
+	uint64_t now = now_ms();
+	bool tick = now >= vs->tick;
+	struct vfan *f, *next;
+	(void)arg;
+	if (tick)
+		vs->tick = now + 100;
+	for (f = vs->fans; f; f = next) {
+		next = f->next;
+		if (f->deadline && now >= f->deadline) {
+			f->left++;
+			for (int i = 0; i < f->n; i++)
+				if (!f->ops[i].done)
+					op_fail(&f->ops[i], "no answer within the time allowed", true);
+			if (--f->left == 0)
+				fan_end(f);
+			continue;
+		}
+		if (!tick || !f->down)
+			continue;
+		for (int i = 0; i < f->n; i++)
+			if (!f->ops[i].done && f->down(f->down_arg, i)) {
+				f->gone = i;
+				stop_fan(f, i, DOWN_ERR, false);
+				break;
+			}
+	}
+	rearm();
+}
+
+static struct vstate *state(void)
+{
+	struct loop *l = loop_current();
+	if (!l)
+		return NULL;
+	if (!vs) {
+		vs = xcalloc(1, sizeof(*vs));
+		vs->loop = l;
+		vs->timer = (struct loop_timer){0, on_timer, NULL};
+		loop_timer_add(l, &vs->timer);
+	}
+	return vs;
+}
+
+static struct vhost *host(const char *name, size_t n)
+{
+	struct vhost *h;
+	for (h = vs->hosts; h; h = h->next)
+		if (!strncmp(h->name, name, n) && !h->name[n])
+			return h;
+	h = xcalloc(1, sizeof(*h));
+	h->name = xstrndup(name, n);
+	h->next = vs->hosts;
+	vs->hosts = h;
+	return h;
+}
+
+int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
+		 size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
+		 void (*done)(void *arg, int gone), void *arg)
+{
+	struct vfan *f;
+	if (!state())
+		return -1;
+	f = xcalloc(1, sizeof(*f));
+	*f = (struct vfan){.reqs = reqs, .n = n, .left = n + 1, .gone = -1, .method = method,
+			   .body = body, .bodylen = bodylen, .down = down, .down_arg = down_arg,
+			   .done = done, .arg = arg, .next = vs->fans,
+			   .idempotent = !strcmp(method, "GET") || !strcmp(method, "HEAD") ||
+					 !strcmp(method, "DELETE"),
+			   .deadline = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0,
+			   .ops = xcalloc((size_t)(n > 0 ? n : 1), sizeof(struct vop))};
+	if (vs->fans)
+		vs->fans->prev = f;
+	vs->fans = f;
+	loop_hold(vs->loop);
+	if (down && vs->tick <= now_ms())
+		vs->tick = now_ms() + 100;
+	for (int i = 0; i < n; i++) {
+		struct vop *op = &f->ops[i];
+		const char *url = reqs[i].url, *hp, *slash;
+		char signed_url[sizeof(op->target) + 256];
+		op->f = f;
+		op->i = i;
+		reqs[i].status = -1;
+		reqs[i].timed_out = false;
+		reqs[i].err[0] = '\0';
+		hp = signed_url + 7;
+		if (!volsign_url(url, method, VOLSIGN_SELF_TTL, signed_url, sizeof(signed_url)) ||
+		    strncmp(signed_url, "http://", 7) ||
+		    strlen(slash = hp + strcspn(hp, "/")) >= sizeof(op->target)) {
+			op_end(op, -1, "a volume URL too long or not http://", false);
+			continue;
+		}
+		snprintf(op->target, sizeof(op->target), "%s", *slash ? slash : "/");
+		op->h = host(hp, (size_t)(slash - hp));
+	}
+	for (int i = 0; i < n; i++)
+		if (!f->ops[i].done)
+			op_start(&f->ops[i], false);
+	rearm();
+	if (--f->left == 0)
+		fan_end(f);
+	return 0;
+}
+
+void vconn_thread_cleanup(void)
+{
+	struct vstate *s = vs;
+	if (!s)
+		return;
+	while (s->hosts) {
+		struct vhost *h = s->hosts;
+		s->hosts = h->next;
+		while (h->idle) {
+			struct vc *c = h->idle;
+			h->idle = c->next;
+			close(c->fd);
+			buf_free(&c->in);
+			free(c);
+		}
+		if (h->ai)
+			freeaddrinfo(h->ai);
+		free(h->name);
+		free(h);
+	}
+	vs = NULL;
+	free(s);
+}

@@ -1,0 +1,67 @@
+/* vconn.h -- the lean volume client on the event loops: small requests
+ * whose body is in memory or absent (a small PUT's replica writes, a
+ * DELETE's fan-out), on keep-alive connections of the loop's thread.
+ *
+ * Each loop thread keeps its connections per volume, each registered with
+ * the loop's epoll once (edge triggered) and reused as it is: no liveness
+ * poll.  A connection the volume closed is noticed on its next read; a
+ * GET, HEAD or DELETE whose reused connection closed before any byte of
+ * its answer is sent once more on a fresh one, a PUT fails.  Answers are
+ * parsed strictly (vresp_feed); a malformed one fails its request with a
+ * reason.  Each request is signed for its method (common/volsign.h) and
+ * ends in httpc's observer.  libcurl (httpc.h) keeps the streamed bodies
+ * and the blocking calls.  docs/architecture.md. */
+#ifndef MKV_VCONN_H
+#define MKV_VCONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "util.h"
+
+struct httpc_req;
+
+/* Perform method on every reqs[i].url at once on this thread's event loop,
+ * the same body (NULL: none) to each: returns at once, and done(arg, gone)
+ * is called on the loop once all have answered or failed (reqs[i].status,
+ * or -1 with reqs[i].err).  Each request must end within timeout_ms (0:
+ * none; timed_out set when it did not).  down (may be NULL) is asked every
+ * 100 ms about each request still running: true fails it (gone: its
+ * index, else -1) and stops the others.  body stays the caller's until
+ * done.  -1 (nothing started) when this thread runs no loop. */
+int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
+		 size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
+		 void (*done)(void *arg, int gone), void *arg);
+
+/* fn(url, status) for each request that ends (httpc_observe sets it). */
+void vconn_observe(void (*fn)(const char *url, int status));
+
+/* Close this thread's connections (at the loop thread's end). */
+void vconn_thread_cleanup(void);
+
+/* ---- the answer parser (fuzz/targets_master.c fuzzes it) ---- */
+#define VRESP_HEAD_MAX (16u << 10)   /* a head, or a chunked body's trailers */
+enum vresp_state { VR_HEAD, VR_LEN, VR_CSIZE, VR_CDATA, VR_CCRLF, VR_TRAILER, VR_EOF, VR_DONE,
+		   VR_ERR };
+struct vresp {
+	enum vresp_state state;
+	int status;              /* the final answer's */
+	bool head;               /* the request was a HEAD: no body */
+	bool close;              /* the server closes after this answer */
+	uint64_t rem;            /* VR_LEN, VR_CDATA: bytes to come */
+	size_t trailers;         /* VR_TRAILER: bytes of trailers so far */
+	struct buf *body;        /* the body goes here (NULL: dropped) */
+	size_t body_max;         /* past this many bytes the answer fails (0: any) */
+	char why[128];           /* VR_ERR: the reason */
+};
+void vresp_init(struct vresp *r, bool head, struct buf *body, size_t body_max);
+/* Parse p[0..n) (what follows the bytes consumed before): returns how many
+ * bytes it consumed.  Call again with the rest while it consumes some and
+ * the state is neither VR_DONE nor VR_ERR; 0 consumed means it needs more
+ * bytes. */
+size_t vresp_feed(struct vresp *r, const char *p, size_t n);
+/* The server closed the connection: an answer read to its end (VR_EOF) is
+ * done, any other unfinished one fails. */
+void vresp_eof(struct vresp *r);
+
+#endif
