@@ -330,8 +330,6 @@ static int list(struct req *r)
 		return send_error(r, 414, r->key_why);
 	if (path_decode(r->uri, strlen(r->uri), r->key, &r->klen) < 0)
 		return send_error(r, 400, "invalid percent-encoding or NUL in prefix");
-	/* -keys (to come): ?list and ?unlinked need `list` on the prefix;
-	 * ?list&locations hands out volume URLs, so it needs `read` too. */
 	return run_async(r);
 }
 
