@@ -27,7 +27,8 @@
 # built as `thrasher` (which talks to localhost:3000, so port 3000 must be
 # free), and row 13, rebuild and rebalance 5 -> 3 against the Go `mkv`
 # (GO_KEYS keys, default 20000; GO_ROUNDS rounds, default 3, alternating,
-# on the same volumes).
+# on the same volumes).  BENCH_OLD_MKV=BIN: row 15e's reference, `mkv get`
+# of that binary.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -469,6 +470,49 @@ if want 8 && [ -n "$MA" ]; then
 		stop "$M8PID"
 	fi
 	rm -rf "$T/r8"
+fi
+
+# ------------------------------------------ row 15: a training job's reads
+# N15 files of 64 KiB and of 1 MiB, put by `mkv put` into master B (3
+# replicas on the 3 nginx volumes); then every key read by 8 threads
+# (bench/read15.py): tools/mkvread.py, its listing timed too, vs the same
+# volume URLs fetched straight (15a, 15c) and vs each key through the
+# master's 302 (15b, 15d), http.client kept alive everywhere.  15e: `mkv
+# get` of the 64 KiB files vs the mkv named by BENCH_OLD_MKV (a binary from
+# before ?list&locations; without it the row has no reference).
+if want 15 && [ -n "$MB" ] && [ -x /usr/bin/python3 ]; then
+	N15=2000
+	log "row 15: $N15 files of 64 KiB and of 1 MiB read by 8 threads, mkvread vs straight vs the 302; mkv get; $RUNS runs"
+	for sz in 64 1024; do
+		mkdir -p "$T/r15/f$sz"
+		head -c $((N15 * sz * 1024)) /dev/urandom | (cd "$T/r15/f$sz" && split -b $((sz * 1024)) -d -a 6 - f)
+		"$BIN/mkv" -master "127.0.0.1:$MBP" put "$T/r15/f$sz" "/r15/s$sz" >>"$T/r15.log" 2>&1 ||
+			log "row 15: mkv put failed (see $T/r15.log)"
+		rm -rf "$T/r15/f$sz"
+	done
+	r15() { /usr/bin/python3 bench/read15.py "$1" "$MB" "/r15/s$2/" 8 2>>"$T/r15.log"; }
+	get15() { # get15 MKV: files/s of one `mkv get` of the 64 KiB files
+		local t0
+		rm -rf "$T/r15/get"
+		t0=$(date +%s.%N)
+		"$1" -master "127.0.0.1:$MBP" get /r15/s64 "$T/r15/get" >>"$T/r15.log" 2>&1 &&
+			echo "$N15 $t0 $(date +%s.%N)" | awk '{ printf "%.0f", $1 / ($3 - $2) }'
+	}
+	for r in $(seq "$RUNS"); do
+		m=$(r15 module 64)
+		record r15a ours "$m"
+		record r15b ours "$m"
+		record r15a ref "$(r15 direct 64)"
+		record r15b ref "$(r15 redirect 64)"
+		m=$(r15 module 1024)
+		record r15c ours "$m"
+		record r15d ours "$m"
+		record r15c ref "$(r15 direct 1024)"
+		record r15d ref "$(r15 redirect 1024)"
+		record r15e ours "$(get15 "$BIN/mkv")"
+		[ -x "${BENCH_OLD_MKV:-}" ] && record r15e ref "$(get15 "$BENCH_OLD_MKV")"
+	done
+	rm -rf "$T/r15"
 fi
 
 [ -n "$MA" ] && { stop "$MAPID"; MA=""; }
@@ -1070,6 +1114,11 @@ row 7c "rebuild, the same files on 5 nginx volumes, vs the volume limit" "keys/s
 row 7d "rebalance 5 → 3 nginx volumes (no fsync), vs the volume limit" "moved keys/s" r7rn r7rn - -
 row 8a "\`mkv put\` of ${NPUT:-?} files of 4 KiB (3 replicas, mkv-volumes) vs \`xargs -P16 curl -T\`" "files/s" r8 r8 ge 3
 row 8b "\`mkv verify\`, 3 replicas: on mkv-volumes (hashed there) vs on nginx volumes (streamed)" "keys/s" r8v r8v - -
+row 15a "read ${N15:-2000} files of 64 KiB, 8 threads, 3 replicas on 3 nginx volumes: tools/mkvread.py (its listing included) vs the same URLs fetched straight" "files/s" r15a r15a ge 0.95
+row 15b "the same: mkvread.py vs each key through the master's 302 (http.client, kept alive)" "files/s" r15b r15b ge 1.5
+row 15c "read ${N15:-2000} files of 1 MiB: mkvread.py vs the same URLs straight" "files/s" r15c r15c ge 0.95
+row 15d "the same 1 MiB files: mkvread.py vs through the 302" "files/s" r15d r15d - -
+row 15e "\`mkv get\` of ${N15:-2000} files of 64 KiB (?list&locations, no 302) vs BENCH_OLD_MKV's (a 302 per file)" "files/s" r15e r15e ge 1.3
 row 9a "S3 GetObject 1 MiB streamed by the master vs straight from the volume" "req/s" r9a r9a ge 0.8
 row 9b "S3 multipart upload $BIGH (boto3 upload_file, 8 MiB parts), 3 replicas: wall, vs row 4's native PUT" "s" r9b r9b - -
 row 9c "the same upload: master peak RSS (VmHWM), vs row 4's native PUT" "MiB" r9b.rss r9b.rss lt 64

@@ -231,6 +231,16 @@ out:
 	free(v);
 }
 
+/* The bytes json_append_string copies as they are: printable ASCII but
+ * " \ < > &. */
+static bool plain[256];
+
+static void __attribute__((constructor)) plain_init(void)
+{
+	for (int c = 0x20; c < 0x80; c++)
+		plain[c] = !strchr("\"\\<>&", c);
+}
+
 void json_append_string(struct buf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -246,9 +256,12 @@ void json_append_string(struct buf *b, const char *s, size_t n)
 			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
 			buf_append(b, e, 6);
 			p++;
-		} else if (c < 0x80) {
-			buf_append(b, p, 1);
-			p++;
+		} else if (c < 0x80) {   /* the run of bytes that need no escape, at once */
+			const unsigned char *q = p + 1;
+			while (q < end && plain[*q])
+				q++;
+			buf_append(b, p, (size_t)(q - p));
+			p = q;
 		} else {
 			/* Copy a well-formed UTF-8 sequence, else U+FFFD for one byte. */
 			int len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
@@ -274,43 +287,26 @@ void json_append_string(struct buf *b, const char *s, size_t n)
 	buf_append(b, "\"", 1);
 }
 
-/* ?list's &limit= and &start=, percent-decoded (*start a fresh heap
- * string): false with a 400 answered when either is malformed. */
-static bool list_args(const char *query, uint64_t *limit, char **start, size_t *stlen,
-		      struct answer *a)
-{
-	size_t limlen = 0, n = 0;
-	const char *lim = query_param(query, "limit", &limlen), *st = query_param(query, "start", &n);
-	char num[24];
-	if (lim && (limlen >= sizeof(num) || query_decode(lim, limlen, num, &limlen) < 0 ||
-		    memchr(num, '\0', limlen) ||
-		    (num[limlen] = '\0', !parse_u64(num, 1, UINT64_MAX, limit)))) {
-		answer_error(a, 400, "limit must be a positive integer");
-		return false;
-	}
-	if (!st || !n)
-		return true;
-	*start = xmalloc(n + 1);
-	if (query_decode(st, n, *start, stlen) < 0) {
-		answer_error(a, 400, "invalid percent-encoding in start");
-		return false;
-	}
-	return true;
-}
+/* A listing: what was asked, and, once it streams, where it is. */
+struct list_stream {
+	struct index_iter *it;       /* at the next key to look at */
+	char *prefix, *first, *next; /* first: where the listing starts; next:
+				      * the key to stop at, or NULL */
+	size_t plen, flen, nextlen;
+	bool unlinked, ended;
+	int parts;                   /* LIST_LOCATIONS | LIST_MD5S: arrays asked */
+	int part;                    /* the array being written */
+	uint64_t n;                  /* its entries so far */
+	long ttl;                    /* seconds a location's signature holds */
+	struct buf out;              /* made, not yet given: out.data[off..len) */
+	size_t off;
+	struct buf rec;              /* scratch: a record parsed */
+};
 
 /* A listing's JSON held whole: a longer one is streamed. */
 #define LIST_HOLD (64 * 1024)
 
-/* A listing being streamed: its head and first keys were made by
- * handle_list; the rest comes from the iterator as answer_read asks. */
-struct list_stream {
-	struct index_iter *it;       /* at the next key to look at */
-	char *prefix, *next;         /* next: the key to stop at, or NULL */
-	size_t plen, nextlen;
-	bool unlinked, ended;
-	struct buf out;              /* made, not yet given: out.data[off..len) */
-	size_t off;
-};
+enum { LIST_KEYS = 0, LIST_LOCATIONS = 1, LIST_MD5S = 2, LIST_END = 4 };
 
 static char *memdup(const char *p, size_t n)
 {
@@ -318,6 +314,61 @@ static char *memdup(const char *p, size_t n)
 	memcpy(d, p, n);
 	d[n] = '\0';
 	return d;
+}
+
+/* A query flag or value percent-decoded into a fresh heap string (*n its
+ * length), NULL when absent; false with a 400 answered when malformed. */
+static bool list_param(const char *query, const char *name, char **out, size_t *n,
+		       struct answer *a)
+{
+	size_t vl;
+	const char *v = query_param(query, name, &vl);
+	*out = NULL;
+	if (!v)
+		return true;
+	*out = xmalloc(vl + 1);
+	if (query_decode(v, vl, *out, n) < 0 || memchr(*out, '\0', *n)) {
+		answer_error(a, 400, "invalid percent-encoding in the query");
+		return false;
+	}
+	return true;
+}
+
+/* ?list's arguments into s: &limit=, &start= (percent-decoded), and
+ * &locations, &md5s, &ttl=D (docs/protocol.md §4).  false with a 400
+ * answered when one is malformed or does not go with the others. */
+static bool list_args(const struct config *cfg, const char *query, struct list_stream *s,
+		      uint64_t *limit, struct answer *a)
+{
+	size_t n;
+	char *lim = NULL, *ttl = NULL;
+	uint64_t ms = 0;
+	bool ok = false;
+	/* the first of list and unlinked says which, as in minikeyvalue */
+	const char *ul = query_param(query, "unlinked", &n), *li = query_param(query, "list", &n);
+	s->unlinked = ul && (!li || ul < li);
+	s->parts = (query_param(query, "locations", &n) ? LIST_LOCATIONS : 0) |
+		   (query_param(query, "md5s", &n) ? LIST_MD5S : 0);
+	if (!list_param(query, "limit", &lim, &n, a) || !list_param(query, "ttl", &ttl, &n, a) ||
+	    !list_param(query, "start", &s->first, &s->flen, a))
+		goto out;
+	if (lim && !parse_u64(lim, 1, UINT64_MAX, limit))
+		answer_error(a, 400, "limit must be a positive integer");
+	else if (s->parts && s->unlinked)
+		answer_error(a, 400, "locations and md5s are for live keys: ?list&locations");
+	else if (s->parts == LIST_MD5S || (ttl && !(s->parts & LIST_LOCATIONS)))
+		answer_error(a, 400, "md5s and ttl go with ?list&locations");
+	else if (ttl && (!parse_duration_ms(ttl, &ms) || ms < 1000))
+		answer_error(a, 400, "ttl must be a duration of 1s or more, as 90s, 2h");
+	else if (ttl && ms > cfg->maxlinkttl_ms)
+		answer_error(a, 400, "ttl is longer than this master's -maxlinkttl");
+	else
+		ok = true;
+	s->ttl = (long)((ttl ? ms : cfg->linkttl_ms) / 1000);
+out:
+	free(lim);
+	free(ttl);
+	return ok;
 }
 
 /* The iterator's key if it is one the listing shows (under prefix, of the
@@ -336,20 +387,78 @@ static const char *list_key(struct index_iter *it, const char *prefix, size_t pl
 	return NULL;
 }
 
-/* Append keys to s->out until it holds want bytes, or the listing's end. */
+/* One key's entry of locations: the URLs of its replicas on volumes that
+ * are up, each signed for GET when -volumesecret is set. */
+static void list_locations(struct list_stream *s, const char *k, size_t klen)
+{
+	char path[PATH_MAX_LEN], url[7 + LOC_MAX + PATH_MAX_LEN];
+	char signd[sizeof(url) + VOLSIGN_EXTRA];
+	size_t vlen, pl, ll, n = 0;
+	const char *v = index_iter_value(s->it, &vlen);
+	struct record r;
+	s->rec.len = 0;
+	buf_append(&s->rec, v, vlen);
+	buf_append(&s->rec, "", 1);
+	buf_append(&s->out, "[", 1);
+	if (record_parse(s->rec.data, vlen, &r) < 0)
+		r.nlocs = 0;   /* malformed: no URL to give (verify says more) */
+	placement_path(k, klen, path);
+	pl = strlen(path);
+	for (int i = 0; i < r.nlocs; i++) {
+		ll = strlen(r.locs[i]);
+		if (ll >= LOC_MAX || !health_up(r.locs[i], ll))
+			continue;
+		memcpy(url, "http://", 7);
+		memcpy(url + 7, r.locs[i], ll);
+		memcpy(url + 7 + ll, path, pl + 1);
+		if (n++)
+			buf_append(&s->out, ",", 1);
+		ll = volsign_url(url, "GET", s->ttl, signd, sizeof(signd));
+		json_append_string(&s->out, ll ? signd : url, ll ? ll : strlen(url));
+	}
+	buf_append(&s->out, "]", 1);
+}
+
+/* Start the array after s->part: back to the listing's first key (the
+ * same iterator, so the same view of the index: the arrays stay parallel). */
+static void list_next_part(struct list_stream *s)
+{
+	do
+		s->part = s->part ? s->part << 1 : 1;
+	while (s->part < LIST_END && !(s->parts & s->part));
+	if (s->part == LIST_END) {
+		buf_append(&s->out, "]}", 2);
+		s->ended = true;
+		return;
+	}
+	buf_puts(&s->out, s->part == LIST_LOCATIONS ? "],\"locations\":[" : "],\"md5s\":[");
+	index_iter_seek(s->it, s->first, s->flen);
+	s->n = 0;
+}
+
+/* Append entries to s->out until it holds want bytes, or the listing's end. */
 static void list_more(struct list_stream *s, size_t want)
 {
-	size_t klen;
+	size_t klen, vlen;
 	const char *k;
-	while (s->out.len < want) {
+	char hash[33];
+	while (s->out.len < want && !s->ended) {
 		k = list_key(s->it, s->prefix, s->plen, s->unlinked, &klen);
 		if (!k || (s->next && bytes_cmp(k, klen, s->next, s->nextlen) >= 0)) {
-			buf_append(&s->out, "]}", 2);
-			s->ended = true;
-			return;
+			list_next_part(s);
+			continue;
 		}
-		buf_append(&s->out, ",", 1);   /* a stream follows at least one key */
-		json_append_string(&s->out, k, klen);
+		if (s->n++)
+			buf_append(&s->out, ",", 1);
+		if (s->part == LIST_KEYS) {
+			json_append_string(&s->out, k, klen);
+		} else if (s->part == LIST_LOCATIONS) {
+			list_locations(s, k, klen);
+		} else {
+			const char *v = index_iter_value(s->it, &vlen);
+			record_hash(v, vlen, hash);
+			json_append_string(&s->out, hash, strlen(hash));
+		}
 		index_iter_next(s->it);
 	}
 }
@@ -380,104 +489,71 @@ static void list_stream_free(struct list_stream *s)
 		return;
 	index_iter_free(s->it);
 	free(s->prefix);
+	free(s->first);
 	free(s->next);
 	buf_free(&s->out);
+	buf_free(&s->rec);
 	free(s);
 }
 
-/* The answer's head ({"next":...,"keys":[) and the keys held, into b. */
-static void list_head(struct buf *b, const char *next, size_t nextlen, const struct buf *keys)
-{
-	buf_puts(b, "{\"next\":");
-	json_append_string(b, next ? next : "", next ? nextlen : 0);
-	buf_puts(b, ",\"keys\":[");
-	buf_append(b, keys->data, keys->len);
-}
-
-/* One pass over the listing finds next (the first key past limit) and
- * holds the first LIST_HOLD bytes of keys.  A listing that fits is
- * answered whole; a longer one streams: the same iterator (so the same
- * view of the index) goes back to the last key held and answer_read
- * goes on from there to next.  Unlimited, the pass stops at the hold,
- * as next is "" anyway; to HEAD, it goes to the end, counting bytes. */
-void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
-		 bool head, struct answer *a)
+/* With a limit, one pass finds next (the first key past it); then the
+ * listing is made from its first key: the first LIST_HOLD bytes held.  A
+ * listing that ends there is answered whole; a longer one streams, the
+ * same iterator (so the same view of the index) going on as answer_read
+ * asks -- to HEAD, to the end at once, counting bytes.  Each array after
+ * keys (locations, md5s) is one more pass over the same keys. */
+void handle_list(const struct config *cfg, struct index *idx, const char *prefix, size_t plen,
+		 const char *query, bool head, struct answer *a)
 {
 	uint64_t limit = 0, count = 0;
-	size_t n, klen, stlen = 0, nextlen = 0, lastlen = 0;
-	int64_t rest = 0;   /* to HEAD: bytes of the keys not held */
-	char *start = NULL, *next = NULL, *last = NULL;
+	size_t klen;
+	int64_t sent = 0;
 	const char *k;
-	struct index_iter *it = NULL;
-	struct buf keys = {0}, scratch = {0};
-	struct list_stream *s;
-	/* the first of list and unlinked says which, as in minikeyvalue */
-	const char *ul = query_param(query, "unlinked", &n), *li = query_param(query, "list", &n);
-	bool unlinked = ul && (!li || ul < li);
+	struct list_stream *s = xcalloc(1, sizeof(*s));
 
-	if (!list_args(query, &limit, &start, &stlen, a))
-		goto out;
-	/* Resume at start when it lies past the prefix's first key. */
-	if (start && bytes_cmp(start, stlen, prefix, plen) > 0)
-		it = index_iter_new(idx, start, stlen);
-	else
-		it = index_iter_new(idx, prefix, plen);
-	buf_puts(&keys, "");
-	for (; (k = list_key(it, prefix, plen, unlinked, &klen)); index_iter_next(it)) {
-		if (limit && count == limit) {
-			next = memdup(k, klen);
-			nextlen = klen;
+	if (!list_args(cfg, query, s, &limit, a))
+		goto fail;
+	s->prefix = memdup(prefix, plen);
+	s->plen = plen;
+	/* Start at start when it lies past the prefix's first key. */
+	if (!s->first || bytes_cmp(s->first, s->flen, prefix, plen) <= 0) {
+		free(s->first);
+		s->first = memdup(prefix, plen);
+		s->flen = plen;
+	}
+	s->it = index_iter_new(idx, s->first, s->flen);
+	for (; limit && (k = list_key(s->it, prefix, plen, s->unlinked, &klen));
+	     index_iter_next(s->it))
+		if (count++ == limit) {
+			s->next = memdup(k, klen);
+			s->nextlen = klen;
 			break;
 		}
-		if (!last) {
-			if (count)
-				buf_append(&keys, ",", 1);
-			json_append_string(&keys, k, klen);
-			if (keys.len >= LIST_HOLD) {
-				last = memdup(k, klen);
-				lastlen = klen;
-				if (!limit && !head)
-					break;
-			}
-		} else if (head) {
-			scratch.len = 0;
-			json_append_string(&scratch, k, klen);
-			rest += 1 + (int64_t)scratch.len;
-		}
-		count++;
-	}
+	if (limit)
+		index_iter_seek(s->it, s->first, s->flen);
+	buf_puts(&s->out, "{\"next\":");
+	json_append_string(&s->out, s->next ? s->next : "", s->nextlen);
+	buf_puts(&s->out, ",\"keys\":[");
+	list_more(s, LIST_HOLD);
 	a->status = 200;
 	a->ctype = "application/json";
 	a->body.len = 0;
-	if (!last) {
-		list_head(&a->body, next, nextlen, &keys);
-		buf_puts(&a->body, "]}");
-		goto out;
+	if (s->ended) {
+		buf_append(&a->body, s->out.data, s->out.len);
+		goto fail;
 	}
-	s = xcalloc(1, sizeof(*s));
-	list_head(&s->out, next, nextlen, &keys);
 	a->stream = s;
-	if (head) {   /* no body is sent: only its length */
-		a->stream_len = (int64_t)s->out.len + rest + 2;
-		s->ended = true;
-		goto out;
-	}
 	a->stream_len = -1;
-	index_iter_seek(it, last, lastlen);
-	index_iter_next(it);
-	s->it = it;
-	it = NULL;
-	s->prefix = memdup(prefix, plen);
-	s->plen = plen;
-	s->next = next;
-	s->nextlen = nextlen;
-	next = NULL;
-	s->unlinked = unlinked;
-out:
-	buf_free(&keys);
-	buf_free(&scratch);
-	index_iter_free(it);
-	free(start);
-	free(next);
-	free(last);
+	if (head) {   /* no body is sent: only its length */
+		while (!s->ended) {
+			sent += (int64_t)s->out.len;
+			s->out.len = 0;
+			list_more(s, LIST_HOLD);
+		}
+		a->stream_len = sent + (int64_t)s->out.len;
+		s->out.len = 0;
+	}
+	return;
+fail:
+	list_stream_free(s);
 }

@@ -46,9 +46,13 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 		   struct answer *a);
 /* ?list / ?unlinked on prefix; query is the raw query string.  A short
  * listing goes in body; a longer one is streamed from the index in
- * bounded memory, except to head (HEAD), which only gets its length. */
-void handle_list(struct index *idx, const char *prefix, size_t plen, const char *query,
-		 bool head, struct answer *a);
+ * bounded memory, except to head (HEAD), which only gets its length.
+ * ?list&locations adds "locations" (each key's replica URLs on volumes
+ * that are up, signed for GET with -volumesecret for -linkttl or &ttl=D
+ * up to -maxlinkttl) and with &md5s "md5s" (each key's HASH, "" when
+ * none): arrays parallel to keys (docs/protocol.md §4). */
+void handle_list(const struct config *cfg, struct index *idx, const char *prefix, size_t plen,
+		 const char *query, bool head, struct answer *a);
 /* front_stream's reader of an answer with a stream (cls: the answer). */
 ssize_t answer_read(void *cls, uint64_t pos, char *out, size_t max);
 /* Append s[0..n) to b as a JSON string (quotes included), byte for byte

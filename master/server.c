@@ -122,7 +122,7 @@ static void run_op(struct req *r)
 	case OP_GET:
 	case OP_HEAD:
 		if (r->query)
-			handle_list(idx, r->key, r->klen, r->query, r->op == OP_HEAD, &r->ans);
+			handle_list(cfg, idx, r->key, r->klen, r->query, r->op == OP_HEAD, &r->ans);
 		else
 			handle_get(cfg, idx, r->key, r->klen, r->uri, r->op == OP_HEAD, &r->ans);
 		break;

@@ -24,6 +24,7 @@ static struct config c = {
 	.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
 	.voltimeout_ms = 1000, .puttimeout_ms = 60000, .workers = 16,
 	.idletimeout_ms = 60000, .maxconns = 10000, .linkttl_ms = 60000,
+	.maxlinkttl_ms = 24 * 3600 * 1000,
 };
 static const char *volumes;
 
@@ -48,6 +49,7 @@ static const struct flag flags[] = {
 	STR("accesslog", &c.accesslog, "FILE", "log every request, nginx's combined format (-: stderr; default: off)"),
 	STR("volumesecret", &c.volumesecret, "FILE", "sign every volume request with the first secret of FILE (docs/security.md)"),
 	{"linkttl", FLAG_DURATION, &c.linkttl_ms, 1000, 0, "D", "how long a redirect's signature holds (default 60s)"},
+	{"maxlinkttl", FLAG_DURATION, &c.maxlinkttl_ms, 1000, 0, "D", "the longest &ttl= a ?list&locations may ask (default 24h)"},
 	STR("keys", &c.keys, "FILE", "keys and what each may do; requests must be signed (default: off)"),
 	BOOL("headcheck", &c.headcheck, "HEAD the blob before each redirect (minikeyvalue's behaviour)"),
 	{"workers", FLAG_INT, &c.workers, 1, 1024, "N", "parallel requests of the commands but server (default 16)"},

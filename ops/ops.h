@@ -145,17 +145,23 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
  * Returns the status, or -1 with err. */
 int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *err);
 
-/* One page of the master's GET PREFIX?list (or ?unlinked), from *start
- * ("" for the first): the keys, heap copies, in pg; *start (heap, freed
- * and replaced) becomes where the next page starts, "" after the last.
+/* One page of the master's GET PREFIX?list (or ?unlinked: what has
+ * OPS_LIST_UNLINKED; ?list&locations&md5s: OPS_LIST_LOCATIONS), from
+ * *start ("" for the first): the keys, heap copies, in pg; with
+ * locations, each key's replica URLs (one a line, "" when none is up)
+ * and md5 ("" when unknown).  *start (heap, freed and replaced) becomes
+ * where the next page starts, "" after the last.
  * Returns 0, or -1 after logging "<who>: <why>" (pg is then empty).
  * ops_page_free frees the keys and arrays. */
+enum { OPS_LIST_LIVE = 0, OPS_LIST_UNLINKED = 1, OPS_LIST_LOCATIONS = 2 };
 struct ops_page {
 	char **keys;
 	size_t *klens;
+	char **locs;          /* OPS_LIST_LOCATIONS, else NULL */
+	char (*md5s)[33];     /* OPS_LIST_LOCATIONS, else NULL */
 	size_t n;
 };
-int ops_list_page(const char *master, const char *prefix, bool unlinked, char **start,
+int ops_list_page(const char *master, const char *prefix, int what, char **start,
 		  struct ops_page *pg, const char *who);
 void ops_page_free(struct ops_page *pg);
 /* A key from ?list that the master then does not know (404): deleted
@@ -164,10 +170,11 @@ void ops_page_free(struct ops_page *pg);
  * real key is then out of reach through the master.  In that case true,
  * and logged ("<who>: ..."): the caller counts it failed. */
 bool ops_unreachable(const char *who, const char *key, size_t klen);
-/* Page through PREFIX?list (or ?unlinked) and run fn(ctx, i) on every key
- * of each page on `workers` threads; while a page runs, *keys and *klens
- * point at its keys (NULL after).  Returns 0, or -1 once a page failed. */
-int ops_list_each(const char *master, const char *prefix, bool unlinked, const char *who,
+/* Page through PREFIX?list (what: as ops_list_page's) and run fn(ctx, i)
+ * on every key of each page on `workers` threads; while a page runs,
+ * *keys and *klens point at its keys (NULL after).  Returns 0, or -1
+ * once a page failed. */
+int ops_list_each(const char *master, const char *prefix, int what, const char *who,
 		  int workers, char ***keys, size_t **klens, void (*fn)(void *ctx, size_t i),
 		  void *ctx);
 

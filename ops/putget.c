@@ -8,16 +8,21 @@
  * skip, another is reported and left alone (put never overwrites).  So a
  * rerun after an interruption sends only what is missing.
  *
- * get: pages through PREFIX/?list, and for each key follows the master's
- * redirect into DIR/<rest of the key>, written to a hidden temporary file
- * in the target's directory, checked against the master's Content-Md5,
- * then renamed into place -- an interrupted get leaves no partial file
- * under a real name, and a rerun skips files already there and intact. */
+ * get: pages through PREFIX/?list&locations&md5s, and reads each key
+ * straight from one of the replica URLs listed (no redirect per file;
+ * the next replica when one fails, then the master's redirect as the
+ * last resort: a key deleted since the listing is told there) into
+ * DIR/<rest of the key>, written to a hidden temporary file in the
+ * target's directory, checked against the listed md5 (or the redirect's
+ * Content-Md5), then renamed into place -- an interrupted get leaves no
+ * partial file under a real name, and a rerun skips files already there
+ * whose md5 is the listed one. */
 #include "../master/mkv.h"
 #include "ops.h"
 #include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/util.h"
+#include "../common/volsign.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,15 +36,16 @@
 
 #define TIMEOUT_MS 60000
 #define ASK_FIRST (1 << 20)  /* put: HEAD before sending a file this big */
+#define MAX_REPLICAS 64      /* get: the most replica URLs of a key tried */
 
 struct pg {
 	const struct config *cfg;
 	char *master;            /* "http://host:port" */
 	char *prefix;            /* the key prefix, no trailing '/' ("" for "/") */
 	char *dir;               /* the local directory, no trailing '/' */
-	char **names;            /* put: relative paths; get: this page's keys */
-	size_t *klens;           /* get: their lengths */
+	char **names;            /* put: relative paths */
 	size_t n;
+	struct ops_page page;    /* get: the page being read */
 	atomic_ulong files, bytes, skipped, differ, failed;
 	unsigned long not_regular;   /* put: symlinks and special files, not sent */
 	unsigned long logged;
@@ -73,11 +79,19 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 	int rc = 0;
 	uint64_t ms;
 	unsigned long bytes;
-	if (!listing)
+	if (!listing) {
 		ops_pool_run(g->cfg->workers, g->n, fn, g);
-	else
-		rc = ops_list_each(g->master, lp, false, "get", g->cfg->workers, &g->names,
-				   &g->klens, fn, g);
+	} else {
+		char *start = xstrdup("");
+		do {
+			if ((rc = ops_list_page(g->master, lp, OPS_LIST_LOCATIONS, &start, &g->page,
+						"get")) < 0)
+				break;
+			ops_pool_run(g->cfg->workers, g->page.n, fn, g);
+			ops_page_free(&g->page);
+		} while (*start);
+		free(start);
+	}
 	ops_progress_stop(p);
 	free(lp);
 	ms = ops_elapsed(g->t0, dur);
@@ -286,12 +300,14 @@ static int make_parents(char *path)
 	return 0;
 }
 
-/* GET url into tmp, again from the start after a busy volume or master;
- * then fsync it and rename it to path.  Returns the bytes, or -1 (the
- * temporary file is removed: deleted since the listing, or a failure,
- * told). */
-static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *path,
-			  const char *tmp)
+/* GET url into tmp (following the master's redirect when follow, again
+ * from the start after a busy answer), checked against want (or the
+ * redirect's Content-Md5); then fsync it and rename it to path.  Returns
+ * the bytes, or -1 with the temporary file removed: when quiet (a
+ * replica URL: the caller tries another) nothing is told, else the
+ * failure is (deleted since the listing, or a failure) and counted. */
+static int64_t fetch_file(struct pg *g, const char *key, const char *url, bool follow,
+			  const char *want, char *path, const char *tmp, bool quiet)
 {
 	char md5[33], hdr[33], err[256] = "";
 	uint64_t size;
@@ -304,11 +320,15 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *
 	for (int t = 0; retry_wait(RETRY_BUSY, t); t++) {
 		if (t && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0))
 			break;
-		status = ops_stream_get(url, true, fd, false, md5, &size, hdr, err);
-		if (status != 503 && status >= 0 && status < 500)
+		status = ops_stream_get(url, follow, fd, false, md5, &size, hdr, err);
+		if (!follow || (status != 503 && status >= 0 && status < 500))
 			break;
 	}
-	if (status == 404) {
+	if (want[0])
+		memcpy(hdr, want, 33);
+	if (quiet && (status != 200 || (hdr[0] && strcmp(hdr, md5)))) {
+		status = -1;
+	} else if (status == 404) {
 		/* deleted since the listing, or a name ?list cannot spell */
 		if (ops_unreachable("get", key, strlen(key)))
 			atomic_fetch_add(&g->failed, 1);
@@ -328,29 +348,71 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, char *
 	return -1;
 }
 
+/* Is url key's blob (does it end in key2path of key)?  Not when ?list
+ * spelled the key with U+FFFD for bytes that are not UTF-8. */
+static bool listed_as(const char *url, const char *key)
+{
+	char path[PATH_MAX_LEN];
+	size_t n = strcspn(url, "?"), pl;
+	placement_path(key, strlen(key), path);
+	pl = strlen(path);
+	return n >= pl && !memcmp(url + n - pl, path, pl);
+}
+
+/* Key i of the page: from its listed replicas (from the i-th on, so that
+ * the reads are spread), else through the master's redirect. */
+static int64_t get_key(struct pg *g, size_t i, char *path, const char *tmp)
+{
+	const char *key = g->page.keys[i], *want = g->page.md5s[i];
+	char *urls = xstrdup(g->page.locs[i]), *u[MAX_REPLICAS], *save = NULL, *t, *master;
+	int n = 0;
+	int64_t size = -1;
+	for (char *s = urls; n < MAX_REPLICAS && (t = strtok_r(s, "\n", &save)); s = NULL) {
+		if (volsign_on())   /* given -volumesecret, httpc signs for itself */
+			t[strcspn(t, "?")] = '\0';
+		u[n++] = t;
+	}
+	if (n && !listed_as(u[0], key)) {
+		/* its name is not UTF-8: ?list spelled it with U+FFFD, so no
+		 * file name here is its own (as through the master) */
+		if (ops_unreachable("get", key, strlen(key)))
+			atomic_fetch_add(&g->failed, 1);
+		else
+			fail(g, "%s: the listing's URL %s is not this key's blob", key, u[0]);
+		free(urls);
+		return -1;
+	}
+	for (int k = 0; k < n && size < 0; k++)
+		size = fetch_file(g, key, u[(i + (size_t)k) % (size_t)n], false, want, path, tmp, true);
+	if (size < 0) {
+		master = ops_url(g->master, key, strlen(key), "");
+		size = fetch_file(g, key, master, true, "", path, tmp, false);
+		free(master);
+	}
+	free(urls);
+	return size;
+}
+
 static void get_one(void *ctx, size_t i)
 {
 	struct pg *g = ctx;
-	const char *key = g->names[i], *rel = key + strlen(g->prefix) + 1, *slash;
-	char *url = ops_url(g->master, key, strlen(key), "");
-	char *path = xasprintf("%s/%s", g->dir, rel), *tmp, md5[33], err[256];
-	struct ops_head_info h;
+	const char *key = g->page.keys[i], *rel = key + strlen(g->prefix) + 1, *slash;
+	char *path = xasprintf("%s/%s", g->dir, rel), *tmp, md5[33];
 	int64_t size;
 
 	slash = strrchr(path, '/');
 	tmp = xasprintf("%.*s/.%s.mkv-get", (int)(slash - path), path, slash + 1);
-	if (strlen(key) != g->klens[i] || !safe_rel(rel)) {
+	if (strlen(key) != g->page.klens[i] || !safe_rel(rel)) {
 		fail(g, "%s: not a safe file name below the directory, skipped", key);
-	} else if (access(path, F_OK) == 0 && ops_head_info(url, TIMEOUT_MS, &h, err) == 302 &&
-		   h.md5[0] && file_md5(path, md5) && !strcmp(md5, h.md5)) {
+	} else if (g->page.md5s[i][0] && access(path, F_OK) == 0 && file_md5(path, md5) &&
+		   !strcmp(md5, g->page.md5s[i])) {
 		g->skipped++;
-	} else if ((size = fetch_file(g, key, url, path, tmp)) >= 0) {
+	} else if ((size = get_key(g, i, path, tmp)) >= 0) {
 		g->files++;
 		g->bytes += (unsigned long)size;
 	}
 	free(tmp);
 	free(path);
-	free(url);
 }
 
 int get_main(const struct config *cfg)

@@ -194,9 +194,11 @@ char *ops_master_url(const char *m)
 
 #define PAGE 1000
 
-int ops_list_page(const char *master, const char *prefix, bool unlinked, char **start,
+int ops_list_page(const char *master, const char *prefix, int what, char **start,
 		  struct ops_page *pg, const char *who)
 {
+	bool unlinked = what & OPS_LIST_UNLINKED, located = what & OPS_LIST_LOCATIONS;
+	json_t *locs = NULL, *md5s = NULL;
 	struct buf b = {0};
 	char err[256], *url, *es = url_escape(*start, strlen(*start), false);
 	char *ep = url_escape(prefix, strlen(prefix), true);
@@ -206,7 +208,8 @@ int ops_list_page(const char *master, const char *prefix, bool unlinked, char **
 
 	memset(pg, 0, sizeof(*pg));
 	url = xasprintf("%s%s?%s&limit=%d%s%s", master, *ep ? ep : "/",
-			unlinked ? "unlinked" : "list", PAGE, **start ? "&start=" : "", es);
+			unlinked ? "unlinked" : located ? "list&locations&md5s" : "list", PAGE,
+			**start ? "&start=" : "", es);
 	free(es);
 	free(ep);
 	st = httpc_do("GET", url, NULL, 0, 60000, &b, 0, err);
@@ -223,6 +226,18 @@ int ops_list_page(const char *master, const char *prefix, bool unlinked, char **
 		log_msg("%s: the master's key listing is not {\"next\":..,\"keys\":[..]}", who);
 		goto out;
 	}
+	if (located) {
+		locs = json_object_get(doc, "locations");
+		md5s = json_object_get(doc, "md5s");
+		if (json_array_size(locs) != json_array_size(keys) ||
+		    json_array_size(md5s) != json_array_size(keys)) {
+			log_msg("%s: the master's listing has no locations and md5s beside its "
+				"keys (older than ?list&locations?)", who);
+			goto out;
+		}
+		pg->locs = xcalloc(json_array_size(keys) + 1, sizeof(*pg->locs));
+		pg->md5s = xcalloc(json_array_size(keys) + 1, sizeof(*pg->md5s));
+	}
 	if (**start && !strcmp(*start, json_string_value(next))) {
 		log_msg("%s: the master's listing does not advance past %s", who, *start);
 		goto out;
@@ -234,6 +249,18 @@ int ops_list_page(const char *master, const char *prefix, bool unlinked, char **
 		if (!json_is_string(k))
 			continue;
 		pg->klens[pg->n] = json_string_length(k);
+		if (located) {   /* the URLs one a line; the md5 if it is one */
+			struct buf b = {0};
+			json_t *l = json_array_get(locs, i), *u, *m = json_array_get(md5s, i);
+			size_t j;
+			buf_puts(&b, "");
+			json_array_foreach(l, j, u)
+				if (json_is_string(u))
+					buf_printf(&b, "%s%s", b.len ? "\n" : "", json_string_value(u));
+			pg->locs[pg->n] = b.data;
+			if (json_is_string(m) && json_string_length(m) == 32)
+				memcpy(pg->md5s[pg->n], json_string_value(m), 33);
+		}
 		pg->keys[pg->n++] = xstrndup(json_string_value(k), json_string_length(k));
 	}
 	free(*start);
@@ -248,14 +275,19 @@ out:
 
 void ops_page_free(struct ops_page *pg)
 {
-	for (size_t i = 0; i < pg->n; i++)
+	for (size_t i = 0; i < pg->n; i++) {
 		free(pg->keys[i]);
+		if (pg->locs)
+			free(pg->locs[i]);
+	}
 	free(pg->keys);
+	free(pg->locs);
+	free(pg->md5s);
 	free(pg->klens);
 	memset(pg, 0, sizeof(*pg));
 }
 
-int ops_list_each(const char *master, const char *prefix, bool unlinked, const char *who,
+int ops_list_each(const char *master, const char *prefix, int what, const char *who,
 		  int workers, char ***keys, size_t **klens, void (*fn)(void *ctx, size_t i),
 		  void *ctx)
 {
@@ -263,7 +295,7 @@ int ops_list_each(const char *master, const char *prefix, bool unlinked, const c
 	struct ops_page pg;
 	int rc = 0;
 	do {
-		if (ops_list_page(master, prefix, unlinked, &start, &pg, who) < 0) {
+		if (ops_list_page(master, prefix, what, &start, &pg, who) < 0) {
 			rc = -1;
 			break;
 		}

@@ -14,7 +14,8 @@
 
 static struct index *idx;
 static char *dir;
-static struct config cfg = {.replicas = 1, .subvolumes = 1, .puttimeout_ms = 1000};
+static struct config cfg = {.replicas = 1, .subvolumes = 1, .puttimeout_ms = 1000,
+			     .linkttl_ms = 60000, .maxlinkttl_ms = 24 * 3600 * 1000};
 
 static void setup(void)
 {
@@ -72,17 +73,37 @@ static const struct listcase lists[] = {
 	{"/", "list&limit=%zz", 400, NULL},
 	{"/", "list&limit=%30", 400, NULL},
 	{"/", "list&limit=1%002", 400, NULL},
+	/* ?list&locations: arrays parallel to keys, each after its own pass */
+	{"/b/", "list&locations&limit=2", 200,
+	 "{\"next\":\"/b/4\",\"keys\":[\"/b/1\",\"/b/3\"],\"locations\":"
+	 "[[\"http://v:1/49/f0/L2IvMQ==\"],[\"http://v:1/45/97/L2IvMw==\"]]}"},
+	{"/", "list&locations&md5s&limit=1", 200,
+	 "{\"next\":\"/b/1\",\"keys\":[\"/a\"],\"locations\":[[\"http://v:1/06/39/L2E=\"]],"
+	 "\"md5s\":[\"5d41402abc4b2a76b9719d911017c592\"]}"},
+	{"/b/", "md5s&list&locations&start=/b/4", 200,
+	 "{\"next\":\"\",\"keys\":[\"/b/4\"],\"locations\":[[\"http://v:1/5b/27/L2IvNA==\"]],"
+	 "\"md5s\":[\"\"]}"},
+	{"/zz", "list&locations&ttl=2h", 200, "{\"next\":\"\",\"keys\":[],\"locations\":[]}"},
+	{"/", "list&locations&ttl=24h", 200, NULL},
+	{"/", "list&locations&ttl=24h1s", 400, NULL},   /* past -maxlinkttl */
+	{"/", "list&locations&ttl=0s", 400, NULL},
+	{"/", "list&locations&ttl=soon", 400, NULL},
+	{"/", "list&ttl=1h", 400, NULL},                /* ttl without locations */
+	{"/", "list&md5s", 400, NULL},
+	{"/", "unlinked&locations", 400, NULL},
 };
 
 START_TEST(test_list)
 {
 	const struct listcase *c = &lists[_i];
 	struct answer a = {0};
-	handle_list(idx, c->prefix, strlen(c->prefix), c->query, false, &a);
+	handle_list(&cfg, idx, c->prefix, strlen(c->prefix), c->query, false, &a);
 	ck_assert_int_eq(a.status, c->status);
 	ck_assert_ptr_null(a.stream);
 	if (c->body)
 		ck_assert_str_eq(a.body.data, c->body);
+	else if (c->status == 200)
+		ck_assert_msg(a.body.len > 2 && a.body.data[0] == '{', "no listing");
 	else
 		ck_assert_msg(a.body.len > 1 && a.body.data[a.body.len - 1] == '\n', "no reason");
 	answer_free(&a);
@@ -245,13 +266,13 @@ static void many_list(bool unlinked, int from, int limit, bool stream)
 		snprintf(query, sizeof(query), "%s&start=/many/%07d", unlinked ? "unlinked" : "list",
 			 from);
 	want = many_json(from, unlinked, next);
-	handle_list(idx, "/many/", 6, query, false, &a);
+	handle_list(&cfg, idx, "/many/", 6, query, false, &a);
 	ck_assert_int_eq(a.status, 200);
 	ck_assert_msg((a.stream != NULL) == stream, "%s: streamed %d", query, a.stream != NULL);
 	got = list_body(&a, 997 + (size_t)limit % 13);
 	ck_assert_uint_eq(strlen(got), strlen(want));
 	ck_assert_msg(!strcmp(got, want), "%s: not the keys asked", query);
-	handle_list(idx, "/many/", 6, query, true, &h);
+	handle_list(&cfg, idx, "/many/", 6, query, true, &h);
 	ck_assert_int_eq(h.status, 200);
 	ck_assert_int_eq(h.stream ? h.stream_len : (int64_t)h.body.len, (int64_t)strlen(want));
 	free(got);

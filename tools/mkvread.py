@@ -1,0 +1,373 @@
+#!/usr/bin/python3
+"""mkvread -- read a dataset out of mkv at the volumes' speed.
+
+Standard library only.  A Reader lists a prefix's keys with the URLs of
+their replicas once (GET /prefix?list&locations, paged), then reads the
+values straight from the volumes -- no redirect per file -- on `threads`
+threads over kept-alive connections, one pool per volume:
+
+    import mkvread
+    r = mkvread.Reader("http://master:3000", "/train/", threads=8)
+    for key, value in r:          # every key under the prefix, listing order
+        ...
+    r.get("/train/00001.jpg")     # one value
+    r.keys()                      # the keys (listed once)
+
+A Reader may be made before a fork (PyTorch's DataLoader workers): each
+process then opens its own connections.  Reads are spread over a key's
+replicas; a replica that fails (refused,
+reset, timeout, a short body, 404, 410) is followed by the next.  When
+every replica failed the locations are stale: a 410 (the signed links
+expired, -linkttl or ttl=) lists the whole prefix again; otherwise the
+key alone is listed again (a volume moved or died) and read once more.
+
+Errors: a key that cannot be read raises ReadError (its .key and
+.reason); a key no longer live (deleted since the listing) raises
+KeyGone, a ReadError.  Iterating with errors="yield" (Reader(...,
+errors="yield") or r.items(errors="yield")) yields (key, exception)
+for such a key and goes on; the default, "raise", stops there.  A
+listing the master refuses raises ListError.  Each value's length is
+checked against Content-Length; with md5=True the listing carries each
+key's md5 (&md5s) and every value is checked against it.
+
+CLI: mkvread.py [-threads N] [-ttl D] MASTER_URL /prefix DIR writes
+each key PREFIX/rest to DIR/rest (as `mkv get` does: names with "",
+"." or ".." segments are refused), through a temporary file renamed
+into place.  Exit status 1 when any key failed.
+"""
+import collections
+import hashlib
+import http.client
+import itertools
+import json
+import os
+import sys
+import threading
+import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["Reader", "ReadError", "KeyGone", "ListError"]
+
+PAGE = 10000        # keys per listing page
+DOWN_S = 5.0        # a volume that failed is tried last for this long
+WINDOW = 16         # iterating: keys asked ahead, per thread (values held)
+
+
+class ReadError(Exception):
+    """A key that could not be read: .key, .reason."""
+
+    def __init__(self, key, reason):
+        super().__init__("%s: %s" % (key, reason))
+        self.key = key
+        self.reason = reason
+
+
+class KeyGone(ReadError):
+    """The key is no longer live: deleted (or unlinked) since the listing."""
+
+
+class ListError(Exception):
+    """The master's listing failed (its status and reason in the message)."""
+
+
+class _Pool:
+    """Kept-alive connections to one host:port, any number of threads."""
+
+    def __init__(self, netloc, timeout):
+        self.netloc, self.timeout = netloc, timeout
+        self.idle = []
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def get(self, target):
+        """GET target: (status, body, headers).  Raises OSError or
+        http.client.HTTPException when no whole answer came."""
+        if self.pid != os.getpid():
+            # a forked child (PyTorch's DataLoader workers): the parent's
+            # connections are the parent's, never to be shared
+            self.idle, self.lock, self.pid = [], threading.Lock(), os.getpid()
+        for reused in (True, False):
+            conn = None
+            if reused:
+                with self.lock:
+                    conn = self.idle.pop() if self.idle else None
+                if conn is None:
+                    continue
+            else:
+                conn = http.client.HTTPConnection(self.netloc, timeout=self.timeout)
+            try:
+                conn.request("GET", target)
+                resp = conn.getresponse()
+                body = resp.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                conn.close()
+                if reused:      # closed while idle by the server: once more, fresh
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            length = resp.getheader("Content-Length")
+            if length is not None and int(length) != len(body):
+                conn.close()
+                raise http.client.IncompleteRead(body, int(length) - len(body))
+            if resp.will_close:
+                conn.close()
+            else:
+                with self.lock:
+                    self.idle.append(conn)
+            return resp.status, body, resp
+        raise AssertionError("unreachable")
+
+    def close(self):
+        with self.lock:
+            for c in self.idle:
+                c.close()
+            self.idle = []
+
+
+def _split(url):
+    """ "http://host:port/path?query" -> ("host:port", "/path?query") """
+    rest = url.partition("://")[2]
+    i = rest.find("/")
+    return (rest, "/") if i < 0 else (rest[:i], rest[i:])
+
+
+class Reader:
+    """The keys under prefix on the master at master_url, and their values."""
+
+    def __init__(self, master_url, prefix, threads=8, ttl=None, md5=False, timeout=60,
+                 errors="raise"):
+        if errors not in ("raise", "yield"):
+            raise ValueError('errors is "raise" or "yield"')
+        netloc, path = _split(master_url)
+        self.prefix, self.threads, self.ttl, self.md5 = prefix, threads, ttl, md5
+        self.timeout, self.errors = timeout, errors
+        self._base = path.rstrip("/")
+        self._master = _Pool(netloc, timeout)
+        self._pools = {}
+        self._pools_lock = threading.Lock()
+        self._relist_lock = threading.Lock()
+        self._keys = None        # listing order
+        self._locs = {}          # key -> [url, ...]
+        self._md5s = {}          # key -> hex ("" when unknown)
+        self._gen = 0            # bumped by every whole listing
+        self._down = {}          # netloc -> when it last failed
+        self._turn = itertools.count()
+        self.listings = 0        # whole listings made (stale links relist)
+
+    # ---- the listing ----
+
+    def _query(self):
+        q = "list&locations"
+        if self.md5:
+            q += "&md5s"
+        if self.ttl:
+            q += "&ttl=" + urllib.parse.quote(str(self.ttl))
+        return q
+
+    def _page(self, prefix, start, limit):
+        target = "%s%s?%s&limit=%d" % (self._base, urllib.parse.quote(prefix.encode(), safe="/"),
+                                      self._query(), limit)
+        if start:
+            target += "&start=" + urllib.parse.quote(start.encode(), safe="")
+        status, body, _ = self._master.get(target)
+        if status != 200:
+            raise ListError("GET %s: %d %s" % (target, status,
+                                               body.decode("utf-8", "replace").strip()))
+        doc = json.loads(body)
+        keys, locs = doc["keys"], doc.get("locations")
+        if not isinstance(locs, list) or len(locs) != len(keys):
+            raise ListError("GET %s: no locations parallel to keys (an mkv master "
+                            "older than ?list&locations?)" % target)
+        return keys, locs, doc.get("md5s") or [""] * len(keys), doc["next"]
+
+    def _list_all(self):
+        keys, locs, md5s, start = [], {}, {}, ""
+        while True:
+            k, l, m, start = self._page(self.prefix, start, PAGE)
+            keys.extend(k)
+            locs.update(zip(k, l))
+            md5s.update(zip(k, m))
+            if not start:
+                break
+        self._locs, self._md5s, self._keys = locs, md5s, keys
+        self._gen += 1
+        self.listings += 1
+
+    def _relist(self, gen):
+        """List the prefix again, unless another thread did since gen."""
+        with self._relist_lock:
+            if self._gen == gen:
+                self._list_all()
+
+    def _lookup(self, key):
+        """key's replica URLs as the master sees them now (a listing of
+        the key alone), or None when it is not live."""
+        k, l, m, _ = self._page(key, "", 1)
+        if not k or k[0] != key:
+            return None
+        self._locs[key] = l[0]
+        self._md5s[key] = m[0]
+        return l[0]
+
+    def keys(self):
+        """The keys under the prefix, in byte order (listed on first use)."""
+        if self._keys is None:
+            self._relist(self._gen)
+        return list(self._keys)
+
+    def __len__(self):
+        return len(self.keys())
+
+    # ---- reading ----
+
+    def _pool(self, netloc):
+        p = self._pools.get(netloc)
+        if p is None:
+            with self._pools_lock:
+                p = self._pools.setdefault(netloc, _Pool(netloc, self.timeout))
+        return p
+
+    def _order(self, urls):
+        """(netloc, target) of urls from a turning start (replicas share
+        the reads), volumes that failed lately last."""
+        if not urls:
+            return []
+        i = next(self._turn) % len(urls)
+        urls = [_split(u) for u in urls[i:] + urls[:i]]
+        if self._down:
+            now = time.monotonic()
+            urls.sort(key=lambda u: now - self._down.get(u[0], -1e9) < DOWN_S)
+        return urls
+
+    def _try(self, key, urls, reasons):
+        """The value from the first replica that gives it whole, else None
+        (reasons appended); "stale" when a link had expired (410)."""
+        want = self._md5s.get(key) if self.md5 else ""
+        for netloc, target in self._order(urls):
+            try:
+                status, body, _ = self._pool(netloc).get(target)
+            except (OSError, http.client.HTTPException) as e:
+                self._down[netloc] = time.monotonic()
+                reasons.append("%s: %s" % (netloc, e or type(e).__name__))
+                continue
+            if status == 200 and want and hashlib.md5(body).hexdigest() != want:
+                reasons.append("%s: md5 %s, the listing says %s" %
+                               (netloc, hashlib.md5(body).hexdigest(), want))
+                continue
+            if status == 200:
+                return body
+            reasons.append("%s: %d" % (netloc, status))
+            if status == 410:   # a listing's links expire together
+                return "stale"
+        return None
+
+    def _read(self, key):
+        reasons = []
+        for _ in range(3):
+            gen = self._gen
+            urls = self._locs.get(key)
+            if urls is None:
+                urls = self._lookup(key)
+                if urls is None:
+                    raise KeyGone(key, "not a live key (deleted since the listing?)")
+            got = self._try(key, urls, reasons)
+            if isinstance(got, bytes):
+                return got
+            if got == "stale":
+                self._relist(gen)
+                if key not in self._locs:
+                    raise KeyGone(key, "deleted since the listing")
+            elif self._lookup(key) is None:
+                raise KeyGone(key, "deleted since the listing")
+        raise ReadError(key, "no replica answered: " + "; ".join(reasons))
+
+    def get(self, key):
+        """key's value (bytes).  Raises KeyGone or ReadError."""
+        if self._keys is None:
+            self.keys()
+        return self._read(key)
+
+    def items(self, errors=None):
+        """(key, value) for every key, in listing order, read `threads` at a
+        time; errors as the class says."""
+        errors = errors or self.errors
+        keys = iter(self.keys())
+        ex = ThreadPoolExecutor(self.threads)
+        window = collections.deque()
+        try:
+            for k in itertools.islice(keys, self.threads * WINDOW):
+                window.append((k, ex.submit(self._read, k)))
+            while window:
+                k, f = window.popleft()
+                for nk in itertools.islice(keys, 1):
+                    window.append((nk, ex.submit(self._read, nk)))
+                try:
+                    v = f.result()
+                except ReadError as e:
+                    if errors == "raise":
+                        raise
+                    v = e
+                yield k, v
+        finally:
+            ex.shutdown(wait=True, cancel_futures=True)
+
+    def __iter__(self):
+        return self.items()
+
+    def close(self):
+        for p in list(self._pools.values()) + [self._master]:
+            p.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def safe_rel(rel):
+    """Does rel stay inside a directory (no "", "." or ".." segment)?"""
+    return bool(rel) and all(s not in ("", ".", "..") for s in rel.split("/"))
+
+
+def main(argv):
+    args, threads, ttl = list(argv), 8, None
+    while args and args[0] in ("-threads", "-ttl") and len(args) > 1:
+        if args[0] == "-threads":
+            threads = int(args[1])
+        else:
+            ttl = args[1]
+        args = args[2:]
+    if len(args) != 3 or not args[1].startswith("/"):
+        sys.stderr.write("usage: mkvread.py [-threads N] [-ttl D] MASTER_URL /prefix DIR\n")
+        return 2
+    master, prefix, top = args[0], args[1].rstrip("/"), args[2]
+    failed = files = 0
+    with Reader(master, prefix + "/", threads=threads, ttl=ttl, errors="yield") as r:
+        for key, value in r:
+            rel = key[len(prefix) + 1:]
+            if isinstance(value, Exception):
+                sys.stderr.write("mkvread: %s\n" % value)
+                failed += 1
+                continue
+            if not safe_rel(rel):
+                sys.stderr.write("mkvread: %s: not a safe file name below the directory, "
+                                 "skipped\n" % key)
+                failed += 1
+                continue
+            path = os.path.join(top, rel)
+            tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".mkvread")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(value)
+            os.replace(tmp, path)
+            files += 1
+    sys.stderr.write("mkvread: %d files, %d failed\n" % (files, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
