@@ -526,7 +526,7 @@ struct load {
 	const char *base;
 	volatile bool stop;
 	unsigned long cycles, failed;
-	char last[256];
+	char last[512];
 };
 
 /* PUT, GET through the redirect, DELETE, again and again; nothing retried. */
@@ -537,8 +537,12 @@ static void *load_main(void *arg)
 	for (unsigned long i = 0; !l->stop; i++) {
 		char key[96];
 		long st[3];
+		char why[200] = "";
 		snprintf(key, sizeof(key), "%s/rot%lu", l->base, i % 50);
 		st[0] = h_http("PUT", key, "payload", 7, NULL, false, &r);
+		if (st[0] != 201 && r.body.data)
+			snprintf(why, sizeof(why), " (%.*s)", (int)strcspn(r.body.data, "\n"),
+				 r.body.data);
 		h_resp_free(&r);
 		st[1] = h_http("GET", key, NULL, 0, NULL, true, &r);
 		if (st[1] == 200 && (r.body.len != 7 || memcmp(r.body.data, "payload", 7)))
@@ -547,8 +551,8 @@ static void *load_main(void *arg)
 		st[2] = h_status("DELETE", key);
 		if (st[0] != 201 || st[1] != 200 || st[2] != 204) {
 			__atomic_fetch_add(&l->failed, 1, __ATOMIC_SEQ_CST);
-			snprintf(l->last, sizeof(l->last), "%s: PUT %ld GET %ld DELETE %ld", key, st[0],
-				 st[1], st[2]);
+			snprintf(l->last, sizeof(l->last), "%s: PUT %ld%s GET %ld DELETE %ld", key,
+				 st[0], why, st[1], st[2]);
 		}
 		__atomic_fetch_add(&l->cycles, 1, __ATOMIC_SEQ_CST);
 	}
