@@ -1,76 +1,94 @@
 /* page.c -- see page.h. */
 #include "page.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-static const char html[] =
-"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>mkv status</title>\n"
-"<style>\n"
-"body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\n"
-"h1{font-size:20px;margin:0 0 .5em}\n"
-"table{border-collapse:collapse;margin-top:1em}\n"
-"th,td{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}\n"
-"td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
-"tr.up .state{color:#070}tr.down .state{color:#c00;font-weight:bold}\n"
-"tr.down{background:#fee}\n"
-".bar{display:inline-block;width:140px;height:10px;background:#eee;vertical-align:middle;margin-right:6px}\n"
-".bar i{display:block;height:100%;background:#48c}\n"
-"#summary span{margin-right:1.5em}\n"
-"#updated{color:#888;font-size:12px}\n"
-"</style></head><body>\n"
-"<h1 id=\"title\">mkv</h1>\n"
-"<div id=\"summary\"></div>\n"
-"<table id=\"volumes\"><thead><tr><th id=\"rowname\">volume</th><th>state</th><th>disk</th>"
-"<th>req/s</th><th>errors/s</th><th>errors</th><th>check</th></tr></thead><tbody></tbody></table>\n"
-"<p id=\"updated\"></p>\n"
-"<script>\n"
-"'use strict';\n"
-"function bytes(n){const u=['B','KiB','MiB','GiB','TiB','PiB'];let i=0;"
-"while(n>=1024&&i<u.length-1){n/=1024;i++}return n.toFixed(i?1:0)+' '+u[i]}\n"
-"function num(v,d){return v===undefined||v===null?'\\u2014':Number(v).toFixed(d)}\n"
-"function cell(tr,text,cls){const td=document.createElement('td');td.textContent=text;"
-"if(cls)td.className=cls;tr.appendChild(td);return td}\n"
-"function item(label,value,id){const s=document.createElement('span');s.id=id;"
-"s.textContent=label+': '+value;return s}\n"
-"function draw(s){\n"
-" document.getElementById('title').textContent='mkv '+s.role+' '+s.name;\n"
-" document.title='mkv '+s.role+' '+s.name;\n"
-" document.getElementById('rowname').textContent=s.role==='master'?'volume':'directory';\n"
-" const sum=document.getElementById('summary');sum.replaceChildren();\n"
-" sum.appendChild(item('requests/s',num(s.requests_per_s,1),'rps'));\n"
-" sum.appendChild(item('errors/s',num(s.errors_per_s,1),'eps'));\n"
-" sum.appendChild(item('p99',num(s.p99_ms,2)+' ms','p99'));\n"
-" sum.appendChild(item('in flight',s.in_flight,'inflight'));\n"
-" if(s.keys!==undefined)sum.appendChild(item('keys ('+s.keys_kind+')',s.keys,'keys'));\n"
-" if(s.handoffs!==undefined)sum.appendChild(item('writes handed off since start',s.handoffs,'handoffs'));\n"
-" if(s.tmp_files!==undefined)sum.appendChild(item('temporary files',s.tmp_files,'tmpfiles'));\n"
-" const tb=document.querySelector('#volumes tbody');tb.replaceChildren();\n"
-" for(const v of s.volumes){\n"
-"  const tr=document.createElement('tr');tr.className=v.up?'up':'down';\n"
-"  tr.dataset.volume=v.name;tr.dataset.state=v.up?'up':'down';\n"
-"  cell(tr,v.name,'name');\n"
-"  cell(tr,(v.up?'up':'down')+(v.subvolumes>1?' ('+v.subvolumes_up+'/'+v.subvolumes+')':''),'state');\n"
-"  const d=cell(tr,'','disk');\n"
-"  if(v.disk_total){const b=document.createElement('span');b.className='bar';"
-"const f=document.createElement('i');f.style.width=(100*v.disk_used/v.disk_total).toFixed(1)+'%';"
-"b.appendChild(f);d.appendChild(b);d.appendChild(document.createTextNode("
-"bytes(v.disk_used)+' of '+bytes(v.disk_total)))}else d.textContent='\\u2014';\n"
-"  cell(tr,num(v.requests_per_s,1),'n');cell(tr,num(v.errors_per_s,1),'n');\n"
-"  cell(tr,v.errors===undefined?'\\u2014':v.errors,'n');\n"
-"  cell(tr,v.check_ms===undefined?'\\u2014':num(v.check_ms,2)+' ms','n');\n"
-"  tb.appendChild(tr);\n"
-" }\n"
-" document.getElementById('updated').textContent='updated '+new Date().toLocaleTimeString()+"
-"', up '+s.uptime_s+' s';\n"
-"}\n"
-"async function tick(){try{const r=await fetch('status',{cache:'no-store'});draw(await r.json())}"
-"catch(e){document.getElementById('updated').textContent='status unavailable: '+e}}\n"
-"tick();setInterval(tick,2000);\n"
-"</script></body></html>\n";
+/* ---- the series and their sampler ---- */
 
-void page_html(struct buf *b)
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t sampler;
+static void (*sample_fn)(void);
+static atomic_bool sampling, stopping;
+
+void page_sample(struct page_series *s, uint64_t requests, uint64_t errors)
 {
-	buf_append(b, html, sizeof(html) - 1);
+	uint64_t now = now_ms() / 1000, cur[2] = {requests, errors};
+	pthread_mutex_lock(&mu);
+	if (!s->at) {
+		s->since = now;   /* the baseline: nothing before it is known */
+	} else {
+		/* seconds no sample reached (the thread held up) count nothing */
+		for (uint64_t t = s->at + 1; t <= now && t <= s->at + PAGE_SECONDS; t++)
+			s->n[0][t % PAGE_SECONDS] = s->n[1][t % PAGE_SECONDS] = 0;
+		for (int k = 0; k < 2; k++) {
+			uint64_t d = cur[k] - s->total[k];
+			s->n[k][now % PAGE_SECONDS] += d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+		}
+	}
+	s->total[0] = requests;
+	s->total[1] = errors;
+	s->at = now;
+	pthread_mutex_unlock(&mu);
+}
+
+static void *sampler_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stopping)) {
+		uint64_t next = (now_ms() / 1000 + 1) * 1000;
+		sample_fn();
+		while (now_ms() < next && !atomic_load(&stopping))
+			usleep(50000);
+	}
+	return NULL;
+}
+
+void page_start(void (*sample)(void))
+{
+	sample_fn = sample;
+	atomic_store(&stopping, false);
+	if (pthread_create(&sampler, NULL, sampler_main, NULL))
+		die("pthread_create failed");
+	atomic_store(&sampling, true);
+}
+
+void page_stop(void)
+{
+	if (!atomic_exchange(&sampling, false))
+		return;
+	atomic_store(&stopping, true);
+	pthread_join(sampler, NULL);
+}
+
+/* Requests and errors per second over seconds [from, to) of s, counting
+ * only the seconds it holds; false when it holds none.  Under mu. */
+static bool rates(const struct page_series *s, uint64_t from, uint64_t to, double out[2])
+{
+	uint64_t sum[2] = {0, 0}, secs = 0;
+	for (uint64_t t = from; t < to; t++) {
+		if (!s->at || t <= s->since || t > s->at || t + PAGE_SECONDS <= s->at)
+			continue;
+		sum[0] += s->n[0][t % PAGE_SECONDS];
+		sum[1] += s->n[1][t % PAGE_SECONDS];
+		secs++;
+	}
+	out[0] = secs ? (double)sum[0] / (double)secs : 0;
+	out[1] = secs ? (double)sum[1] / (double)secs : 0;
+	return secs > 0;
+}
+
+/* The rates of the last ten whole seconds. */
+static void recent(const struct page_series *s, double out[2])
+{
+	uint64_t now = now_ms() / 1000;
+	pthread_mutex_lock(&mu);
+	rates(s, now - 10, now, out);
+	pthread_mutex_unlock(&mu);
 }
 
 double page_p99(struct page_p99 *p, const uint64_t hist[METRICS_NLE + 1])
@@ -87,16 +105,286 @@ double page_p99(struct page_p99 *p, const uint64_t hist[METRICS_NLE + 1])
 	return p->ms;
 }
 
-double page_rate(struct page_rate *r, uint64_t total)
+void page_name(char *out, size_t n, int port)
 {
-	uint64_t now = now_ms();
-	if (!r->at_ms) {
-		r->at_ms = now;
-		r->last = total;
-	} else if (now - r->at_ms >= 1000) {
-		r->per_s = (double)(total - r->last) * 1000.0 / (double)(now - r->at_ms);
-		r->at_ms = now;
-		r->last = total;
+	char host[256];
+	if (gethostname(host, sizeof(host)))
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, n, "%s:%d", host, port);
+}
+
+/* ---- writing ---- */
+
+static void html_str(struct buf *b, const char *s)
+{
+	for (; *s; s++) {
+		const char *e = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;"
+			      : *s == '"' ? "&quot;" : NULL;
+		if (e)
+			buf_puts(b, e);
+		else
+			buf_append(b, s, 1);
 	}
-	return r->per_s;
+}
+
+static void json_str(struct buf *b, const char *s)
+{
+	buf_puts(b, "\"");
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			buf_printf(b, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			buf_printf(b, "\\u%04x", *s);
+		else
+			buf_append(b, s, 1);
+	}
+	buf_puts(b, "\"");
+}
+
+static void bytes(struct buf *b, uint64_t n)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)n;
+	int i = 0;
+	while (v >= 1024 && i < 5)
+		v /= 1024, i++;
+	buf_printf(b, i ? "%.1f %s" : "%.0f %s", v, unit[i]);
+}
+
+/* The smallest of 1, 2, 5 times a power of ten at least v (and 1). */
+static double round_up(double v)
+{
+	double p = 1;
+	while (p * 10 <= v)
+		p *= 10;
+	return v <= p ? p : v <= 2 * p ? 2 * p : v <= 5 * p ? 5 * p : 10 * p;
+}
+
+/* One bar per bin with a rate above 0, as one path. */
+static void bars(struct buf *b, const char *color, const double *y, int n, int w, int h,
+		 double top)
+{
+	double bw = (double)w / n;
+	bool any = false;
+	for (int i = 0; i < n; i++) {
+		if (y[i] <= 0)
+			continue;
+		if (!any)
+			buf_printf(b, "<path fill=\"%s\" d=\"", color);
+		any = true;
+		buf_printf(b, "M%.1f %dV%.1fh%.1fV%dZ", i * bw, h, h - y[i] / top * (h - 12),
+			   bw - 0.5, h);
+	}
+	if (any)
+		buf_puts(b, "\"/>");
+}
+
+/* Ten minutes of s as sixty ten-second bars: requests/s (blue) and
+ * errors/s (red, over them) on the same scale, its top written in a
+ * corner. */
+#define BINS 60
+static void chart(struct buf *b, const struct page_series *s, int w, int h)
+{
+	uint64_t now = now_ms() / 1000;
+	double y[2][BINS], top = 0;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < BINS; i++) {
+		uint64_t from = now - PAGE_SECONDS + (uint64_t)i * (PAGE_SECONDS / BINS);
+		double r[2];
+		rates(s, from, from + PAGE_SECONDS / BINS, r);
+		y[0][i] = r[0], y[1][i] = r[1];
+		top = r[0] > top ? r[0] : r[1] > top ? r[1] : top;
+	}
+	pthread_mutex_unlock(&mu);
+	top = round_up(top);
+	buf_printf(b, "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+		      "role=\"img\" xmlns=\"http://www.w3.org/2000/svg\"><title>requests/s (blue) "
+		      "and errors/s (red), the last 10 minutes, up to %g/s</title>"
+		      "<rect width=\"%d\" height=\"%d\" fill=\"#f4f6f8\"/>",
+		   w, h, w, h, top, w, h);
+	bars(b, "#48c", y[0], BINS, w, h, top);
+	bars(b, "#c00", y[1], BINS, w, h, top);
+	buf_printf(b, "<text x=\"3\" y=\"10\" font-size=\"9\" fill=\"#666\">%g/s</text></svg>", top);
+}
+
+static const char head[] =
+"<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+"<meta name=\"viewport\" content=\"width=device-width\">\n"
+"<style>\n"
+"body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\n"
+"h1{font-size:20px;margin:0 0 .5em}\n"
+"table{border-collapse:collapse;margin-top:1em}\n"
+"th,td{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left;vertical-align:middle}\n"
+"td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+"tr.up .state{color:#070}tr.down .state{color:#c00;font-weight:bold}\n"
+"tr.down{background:#fee}\n"
+".bar{display:inline-block;width:140px;height:10px;background:#eee;vertical-align:middle;margin-right:6px}\n"
+".bar i{display:block;height:100%;background:#48c}\n"
+"#summary span{margin-right:1.5em}\n"
+"svg.chart{display:block}\n"
+".legend{color:#666;font-size:12px}\n"
+"#updated{color:#888;font-size:12px}\n"
+"</style>\n";
+
+/* Fetch the page again every 2 s and swap its content in: the page is
+ * whole without it. */
+static const char script[] =
+"<script>\n'use strict';\n"
+"async function tick(){try{const r=await fetch(location.pathname,{cache:'no-store'});"
+"const d=new DOMParser().parseFromString(await r.text(),'text/html');"
+"document.getElementById('main').replaceWith(d.getElementById('main'))}"
+"catch(e){document.getElementById('updated').textContent='status unavailable: '+e}}\n"
+"setInterval(tick,2000);\n</script>\n";
+
+static void item(struct buf *b, const char *id, const char *label)
+{
+	buf_printf(b, "<span id=\"%s\">", id);
+	html_str(b, label);
+	buf_puts(b, ": ");
+}
+
+static void row_html(struct buf *b, const struct page_row *r)
+{
+	bool up = r->subvolumes_up == r->subvolumes;
+	double rt[2];
+	buf_printf(b, "<tr class=\"%s\" data-volume=\"", up ? "up" : "down");
+	html_str(b, r->name);
+	buf_printf(b, "\" data-state=\"%s\"><td class=\"name\">", up ? "up" : "down");
+	html_str(b, r->name);
+	buf_printf(b, "</td><td class=\"state\">%s", up ? "up" : "down");
+	if (r->subvolumes > 1)
+		buf_printf(b, " (%d/%d)", r->subvolumes_up, r->subvolumes);
+	buf_puts(b, "</td><td class=\"disk\">");
+	if (r->disk_total) {
+		buf_printf(b, "<span class=\"bar\"><i style=\"width:%.1f%%\"></i></span>",
+			   100.0 * (double)r->disk_used / (double)r->disk_total);
+		bytes(b, r->disk_used);
+		buf_puts(b, " of ");
+		bytes(b, r->disk_total);
+	} else {
+		buf_puts(b, "\u2014");
+	}
+	buf_puts(b, "</td>");
+	if (r->series) {
+		recent(r->series, rt);
+		buf_printf(b, "<td class=\"n\">%.1f</td><td class=\"n\">%.1f</td><td class=\"n\">%llu</td>",
+			   rt[0], rt[1], (unsigned long long)r->errors);
+		if (r->check_ms >= 0)
+			buf_printf(b, "<td class=\"n\">%.2f ms</td>", r->check_ms);
+		else
+			buf_puts(b, "<td class=\"n\">\u2014</td>");
+		buf_puts(b, "<td class=\"chart\">");
+		chart(b, r->series, 180, 30);
+		buf_puts(b, "</td>");
+	}
+	buf_puts(b, "</tr>\n");
+}
+
+void page_html(struct buf *b, const struct page_view *v)
+{
+	double rt[2];
+	bool rates_cols = v->nrows && v->rows[0].series;
+	time_t t = time(NULL);
+	struct tm tm;
+	char when[32];
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%H:%M:%S UTC", &tm);
+	recent(v->series, rt);
+	buf_puts(b, head);
+	buf_printf(b, "<title>mkv %s ", v->role);
+	html_str(b, v->name);
+	buf_printf(b, "</title></head><body>\n<div id=\"main\">\n<h1 id=\"title\">mkv %s ", v->role);
+	html_str(b, v->name);
+	buf_puts(b, "</h1>\n<div id=\"summary\">");
+	item(b, "rps", "requests/s");
+	buf_printf(b, "%.1f</span>", rt[0]);
+	item(b, "eps", "errors/s");
+	buf_printf(b, "%.1f</span>", rt[1]);
+	item(b, "p99", "p99");
+	buf_printf(b, "%.2f ms</span>", v->p99_ms);
+	item(b, "inflight", "in flight");
+	buf_printf(b, "%d</span>", v->in_flight);
+	for (int i = 0; i < v->nfacts; i++) {
+		const struct page_fact *f = &v->facts[i];
+		if (!f->label)
+			continue;
+		item(b, f->key ? f->key : f->label, f->label);
+		if (f->text)
+			html_str(b, f->text);
+		else
+			buf_printf(b, "%llu", (unsigned long long)f->num);
+		if (f->note) {
+			buf_puts(b, " (");
+			html_str(b, f->note);
+			buf_puts(b, ")");
+		}
+		buf_puts(b, "</span>");
+	}
+	buf_puts(b, "</div>\n<div id=\"own\">");
+	chart(b, v->series, 540, 80);
+	buf_puts(b, "<span class=\"legend\">requests/s (blue) and errors/s (red), the last 10 "
+		    "minutes</span></div>\n");
+	buf_printf(b, "<table id=\"volumes\"><thead><tr><th>%s</th><th>state</th><th>disk</th>",
+		   v->rows_are);
+	if (rates_cols)
+		buf_puts(b, "<th>req/s</th><th>errors/s</th><th>errors</th><th>check</th>"
+			    "<th>last 10 min</th>");
+	buf_puts(b, "</tr></thead>\n<tbody>\n");
+	for (int i = 0; i < v->nrows; i++)
+		row_html(b, &v->rows[i]);
+	buf_printf(b, "</tbody></table>\n<p id=\"updated\">at %s, up %llu s; rates: the last 10 s"
+		      "</p>\n</div>\n", when, (unsigned long long)v->uptime_s);
+	buf_puts(b, script);
+	buf_puts(b, "</body></html>\n");
+}
+
+void page_json(struct buf *b, const struct page_view *v)
+{
+	double rt[2];
+	recent(v->series, rt);
+	buf_puts(b, "{\"role\":");
+	json_str(b, v->role);
+	buf_puts(b, ",\"name\":");
+	json_str(b, v->name);
+	buf_printf(b, ",\"uptime_s\":%llu,\"requests\":%llu,\"requests_per_s\":%.2f,"
+		      "\"errors_per_s\":%.2f,\"p99_ms\":%.3f,\"in_flight\":%d",
+		   (unsigned long long)v->uptime_s, (unsigned long long)v->requests, rt[0], rt[1],
+		   v->p99_ms, v->in_flight);
+	for (int i = 0; i < v->nfacts; i++) {
+		const struct page_fact *f = &v->facts[i];
+		if (!f->key)
+			continue;
+		buf_puts(b, ",");
+		json_str(b, f->key);
+		buf_puts(b, ":");
+		if (f->text)
+			json_str(b, f->text);
+		else
+			buf_printf(b, "%llu", (unsigned long long)f->num);
+	}
+	buf_puts(b, ",\"volumes\":[");
+	for (int i = 0; i < v->nrows; i++) {
+		const struct page_row *r = &v->rows[i];
+		buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+		json_str(b, r->name);
+		buf_printf(b, ",\"up\":%s", r->subvolumes_up == r->subvolumes ? "true" : "false");
+		if (r->subvolumes)
+			buf_printf(b, ",\"subvolumes\":%d,\"subvolumes_up\":%d", r->subvolumes,
+				   r->subvolumes_up);
+		if (r->check_ms >= 0)
+			buf_printf(b, ",\"check_ms\":%.3f", r->check_ms);
+		if (r->series) {
+			recent(r->series, rt);
+			buf_printf(b, ",\"requests\":%llu,\"errors\":%llu,\"requests_per_s\":%.2f,"
+				      "\"errors_per_s\":%.2f",
+				   (unsigned long long)r->requests, (unsigned long long)r->errors,
+				   rt[0], rt[1]);
+		}
+		if (r->disk_total)
+			buf_printf(b, ",\"disk_total\":%llu,\"disk_used\":%llu",
+				   (unsigned long long)r->disk_total, (unsigned long long)r->disk_used);
+		buf_puts(b, "}");
+	}
+	buf_puts(b, "]}\n");
 }

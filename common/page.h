@@ -1,23 +1,39 @@
 /* page.h -- the status page both daemons serve at / of their metrics
- * listener: static HTML whose script reads /status (JSON) every 2 s and
- * draws it.  No framework, no outside resources. */
+ * listener, and its JSON at /status: one view (struct page_view) written
+ * either way.  The HTML is whole as served -- every row, its state, its
+ * disk, its rates and a chart of the last ten minutes as inline SVG --
+ * so curl or a browser without scripts reads it all; a short script then
+ * fetches the page again every 2 s and swaps it in.  No framework, no
+ * outside resources. */
 #ifndef MKV_PAGE_H
 #define MKV_PAGE_H
 
+#include <stdbool.h>
 #include "metrics.h"
 #include "util.h"
 
-void page_html(struct buf *b);
 #define PAGE_CTYPE "text/html; charset=utf-8"
 #define PAGE_JSON_CTYPE "application/json"
 
-/* A rate from a counter: per second since the previous call at least 1 s
- * before (the page's views); the last rate in between. */
-struct page_rate {
-	uint64_t last, at_ms;
-	double per_s;
+/* ---- ten minutes of a counter pair ----
+ *
+ * Requests and errors per second for the last 600 s: a ring of one count
+ * a second each (4.8 KB a series, whatever the load).  The sampler thread
+ * (page_start) books the counters' growth every second; the page reads
+ * the rates.  Reads and writes hold one lock of page.c's. */
+#define PAGE_SECONDS 600
+struct page_series {
+	uint64_t total[2];        /* the counters at the last sample */
+	uint64_t at;              /* that sample's second (0: none yet) */
+	uint64_t since;           /* the first sample's: rates start after it */
+	uint32_t n[2][PAGE_SECONDS];   /* requests, errors booked in second t % 600 */
 };
-double page_rate(struct page_rate *r, uint64_t total);
+/* Book the counters' totals now (the sampler's callback calls it). */
+void page_sample(struct page_series *s, uint64_t requests, uint64_t errors);
+/* Every second, sample() (which calls page_sample for each series) on a
+ * thread of page.c's, until page_stop. */
+void page_start(void (*sample)(void));
+void page_stop(void);
 
 /* The p99 (ms) of the requests in a latency histogram (metrics_le's
  * buckets) since the previous call at least 1 s before; the last one in
@@ -27,5 +43,42 @@ struct page_p99 {
 	double ms;
 };
 double page_p99(struct page_p99 *p, const uint64_t hist[METRICS_NLE + 1]);
+
+/* ---- the view ---- */
+
+/* One fact of the summary beyond the common ones.  On the page, when it
+ * has a label: "label: text" (or the number), then " (note)" when there is
+ * one; in the JSON, when it has a key: key: "text" (or the number). */
+struct page_fact {
+	const char *key, *label;
+	uint64_t num;
+	const char *text, *note;
+};
+
+struct page_row {
+	const char *name;
+	int subvolumes, subvolumes_up;   /* up when all are; 0 subvolumes: not shown */
+	uint64_t disk_total, disk_used;  /* disk_total 0: not known */
+	const struct page_series *series;   /* NULL: no rates (a volume's directory) */
+	uint64_t requests, errors;       /* with series */
+	double check_ms;                 /* < 0: none */
+};
+
+struct page_view {
+	const char *role, *name, *rows_are;  /* "master", "host:3000", "volume" */
+	uint64_t uptime_s, requests;
+	const struct page_series *series;    /* the daemon's own requests */
+	double p99_ms;
+	int in_flight;
+	const struct page_fact *facts;
+	int nfacts;
+	const struct page_row *rows;
+	int nrows;
+};
+void page_html(struct buf *b, const struct page_view *v);
+void page_json(struct buf *b, const struct page_view *v);
+
+/* "host:port": the machine's name and port. */
+void page_name(char *out, size_t n, int port);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <leveldb/c.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +33,7 @@ struct index {
 	leveldb_writeoptions_t *wopts;
 	leveldb_writeoptions_t *wopts_nosync;
 	leveldb_cache_t *cache;
+	_Atomic uint64_t writes;     /* index_writes */
 };
 
 /* mkdir -p the parents of path (LevelDB makes only the last directory;
@@ -144,6 +146,9 @@ static int write1(struct index *idx, bool sync, const char *key, size_t klen, co
 		leveldb_put(idx->db, o, key, klen, val, vlen, &err);
 	else
 		leveldb_delete(idx->db, o, key, klen, &err);
+	/* after: a walk that began before it, and may have missed it, is then
+	 * seen to be stale */
+	atomic_fetch_add(&idx->writes, 1);
 	return failed(val ? "leveldb_put" : "leveldb_delete", err);
 }
 
@@ -166,6 +171,11 @@ int index_delete(struct index *idx, const char *key, size_t klen)
 int index_delete_nosync(struct index *idx, const char *key, size_t klen)
 {
 	return write1(idx, false, key, klen, NULL, 0);
+}
+
+uint64_t index_writes(struct index *idx)
+{
+	return atomic_load(&idx->writes);
 }
 
 int index_sync(struct index *idx)
@@ -202,6 +212,7 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 	}
 	if (mine) {
 		leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
+		atomic_fetch_add(&idx->writes, 1);
 		rc = failed("leveldb_write (batch)", err);
 	}
 	leveldb_writebatch_destroy(b);

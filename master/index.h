@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct index;
 struct index_iter;
@@ -29,6 +30,10 @@ int index_delete_nosync(struct index *idx, const char *key, size_t klen);
  * makes every earlier one durable too) and that is harmless to lose alone. */
 int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
 		     size_t vlen);
+
+/* How many writes (or batches) ended so far: unchanged between two
+ * calls, nothing was written in between. */
+uint64_t index_writes(struct index *idx);
 
 /* Make every write so far durable (one fsync for any number of
  * index_put_nosync).  0 or -1 (logged). */

@@ -1,6 +1,5 @@
 /* status.c -- see status.h. */
 #include "status.h"
-#include "handlers.h"
 #include "health.h"
 #include "../common/metrics.h"
 #include "../common/page.h"
@@ -17,10 +16,12 @@
 static const struct config *cfg;
 static struct index *idx;
 static _Atomic uint64_t handoffs, conflicts;
-/* The keys of the index's last walk (live and unlinked), and when it
- * ended: an estimate as old as that walk.  A walk runs every 30 s, or ten
- * times as long as the last one took, whichever is longer. */
-static _Atomic uint64_t keys, keys_at_ms;
+/* The keys of the index's last walk (live and unlinked), when it ended,
+ * and index_writes() when it began: when that has not moved since, the
+ * count is exact.  A walk runs when something was written since the last,
+ * at most once a second, and at most a twentieth of the time (a walk of
+ * 1 s waits 20 s). */
+static _Atomic uint64_t keys, keys_at_ms, keys_writes;
 static atomic_bool keys_known, stopping;
 static pthread_t counter;
 static uint64_t started_ms;
@@ -39,22 +40,27 @@ void status_count_conflict(void)
 
 static void *count_keys(void *arg)
 {
+	uint64_t next = 0;
 	(void)arg;
 	while (!atomic_load(&stopping)) {
-		uint64_t t0 = now_ms(), n = 0, wait;
-		struct index_iter *it = index_iter_new(idx, "", 0);
+		uint64_t t0 = now_ms(), w = index_writes(idx), n = 0, took;
+		struct index_iter *it;
+		if (t0 < next || (atomic_load(&keys_known) && w == atomic_load(&keys_writes))) {
+			usleep(50000);
+			continue;
+		}
+		it = index_iter_new(idx, "", 0);
 		for (; index_iter_valid(it) && !atomic_load(&stopping); index_iter_next(it))
 			n++;
 		index_iter_free(it);
 		if (atomic_load(&stopping))
 			break;
 		atomic_store(&keys, n);
+		atomic_store(&keys_writes, w);
 		atomic_store(&keys_at_ms, now_ms());
 		atomic_store(&keys_known, true);
-		wait = (now_ms() - t0) * 10;
-		for (uint64_t end = now_ms() + (wait > 30000 ? wait : 30000);
-		     now_ms() < end && !atomic_load(&stopping);)
-			usleep(50000);
+		took = now_ms() - t0;
+		next = now_ms() + (took * 20 > 1000 ? took * 20 : 1000);
 	}
 	return NULL;
 }
@@ -104,7 +110,8 @@ static void collect(struct buf *b)
 	if (atomic_load(&keys_known)) {
 		metrics_family(b, "mkv_index_keys", "gauge",
 			       "Keys in the index (live and unlinked), estimated: counted by a "
-			       "walk of the index every 30 s or more (mkv_index_keys_age_seconds).");
+			       "walk of the index once a second or less often after writes "
+			       "(mkv_index_keys_age_seconds).");
 		metrics_sample_u64(b, "mkv_index_keys", NULL, atomic_load(&keys));
 		metrics_family(b, "mkv_index_keys_age_seconds", "gauge",
 			       "Seconds since the walk that counted mkv_index_keys ended.");
@@ -115,65 +122,76 @@ static void collect(struct buf *b)
 
 /* ---- /status and / ---- */
 
-static void json_str(struct buf *b, const char *s)
-{
-	json_append_string(b, s, strlen(s));
-}
-
-/* The rates since the previous view: one per volume and two of the
- * master's, kept by the listener's one thread. */
-static struct page_rate *vol_sent, *vol_err;
-static struct page_rate req_rate, err_rate;
+/* Ten minutes of requests and errors: the master's own and, per volume,
+ * the requests it sent; kept by page.c's sampler. */
+static struct page_series own, *vol_series;
 static struct page_p99 p99;
+static char name[300];
 
-static void status_json(struct buf *b)
+static void sample(void)
 {
 	struct reqstats_sum sum;
-	int nv = health_volumes();
 	reqstats_sum(&sum);
-	buf_puts(b, "{\"role\":\"master\",\"name\":");
-	{
-		char name[32];
-		snprintf(name, sizeof(name), ":%d", cfg->port);
-		json_str(b, name);
+	page_sample(&own, sum.requests, sum.errors);
+	for (int i = 0; i < health_volumes(); i++) {
+		struct health_info h;
+		health_info(i, &h);
+		page_sample(&vol_series[i], h.sent, h.errors);
 	}
-	buf_printf(b, ",\"uptime_s\":%llu,\"requests\":%llu,\"requests_per_s\":%.2f,"
-		      "\"errors_per_s\":%.2f,\"p99_ms\":%.3f,\"in_flight\":",
-		   (unsigned long long)((now_ms() - started_ms) / 1000),
-		   (unsigned long long)sum.requests, page_rate(&req_rate, sum.requests),
-		   page_rate(&err_rate, sum.errors), page_p99(&p99, sum.hist));
-	buf_printf(b, "%d", sum.in_flight);
-	if (atomic_load(&keys_known))
-		buf_printf(b, ",\"keys\":%llu,\"keys_kind\":\"estimated, %llu s old\"",
-			   (unsigned long long)atomic_load(&keys),
-			   (unsigned long long)((now_ms() - atomic_load(&keys_at_ms)) / 1000));
-	buf_printf(b, ",\"handoffs\":%llu,\"conflicts\":%llu,\"volumes\":[",
-		   (unsigned long long)atomic_load(&handoffs),
-		   (unsigned long long)atomic_load(&conflicts));
+}
+
+/* The view of now, written one way or the other. */
+static void render(struct buf *b, bool html)
+{
+	struct reqstats_sum sum;
+	int nv = health_volumes(), nf = 0;
+	struct page_row *rows = xcalloc((size_t)nv + 1, sizeof(*rows));
+	struct page_fact facts[5];
+	char note[64] = "";
+	reqstats_sum(&sum);
+	if (!atomic_load(&keys_known)) {
+		facts[nf++] = (struct page_fact){NULL, "keys", 0, "counting\u2026", NULL};
+	} else {
+		bool exact = index_writes(idx) == atomic_load(&keys_writes);
+		if (!exact)
+			snprintf(note, sizeof(note), "counted %llu s ago",
+				 (unsigned long long)((now_ms() - atomic_load(&keys_at_ms)) / 1000));
+		facts[nf++] = (struct page_fact){"keys", "keys", atomic_load(&keys), NULL,
+						 exact ? NULL : note};
+		facts[nf++] = (struct page_fact){"keys_kind", NULL, 0, exact ? "exact" : note, NULL};
+	}
+	facts[nf++] = (struct page_fact){"handoffs", "writes handed off since start",
+					 atomic_load(&handoffs), NULL, NULL};
+	facts[nf++] = (struct page_fact){"conflicts", NULL, atomic_load(&conflicts), NULL, NULL};
 	for (int i = 0; i < nv; i++) {
 		struct health_info h;
 		health_info(i, &h);
-		buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
-		json_str(b, h.name);
-		buf_printf(b, ",\"up\":%s,\"subvolumes\":%d,\"subvolumes_up\":%d,\"check_ms\":%.3f,"
-			      "\"requests\":%llu,\"errors\":%llu,\"requests_per_s\":%.2f,"
-			      "\"errors_per_s\":%.2f",
-			   h.up == h.subvolumes ? "true" : "false", h.subvolumes, h.up,
-			   (double)h.check_ns / 1e6, (unsigned long long)h.sent,
-			   (unsigned long long)h.errors, page_rate(&vol_sent[i], h.sent),
-			   page_rate(&vol_err[i], h.errors));
-		if (h.disk_total)
-			buf_printf(b, ",\"disk_total\":%llu,\"disk_used\":%llu",
-				   (unsigned long long)h.disk_total,
-				   (unsigned long long)(h.disk_total - h.disk_free));
-		buf_puts(b, "}");
+		rows[i] = (struct page_row){.name = h.name, .subvolumes = h.subvolumes,
+					    .subvolumes_up = h.up, .series = &vol_series[i],
+					    .requests = h.sent, .errors = h.errors,
+					    .check_ms = (double)h.check_ns / 1e6};
+		if (h.disk_total) {
+			rows[i].disk_total = h.disk_total;
+			rows[i].disk_used = h.disk_total - h.disk_free;
+		}
 	}
-	buf_puts(b, "]}\n");
+	{
+		struct page_view v = {.role = "master", .name = name, .rows_are = "volume",
+				      .uptime_s = (now_ms() - started_ms) / 1000,
+				      .requests = sum.requests, .series = &own,
+				      .p99_ms = page_p99(&p99, sum.hist), .in_flight = sum.in_flight,
+				      .facts = facts, .nfacts = nf, .rows = rows, .nrows = nv};
+		(html ? page_html : page_json)(b, &v);
+	}
+	free(rows);
 }
+
+static void status_html(struct buf *b) { render(b, true); }
+static void status_json(struct buf *b) { render(b, false); }
 
 const struct front_page status_pages[] = {
 	{"/status", PAGE_JSON_CTYPE, status_json},
-	{"/", PAGE_CTYPE, page_html},
+	{"/", PAGE_CTYPE, status_html},
 	{NULL, NULL, NULL},
 };
 
@@ -182,18 +200,23 @@ void status_start(const struct config *c, struct index *i)
 	cfg = c;
 	idx = i;
 	started_ms = now_ms();
-	vol_sent = xcalloc((size_t)c->nvol, sizeof(*vol_sent));
-	vol_err = xcalloc((size_t)c->nvol, sizeof(*vol_err));
+	page_name(name, sizeof(name), c->port);
 	metrics_register(collect);
+	if (!c->metrics)
+		return;   /* nothing shows what these keep */
 	if (pthread_create(&counter, NULL, count_keys, NULL))
 		die("pthread_create failed");
+	vol_series = xcalloc((size_t)c->nvol, sizeof(*vol_series));
+	page_start(sample);
 }
 
 void status_stop(void)
 {
+	if (!vol_series)
+		return;
+	page_stop();
 	atomic_store(&stopping, true);
 	pthread_join(counter, NULL);
-	free(vol_sent);
-	free(vol_err);
-	vol_sent = vol_err = NULL;
+	free(vol_series);
+	vol_series = NULL;
 }

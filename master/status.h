@@ -9,9 +9,9 @@
 #include "mkv.h"
 #include "../common/front.h"
 
-/* Register the collector and start counting the index's keys (a thread
- * that walks it now and then); status_stop ends that before the index
- * closes. */
+/* Register the collector; with -metrics, start counting the index's keys
+ * (a thread that walks it after writes) and the status page's sampler;
+ * status_stop ends both before the index closes. */
 void status_start(const struct config *cfg, struct index *idx);
 void status_stop(void);
 /* The listener's pages besides /metrics. */

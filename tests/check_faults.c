@@ -1379,6 +1379,155 @@ START_TEST(test_write_availability)
 }
 END_TEST
 
+/* ---- writes that go on, and a write whose volume is marked down ---- */
+
+/* Wait until the master has taken a PUT of key whose body is still
+ * arriving: it holds the key's lock, so a DELETE of it gets 409 (404
+ * before, changing nothing). */
+static void wait_taken(const struct master *m, const char *key)
+{
+	char *u = murl(m, key);
+	uint64_t end = now_ms() + 20000;
+	long st;
+	while ((st = h_status("DELETE", u)) == 404 && now_ms() < end)
+		usleep(20000);
+	ck_assert_msg(st == 409, "the master never took the PUT of %s (DELETE: %ld)", key, st);
+	free(u);
+}
+
+/* Send one chunk of a chunked body. */
+static void send_chunk(int fd, const char *p, size_t n)
+{
+	char head[32];
+	snprintf(head, sizeof(head), "%zx\r\n", n);
+	ck_assert(h_send(fd, head, strlen(head)));
+	ck_assert(h_send(fd, p, n));
+	ck_assert(h_send(fd, "\r\n", 2));
+}
+
+/* docs/operations.md: "-puttimeout D: a replica write with no progress
+ * for D fails the PUT".  A write that keeps making progress, however
+ * slowly, is not cut: a client trickles its body, a piece every 400 ms
+ * for 6 s (three -puttimeouts), chunked and then with a Content-Length
+ * past the small-PUT size (both streamed); each gets 201 and reads back
+ * whole from every replica.  The pauses are the client's pace, not a
+ * wait for the server. */
+START_TEST(test_slow_put_progresses)
+{
+	static const char *const flags[] = {"-replicas", "2", "-puttimeout", "2s", NULL};
+	enum { PIECES = 15, PIECE = 8192 };
+	struct vol vols[3];
+	struct master m = {0};
+	char *body = body_of(11, PIECES * PIECE);
+
+	for (int i = 0; i < 3; i++)
+		h_vol_start(&vols[i], VOL_MKV);
+	h_master_start(&m, vols, 3, flags);
+	wait_cluster(&m);
+	for (int chunked = 1; chunked >= 0; chunked--) {
+		char *key = xasprintf("/slow-%d-%d", (int)getpid(), chunked), head[256];
+		struct buf out = {0};
+		uint64_t t0 = now_ms();
+		bool found;
+		long st;
+		int fd = h_connect(m.port);
+		ck_assert(fd >= 0);
+		if (chunked)
+			snprintf(head, sizeof(head), "PUT %s HTTP/1.1\r\nHost: x\r\n"
+				 "Transfer-Encoding: chunked\r\n\r\n", key);
+		else
+			snprintf(head, sizeof(head), "PUT %s HTTP/1.1\r\nHost: x\r\n"
+				 "Content-Length: %d\r\n\r\n", key, PIECES * PIECE);
+		ck_assert(h_send(fd, head, strlen(head)));
+		for (int i = 0; i < PIECES; i++) {
+			if (chunked)
+				send_chunk(fd, body + i * PIECE, PIECE);
+			else
+				ck_assert(h_send(fd, body + i * PIECE, PIECE));
+			usleep(400 * 1000);
+		}
+		if (chunked)
+			ck_assert(h_send(fd, "0\r\n\r\n", 5));
+		st = h_recv_resp(fd, &out, 20000, false);
+		close(fd);
+		fprintf(stderr, "slow put (%s): %ld after %llu ms\n", chunked ? "chunked" : "length",
+			st, (unsigned long long)(now_ms() - t0));
+		ck_assert_msg(st == 201, "a PUT trickled over %d ms (-puttimeout 2s) answered %ld: "
+			      "%.*s", PIECES * 400, st, (int)out.len, out.data ? out.data : "");
+		buf_free(&out);
+		expect_value(&m, key, body, PIECES * PIECE, &found, NULL);
+		ck_assert_msg(found, "%s: 201, then 404", key);
+		free(key);
+	}
+	free(body);
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
+/* docs/testing.md, scenario 2: "a write in flight to a volume the checker
+ * marks down fails at once with a 503 naming it".  A chunked PUT homed
+ * on volume 0 is taken, its first chunk sent; the volume is SIGSTOPped
+ * and, once the master logs it marked down, the client sends the rest:
+ * the answer is 503 naming the volume, well before -puttimeout (60 s,
+ * which a write that waited on the volume would take), and the key is
+ * not visible. */
+START_TEST(test_put_marked_down)
+{
+	static const char *const flags[] = {"-replicas", "2", "-puttimeout", "60s",
+					    "-voltimeout", "500ms", NULL};
+	enum { BOUND_MS = 20000, PIECE = 16384 };
+	struct vol vols[3];
+	struct master m = {0};
+	char *names[3], *key, *tag, *u, head[256], *body = body_of(12, 2 * PIECE);
+	struct buf out = {0};
+	int counter = 0, n0, fd;
+	uint64_t t0;
+	long st;
+
+	h_vol_start(&vols[0], _i ? VOL_NGINX : VOL_MKV);   /* the one that hangs */
+	h_vol_start(&vols[1], VOL_MKV);
+	h_vol_start(&vols[2], VOL_MKV);
+	for (int i = 0; i < 3; i++)
+		names[i] = vols[i].name;
+	h_master_start(&m, vols, 3, flags);
+	wait_cluster(&m);
+	key = key_placed("downput", names, 3, 2, names[0], true, &counter);
+	fd = h_connect(m.port);
+	ck_assert(fd >= 0);
+	snprintf(head, sizeof(head), "PUT %s HTTP/1.1\r\nHost: x\r\n"
+		 "Transfer-Encoding: chunked\r\n\r\n", key);
+	ck_assert(h_send(fd, head, strlen(head)));
+	send_chunk(fd, body, PIECE);
+	wait_taken(&m, key);
+	tag = down_tag(&vols[0]);
+	n0 = log_count(m.log, tag, "marked down");
+	ck_assert_int_eq(kill(-vols[0].pid, SIGSTOP), 0);
+	wait_log(m.log, n0, tag, "marked down");
+	t0 = now_ms();
+	send_chunk(fd, body + PIECE, PIECE);
+	ck_assert(h_send(fd, "0\r\n\r\n", 5));
+	st = h_recv_resp(fd, &out, BOUND_MS, false);
+	close(fd);
+	fprintf(stderr, "put marked down (%s): %ld %llu ms after the line: %.*s",
+		_i ? "nginx" : "mkv-volume", st, (unsigned long long)(now_ms() - t0),
+		(int)out.len, out.data ? out.data : "");
+	ck_assert_msg(st == 503, "a write in flight to a volume marked down: %ld (-1: no answer "
+		      "in %d ms)", st, BOUND_MS);
+	ck_assert_msg(out.data && strstr(out.data, names[0]), "the 503 does not name %s: %.*s",
+		      names[0], (int)out.len, out.data ? out.data : "");
+	buf_free(&out);
+	u = murl(&m, key);
+	ck_assert_int_eq(h_status("GET", u), 404);
+	kill(-vols[0].pid, SIGCONT);   /* before the master's stop: its checker waits on it */
+	free(u), free(key), free(tag), free(body);
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("faults");
@@ -1422,6 +1571,14 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_put_timeout, 0, 2);
 	tcase_add_test(tc, test_hung_put_holds_no_loop);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("slow put");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_slow_put_progresses);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("put marked down");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_put_marked_down, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rebalance hung source");
 	tcase_set_timeout(tc, 120);

@@ -1518,6 +1518,166 @@ START_TEST(test_rebalance_pull)
 }
 END_TEST
 
+/* ---- online rebalance and a corrupt source ---- */
+
+/* docs/operations.md (rebalance): "when the record has a HASH the bytes
+ * must match it, or the copy is aborted and no volume keeps it; a missing
+ * or corrupt source means the next one is tried" -- online too, through
+ * the master's REBALANCE and `mkv rebalance -master`.  Keys on volumes
+ * 1-3 go to 1-5, each with one new location, on volume 4 (nginx: the copy
+ * streams through the master) or 5 (mkv-volume with -peers: it pulls).
+ * With the first source corrupt (same size, other bytes), REBALANCE
+ * copies the good one (204); with both corrupt it fails (503, naming why),
+ * the record keeps its old locations and HASH, and the new volume keeps
+ * no file of it; `mkv rebalance -master` then fails those keys too (exit
+ * 1) and copies nothing. */
+START_TEST(test_rebalance_corrupt_online)
+{
+	char *db = xasprintf("%s/corrupt-online.db", tmp), *all = h_volumes_arg(V, NVOL);
+	char *log = xasprintf("%s/corrupt-online.log", tmp), *why, master_arg[64];
+	struct { char key[40]; char old[RECORD_MAX_LOCS][LOC_MAX]; int nold, fresh; bool all; }
+		k[4];
+	const char *extra[] = {"-master", master_arg, NULL};
+	struct index *idx;
+	int found = 0;
+	replicas = 2;
+	subvolumes = 1;
+	for (int v = 0; v < NVOL; v++)
+		if (V[v].kind == VOL_MKV) {
+			V[v].peers = all;
+			h_vol_restart(&V[v]);
+		}
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (int i = 0; found < 4; i++) {
+		char want[RECORD_MAX_LOCS][LOC_MAX], old[RECORD_MAX_LOCS][LOC_MAX], key[40];
+		int fresh = -1, nf = 0;
+		snprintf(key, sizeof(key), "/corrupt-online/%d", i);
+		placement_volumes(key, strlen(key), names, 3, 2, 1, old);
+		placement_volumes(key, strlen(key), names, NVOL, 2, 1, want);
+		for (int j = 0; j < 2; j++)
+			if (strcmp(want[j], old[0]) && strcmp(want[j], old[1]))
+				fresh = j, nf++;
+		if (nf != 1 || strcmp(want[fresh], names[3 + found % 2]))
+			continue;
+		snprintf(k[found].key, sizeof(k[found].key), "%s", key);
+		k[found].nold = put_direct(idx, key, key, 3, k[found].old);
+		k[found].fresh = 3 + found % 2;
+		k[found].all = found >= 2;
+		found++;
+	}
+	index_close(idx);
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < (k[i].all ? 2 : 1); j++) {
+			char *f = blob_file(k[i].key, k[i].old[j]);
+			corrupt(f);
+			free(f);
+		}
+	master_up(NVOL, db);
+	for (int i = 0; i < 4; i++) {
+		char *u = xasprintf("%s%s", M.base, k[i].key), *f, *kv, *want_kv;
+		struct resp r;
+		long st;
+		st = h_http("REBALANCE", u, NULL, 0, NULL, false, &r);
+		f = blob_file(k[i].key, names[k[i].fresh]);
+		if (!k[i].all) {
+			FILE *fp;
+			char got[64] = "";
+			size_t n;
+			ck_assert_msg(st == 204, "REBALANCE %s, one source good: %ld %s", k[i].key, st,
+				      r.body.data);
+			fp = fopen(f, "rb");
+			ck_assert_msg(fp != NULL, "%s: no new copy", k[i].key);
+			n = fread(got, 1, sizeof(got), fp);
+			fclose(fp);
+			ck_assert_msg(n == strlen(k[i].key) && !memcmp(got, k[i].key, n),
+				      "%s: the new copy on volume %d is not the good bytes", k[i].key,
+				      k[i].fresh + 1);
+		} else {
+			ck_assert_msg(st == 503 && r.body.data &&
+				      strstr(r.body.data, "no replica could be read intact"),
+				      "REBALANCE %s, every source corrupt: %ld %s", k[i].key, st,
+				      r.body.data);
+			ck_assert_msg(!dir_has_files(f), "%s: volume %d keeps a file of the aborted "
+				      "copy", k[i].key, k[i].fresh + 1);
+		}
+		h_resp_free(&r);
+		ck_assert_int_eq(h_http("HEAD", u, NULL, 0, NULL, false, &r), 302);
+		kv = h_header(&r, "Key-Volumes");
+		want_kv = k[i].all ? xasprintf("%s,%s", k[i].old[0], k[i].old[1]) : NULL;
+		if (k[i].all)
+			ck_assert_msg(kv && !strcmp(kv, want_kv), "%s: Key-Volumes %s after a failed "
+				      "REBALANCE, want %s", k[i].key, kv, want_kv);
+		h_resp_free(&r);
+		free(kv), free(want_kv), free(f), free(u);
+	}
+	snprintf(master_arg, sizeof(master_arg), "127.0.0.1:%d", M.port);
+	unlink(log);
+	ck_assert_int_eq(mkv("rebalance", NVOL, NULL, extra, log), 1);
+	if (!file_has(log, "0 moved, 2 failed"))
+		show_log(log);
+	ck_assert(file_has(log, "0 moved, 2 failed"));
+	for (int i = 2; i < 4; i++) {
+		char *f = blob_file(k[i].key, names[k[i].fresh]);
+		ck_assert_msg(!dir_has_files(f), "%s: volume %d keeps a file after mkv rebalance "
+			      "-master", k[i].key, k[i].fresh + 1);
+		free(f);
+	}
+	for (int v = 0; v < NVOL; v++)
+		V[v].peers = NULL;
+	free(all), free(db), free(log);
+}
+END_TEST
+
+/* ---- verify -rate ---- */
+
+/* docs/operations.md: "-rate MB/s caps what all workers read together
+ * (both kinds of volume)".  48 blobs of 128 KiB, 2 replicas over the mixed
+ * volumes (hashed on mkv-volumes, streamed from nginx): 12.6 MB read at
+ * -rate 2.  The limiter lets through at most one second's bytes ahead
+ * (an idle second's credit) plus one blob per worker in flight; the test
+ * allows 1.5 times the cap on top of that: bytes <= 1.5 * cap * elapsed +
+ * cap * 1 s + workers * blob.  A bound on speed from above only: a slow
+ * machine passes it more easily; without the limiter verify reads all of
+ * it in a fraction of a second here. */
+START_TEST(test_verify_rate)
+{
+	enum { NBLOB = 48, BLOB = 128 * 1024, WORKERS_HERE = 4 };
+	const double cap = 2e6;
+	char *db = xasprintf("%s/rate.db", tmp), *log = xasprintf("%s/rate.log", tmp), *why;
+	char *val = xmalloc(BLOB + 1);
+	const char *extra[] = {"-rate", "2", "-workers", "4", NULL};
+	struct index *idx;
+	double bytes = 0, secs, allowed;
+	uint64_t t0;
+	replicas = 2;
+	subvolumes = 1;
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (int i = 0; i < NBLOB; i++) {
+		char key[32], locs[RECORD_MAX_LOCS][LOC_MAX];
+		snprintf(key, sizeof(key), "/rate/%d", i);
+		for (int j = 0; j < BLOB; j++)
+			val[j] = (char)('a' + (i + j) % 26);
+		val[BLOB] = '\0';
+		bytes += (double)put_direct(idx, key, val, NVOL, locs) * BLOB;
+	}
+	index_close(idx);
+	unlink(log);
+	t0 = now_ms();
+	MKV_OK("verify", NVOL, db, extra, log);
+	secs = (double)(now_ms() - t0) / 1e3;
+	allowed = 1.5 * cap * secs + cap + WORKERS_HERE * BLOB;
+	fprintf(stderr, "verify -rate 2: %.1f MB in %.2f s = %.2f MB/s\n", bytes / 1e6, secs,
+		bytes / 1e6 / secs);
+	ck_assert_msg(file_has(log, "0 missing, 0 corrupt"), "verify found damage");
+	ck_assert_msg(bytes <= allowed, "verify -rate 2 read %.1f MB in %.2f s (%.2f MB/s): more "
+		      "than 1.5 x the cap plus a second's burst and a blob per worker (%.1f MB)",
+		      bytes / 1e6, secs, bytes / 1e6 / secs, allowed / 1e6);
+	free(val), free(db), free(log);
+}
+END_TEST
+
 Suite *ops_suite(void)
 {
 	Suite *s = suite_create("ops");
@@ -1535,6 +1695,16 @@ Suite *ops_suite(void)
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_rebalance_corrupt);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("rebalance_corrupt_online");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_rebalance_corrupt_online);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("verify_rate");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_verify_rate);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rebuild_failed_listing");
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);

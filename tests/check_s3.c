@@ -1101,6 +1101,65 @@ START_TEST(test_get_cut)
 }
 END_TEST
 
+/* docs/s3.md: "A write that finds the key busy (another write of it
+ * running) answers 503 SlowDown, which S3 clients retry: PutObject ... at
+ * once, DeleteObject(s), CopyObject ... after waiting up to a second."  A
+ * native chunked PUT holds the key, its body half sent; once the master
+ * has taken it (a native DELETE gets 409, 404 before), PutObject,
+ * CopyObject onto the key and DeleteObject each get 503 SlowDown.  The
+ * PUT then ends with 201, its bytes are the key's, and a PutObject after
+ * it overwrites them. */
+START_TEST(test_slowdown)
+{
+	char *key = fresh("/busy/k"), *src = fresh("/busy/src"), *u = xasprintf("%s%s", m.base, key);
+	char head[256], copy[300];
+	const char *copy_h[] = {SIGNED[0], SIGNED[1], copy, NULL};
+	struct buf out = {0};
+	struct resp r;
+	uint64_t end = now_ms() + 20000;
+	long st;
+	int fd;
+
+	ck_assert_int_eq(s3("PUT", src, "source", 6, NULL, &r), 200);
+	h_resp_free(&r);
+	snprintf(copy, sizeof(copy), "x-amz-copy-source: %s", src);
+	fd = h_connect(m.port);
+	ck_assert(fd >= 0);
+	snprintf(head, sizeof(head), "PUT %s HTTP/1.1\r\nHost: x\r\n"
+		 "Transfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n", key);
+	ck_assert(h_send(fd, head, strlen(head)));
+	while ((st = h_status("DELETE", u)) == 404 && now_ms() < end)
+		usleep(20000);
+	ck_assert_msg(st == 409, "the master never took the PUT of %s (DELETE: %ld)", key, st);
+
+	ck_assert_int_eq(s3("PUT", key, "second", 6, NULL, &r), 503);
+	ck_assert_msg(has(&r, "<Code>SlowDown</Code>"), "PutObject: %s", r.body.data);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("PUT", key, NULL, 0, copy_h, &r), 503);
+	ck_assert_msg(has(&r, "<Code>SlowDown</Code>"), "CopyObject: %s", r.body.data);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("DELETE", key, NULL, 0, NULL, &r), 503);
+	ck_assert_msg(has(&r, "<Code>SlowDown</Code>"), "DeleteObject: %s", r.body.data);
+	h_resp_free(&r);
+
+	ck_assert(h_send(fd, "0\r\n\r\n", 5));
+	ck_assert_int_eq(h_recv_resp(fd, &out, 20000, false), 201);
+	buf_free(&out);
+	close(fd);
+	ck_assert_int_eq(native_get(key, &r), 200);
+	ck_assert_uint_eq(r.body.len, 5);
+	ck_assert_mem_eq(r.body.data, "first", 5);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("PUT", key, "second", 6, NULL, &r), 200);
+	h_resp_free(&r);
+	ck_assert_int_eq(native_get(key, &r), 200);
+	ck_assert_uint_eq(r.body.len, 6);
+	ck_assert_mem_eq(r.body.data, "second", 6);
+	h_resp_free(&r);
+	free(key), free(src), free(u);
+}
+END_TEST
+
 static TCase *s3_case(const char *name, void (*up)(void))
 {
 	TCase *tc = tcase_create(name);
@@ -1132,6 +1191,13 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	suite_add_tcase(s, s3_case("mkv-volume", up_mkv));
 	suite_add_tcase(s, s3_case("nginx", up_nginx));
+	{
+		TCase *tc = tcase_create("slowdown");   /* the master's: one kind of volume */
+		tcase_set_timeout(tc, 60);
+		tcase_add_unchecked_fixture(tc, up_mkv, cluster_down);
+		tcase_add_test(tc, test_slowdown);
+		suite_add_tcase(s, tc);
+	}
 	{
 		TCase *tc = tcase_create("failures");
 		tcase_set_timeout(tc, 60);

@@ -8,6 +8,7 @@
 #include "harness.h"
 
 #include <check.h>
+#include <jansson.h>
 #include <errno.h>
 #include <regex.h>
 #include <signal.h>
@@ -184,6 +185,105 @@ START_TEST(test_prometheus)
 	py("prometheus", args);
 	h_rmrf(tmp);
 	free(tmp);
+}
+END_TEST
+
+/* The status page as curl reads it, no script run: every volume's row
+ * with its name, its state and a chart (<svg>), the master named by its
+ * host and port, and the keys counted: after 50 PUTs the page and
+ * /status say so, exactly (docs/protocol.md §6). */
+START_TEST(test_page)
+{
+	char host[256], *want, *u, *page;
+	struct resp r;
+	json_t *st = NULL, *keys;
+	uint64_t end;
+	size_t before = 0;
+	long code;
+
+	ck_assert_int_eq(gethostname(host, sizeof(host)), 0);
+	host[sizeof(host) - 1] = '\0';
+	/* the keys the index holds now (live and unlinked), then 50 more */
+	for (int unl = 0; unl < 2; unl++) {
+		json_t *j;
+		u = xasprintf("%s/?%s", m.base, unl ? "unlinked" : "list");
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+		j = json_loadb(r.body.data, r.body.len, 0, NULL);
+		ck_assert_ptr_nonnull(j);
+		before += json_array_size(json_object_get(j, "keys"));
+		json_decref(j);
+		h_resp_free(&r);
+		free(u);
+	}
+	for (int i = 0; i < 50; i++) {
+		u = xasprintf("%s/page-%d-%d", m.base, (int)getpid(), i);
+		ck_assert_int_eq(h_http("PUT", u, "v", 1, NULL, false, &r), 201);
+		h_resp_free(&r);
+		free(u);
+	}
+	/* /status counts them within a liveness bound (a walk follows writes
+	 * within a second here) */
+	u = xasprintf("%s/status", mmetrics);
+	for (end = now_ms() + 20000; now_ms() < end; usleep(50000)) {
+		json_decref(st);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+		st = json_loadb(r.body.data, r.body.len, 0, NULL);
+		h_resp_free(&r);
+		ck_assert_ptr_nonnull(st);
+		if (json_is_string(json_object_get(st, "keys_kind")) &&
+		    !strcmp(json_string_value(json_object_get(st, "keys_kind")), "exact"))
+			break;
+	}
+	free(u);
+	keys = json_object_get(st, "keys");
+	ck_assert_msg(json_is_integer(keys) && (size_t)json_integer_value(keys) == before + 50,
+		      "/status: keys %lld (%s), the index holds %zu",
+		      (long long)json_integer_value(keys),
+		      json_string_value(json_object_get(st, "keys_kind")), before + 50);
+	want = xasprintf("%s:%d", host, m.port);
+	ck_assert_msg(!strcmp(json_string_value(json_object_get(st, "name")), want),
+		      "/status names the master %s, want %s",
+		      json_string_value(json_object_get(st, "name")), want);
+	json_decref(st);
+
+	u = xasprintf("%s/", mmetrics);
+	code = h_http("GET", u, NULL, 0, NULL, false, &r);
+	free(u);
+	ck_assert_int_eq(code, 200);
+	page = xstrdup(r.body.data ? r.body.data : "");
+	h_resp_free(&r);
+	{
+		char *title = xasprintf("<h1 id=\"title\">mkv master %s</h1>", want), *k;
+		ck_assert_msg(strstr(page, title), "no %s in the page", title);
+		k = xasprintf("<span id=\"keys\">keys: %zu</span>", before + 50);
+		ck_assert_msg(strstr(page, k), "no %s in the page", k);
+		free(title), free(k);
+	}
+	ck_assert_msg(strstr(page, "<div id=\"own\"><svg class=\"chart\""),
+		      "no chart of the master's own requests");
+	for (int i = 0; i < 3; i++) {
+		char *row = xasprintf("<tr class=\"up\" data-volume=\"%s\" data-state=\"up\">"
+				      "<td class=\"name\">%s</td><td class=\"state\">up (10/10)</td>",
+				      sv[i].name, sv[i].name);
+		char *at = strstr(page, row), *endrow = at ? strstr(at, "</tr>") : NULL, *svg;
+		ck_assert_msg(at && endrow, "no row \"%s\" in the page:\n%s", row, page);
+		svg = strstr(at, "<svg class=\"chart\"");
+		ck_assert_msg(svg && svg < endrow, "%s: no chart in its row", sv[i].name);
+		ck_assert_msg(strstr(at, " of ") < endrow, "%s: no disk in its row", sv[i].name);
+		free(row);
+	}
+	free(page), free(want);
+
+	/* the volume's page: its directories, each with its disk, and its chart */
+	u = xasprintf("%s/", sv[0].metrics);
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	free(u);
+	want = xasprintf("<h1 id=\"title\">mkv volume %s:%d %s</h1>", host, sv[0].port, sv[0].dir);
+	ck_assert_msg(strstr(r.body.data, want), "no %s in the volume's page", want);
+	ck_assert(strstr(r.body.data, "<tr class=\"up\" data-volume=\"sv00\" data-state=\"up\">"));
+	ck_assert(strstr(r.body.data, "<div id=\"own\"><svg class=\"chart\""));
+	free(want);
+	h_resp_free(&r);
 }
 END_TEST
 
@@ -398,6 +498,7 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
 	tcase_add_test(tc, test_metrics);
 	tcase_add_test(tc, test_prometheus);
+	tcase_add_test(tc, test_page);
 	tcase_add_test(tc, test_browser);   /* last: it kills a volume */
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(one, 60);

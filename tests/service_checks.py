@@ -224,22 +224,40 @@ def mode_browser(tmp, mmetrics, vmetrics, vol_pid, vol_name):
                     fail("%s: the page shows %s" % (what, r))
                 time.sleep(0.05)
 
-        # The volume's own page: its subvolume directories with their disk.
+        def charts():
+            """[(row's volume or 'own', width, height)] of the page's SVG charts."""
+            return drv.execute_script(
+                "return [...document.querySelectorAll('svg.chart')].map(s => {"
+                "const r = s.getBoundingClientRect(), t = s.closest('tr');"
+                "return [t ? t.dataset.volume : 'own', r.width, r.height]})")
+
+        def drawn(what, want):
+            c = charts()
+            if sorted(x[0] for x in c) != sorted(want) or not all(x[1] > 0 and x[2] > 0 for x in c):
+                fail("%s: charts %s, want one of non-zero size for each of %s" % (what, c, want))
+
+        # The volume's own page: its subvolume directories with their disk,
+        # there as served (the script's first refresh is 2 s away).
         drv.get(vmetrics + "/")
-        r = wait_rows(lambda r: len(r) == 10, "volume page: 10 subvolume rows", 20)
-        if r[0][0] != "sv00" or "of" not in r[0][2]:
-            fail("volume page: first row %s" % r[0])
-        # The master's: every volume up, with a disk bar; one killed turns down.
+        r = rows()
+        if len(r) != 10 or r[0][0] != "sv00" or "of" not in r[0][2]:
+            fail("volume page as served: rows %s" % r)
+        drawn("volume page", ["own"])
+        # The master's: every volume up, with a disk bar and a chart; one
+        # killed turns down (the script swaps in the page anew every 2 s).
         drv.get(mmetrics + "/")
-        r = wait_rows(lambda r: len(r) == 3 and all(x[1] == "up" for x in r),
-                      "master page: 3 volumes up", 20)
+        r = rows()
+        if len(r) != 3 or not all(x[1] == "up" for x in r):
+            fail("master page as served: rows %s" % r)
         if not all("of" in x[2] for x in r) or not drv.find_elements("css selector", ".bar i"):
             fail("master page: no disk bars: %s" % r)
+        drawn("master page", ["own"] + [x[0] for x in r])
         shot = os.environ.get("MKV_SCREENSHOT") or os.path.join(tmp, "status.png")
         drv.save_screenshot(shot)
         with open(shot, "rb") as f:
-            if f.read(8) != b"\x89PNG\r\n\x1a\n":
-                fail("the screenshot is not a PNG")
+            png = f.read()
+        if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 10000:
+            fail("the screenshot is not a PNG of a page (%d bytes)" % len(png))
         title = drv.find_element("id", "title").text
         if not title.startswith("mkv master"):
             fail("master page title %r" % title)

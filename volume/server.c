@@ -630,7 +630,7 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 	o.metrics = metrics;
 	o.accesslog = accesslog;
 	o.pages = vol_status_pages;
-	vol_status_start(s->root.fd, s->dir, port);
+	vol_status_start(s->root.fd, s->dir, port, metrics != NULL);
 	if (front_start(&o) < 0) {
 		vol_free(s);
 		return NULL;
@@ -649,5 +649,6 @@ void vol_server_stop(struct vol_server *s)
 	spawn_queue_end(s->pull);
 	s->sync = s->hash = s->pull = NULL;
 	front_stop();
+	vol_status_stop();
 	vol_free(s);
 }

@@ -15,8 +15,6 @@
 #include <unistd.h>
 
 static int root;
-static const char *root_path;
-static int vport;
 static uint64_t started_ms;
 
 bool vol_marker_disk(const char *path, int fd, char *out, size_t n)
@@ -106,65 +104,78 @@ static void collect(struct buf *b)
 
 /* ---- /status and / ---- */
 
-static struct page_rate req_rate, err_rate;
+static struct page_series own;   /* kept by page.c's sampler */
 static struct page_p99 p99;
+static char name[4400];
 
-static void json_str(struct buf *b, const char *s)
+static void sample(void)
 {
-	buf_puts(b, "\"");
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			buf_printf(b, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			buf_printf(b, "\\u%04x", *s);
-		else
-			buf_append(b, s, 1);
-	}
-	buf_puts(b, "\"");
+	struct reqstats_sum sum;
+	reqstats_sum(&sum);
+	page_sample(&own, sum.requests, sum.errors);
 }
 
-static void dir_json(void *cls, const char *name, uint64_t total, uint64_t avail)
+struct rows {
+	struct page_row r[256];
+	char names[256][8];
+	int n;
+};
+
+static void dir_row(void *cls, const char *dname, uint64_t total, uint64_t avail)
 {
-	struct buf *b = cls;
-	if (b->data[b->len - 1] == '}')
-		buf_puts(b, ",");
-	buf_puts(b, "{\"name\":");
-	json_str(b, name);
-	buf_printf(b, ",\"up\":true,\"disk_total\":%llu,\"disk_used\":%llu}",
-		   (unsigned long long)total, (unsigned long long)(total - avail));
+	struct rows *rs = cls;
+	if (rs->n == 256)
+		return;
+	snprintf(rs->names[rs->n], sizeof(rs->names[0]), "%s", dname);
+	rs->r[rs->n] = (struct page_row){.name = rs->names[rs->n], .disk_total = total,
+					 .disk_used = total - avail, .check_ms = -1};
+	rs->n++;
 }
 
-static void status_json(struct buf *b)
+static void render(struct buf *b, bool html)
 {
 	struct reqstats_sum sum;
 	struct vol_fs_stats fs;
-	char name[4200];
+	struct rows *rs = xcalloc(1, sizeof(*rs));
+	struct page_fact tmp = {"tmp_files", "temporary files", 0, NULL, NULL};
+	struct page_view v = {.role = "volume", .name = name, .rows_are = "directory",
+			      .series = &own, .facts = &tmp, .nfacts = 1};
 	reqstats_sum(&sum);
 	vol_fs_stats(&fs);
-	snprintf(name, sizeof(name), "%s (port %d)", root_path, vport);
-	buf_puts(b, "{\"role\":\"volume\",\"name\":");
-	json_str(b, name);
-	buf_printf(b, ",\"uptime_s\":%llu,\"requests\":%llu,\"requests_per_s\":%.2f,"
-		      "\"errors_per_s\":%.2f,\"p99_ms\":%.3f,\"in_flight\":%d,\"tmp_files\":%ld,"
-		      "\"volumes\":[",
-		   (unsigned long long)((now_ms() - started_ms) / 1000),
-		   (unsigned long long)sum.requests, page_rate(&req_rate, sum.requests),
-		   page_rate(&err_rate, sum.errors), page_p99(&p99, sum.hist), sum.in_flight, fs.tmp_files);
-	each_dir(dir_json, b);
-	buf_puts(b, "]}\n");
+	each_dir(dir_row, rs);
+	tmp.num = fs.tmp_files > 0 ? (uint64_t)fs.tmp_files : 0;
+	v.uptime_s = (now_ms() - started_ms) / 1000;
+	v.requests = sum.requests;
+	v.p99_ms = page_p99(&p99, sum.hist);
+	v.in_flight = sum.in_flight;
+	v.rows = rs->r;
+	v.nrows = rs->n;
+	(html ? page_html : page_json)(b, &v);
+	free(rs);
 }
+
+static void status_html(struct buf *b) { render(b, true); }
+static void status_json(struct buf *b) { render(b, false); }
 
 const struct front_page vol_status_pages[] = {
 	{"/status", PAGE_JSON_CTYPE, status_json},
-	{"/", PAGE_CTYPE, page_html},
+	{"/", PAGE_CTYPE, status_html},
 	{NULL, NULL, NULL},
 };
 
-void vol_status_start(int root_fd, const char *dir, int port)
+void vol_status_start(int root_fd, const char *dir, int port, bool pages)
 {
+	char host[300];
 	root = root_fd;
-	root_path = dir;
-	vport = port;
 	started_ms = now_ms();
+	page_name(host, sizeof(host), port);
+	snprintf(name, sizeof(name), "%s %s", host, dir);
 	metrics_register(collect);
+	if (pages)
+		page_start(sample);
+}
+
+void vol_status_stop(void)
+{
+	page_stop();
 }

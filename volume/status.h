@@ -8,8 +8,11 @@
 #include <stddef.h>
 #include "../common/front.h"
 
-/* Register the collector for the data directory dir (open as root_fd). */
-void vol_status_start(int root_fd, const char *dir, int port);
+/* Register the collector for the data directory dir (open as root_fd);
+ * with pages (-metrics), start the status page's sampler, which
+ * vol_status_stop ends. */
+void vol_status_start(int root_fd, const char *dir, int port, bool pages);
+void vol_status_stop(void);
 extern const struct front_page vol_status_pages[];
 
 /* For a HEAD of a health check's marker (".mkv", the master's), the disk
