@@ -4,6 +4,7 @@
 #include "../common/spawn.h"
 #include "../common/util.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,8 @@ static int nvols;
 static int subvols;
 static uint64_t timeout_ms;
 static atomic_bool stopping;
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
 
 static const char *marker_body = "mkv volume marker\n";
 
@@ -114,8 +117,11 @@ static void checker(void *ctx, void *item)
 		atomic_store(&v->disk_total, disk.total);
 		atomic_store(&v->disk_free, disk.free);
 		atomic_fetch_add(&v->rounds, 1);
+		/* asleep until the next round (health_stop wakes it) */
+		pthread_mutex_lock(&stop_mu);
 		while (!atomic_load(&stopping) && now_ms() - start < interval)
-			usleep(20000);
+			cond_wait_ms(&stop_cv, &stop_mu, interval - (now_ms() - start));
+		pthread_mutex_unlock(&stop_mu);
 	}
 }
 
@@ -179,7 +185,10 @@ void health_start(const struct config *cfg)
 
 void health_stop(void)
 {
+	pthread_mutex_lock(&stop_mu);
 	atomic_store(&stopping, true);
+	pthread_cond_broadcast(&stop_cv);
+	pthread_mutex_unlock(&stop_mu);
 	spawn_queue_end(checkers);
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +38,6 @@ struct index {
 	leveldb_readoptions_t *scan;  /* iterators: a scan does not fill the block cache */
 	leveldb_writeoptions_t *wopts;
 	leveldb_writeoptions_t *wopts_nosync;
-	leveldb_cache_t *cache;
 	leveldb_filterpolicy_t *bloom;
 	/* The count (index_keys): each write adds what it changed, read
 	 * before it (a key new to the index +1, a key deleted -1), under
@@ -151,6 +151,50 @@ static void keys_save(struct index *idx)
 	free(p);
 }
 
+/* One block cache for every index of the process (the index and its
+ * sidecar), made at the first open: -blockcache. */
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static leveldb_cache_t *cache;
+static int cache_users;
+static size_t cache_bytes = (size_t)64 << 20;
+
+void index_cache_size(size_t bytes)
+{
+	cache_bytes = bytes;
+}
+
+static leveldb_cache_t *cache_get(void)
+{
+	pthread_mutex_lock(&cache_mu);
+	if (!cache_users++)
+		cache = leveldb_cache_create_lru(cache_bytes);
+	pthread_mutex_unlock(&cache_mu);
+	return cache;
+}
+
+static void cache_put(void)
+{
+	pthread_mutex_lock(&cache_mu);
+	if (!--cache_users)
+		leveldb_cache_destroy(cache);
+	pthread_mutex_unlock(&cache_mu);
+}
+
+/* How many tables LevelDB keeps open: a quarter of the open file limit
+ * (front_nofile raised it), at least LevelDB's 1,000.  A table not open is
+ * opened (its index and filter read and parsed) by the read that needs
+ * it: a big index (100M keys are about 3,300 tables of 2 MB) with fewer
+ * open tables than it has pays that on most reads.  Each open table costs
+ * a descriptor and about 20 KB (its index and filter blocks). */
+static int open_tables(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return 1000;
+	return rl.rlim_cur / 4 > 1000 ? (int)(rl.rlim_cur / 4 < 1000000 ? rl.rlim_cur / 4 : 1000000)
+				       : 1000;
+}
+
 /* mkdir -p the parents of path (LevelDB makes only the last directory;
  * goleveldb, and so minikeyvalue, makes them all).  Errors are left for
  * leveldb_open to report. */
@@ -175,14 +219,13 @@ struct index *index_open(const char *path, char **why)
 	pthread_rwlock_init(&idx->count_lock, NULL);
 	idx->path = xstrdup(path);
 	idx->opts = leveldb_options_create();
-	idx->cache = leveldb_cache_create_lru(64 << 20);
 	idx->ropts = leveldb_readoptions_create();
 	idx->scan = leveldb_readoptions_create();
 	leveldb_readoptions_set_fill_cache(idx->scan, 0);
 	idx->wopts = leveldb_writeoptions_create();
 	idx->wopts_nosync = leveldb_writeoptions_create();
 	leveldb_options_set_create_if_missing(idx->opts, 1);
-	leveldb_options_set_cache(idx->opts, idx->cache);
+	leveldb_options_set_cache(idx->opts, cache_get());
 	/* New tables carry a bloom filter (10 bits a key, 1 % false hits): a
 	 * read skips the tables that lack its key without reading a block of
 	 * them (every key's count-keeping read of a new key, a GET of a
@@ -190,6 +233,7 @@ struct index *index_open(const char *path, char **why)
 	 * told of a filter, reads such tables and ignores it. */
 	idx->bloom = leveldb_filterpolicy_create_bloom(10);
 	leveldb_options_set_filter_policy(idx->opts, idx->bloom);
+	leveldb_options_set_max_open_files(idx->opts, open_tables());
 	leveldb_writeoptions_set_sync(idx->wopts, 1);
 	make_parents(path);
 	keys_load(idx);
@@ -241,7 +285,7 @@ void index_close(struct index *idx)
 	free(idx->path);
 	leveldb_options_destroy(idx->opts);
 	leveldb_filterpolicy_destroy(idx->bloom);
-	leveldb_cache_destroy(idx->cache);
+	cache_put();
 	leveldb_readoptions_destroy(idx->ropts);
 	leveldb_readoptions_destroy(idx->scan);
 	leveldb_writeoptions_destroy(idx->wopts);

@@ -11,6 +11,11 @@
 struct index;
 struct index_iter;
 
+/* The block cache all indexes of the process share (-blockcache), set
+ * before the first index_open: bytes of uncompressed blocks kept.  64 MiB
+ * unless set. */
+void index_cache_size(size_t bytes);
+
 /* Open (creating if missing) the index at path.  NULL on failure, with a
  * one-line reason in *why (heap string, caller frees) -- e.g. another
  * process holds the LOCK. */
