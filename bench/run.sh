@@ -27,7 +27,7 @@
 # built as `thrasher` (which talks to localhost:3000, so port 3000 must be
 # free), and row 13, rebuild and rebalance 5 -> 3 against the Go `mkv`
 # (GO_KEYS keys, default 20000; GO_ROUNDS rounds, default 3, alternating,
-# on the same volumes).
+# on the same volumes).  SCALE=1 adds row 14 (big indexes: see there).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -828,6 +828,92 @@ if want 13 && [ -n "${BENCH_GO:-}" ] && [ -x "${BENCH_GO:-}/mkv" ] && [ $HAVE_MK
 	done
 fi
 
+# ------------------------------------------- row 14: scale (SCALE=1 only)
+# `make bench SCALE=1`: a SCALE_KEYS-key index (default 10,000,000; built
+# with tools/mkindex into SCALE_DIR, default $T/scale, and kept there when
+# SCALE_DIR is given, so a second run reuses it) against a 1,000-key one,
+# each behind a master on 3 synthetic volumes (tools/synthvol): GET -> 302
+# of random existing keys (wrk, bench/random-keys.lua), the master's CPU
+# per request, its idle CPU with -metrics, how soon it listens; then
+# rebuild from synthetic volumes of SCALE_REBUILD keys (default 1,000,000)
+# and rebalance's planning over the big index (every key already home:
+# nothing moves).  docs/scale.md has the figures and the sizing.
+if [ "${SCALE:-0}" = 1 ] && want 14 && [ $HAVE_MKV = 1 ]; then
+	SK=${SCALE_KEYS:-10000000}
+	SR=${SCALE_REBUILD:-1000000}
+	SD=${SCALE_DIR:-$T/scale}
+	mkdir -p "$SD"
+	[ -x "$BIN/mkindex" ] && [ -x "$BIN/synthvol" ] || make -s "$BIN/mkindex" "$BIN/synthvol" || exit 1
+	free_port; S1=$FREE; free_port; S2=$FREE; free_port; S3=$FREE
+	SV="127.0.0.1:$S1,127.0.0.1:$S2,127.0.0.1:$S3"
+	log "row 14: indexes of 1,000 and $SK keys in $SD (building what is missing)"
+	for n in 1000 "$SK"; do
+		# an index names its volumes: one built for other ports is rebuilt
+		if [ "$(cat "$SD/idx$n.vols" 2>/dev/null)" != "$SV" ]; then
+			rm -rf "$SD/idx$n"
+			"$BIN/mkindex" -n "$n" -volumes "$SV" "$SD/idx$n" >"$SD/idx$n.build" || exit 1
+			echo "$SV" >"$SD/idx$n.vols"
+			log "row 14: $(cat "$SD/idx$n.build")"
+		fi
+	done
+	spawn synthvol "$BIN/synthvol" -n 1000 -volumes "$SV" && SVPID=$LAST
+	wait_port "$S3"
+	# cpu_ticks PID: utime + stime so far, in 1/100 s
+	cpu_ticks() { awk '{ print $14 + $15 }' /proc/"$1"/stat; }
+	free_port; P14S=$FREE; free_port; P14B=$FREE; free_port; M14S=$FREE; free_port; M14B=$FREE
+	for side in ref ours; do
+		if [ $side = ref ]; then n=1000 p=$P14S mp=$M14S; else n=$SK p=$P14B mp=$M14B; fi
+		t0=$(date +%s.%N)
+		spawn "m14$side" "$BIN/mkv" -volumes "$SV" -db "$SD/idx$n" -port "$p" \
+			-metrics "127.0.0.1:$mp" server
+		[ $side = ref ] && M14SPID=$LAST || M14BPID=$LAST
+		wait_port "$p"
+		record r14d $side "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')"
+	done
+	# the count: kept with the index, or walked once (then kept at the stop)
+	for i in $(seq 600); do
+		curl -s "http://127.0.0.1:$M14B/metrics" | grep -q '^mkv_index_keys ' && break
+		sleep 1
+	done
+	for r in $(seq "$RUNS"); do
+		for side in $([ $((r % 2)) = 1 ] && echo "ours ref" || echo "ref ours"); do
+			if [ $side = ref ]; then n=1000 p=$P14S pid=$M14SPID; else n=$SK p=$P14B pid=$M14BPID; fi
+			c0=$(cpu_ticks "$pid")
+			out=$(NKEYS=$n wrk -t2 -c64 -d"$((DUR * 4))s" -s bench/random-keys.lua "http://127.0.0.1:$p" 2>&1)
+			c1=$(cpu_ticks "$pid")
+			reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
+			record r14a $side "$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')"
+			[ -n "$reqs" ] && [ "$reqs" -gt 0 ] &&
+				record r14b $side "$(awk -v a="$c0" -v b="$c1" -v n="$reqs" 'BEGIN { printf "%.2f", (b - a) * 10000 / n }')"
+		done
+	done
+	log "row 14: idle CPU with -metrics, 60 s, both at once"
+	a0=$(cpu_ticks "$M14BPID"); b0=$(cpu_ticks "$M14SPID")
+	sleep 60
+	record r14c ours "$(awk -v a="$a0" -v b="$(cpu_ticks "$M14BPID")" 'BEGIN { printf "%.2f", (b - a) / 100 }')"
+	record r14c ref "$(awk -v a="$b0" -v b="$(cpu_ticks "$M14SPID")" 'BEGIN { printf "%.2f", (b - a) / 100 }')"
+	stop "$M14SPID"; stop "$M14BPID"
+	log "row 14: rebalance's planning over $SK keys (nothing to move)"
+	t0=$(date +%s.%N)
+	"$BIN/mkv" -volumes "$SV" -db "$SD/idx$SK" rebalance >>"$T/r14.log" 2>&1 </dev/null
+	record r14g ours "$(awk -v a="$t0" -v b="$(date +%s.%N)" -v n="$SK" 'BEGIN { printf "%.0f", n / (b - a) }')"
+	stop "$SVPID"
+	log "row 14: rebuild of $SR keys from synthetic volumes"
+	free_port; R1=$FREE; free_port; R2=$FREE; free_port; R3=$FREE
+	RV="127.0.0.1:$R1,127.0.0.1:$R2,127.0.0.1:$R3"
+	spawn synthvol-r "$BIN/synthvol" -n "$SR" -volumes "$RV" && SVPID=$LAST
+	for i in $(seq 1200); do grep -q ready "$T/synthvol-r.log" && break; sleep 0.5; done
+	rm -rf "$SD/rebuilt"
+	/usr/bin/time -f "%e %M" -o "$T/r14.time" "$BIN/mkv" -volumes "$RV" -db "$SD/rebuilt" rebuild >>"$T/r14.log" 2>&1 </dev/null
+	set -- $(cat "$T/r14.time")
+	record r14e ours "$(awk -v s="$1" -v n="$SR" 'BEGIN { printf "%.0f", n / s }')"
+	record r14f ours "$(awk -v k="$2" 'BEGIN { printf "%.0f", k / 1024 }')"
+	"$BIN/mkindex" -check -n "$SR" -volumes "$RV" "$SD/rebuilt" >>"$T/r14.log" 2>&1 ||
+		log "row 14: the rebuilt index is not mkindex's (see $T/r14.log)"
+	stop "$SVPID"
+	rm -rf "$SD/rebuilt"
+fi
+
 # ------------------------------------------------------------------ table
 # stats ROW SIDE: "median min max" of the samples, nothing when none.
 stats() {
@@ -904,6 +990,13 @@ row 13c "rebuild, the same files on 5 nginx volumes: mkv vs the Go original" "ke
 row 13d "rebalance 5 → 3 nginx volumes: mkv vs the Go original" "moved keys/s" r13rn r13rn ge 1.2
 row 13e "rebuild on nginx volumes: the tool's peak RSS, mkv vs the Go original" "MiB" r13bn.rss r13bn.rss - -
 row 13f "rebalance 5 → 3 mkv-volumes: the tool's peak RSS, mkv vs the Go original" "MiB" r13r.rss r13r.rss - -
+row 14a "GET → 302, random existing keys (wrk -c64): ${SCALE_KEYS:-10000000}-key index vs 1,000-key index" "req/s" r14a r14a ge 0.8
+row 14b "the same: the master's CPU per request (utime + stime), big index vs small" "µs" r14b r14b - -
+row 14c "idle CPU with \`-metrics\` over 60 s, big index vs small" "s" r14c r14c lt 0.6
+row 14d "master listening after start, big index vs small" "s" r14d r14d lt 2
+row 14e "rebuild of ${SCALE_REBUILD:-1000000} keys × 3 replicas from synthetic nginx-style volumes (30 subvolumes)" "keys/s" r14e r14e - -
+row 14f "the same rebuild: peak RSS" "MiB" r14f r14f - -
+row 14g "rebalance's planning over the big index, nothing to move" "keys/s" r14g r14g - -
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
