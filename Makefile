@@ -85,6 +85,11 @@ $(BIN)/%: $(B)/tools/%.o $(filter-out $(FRONT_OBJ),$(COMMON_OBJ))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(TOOL_LIBS) -o $@
 
+# mkindex writes LevelDB tables itself (bench's scale rows).
+$(BIN)/mkindex: $(B)/tools/mkindex.o $(filter-out $(FRONT_OBJ),$(COMMON_OBJ))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(TOOL_LIBS) -lleveldb -o $@
+
 # Suites named check_volume* link the volume's code; the others the master's.
 $(B)/tests/check_volume%: $(B)/tests/check_volume%.o $(B)/tests/harness.o $(VOLUME_LIB) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)

@@ -28,7 +28,7 @@
 # free), and row 13, rebuild and rebalance 5 -> 3 against the Go `mkv`
 # (GO_KEYS keys, default 20000; GO_ROUNDS rounds, default 3, alternating,
 # on the same volumes).  BENCH_OLD_MKV=BIN: row 15e's reference, `mkv get`
-# of that binary.
+# of that binary.  SCALE=1 adds row 17 (big indexes: see there).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -644,7 +644,7 @@ wrk_cpu() {
 	record "$3" "$4" "$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')"
 	[ -n "$n" ] && [ "$n" -gt 0 ] && record "$3.cpu" "$4" "$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN { printf "%.3f", (b - a) / n / 1000 }')"
 }
-# The volume secret of row 14 (and row 7 run signed for it).
+# The volume secret of row 16 (and row 7 run signed for it).
 VS14=$T/volume.secret
 echo "bench-secret-0123456789abcdef" >"$VS14"
 # signed URL METHOD: URL with ?md5=..&expires=.. (an hour), as the master signs.
@@ -663,7 +663,7 @@ signed() {
 # (loadgen move; on mkv-volumes, which pull mkv's copies, the pulling PUTs
 # + DELETEs: loadgen move -pull), made straight to the same volumes with
 # as many clients as mkv's -workers (16).
-if (want 7 || want 14) && [ $HAVE_MKV = 1 ]; then
+if (want 7 || want 16) && [ $HAVE_MKV = 1 ]; then
 	log "row 7: $KEYS keys x 3 replicas on 5 volumes: populate"
 	V5="" V3="" D5=""
 	for i in 1 2 3 4 5; do
@@ -734,12 +734,12 @@ if (want 7 || want 14) && [ $HAVE_MKV = 1 ]; then
 	startvols() {
 		case $1 in
 		mkv) vols7 "$T/r7/vols" ;;
-		signed) VOL7_FLAGS="-volumesecret $VS14" vols7 "$T/r7/vols" ;;   # row 14
+		signed) VOL7_FLAGS="-volumesecret $VS14" vols7 "$T/r7/vols" ;;   # row 16
 		*) ngx7 "$T/r7/vols" ;;
 		esac
 	}
 	KINDS7=$(want 7 && echo mkv nginx || echo mkv)
-	want 14 && KINDS7="$KINDS7 signed"
+	want 16 && KINDS7="$KINDS7 signed"
 	# Each run: rebuild a fresh index from the five volumes, rebalance onto
 	# three -- on mkv-volumes, then on nginx serving the same directories;
 	# after each rebalance loadgen puts the files back on disk where the
@@ -752,9 +752,9 @@ if (want 7 || want 14) && [ $HAVE_MKV = 1 ]; then
 	# (and the hash directories the rebalance emptied are dropped), so the
 	# next one starts from the same state.
 	for r in $(seq "$RUNS_BIG"); do
-		# row 14's signed runs: first in even runs, last in odd ones
+		# row 16's signed runs: first in even runs, last in odd ones
 		kinds=$KINDS7
-		want 14 && [ $((r % 2)) = 0 ] && kinds="signed ${KINDS7% signed}"
+		want 16 && [ $((r % 2)) = 0 ] && kinds="signed ${KINDS7% signed}"
 		for kind in $kinds; do
 			sfx=$([ $kind = nginx ] && echo n)
 			sig=$([ $kind = signed ] && echo "-volumesecret $VS14")
@@ -764,13 +764,13 @@ if (want 7 || want 14) && [ $HAVE_MKV = 1 ]; then
 			rm -rf "$T/r7/db"
 			RATE=
 			timed "rebuild$sfx" "${row}b$sfx" $KEYS -volumes "$V5" -db "$T/r7/db" $sig rebuild
-			[ $kind = signed ] && record r14f ours "$RATE" && record r14f.cpu ours "$TCPU"
-			[ $kind = mkv ] && want 14 && record r14f ref "$RATE" && record r14f.cpu ref "$TCPU"
+			[ $kind = signed ] && record r16f ours "$RATE" && record r16f.cpu ours "$TCPU"
+			[ $kind = mkv ] && want 16 && record r16f ref "$RATE" && record r16f.cpu ref "$TCPU"
 			[ $kind != signed ] && want 7 && limit "walk$sfx" "r7b$sfx" $KEYS walk -volumes "$V5"
 			RATE=
 			timed "rebalance$sfx" "${row}r$sfx" "$(field moved "$MOVES")" -volumes "$V3" -db "$T/r7/db" $sig rebalance
-			[ $kind = signed ] && record r14g ours "$RATE" && record r14g.cpu ours "$TCPU"
-			[ $kind = mkv ] && want 14 && record r14g ref "$RATE" && record r14g.cpu ref "$TCPU"
+			[ $kind = signed ] && record r16g ours "$RATE" && record r16g.cpu ours "$TCPU"
+			[ $kind = mkv ] && want 16 && record r16g ref "$RATE" && record r16g.cpu ref "$TCPU"
 			if [ "$r" = "$RUNS_BIG" ] && [ $kind != signed ]; then
 				n=$(find "$T/r7/vols/v4" "$T/r7/vols/v5" -type f ! -name '.*' | wc -l)
 				[ $kind = mkv ] && STRAY=$n || STRAYN=$n
@@ -914,16 +914,16 @@ if want 12 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
 	for p in $M12OFF $M12ON $V12OFFPID $V12ONPID; do stop "$p"; done
 fi
 
-# --------------------------------------- row 14: the cost of -volumesecret
+# --------------------------------------- row 16: the cost of -volumesecret
 # Row 1's GET -> 302 on a master with -volumesecret vs without; rows 6a and
 # 6b (GET 4 KiB, 1 MiB) with signed URLs on a volume with the secret vs
 # plain URLs on one without, on mkv-volume and on nginx (both started by
 # deploy/nginx/mkv-nginx-volume, so that the secure_link lines are the one
-# difference); rebuild and rebalance are row 7's, signed (r14f, r14g).
+# difference); rebuild and rebalance are row 7's, signed (r16f, r16g).
 # Alternating in one run, RUNS14 runs a side (5).
-if want 14 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
+if want 16 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
 	RUNS14=${RUNS14:-5}
-	log "row 14: rows 1, 6a, 6b with -volumesecret vs without, $RUNS14 x ${DUR}s each side"
+	log "row 16: rows 1, 6a, 6b with -volumesecret vs without, $RUNS14 x ${DUR}s each side"
 	free_port; P14OFF=$FREE; free_port; P14ON=$FREE
 	free_port; V14OFF=$FREE; free_port; V14ON=$FREE; free_port; N14OFF=$FREE; free_port; N14ON=$FREE
 	volume_start v14off "$V14OFF" && V14OFFPID=$LAST
@@ -961,16 +961,16 @@ if want 14 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
 		done
 	}
 	for r in $(seq "$RUNS14"); do
-		pair r14a "http://127.0.0.1:$P14ON/bench/hot" "http://127.0.0.1:$P14OFF/bench/hot" "$M14ONPID" "$M14OFFPID"
-		pair r14b "$(signed "http://127.0.0.1:$V14ON/bench/f4k14" GET)" "http://127.0.0.1:$V14OFF/bench/f4k14" "$V14ONPID" "$V14OFFPID"
-		pair r14c "$(signed "http://127.0.0.1:$V14ON/bench/f1m14" GET)" "http://127.0.0.1:$V14OFF/bench/f1m14"
-		pair r14d "$(signed "http://127.0.0.1:$N14ON/bench/f4k14" GET)" "http://127.0.0.1:$N14OFF/bench/f4k14"
-		pair r14e "$(signed "http://127.0.0.1:$N14ON/bench/f1m14" GET)" "http://127.0.0.1:$N14OFF/bench/f1m14"
+		pair r16a "http://127.0.0.1:$P14ON/bench/hot" "http://127.0.0.1:$P14OFF/bench/hot" "$M14ONPID" "$M14OFFPID"
+		pair r16b "$(signed "http://127.0.0.1:$V14ON/bench/f4k14" GET)" "http://127.0.0.1:$V14OFF/bench/f4k14" "$V14ONPID" "$V14OFFPID"
+		pair r16c "$(signed "http://127.0.0.1:$V14ON/bench/f1m14" GET)" "http://127.0.0.1:$V14OFF/bench/f1m14"
+		pair r16d "$(signed "http://127.0.0.1:$N14ON/bench/f4k14" GET)" "http://127.0.0.1:$N14OFF/bench/f4k14"
+		pair r16e "$(signed "http://127.0.0.1:$N14ON/bench/f1m14" GET)" "http://127.0.0.1:$N14OFF/bench/f1m14"
 	done
 	curl -s -I "http://127.0.0.1:$P14ON/bench/hot" | grep -qi '^location: .*?md5=' ||
-		log "row 14: the master with -volumesecret signed no redirect"
+		log "row 16: the master with -volumesecret signed no redirect"
 	[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$N14ON/bench/f4k14")" = 403 ] ||
-		log "row 14: nginx with -volumesecret took an unsigned GET"
+		log "row 16: nginx with -volumesecret took an unsigned GET"
 	for p in $M14OFFPID $M14ONPID $V14OFFPID $V14ONPID $N14OFFPID $N14ONPID; do stop "$p"; done
 fi
 
@@ -1055,6 +1055,92 @@ if want 13 && [ -n "${BENCH_GO:-}" ] && [ -x "${BENCH_GO:-}/mkv" ] && [ $HAVE_MK
 	done
 fi
 
+# ------------------------------------------- row 17: scale (SCALE=1 only)
+# `make bench SCALE=1`: a SCALE_KEYS-key index (default 10,000,000; built
+# with tools/mkindex into SCALE_DIR, default $T/scale, and kept there when
+# SCALE_DIR is given, so a second run reuses it) against a 1,000-key one,
+# each behind a master on 3 synthetic volumes (tools/synthvol): GET -> 302
+# of random existing keys (wrk, bench/random-keys.lua), the master's CPU
+# per request, its idle CPU with -metrics, how soon it listens; then
+# rebuild from synthetic volumes of SCALE_REBUILD keys (default 1,000,000)
+# and rebalance's planning over the big index (every key already home:
+# nothing moves).  docs/scale.md has the figures and the sizing.
+if [ "${SCALE:-0}" = 1 ] && want 17 && [ $HAVE_MKV = 1 ]; then
+	SK=${SCALE_KEYS:-10000000}
+	SR=${SCALE_REBUILD:-1000000}
+	SD=${SCALE_DIR:-$T/scale}
+	mkdir -p "$SD"
+	[ -x "$BIN/mkindex" ] && [ -x "$BIN/synthvol" ] || make -s "$BIN/mkindex" "$BIN/synthvol" || exit 1
+	free_port; S1=$FREE; free_port; S2=$FREE; free_port; S3=$FREE
+	SV="127.0.0.1:$S1,127.0.0.1:$S2,127.0.0.1:$S3"
+	log "row 17: indexes of 1,000 and $SK keys in $SD (building what is missing)"
+	for n in 1000 "$SK"; do
+		# an index names its volumes: one built for other ports is rebuilt
+		if [ "$(cat "$SD/idx$n.vols" 2>/dev/null)" != "$SV" ]; then
+			rm -rf "$SD/idx$n"
+			"$BIN/mkindex" -n "$n" -volumes "$SV" "$SD/idx$n" >"$SD/idx$n.build" || exit 1
+			echo "$SV" >"$SD/idx$n.vols"
+			log "row 17: $(cat "$SD/idx$n.build")"
+		fi
+	done
+	spawn synthvol "$BIN/synthvol" -n 1000 -volumes "$SV" && SVPID=$LAST
+	wait_port "$S3"
+	# cpu_ticks PID: utime + stime so far, in 1/100 s
+	cpu_ticks() { awk '{ print $14 + $15 }' /proc/"$1"/stat; }
+	free_port; P14S=$FREE; free_port; P14B=$FREE; free_port; M14S=$FREE; free_port; M14B=$FREE
+	for side in ref ours; do
+		if [ $side = ref ]; then n=1000 p=$P14S mp=$M14S; else n=$SK p=$P14B mp=$M14B; fi
+		t0=$(date +%s.%N)
+		spawn "m14$side" "$BIN/mkv" -volumes "$SV" -db "$SD/idx$n" -port "$p" \
+			-metrics "127.0.0.1:$mp" server
+		[ $side = ref ] && M14SPID=$LAST || M14BPID=$LAST
+		wait_port "$p"
+		record r17d $side "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')"
+	done
+	# the count: kept with the index, or walked once (then kept at the stop)
+	for i in $(seq 600); do
+		curl -s "http://127.0.0.1:$M14B/metrics" | grep -q '^mkv_index_keys ' && break
+		sleep 1
+	done
+	for r in $(seq "$RUNS"); do
+		for side in $([ $((r % 2)) = 1 ] && echo "ours ref" || echo "ref ours"); do
+			if [ $side = ref ]; then n=1000 p=$P14S pid=$M14SPID; else n=$SK p=$P14B pid=$M14BPID; fi
+			c0=$(cpu_ticks "$pid")
+			out=$(NKEYS=$n wrk -t2 -c64 -d"$((DUR * 4))s" -s bench/random-keys.lua "http://127.0.0.1:$p" 2>&1)
+			c1=$(cpu_ticks "$pid")
+			reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
+			record r17a $side "$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')"
+			[ -n "$reqs" ] && [ "$reqs" -gt 0 ] &&
+				record r17b $side "$(awk -v a="$c0" -v b="$c1" -v n="$reqs" 'BEGIN { printf "%.2f", (b - a) * 10000 / n }')"
+		done
+	done
+	log "row 17: idle CPU with -metrics, 60 s, both at once"
+	a0=$(cpu_ticks "$M14BPID"); b0=$(cpu_ticks "$M14SPID")
+	sleep 60
+	record r17c ours "$(awk -v a="$a0" -v b="$(cpu_ticks "$M14BPID")" 'BEGIN { printf "%.2f", (b - a) / 100 }')"
+	record r17c ref "$(awk -v a="$b0" -v b="$(cpu_ticks "$M14SPID")" 'BEGIN { printf "%.2f", (b - a) / 100 }')"
+	stop "$M14SPID"; stop "$M14BPID"
+	log "row 17: rebalance's planning over $SK keys (nothing to move)"
+	t0=$(date +%s.%N)
+	"$BIN/mkv" -volumes "$SV" -db "$SD/idx$SK" rebalance >>"$T/r14.log" 2>&1 </dev/null
+	record r17g ours "$(awk -v a="$t0" -v b="$(date +%s.%N)" -v n="$SK" 'BEGIN { printf "%.0f", n / (b - a) }')"
+	stop "$SVPID"
+	log "row 17: rebuild of $SR keys from synthetic volumes"
+	free_port; R1=$FREE; free_port; R2=$FREE; free_port; R3=$FREE
+	RV="127.0.0.1:$R1,127.0.0.1:$R2,127.0.0.1:$R3"
+	spawn synthvol-r "$BIN/synthvol" -n "$SR" -volumes "$RV" && SVPID=$LAST
+	for i in $(seq 1200); do grep -q ready "$T/synthvol-r.log" && break; sleep 0.5; done
+	rm -rf "$SD/rebuilt"
+	/usr/bin/time -f "%e %M" -o "$T/r14.time" "$BIN/mkv" -volumes "$RV" -db "$SD/rebuilt" rebuild >>"$T/r14.log" 2>&1 </dev/null
+	set -- $(cat "$T/r14.time")
+	record r17e ours "$(awk -v s="$1" -v n="$SR" 'BEGIN { printf "%.0f", n / s }')"
+	record r17f ours "$(awk -v k="$2" 'BEGIN { printf "%.0f", k / 1024 }')"
+	"$BIN/mkindex" -check -n "$SR" -volumes "$RV" "$SD/rebuilt" >>"$T/r14.log" 2>&1 ||
+		log "row 17: the rebuilt index is not mkindex's (see $T/r14.log)"
+	stop "$SVPID"
+	rm -rf "$SD/rebuilt"
+fi
+
 # ------------------------------------------------------------------ table
 # stats ROW SIDE: "median min max" of the samples, nothing when none.
 stats() {
@@ -1134,23 +1220,30 @@ row 12d "row 6a's GET 4 KiB: mkv-volume's CPU per request, with \`-metrics\` vs 
 row 11 "minikeyvalue's thrasher (16 clients, PUT→GET→DELETE), 5 nginx volumes, 3 replicas: mkv vs the Go original" "cycles/s" r11 r11 ge 2
 row 11b "master CPU per thrasher cycle (utime + stime over 10,000 cycles): mkv vs the Go original" "ms" r11b r11b le 0.5
 row 11c "master system calls per thrasher cycle (\`strace -c -f\`, sleeps left out): mkv vs the Go original" "calls" r11c r11c - -
-row 14a "row 1's GET → 302 on a master with \`-volumesecret\` (each Location signed) vs without" "req/s" r14a r14a ge 0.95
-row 14b "row 6a's GET 4 KiB on mkv-volume: signed URLs (with \`-volumesecret\`) vs plain (without)" "req/s" r14b r14b ge 0.95
-row 14c "row 6b's GET 1 MiB on mkv-volume: signed vs plain" "req/s" r14c r14c ge 0.95
-row 14d "row 6a's GET 4 KiB on nginx (mkv-nginx-volume): \`secure_link\` and signed URLs vs plain" "req/s" r14d r14d ge 0.95
-row 14e "row 6b's GET 1 MiB on nginx: signed vs plain" "req/s" r14e r14e ge 0.95
-row 14f "row 7a's rebuild on mkv-volumes: signed (every listing) vs plain" "keys/s" r14f r14f ge 0.9
-row 14g "row 7b's rebalance on mkv-volumes: signed (every GET, pull, PUT, DELETE) vs plain" "moved keys/s" r14g r14g ge 0.9
-row 14h "row 14a: the master's CPU per GET → 302, signed vs not" "µs" r14a.cpu r14a.cpu le 1.05
-row 14i "row 14b: mkv-volume's CPU per GET 4 KiB, checking the signature vs not" "µs" r14b.cpu r14b.cpu le 1.05
-row 14j "row 14f: the rebuild's own CPU per key, signed vs not" "µs" r14f.cpu r14f.cpu le 1.1
-row 14k "row 14g: the rebalance's own CPU per moved key, signed vs not" "µs" r14g.cpu r14g.cpu le 1.1
+row 16a "row 1's GET → 302 on a master with \`-volumesecret\` (each Location signed) vs without" "req/s" r16a r16a ge 0.95
+row 16b "row 6a's GET 4 KiB on mkv-volume: signed URLs (with \`-volumesecret\`) vs plain (without)" "req/s" r16b r16b ge 0.95
+row 16c "row 6b's GET 1 MiB on mkv-volume: signed vs plain" "req/s" r16c r16c ge 0.95
+row 16d "row 6a's GET 4 KiB on nginx (mkv-nginx-volume): \`secure_link\` and signed URLs vs plain" "req/s" r16d r16d ge 0.95
+row 16e "row 6b's GET 1 MiB on nginx: signed vs plain" "req/s" r16e r16e ge 0.95
+row 16f "row 7a's rebuild on mkv-volumes: signed (every listing) vs plain" "keys/s" r16f r16f ge 0.9
+row 16g "row 7b's rebalance on mkv-volumes: signed (every GET, pull, PUT, DELETE) vs plain" "moved keys/s" r16g r16g ge 0.9
+row 16h "row 16a: the master's CPU per GET → 302, signed vs not" "µs" r16a.cpu r16a.cpu le 1.05
+row 16i "row 16b: mkv-volume's CPU per GET 4 KiB, checking the signature vs not" "µs" r16b.cpu r16b.cpu le 1.05
+row 16j "row 16f: the rebuild's own CPU per key, signed vs not" "µs" r16f.cpu r16f.cpu le 1.1
+row 16k "row 16g: the rebalance's own CPU per moved key, signed vs not" "µs" r16g.cpu r16g.cpu le 1.1
 row 13a "rebuild, ${GO_KEYS:-20000} keys × 3 replicas on 5 mkv-volumes: mkv vs the Go original" "keys/s" r13b r13b ge 1
 row 13b "rebalance 5 → 3 mkv-volumes (mkv's copies pulled by the volumes): mkv vs the Go original" "moved keys/s" r13r r13r ge 1
 row 13c "rebuild, the same files on 5 nginx volumes: mkv vs the Go original" "keys/s" r13bn r13bn ge 1.2
 row 13d "rebalance 5 → 3 nginx volumes: mkv vs the Go original" "moved keys/s" r13rn r13rn ge 1.2
 row 13e "rebuild on nginx volumes: the tool's peak RSS, mkv vs the Go original" "MiB" r13bn.rss r13bn.rss - -
 row 13f "rebalance 5 → 3 mkv-volumes: the tool's peak RSS, mkv vs the Go original" "MiB" r13r.rss r13r.rss - -
+row 17a "GET → 302, random existing keys (wrk -c64): ${SCALE_KEYS:-10000000}-key index vs 1,000-key index" "req/s" r17a r17a ge 0.8
+row 17b "the same: the master's CPU per request (utime + stime), big index vs small" "µs" r17b r17b - -
+row 17c "idle CPU with \`-metrics\` over 60 s, big index vs small" "s" r17c r17c lt 0.6
+row 17d "master listening after start, big index vs small" "s" r17d r17d lt 2
+row 17e "rebuild of ${SCALE_REBUILD:-1000000} keys × 3 replicas from synthetic nginx-style volumes (30 subvolumes)" "keys/s" r17e r17e - -
+row 17f "the same rebuild: peak RSS" "MiB" r17f r17f - -
+row 17g "rebalance's planning over the big index, nothing to move" "keys/s" r17g r17g - -
 
 # ------------------------------------------------------------------ report
 CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)

@@ -15,6 +15,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t sampler;
 static void (*sample_fn)(void);
 static atomic_bool sampling, stopping;
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
 
 void page_sample(struct page_series *s, uint64_t requests, uint64_t errors)
 {
@@ -43,8 +45,12 @@ static void *sampler_main(void *arg)
 	while (!atomic_load(&stopping)) {
 		uint64_t next = (now_ms() / 1000 + 1) * 1000;
 		sample_fn();
-		while (now_ms() < next && !atomic_load(&stopping))
-			usleep(50000);
+		/* asleep until the next second (page_stop wakes it): on a VM a
+		 * wakeup of a process with a big index mapped is dear */
+		pthread_mutex_lock(&stop_mu);
+		for (uint64_t t; (t = now_ms()) < next && !atomic_load(&stopping);)
+			cond_wait_ms(&stop_cv, &stop_mu, next - t);
+		pthread_mutex_unlock(&stop_mu);
 	}
 	return NULL;
 }
@@ -62,7 +68,10 @@ void page_stop(void)
 {
 	if (!atomic_exchange(&sampling, false))
 		return;
+	pthread_mutex_lock(&stop_mu);
 	atomic_store(&stopping, true);
+	pthread_cond_broadcast(&stop_cv);
+	pthread_mutex_unlock(&stop_mu);
 	pthread_join(sampler, NULL);
 }
 

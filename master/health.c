@@ -62,6 +62,8 @@ static int nvols;
 static int subvols;
 static uint64_t timeout_ms;
 static atomic_bool stopping;
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
 
 static const char *marker_body = "mkv volume marker\n";
 
@@ -215,8 +217,11 @@ static void checker(void *ctx, void *item)
 		atomic_store(&v->disk_total, fullest.total);
 		atomic_store(&v->disk_free, fullest.free);
 		atomic_fetch_add(&v->rounds, 1);
+		/* asleep until the next round (health_stop wakes it) */
+		pthread_mutex_lock(&stop_mu);
 		while (!atomic_load(&stopping) && now_ms() - start < interval)
-			usleep(20000);
+			cond_wait_ms(&stop_cv, &stop_mu, interval - (now_ms() - start));
+		pthread_mutex_unlock(&stop_mu);
 	}
 }
 
@@ -286,7 +291,10 @@ void health_start(const struct config *cfg)
 
 void health_stop(void)
 {
+	pthread_mutex_lock(&stop_mu);
 	atomic_store(&stopping, true);
+	pthread_cond_broadcast(&stop_cv);
+	pthread_mutex_unlock(&stop_mu);
 	spawn_queue_end(checkers);
 }
 

@@ -1,13 +1,19 @@
 /* index.c -- see index.h. */
 #include "index.h"
+#include "../common/md5.h"
 #include "../common/util.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <leveldb/c.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* A write queued for the committer. */
 struct pending {
@@ -32,9 +38,162 @@ struct index {
 	leveldb_readoptions_t *scan;  /* iterators: a scan does not fill the block cache */
 	leveldb_writeoptions_t *wopts;
 	leveldb_writeoptions_t *wopts_nosync;
-	leveldb_cache_t *cache;
-	_Atomic uint64_t writes;     /* index_writes */
+	leveldb_filterpolicy_t *bloom;
+	/* The count (index_keys): each write adds what it changed, read
+	 * before it (a key new to the index +1, a key deleted -1), under
+	 * count_lock's shared side; a walk takes it alone only to start, so
+	 * the writes after its start are those in keys - at_start. */
+	pthread_rwlock_t count_lock;
+	_Atomic int64_t keys;
+	atomic_bool keys_known;
+	char *path;
 };
+
+/* The count kept with the index, in DIR/mkv-keys when mkv closed it:
+ * "mkv-keys 1 KEYS STATE", STATE the md5 of the LevelDB files' names,
+ * sizes and times then.  Anything else opening the index (the Go
+ * original, a crash and LevelDB's recovery) writes a new log and
+ * MANIFEST, so the state no longer matches and the count is walked
+ * again (index_count).  LevelDB and goleveldb leave a file of a name
+ * they do not use alone, as they leave the sidecar (mkv-meta/). */
+#define KEYS_FILE "mkv-keys"
+
+static int by_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The state of the LevelDB files in dir as 32 hex digits; false when
+ * there is no index there yet (no CURRENT). */
+static bool files_state(const char *dir, char out[33])
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char **lines = NULL;
+	size_t n = 0, cap = 0;
+	bool current = false;
+	struct md5 *m;
+	if (!d)
+		return false;
+	while ((e = readdir(d))) {
+		const char *nm = e->d_name, *dot = strrchr(nm, '.');
+		struct stat st;
+		char *p;
+		bool ours = !strcmp(nm, "CURRENT") || !strncmp(nm, "MANIFEST-", 9) ||
+			    (dot && (!strcmp(dot, ".ldb") || !strcmp(dot, ".sst") ||
+				     !strcmp(dot, ".log")));
+		if (!ours)
+			continue;
+		current |= !strcmp(nm, "CURRENT");
+		p = xasprintf("%s/%s", dir, nm);
+		if (stat(p, &st) == 0) {
+			if (n == cap)
+				lines = xrealloc(lines, (cap = cap ? 2 * cap : 64) * sizeof(*lines));
+			lines[n++] = xasprintf("%s %lld %lld.%09ld\n", nm, (long long)st.st_size,
+					       (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+		}
+		free(p);
+	}
+	closedir(d);
+	qsort(lines, n, sizeof(*lines), by_str);
+	m = md5_new();
+	for (size_t i = 0; i < n; i++) {
+		md5_update(m, lines[i], strlen(lines[i]));
+		free(lines[i]);
+	}
+	free(lines);
+	md5_final_hex(m, out);
+	md5_free(m);
+	return current;
+}
+
+/* Before leveldb_open: the count kept at the last close, if the files
+ * are still as that close left them (or 0 for a new index). */
+static void keys_load(struct index *idx)
+{
+	char state[33], want[33], *p = xasprintf("%s/" KEYS_FILE, idx->path);
+	long long n;
+	FILE *f;
+	if (!files_state(idx->path, state)) {
+		atomic_store(&idx->keys, 0);
+		atomic_store(&idx->keys_known, true);
+	} else if ((f = fopen(p, "r"))) {
+		if (fscanf(f, "mkv-keys 1 %lld %32s", &n, want) == 2 && n >= 0 &&
+		    !strcmp(want, state)) {
+			atomic_store(&idx->keys, n);
+			atomic_store(&idx->keys_known, true);
+		}
+		fclose(f);
+	}
+	free(p);
+}
+
+/* After leveldb_close: keep the count, if known, for the next open. */
+static void keys_save(struct index *idx)
+{
+	char state[33], *p, *tmp;
+	FILE *f;
+	if (!atomic_load(&idx->keys_known) || !files_state(idx->path, state))
+		return;
+	p = xasprintf("%s/" KEYS_FILE, idx->path);
+	tmp = xasprintf("%s.tmp", p);
+	if ((f = fopen(tmp, "w"))) {
+		bool ok = fprintf(f, "mkv-keys 1 %lld %s\n", (long long)atomic_load(&idx->keys),
+				  state) > 0;
+		ok &= fflush(f) == 0 && fsync(fileno(f)) == 0;
+		ok &= fclose(f) == 0;
+		if (!ok || rename(tmp, p) < 0) {
+			log_msg("keeping the key count: writing %s failed: %m", p);
+			unlink(tmp);
+		}
+	}
+	free(tmp);
+	free(p);
+}
+
+/* One block cache for every index of the process (the index and its
+ * sidecar), made at the first open: -blockcache. */
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static leveldb_cache_t *cache;
+static int cache_users;
+static size_t cache_bytes = (size_t)64 << 20;
+
+void index_cache_size(size_t bytes)
+{
+	cache_bytes = bytes;
+}
+
+static leveldb_cache_t *cache_get(void)
+{
+	pthread_mutex_lock(&cache_mu);
+	if (!cache_users++)
+		cache = leveldb_cache_create_lru(cache_bytes);
+	pthread_mutex_unlock(&cache_mu);
+	return cache;
+}
+
+static void cache_put(void)
+{
+	pthread_mutex_lock(&cache_mu);
+	if (!--cache_users)
+		leveldb_cache_destroy(cache);
+	pthread_mutex_unlock(&cache_mu);
+}
+
+/* How many tables LevelDB keeps open: a quarter of the open file limit
+ * (front_nofile raised it), at least LevelDB's 1,000.  A table not open is
+ * opened (its index and filter read and parsed) by the read that needs
+ * it: a big index (100M keys are about 3,300 tables of 2 MB) with fewer
+ * open tables than it has pays that on most reads.  Each open table costs
+ * a descriptor and about 20 KB (its index and filter blocks). */
+static int open_tables(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return 1000;
+	return rl.rlim_cur / 4 > 1000 ? (int)(rl.rlim_cur / 4 < 1000000 ? rl.rlim_cur / 4 : 1000000)
+				       : 1000;
+}
 
 /* mkdir -p the parents of path (LevelDB makes only the last directory;
  * goleveldb, and so minikeyvalue, makes them all).  Errors are left for
@@ -57,20 +216,36 @@ struct index *index_open(const char *path, char **why)
 	pthread_mutex_init(&idx->mu, NULL);
 	pthread_cond_init(&idx->cv, NULL);
 	idx->tail = &idx->head;
+	pthread_rwlock_init(&idx->count_lock, NULL);
+	idx->path = xstrdup(path);
 	idx->opts = leveldb_options_create();
-	idx->cache = leveldb_cache_create_lru(64 << 20);
 	idx->ropts = leveldb_readoptions_create();
 	idx->scan = leveldb_readoptions_create();
 	leveldb_readoptions_set_fill_cache(idx->scan, 0);
 	idx->wopts = leveldb_writeoptions_create();
 	idx->wopts_nosync = leveldb_writeoptions_create();
 	leveldb_options_set_create_if_missing(idx->opts, 1);
-	leveldb_options_set_cache(idx->opts, idx->cache);
+	leveldb_options_set_cache(idx->opts, cache_get());
+	/* New tables carry a bloom filter (10 bits a key, 1 % false hits): a
+	 * read skips the tables that lack its key without reading a block of
+	 * them (every key's count-keeping read of a new key, a GET of a
+	 * missing one, and the upper levels of a big index).  goleveldb, not
+	 * told of a filter, reads such tables and ignores it. */
+	idx->bloom = leveldb_filterpolicy_create_bloom(10);
+	leveldb_options_set_filter_policy(idx->opts, idx->bloom);
+	leveldb_options_set_max_open_files(idx->opts, open_tables());
 	leveldb_writeoptions_set_sync(idx->wopts, 1);
 	make_parents(path);
+	keys_load(idx);
 	idx->db = leveldb_open(idx->opts, path, &err);
-	if (!err)
+	if (!err) {
+		/* from now on the files differ from what the count was kept with */
+		char *p = xasprintf("%s/" KEYS_FILE, path);
+		unlink(p);
+		free(p);
 		return idx;
+	}
+	atomic_store(&idx->keys_known, false);  /* not ours to keep */
 	/* another process's flock (EAGAIN), or this one's */
 	if (strstr(err, "lock") && (strstr(err, "temporarily unavailable") ||
 				    strstr(err, "already held")))
@@ -102,10 +277,15 @@ void index_close(struct index *idx)
 	 * holding no key flushes the memtable into a table, and nothing else. */
 	if (idx->db)
 		leveldb_compact_range(idx->db, "", 0, "", 0);
-	if (idx->db)
+	if (idx->db) {
 		leveldb_close(idx->db);
+		keys_save(idx);
+	}
+	pthread_rwlock_destroy(&idx->count_lock);
+	free(idx->path);
 	leveldb_options_destroy(idx->opts);
-	leveldb_cache_destroy(idx->cache);
+	leveldb_filterpolicy_destroy(idx->bloom);
+	cache_put();
 	leveldb_readoptions_destroy(idx->ropts);
 	leveldb_readoptions_destroy(idx->scan);
 	leveldb_writeoptions_destroy(idx->wopts);
@@ -136,19 +316,41 @@ char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen)
 	return out;
 }
 
+/* What a put (or a delete) of key changes the count by: +1 for a key
+ * new to the index, -1 for a delete of one there.  The caller holds
+ * count_lock shared, and the key's writes come one at a time (the
+ * master's key lock; a rebuild writes each key from one thread), so
+ * nothing changes the key between this read and the write. */
+static int64_t keys_delta(struct index *idx, const char *key, size_t klen, bool put)
+{
+	char *err = NULL, *v;
+	size_t vlen;
+	v = leveldb_get(idx->db, idx->ropts, key, klen, &vlen, &err);
+	if (err) {   /* the write will most likely fail too; if not, walk again */
+		leveldb_free(err);
+		atomic_store(&idx->keys_known, false);
+		return 0;
+	}
+	leveldb_free(v);
+	return put ? !v : -(int64_t)(v != NULL);
+}
+
 /* A put, or a delete when val is NULL. */
 static int write1(struct index *idx, bool sync, const char *key, size_t klen, const char *val,
 		  size_t vlen)
 {
 	leveldb_writeoptions_t *o = sync ? idx->wopts : idx->wopts_nosync;
 	char *err = NULL;
+	int64_t d;
+	pthread_rwlock_rdlock(&idx->count_lock);
+	d = keys_delta(idx, key, klen, val != NULL);
 	if (val)
 		leveldb_put(idx->db, o, key, klen, val, vlen, &err);
 	else
 		leveldb_delete(idx->db, o, key, klen, &err);
-	/* after: a walk that began before it, and may have missed it, is then
-	 * seen to be stale */
-	atomic_fetch_add(&idx->writes, 1);
+	if (!err)
+		atomic_fetch_add(&idx->keys, d);
+	pthread_rwlock_unlock(&idx->count_lock);
 	return failed(val ? "leveldb_put" : "leveldb_delete", err);
 }
 
@@ -173,9 +375,32 @@ int index_delete_nosync(struct index *idx, const char *key, size_t klen)
 	return write1(idx, false, key, klen, NULL, 0);
 }
 
-uint64_t index_writes(struct index *idx)
+bool index_keys(struct index *idx, uint64_t *n)
 {
-	return atomic_load(&idx->writes);
+	int64_t k = atomic_load(&idx->keys);
+	*n = k > 0 ? (uint64_t)k : 0;
+	return atomic_load(&idx->keys_known);
+}
+
+int index_count(struct index *idx, const atomic_bool *stop)
+{
+	leveldb_iterator_t *it;
+	int64_t at_start, n = 0;
+	if (atomic_load(&idx->keys_known))
+		return 0;
+	pthread_rwlock_wrlock(&idx->count_lock);
+	it = leveldb_create_iterator(idx->db, idx->scan);  /* its view: the writes so far */
+	at_start = atomic_load(&idx->keys);
+	pthread_rwlock_unlock(&idx->count_lock);
+	for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it) && !atomic_load(stop);
+	     leveldb_iter_next(it))
+		n++;
+	leveldb_iter_destroy(it);
+	if (atomic_load(stop))
+		return -1;
+	atomic_fetch_add(&idx->keys, n - at_start);
+	atomic_store(&idx->keys_known, true);
+	return 0;
 }
 
 int index_sync(struct index *idx)
@@ -211,8 +436,14 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 		mt = &p->next;
 	}
 	if (mine) {
+		int64_t d = 0;
+		pthread_rwlock_rdlock(&idx->count_lock);
+		for (p = mine; p; p = p->next)
+			d += keys_delta(idx, p->key, p->klen, p->val != NULL);
 		leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
-		atomic_fetch_add(&idx->writes, 1);
+		if (!err)
+			atomic_fetch_add(&idx->keys, d);
+		pthread_rwlock_unlock(&idx->count_lock);
 		rc = failed("leveldb_write (batch)", err);
 	}
 	leveldb_writebatch_destroy(b);

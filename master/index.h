@@ -3,12 +3,18 @@
 #ifndef MKV_INDEX_H
 #define MKV_INDEX_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct index;
 struct index_iter;
+
+/* The block cache all indexes of the process share (-blockcache), set
+ * before the first index_open: bytes of uncompressed blocks kept.  64 MiB
+ * unless set. */
+void index_cache_size(size_t bytes);
 
 /* Open (creating if missing) the index at path.  NULL on failure, with a
  * one-line reason in *why (heap string, caller frees) -- e.g. another
@@ -31,9 +37,17 @@ int index_delete_nosync(struct index *idx, const char *key, size_t klen);
 int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
 		     size_t vlen);
 
-/* How many writes (or batches) ended so far: unchanged between two
- * calls, nothing was written in between. */
-uint64_t index_writes(struct index *idx);
+/* The keys in the index (live and unlinked) into *n: exact when true.
+ * Kept as writes go (each reads the key first: a put of a new key adds
+ * one, a delete of a key there takes one) and, when mkv closes the
+ * index, in DIR/mkv-keys, valid only as long as no other program opened
+ * it since.  Unknown (false) until index_count walked it, after a
+ * crash, or after the Go original or another tool wrote the index. */
+bool index_keys(struct index *idx, uint64_t *n);
+/* When the count is unknown, walk the index once to learn it (writes may
+ * go on meanwhile: they are counted on top).  0, or -1 when *stop turned
+ * true first.  At 100M keys the walk takes about a minute and a core. */
+int index_count(struct index *idx, const atomic_bool *stop);
 
 /* Make every write so far durable (one fsync for any number of
  * index_put_nosync).  0 or -1 (logged). */

@@ -26,6 +26,7 @@ struct config {
 	uint64_t puttimeout_ms;   /* -puttimeout: a stalled replica write fails after this */
 	uint64_t idletimeout_ms;  /* -idletimeout: a silent client connection is closed */
 	int maxconns;             /* -maxconns: connections served at once */
+	uint64_t blockcache;      /* -blockcache MB: the index's block cache */
 	uint64_t maxsize;         /* -maxsize: largest value a PUT may store (0 = any) */
 	const char *metrics;      /* -metrics HOST:PORT: /metrics and the status page, or NULL */
 	const char *accesslog;    /* -accesslog FILE ("-": stderr), or NULL */

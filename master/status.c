@@ -16,13 +16,7 @@
 static const struct config *cfg;
 static struct index *idx;
 static _Atomic uint64_t handoffs, conflicts;
-/* The keys of the index's last walk (live and unlinked), when it ended,
- * and index_writes() when it began: when that has not moved since, the
- * count is exact.  A walk runs when something was written since the last,
- * at most once a second, and at most a twentieth of the time (a walk of
- * 1 s waits 20 s). */
-static _Atomic uint64_t keys, keys_at_ms, keys_writes;
-static atomic_bool keys_known, stopping;
+static atomic_bool stopping;
 static pthread_t counter;
 static uint64_t started_ms;
 
@@ -38,30 +32,13 @@ void status_count_conflict(void)
 
 /* ---- the keys in the index ---- */
 
+/* The index keeps its count as it is written, and with itself when
+ * closed; only when that was lost (a crash, the Go original) is it walked
+ * once, here, off the way of everything else. */
 static void *count_keys(void *arg)
 {
-	uint64_t next = 0;
 	(void)arg;
-	while (!atomic_load(&stopping)) {
-		uint64_t t0 = now_ms(), w = index_writes(idx), n = 0, took;
-		struct index_iter *it;
-		if (t0 < next || (atomic_load(&keys_known) && w == atomic_load(&keys_writes))) {
-			usleep(50000);
-			continue;
-		}
-		it = index_iter_new(idx, "", 0);
-		for (; index_iter_valid(it) && !atomic_load(&stopping); index_iter_next(it))
-			n++;
-		index_iter_free(it);
-		if (atomic_load(&stopping))
-			break;
-		atomic_store(&keys, n);
-		atomic_store(&keys_writes, w);
-		atomic_store(&keys_at_ms, now_ms());
-		atomic_store(&keys_known, true);
-		took = now_ms() - t0;
-		next = now_ms() + (took * 20 > 1000 ? took * 20 : 1000);
-	}
+	index_count(idx, &stopping);
 	return NULL;
 }
 
@@ -119,16 +96,12 @@ static void collect(struct buf *b)
 	metrics_family(b, "mkv_keylock_conflicts_total", "counter",
 		       "Writes refused with 409: another write of the key was running.");
 	metrics_sample_u64(b, "mkv_keylock_conflicts_total", NULL, atomic_load(&conflicts));
-	if (atomic_load(&keys_known)) {
+	uint64_t n;
+	if (index_keys(idx, &n)) {
 		metrics_family(b, "mkv_index_keys", "gauge",
-			       "Keys in the index (live and unlinked), estimated: counted by a "
-			       "walk of the index once a second or less often after writes "
-			       "(mkv_index_keys_age_seconds).");
-		metrics_sample_u64(b, "mkv_index_keys", NULL, atomic_load(&keys));
-		metrics_family(b, "mkv_index_keys_age_seconds", "gauge",
-			       "Seconds since the walk that counted mkv_index_keys ended.");
-		metrics_sample(b, "mkv_index_keys_age_seconds", NULL,
-			       (double)(now_ms() - atomic_load(&keys_at_ms)) / 1000.0);
+			       "Keys in the index (live and unlinked), exact: kept as the index "
+			       "is written.");
+		metrics_sample_u64(b, "mkv_index_keys", NULL, n);
 	}
 }
 
@@ -160,18 +133,13 @@ static void render(struct buf *b, bool html)
 	struct page_row *rows = xcalloc((size_t)nv + 1, sizeof(*rows));
 	struct health_info *hs = xcalloc((size_t)nv + 1, sizeof(*hs));   /* the rows point into it */
 	struct page_fact facts[5];
-	char note[64] = "";
+	uint64_t n;
 	reqstats_sum(&sum);
-	if (!atomic_load(&keys_known)) {
+	if (!index_keys(idx, &n)) {
 		facts[nf++] = (struct page_fact){NULL, "keys", 0, "counting\u2026", NULL};
 	} else {
-		bool exact = index_writes(idx) == atomic_load(&keys_writes);
-		if (!exact)
-			snprintf(note, sizeof(note), "counted %llu s ago",
-				 (unsigned long long)((now_ms() - atomic_load(&keys_at_ms)) / 1000));
-		facts[nf++] = (struct page_fact){"keys", "keys", atomic_load(&keys), NULL,
-						 exact ? NULL : note};
-		facts[nf++] = (struct page_fact){"keys_kind", NULL, 0, exact ? "exact" : note, NULL};
+		facts[nf++] = (struct page_fact){"keys", "keys", n, NULL, NULL};
+		facts[nf++] = (struct page_fact){"keys_kind", NULL, 0, "exact", NULL};
 	}
 	facts[nf++] = (struct page_fact){"handoffs", "writes handed off since start",
 					 atomic_load(&handoffs), NULL, NULL};

@@ -2,6 +2,7 @@
  * "-flag value" or "-flag=value"), then one of server, rebuild, rebalance,
  * verify, gc, put, get. */
 #include "../master/mkv.h"
+#include "../master/store.h"
 #include "ops.h"
 #include "../s3/s3.h"
 #include "../common/flags.h"
@@ -24,7 +25,7 @@ static struct config c = {
 	.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
 	.voltimeout_ms = 1000, .puttimeout_ms = 60000, .workers = 16,
 	.idletimeout_ms = 60000, .maxconns = 10000, .linkttl_ms = 60000,
-	.maxlinkttl_ms = 24 * 3600 * 1000,
+	.maxlinkttl_ms = 24 * 3600 * 1000, .blockcache = 64,
 };
 static const char *volumes;
 
@@ -45,6 +46,7 @@ static const struct flag flags[] = {
 	{"idletimeout", FLAG_DURATION, &c.idletimeout_ms, 1000, 0, "D", "close a client connection silent this long (default 60s)"},
 	{"maxconns", FLAG_INT, &c.maxconns, 1, 1000000, "N", "client connections served at once (default 10000)"},
 	{"maxsize", FLAG_U64, &c.maxsize, 0, UINT64_MAX, "BYTES", "largest value a PUT may store, else 413 (default: no limit)"},
+	{"blockcache", FLAG_U64, &c.blockcache, 1, 1 << 20, "MB", "the index's block cache, in MiB (default 64; docs/scale.md)"},
 	STR("metrics", &c.metrics, "H:P", "serve /metrics and the status page on this address (default: off)"),
 	STR("accesslog", &c.accesslog, "FILE", "log every request, nginx's combined format (-: stderr; default: off)"),
 	STR("volumesecret", &c.volumesecret, "FILE", "sign every volume request with the first secret of FILE (docs/security.md)"),
@@ -144,6 +146,7 @@ int main(int argc, char **argv)
 		bad("give -master (online) or -db (offline), not both");
 	if (c.nvol < c.replicas)
 		bad("need at least as many volumes as -replicas");
+	index_cache_size((size_t)c.blockcache << 20);
 	if (cmd->run != server_main)
 		ops_signals_init();
 	else

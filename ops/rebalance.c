@@ -68,9 +68,9 @@ static int run_offline(struct run *r)
 				"stop it, or rebalance online with -master host:port");
 	if (!r->idx)
 		return -1;
-	if (isatty(2)) {
+	if (isatty(2) && !index_keys(r->idx, &r->total)) {   /* the total: kept, or walked */
 		struct index_iter *it = index_iter_new(r->idx, "", 0);
-		for (; index_iter_valid(it); index_iter_next(it))
+		for (r->total = 0; index_iter_valid(it); index_iter_next(it))
 			r->total++;
 		index_iter_free(it);
 	}

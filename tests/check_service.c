@@ -413,6 +413,95 @@ START_TEST(test_accesslog_reopen)
 }
 END_TEST
 
+/* The index's count in /status, or -1 while it is not known. */
+static long long status_keys(const char *mbase)
+{
+	char *u = xasprintf("%s/status", mbase);
+	struct resp r;
+	json_t *st, *k;
+	long long n = -1;
+	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 200);
+	st = json_loadb(r.body.data, r.body.len, 0, NULL);
+	ck_assert_ptr_nonnull(st);
+	k = json_object_get(st, "keys");
+	if (json_is_integer(k))
+		n = json_integer_value(k);
+	json_decref(st);
+	h_resp_free(&r);
+	free(u);
+	return n;
+}
+
+/* The key count is kept as the index is written and with it across a
+ * stop (DIR/mkv-keys), and walked again when the index changed behind
+ * its back (docs/scale.md): a kept count that no longer matches the
+ * files is not believed. */
+START_TEST(test_keys_kept)
+{
+	char maddr[32], mbase[64], *u, *kf, *saved;
+	const char *flags[] = {"-replicas", "1", "-metrics", maddr, NULL};
+	struct master km = {0};
+	struct vol v;
+	int mp = h_free_port();
+	long long n = -1;
+	FILE *f;
+	snprintf(maddr, sizeof(maddr), "127.0.0.1:%d", mp);
+	snprintf(mbase, sizeof(mbase), "http://%s", maddr);
+	h_vol_start(&v, VOL_MKV);
+	h_master_start(&km, &v, 1, flags);
+	ck_assert(h_wait_port(mp, 10000));
+	/* a new index counts from 0 as it is written: 30 PUTs (one of them
+	 * twice, refused), 5 DELETEs, 3 UNLINKs (still keys) */
+	for (int i = 0; i < 30; i++) {
+		u = xasprintf("%s/kept-%d", km.base, i);
+		ck_assert_int_eq(h_http("PUT", u, "v", 1, NULL, false, &(struct resp){0}), 201);
+		if (i < 5)
+			ck_assert_int_eq(h_status("DELETE", u), 204);
+		else if (i < 8)
+			ck_assert_int_eq(h_status("UNLINK", u), 204);
+		free(u);
+	}
+	u = xasprintf("%s/kept-29", km.base);
+	ck_assert_int_eq(h_http("PUT", u, "v", 1, NULL, false, &(struct resp){0}), 403);
+	free(u);
+	ck_assert_int_eq(status_keys(mbase), 25);
+
+	/* kept across a stop: the file is read, not the index walked (a
+	 * count written into it shows) */
+	h_master_down(&km);
+	kf = xasprintf("%s/mkv-keys", km.db);
+	saved = h_read_file(kf);
+	ck_assert_msg(saved && !strncmp(saved, "mkv-keys 1 25 ", 14), "%s: %s", kf, saved);
+	ck_assert_ptr_nonnull(f = fopen(kf, "w"));
+	fprintf(f, "mkv-keys 1 999 %s", saved + 14);
+	fclose(f);
+	h_master_restart(&km, &v, 1, flags);
+	ck_assert(h_wait_port(mp, 10000));
+	ck_assert_int_eq(status_keys(mbase), 999);
+	ck_assert_msg(access(kf, F_OK) < 0, "%s outlived the open", kf);
+
+	/* a crash after a write, and the old file put back: its files no
+	 * longer match, so the index is walked (26 keys) */
+	u = xasprintf("%s/kept-new", km.base);
+	ck_assert_int_eq(h_http("PUT", u, "v", 1, NULL, false, &(struct resp){0}), 201);
+	free(u);
+	kill(km.pid, SIGKILL);
+	waitpid(km.pid, NULL, 0);
+	km.pid = 0;
+	ck_assert_ptr_nonnull(f = fopen(kf, "w"));
+	fprintf(f, "mkv-keys 1 999 %s", saved + 14);
+	fclose(f);
+	h_master_restart(&km, &v, 1, flags);
+	ck_assert(h_wait_port(mp, 10000));
+	for (uint64_t end = now_ms() + 20000; (n = status_keys(mbase)) < 0 && now_ms() < end;)
+		usleep(20000);
+	ck_assert_int_eq(n, 26);
+	h_master_stop(&km);
+	h_vol_stop(&v);
+	free(kf), free(saved);
+}
+END_TEST
+
 /* A log that takes nothing (/dev/full: ENOSPC): requests are answered,
  * and every line is counted as dropped. */
 START_TEST(test_accesslog_dropped)
@@ -658,6 +747,7 @@ int main(void)
 	tcase_add_test(one, test_notify_master);
 	tcase_add_test(one, test_accesslog_reopen);
 	tcase_add_test(one, test_accesslog_dropped);
+	tcase_add_test(one, test_keys_kept);
 	tcase_add_test(one, test_bad_start);
 	tcase_add_test(one, test_versions);
 	suite_add_tcase(s, one);
