@@ -480,6 +480,17 @@ static void answered(struct vc *c)
 	struct vop *op = c->op;
 	int status = c->resp.status;
 	bool keep = !c->resp.close && c->in_off == c->in.len && c->off == c->headlen + op->f->bodylen;
+	/* A volume that took a new -volumesecret may still serve the
+	 * connections it had with the old one (nginx's old workers do, after a
+	 * reload): a refused signature on a reused connection goes once more on
+	 * a fresh one.  A refusal touched nothing on the volume. */
+	if ((status == 403 || status == 410) && c->reused && !op->retried && volsign_on()) {
+		op->retried = true;
+		op->c = NULL;
+		conn_drop(c);
+		op_start(op, true);
+		return;
+	}
 	if (keep) {
 		c->op = NULL;
 		c->in.len = c->in_off = 0;
