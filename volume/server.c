@@ -322,10 +322,14 @@ void vol_server_peers(const char *list)
 /* Is q (after the '?') exactly a link signature, "md5=H&expires=T"? */
 static bool only_signature(const char *q)
 {
-	size_t h = strspn(q + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_");
-	const char *e = q + 4 + h;
-	return !strncmp(q, "md5=", 4) && h == VOLSIGN_HASH_LEN && !strncmp(e, "&expires=", 9) &&
-	       strlen(e + 9) >= 1 && strlen(e + 9) <= 19 && strspn(e + 9, "0123456789") == strlen(e + 9);
+	size_t h;
+	const char *e;
+	if (strncmp(q, "md5=", 4))   /* first: q may be shorter than "md5=" */
+		return false;
+	h = strspn(q + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_");
+	e = q + 4 + h;
+	return h == VOLSIGN_HASH_LEN && !strncmp(e, "&expires=", 9) && strlen(e + 9) >= 1 &&
+	       strlen(e + 9) <= 19 && strspn(e + 9, "0123456789") == strlen(e + 9);
 }
 
 /* Is url "http://<a peer's host:port>/<path>", with no query but the
