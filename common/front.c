@@ -427,7 +427,7 @@ static void answer_unparsed(struct conn *k)
 	n = snprintf(head, sizeof(head), "HTTP/1.1 400 Bad Request\r\nDate: %s\r\nConnection: close\r\n"
 		     "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s", date,
 		     sizeof(body) - 1, body);
-	if (send(k->reap.fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+	if (sendto(k->reap.fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) == n)
 		shutdown(k->reap.fd, SHUT_WR);
 }
 

@@ -2,7 +2,7 @@
  *
  * libcurl's multi_socket cost a small write ~60 system calls on the
  * master: a liveness poll of every reused connection, epoll_ctl from its
- * socket callbacks, reads until EAGAIN (issue 33).  Here a connection is
+ * socket callbacks, reads until EAGAIN.  Here a connection is
  * added to the loop's epoll once, edge triggered, and lives there until it
  * closes; a request is one sendmsg (head and body), its answer usually one
  * recv: a read shorter than the room offered drained the socket, and the

@@ -247,11 +247,6 @@ static const struct {
 	[SIG_EXPIRED] = {403, "AccessDenied"},
 };
 
-bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n)
-{
-	return !s->ring || key_allows(s->sig.key, perm, key, n);
-}
-
 bool s3_body_signed(struct s3req *s)
 {
 	char h[65];

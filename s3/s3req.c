@@ -286,3 +286,8 @@ char *s3_upload(struct s3req *s)
 	s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
 	return NULL;
 }
+
+bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n)
+{
+	return !s->ring || key_allows(s->sig.key, perm, key, n);
+}
