@@ -188,6 +188,26 @@ size_t volsign_url(const char *url, const char *method, long ttl, char *out, siz
 	return len + (size_t)w;
 }
 
+bool volsign_batch(struct volsign_batch *b, long ttl)
+{
+	b->secrets = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
+	b->elen = (size_t)snprintf(b->expires, sizeof(b->expires), "%lld",
+				   (long long)time(NULL) + ttl);
+	return b->secrets != NULL;
+}
+
+size_t volsign_uri(const char *path, size_t n, char *out)
+{
+	return normalise(path, n, true, out);
+}
+
+void volsign_batch_hash(const struct volsign_batch *b, const char *uri, size_t n,
+			const char *method, char out[VOLSIGN_HASH_LEN + 1])
+{
+	const struct secrets *s = b->secrets;
+	hash(s->s[0], s->len[0], b->expires, uri, n, method, out);
+}
+
 int volsign_check(const char *uri, const char *method, const char *md5, const char *expires,
 		  const char **why)
 {

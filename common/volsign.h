@@ -39,6 +39,22 @@ bool volsign_on(void);
  * length.  Unchanged when no secret is set; 0 when it does not fit. */
 size_t volsign_url(const char *url, const char *method, long ttl, char *out, size_t n);
 
+/* Many URLs signed at once (a listing's): the signing secret and the
+ * expiry taken once, the hash per URL.  volsign_batch: false when no
+ * secret is set.  volsign_uri: path[0..n) (a URL's path, no query) as
+ * nginx's $uri into out (n + 1 bytes), its length.  volsign_batch_hash:
+ * the md5= of a URL whose $uri is uri[0..n), for method; its expires= is
+ * b->expires. */
+struct volsign_batch {
+	const void *secrets;
+	char expires[24];
+	size_t elen;
+};
+bool volsign_batch(struct volsign_batch *b, long ttl);
+size_t volsign_uri(const char *path, size_t n, char *out);
+void volsign_batch_hash(const struct volsign_batch *b, const char *uri, size_t n,
+			const char *method, char out[VOLSIGN_HASH_LEN + 1]);
+
 /* Check a request: uri its decoded path, md5 and expires the values of
  * those arguments (NULL when absent).  0 when signed with either secret
  * and unexpired, 410 when signed but expired, else 403 (*why: a reason

@@ -300,8 +300,28 @@ struct list_stream {
 	long ttl;                    /* seconds a location's signature holds */
 	struct buf out;              /* made, not yet given: out.data[off..len) */
 	size_t off;
-	struct buf rec;              /* scratch: a record parsed */
+	uint64_t piece;              /* list_more's calls so far */
+	struct list_loc *locs;       /* LIST_LOCS of them, for locations */
+	struct volsign_batch sign;   /* the piece's expiry, with -volumesecret */
+	bool signing;
 };
+
+/* What a listing's URLs on one record location share, made once: the
+ * location's slot is its hash's, the last location hashed there keeps it. */
+struct list_loc {
+	char *loc;                   /* as the record names it; NULL: unused */
+	size_t len;
+	char *json;                  /* "\"http://" + loc, escaped for JSON */
+	size_t jlen;
+	char *uri;                   /* loc's path ("/sv03"), as nginx's $uri */
+	size_t ulen;
+	bool plain;                  /* no ? # in loc: URL = json + path */
+	bool up;                     /* its volume is up, at piece: */
+	uint64_t piece;
+};
+#define LIST_LOCS 256
+/* A URL's location signed whole: its signature is for no other. */
+static const struct list_loc odd = {.ulen = SIZE_MAX};
 
 /* A listing's JSON held whole: a longer one is streamed. */
 #define LIST_HOLD (64 * 1024)
@@ -387,35 +407,145 @@ static const char *list_key(struct index_iter *it, const char *prefix, size_t pl
 	return NULL;
 }
 
+/* The slot of loc[0..len) (len < LOC_MAX), made when it is another's. */
+static struct list_loc *list_loc(struct list_stream *s, const char *loc, size_t len)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a */
+	struct list_loc *l;
+	struct buf u = {0}, j = {0};
+	const char *p;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)loc[i]) * 16777619u;
+	l = &s->locs[h % LIST_LOCS];
+	if (l->loc && l->len == len && !memcmp(l->loc, loc, len))
+		goto out;
+	free(l->loc);
+	free(l->json);
+	free(l->uri);
+	l->loc = memdup(loc, len);
+	l->len = len;
+	buf_puts(&u, "http://");
+	buf_append(&u, loc, len);
+	json_append_string(&j, u.data, u.len);
+	l->jlen = j.len - 1;   /* without the closing quote */
+	l->json = memdup(j.data, l->jlen);
+	buf_free(&u);
+	buf_free(&j);
+	p = memchr(loc, '/', len);
+	l->uri = xmalloc(len + 1);
+	l->ulen = p ? volsign_uri(p, len - (size_t)(p - loc), l->uri) : 0;
+	l->plain = !memchr(loc, '?', len) && !memchr(loc, '#', len);
+	l->piece = 0;
+out:
+	if (l->piece != s->piece) {
+		l->up = health_up(loc, len);
+		l->piece = s->piece;
+	}
+	return l;
+}
+
+/* Room for n more bytes at the end of b: where they go. */
+static char *buf_room(struct buf *b, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 256;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		b->data = xrealloc(b->data, cap);
+		b->cap = cap;
+	}
+	return b->data + b->len;
+}
+
+/* One URL of list_locations': the location's, its path (placement_path's,
+ * pl bytes: no escape, no "//") after it, signed when s->signing. */
+static void list_url(struct list_stream *s, const struct list_loc *l, const char *path,
+		     size_t pl, char (*sig)[VOLSIGN_HASH_LEN + 1], const struct list_loc **signer,
+		     int n)
+{
+	char uri[LOC_MAX + PATH_MAX_LEN], *o;
+	size_t ul = l->ulen;
+	const char *h = NULL;
+	o = buf_room(&s->out, l->jlen + pl + 2 + 19 + VOLSIGN_HASH_LEN + 24);
+	memcpy(o, l->json, l->jlen);
+	o += l->jlen;
+	memcpy(o, path, pl);
+	o += pl;
+	if (s->signing) {
+		/* The replicas of a key on the same subvolume of other volumes
+		 * have the same $uri: one hash for them */
+		for (int j = 0; j < n && !h; j++)
+			if (signer[j]->ulen == l->ulen && !memcmp(signer[j]->uri, l->uri, ul))
+				h = sig[j];
+		if (!h) {
+			memcpy(uri, l->uri, ul);
+			if (ul && uri[ul - 1] == '/')
+				ul--;   /* nginx merges the / */
+			memcpy(uri + ul, path, pl);
+			volsign_batch_hash(&s->sign, uri, ul + pl, "GET", sig[n]);
+			h = sig[n];
+		} else {
+			memcpy(sig[n], h, VOLSIGN_HASH_LEN + 1);
+		}
+		memcpy(o, "?md5=", 5);
+		memcpy(o + 5, h, VOLSIGN_HASH_LEN);
+		o += 5 + VOLSIGN_HASH_LEN;
+		memcpy(o, "\\u0026expires=", 14);
+		memcpy(o + 14, s->sign.expires, s->sign.elen);
+		o += 14 + s->sign.elen;
+	}
+	*o++ = '"';
+	*o = '\0';
+	s->out.len = (size_t)(o - s->out.data);
+}
+
 /* One key's entry of locations: the URLs of its replicas on volumes that
- * are up, each signed for GET when -volumesecret is set. */
+ * are up, each signed for GET when -volumesecret is set.  The record is
+ * read where the index holds it: ["HASH" 32 hex] loc,loc,.. (a live key). */
 static void list_locations(struct list_stream *s, const char *k, size_t klen)
 {
-	char path[PATH_MAX_LEN], url[7 + LOC_MAX + PATH_MAX_LEN];
-	char signd[sizeof(url) + VOLSIGN_EXTRA];
-	size_t vlen, pl, ll, n = 0;
-	const char *v = index_iter_value(s->it, &vlen);
-	struct record r;
-	s->rec.len = 0;
-	buf_append(&s->rec, v, vlen);
-	buf_append(&s->rec, "", 1);
+	char hash[33], path[PATH_MAX_LEN], url[7 + LOC_MAX + PATH_MAX_LEN];
+	char signd[sizeof(url) + VOLSIGN_EXTRA], sig[RECORD_MAX_LOCS][VOLSIGN_HASH_LEN + 1];
+	const struct list_loc *signer[RECORD_MAX_LOCS];
+	size_t vlen, pl;
+	const char *v = index_iter_value(s->it, &vlen), *end = v + vlen, *p = v, *c;
+	int n = 0, nloc = 0;
+	bool plain;
+	if (record_hash(v, vlen, hash))
+		p += 36;
+	for (c = p; c && c < end; c = memchr(c + 1, ',', (size_t)(end - c - 1)))
+		nloc++;   /* more than RECORD_MAX_LOCS: malformed, no URL to give */
 	buf_append(&s->out, "[", 1);
-	if (record_parse(s->rec.data, vlen, &r) < 0)
-		r.nlocs = 0;   /* malformed: no URL to give (verify says more) */
+	if (p == end || nloc > RECORD_MAX_LOCS)
+		goto out;
 	placement_path(k, klen, path);
-	pl = strlen(path);
-	for (int i = 0; i < r.nlocs; i++) {
-		ll = strlen(r.locs[i]);
-		if (ll >= LOC_MAX || !health_up(r.locs[i], ll))
-			continue;
-		memcpy(url, "http://", 7);
-		memcpy(url + 7, r.locs[i], ll);
-		memcpy(url + 7 + ll, path, pl + 1);
-		if (n++)
-			buf_append(&s->out, ",", 1);
-		ll = volsign_url(url, "GET", s->ttl, signd, sizeof(signd));
-		json_append_string(&s->out, ll ? signd : url, ll ? ll : strlen(url));
+	pl = 7 + (klen > KEY_MAX ? KEY_MAX + 2 : klen + 2) / 3 * 4;
+	plain = !memmem(path, pl, "//", 2);
+	for (;; p = c + 1) {
+		const struct list_loc *l;
+		size_t ll;
+		if (!(c = memchr(p, ',', (size_t)(end - p))))
+			c = end;
+		ll = (size_t)(c - p);
+		if (ll && ll < LOC_MAX && (l = list_loc(s, p, ll))->up) {
+			if (n)
+				buf_append(&s->out, ",", 1);
+			if (plain && l->plain) {
+				list_url(s, l, path, pl, sig, signer, n);
+			} else {   /* a ? in the location, // in the path: the URL whole */
+				memcpy(url, "http://", 7);
+				memcpy(url + 7, p, ll);
+				memcpy(url + 7 + ll, path, pl + 1);
+				ll = volsign_url(url, "GET", s->ttl, signd, sizeof(signd));
+				json_append_string(&s->out, ll ? signd : url, ll ? ll : strlen(url));
+				l = &odd;
+			}
+			signer[n++] = l;
+		}
+		if (c == end)
+			break;
 	}
+out:
 	buf_append(&s->out, "]", 1);
 }
 
@@ -442,6 +572,8 @@ static void list_more(struct list_stream *s, size_t want)
 	size_t klen, vlen;
 	const char *k;
 	char hash[33];
+	s->piece++;
+	s->signing = s->locs && volsign_batch(&s->sign, s->ttl);
 	while (s->out.len < want && !s->ended) {
 		k = list_key(s->it, s->prefix, s->plen, s->unlinked, &klen);
 		if (!k || (s->next && bytes_cmp(k, klen, s->next, s->nextlen) >= 0)) {
@@ -492,7 +624,12 @@ static void list_stream_free(struct list_stream *s)
 	free(s->first);
 	free(s->next);
 	buf_free(&s->out);
-	buf_free(&s->rec);
+	for (int i = 0; s->locs && i < LIST_LOCS; i++) {
+		free(s->locs[i].loc);
+		free(s->locs[i].json);
+		free(s->locs[i].uri);
+	}
+	free(s->locs);
 	free(s);
 }
 
@@ -515,6 +652,8 @@ void handle_list(const struct config *cfg, struct index *idx, const char *prefix
 		goto fail;
 	s->prefix = memdup(prefix, plen);
 	s->plen = plen;
+	if (s->parts & LIST_LOCATIONS)
+		s->locs = xcalloc(LIST_LOCS, sizeof(*s->locs));
 	/* Start at start when it lies past the prefix's first key. */
 	if (!s->first || bytes_cmp(s->first, s->flen, prefix, plen) <= 0) {
 		free(s->first);
