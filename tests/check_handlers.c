@@ -323,6 +323,97 @@ END_TEST
 /* More than 1,000,000 keys: every one without a limit (no 413: the listing
  * streams from the index in bounded memory), and limits page them, the
  * same bytes whether held whole or streamed. */
+/* ?list&locations against each URL made whole (volsign_url, json_append_string):
+ * locations of every shape -- a subvolume, a trailing /, a %XX, a ? (made
+ * whole), a " to escape, an empty one (no URL), more distinct ones than
+ * the listing's slots -- and a key whose path holds "//"; _i: signed. */
+START_TEST(test_locations_shapes)
+{
+	static const char *const shapes[] = {
+		"HASH5d41402abc4b2a76b9719d911017c592v:1,w:2/sv03,x:3/", "a:1/p%2Fq/sv01",
+		"q:1/x?y,v:1", "v:1,,w:2", "e\"v:1/sv0A",
+	};
+	struct buf want = {0}, keys = {0};
+	char key[32], path[PATH_MAX_LEN], url[1024], signd[1200], *got;
+	int n = 0;
+	if (_i) {
+		char *f = xasprintf("%s/secret", dir), err[300];
+		FILE *fp = fopen(f, "w");
+		ck_assert_ptr_nonnull(fp);
+		fputs("0123456789abcdefSECRET\n", fp);
+		fclose(fp);
+		ck_assert_int_eq(volsign_load(f, err, sizeof(err)), 0);
+		free(f);
+	}
+	for (int i = 0; i < 300 + 5 + 1; i++) {
+		struct buf v = {0};
+		int kl;
+		if (i < 300) {
+			kl = snprintf(key, sizeof(key), "/l/%03d", i);
+			buf_printf(&v, "h%d:80/sv%02X,v:1", i, i % 16);
+		} else if (i < 305) {
+			kl = snprintf(key, sizeof(key), "/l/s%d", i);
+			buf_puts(&v, shapes[i - 300]);
+		} else {
+			kl = snprintf(key, sizeof(key), "/l/\xff\xff\xff\xff");   /* base64 "//" */
+			buf_puts(&v, "v:1/sv01");
+		}
+		ck_assert_int_eq(index_put(idx, key, (size_t)kl, v.data, v.len), 0);
+		buf_free(&v);
+	}
+	for (int tries = 0; tries < 5; tries++) {
+		time_t t0 = time(NULL);
+		struct index_iter *it = index_iter_new(idx, "/l/", 3);
+		struct answer a = {0};
+		want.len = keys.len = 0;
+		n = 0;
+		for (; index_iter_valid(it); index_iter_next(it), n++) {
+			size_t kl, vl;
+			const char *k = index_iter_key(it, &kl), *v = index_iter_value(it, &vl), *p;
+			char *rec = xmalloc(vl + 1);
+			if (kl < 3 || memcmp(k, "/l/", 3))
+				break;
+			buf_append(&keys, n ? "," : "", n ? 1 : 0);
+			json_append_string(&keys, k, kl);
+			buf_append(&want, n ? ",[" : "[", n ? 2 : 1);
+			placement_path(k, kl, path);
+			memcpy(rec, v, vl);
+			rec[vl] = '\0';
+			p = strncmp(rec, "HASH", 4) ? rec : rec + 36;
+			for (int j = 0; p[0] && j < 8; j++, p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
+				size_t ll = strcspn(p, ",");
+				if (!ll)
+					continue;
+				if (want.data[want.len - 1] != '[')
+					buf_append(&want, ",", 1);
+				snprintf(url, sizeof(url), "http://%.*s%s", (int)ll, p, path);
+				ll = volsign_url(url, "GET", 60, signd, sizeof(signd));
+				json_append_string(&want, signd, ll);
+			}
+			buf_append(&want, "]", 1);
+			free(rec);
+		}
+		index_iter_free(it);
+		handle_list(&cfg, idx, "/l/", 3, "list&locations", false, &a);
+		ck_assert_int_eq(a.status, 200);
+		got = list_body(&a, 1000);
+		answer_free(&a);
+		if (time(NULL) == t0) {   /* else a second went by: the expiry may differ */
+			char *w = xasprintf("{\"next\":\"\",\"keys\":[%s],\"locations\":[%s]}", keys.data,
+					    want.data);
+			ck_assert_str_eq(got, w);
+			free(w);
+			free(got);
+			break;
+		}
+		free(got);
+	}
+	ck_assert_int_eq(n, 306);
+	buf_free(&want);
+	buf_free(&keys);
+}
+END_TEST
+
 START_TEST(test_list_many)
 {
 	char key[32];
@@ -363,6 +454,7 @@ int main(void)
 	tcase_add_test(tc, test_unlink_states);
 	tcase_add_test(tc, test_get_deleted_is_404);
 	tcase_add_test(tc, test_put_body_not_its_length);
+	tcase_add_loop_test(tc, test_locations_shapes, 0, 2);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	/* 1,005,001 keys: tagged so that the valgrind run (CK_EXCLUDE_TAGS=big)
