@@ -198,6 +198,53 @@ def test_cli():
           "cli wrote %s" % os.listdir(out))
 
 
+KEYS = {"writer": "6d6b7672656164776b657930303031", "trainer": "6d6b7672656164746b657930303032",
+        "lister": "6d6b767265616c6c6b657930303033"}   # tests/check_mkvread.c's
+
+
+def test_keys():
+    """A master with -keys: the listing signed with SigV4 by the key the
+    environment (or credentials=) names; a key without read, or none, is
+    refused with a clear ListError."""
+    km = os.environ["MKV_KEYS_MASTER"]
+    netloc = urllib.parse.urlsplit(km).netloc
+    data = {"/ks/%03d" % i: value(i) for i in range(40)}
+    data["/ks/a b&c"] = b"escaped"
+    for k, v in data.items():
+        target = urllib.parse.quote(k.encode())
+        c = http.client.HTTPConnection(netloc, timeout=60)
+        c.request("PUT", target, body=v,
+                  headers=mkvread.sigv4_headers("PUT", netloc, target, "writer", KEYS["writer"]))
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        check(r.status == 201, "signed PUT %s: %d %s" % (k, r.status, body))
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.pop(k, None)
+    for cred, status in ((None, "401"), (("lister", KEYS["lister"]), "403"),
+                         (("trainer", "0" * 30), "401")):
+        try:
+            mkvread.Reader(km, "/ks/", credentials=cred).keys()
+            check(False, "listed with %s" % (cred,))
+        except mkvread.ListError as e:
+            check(" %s " % status in str(e), "%s: %s" % (cred, e))
+    r = mkvread.Reader(km, "/ks/", threads=4, credentials=("trainer", KEYS["trainer"]))
+    got = dict(r.items())
+    check(got == data, "read with the trainer key: %d of %d keys right" %
+          (sum(got.get(k) == v for k, v in data.items()), len(data)))
+    os.environ.update(AWS_ACCESS_KEY_ID="trainer", AWS_SECRET_ACCESS_KEY=KEYS["trainer"])
+    try:
+        check(mkvread.Reader(km, "/ks/").get("/ks/a b&c") == b"escaped", "get from the environment's key")
+        out = os.path.join(WORK, "keys-cli")
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "mkvread.py"), km, "/ks",
+                            out], capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, "cli with the environment's key: " + p.stderr)
+        check(sorted(os.listdir(out)) == sorted(k[4:] for k in data), "cli wrote %s" % os.listdir(out))
+    finally:
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            os.environ.pop(k, None)
+
+
 def test_volume_killed():
     """SIGKILL one of 3 volumes mid-epoch (2 replicas): every key read
     once, right, no error reaching the caller."""
@@ -216,7 +263,7 @@ def test_volume_killed():
 populate()
 ran = []
 for t in (test_curl, test_rules, test_read, test_fork, test_expired, test_deleted, test_cli,
-          test_volume_killed):
+          test_keys, test_volume_killed):
     t()
     ran.append(t.__name__)
 print("mkvread_test: ran", " ".join(ran), flush=True)

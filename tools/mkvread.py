@@ -30,6 +30,13 @@ listing the master refuses raises ListError.  Each value's length is
 checked against Content-Length; with md5=True the listing carries each
 key's md5 (&md5s) and every value is checked against it.
 
+A master with -keys wants its requests signed: the listing is signed
+with AWS Signature Version 4 by the key in AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY (as mkv's own commands and the aws CLI read them),
+or Reader(..., credentials=(id, secret)); the key needs read and list
+on the prefix (docs/security.md).  The volume URLs need no key: the
+master signs them itself when it has -volumesecret.
+
 CLI: mkvread.py [-threads N] [-ttl D] MASTER_URL /prefix DIR writes
 each key PREFIX/rest to DIR/rest (as `mkv get` does: names with "",
 "." or ".." segments are refused), through a temporary file renamed
@@ -37,6 +44,7 @@ into place.  Exit status 1 when any key failed.
 """
 import collections
 import hashlib
+import hmac
 import http.client
 import itertools
 import json
@@ -47,7 +55,7 @@ import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["Reader", "ReadError", "KeyGone", "ListError"]
+__all__ = ["Reader", "ReadError", "KeyGone", "ListError", "sigv4_headers"]
 
 PAGE = 10000        # keys per listing page
 DOWN_S = 5.0        # a volume that failed is tried last for this long
@@ -71,11 +79,45 @@ class ListError(Exception):
     """The master's listing failed (its status and reason in the message)."""
 
 
-class _Pool:
-    """Kept-alive connections to one host:port, any number of threads."""
+def sigv4_headers(method, netloc, target, key_id, secret, now=None):
+    """The headers that sign a request to an mkv master with -keys: AWS
+    Signature Version 4 (region us-east-1, service s3), host and
+    x-amz-date signed, the body unsigned (no x-amz-content-sha256, so
+    the native API answers, as to curl's --aws-sigv4)."""
+    def enc(s):
+        return urllib.parse.quote(urllib.parse.unquote_to_bytes(s), safe="")
+    path, _, query = target.partition("?")
+    params = []
+    for p in query.split("&") if query else []:
+        if p:
+            n, _, v = p.partition("=")
+            params.append((enc(n), enc(v)))
+    amzdate = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    scope = amzdate[:8] + "/us-east-1/s3/aws4_request"
+    creq = "\n".join([
+        method,
+        urllib.parse.quote(urllib.parse.unquote_to_bytes(path), safe="/"),
+        "&".join("%s=%s" % nv for nv in sorted(params)),
+        "host:" + netloc, "x-amz-date:" + amzdate, "",
+        "host;x-amz-date",
+        hashlib.sha256(b"").hexdigest()])
+    tosign = "\n".join(["AWS4-HMAC-SHA256", amzdate, scope,
+                        hashlib.sha256(creq.encode()).hexdigest()])
+    k = ("AWS4" + secret).encode()
+    for part in scope.split("/"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    sig = hmac.new(k, tosign.encode(), hashlib.sha256).hexdigest()
+    return {"Host": netloc, "X-Amz-Date": amzdate,
+            "Authorization": "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=host;x-amz-date, "
+                             "Signature=%s" % (key_id, scope, sig)}
 
-    def __init__(self, netloc, timeout):
-        self.netloc, self.timeout = netloc, timeout
+
+class _Pool:
+    """Kept-alive connections to one host:port, any number of threads;
+    each request signed by credentials (id, secret) when given."""
+
+    def __init__(self, netloc, timeout, credentials=None):
+        self.netloc, self.timeout, self.credentials = netloc, timeout, credentials
         self.idle = []
         self.lock = threading.Lock()
         self.pid = os.getpid()
@@ -96,8 +138,11 @@ class _Pool:
                     continue
             else:
                 conn = http.client.HTTPConnection(self.netloc, timeout=self.timeout)
+            headers = {}
+            if self.credentials:
+                headers = sigv4_headers("GET", self.netloc, target, *self.credentials)
             try:
-                conn.request("GET", target)
+                conn.request("GET", target, headers=headers)
                 resp = conn.getresponse()
                 body = resp.read()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
@@ -138,14 +183,17 @@ class Reader:
     """The keys under prefix on the master at master_url, and their values."""
 
     def __init__(self, master_url, prefix, threads=8, ttl=None, md5=False, timeout=60,
-                 errors="raise"):
+                 errors="raise", credentials=None):
         if errors not in ("raise", "yield"):
             raise ValueError('errors is "raise" or "yield"')
+        if credentials is None and os.environ.get("AWS_ACCESS_KEY_ID") and \
+                os.environ.get("AWS_SECRET_ACCESS_KEY"):
+            credentials = (os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"])
         netloc, path = _split(master_url)
         self.prefix, self.threads, self.ttl, self.md5 = prefix, threads, ttl, md5
         self.timeout, self.errors = timeout, errors
         self._base = path.rstrip("/")
-        self._master = _Pool(netloc, timeout)
+        self._master = _Pool(netloc, timeout, credentials)
         self._pools = {}
         self._pools_lock = threading.Lock()
         self._relist_lock = threading.Lock()
@@ -174,8 +222,10 @@ class Reader:
             target += "&start=" + urllib.parse.quote(start.encode(), safe="")
         status, body, _ = self._master.get(target)
         if status != 200:
-            raise ListError("GET %s: %d %s" % (target, status,
-                                               body.decode("utf-8", "replace").strip()))
+            hint = "" if self._master.credentials or status not in (401, 403) else \
+                " (no key given: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+            raise ListError("GET %s: %d %s%s" % (target, status,
+                                                 body.decode("utf-8", "replace").strip(), hint))
         doc = json.loads(body)
         keys, locs = doc["keys"], doc.get("locations")
         if not isinstance(locs, list) or len(locs) != len(keys):
