@@ -514,6 +514,69 @@ if want 15 && [ -n "$MB" ] && [ -x /usr/bin/python3 ]; then
 	done
 	rm -rf "$T/r15"
 fi
+# 15f-15k: ?list&locations of a 1,000,000-key index (tools/mkindex; 3
+# replicas, 10 subvolumes, the volumes served by tools/synthvol so that
+# they are up) vs ?list of the same, one whole listing each, alternating,
+# on a master without and one with -volumesecret; the master's CPU per
+# key.  15h/15i: the time the locations add over ?list, per key, vs the
+# same per-key work done straight (tools/listlimit: no index, no socket).
+if want 15; then
+	N15L=1000000
+	for b in mkindex synthvol listlimit; do
+		[ -x "$BIN/$b" ] || make -s "$BIN/$b" || exit 1
+	done
+	free_port; L1=$FREE; free_port; L2=$FREE; free_port; L3=$FREE
+	LV="127.0.0.1:$L1,127.0.0.1:$L2,127.0.0.1:$L3"
+	log "row 15: ?list&locations vs ?list of $N15L keys, plain and signed; tools/listlimit; $RUNS runs"
+	mkdir -p "$T/r15l"
+	"$BIN/mkindex" -n "$N15L" -volumes "$LV" "$T/r15l/idx" >>"$T/r15.log" || exit 1
+	cp -r "$T/r15l/idx" "$T/r15l/idxs"
+	head -c 30 /dev/urandom | base64 | tr -d '\n' >"$T/r15l/secret"
+	spawn synthvol15 "$BIN/synthvol" -n 1000 -volumes "$LV" && LSV=$LAST
+	wait_port "$L3"
+	free_port; LP=$FREE; free_port; LPS=$FREE
+	spawn m15l "$BIN/mkv" -volumes "$LV" -db "$T/r15l/idx" -port "$LP" server && LM=$LAST
+	spawn m15ls "$BIN/mkv" -volumes "$LV" -db "$T/r15l/idxs" -port "$LPS" \
+		-volumesecret "$T/r15l/secret" server && LMS=$LAST
+	wait_port "$LP" && wait_port "$LPS"
+	for i in $(seq 100); do   # URLs are listed once the volumes are seen up
+		curl -s "http://127.0.0.1:$LP/scale/?list&locations&limit=1" | grep -q http &&
+			curl -s "http://127.0.0.1:$LPS/scale/?list&locations&limit=1" | grep -q http && break
+		sleep 0.1
+	done
+	# list15 PORT PID QUERY: seconds of one whole listing, the master's CPU ticks
+	list15() {
+		local c0
+		c0=$(awk '{ print $14 + $15 }' "/proc/$2/stat")
+		curl -s -o /dev/null -w '%{time_total} ' "http://127.0.0.1:$1/scale/?$3"
+		awk -v c0="$c0" '{ print $14 + $15 - c0 }' "/proc/$2/stat"
+	}
+	ks() { awk -v n="$N15L" -v t="$1" 'BEGIN { if (t > 0) printf "%.0f", n / t }'; }
+	us() { awk -v n="$N15L" -v c="$1" 'BEGIN { printf "%.2f", c * 10000 / n }'; }
+	for r in $(seq "$RUNS"); do
+		for side in plain signed; do
+			if [ $side = plain ]; then p=$LP pid=$LM f=f h=h c=j x=""; else p=$LPS pid=$LMS f=g h=i c=k x="-secret $T/r15l/secret"; fi
+			if [ $((r % 2)) = 1 ]; then
+				read -r tl cl <<<"$(list15 "$p" "$pid" "list&locations")"
+				read -r tk ck <<<"$(list15 "$p" "$pid" list)"
+			else
+				read -r tk ck <<<"$(list15 "$p" "$pid" list)"
+				read -r tl cl <<<"$(list15 "$p" "$pid" "list&locations")"
+			fi
+			# shellcheck disable=SC2086
+			lim=$("$BIN/listlimit" -n "$N15L" -volumes "$LV" $x | sed -n 's/.*keys_per_s=\([0-9]*\).*/\1/p')
+			echo "row 15$f run $r: list ${tk}s ${ck} ticks, locations ${tl}s ${cl} ticks, listlimit $lim keys/s" >>"$T/r15.log"
+			record "r15$f" ours "$(ks "$tl")"
+			record "r15$f" ref "$(ks "$tk")"
+			record "r15$h" ours "$(ks "$(awk -v a="$tl" -v b="$tk" 'BEGIN { print a - b }')")"
+			record "r15$h" ref "$lim"
+			record "r15$c" ours "$(us "$cl")"
+			record "r15$c" ref "$(us "$ck")"
+		done
+	done
+	stop "$LM"; stop "$LMS"; stop "$LSV"
+	rm -rf "$T/r15l"
+fi
 
 [ -n "$MA" ] && { stop "$MAPID"; MA=""; }
 [ -n "$MB" ] && { stop "$MBPID"; MB=""; }
@@ -1205,6 +1268,12 @@ row 15b "the same: mkvread.py vs each key through the master's 302 (http.client,
 row 15c "read ${N15:-2000} files of 1 MiB: mkvread.py vs the same URLs straight" "files/s" r15c r15c ge 0.95
 row 15d "the same 1 MiB files: mkvread.py vs through the 302" "files/s" r15d r15d - -
 row 15e "\`mkv get\` of ${N15:-2000} files of 64 KiB (?list&locations, no 302) vs BENCH_OLD_MKV's (a 302 per file)" "files/s" r15e r15e ge 1.3
+row 15f "?list&locations of ${N15L:-1000000} keys (3 URLs each; tools/mkindex, tools/synthvol) vs ?list of the same, one whole listing" "keys/s" r15f r15f ge 0.8
+row 15g "the same on a master with \`-volumesecret\` (each URL signed)" "keys/s" r15g r15g ge 0.8
+row 15h "15f: the time the locations add over ?list, per key, vs the same work done straight (tools/listlimit)" "keys/s" r15h r15h - -
+row 15i "15g's, signed, vs tools/listlimit -secret" "keys/s" r15i r15i - -
+row 15j "15f: the master's CPU per key, ?list&locations vs ?list" "µs" r15j r15j - -
+row 15k "15g's, signed" "µs" r15k r15k - -
 row 9a "S3 GetObject 1 MiB streamed by the master vs straight from the volume" "req/s" r9a r9a ge 0.8
 row 9b "S3 multipart upload $BIGH (boto3 upload_file, 8 MiB parts), 3 replicas: wall, vs row 4's native PUT" "s" r9b r9b - -
 row 9c "the same upload: master peak RSS (VmHWM), vs row 4's native PUT" "MiB" r9b.rss r9b.rss lt 64
