@@ -16,7 +16,10 @@
  * target's directory, checked against the listed md5 (or the redirect's
  * Content-Md5), then renamed into place -- an interrupted get leaves no
  * partial file under a real name, and a rerun skips files already there
- * whose md5 is the listed one. */
+ * whose md5 is the listed one.  The files are made durable together at
+ * the end (one syncfs), not one fsync each: a crash before it may leave
+ * a renamed file whose bytes never reached the disk, and the rerun's md5
+ * check fetches it again. */
 #include "../master/mkv.h"
 #include "ops.h"
 #include "../common/httpc.h"
@@ -336,7 +339,7 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, bool f
 		fail(g, "%s: GET %s failed: %s", path, key, err);
 	} else if (hdr[0] && strcmp(hdr, md5)) {
 		fail(g, "%s: md5 %s, the master says %s: not saved (run verify)", path, md5, hdr);
-	} else if (fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
+	} else if (close(fd) < 0 || rename(tmp, path) < 0) {
 		fd = -1;
 		fail(g, "%s: %s", path, strerror(errno));
 	} else {
@@ -415,6 +418,20 @@ static void get_one(void *ctx, size_t i)
 	free(path);
 }
 
+/* The files written under dir to disk: 0, or -1 (logged). */
+static int get_sync(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = -1;
+	if (fd >= 0 && syncfs(fd) == 0)
+		rc = 0;
+	else
+		log_msg("get: syncfs %s failed (%s): the files may not be on disk yet", dir,
+			strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 int get_main(const struct config *cfg)
 {
 	struct pg g = {.cfg = cfg, .verb = "get", .t0 = now_ms()};
@@ -426,6 +443,8 @@ int get_main(const struct config *cfg)
 		log_msg("get: mkdir %s failed (%s)", g.dir, strerror(errno));
 	else
 		rc = run(&g, get_one, true);
+	if (g.files && get_sync(g.dir) < 0)
+		rc = 1;
 	pg_free(&g);
 	return rc;
 }
