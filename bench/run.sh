@@ -509,8 +509,14 @@ if want 15 && [ -n "$MB" ] && [ -x /usr/bin/python3 ]; then
 		record r15d ours "$m"
 		record r15c ref "$(r15 direct 1024)"
 		record r15d ref "$(r15 redirect 1024)"
-		record r15e ours "$(get15 "$BIN/mkv")"
-		[ -x "${BENCH_OLD_MKV:-}" ] && record r15e ref "$(get15 "$BENCH_OLD_MKV")"
+		# alternating: the first get after the put meets its dirty pages
+		for side in $([ $((r % 2)) = 1 ] && echo "ours ref" || echo "ref ours"); do
+			if [ $side = ours ]; then
+				record r15e ours "$(get15 "$BIN/mkv")"
+			elif [ -x "${BENCH_OLD_MKV:-}" ]; then
+				record r15e ref "$(get15 "$BENCH_OLD_MKV")"
+			fi
+		done
 	done
 	rm -rf "$T/r15"
 fi
