@@ -1058,7 +1058,8 @@ fi
 # ------------------------------------------- row 17: scale (SCALE=1 only)
 # `make bench SCALE=1`: a SCALE_KEYS-key index (default 10,000,000; built
 # with tools/mkindex into SCALE_DIR, default $T/scale, and kept there when
-# SCALE_DIR is given, so a second run reuses it) against a 1,000-key one,
+# SCALE_DIR is given, so a second run reuses it: its volumes' ports are
+# kept in SCALE_DIR/idxN.vols and taken again) against a 1,000-key one,
 # each behind a master on 3 synthetic volumes (tools/synthvol): GET -> 302
 # of random existing keys (wrk, bench/random-keys.lua), the master's CPU
 # per request, its idle CPU with -metrics, how soon it listens; then
@@ -1071,11 +1072,22 @@ if [ "${SCALE:-0}" = 1 ] && want 17 && [ $HAVE_MKV = 1 ]; then
 	SD=${SCALE_DIR:-$T/scale}
 	mkdir -p "$SD"
 	[ -x "$BIN/mkindex" ] && [ -x "$BIN/synthvol" ] || make -s "$BIN/mkindex" "$BIN/synthvol" || exit 1
-	free_port; S1=$FREE; free_port; S2=$FREE; free_port; S3=$FREE
-	SV="127.0.0.1:$S1,127.0.0.1:$S2,127.0.0.1:$S3"
+	# an index names its volumes: the ports it was built for are taken
+	# again when they are free, so a kept index is not built again
+	SV=$(cat "$SD/idx$SK.vols" 2>/dev/null)
+	for p in $(echo "$SV" | tr ',' '\n' | sed 's/.*://'); do
+		case " $USED_PORTS " in *" $p "*) SV="" ;; esac
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && SV=""
+	done
+	if [ -n "$SV" ]; then
+		USED_PORTS="$USED_PORTS $(echo "$SV" | tr ',' '\n' | sed 's/.*://' | tr '\n' ' ')"
+	else
+		free_port; S1=$FREE; free_port; S2=$FREE; free_port; S3=$FREE
+		SV="127.0.0.1:$S1,127.0.0.1:$S2,127.0.0.1:$S3"
+	fi
+	S3=${SV##*:}
 	log "row 17: indexes of 1,000 and $SK keys in $SD (building what is missing)"
 	for n in 1000 "$SK"; do
-		# an index names its volumes: one built for other ports is rebuilt
 		if [ "$(cat "$SD/idx$n.vols" 2>/dev/null)" != "$SV" ]; then
 			rm -rf "$SD/idx$n"
 			"$BIN/mkindex" -n "$n" -volumes "$SV" "$SD/idx$n" >"$SD/idx$n.build" || exit 1
