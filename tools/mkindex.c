@@ -2,7 +2,7 @@
  * measurements (docs/scale.md, `make bench SCALE=1`).
  *
  *   mkindex -n N -volumes A,B,.. [-replicas 3] [-subvolumes 10]
- *           [-bloom BITS] DIR
+ *           [-bloom BITS] [-filesize MB] [-blocksize BYTES] [-compress 0|1] DIR
  *   mkindex -check -n N -volumes A,B,.. [-replicas 3] [-subvolumes 10] DIR
  *
  * Key i (0 <= i < N) is scale_key(i) = "/scale/%010u"; its record (SPEC §3)
@@ -11,7 +11,9 @@
  * at the same places.  Keys go in sorted, in WriteBatches of 10,000, not
  * synced: the fastest way LevelDB takes them.  -bloom BITS writes tables
  * with the bloom filter the master uses (10); 0 writes none, as the Go
- * original does.  The index must not exist yet.  Prints one line:
+ * original does.  -filesize, -blocksize and -compress are LevelDB's
+ * max_file_size (in MiB), block_size and compression (0 none, 1 snappy):
+ * by default the master's (master/index.c).  The index must not exist yet.  Prints one line:
  * keys=N seconds=S keys_per_s=R bytes=B.  -check reads an index (one
  * `mkv rebuild` wrote from tools/synthvol, say) and exits 1 unless it
  * holds exactly those N records, each as mkindex writes it.
@@ -28,10 +30,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* master/index.c's table options */
+#define INDEX_FILE_MB 32
+#define INDEX_BLOCK_SIZE 4096
+#define INDEX_COMPRESS 0
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: mkindex [-check] -n N -volumes A,B,.. [-replicas 3] "
-			"[-subvolumes 10] [-bloom BITS] DIR\n");
+			"[-subvolumes 10] [-bloom BITS] [-filesize MB] [-blocksize BYTES] "
+			"[-compress 0|1] DIR\n");
 	exit(2);
 }
 
@@ -103,6 +111,7 @@ int main(int argc, char **argv)
 	bool checking = false;
 	unsigned long long n = 0;
 	int replicas = 3, subvolumes = 10, bloom = 10, nvol = 0;
+	long filesize = INDEX_FILE_MB, blocksize = INDEX_BLOCK_SIZE, compress = INDEX_COMPRESS;
 	char *vols[64], *dir = NULL, *err = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -120,6 +129,12 @@ int main(int argc, char **argv)
 			subvolumes = atoi(argv[++i]);
 		else if (!strcmp(a, "-bloom"))
 			bloom = atoi(argv[++i]);
+		else if (!strcmp(a, "-filesize"))
+			filesize = atol(argv[++i]);
+		else if (!strcmp(a, "-blocksize"))
+			blocksize = atol(argv[++i]);
+		else if (!strcmp(a, "-compress"))
+			compress = atol(argv[++i]);
 		else if (!strcmp(a, "-volumes"))
 			for (char *s = strtok(xstrdup(argv[++i]), ","); s && nvol < 64;
 			     s = strtok(NULL, ","))
@@ -129,7 +144,8 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!n || !nvol || !dir || n > 9999999999ULL)
+	if (!n || !nvol || !dir || n > 9999999999ULL || filesize < 1 || blocksize < 256 ||
+	    (compress != 0 && compress != 1))
 		usage();
 	if (checking)
 		return check(dir, n, vols, nvol, replicas, subvolumes);
@@ -141,6 +157,12 @@ int main(int argc, char **argv)
 	leveldb_filterpolicy_t *fp = bloom ? leveldb_filterpolicy_create_bloom(bloom) : NULL;
 	leveldb_options_set_create_if_missing(o, 1);
 	leveldb_options_set_error_if_exists(o, 1);
+	leveldb_options_set_max_file_size(o, (size_t)filesize << 20);
+	leveldb_options_set_block_size(o, (size_t)blocksize);
+	leveldb_options_set_compression(o, (int)compress);
+	/* a memtable is written out as one table, whatever max_file_size says:
+	 * one of about the table size keeps the tables the size asked for */
+	leveldb_options_set_write_buffer_size(o, (size_t)(filesize > 4 ? filesize : 4) << 20);
 	if (fp)
 		leveldb_options_set_filter_policy(o, fp);
 	leveldb_t *db = leveldb_open(o, dir, &err);
