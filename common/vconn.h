@@ -5,8 +5,9 @@
  * Each loop thread keeps its connections per volume, each registered with
  * the loop's epoll once (edge triggered) and reused as it is: no liveness
  * poll.  A connection the volume closed is noticed on its next read; a
- * GET, HEAD or DELETE whose reused connection closed before any byte of
- * its answer is sent once more on a fresh one, a PUT fails.  Answers are
+ * request whose reused connection closed before any byte of its answer is
+ * sent once more on a fresh one (a PUT too: see conn_lost); on a fresh
+ * connection it fails.  Answers are
  * parsed strictly (vresp_feed); a malformed one fails its request with a
  * reason.  Each request is signed for its method (common/volsign.h) and
  * ends in httpc's observer.  libcurl (httpc.h) keeps the streamed bodies
