@@ -503,7 +503,7 @@ static void pipe_again(struct vop *op)
 
 /* c, carrying pipelined GETs, failed (closed, reset, a malformed answer,
  * no answer in time): the GET whose answer was due has used a send and
- * goes again on a fresh connection (failed after TRIES: a volume that
+ * goes again (failed after TRIES: a volume that
  * answers no GET on any connection); those sent behind it may never have
  * been read, and go again uncounted. */
 static void pipe_broken(struct vc *c, const char *why, bool timed_out)
@@ -515,7 +515,7 @@ static void pipe_broken(struct vc *c, const char *why, bool timed_out)
 	if (op) {
 		op->c = NULL;
 		if (++op->tries < TRIES)
-			op_start(op, true);
+			op_start(op, false);
 		else
 			op_end(op, -1, why, timed_out);
 	}
@@ -731,9 +731,9 @@ static bool put_head(struct vc *c, struct vop *op)
 	return true;
 }
 
-/* The pipelining connection of h that takes the next GET, or NULL: a new
- * (or idle) one first while each has SPREAD and h has fewer than
- * HOST_CONNS; one when all are full. */
+/* The pipelining connection of h that takes the next GET when none is
+ * idle, or NULL: a new one first while each has SPREAD and h has fewer
+ * than HOST_CONNS; one when all are full. */
 static struct vc *pipe_pick(struct vhost *h)
 {
 	struct vc *best = NULL;
@@ -753,7 +753,8 @@ static void op_start(struct vop *op, bool fresh)
 		f->resp->len = 0;
 	if (f->pipe) {
 		f->deadline = now_ms() + PIPE_MS;
-		if (!fresh && (c = pipe_pick(op->h)) && put_head(c, op)) {
+		/* an idle connection first: the least loaded */
+		if (!fresh && !op->h->idle && (c = pipe_pick(op->h)) && put_head(c, op)) {
 			*c->behind_tail = op;   /* sent after the others, answered so */
 			c->behind_tail = &op->next;
 			c->depth++;
