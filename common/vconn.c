@@ -467,6 +467,12 @@ static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 
 static void op_start(struct vop *op, bool fresh);
 
+/* Has any byte of c's answer come?  (Bytes parsed are gone from c->in.) */
+static bool answer_came(const struct vc *c)
+{
+	return c->resp.state != VR_HEAD || c->resp.status || c->in.len > c->in_off;
+}
+
 /* The connection ended before op's answer did (closed, reset, refused):
  * on a reused connection that gave no byte of the answer, the request
  * goes once more on a fresh one -- a PUT too, as libcurl does: a volume
@@ -479,7 +485,7 @@ static void conn_lost(struct vc *c, const char *why)
 	struct vop *op = c->op;
 	if (c->pipe)
 		return pipe_broken(c, why, false);
-	if (c->reused && !c->in.len && !c->in_off && !op->retried) {
+	if (c->reused && !answer_came(c) && !op->retried) {
 		op->retried = true;
 		op->c = NULL;
 		conn_drop(c);
@@ -650,14 +656,16 @@ static void conn_read(struct vc *c, bool hup)
 				conn_lost(c, why);
 				return;
 			}
+			if (!answer_came(c)) {
+				snprintf(why, sizeof(why),
+					 "%.100s closed the connection before answering", c->h->name);
+				conn_lost(c, why);
+				return;
+			}
 			vresp_eof(&c->resp);
 			if (c->resp.state == VR_DONE) {
 				c->resp.close = true;
 				answered(c);
-			} else if (!c->in.len && !c->in_off) {
-				snprintf(why, sizeof(why),
-					 "%.100s closed the connection before answering", c->h->name);
-				conn_lost(c, why);
 			} else {
 				snprintf(why, sizeof(why), "%.100s: %s", c->h->name, c->resp.why);
 				op_fail(c->op, why, false);
