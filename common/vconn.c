@@ -270,7 +270,7 @@ struct vc {
 	struct vc *next;          /* the host's idle ones */
 	/* Pipelined GETs: op is the one whose answer is read, those behind
 	 * it were sent after it; depth counts them all. */
-	bool pipe;
+	bool pipe, dirty;          /* dirty: pipelined GETs to write at the turn's end */
 	struct vop *behind, **behind_tail;
 	int depth;
 	struct vc *pnext;         /* the host's pipelining ones */
@@ -323,6 +323,12 @@ struct vstate {
 	struct vfan *fans;
 	struct loop_timer timer;
 	uint64_t tick;            /* the next down check */
+	/* Connections with pipelined GETs to write: written together before
+	 * the loop sleeps, so the GETs asked for in one turn go out in one
+	 * send a connection. */
+	struct vc **dirty;
+	int ndirty, cdirty;
+	bool flushing;            /* loop_before(flush) is set */
 };
 
 static __thread struct vstate *vs;
@@ -350,6 +356,10 @@ static void conn_drop(struct vc *c)
 {
 	if (c->pipe)
 		pipe_off(c);
+	for (int i = 0; c->dirty && i < vs->ndirty; i++)
+		if (vs->dirty[i] == c)
+			vs->dirty[i] = vs->dirty[--vs->ndirty];
+	c->dirty = false;
 	c->op = NULL;
 	c->w.dead = true;
 	close(c->fd);   /* leaves the epoll set with it */
@@ -739,6 +749,37 @@ static bool put_head(struct vc *c, struct vop *op)
 	return true;
 }
 
+static void conn_write(struct vc *c);
+
+/* Before the loop sleeps: what the turn's pipelined GETs have to send. */
+static void flush(void *arg)
+{
+	(void)arg;
+	while (vs && vs->ndirty) {
+		struct vc *c = vs->dirty[--vs->ndirty];
+		c->dirty = false;
+		if (!c->connecting && c->op)
+			conn_write(c);   /* may drop c (and others: off the list) */
+	}
+}
+
+/* c's requests go out before the loop sleeps. */
+static void mark_dirty(struct vc *c)
+{
+	if (c->dirty)
+		return;
+	if (!vs->flushing) {
+		loop_before(vs->loop, flush, NULL);
+		vs->flushing = true;
+	}
+	if (vs->ndirty == vs->cdirty) {
+		vs->cdirty = vs->cdirty ? 2 * vs->cdirty : 16;
+		vs->dirty = xrealloc(vs->dirty, sizeof(*vs->dirty) * (size_t)vs->cdirty);
+	}
+	vs->dirty[vs->ndirty++] = c;
+	c->dirty = true;
+}
+
 /* The pipelining connection of h that takes the next GET when none is
  * idle, or NULL: a new one first while each has SPREAD and h has fewer
  * than HOST_CONNS; one when all are full. */
@@ -767,8 +808,7 @@ static void op_start(struct vop *op, bool fresh)
 			c->behind_tail = &op->next;
 			c->depth++;
 			op->c = c;
-			if (!c->connecting)
-				conn_write(c);
+			mark_dirty(c);
 			return;
 		}
 		c = NULL;
@@ -795,7 +835,9 @@ static void op_start(struct vop *op, bool fresh)
 	vresp_init(&c->resp, !strcmp(f->method, "HEAD"), f->resp, f->resp_max);
 	c->headlen = c->off = 0;
 	put_head(c, op);
-	if (!c->connecting)
+	if (f->pipe)
+		mark_dirty(c);
+	else if (!c->connecting)
 		conn_write(c);
 }
 
@@ -1064,6 +1106,7 @@ void vconn_thread_cleanup(void)
 		free(h);
 	}
 	vs = NULL;
+	free(s->dirty);
 	free(s);
 	if (own)
 		loop_free(own);   /* what was dropped in its last turn with it */

@@ -7,8 +7,9 @@
  * about three listings.  libcurl's multi spent ~47 us of CPU per listing,
  * a whole core for the one listing thread.  Pipelined on kept-alive
  * connections, many GETs go out in one send and their answers come back
- * in a few recvs, on both sides.  Here: only how many are in flight, and
- * asking the caller for more. */
+ * in a few recvs, on both sides.  Here: how many are in flight, at most
+ * HOST_MAX a volume (what its connections pipeline: vconn.h), the volumes
+ * served in turn, and asking the caller for more. */
 #include "ops.h"
 #include "../common/util.h"
 #include "../common/vconn.h"
@@ -16,21 +17,37 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#define HOST_MAX 64           /* in flight to one volume: 4 connections x 16 */
+
+struct fget {
+	struct ops_fetch *f;
+	struct fhost *h;
+	char *url;
+	void *req;
+	struct fget *next;
+};
+
+/* A volume's GETs waiting for their turn. */
+struct fhost {
+	char *name;               /* "host:port" */
+	struct fget *head, *tail;
+	int inflight;
+	struct fhost *next;
+};
+
 struct ops_fetch {
-	int concurrency, inflight;
+	int concurrency, inflight, queued;
 	size_t max;
+	struct fhost *hosts, *turn;   /* turn: the volume served next */
+	int nhosts;
 	bool finished;            /* more() said -1 */
 	int (*more)(void *ctx);
 	void (*done)(void *ctx, void *req, int status, const char *body, size_t len,
 		     const char *err);
 	void *ctx;
-};
-
-struct fget {
-	struct ops_fetch *f;
-	void *req;
 };
 
 struct ops_fetch *ops_fetch_new(int concurrency, size_t max)
@@ -41,15 +58,47 @@ struct ops_fetch *ops_fetch_new(int concurrency, size_t max)
 	return f;
 }
 
-/* Ask for work while fewer than concurrency GETs are in flight. */
+static void fetched(void *arg, int status, const char *body, size_t len, const char *err);
+
+/* Start waiting GETs, the volumes in turn, while fewer than concurrency
+ * are in flight. */
+static void dispatch(struct ops_fetch *f)
+{
+	int idle = 0;   /* volumes in a row that could take none */
+	while (f->queued && f->inflight < f->concurrency && f->hosts) {
+		struct fhost *h = f->turn ? f->turn : f->hosts;
+		struct fget *g = h->head;
+		f->turn = h->next;
+		if (!g || h->inflight >= HOST_MAX) {
+			if (++idle >= f->nhosts)
+				break;   /* each volume's turn came: none could take one */
+			continue;
+		}
+		idle = 0;
+		if (!(h->head = g->next))
+			h->tail = NULL;
+		f->queued--;
+		f->inflight++;
+		h->inflight++;
+		if (vconn_get(g->url, f->max, fetched, g) < 0) {
+			char err[300];
+			snprintf(err, sizeof(err), "%.200s: not a GET this thread can make", g->url);
+			fetched(g, -1, "", 0, err);
+		}
+	}
+}
+
+/* Ask for work while fewer than concurrency GETs are in flight or waiting. */
 static void refill(struct ops_fetch *f)
 {
-	while (!f->finished && f->inflight < f->concurrency) {
+	dispatch(f);
+	while (!f->finished && f->inflight + f->queued < f->concurrency) {
 		int n = f->more(f->ctx);
 		if (n < 0)
 			f->finished = true;
 		if (n <= 0)
 			break;
+		dispatch(f);
 	}
 }
 
@@ -58,6 +107,8 @@ static void fetched(void *arg, int status, const char *body, size_t len, const c
 	struct fget *g = arg;
 	struct ops_fetch *f = g->f;
 	void *req = g->req;
+	g->h->inflight--;
+	free(g->url);
 	free(g);
 	f->inflight--;
 	f->done(f->ctx, req, status, body, len, err);
@@ -67,14 +118,28 @@ static void fetched(void *arg, int status, const char *body, size_t len, const c
 void ops_fetch_add(struct ops_fetch *f, const char *url, void *req)
 {
 	struct fget *g = xcalloc(1, sizeof(*g));
-	char err[300];
-	g->f = f;
-	g->req = req;
-	f->inflight++;
-	if (vconn_get(url, f->max, fetched, g) < 0) {
-		snprintf(err, sizeof(err), "%.200s: not a GET this thread can make", url);
-		fetched(g, -1, "", 0, err);
+	const char *p = strstr(url, "://") ? strstr(url, "://") + 3 : url;
+	size_t n = strcspn(p, "/?");
+	struct fhost *h;
+	for (h = f->hosts; h && (strlen(h->name) != n || memcmp(h->name, p, n)); h = h->next)
+		;
+	if (!h) {
+		h = xcalloc(1, sizeof(*h));
+		h->name = xstrndup(p, n);
+		h->next = f->hosts;
+		f->hosts = h;
+		f->nhosts++;
 	}
+	g->f = f;
+	g->h = h;
+	g->url = xstrdup(url);
+	g->req = req;
+	if (h->tail)
+		h->tail->next = g;
+	else
+		h->head = g;
+	h->tail = g;
+	f->queued++;
 }
 
 void ops_fetch_run(struct ops_fetch *f, int (*more)(void *ctx),
@@ -90,7 +155,7 @@ void ops_fetch_run(struct ops_fetch *f, int (*more)(void *ctx),
 		refill(f);
 		if (f->inflight)
 			vconn_run();   /* until every GET is answered; done() adds more */
-		else if (f->finished)
+		else if (f->finished && !f->queued)
 			break;
 		else
 			usleep(1000);   /* more() waits on someone else */
@@ -99,5 +164,18 @@ void ops_fetch_run(struct ops_fetch *f, int (*more)(void *ctx),
 
 void ops_fetch_free(struct ops_fetch *f)
 {
+	if (!f)
+		return;
+	while (f->hosts) {
+		struct fhost *h = f->hosts;
+		f->hosts = h->next;
+		for (struct fget *g = h->head, *n; g; g = n) {
+			n = g->next;
+			free(g->url);
+			free(g);
+		}
+		free(h->name);
+		free(h);
+	}
 	free(f);
 }
