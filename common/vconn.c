@@ -981,7 +981,11 @@ static void fan_go(struct vfan *f)
 	for (int i = 0; i < n; i++)
 		if (!f->ops[i].done)
 			op_start(&f->ops[i], false);
-	rearm();
+	/* f can only bring the timer nearer (on_timer scans them all) */
+	if (f->deadline && (!vs->timer.at || f->deadline < vs->timer.at))
+		vs->timer.at = f->deadline;
+	if (f->down && (!vs->timer.at || vs->tick < vs->timer.at))
+		vs->timer.at = vs->tick;
 	if (--f->left == 0)
 		fan_end(f);
 }
