@@ -1,6 +1,8 @@
-/* vconn.h -- the lean volume client on the event loops: small requests
- * whose body is in memory or absent (a small PUT's replica writes, a
- * DELETE's fan-out), on keep-alive connections of the loop's thread.
+/* vconn.h -- the lean volume client on the event loops: requests whose
+ * body is in memory or absent (a small PUT's replica writes, a DELETE's
+ * fan-out; off the loops, on a loop of the thread's own, rebalance's small
+ * moves and rebuild's pipelined listings), on keep-alive connections of
+ * the loop's thread.
  *
  * Each loop thread keeps its connections per volume, each registered with
  * the loop's epoll once (edge triggered) and reused as it is: no liveness
