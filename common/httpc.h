@@ -191,26 +191,6 @@ void httpc_stream_free(struct httpc_stream *s);
 int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
 	       char *err);
 
-/* ---- many GETs in flight on one thread ----
- *
- * Cheaper than a thread per request when there are hundreds of thousands
- * of small ones.  At most conns GETs are in flight; the others wait in
- * the order added.  Bodies past max bytes (0: any) fail the GET.
- *   more(ctx) is called while fewer than conns GETs are in flight or
- *   waiting; it adds work with httpc_multi_add and returns 1, or returns
- *   0 for "nothing right now" or -1 for "nothing ever again".
- *   done(ctx, req, status, body, len, err) gets each answer (status -1 and
- *   err when none came) and may add more.
- * httpc_multi_run returns when more() said -1 and nothing is left. */
-struct httpc_multi;
-typedef void (*httpc_multi_done)(void *ctx, void *req, int status, const char *body, size_t len,
-				 const char *err);
-struct httpc_multi *httpc_multi_new(int conns, size_t max);
-void httpc_multi_add(struct httpc_multi *m, const char *url, void *req);
-void httpc_multi_run(struct httpc_multi *m, int (*more)(void *ctx), httpc_multi_done done,
-		     void *ctx);
-void httpc_multi_free(struct httpc_multi *m);   /* m may be NULL */
-
 /* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
  * bytes) saying why. */
 int httpc_delete(const char *url, long timeout_ms, char *err);

@@ -127,6 +127,10 @@ static void parse_head(struct vresp *r, const char *p, size_t n)
 	}
 	if (chunked && has_len)
 		fail(r, "both Content-Length and chunked");
+	else if (has_len && r->body && r->body_max && len > r->body_max && !r->head) {
+		fail(r, "an answer body over the size allowed");
+		r->over = true;
+	}
 	else if (r->head || r->status == 204 || r->status == 304)
 		r->state = VR_DONE;
 	else if (chunked)
@@ -146,6 +150,7 @@ static bool body(struct vresp *r, const char *p, size_t n)
 	if (r->body_max && r->body->len + n > r->body_max) {
 		snprintf(r->why, sizeof(r->why), "an answer body over %zu bytes", r->body_max);
 		r->state = VR_ERR;
+		r->over = true;
 		return false;
 	}
 	buf_append(r->body, p, n);
@@ -239,6 +244,15 @@ void vresp_eof(struct vresp *r)
 #define RESOLVE_MS 60000      /* a host's addresses are looked up again after this */
 #define READ_ROOM 16384
 #define DOWN_ERR "its volume was marked down by the health check"
+/* Pipelined GETs (vconn_get): a connection carries up to PIPE at once, a
+ * host up to HOST_CONNS such connections (another opens once each has
+ * SPREAD); a GET whose connection failed before its answer goes again, up
+ * to TRIES sends, and one that waited behind it goes again uncounted. */
+#define HOST_CONNS 4
+#define PIPE 16
+#define SPREAD 4
+#define TRIES 4
+#define PIPE_MS 120000        /* a pipelined GET's answer within this of its send */
 
 struct vop;
 
@@ -254,6 +268,12 @@ struct vc {
 	size_t in_off;
 	struct vresp resp;
 	struct vc *next;          /* the host's idle ones */
+	/* Pipelined GETs: op is the one whose answer is read, those behind
+	 * it were sent after it; depth counts them all. */
+	bool pipe, dirty;          /* dirty: pipelined GETs to write at the turn's end */
+	struct vop *behind, **behind_tail;
+	int depth;
+	struct vc *pnext;         /* the host's pipelining ones */
 };
 
 struct vhost {
@@ -262,6 +282,7 @@ struct vhost {
 	uint64_t resolved;
 	char err[200];            /* ai is NULL: why */
 	struct vc *idle;
+	struct vc *pipes;         /* connections carrying pipelined GETs */
 	struct vhost *next;
 };
 
@@ -273,6 +294,8 @@ struct vop {
 	struct vc *c;
 	char target[2048 + VOLSIGN_EXTRA];
 	bool done, retried;
+	int tries;                /* pipelined: sends that failed */
+	struct vop *next;         /* pipelined: the one sent after it */
 };
 
 struct vfan {
@@ -286,6 +309,10 @@ struct vfan {
 	void *down_arg;
 	void (*done)(void *, int);
 	void *arg;
+	struct buf *resp;         /* reqs[0]'s answer body (n is 1), or NULL */
+	size_t resp_max;
+	bool over;                /* reqs[0] failed for the body's size */
+	bool pipe;                /* a GET that may be pipelined (vconn_get) */
 	struct vop *ops;
 	struct vfan *prev, *next;
 };
@@ -296,9 +323,16 @@ struct vstate {
 	struct vfan *fans;
 	struct loop_timer timer;
 	uint64_t tick;            /* the next down check */
+	/* Connections with pipelined GETs to write: written together before
+	 * the loop sleeps, so the GETs asked for in one turn go out in one
+	 * send a connection. */
+	struct vc **dirty;
+	int ndirty, cdirty;
+	bool flushing;            /* loop_before(flush) is set */
 };
 
 static __thread struct vstate *vs;
+static __thread struct loop *own;   /* vconn_wait's and vconn_run's loop */
 static void (*observer)(const char *url, int status);
 
 void vconn_observe(void (*fn)(const char *url, int status))
@@ -306,9 +340,26 @@ void vconn_observe(void (*fn)(const char *url, int status))
 	observer = fn;
 }
 
+/* c carries no pipelined GET any more. */
+static void pipe_off(struct vc *c)
+{
+	struct vc **pp = &c->h->pipes;
+	while (*pp && *pp != c)
+		pp = &(*pp)->pnext;
+	if (*pp)
+		*pp = c->pnext;
+	c->pipe = false;
+}
+
 /* c, not on its host's idle list, is done with. */
 static void conn_drop(struct vc *c)
 {
+	if (c->pipe)
+		pipe_off(c);
+	for (int i = 0; c->dirty && i < vs->ndirty; i++)
+		if (vs->dirty[i] == c)
+			vs->dirty[i] = vs->dirty[--vs->ndirty];
+	c->dirty = false;
 	c->op = NULL;
 	c->w.dead = true;
 	close(c->fd);   /* leaves the epoll set with it */
@@ -358,9 +409,13 @@ static void op_end(struct vop *op, int status, const char *why, bool timed_out)
 		fan_end(f);
 }
 
+static void pipe_broken(struct vc *c, const char *why, bool timed_out);
+
 /* op fails: its connection, in the middle of an exchange, is closed. */
 static void op_fail(struct vop *op, const char *why, bool timed_out)
 {
+	if (op->c && op->c->pipe)
+		return pipe_broken(op->c, why, timed_out);
 	if (op->c)
 		conn_drop(op->c);
 	op_end(op, -1, why, timed_out);
@@ -422,6 +477,12 @@ static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 
 static void op_start(struct vop *op, bool fresh);
 
+/* Has any byte of c's answer come?  (Bytes parsed are gone from c->in.) */
+static bool answer_came(const struct vc *c)
+{
+	return c->resp.state != VR_HEAD || c->resp.status || c->in.len > c->in_off;
+}
+
 /* The connection ended before op's answer did (closed, reset, refused):
  * on a reused connection that gave no byte of the answer, the request
  * goes once more on a fresh one -- a PUT too, as libcurl does: a volume
@@ -432,7 +493,9 @@ static void op_start(struct vop *op, bool fresh);
 static void conn_lost(struct vc *c, const char *why)
 {
 	struct vop *op = c->op;
-	if (c->reused && !c->in.len && !c->in_off && !op->retried) {
+	if (c->pipe)
+		return pipe_broken(c, why, false);
+	if (c->reused && !answer_came(c) && !op->retried) {
 		op->retried = true;
 		op->c = NULL;
 		conn_drop(c);
@@ -440,6 +503,39 @@ static void conn_lost(struct vc *c, const char *why)
 		return;
 	}
 	op_fail(op, why, false);
+}
+
+/* Pipelined GETs go again on other connections, in the order sent. */
+static void pipe_again(struct vop *op)
+{
+	while (op) {
+		struct vop *next = op->next;
+		op->next = NULL;
+		op->c = NULL;
+		op_start(op, false);
+		op = next;
+	}
+}
+
+/* c, carrying pipelined GETs, failed (closed, reset, a malformed answer,
+ * no answer in time): the GET whose answer was due has used a send and
+ * goes again (failed after TRIES: a volume that
+ * answers no GET on any connection); those sent behind it may never have
+ * been read, and go again uncounted. */
+static void pipe_broken(struct vc *c, const char *why, bool timed_out)
+{
+	struct vop *op = c->op, *rest = c->behind;
+	c->op = c->behind = NULL;
+	c->depth = 0;
+	conn_drop(c);
+	if (op) {
+		op->c = NULL;
+		if (++op->tries < TRIES)
+			op_start(op, false);
+		else
+			op_end(op, -1, why, timed_out);
+	}
+	pipe_again(rest);
 }
 
 static void conn_write(struct vc *c)
@@ -474,12 +570,44 @@ static void conn_write(struct vc *c)
 	}
 }
 
-/* c's answer is complete. */
-static void answered(struct vc *c)
+/* A pipelined connection's answer to op is complete: true when c reads
+ * on, for the GET sent after it. */
+static bool pipe_answered(struct vc *c, struct vop *op, int status, bool keep)
+{
+	struct vop *next = c->behind;
+	c->depth--;
+	if (next && !c->resp.close) {
+		if (!(c->behind = next->next))
+			c->behind_tail = &c->behind;
+		next->next = NULL;
+		c->op = next;
+		vresp_init(&c->resp, false, next->f->resp, next->f->resp_max);
+		op_end(op, status, NULL, false);
+		return !c->w.dead && c->op;
+	}
+	if (!next && keep) {
+		pipe_off(c);
+		c->op = NULL;
+		c->in.len = c->in_off = 0;
+		c->next = c->h->idle;
+		c->h->idle = c;
+	} else {   /* it closes after this answer: those behind go again */
+		c->op = c->behind = NULL;
+		conn_drop(c);
+		pipe_again(next);
+	}
+	op_end(op, status, NULL, false);
+	return false;
+}
+
+/* c's answer is complete: true when c reads on (a pipelined GET's). */
+static bool answered(struct vc *c)
 {
 	struct vop *op = c->op;
 	int status = c->resp.status;
 	bool keep = !c->resp.close && c->in_off == c->in.len && c->off == c->headlen + op->f->bodylen;
+	if (c->pipe)
+		return pipe_answered(c, op, status, keep);
 	/* A volume that took a new -volumesecret may still serve the
 	 * connections it had with the old one (nginx's old workers do, after a
 	 * reload): a refused signature on a reused connection goes once more on
@@ -489,7 +617,7 @@ static void answered(struct vc *c)
 		op->c = NULL;
 		conn_drop(c);
 		op_start(op, true);
-		return;
+		return false;
 	}
 	if (keep) {
 		c->op = NULL;
@@ -500,9 +628,13 @@ static void answered(struct vc *c)
 		conn_drop(c);
 	}
 	op_end(op, status, NULL, false);
+	return false;
 }
 
-static void conn_read(struct vc *c)
+/* hup: the volume closed its side (EPOLLRDHUP), so a short read is no
+ * sign of a drained socket: the end is still to be read, and no new edge
+ * will tell. */
+static void conn_read(struct vc *c, bool hup)
 {
 	for (;;) {
 		ssize_t k;
@@ -534,14 +666,16 @@ static void conn_read(struct vc *c)
 				conn_lost(c, why);
 				return;
 			}
+			if (!answer_came(c)) {
+				snprintf(why, sizeof(why),
+					 "%.100s closed the connection before answering", c->h->name);
+				conn_lost(c, why);
+				return;
+			}
 			vresp_eof(&c->resp);
 			if (c->resp.state == VR_DONE) {
 				c->resp.close = true;
 				answered(c);
-			} else if (!c->in.len && !c->in_off) {
-				snprintf(why, sizeof(why),
-					 "%.100s closed the connection before answering", c->h->name);
-				conn_lost(c, why);
 			} else {
 				snprintf(why, sizeof(why), "%.100s: %s", c->h->name, c->resp.why);
 				op_fail(c->op, why, false);
@@ -549,18 +683,25 @@ static void conn_read(struct vc *c)
 			return;
 		}
 		c->in.len += (size_t)k;
-		c->in_off += vresp_feed(&c->resp, c->in.data + c->in_off, c->in.len - c->in_off);
-		if (c->resp.state == VR_DONE) {
-			answered(c);
-			return;
+		for (;;) {   /* pipelined GETs: one answer after another */
+			c->in_off += vresp_feed(&c->resp, c->in.data + c->in_off,
+						c->in.len - c->in_off);
+			if (c->resp.state == VR_DONE) {
+				if (!answered(c))
+					return;
+				if (c->in_off < c->in.len)
+					continue;
+			} else if (c->resp.state == VR_ERR) {
+				char why[200];
+				snprintf(why, sizeof(why), "%.60s answered %s", c->h->name,
+					 c->resp.why);
+				c->op->f->over = c->resp.over;
+				op_fail(c->op, why, false);
+				return;
+			}
+			break;
 		}
-		if (c->resp.state == VR_ERR) {
-			char why[200];
-			snprintf(why, sizeof(why), "%.60s answered %s", c->h->name, c->resp.why);
-			op_fail(c->op, why, false);
-			return;
-		}
-		if ((size_t)k < room)
+		if ((size_t)k < room && !hup)
 			return;   /* drained: more bytes bring a new edge */
 	}
 }
@@ -581,7 +722,75 @@ static void on_event(void *arg, uint32_t ev)
 			return;
 	}
 	if (!c->connecting && (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
-		conn_read(c);
+		conn_read(c, ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+}
+
+/* op's request head after what c has still to send: false when it does
+ * not fit (a pipelined GET then takes another connection). */
+static bool put_head(struct vc *c, struct vop *op)
+{
+	struct vfan *f = op->f;
+	size_t room;
+	int n;
+	memmove(c->head, c->head + c->off, c->headlen - c->off);
+	c->headlen -= c->off;
+	c->off = 0;
+	room = sizeof(c->head) - c->headlen;
+	n = snprintf(c->head + c->headlen, room, "%s %s HTTP/1.1\r\nHost: %s\r\n", f->method,
+		     op->target, op->h->name);
+	if (n >= 0 && (size_t)n < room && (f->body || !strcmp(f->method, "PUT")))
+		n += snprintf(c->head + c->headlen + n, room - (size_t)n,
+			      "Content-Length: %zu\r\n", f->bodylen);
+	if (n >= 0 && (size_t)n < room)
+		n += snprintf(c->head + c->headlen + n, room - (size_t)n, "\r\n");
+	if (n < 0 || (size_t)n >= room)
+		return false;
+	c->headlen += (size_t)n;
+	return true;
+}
+
+static void conn_write(struct vc *c);
+
+/* Before the loop sleeps: what the turn's pipelined GETs have to send. */
+static void flush(void *arg)
+{
+	(void)arg;
+	while (vs && vs->ndirty) {
+		struct vc *c = vs->dirty[--vs->ndirty];
+		c->dirty = false;
+		if (!c->connecting && c->op)
+			conn_write(c);   /* may drop c (and others: off the list) */
+	}
+}
+
+/* c's requests go out before the loop sleeps. */
+static void mark_dirty(struct vc *c)
+{
+	if (c->dirty)
+		return;
+	if (!vs->flushing) {
+		loop_before(vs->loop, flush, NULL);
+		vs->flushing = true;
+	}
+	if (vs->ndirty == vs->cdirty) {
+		vs->cdirty = vs->cdirty ? 2 * vs->cdirty : 16;
+		vs->dirty = xrealloc(vs->dirty, sizeof(*vs->dirty) * (size_t)vs->cdirty);
+	}
+	vs->dirty[vs->ndirty++] = c;
+	c->dirty = true;
+}
+
+/* The pipelining connection of h that takes the next GET when none is
+ * idle, or NULL: a new one first while each has SPREAD and h has fewer
+ * than HOST_CONNS; one when all are full. */
+static struct vc *pipe_pick(struct vhost *h)
+{
+	struct vc *best = NULL;
+	int n = 0;
+	for (struct vc *c = h->pipes; c; c = c->pnext, n++)
+		if (c->depth < PIPE && (!best || c->depth < best->depth))
+			best = c;
+	return best && (best->depth < SPREAD || n >= HOST_CONNS) ? best : NULL;
 }
 
 static void op_start(struct vop *op, bool fresh)
@@ -589,7 +798,21 @@ static void op_start(struct vop *op, bool fresh)
 	struct vfan *f = op->f;
 	struct vc *c = NULL;
 	char err[256];
-	int n;
+	if (f->resp)
+		f->resp->len = 0;
+	if (f->pipe) {
+		f->deadline = now_ms() + PIPE_MS;
+		/* an idle connection first: the least loaded */
+		if (!fresh && !op->h->idle && (c = pipe_pick(op->h)) && put_head(c, op)) {
+			*c->behind_tail = op;   /* sent after the others, answered so */
+			c->behind_tail = &op->next;
+			c->depth++;
+			op->c = c;
+			mark_dirty(c);
+			return;
+		}
+		c = NULL;
+	}
 	if (!fresh && (c = op->h->idle)) {   /* as it is: once more if it was closed */
 		op->h->idle = c->next;
 		c->reused = true;
@@ -601,16 +824,20 @@ static void op_start(struct vop *op, bool fresh)
 	c->next = NULL;
 	c->op = op;
 	op->c = c;
-	vresp_init(&c->resp, !strcmp(f->method, "HEAD"), NULL, 0);
-	n = snprintf(c->head, sizeof(c->head), "%s %s HTTP/1.1\r\nHost: %s\r\n", f->method,
-		     op->target, op->h->name);
-	if (f->body || !strcmp(f->method, "PUT"))
-		n += snprintf(c->head + n, sizeof(c->head) - (size_t)n,
-			      "Content-Length: %zu\r\n", f->bodylen);
-	n += snprintf(c->head + n, sizeof(c->head) - (size_t)n, "\r\n");
-	c->headlen = (size_t)n;
-	c->off = 0;
-	if (!c->connecting)
+	if (f->pipe) {
+		c->pipe = true;
+		c->depth = 1;
+		c->behind = NULL;
+		c->behind_tail = &c->behind;
+		c->pnext = op->h->pipes;
+		op->h->pipes = c;
+	}
+	vresp_init(&c->resp, !strcmp(f->method, "HEAD"), f->resp, f->resp_max);
+	c->headlen = c->off = 0;
+	put_head(c, op);
+	if (f->pipe)
+		mark_dirty(c);
+	else if (!c->connecting)
 		conn_write(c);
 }
 
@@ -646,8 +873,15 @@ static void on_timer(void *arg)
 	(void)arg;
 	if (tick)
 		vs->tick = now + 100;
+again:
 	for (f = vs->fans; f; f = next) {
 		next = f->next;
+		if (f->pipe && f->deadline && now >= f->deadline) {
+			/* its connection fails, and with it the GET whose answer
+			 * was due: that may end another fan (next among them) */
+			op_fail(&f->ops[0], "no answer within the time allowed", true);
+			goto again;
+		}
 		if (f->deadline && now >= f->deadline) {
 			f->left++;
 			for (int i = 0; i < f->n; i++)
@@ -669,10 +903,10 @@ static void on_timer(void *arg)
 	rearm();
 }
 
-static struct vstate *state(void)
+/* This thread's client on loop l (a thread keeps to one loop). */
+static struct vstate *state(struct loop *l)
 {
-	struct loop *l = loop_current();
-	if (!l)
+	if (!l || (vs && vs->loop != l))
 		return NULL;
 	if (!vs) {
 		vs = xcalloc(1, sizeof(*vs));
@@ -696,24 +930,34 @@ static struct vhost *host(const char *name, size_t n)
 	return h;
 }
 
-int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
-		 size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
-		 void (*done)(void *arg, int gone), void *arg)
+/* A fan-out on loop l, not yet started (fan_go), or NULL when this thread
+ * may not use l. */
+static struct vfan *fan_new(struct loop *l, const char *method, struct httpc_req *reqs, int n,
+			    const void *body, size_t bodylen, long timeout_ms,
+			    void (*done)(void *arg, int gone), void *arg)
 {
 	struct vfan *f;
-	if (!state())
-		return -1;
+	if (!state(l))
+		return NULL;
 	f = xcalloc(1, sizeof(*f));
 	*f = (struct vfan){.reqs = reqs, .n = n, .left = n + 1, .gone = -1, .method = method,
-			   .body = body, .bodylen = bodylen, .down = down, .down_arg = down_arg,
-			   .done = done, .arg = arg, .next = vs->fans,
+			   .body = body, .bodylen = bodylen, .done = done, .arg = arg,
 			   .deadline = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0,
 			   .ops = xcalloc((size_t)(n > 0 ? n : 1), sizeof(struct vop))};
+	return f;
+}
+
+static void fan_go(struct vfan *f)
+{
+	const char *method = f->method;
+	struct httpc_req *reqs = f->reqs;
+	int n = f->n;
+	f->next = vs->fans;
 	if (vs->fans)
 		vs->fans->prev = f;
 	vs->fans = f;
 	loop_hold(vs->loop);
-	if (down && vs->tick <= now_ms())
+	if (f->down && vs->tick <= now_ms())
 		vs->tick = now_ms() + 100;
 	for (int i = 0; i < n; i++) {
 		struct vop *op = &f->ops[i];
@@ -737,9 +981,111 @@ int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *
 	for (int i = 0; i < n; i++)
 		if (!f->ops[i].done)
 			op_start(&f->ops[i], false);
-	rearm();
+	/* f can only bring the timer nearer (on_timer scans them all) */
+	if (f->deadline && (!vs->timer.at || f->deadline < vs->timer.at))
+		vs->timer.at = f->deadline;
+	if (f->down && (!vs->timer.at || vs->tick < vs->timer.at))
+		vs->timer.at = vs->tick;
 	if (--f->left == 0)
 		fan_end(f);
+}
+
+int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
+		 size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
+		 void (*done)(void *arg, int gone), void *arg)
+{
+	struct vfan *f = fan_new(loop_current(), method, reqs, n, body, bodylen, timeout_ms,
+				 done, arg);
+	if (!f)
+		return -1;
+	f->down = down;
+	f->down_arg = down_arg;
+	fan_go(f);
+	return 0;
+}
+
+/* ---- on a thread of no loop: a loop of its own, run while it waits ---- */
+
+static struct loop *own_loop(void)
+{
+	if (!own) {
+		own = loop_new();
+		loop_stop(own);   /* loop_run returns once nothing is held */
+	}
+	return own;
+}
+
+void vconn_run(void)
+{
+	if (own && !loop_current())
+		loop_run(own);
+}
+
+struct waiter {
+	struct vfan *f;
+	bool done, over;
+};
+
+static void waited(void *arg, int gone)
+{
+	struct waiter *w = arg;
+	(void)gone;
+	w->done = true;
+	w->over = w->f->over;   /* f is freed after this */
+}
+
+int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
+	       size_t bodylen, long timeout_ms, struct buf *resp, size_t resp_max)
+{
+	struct waiter w = {0};
+	if (loop_current() || !(w.f = fan_new(own_loop(), method, reqs, n, body, bodylen,
+					     timeout_ms, waited, &w)))
+		return -1;
+	w.f->resp = n == 1 ? resp : NULL;
+	w.f->resp_max = resp_max;
+	fan_go(w.f);
+	while (!w.done)
+		loop_run(own);
+	return w.over ? VCONN_OVER : 0;
+}
+
+/* vconn_get's: the answer handed on, then forgotten. */
+struct vget {
+	struct httpc_req req;
+	struct buf body;
+	void (*done)(void *arg, int status, const char *body, size_t len, const char *err);
+	void *arg;
+};
+
+static void got(void *arg, int gone)
+{
+	struct vget *g = arg;
+	(void)gone;
+	g->done(g->arg, g->req.status, g->body.data ? g->body.data : "", g->body.len, g->req.err);
+	buf_free(&g->body);
+	free((char *)g->req.url);
+	free(g);
+}
+
+int vconn_get(const char *url, size_t max,
+	      void (*done)(void *arg, int status, const char *body, size_t len, const char *err),
+	      void *arg)
+{
+	struct loop *l = loop_current() ? loop_current() : own_loop();
+	struct vget *g = xcalloc(1, sizeof(*g));
+	struct vfan *f;
+	g->req.url = xstrdup(url);
+	g->done = done;
+	g->arg = arg;
+	if (!(f = fan_new(l, "GET", &g->req, 1, NULL, 0, 0, got, g))) {
+		free((char *)g->req.url);
+		free(g);
+		return -1;
+	}
+	f->resp = &g->body;
+	f->resp_max = max;
+	f->pipe = true;
+	fan_go(f);
 	return 0;
 }
 
@@ -764,5 +1110,9 @@ void vconn_thread_cleanup(void)
 		free(h);
 	}
 	vs = NULL;
+	free(s->dirty);
 	free(s);
+	if (own)
+		loop_free(own);   /* what was dropped in its last turn with it */
+	own = NULL;
 }

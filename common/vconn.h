@@ -1,6 +1,8 @@
-/* vconn.h -- the lean volume client on the event loops: small requests
- * whose body is in memory or absent (a small PUT's replica writes, a
- * DELETE's fan-out), on keep-alive connections of the loop's thread.
+/* vconn.h -- the lean volume client on the event loops: requests whose
+ * body is in memory or absent (a small PUT's replica writes, a DELETE's
+ * fan-out; off the loops, on a loop of the thread's own, rebalance's small
+ * moves and rebuild's pipelined listings), on keep-alive connections of
+ * the loop's thread.
  *
  * Each loop thread keeps its connections per volume, each registered with
  * the loop's epoll once (edge triggered) and reused as it is: no liveness
@@ -34,6 +36,34 @@ int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *
 		 size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
 		 void (*done)(void *arg, int gone), void *arg);
 
+/* On a thread that runs no loop (a worker's, a command's): what
+ * vconn_fanout does, on a loop of the thread's own (kept, with its
+ * connections, until vconn_thread_cleanup), and return once every request
+ * answered or failed.  resp (NULL: dropped) gets the answer's body when n
+ * is 1, up to resp_max bytes (0: any): past that, or a Content-Length past
+ * it, the request fails and VCONN_OVER is returned.  0, or -1 (nothing
+ * done) on a loop's thread. */
+#define VCONN_OVER 1
+int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
+	       size_t bodylen, long timeout_ms, struct buf *resp, size_t resp_max);
+
+/* A GET of url (http://), pipelined: sent on a kept-alive connection of
+ * its volume while the answers to those sent before are still to come
+ * (RFC 9112 9.3; nginx and mkv-volume answer in order), up to 16 on a
+ * connection, 4 connections a volume before more open.  A GET whose
+ * connection failed before its answer goes again, 4 sends in all (those
+ * that waited behind it, uncounted); each send gets 2 minutes.
+ * done(arg, status, body, len, err) gets the answer (its body up to max
+ * bytes, 0: any) or -1 and err, on the loop.  On this thread's event loop,
+ * or on a thread of none, its own: vconn_run then runs it.  -1 when not
+ * started. */
+int vconn_get(const char *url, size_t max,
+	      void (*done)(void *arg, int status, const char *body, size_t len, const char *err),
+	      void *arg);
+/* On a thread of no loop: run its own until no GET is left (a done may
+ * start more). */
+void vconn_run(void);
+
 /* fn(url, status) for each request that ends (httpc_observe sets it). */
 void vconn_observe(void (*fn)(const char *url, int status));
 
@@ -53,6 +83,7 @@ struct vresp {
 	size_t trailers;         /* VR_TRAILER: bytes of trailers so far */
 	struct buf *body;        /* the body goes here (NULL: dropped) */
 	size_t body_max;         /* past this many bytes the answer fails (0: any) */
+	bool over;               /* VR_ERR: for that (or its Content-Length said so) */
 	char why[128];           /* VR_ERR: the reason */
 };
 void vresp_init(struct vresp *r, bool head, struct buf *body, size_t body_max);

@@ -4,6 +4,8 @@
 #include "move.h"
 #include "../common/spawn.h"
 #include "../common/httpc.h"
+#include "../common/md5.h"
+#include "../common/vconn.h"
 #include "../common/volsign.h"
 #include "../common/placement.h"
 #include "../common/record.h"
@@ -17,6 +19,45 @@
 
 #define GRACE_MS 2000          /* old copies outlive the switch this long (online) */
 #define DELETERS 4
+#define VOL_MS 30000           /* a small copy's GET, PUTs or DELETEs, each */
+
+/* ---- the volume requests of a move: on this thread's own loop ----
+ *
+ * A move runs on a thread of its own (a worker of the command, the
+ * server's thread for REBALANCE), never on an event loop, and waits for
+ * each step: the volume client's blocking calls (vconn_wait), kept-alive
+ * connections of that thread, no libcurl handle per request. */
+
+/* method on each of reqs[0..n).url at once (body: PUT's), each within
+ * VOL_MS: the outcomes in reqs. */
+static void vol_all(const char *method, struct httpc_req *reqs, int n, const void *body,
+		    size_t len)
+{
+	if (n && vconn_wait(method, reqs, n, body, len, VOL_MS, NULL, 0) < 0)
+		for (int i = 0; i < n; i++)   /* a move is never on a loop: not reached */
+			reqs[i] = (struct httpc_req){reqs[i].url, -1, false, "on an event loop"};
+}
+
+/* DELETE each of urls[0..n) at once: how many are gone (2xx, or 404:
+ * already).  Each failure is logged "rebalance: DELETE <url> failed
+ * (<status>[: <reason>])". */
+static int delete_all(char *const *urls, int n)
+{
+	struct httpc_req reqs[RECORD_MAX_LOCS];
+	int gone = 0;
+	for (int i = 0; i < n; i++)
+		reqs[i].url = urls[i];
+	vol_all("DELETE", reqs, n, NULL, 0);
+	for (int i = 0; i < n; i++) {
+		int st = reqs[i].status;
+		if ((st >= 200 && st < 300) || st == 404)
+			gone++;
+		else
+			log_msg("rebalance: DELETE %s failed (%d%s%s)", urls[i], st,
+				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
+	}
+	return gone;
+}
 
 /* ---- background deletes of old copies (online) ---- */
 
@@ -54,7 +95,6 @@ static bool named(struct index *idx, const char *key, size_t klen, const char *l
 static void delete_due(void *ctx, void *item)
 {
 	struct pending *p = item;
-	char err[256];
 	bool hurry, locked, down;
 	(void)ctx;
 	pthread_mutex_lock(&dq.mu);
@@ -83,8 +123,8 @@ static void delete_due(void *ctx, void *item)
 	if (!locked || named(p->idx, p->key, p->klen, p->loc))
 		log_msg("rebalance: %s is the key's again%s: kept", p->url,
 			down ? " or its volume is down" : locked ? "" : " or being written");
-	else if (httpc_delete(p->url, 30000, err) < 0)
-		log_msg("rebalance: DELETE %s failed (%s): an old copy is left behind", p->url, err);
+	else if (delete_all(&p->url, 1) < 1)
+		log_msg("rebalance: an old copy is left behind: %s", p->url);
 	if (locked)
 		keylock_release(p->key, p->klen);
 	free(p->url);
@@ -261,13 +301,59 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 	return false;
 }
 
+/* A small blob through here: GET it whole from the first source (in
+ * order) that reads intact, then PUT it to dst[0..ndst) at once.  0, 1
+ * when no source could be read whole (or matched the record's HASH), -1
+ * when a destination failed; *big: the blob is larger than a small one
+ * (HTTPC_SMALL_MAX: nothing done, it is streamed). */
+static int copy_small(const struct move *m, const int *order, int no, char *const *dst,
+		      int ndst, bool *big)
+{
+	struct httpc_req reqs[RECORD_MAX_LOCS];
+	struct buf body = {0};
+	int got = 1;
+	*big = false;
+	for (int j = 0; j < no && got > 0 && !*big; j++) {
+		struct httpc_req g = {.url = httpc_url(m->r.locs[order[j]], m->path)};
+		char md5[33];
+		int rc = vconn_wait("GET", &g, 1, NULL, 0, VOL_MS, &body, HTTPC_SMALL_MAX);
+		if (rc == VCONN_OVER || rc < 0) {
+			*big = true;
+		} else if (g.status != 200) {
+			if (g.status < 0)
+				log_msg("rebalance: GET %s: %s", g.url, g.err);
+			else
+				log_msg("rebalance: GET %s: status %d", g.url, g.status);
+		} else if (md5_hex(body.data ? body.data : "", body.len, md5),
+			   m->r.hash[0] && strcmp(md5, m->r.hash)) {
+			log_msg("rebalance: GET %s: source bytes do not match md5 %s (got %s)", g.url,
+				m->r.hash, md5);
+		} else {
+			for (int i = 0; i < ndst; i++)
+				reqs[i].url = dst[i];
+			vol_all("PUT", reqs, ndst, body.data ? body.data : "", body.len);
+			got = 0;
+			for (int i = 0; i < ndst; i++)
+				if (reqs[i].status < 200 || reqs[i].status >= 300) {
+					log_msg("rebalance: PUT %s failed (%d%s%s)", dst[i],
+						reqs[i].status, reqs[i].status < 0 ? ": " : "",
+						reqs[i].status < 0 ? reqs[i].err : "");
+					got = -1;
+				}
+		}
+		free((char *)g.url);
+	}
+	buf_free(&body);
+	return got;
+}
+
 /* 1. Copy to the wanted locations the record lacks, from any replica that
  * reads intact: pulled by the new location's volume, else streamed through
  * here.  0, or an HTTP status with *why. */
 static int copy_missing(struct move *m, const char **why)
 {
 	char *dst[RECORD_MAX_LOCS], err[256];
-	int ndst = 0, got = 0;
+	int ndst = 0, nurl, got = 0;
 	/* Sources on volumes the master's checks see up first: a hung one
 	 * accepts the connection, then stalls the copy for a minute while
 	 * the key stays locked.  (Offline, every volume counts as up.) */
@@ -286,7 +372,18 @@ static int copy_missing(struct move *m, const char **why)
 		else
 			dst[ndst++] = url;
 	}
-	/* ops_copy feeds at most HTTPC_COPY_MAXDST destinations at once */
+	nurl = ndst;
+	if (ndst) {   /* a small blob whole, else streamed */
+		bool big;
+		got = copy_small(m, order, no, dst, ndst, &big);
+		if (!got)
+			copies_streamed += (unsigned long)ndst;
+		if (big)
+			got = 0;
+		else
+			ndst = 0;
+	}
+	/* httpc_copy_to feeds at most HTTPC_COPY_MAXDST destinations at once */
 	for (int d = 0; d < ndst && !got; d += HTTPC_COPY_MAXDST) {
 		int nd = ndst - d < HTTPC_COPY_MAXDST ? ndst - d : HTTPC_COPY_MAXDST;
 		got = 1;
@@ -301,7 +398,7 @@ static int copy_missing(struct move *m, const char **why)
 			free(src);
 		}
 	}
-	for (int i = 0; i < ndst; i++)
+	for (int i = 0; i < nurl; i++)
 		free(dst[i]);
 	if (got && !m->r.nlocs) {
 		*why = "record names no volume to copy from";
@@ -317,7 +414,7 @@ static int drop_old(struct move *m, int flags, struct index *idx, const char *ke
 		    const char **why)
 {
 	char *old[RECORD_MAX_LOCS];
-	int n = 0;
+	int n = 0, gone;
 	for (int i = 0; i < m->r.nlocs; i++)
 		if (!record_has_loc(m->wantp, m->nwant, m->r.locs[i]) &&
 		    !record_has_loc(m->r.locs, i, m->r.locs[i]))
@@ -325,7 +422,14 @@ static int drop_old(struct move *m, int flags, struct index *idx, const char *ke
 	if (!(flags & MOVE_NOW)) {
 		for (int i = 0; i < n; i++)
 			move_delete_later(idx, key, klen, old[i], m->path);
-	} else if (httpc_delete_all(old, n, m->path, 30000, "rebalance: ", NULL) < n) {
+		return 204;
+	}
+	for (int i = 0; i < n; i++)
+		old[i] = httpc_url(old[i], m->path);
+	gone = delete_all(old, n);
+	for (int i = 0; i < n; i++)
+		free(old[i]);
+	if (gone < n) {
 		*why = move_left_behind;
 		return 500;
 	}

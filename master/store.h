@@ -160,7 +160,8 @@ int store_delete_start(const struct config *cfg, struct index *idx, const char *
  * A key moves in the order that survives a crash at any point:
  *   1. copy the blob to every wanted location that the record lacks
  *      (pulled by the new location's mkv-volume from an old one, else
- *      streamed volume -> volume through here; verified against HASH when
+ *      through here: up to 64 KiB read whole and PUT to them all at once,
+ *      a larger one streamed volume -> volume; verified against HASH when
  *      known);
  *   2. write the record with the wanted locations (HASH and DELETED kept);
  *   3. delete the copies that are no longer wanted.
@@ -172,6 +173,8 @@ int store_delete_start(const struct config *cfg, struct index *idx, const char *
  * with *why a static one-line reason (details are logged); *moved (may be
  * NULL) tells whether any blob or record changed.  Thread-safe; the caller
  * serialises writers of the same key (the server holds the key's lock).
+ * It blocks: never on an event loop's thread (its small copies and
+ * deletes run on a loop of the calling thread's own, common/vconn.h).
  * Old copies are deleted a grace period after the new record is written,
  * in the background, so that a GET redirected to an old copy just before
  * the switch still finds it (MOVE_NOW: at once). */
@@ -186,7 +189,7 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 int move_drain(uint64_t timeout_ms);
 
 /* The copies move_key made in this process: pulled by their volume, and
- * streamed through this process. */
+ * passed through this process (whole, or streamed). */
 void move_copies(unsigned long *pulled, unsigned long *streamed);
 
 /* move_key's *why when the record moved but an old copy stayed. */

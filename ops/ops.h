@@ -88,9 +88,9 @@ struct json_t *ops_listing(int status, const char *body, size_t len, char *err);
  * directory, 'f' for a file, else 0. */
 const char *ops_entry(struct json_t *e, char *type);
 
-/* Many GETs in flight on one thread, at most `concurrency` at once,
- * pipelined on up to 4 kept-alive connections per host (fetch.c says
- * why).  Called as httpc_multi's (common/httpc.h): run() asks more(ctx)
+/* Many GETs in flight on one thread, at most `concurrency` at once and 64
+ * to a host, pipelined by the volume client (fetch.c says why; vconn.h's
+ * vconn_get: a loop of the thread's own runs them).  run() asks more(ctx)
  * for work while fewer than `concurrency` are queued or in flight; more()
  * adds GETs with ops_fetch_add and returns 1, returns 0 when it has none
  * yet, -1 when it never will; done() gets each answer (status, its body up

@@ -1273,6 +1273,17 @@ START_TEST(test_rebuild_failed_listing)
 		fake_stop(&f);
 		free(db);
 	}
+	/* one that closes mid-listing, every time: that listing fails, said */
+	{
+		char name[32];
+		fake_start_as(&f, false, true);
+		snprintf(name, sizeof(name), "127.0.0.1:%d", f.port);
+		db = xasprintf("%s/cut.db", tmp);
+		rebuild_with(name, db, log, 1);
+		ck_assert(file_has(log, "the connection closed mid-answer"));
+		fake_stop(&f);
+		free(db);
+	}
 	/* v0 behind a volume that drops its connections after one, or two
 	 * answers: every key, nothing failed */
 	for (int per = 1; per <= 2; per++) {
@@ -1306,6 +1317,64 @@ START_TEST(test_rebuild_failed_listing)
 		free(vols);
 		free(db);
 	}
+	free(log);
+}
+END_TEST
+
+/* A move whose new location refuses the PUT (a volume that answers 500
+ * to everything) fails that key: rebalance exits 1 and says so, and the
+ * record and the old copies stay as they were. */
+START_TEST(test_rebalance_put_fails)
+{
+	char *db = xasprintf("%s/putfail.db", tmp), *log = xasprintf("%s/putfail.log", tmp), *why;
+	char fname[32], *vols, key[32], old[RECORD_MAX_LOCS][LOC_MAX];
+	char *four[4];
+	struct index *idx;
+	struct fake f;
+	struct record r;
+	size_t vlen;
+	char *val;
+	int nold = 0;
+	replicas = 2;
+	subvolumes = 1;
+	fake_start(&f, false);
+	snprintf(fname, sizeof(fname), "127.0.0.1:%d", f.port);
+	four[0] = names[0], four[1] = names[1], four[2] = names[2], four[3] = fname;
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	for (int i = 0; !nold; i++) {   /* a key the fourth volume would take */
+		char want[RECORD_MAX_LOCS][LOC_MAX];
+		snprintf(key, sizeof(key), "/putfail/%d", i);
+		placement_volumes(key, strlen(key), four, 4, 2, 1, want);
+		if (!strcmp(want[0], fname) || !strcmp(want[1], fname))
+			nold = put_direct(idx, key, key, 3, old);
+	}
+	index_close(idx);
+	vols = xasprintf("%s,%s,%s,%s", names[0], names[1], names[2], fname);
+	volumes_as = vols;
+	unlink(log);
+	ck_assert_int_eq(mkv("rebalance", 4, db, NULL, log), 1);
+	volumes_as = NULL;
+	fake_stop(&f);
+	show_log(log);
+	ck_assert(file_has(log, "a new location refused the copy"));
+	ck_assert(file_has(log, "rebalance: PUT http://127.0.0.1"));
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	val = index_get(idx, key, strlen(key), &vlen);
+	ck_assert_ptr_nonnull(val);
+	ck_assert_int_eq(record_parse(val, vlen, &r), 0);
+	ck_assert_int_eq(r.nlocs, nold);
+	for (int j = 0; j < nold; j++) {
+		char *of = blob_file(key, old[j]);
+		ck_assert_str_eq(r.locs[j], old[j]);
+		ck_assert_msg(access(of, F_OK) == 0, "old copy %s gone", of);
+		free(of);
+	}
+	free(val);
+	index_close(idx);
+	free(vols);
+	free(db);
 	free(log);
 }
 END_TEST
@@ -1709,6 +1778,11 @@ Suite *ops_suite(void)
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_rebuild_failed_listing);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("rebalance_put_fails");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_rebalance_put_fails);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rebuild_differ");
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);

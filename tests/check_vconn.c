@@ -35,6 +35,7 @@ enum mode {
 	M_BADCHUNK,       /* a chunk size that is not hex */
 	M_TWOLENGTHS,     /* Content-Length headers that disagree */
 	M_SILENT,         /* reads, never answers */
+	M_HALF_BODY,      /* 200 with 3 of 100 bytes, then closes */
 };
 
 struct fake {
@@ -51,6 +52,8 @@ static const char *answer_of(enum mode m)
 	switch (m) {
 	case M_HALF:
 		return "HTTP/1.1 201 Created\r\nContent-Le";
+	case M_HALF_BODY:
+		return "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc";
 	case M_GARBAGE:
 		return "SSH-2.0-OpenSSH_9.2\r\n\r\n";
 	case M_CONTINUE:
@@ -116,7 +119,7 @@ static void *fake_main(void *arg)
 				continue;
 			if (write(c, a, strlen(a)) < 0)
 				break;
-			if (f->mode == M_CLOSE_BETWEEN)
+			if (f->mode == M_CLOSE_BETWEEN || f->mode == M_HALF_BODY)
 				break;
 		}
 		close(c);
@@ -423,6 +426,113 @@ START_TEST(refused)
 }
 END_TEST
 
+/* ---- pipelined GETs and blocking calls, on a thread of no loop ---- */
+
+struct gets {
+	int answered, ok;
+	char err[256];
+};
+
+static void get_done(void *arg, int status, const char *body, size_t len, const char *err)
+{
+	struct gets *g = arg;
+	(void)body;
+	(void)len;
+	g->answered++;
+	g->ok += status == 201;
+	if (status < 0)
+		snprintf(g->err, sizeof(g->err), "%s", err);
+}
+
+/* n GETs of url at once, vconn_run until all are answered. */
+static void get_n(struct gets *g, const char *url, int n)
+{
+	memset(g, 0, sizeof(*g));
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(vconn_get(url, 0, get_done, g), 0);
+	vconn_run();
+	ck_assert_int_eq(g->answered, n);
+}
+
+/* Four GETs go out on one connection, pipelined, and are answered in
+ * turn; a volume that answers one per connection and closes (the others
+ * unread) gets the rest again, each on a new connection, all answered. */
+START_TEST(pipelined)
+{
+	struct fake f;
+	struct gets g;
+	char *u;
+	fake_start(&f, M_OK);
+	u = url_of(&f, "/ab/");
+	get_n(&g, u, 4);
+	ck_assert_int_eq(g.ok, 4);
+	ck_assert_int_eq(atomic_load(&f.conns), 1);
+	ck_assert_int_eq(atomic_load(&f.reqs), 4);
+	fake_stop(&f);
+	free(u);
+
+	fake_start(&f, M_CLOSE_BETWEEN);
+	u = url_of(&f, "/ab/");
+	get_n(&g, u, 3);
+	ck_assert_msg(g.ok == 3, "%d of 3: %s", g.ok, g.err);
+	ck_assert_int_eq(atomic_load(&f.conns), 3);
+	fake_stop(&f);
+	free(u);
+}
+END_TEST
+
+/* A GET whose answer is always cut short fails after 4 sends, with the
+ * reason; so does one no volume listens for. */
+START_TEST(pipelined_fails)
+{
+	struct fake f;
+	struct gets g;
+	char *u;
+	fake_start(&f, M_HALF_BODY);
+	u = url_of(&f, "/ab/");
+	get_n(&g, u, 1);
+	ck_assert_int_eq(g.ok, 0);
+	ck_assert_msg(strstr(g.err, "mid-answer"), "%s", g.err);
+	ck_assert_int_eq(atomic_load(&f.reqs), 4);
+	fake_stop(&f);
+	free(u);
+	get_n(&g, "http://127.0.0.1:1/ab/", 1);
+	ck_assert_msg(strstr(g.err, "refused"), "%s", g.err);
+}
+END_TEST
+
+/* vconn_wait: a blocking PUT; a GET's body kept, or refused past its cap. */
+START_TEST(wait_blocking)
+{
+	struct fake f;
+	struct httpc_req r = {0};
+	struct buf b = {0};
+	char *u;
+	fake_start(&f, M_OK);
+	u = url_of(&f, "/sv00/ab/cd/a2V5");
+	r.url = u;
+	ck_assert_int_eq(vconn_wait("PUT", &r, 1, "hello", 5, 5000, NULL, 0), 0);
+	ck_assert_int_eq(r.status, 201);
+	ck_assert_str_eq(f.body, "hello");
+	fake_stop(&f);
+	free(u);
+
+	fake_start(&f, M_CHUNKED);
+	u = url_of(&f, "/sv00/ab/cd/a2V5");
+	r.url = u;
+	ck_assert_int_eq(vconn_wait("GET", &r, 1, NULL, 0, 5000, &b, 64), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq(b.len, 5);
+	ck_assert(!memcmp(b.data, "hello", 5));
+	b.len = 0;
+	ck_assert_int_eq(vconn_wait("GET", &r, 1, NULL, 0, 5000, &b, 3), VCONN_OVER);
+	ck_assert_int_eq(r.status, -1);
+	buf_free(&b);
+	fake_stop(&f);
+	free(u);
+}
+END_TEST
+
 /* ---- the parser on its own ---- */
 
 START_TEST(parser_pieces)
@@ -478,6 +588,9 @@ int main(void)
 	tcase_add_test(tc, marked_down);
 	tcase_add_loop_test(tc, odd_answers, 0, (int)(sizeof(answers) / sizeof(answers[0])));
 	tcase_add_test(tc, refused);
+	tcase_add_test(tc, pipelined);
+	tcase_add_test(tc, pipelined_fails);
+	tcase_add_test(tc, wait_blocking);
 	tcase_add_test(tc, parser_pieces);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
