@@ -320,8 +320,13 @@ struct list_loc {
 	uint64_t piece;
 };
 #define LIST_LOCS 256
-/* A URL's location signed whole: its signature is for no other. */
-static const struct list_loc odd = {.ulen = SIZE_MAX};
+/* A key's replica URLs made so far: each location's path part, as the
+ * record holds it (the slots of struct list_loc may be taken by another
+ * location of the same key); len SIZE_MAX: a URL signed whole. */
+struct list_signer {
+	const char *path;
+	size_t len;
+};
 
 /* A listing's JSON held whole: a longer one is streamed. */
 #define LIST_HOLD (64 * 1024)
@@ -460,7 +465,7 @@ static char *buf_room(struct buf *b, size_t n)
 /* One URL of list_locations': the location's, its path (placement_path's,
  * pl bytes: no escape, no "//") after it, signed when s->signing. */
 static void list_url(struct list_stream *s, const struct list_loc *l, const char *path,
-		     size_t pl, char (*sig)[VOLSIGN_HASH_LEN + 1], const struct list_loc **signer,
+		     size_t pl, char (*sig)[VOLSIGN_HASH_LEN + 1], const struct list_signer *signer,
 		     int n)
 {
 	char uri[LOC_MAX + PATH_MAX_LEN], *o;
@@ -475,7 +480,8 @@ static void list_url(struct list_stream *s, const struct list_loc *l, const char
 		/* The replicas of a key on the same subvolume of other volumes
 		 * have the same $uri: one hash for them */
 		for (int j = 0; j < n && !h; j++)
-			if (signer[j]->ulen == l->ulen && !memcmp(signer[j]->uri, l->uri, ul))
+			if (signer[j].len == signer[n].len &&
+			    !memcmp(signer[j].path, signer[n].path, signer[n].len))
 				h = sig[j];
 		if (!h) {
 			memcpy(uri, l->uri, ul);
@@ -506,7 +512,7 @@ static void list_locations(struct list_stream *s, const char *k, size_t klen)
 {
 	char hash[33], path[PATH_MAX_LEN], url[7 + LOC_MAX + PATH_MAX_LEN];
 	char signd[sizeof(url) + VOLSIGN_EXTRA], sig[RECORD_MAX_LOCS][VOLSIGN_HASH_LEN + 1];
-	const struct list_loc *signer[RECORD_MAX_LOCS];
+	struct list_signer signer[RECORD_MAX_LOCS];
 	size_t vlen, pl;
 	const char *v = index_iter_value(s->it, &vlen), *end = v + vlen, *p = v, *c;
 	int n = 0, nloc = 0;
@@ -528,6 +534,9 @@ static void list_locations(struct list_stream *s, const char *k, size_t klen)
 			c = end;
 		ll = (size_t)(c - p);
 		if (ll && ll < LOC_MAX && (l = list_loc(s, p, ll))->up) {
+			const char *q = memchr(p, '/', ll);
+			signer[n].path = q ? q : c;
+			signer[n].len = (size_t)(c - signer[n].path);
 			if (n)
 				buf_append(&s->out, ",", 1);
 			if (plain && l->plain) {
@@ -538,9 +547,9 @@ static void list_locations(struct list_stream *s, const char *k, size_t klen)
 				memcpy(url + 7 + ll, path, pl + 1);
 				ll = volsign_url(url, "GET", s->ttl, signd, sizeof(signd));
 				json_append_string(&s->out, ll ? signd : url, ll ? ll : strlen(url));
-				l = &odd;
+				signer[n].len = SIZE_MAX;   /* its signature is for no other */
 			}
-			signer[n++] = l;
+			n++;
 		}
 		if (c == end)
 			break;

@@ -326,12 +326,14 @@ END_TEST
 /* ?list&locations against each URL made whole (volsign_url, json_append_string):
  * locations of every shape -- a subvolume, a trailing /, a %XX, a ? (made
  * whole), a " to escape, an empty one (no URL), more distinct ones than
- * the listing's slots -- and a key whose path holds "//"; _i: signed. */
+ * the listing's slots, two of one key in one slot -- and a key whose path
+ * holds "//"; _i: signed. */
 START_TEST(test_locations_shapes)
 {
 	static const char *const shapes[] = {
 		"HASH5d41402abc4b2a76b9719d911017c592v:1,w:2/sv03,x:3/", "a:1/p%2Fq/sv01",
 		"q:1/x?y,v:1", "v:1,,w:2", "e\"v:1/sv0A",
+		"c:1/sv01,d:106/sv02,c:1/sv01",   /* c and d share a slot: d takes it */
 	};
 	struct buf want = {0}, keys = {0};
 	char key[32], path[PATH_MAX_LEN], url[1024], signd[1200], *got;
@@ -345,13 +347,13 @@ START_TEST(test_locations_shapes)
 		ck_assert_int_eq(volsign_load(f, err, sizeof(err)), 0);
 		free(f);
 	}
-	for (int i = 0; i < 300 + 5 + 1; i++) {
+	for (int i = 0; i < 300 + 6 + 1; i++) {
 		struct buf v = {0};
 		int kl;
 		if (i < 300) {
 			kl = snprintf(key, sizeof(key), "/l/%03d", i);
 			buf_printf(&v, "h%d:80/sv%02X,v:1", i, i % 16);
-		} else if (i < 305) {
+		} else if (i < 306) {
 			kl = snprintf(key, sizeof(key), "/l/s%d", i);
 			buf_puts(&v, shapes[i - 300]);
 		} else {
@@ -408,7 +410,7 @@ START_TEST(test_locations_shapes)
 		}
 		free(got);
 	}
-	ck_assert_int_eq(n, 306);
+	ck_assert_int_eq(n, 307);
 	buf_free(&want);
 	buf_free(&keys);
 }
