@@ -25,12 +25,20 @@ __attribute__((constructor)) static void find_libc(void)
 		die("cannot find send, setsockopt or sendfile64 in libc");
 }
 
-ssize_t send(int fd, const void *buf, size_t len, int flags)
+/* Each is libc's symbol under a name of its own (the asm label): the
+ * linker sees send, setsockopt and sendfile64; mkv's code calling libc's
+ * setsockopt does not call this file. */
+ssize_t volume_send(int fd, const void *buf, size_t len, int flags) __asm__("send");
+int volume_setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+	__asm__("setsockopt");
+ssize_t volume_sendfile64(int out_fd, int in_fd, off_t *off, size_t count) __asm__("sendfile64");
+
+ssize_t volume_send(int fd, const void *buf, size_t len, int flags)
 {
 	return libc_send(fd, buf, len, wire_send_flags(fd, flags));
 }
 
-int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+int volume_setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
 	int off = 0;
 	switch (wire_setsockopt(fd, level, opt, val, len)) {
@@ -45,7 +53,7 @@ int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 	return libc_setsockopt(fd, level, opt, val, len);
 }
 
-ssize_t sendfile64(int out_fd, int in_fd, off_t *off, size_t count)
+ssize_t volume_sendfile64(int out_fd, int in_fd, off_t *off, size_t count)
 {
 	return libc_sendfile64(out_fd, in_fd, off, wire_sendfile_count(out_fd, in_fd, off, count));
 }
