@@ -260,7 +260,7 @@ bool parse_duration_ms(const char *s, uint64_t *out_ms)
 	return true;
 }
 
-void buf_append(struct buf *b, const void *p, size_t n)
+char *buf_room(struct buf *b, size_t n)
 {
 	if (b->len + n + 1 > b->cap) {
 		size_t cap = b->cap ? b->cap * 2 : 256;
@@ -269,7 +269,12 @@ void buf_append(struct buf *b, const void *p, size_t n)
 		b->data = xrealloc(b->data, cap);
 		b->cap = cap;
 	}
-	memcpy(b->data + b->len, p, n);
+	return b->data + b->len;
+}
+
+void buf_append(struct buf *b, const void *p, size_t n)
+{
+	memcpy(buf_room(b, n), p, n);
 	b->len += n;
 	b->data[b->len] = '\0';
 }

@@ -98,6 +98,8 @@ struct buf {
 	char *data;
 	size_t len, cap;
 };
+/* Room for n more bytes (and a NUL) at the end of b: where they go. */
+char *buf_room(struct buf *b, size_t n);
 void buf_append(struct buf *b, const void *p, size_t n);
 void buf_puts(struct buf *b, const char *s);
 void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

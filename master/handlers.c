@@ -449,19 +449,6 @@ out:
 	return l;
 }
 
-/* Room for n more bytes at the end of b: where they go. */
-static char *buf_room(struct buf *b, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		b->data = xrealloc(b->data, cap);
-		b->cap = cap;
-	}
-	return b->data + b->len;
-}
-
 /* One URL of list_locations': the location's, its path (placement_path's,
  * pl bytes: no escape, no "//") after it, signed when s->signing. */
 static void list_url(struct list_stream *s, const struct list_loc *l, const char *path,
