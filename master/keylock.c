@@ -47,6 +47,15 @@ bool keylock_try(const char *key, size_t klen)
 	return h != NULL;
 }
 
+bool keylock_held(const char *key, size_t klen)
+{
+	bool held;
+	pthread_mutex_lock(&mu);
+	held = *find(key, klen) != NULL;
+	pthread_mutex_unlock(&mu);
+	return held;
+}
+
 void keylock_release(const char *key, size_t klen)
 {
 	struct held **pp, *h;

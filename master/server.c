@@ -333,6 +333,21 @@ static int list(struct req *r)
 	return run_async(r);
 }
 
+/* A DELETE or UNLINK of a key with no record and no write in progress
+ * is answered 404 without taking the key's lock: taken, even for the
+ * moment of the lookup, it would refuse a PUT of the key arriving then
+ * (409) for a DELETE that changes nothing. */
+static bool absent(const struct req *r)
+{
+	size_t vlen;
+	char *v;
+	if (keylock_held(r->key, r->klen))
+		return false;   /* 409 below, as for any write in progress */
+	v = index_get(idx, r->key, r->klen, &vlen);
+	free(v);
+	return !v;
+}
+
 /* Every method but PUT, once its body (ignored) is in. */
 static int req_answer(struct req *r)
 {
@@ -356,6 +371,8 @@ static int req_answer(struct req *r)
 		return send_error(r, 400, "this method takes no query string");
 	if (r->key_status)
 		return send_error(r, r->key_status, r->key_why);
+	if ((r->op == OP_DELETE || r->op == OP_UNLINK) && !r->query && absent(r))
+		return send_error(r, 404, "key not found");
 	if (!keylock_try(r->key, r->klen))
 		return send_conflict(r);
 	r->locked = true;

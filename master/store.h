@@ -28,6 +28,7 @@ struct index *store_index(void);
 
 /* Take key's lock (one write of a key at a time); false if someone holds it. */
 bool keylock_try(const char *key, size_t klen);
+bool keylock_held(const char *key, size_t klen);
 void keylock_release(const char *key, size_t klen);
 /* Is location ("host:port" or "host:port/svNN") up?  Locations of volumes
  * not in -volumes are assumed up (nothing is known of them). */
