@@ -52,6 +52,7 @@ struct conn {
 	bool refused;                      /* counted in refused_open until it closes */
 	bool served;                       /* a request line was parsed on it */
 	bool held;                         /* holds fl->loop: woken, its answer not out yet */
+	bool slept;                        /* slept since its last bytes were read */
 	struct front_loop *fl;             /* the loop it runs on */
 };
 
@@ -294,8 +295,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	log_request(method, url);   /* lines logged meanwhile name the request */
 	if (!k->route)
 		ret = begin(k, c, url, method, version);
-	else
+	else {
+		if (*size)
+			k->slept = false;   /* bytes came after it slept */
 		ret = (enum MHD_Result)k->route->handler(k->req, data, size);
+	}
 	log_request(NULL, NULL);
 	k->up += n - *size;
 	return ret;
@@ -390,8 +394,12 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 	k->route = NULL;
 	hold(k, false);
 	reaper_waiting(&k->reap, true);
-	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+	/* A request that slept since its last bytes was read once more when
+	 * woken (libmicrohttpd reads a resumed connection before answering),
+	 * and that read saw a FIN that came with them. */
+	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK && !k->slept)
 		conn_close_if_eof(k->reap.fd);
+	k->slept = false;
 	free(k->target);
 	k->target = NULL;
 	k->query = NULL;
@@ -533,7 +541,10 @@ int front_file(struct MHD_Connection *c, int status, const struct front_hdr *h, 
 /* z's connection sleeps now (z->mu held, the sleep counted). */
 static void suspend(struct front_sleep *z)
 {
-	hold(conn_of(z->conn), false);
+	struct conn *k = conn_of(z->conn);
+	hold(k, false);
+	if (k)
+		k->slept = true;
 	z->suspended = true;
 	MHD_suspend_connection(z->conn);
 }

@@ -1,6 +1,11 @@
 /* loop.c -- see loop.h.  One epoll; an eventfd for posted calls; the
  * deadlines are few (the HTTP library's, the volume client's), so they
- * are scanned, not kept in a heap. */
+ * are scanned, not kept in a heap.
+ *
+ * The eventfd is watched edge triggered and never read: each write raises
+ * an edge whatever its count, and the count (one per wake-up) would take
+ * millennia to reach its limit, so a wake-up costs the poster's write
+ * alone, not a read on the loop too. */
 #include "loop.h"
 #include "util.h"
 
@@ -28,7 +33,7 @@ struct loop {
 	struct loop_fd ew;                /* the eventfd's watcher */
 	pthread_mutex_t mu;               /* posts */
 	struct post *head, **tail;
-	bool signalled;                   /* efd written, not yet read */
+	bool signalled;                   /* efd written, the posts not yet taken */
 	atomic_bool stopping;
 	atomic_int held;
 	struct loop_timer *timers[MAX_TIMERS];
@@ -54,11 +59,8 @@ static void run_posts(void *arg, uint32_t events)
 {
 	struct loop *l = arg;
 	struct post *p;
-	uint64_t n;
 	(void)events;
 	pthread_mutex_lock(&l->mu);
-	if (read(l->efd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-		log_msg("loop: eventfd read: %s", strerror(errno));
 	l->signalled = false;
 	p = l->head;
 	l->head = NULL;
@@ -75,7 +77,7 @@ static void run_posts(void *arg, uint32_t events)
 struct loop *loop_new(void)
 {
 	struct loop *l = xcalloc(1, sizeof(*l));
-	struct epoll_event ev = {.events = EPOLLIN};
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLET};
 	l->ep = epoll_create1(EPOLL_CLOEXEC);
 	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->ep < 0 || l->efd < 0)

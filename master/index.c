@@ -6,7 +6,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <leveldb/c.h>
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +29,16 @@ struct pending {
 
 struct index {
 	leveldb_t *db;
-	/* the committer (index_write_async), started at its first write */
+	/* the committer (index_write_async), started at its first write.
+	 * It sleeps on wake (posted only when it said it was idle, under
+	 * mu), not on a condition variable: a condition variable's wait
+	 * takes the mutex back as contended, which costs a futex call at
+	 * every unlock after it, and a signal under the mutex makes the
+	 * woken thread block on it once more. */
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	sem_t wake;
 	struct pending *head, **tail;
-	bool running, stopping;
+	bool running, stopping, idle;
 	pthread_t committer;
 	leveldb_options_t *opts;
 	leveldb_readoptions_t *ropts;
@@ -217,7 +224,7 @@ struct index *index_open(const char *path, char **why)
 	struct index *idx = xcalloc(1, sizeof(*idx));
 	char *err = NULL;
 	pthread_mutex_init(&idx->mu, NULL);
-	pthread_cond_init(&idx->cv, NULL);
+	sem_init(&idx->wake, 0, 0);
 	idx->tail = &idx->head;
 	pthread_rwlock_init(&idx->count_lock, NULL);
 	idx->path = xstrdup(path);
@@ -276,14 +283,18 @@ void index_close(struct index *idx)
 	if (!idx)
 		return;
 	if (idx->running) {   /* what is queued is written first */
+		bool wake;
 		pthread_mutex_lock(&idx->mu);
 		idx->stopping = true;
-		pthread_cond_signal(&idx->cv);
+		wake = idx->idle;
+		idx->idle = false;
 		pthread_mutex_unlock(&idx->mu);
+		if (wake)
+			sem_post(&idx->wake);
 		pthread_join(idx->committer, NULL);
 	}
 	pthread_mutex_destroy(&idx->mu);
-	pthread_cond_destroy(&idx->cv);
+	sem_destroy(&idx->wake);
 	/* Leave no write only in the log: goleveldb (the Go original, an
 	 * operator swapping back) skips log batches numbered below what the
 	 * MANIFEST records, which C++ LevelDB advances at each compaction
@@ -482,16 +493,21 @@ static void *committer(void *arg)
 	struct index *idx = arg;
 	for (;;) {
 		struct pending *p;
+		bool stop;
 		pthread_mutex_lock(&idx->mu);
-		while (!idx->head && !idx->stopping)
-			pthread_cond_wait(&idx->cv, &idx->mu);
 		p = idx->head;
 		idx->head = NULL;
 		idx->tail = &idx->head;
+		stop = idx->stopping;
+		idx->idle = !p && !stop;
 		pthread_mutex_unlock(&idx->mu);
-		if (!p)
+		if (p)
+			write_batch(idx, write_batch(idx, p, false), true);
+		else if (stop)
 			return NULL;   /* stopping, and nothing is left */
-		write_batch(idx, write_batch(idx, p, false), true);
+		else
+			while (sem_wait(&idx->wake) < 0 && errno == EINTR)
+				;
 	}
 }
 
@@ -499,6 +515,7 @@ void index_write_async(struct index *idx, const char *key, size_t klen, const ch
 		       size_t vlen, bool sync, void (*done)(void *arg, int rc), void *arg)
 {
 	struct pending *p = xcalloc(1, sizeof(*p));
+	bool wake;
 	p->key = xmalloc(klen ? klen : 1);
 	memcpy(p->key, key, klen);
 	p->klen = klen;
@@ -518,8 +535,11 @@ void index_write_async(struct index *idx, const char *key, size_t klen, const ch
 	}
 	*idx->tail = p;
 	idx->tail = &p->next;
-	pthread_cond_signal(&idx->cv);
+	wake = idx->idle;
+	idx->idle = false;
 	pthread_mutex_unlock(&idx->mu);
+	if (wake)
+		sem_post(&idx->wake);
 }
 
 /* An index_iter is LevelDB's iterator. */
