@@ -368,7 +368,10 @@ static int check_volume_put(const struct trace *t, const char *root, const char 
 	ck_assert_msg(open >= 0, "%s: PUT %s/%s: no temporary file opened in %s", t->path, dir,
 		      base, full);
 	tmp = ev_ret_fd(&t->ev[open], ann, sizeof(ann));
-	close_i = FIND(t, open + 1, is(e, "close") && ev_fd(e, ann, sizeof(ann)) == tmp);
+	/* a close that began before the open returned is of an earlier file
+	 * the number was freed from (another thread's socket, say) */
+	close_i = FIND(t, open + 1, is(e, "close") && ev_fd(e, ann, sizeof(ann)) == tmp &&
+		       e->start > t->ev[open].end);
 	if (close_i < 0)
 		close_i = t->n;
 	for (int i = open + 1; i < close_i; i++)
