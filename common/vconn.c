@@ -261,7 +261,8 @@ struct vc {
 	int fd;
 	struct vhost *h;
 	struct vop *op;           /* the request on it; NULL: idle */
-	bool connecting, reused;
+	bool connecting, reused, refused;
+	int addr;                 /* which of h's addresses it connected to */
 	char head[2048 + VOLSIGN_EXTRA + 512];
 	size_t headlen, off;      /* the request: head, then the body; off sent */
 	struct buf in;            /* bytes read, not yet parsed, from in_off */
@@ -279,6 +280,7 @@ struct vc {
 struct vhost {
 	char *name;               /* "host:port" */
 	struct addrinfo *ai;
+	int first, naddr;         /* the address tried first (one refused before it), of naddr */
 	uint64_t resolved;
 	char err[200];            /* ai is NULL: why */
 	struct vc *idle;
@@ -295,6 +297,7 @@ struct vop {
 	char target[2048 + VOLSIGN_EXTRA];
 	bool done, retried;
 	int tries;                /* pipelined: sends that failed */
+	int refused;              /* fresh connections refused: the name's next address */
 	struct vop *next;         /* pipelined: the one sent after it */
 };
 
@@ -425,7 +428,7 @@ static void on_event(void *arg, uint32_t ev);
 
 static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 {
-	int fd = -1, e = 0;
+	int fd = -1, e = 0, k;
 	struct vc *c;
 	if (!h->ai || now_ms() - h->resolved > RESOLVE_MS) {
 		char host[256], port[32];
@@ -447,9 +450,16 @@ static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 			freeaddrinfo(h->ai);
 		h->ai = ai;
 		h->resolved = now_ms();
+		h->naddr = 0;
+		for (; ai; ai = ai->ai_next)
+			h->naddr++;
+		h->first %= h->naddr;
 	}
-	for (struct addrinfo *a = h->ai; a; a = a->ai_next) {
+	for (k = 0; k < h->naddr; k++) {
+		struct addrinfo *a = h->ai;
 		int one = 1;
+		for (int j = (h->first + k) % h->naddr; j > 0; j--)
+			a = a->ai_next;
 		fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
 			e = errno;
@@ -469,6 +479,7 @@ static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 	c = xcalloc(1, sizeof(*c));
 	c->fd = fd;
 	c->h = h;
+	c->addr = (h->first + k) % h->naddr;
 	c->connecting = true;
 	c->w = (struct loop_fd){.fn = on_event, .arg = c};
 	loop_watch(vs->loop, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->w);
@@ -493,6 +504,21 @@ static bool answer_came(const struct vc *c)
 static void conn_lost(struct vc *c, const char *why)
 {
 	struct vop *op = c->op;
+	struct vhost *h = c->h;
+	/* Refused (its connect failed): the name's next address is tried
+	 * first from now on, and a request goes there at once -- "localhost"
+	 * is ::1 first on many systems, and a volume may listen on 127.0.0.1
+	 * alone. */
+	if (c->refused && h->naddr > 1) {
+		if (h->first == c->addr)
+			h->first = (c->addr + 1) % h->naddr;
+		if (!c->pipe && op->refused++ < h->naddr - 1) {
+			op->c = NULL;
+			conn_drop(c);
+			op_start(op, true);
+			return;
+		}
+	}
 	if (c->pipe)
 		return pipe_broken(c, why, false);
 	if (c->reused && !answer_came(c) && !op->retried) {
@@ -561,6 +587,8 @@ static void conn_write(struct vc *c)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return;   /* EPOLLOUT's edge brings us back */
+			c->refused = c->off == 0 && (errno == ECONNREFUSED || errno == ENETUNREACH ||
+						     errno == EHOSTUNREACH || errno == EADDRNOTAVAIL);
 			snprintf(why, sizeof(why), "sending to %.100s: %s", c->h->name,
 				 strerror(errno));
 			conn_lost(c, why);

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <netdb.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -867,6 +870,67 @@ static int marker_heads(const char *log)
 	return file_count(log, "\"HEAD /sv", "/.mkv HTTP/1.1\" ");
 }
 
+/* A volume named by a name whose first address refuses: "localhost" is
+ * ::1 first on many systems, and a volume may listen on IPv4 alone.  In a
+ * mount namespace of the test's own, /etc/hosts gives mkvtwo ::1 first,
+ * then 127.0.0.1, where the volume listens (mkv-volume binds IPv4): small
+ * PUTs, their GETs and DELETEs all work (the volume client tried the
+ * first address only, and every small PUT failed: "Connection refused").
+ * As root only (the namespace and the bind mount). */
+START_TEST(test_volume_name_first_address_refuses)
+{
+	static const char *const flags[] = {"-replicas", "1", NULL};
+	struct vol v;
+	struct master hm = {0};
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+	char *tmp, *hosts;
+	FILE *f;
+	if (geteuid() != 0) {
+		fprintf(stderr, "first address refuses: SKIPPED: not root (a mount namespace)\n");
+		return;
+	}
+	tmp = h_tmpdir();
+	hosts = xasprintf("%s/hosts", tmp);
+	ck_assert((f = fopen(hosts, "w")) != NULL);
+	fputs("::1 mkvtwo\n127.0.0.1 mkvtwo\n", f);
+	fclose(f);
+	ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare: %s", strerror(errno));
+	ck_assert_msg(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "mount: %s",
+		      strerror(errno));
+	ck_assert_msg(mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL) == 0, "bind %s: %s", hosts,
+		      strerror(errno));
+	ck_assert_int_eq(getaddrinfo("mkvtwo", "80", &hints, &ai), 0);
+	ck_assert_msg(ai->ai_family == AF_INET6 && ai->ai_next, "mkvtwo is not ::1 first");
+	freeaddrinfo(ai);
+	h_vol_start(&v, VOL_MKV);
+	free(v.name);
+	v.name = xasprintf("mkvtwo:%d", v.port);
+	h_master_start(&hm, &v, 1, flags);
+	for (int i = 0; i < 5; i++) {
+		char *u = xasprintf("%s/refused-first-%d", hm.base, i);
+		struct resp r;
+		long st = 0;
+		for (int t = 0; t < 100 && (st = h_http("PUT", u, "hello", 5, NULL, false, &r)) == 503;
+		     t++) {   /* until the first check has seen it up */
+			h_resp_free(&r);
+			usleep(50000);
+		}
+		ck_assert_msg(st == 201, "PUT %s: %ld %.*s", u, st, (int)r.body.len,
+			      r.body.data ? r.body.data : "");
+		h_resp_free(&r);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+		ck_assert(r.body.len == 5 && !memcmp(r.body.data, "hello", 5));
+		h_resp_free(&r);
+		ck_assert_int_eq(h_status("DELETE", u), 204);
+		free(u);
+	}
+	h_master_stop(&hm);
+	h_vol_stop(&v);
+	h_rmrf(tmp);
+	free(tmp), free(hosts);
+}
+END_TEST
+
 START_TEST(test_health_one_head_a_volume)
 {
 	static const char *const flags[] = {"-replicas", "1", "-subvolumes", "10",
@@ -1428,6 +1492,7 @@ int main(void)
 	tcase_add_test(tc, test_mkv_format_index);
 	tcase_add_test(tc, test_usage);
 	tcase_add_test(tc, test_health_one_head_a_volume);
+	tcase_add_test(tc, test_volume_name_first_address_refuses);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sigterm");
 	tcase_set_timeout(tc, 120);
