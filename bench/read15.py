@@ -1,13 +1,17 @@
 #!/usr/bin/python3
 """Row 15 of bench/run.sh: a training job's read of every key under a
-prefix, files/s, three ways, standard library only:
+prefix, files/s, four ways, standard library only:
   module    tools/mkvread.py's Reader (its listing timed too)
   direct    the same volume URLs (from the same listing, untimed), fetched
-            straight: THREADS threads, kept-alive connections of their own,
-            each value handed to the caller's thread (as the module does)
+            straight with http.client: THREADS threads, kept-alive
+            connections of their own, each value handed to the caller's
+            thread (as the module does)
+  pool      the same, through the module's own connections (mkvread._Pool,
+            one per volume): the module's limit, its replicas, fallbacks
+            and window left out
   redirect  what a requests-like reader does: GET the master's key, follow
             its 302 to the volume; kept-alive connections to both
-Usage: read15.py module|direct|redirect MASTER_URL /prefix/ THREADS"""
+Usage: read15.py module|direct|pool|redirect MASTER_URL /prefix/ THREADS"""
 import http.client, os, sys, threading, time, urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
@@ -48,6 +52,12 @@ def direct_fetch(get, url):
     return body
 
 
+def pool_fetch(_, job):
+    st, body = r._pool(job[0]).get(job[1])
+    assert st == 200, (job, st)
+    return body
+
+
 def redirect_fetch(get, url):
     st, loc, _ = get(url)
     assert st == 302, (url, st)
@@ -64,8 +74,12 @@ else:
     r = mkvread.Reader(MASTER, PREFIX)
     keys = r.keys()
     n = len(keys)
+    urls = [r._locs[k][i % len(r._locs[k])] for i, k in enumerate(keys)]
     if MODE == "direct":
-        dt = threads([r._locs[k][i % len(r._locs[k])] for i, k in enumerate(keys)], direct_fetch)
+        dt = threads(urls, direct_fetch)
+    elif MODE == "pool":
+        jobs = [mkvread._split(u) for u in urls]
+        dt = threads(jobs, pool_fetch)
     else:
         dt = threads([MASTER + urllib.parse.quote(k.encode()) for k in keys], redirect_fetch)
 print("%.0f" % (n / dt))

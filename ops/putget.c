@@ -315,8 +315,10 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, bool f
 	char md5[33], hdr[33], err[256] = "";
 	uint64_t size;
 	int fd = -1, status = -1;
-	if (make_parents(path) < 0 ||
-	    (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+	/* the directory is there but for a file's first key in it */
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 &&
+	    (errno != ENOENT || make_parents(path) < 0 ||
+	     (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)) {
 		fail(g, "%s: %s", path, strerror(errno));
 		return -1;
 	}

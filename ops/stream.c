@@ -80,6 +80,11 @@ int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, 
 	return st;
 }
 
+/* The body's pieces come from libcurl 16 KiB at a time, whatever its
+ * buffer: they are written SINK_HOLD at a time (one write for a 64 KiB
+ * file, not four). */
+#define SINK_HOLD (64 * 1024)
+
 struct sink {
 	int fd;
 	bool rate;
@@ -88,6 +93,8 @@ struct sink {
 	uint64_t size;
 	int werr;                   /* errno of a failed write */
 	char *hdr_md5;
+	size_t held;                /* bytes in hold, not yet written */
+	char hold[SINK_HOLD];
 };
 
 static bool get_header(void *ctx, int status, const char *p, size_t len)
@@ -101,15 +108,9 @@ static bool get_header(void *ctx, int status, const char *p, size_t len)
 	return true;
 }
 
-static bool get_body(void *ctx, const char *p, size_t len)
+static bool write_all(struct sink *s, const char *p, size_t len)
 {
-	struct sink *s = ctx;
-	if (s->status != 200)
-		return true;   /* an error page */
-	if (s->rate)
-		ops_rate_take(len);
-	s->size += len;
-	for (size_t off = 0; s->fd >= 0 && off < len;) {
+	for (size_t off = 0; off < len;) {
 		ssize_t w = write(s->fd, p + off, len - off);
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -122,17 +123,43 @@ static bool get_body(void *ctx, const char *p, size_t len)
 	return true;
 }
 
+static bool get_body(void *ctx, const char *p, size_t len)
+{
+	struct sink *s = ctx;
+	if (s->status != 200)
+		return true;   /* an error page */
+	if (s->rate)
+		ops_rate_take(len);
+	s->size += len;
+	if (s->fd < 0)
+		return true;
+	if (s->held + len > SINK_HOLD) {
+		if (!write_all(s, s->hold, s->held))
+			return false;
+		s->held = 0;
+		if (len >= SINK_HOLD)
+			return write_all(s, p, len);
+	}
+	memcpy(s->hold + s->held, p, len);
+	s->held += len;
+	return true;
+}
+
 int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33],
 		   uint64_t *size, char hdr_md5[33], char *err)
 {
 	struct sink s = {.fd = fd, .rate = rate, .hdr_md5 = hdr_md5};
-	/* A volume that stops sending for a minute fails the read. */
+	/* A volume that stops sending for a minute fails the read.  libcurl
+	 * reads up to 256 KiB a recv (its 16 KiB made four of a 64 KiB file). */
 	struct httpc_call g = {.url = url, .follow = follow, .stall_s = 60, .md5 = md5,
-			      .header = get_header, .body = get_body, .ctx = &s};
+			      .header = get_header, .body = get_body, .ctx = &s,
+			      .bufsize = 256L * 1024};
 	int st;
 
 	hdr_md5[0] = '\0';
 	st = httpc_call(&g, err);
+	if (st == 200 && s.held && !write_all(&s, s.hold, s.held))
+		st = -1;
 	if (st < 0 && s.werr)
 		snprintf(err, 256, "write failed (%s)", strerror(s.werr));
 	else if (st > 0 && st != 200)

@@ -4,7 +4,7 @@ Usage: mkvread_test.py MASTER_URL WORKDIR VOLUME_PID...
 The master runs -volumesecret, -linkttl 2s, -maxlinkttl 1h and -replicas 2
 on the volumes whose pids are given; the last test SIGKILLs the first.
 Exits non-zero on the first failure, naming it.  Debian's python3 alone."""
-import hashlib, http.client, json, os, signal, subprocess, sys, time, urllib.parse
+import hashlib, http.client, json, os, signal, socket, subprocess, sys, threading, time, urllib.parse
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -260,9 +260,67 @@ def test_volume_killed():
     read_all(mkvread.Reader(MASTER, "/ds/", threads=8, ttl="10m"), "a volume down")
 
 
+def test_answers():
+    """The module's own HTTP/1.1 reading, against canned answers sent a
+    few bytes at a time: chunked (extensions, trailers), to the close, a
+    1xx first, kept alive between them; a short body, a bad status line
+    and silence fail as http.client's errors and a timeout; a connection
+    the server closed while idle is replaced."""
+    answers = {
+        b"/chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"5;x=1\r\nhello\r\n6\r\n world\r\n0\r\nT: 1\r\n\r\n",
+        b"/cont": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\n"
+                  b"Content-Length: 3\r\n\r\nxyz",
+        b"/close": b"HTTP/1.0 200 OK\r\n\r\nto the end",
+        b"/short": b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+        b"/bad": b"garbage\r\n\r\n",
+        b"/idle": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    }
+
+    def serve(c):
+        buf = b""
+        with c:
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+                while b"\r\n\r\n" in buf:
+                    req, _, buf = buf.partition(b"\r\n\r\n")
+                    path = req.split()[1]
+                    if path == b"/silent":
+                        time.sleep(3)
+                        return
+                    a = answers[path]
+                    for i in range(0, len(a), 3):
+                        c.sendall(a[i:i + 3])
+                    if path in (b"/close", b"/short", b"/bad", b"/idle"):
+                        return
+
+    ls = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=lambda: [threading.Thread(target=serve, args=(ls.accept()[0],),
+                                                      daemon=True).start() for _ in iter(int, 1)],
+                     daemon=True).start()
+    p = mkvread._Pool("127.0.0.1:%d" % ls.getsockname()[1], 1)
+    check(p.get("/chunked") == (200, b"hello world") and len(p.idle) == 1, "chunked")
+    check(p.get("/cont") == (404, b"xyz") and len(p.idle) == 1, "1xx, then a 404 kept alive")
+    check(p.get("/close") == (200, b"to the end") and not p.idle, "to the close, not kept")
+    for target, err in (("/short", http.client.IncompleteRead),
+                        ("/bad", http.client.BadStatusLine), ("/silent", socket.timeout)):
+        try:
+            p.get(target)
+            check(False, "%s gave an answer" % target)
+        except err:
+            pass
+        check(not p.idle, "%s: its connection kept" % target)
+    check(p.get("/idle") == (200, b"ok") and len(p.idle) == 1, "idle")
+    check(p.get("/chunked") == (200, b"hello world"), "a connection closed while idle")
+    ls.close()
+
+
 populate()
 ran = []
-for t in (test_curl, test_rules, test_read, test_fork, test_expired, test_deleted, test_cli,
+for t in (test_answers, test_curl, test_rules, test_read, test_fork, test_expired, test_deleted, test_cli,
           test_keys, test_volume_killed):
     t()
     ran.append(t.__name__)
