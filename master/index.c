@@ -360,23 +360,53 @@ static int64_t keys_delta(struct index *idx, const char *key, size_t klen, bool 
 	return put ? !v : -(int64_t)(v != NULL);
 }
 
+/* The count's change for each write of a batch, summed. */
+struct delta {
+	struct index *idx;
+	int64_t d;
+};
+
+static void delta_put(void *s, const char *key, size_t klen, const char *val, size_t vlen)
+{
+	struct delta *x = s;
+	(void)val, (void)vlen;
+	x->d += keys_delta(x->idx, key, klen, true);
+}
+
+static void delta_delete(void *s, const char *key, size_t klen)
+{
+	struct delta *x = s;
+	x->d += keys_delta(x->idx, key, klen, false);
+}
+
+/* Every write goes here: batch b (a key at most once in it), each key
+ * read first for the count, all under count_lock's shared side. */
+static int commit(struct index *idx, leveldb_writebatch_t *b, bool sync)
+{
+	struct delta x = {idx, 0};
+	char *err = NULL;
+	pthread_rwlock_rdlock(&idx->count_lock);
+	leveldb_writebatch_iterate(b, &x, delta_put, delta_delete);
+	leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
+	if (!err)
+		atomic_fetch_add(&idx->keys, x.d);
+	pthread_rwlock_unlock(&idx->count_lock);
+	return failed("leveldb_write", err);
+}
+
 /* A put, or a delete when val is NULL. */
 static int write1(struct index *idx, bool sync, const char *key, size_t klen, const char *val,
 		  size_t vlen)
 {
-	leveldb_writeoptions_t *o = sync ? idx->wopts : idx->wopts_nosync;
-	char *err = NULL;
-	int64_t d;
-	pthread_rwlock_rdlock(&idx->count_lock);
-	d = keys_delta(idx, key, klen, val != NULL);
+	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	int rc;
 	if (val)
-		leveldb_put(idx->db, o, key, klen, val, vlen, &err);
+		leveldb_writebatch_put(b, key, klen, val, vlen);
 	else
-		leveldb_delete(idx->db, o, key, klen, &err);
-	if (!err)
-		atomic_fetch_add(&idx->keys, d);
-	pthread_rwlock_unlock(&idx->count_lock);
-	return failed(val ? "leveldb_put" : "leveldb_delete", err);
+		leveldb_writebatch_delete(b, key, klen);
+	rc = commit(idx, b, sync);
+	leveldb_writebatch_destroy(b);
+	return rc;
 }
 
 int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
@@ -398,6 +428,31 @@ int index_delete(struct index *idx, const char *key, size_t klen)
 int index_delete_nosync(struct index *idx, const char *key, size_t klen)
 {
 	return write1(idx, false, key, klen, NULL, 0);
+}
+
+/* An index_batch is LevelDB's. */
+struct index_batch *index_batch_new(void)
+{
+	return (struct index_batch *)leveldb_writebatch_create();
+}
+
+void index_batch_put(struct index_batch *b, const char *key, size_t klen, const char *val,
+		     size_t vlen)
+{
+	leveldb_writebatch_put((leveldb_writebatch_t *)b, key, klen, val, vlen);
+}
+
+void index_batch_free(struct index_batch *b)
+{
+	if (b)
+		leveldb_writebatch_destroy((leveldb_writebatch_t *)b);
+}
+
+int index_batch_write(struct index *idx, struct index_batch *b)
+{
+	int rc = commit(idx, (leveldb_writebatch_t *)b, false);
+	index_batch_free(b);
+	return rc;
 }
 
 bool index_keys(struct index *idx, uint64_t *n)
@@ -443,7 +498,6 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 {
 	leveldb_writebatch_t *b = leveldb_writebatch_create();
 	struct pending *rest = NULL, **rt = &rest, *mine = NULL, **mt = &mine, *next;
-	char *err = NULL;
 	int rc = 0;
 	for (; p; p = next) {
 		next = p->next;
@@ -460,17 +514,8 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 		*mt = p;
 		mt = &p->next;
 	}
-	if (mine) {
-		int64_t d = 0;
-		pthread_rwlock_rdlock(&idx->count_lock);
-		for (p = mine; p; p = p->next)
-			d += keys_delta(idx, p->key, p->klen, p->val != NULL);
-		leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
-		if (!err)
-			atomic_fetch_add(&idx->keys, d);
-		pthread_rwlock_unlock(&idx->count_lock);
-		rc = failed("leveldb_write (batch)", err);
-	}
+	if (mine)
+		rc = commit(idx, b, sync);
 	leveldb_writebatch_destroy(b);
 	for (p = mine; p; p = next) {
 		next = p->next;

@@ -37,6 +37,17 @@ int index_delete_nosync(struct index *idx, const char *key, size_t klen);
 int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
 		     size_t vlen);
 
+/* Puts written together as one LevelDB write, not synced (as
+ * index_put_nosync), their count kept as a put's: a key at most once in
+ * a batch.  index_batch_write writes and frees b: 0 or -1 (logged, none
+ * of it written). */
+struct index_batch;
+struct index_batch *index_batch_new(void);
+void index_batch_put(struct index_batch *b, const char *key, size_t klen, const char *val,
+		     size_t vlen);
+int index_batch_write(struct index *idx, struct index_batch *b);
+void index_batch_free(struct index_batch *b);   /* unwritten; NULL is fine */
+
 /* The keys in the index (live and unlinked) into *n: exact when true.
  * Kept as writes go (each reads the key first: a put of a new key adds
  * one, a delete of a key there takes one) and, when mkv closes the

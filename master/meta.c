@@ -93,11 +93,27 @@ void meta_raw_delete(char type, const char *name, size_t nlen)
 	raw_delete(type, name, nlen, true);
 }
 
+void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m)
+{
+	char v[128], *k = name_of('m', key, klen);
+	int n = snprintf(v, sizeof(v), "%" PRIu64 " %" PRId64 " %s", m->size, m->mtime, m->etag);
+	index_batch_put(b, k, klen + 1, v, (size_t)n);
+	free(k);
+}
+
+void meta_write(struct index_batch *b)
+{
+	if (db)
+		index_batch_write(db, b);
+	else
+		index_batch_free(b);
+}
+
 void meta_put(const char *key, size_t klen, const struct meta *m)
 {
-	char v[128];
-	snprintf(v, sizeof(v), "%" PRIu64 " %" PRId64 " %s", m->size, m->mtime, m->etag);
-	meta_raw_put('m', key, klen, v, false);
+	struct index_batch *b = index_batch_new();
+	meta_batch_put(b, key, klen, m);
+	meta_write(b);
 }
 
 static bool parse(const char *v, size_t vlen, struct meta *m)

@@ -72,6 +72,10 @@ void meta_close(void);
 int meta_sync(void);
 /* put: not synced (a lost entry only shows size 0 until a rebuild). */
 void meta_put(const char *key, size_t klen, const struct meta *m);
+/* meta_put's entries gathered in b (index_batch_new, a key at most once)
+ * and written together by meta_write, which frees b. */
+void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m);
+void meta_write(struct index_batch *b);
 void meta_delete(const char *key, size_t klen);
 
 /* A key's attributes; false (and m zeroed but for what is known) when none. */

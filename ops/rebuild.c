@@ -43,6 +43,7 @@
 #define LEAVES_OPEN 4096       /* leaves listed but not yet written */
 #define LISTINGS_PER_WORKER 8  /* listings in flight per -workers */
 #define WRITERS 16             /* threads sorting units and writing their records */
+#define BATCH_KEYS 4096        /* records a LevelDB write, at most (a unit is ~1/65536 of the keys) */
 #define SPARSE_YY 128          /* a /xx/ with at most this many /xx/yy/ on every root is
 				* listed as one unit: about as many keys per root */
 
@@ -426,8 +427,10 @@ static size_t make_record(struct rb *rb, struct entry *e, size_t n, struct recor
 	return ref;
 }
 
-/* Write the record of one key, from its copies e[0..n). */
-static void write_key(struct rb *rb, struct entry *e, size_t n)
+/* The record of one key, from its copies e[0..n), into batch b, and its
+ * S3 size and time (from the copy that decided the record) into mb. */
+static void batch_key(struct rb *rb, struct entry *e, size_t n, struct index_batch *b,
+		      struct index_batch *mb)
 {
 	struct record r = {0}, o;
 	struct meta m;
@@ -451,32 +454,43 @@ static void write_key(struct rb *rb, struct entry *e, size_t n)
 	if (r.deleted)
 		rb->unlinked++;
 	val = record_encode(&r, &vlen);
-	/* Not synced one by one: a rebuild that dies is simply run again, and
-	 * the end of the run syncs them all at once. */
-	if (index_put_nosync(rb->idx, e->key, e->klen, val, vlen) < 0) {
-		rb->failed++;
-	} else {
-		/* S3's size and time, from the copy that decided the record */
-		m = (struct meta){.size = e[ref].size, .mtime = e[ref].mtime};
-		snprintf(m.etag, sizeof(m.etag), "%s", r.hash);
-		meta_put(e->key, e->klen, &m);
-		rb->keys++;
-	}
+	index_batch_put(b, e->key, e->klen, val, vlen);
 	free(val);
+	m = (struct meta){.size = e[ref].size, .mtime = e[ref].mtime};
+	snprintf(m.etag, sizeof(m.etag), "%s", r.hash);
+	meta_batch_put(mb, e->key, e->klen, &m);
 }
 
-/* A writer: sort one leaf's copies by key and write each key's record.
- * Several at once, so LevelDB can group their synced writes. */
+/* A writer: sort one leaf's copies by key and write the records of its
+ * keys, BATCH_KEYS at a time, as one LevelDB write (and their sidecar
+ * entries as one, once the records are written).  Not synced: a rebuild
+ * that dies is simply run again, and the end of the run syncs them all
+ * at once.  Several writers at once, so LevelDB groups their writes. */
 static void write_leaf(void *ctx, void *item)
 {
 	struct rb *rb = ctx;
 	struct leaf *lf = item;
+	struct index_batch *b = NULL, *mb = NULL;
+	unsigned long n = 0;
 	if (lf->n) /* a leaf of empty directories has no array */
 		qsort(lf->e, lf->n, sizeof(*lf->e), by_key);
-	for (size_t a = 0, b; a < lf->n; a = b) {
-		for (b = a + 1; b < lf->n && !by_key(&lf->e[a], &lf->e[b]); b++)
+	for (size_t i = 0, j; i < lf->n; i = j) {
+		for (j = i + 1; j < lf->n && !by_key(&lf->e[i], &lf->e[j]); j++)
 			;
-		write_key(rb, lf->e + a, b - a);
+		if (!b)
+			b = index_batch_new(), mb = index_batch_new();
+		batch_key(rb, lf->e + i, j - i, b, mb);
+		if (++n < BATCH_KEYS && j < lf->n)
+			continue;
+		if (index_batch_write(rb->idx, b) < 0) {
+			rb->failed++;
+			index_batch_free(mb);
+		} else {
+			meta_write(mb);
+			rb->keys += n;
+		}
+		b = mb = NULL;
+		n = 0;
 	}
 	for (size_t j = 0; j < lf->n; j++)
 		free(lf->e[j].key);
