@@ -88,7 +88,7 @@ int key_decode(const char *src, size_t n, char *out, size_t *outlen, const char 
 	return 0;
 }
 
-void placement_path(const char *key, size_t keylen, char *out)
+size_t placement_path(const char *key, size_t keylen, char *out)
 {
 	unsigned char d[16];
 	if (keylen > KEY_MAX)
@@ -97,7 +97,7 @@ void placement_path(const char *key, size_t keylen, char *out)
 	to_hex(d, 1, out + 1);
 	to_hex(d + 1, 1, out + 4);
 	out[0] = out[3] = out[6] = '/';
-	b64((const unsigned char *)key, keylen, out + 7);
+	return 7 + b64((const unsigned char *)key, keylen, out + 7);
 }
 
 struct scored {

@@ -30,8 +30,8 @@ int query_decode(const char *src, size_t n, char *out, size_t *outlen);
 
 /* "/%02x/%02x/<base64 std, padded>" of the key, NUL-terminated into out
  * (PATH_MAX_LEN bytes; keys longer than KEY_MAX are truncated -- callers
- * validate first). */
-void placement_path(const char *key, size_t keylen, char *out);
+ * validate first); its length. */
+size_t placement_path(const char *key, size_t keylen, char *out);
 /* The key a blob's file name (the base64 after "/xx/yy/", n bytes) stands
  * for, into out (PATH_MAX_LEN bytes): its length, or -1 when the name is
  * not padded standard base64 of 2 to KEY_MAX bytes.  Whether the name

@@ -511,8 +511,7 @@ static void list_locations(struct list_stream *s, const char *k, size_t klen)
 	buf_append(&s->out, "[", 1);
 	if (p == end || nloc > RECORD_MAX_LOCS)
 		goto out;
-	placement_path(k, klen, path);
-	pl = 7 + (klen > KEY_MAX ? KEY_MAX + 2 : klen + 2) / 3 * 4;
+	pl = placement_path(k, klen, path);
 	plain = !memmem(path, pl, "//", 2);
 	for (;; p = c + 1) {
 		const struct list_loc *l;
