@@ -347,13 +347,36 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 	return got;
 }
 
+/* A larger blob streamed volume -> volume through here, to dst[0..ndst)
+ * (HTTPC_COPY_MAXDST at a time) from the first source that reads intact:
+ * 0, 1 when none could, -1 when a destination failed. */
+static int copy_streamed(const struct move *m, const int *order, int no, char *const *dst,
+			 int ndst)
+{
+	char err[256];
+	int got = 0;
+	for (int d = 0; d < ndst && !got; d += HTTPC_COPY_MAXDST) {
+		int nd = ndst - d < HTTPC_COPY_MAXDST ? ndst - d : HTTPC_COPY_MAXDST;
+		got = 1;
+		for (int j = 0; j < no && got > 0; j++) {
+			char *src = httpc_url(m->r.locs[order[j]], m->path);
+			got = httpc_copy_to(src, dst + d, nd, m->r.hash[0] ? m->r.hash : NULL, m->tmo,
+					    err);
+			if (got)
+				log_msg("rebalance: %s", err);
+			free(src);
+		}
+	}
+	return got;
+}
+
 /* 1. Copy to the wanted locations the record lacks, from any replica that
- * reads intact: pulled by the new location's volume, else streamed through
- * here.  0, or an HTTP status with *why. */
+ * reads intact: pulled by the new location's volume, else through here
+ * (whole when small, else streamed).  0, or an HTTP status with *why. */
 static int copy_missing(struct move *m, const char **why)
 {
-	char *dst[RECORD_MAX_LOCS], err[256];
-	int ndst = 0, nurl, got = 0;
+	char *dst[RECORD_MAX_LOCS];
+	int ndst = 0, got = 0;
 	/* Sources on volumes the master's checks see up first: a hung one
 	 * accepts the connection, then stalls the copy for a minute while
 	 * the key stays locked.  (Offline, every volume counts as up.) */
@@ -372,33 +395,15 @@ static int copy_missing(struct move *m, const char **why)
 		else
 			dst[ndst++] = url;
 	}
-	nurl = ndst;
-	if (ndst) {   /* a small blob whole, else streamed */
+	if (ndst) {
 		bool big;
 		got = copy_small(m, order, no, dst, ndst, &big);
+		if (big)
+			got = copy_streamed(m, order, no, dst, ndst);
 		if (!got)
 			copies_streamed += (unsigned long)ndst;
-		if (big)
-			got = 0;
-		else
-			ndst = 0;
 	}
-	/* httpc_copy_to feeds at most HTTPC_COPY_MAXDST destinations at once */
-	for (int d = 0; d < ndst && !got; d += HTTPC_COPY_MAXDST) {
-		int nd = ndst - d < HTTPC_COPY_MAXDST ? ndst - d : HTTPC_COPY_MAXDST;
-		got = 1;
-		for (int j = 0; j < no && got > 0; j++) {
-			int i = order[j];
-			char *src = httpc_url(m->r.locs[i], m->path);
-			got = httpc_copy_to(src, dst + d, nd, m->r.hash[0] ? m->r.hash : NULL, m->tmo, err);
-			if (!got)
-				copies_streamed += (unsigned long)nd;
-			if (got)
-				log_msg("rebalance: %s", err);
-			free(src);
-		}
-	}
-	for (int i = 0; i < nurl; i++)
+	for (int i = 0; i < ndst; i++)
 		free(dst[i]);
 	if (got && !m->r.nlocs) {
 		*why = "record names no volume to copy from";
