@@ -103,6 +103,12 @@ $(B)/tests/harness.o: tests/harness.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# A disk that fails on request (check_index_faults), preloaded into the
+# master: never built with the sanitizer (libasan must come first).
+$(B)/tests/faultfs.so: tests/faultfs.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Wextra -Werror -shared -fPIC $< -o $@ -ldl
+
 # Run each suite in $(1), the command $(2) before it: all run even if one
 # fails, any failure fails.  Each says how long it took, and a table at the
 # end lists them all.
@@ -120,7 +126,7 @@ layers:
 	@tests/layers.sh
 
 # tests/check_install.sh: make install/uninstall, make deb, lintian.
-test: layers all $(TESTS)
+test: layers all $(TESTS) $(B)/tests/faultfs.so
 	$(call run_suites,$(TESTS) tests/check_install.sh,MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
 
 # The multi-host bed (tests/hosts/bed.sh): network namespaces, as root

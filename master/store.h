@@ -24,6 +24,10 @@ void store_init(const struct config *cfg, struct index *idx);
 const struct config *store_cfg(void);
 struct index *store_index(void);
 
+/* Can the index and the sidecar take writes (index_writable)?  false,
+ * with the reason, after one failed until it is sound again. */
+bool store_writable(char *why, size_t n);
+
 /* ---- locks and volumes ---- */
 
 /* Take key's lock (one write of a key at a time); false if someone holds it. */
@@ -72,10 +76,12 @@ void meta_close(void);
 int meta_sync(void);
 /* put: not synced (a lost entry only shows size 0 until a rebuild). */
 void meta_put(const char *key, size_t klen, const struct meta *m);
+bool meta_writable(char *why, size_t n);
+uint64_t meta_write_errors(void);
 /* meta_put's entries gathered in b (index_batch_new, a key at most once)
  * and written together by meta_write, which frees b. */
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m);
-void meta_write(struct index_batch *b);
+int meta_write(struct index_batch *b);    /* 0, or -1 (logged) */
 void meta_delete(const char *key, size_t klen);
 
 /* A key's attributes; false (and m zeroed but for what is known) when none. */

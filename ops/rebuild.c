@@ -485,8 +485,9 @@ static void write_leaf(void *ctx, void *item)
 		if (index_batch_write(rb->idx, b) < 0) {
 			rb->failed++;
 			index_batch_free(mb);
+		} else if (meta_write(mb) < 0) {
+			rb->failed++;   /* the records are in, their S3 attributes not */
 		} else {
-			meta_write(mb);
 			rb->keys += n;
 		}
 		b = mb = NULL;
