@@ -22,6 +22,7 @@
 struct pending {
 	char *key, *val;         /* val NULL: a delete */
 	size_t klen, vlen;
+	leveldb_writebatch_t *batch;   /* instead of key and val: a batch's writes */
 	bool sync;
 	void (*done)(void *, int);
 	void *arg;
@@ -480,19 +481,58 @@ static int commit(struct index *idx, leveldb_writebatch_t *b, bool sync)
 	return err ? -1 : 0;
 }
 
+/* Every write, the loops' and the others', goes through the committer:
+ * one thread writes the index, in batches that group what waits, so that
+ * nothing is written after a write that failed (commit) and synced
+ * writes of many threads share a sync.  The others wait for theirs. */
+struct waiter {
+	sem_t done;
+	int rc;
+};
+
+static void woken(void *arg, int rc)
+{
+	struct waiter *w = arg;
+	w->rc = rc;
+	sem_post(&w->done);
+}
+
+static void enqueue(struct index *idx, struct pending *p);
+
+static int write_wait(struct index *idx, struct pending *p)
+{
+	struct waiter w;
+	sem_init(&w.done, 0, 0);
+	p->done = woken;
+	p->arg = &w;
+	enqueue(idx, p);
+	while (sem_wait(&w.done) < 0 && errno == EINTR)
+		;
+	sem_destroy(&w.done);
+	return w.rc;
+}
+
+static struct pending *pending_new(const char *key, size_t klen, const char *val, size_t vlen,
+				   bool sync)
+{
+	struct pending *p = xcalloc(1, sizeof(*p));
+	p->key = xmalloc(klen ? klen : 1);
+	memcpy(p->key, key, klen);
+	p->klen = klen;
+	if (val) {
+		p->val = xmalloc(vlen ? vlen : 1);
+		memcpy(p->val, val, vlen);
+		p->vlen = vlen;
+	}
+	p->sync = sync;
+	return p;
+}
+
 /* A put, or a delete when val is NULL. */
 static int write1(struct index *idx, bool sync, const char *key, size_t klen, const char *val,
 		  size_t vlen)
 {
-	leveldb_writebatch_t *b = leveldb_writebatch_create();
-	int rc;
-	if (val)
-		leveldb_writebatch_put(b, key, klen, val, vlen);
-	else
-		leveldb_writebatch_delete(b, key, klen);
-	rc = commit(idx, b, sync);
-	leveldb_writebatch_destroy(b);
-	return rc;
+	return write_wait(idx, pending_new(key, klen, val, vlen, sync));
 }
 
 int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
@@ -536,9 +576,9 @@ void index_batch_free(struct index_batch *b)
 
 int index_batch_write(struct index *idx, struct index_batch *b)
 {
-	int rc = commit(idx, (leveldb_writebatch_t *)b, false);
-	index_batch_free(b);
-	return rc;
+	struct pending *p = xcalloc(1, sizeof(*p));
+	p->batch = (leveldb_writebatch_t *)b;
+	return write_wait(idx, p);
 }
 
 bool index_keys(struct index *idx, uint64_t *n)
@@ -571,10 +611,10 @@ int index_count(struct index *idx, const atomic_bool *stop)
 
 int index_sync(struct index *idx)
 {
-	leveldb_writebatch_t *b = leveldb_writebatch_create();
-	int rc = commit(idx, b, true);  /* an empty synced write syncs the log */
-	leveldb_writebatch_destroy(b);
-	return rc;
+	struct pending *p = xcalloc(1, sizeof(*p));
+	p->batch = leveldb_writebatch_create();  /* an empty synced write syncs the log */
+	p->sync = true;
+	return write_wait(idx, p);
 }
 
 /* Write the items of list p whose sync is sync, as one batch; then tell
@@ -592,7 +632,9 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 			rt = &p->next;
 			continue;
 		}
-		if (p->val)
+		if (p->batch)
+			leveldb_writebatch_append(b, p->batch);
+		else if (p->val)
 			leveldb_writebatch_put(b, p->key, p->klen, p->val, p->vlen);
 		else
 			leveldb_writebatch_delete(b, p->key, p->klen);
@@ -606,6 +648,8 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 		next = p->next;
 		if (p->done)
 			p->done(p->arg, rc);
+		if (p->batch)
+			leveldb_writebatch_destroy(p->batch);
 		free(p->key);
 		free(p->val);
 		free(p);
@@ -641,22 +685,9 @@ static void *committer(void *arg)
 	}
 }
 
-void index_write_async(struct index *idx, const char *key, size_t klen, const char *val,
-		       size_t vlen, bool sync, void (*done)(void *arg, int rc), void *arg)
+static void enqueue(struct index *idx, struct pending *p)
 {
-	struct pending *p = xcalloc(1, sizeof(*p));
 	bool wake;
-	p->key = xmalloc(klen ? klen : 1);
-	memcpy(p->key, key, klen);
-	p->klen = klen;
-	if (val) {
-		p->val = xmalloc(vlen ? vlen : 1);
-		memcpy(p->val, val, vlen);
-		p->vlen = vlen;
-	}
-	p->sync = sync;
-	p->done = done;
-	p->arg = arg;
 	pthread_mutex_lock(&idx->mu);
 	if (!idx->running) {
 		if (pthread_create(&idx->committer, NULL, committer, idx))
@@ -670,6 +701,15 @@ void index_write_async(struct index *idx, const char *key, size_t klen, const ch
 	pthread_mutex_unlock(&idx->mu);
 	if (wake)
 		sem_post(&idx->wake);
+}
+
+void index_write_async(struct index *idx, const char *key, size_t klen, const char *val,
+		       size_t vlen, bool sync, void (*done)(void *arg, int rc), void *arg)
+{
+	struct pending *p = pending_new(key, klen, val, vlen, sync);
+	p->done = done;
+	p->arg = arg;
+	enqueue(idx, p);
 }
 
 /* An index_iter is LevelDB's iterator. */

@@ -303,7 +303,8 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 
 /* A small blob through here: GET it whole from the first source (in
  * order) that reads intact, then PUT it to dst[0..ndst) at once.  0, 1
- * when no source could be read whole (or matched the record's HASH), -1
+ * when no source could be read whole (or matched the record's HASH), 2
+ * when every source answered 404, -1
  * when a destination failed; *big: the blob is larger than a small one
  * (HTTPC_SMALL_MAX: nothing done, it is streamed). */
 static int copy_small(const struct move *m, const int *order, int no, char *const *dst,
@@ -311,7 +312,7 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 {
 	struct httpc_req reqs[RECORD_MAX_LOCS];
 	struct buf body = {0};
-	int got = 1;
+	int got = 1, gone = 0;
 	*big = false;
 	for (int j = 0; j < no && got > 0 && !*big; j++) {
 		struct httpc_req g = {.url = httpc_url(m->r.locs[order[j]], m->path)};
@@ -320,6 +321,7 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 		if (rc == VCONN_OVER || rc < 0) {
 			*big = true;
 		} else if (g.status != 200) {
+			gone += g.status == 404;
 			if (g.status < 0)
 				log_msg("rebalance: GET %s: %s", g.url, g.err);
 			else
@@ -344,7 +346,7 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 		free((char *)g.url);
 	}
 	buf_free(&body);
-	return got;
+	return got > 0 && gone == no ? 2 : got;
 }
 
 /* A larger blob streamed volume -> volume through here, to dst[0..ndst)
@@ -405,6 +407,8 @@ static int copy_missing(struct move *m, const char **why)
 	}
 	for (int i = 0; i < ndst; i++)
 		free(dst[i]);
+	if (got == 2 && m->r.deleted)
+		return 0;   /* a DELETE or PUT cut short: no copy left to keep, none to move */
 	if (got && !m->r.nlocs) {
 		*why = "record names no volume to copy from";
 		return 500;

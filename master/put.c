@@ -188,12 +188,12 @@ static void drop_unnamed(struct put *p, char *const *keep, int nkeep, char *cons
 static void replace_end(struct put *p)
 {
 	char *ok[RECORD_MAX_LOCS];
-	int nok = 0;
+	int nok = 0, rc = 0;
 	for (int i = 0; i < p->nlocs; i++)
 		if (p->reqs[i].status >= 200 && p->reqs[i].status < 300)
 			ok[nok++] = p->locs[i];
 	if (!p->status) {
-		if (write_record(p, false, p->hash, p->locs, p->nlocs) < 0)
+		if ((rc = write_record(p, false, p->hash, p->locs, p->nlocs)) < 0)
 			fail(p, 500, "index write failed");
 		else
 			drop_unnamed(p, p->locs, p->nlocs, p->oldrec.locs, p->oldrec.nlocs);
@@ -208,9 +208,9 @@ static void replace_end(struct put *p)
 		 * byte went to the good replicas: the md5 is coming. */
 		bool eof = httpc_stream_wait_end(p->st, &p->size);
 		size_t n;
-		if (write_record(p, false, eof ? p->hash : "", ok, nok) < 0) {
-			log_msg("REPLACE %s: index write failed; the copies may differ: run verify",
-				p->key);
+		if ((rc = write_record(p, false, eof ? p->hash : "", ok, nok)) < 0) {
+			log_msg("REPLACE %s: index write failed; the copies may differ until the "
+				"next start settles them", p->key);
 		} else {
 			write_meta(p, eof);
 			drop_unnamed(p, ok, nok, p->locs, p->nlocs);
@@ -221,7 +221,10 @@ static void replace_end(struct put *p)
 			 "; REPLACE partly done: the new value is on %d of %d replicas", nok,
 			 p->nlocs);
 	}
-	meta_raw_delete('r', p->key, p->klen);
+	/* The note stays while the record does not say what the copies hold:
+	 * the next start settles the key from them (put_sweep_replaces). */
+	if (rc == 0)
+		meta_raw_delete('r', p->key, p->klen);
 }
 
 static bool count_body(void *ctx, const char *p, size_t n)
