@@ -599,6 +599,7 @@ int server_main(const struct config *c)
 	}
 	httpc_global_init();
 	put_sweep_replaces(cfg, idx);
+	move_sweep_notes(idx);
 	store_init(cfg, idx);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);

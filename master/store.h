@@ -54,6 +54,12 @@ struct store_urls {
 int store_urls(struct index *idx, const char *key, size_t klen, struct store_urls *u);
 void store_urls_free(struct store_urls *u);
 
+/* At a start (the master's, an offline rebalance's, a rebuild's): delete
+ * the copies a killed move or REPLACE left behind that the index no
+ * longer names (noted in the sidecar, move.c).  How many could not be
+ * deleted (kept noted, for the next start). */
+int move_sweep_notes(struct index *idx);
+
 /* ---- attributes and notes: what S3 keeps besides the record ----
  *
  * A second LevelDB beside the index (<db>/mkv-meta/; the format is in

@@ -529,6 +529,8 @@ static int rebuild_open(struct rb *rb, bool *was_empty)
 	it = index_iter_new(rb->idx, "", 0);
 	*was_empty = !index_iter_valid(it);
 	index_iter_free(it);
+	if (!*was_empty)   /* copies a killed move left behind: not to be found again */
+		move_sweep_notes(rb->idx);
 	if (cfg->from && realpath(cfg->from, ra) && realpath(cfg->db, rd) && !strcmp(ra, rd))
 		rb->old = rb->idx;
 	else if (cfg->from && !(rb->old = ops_index_open(cfg->from, false, "rebuild: -from", NULL)))
