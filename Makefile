@@ -125,9 +125,10 @@ endef
 layers:
 	@tests/layers.sh
 
+# tests/crashloop.py: kill -9 at random under load (issue 40), 8 seeded rounds.
 # tests/check_install.sh: make install/uninstall, make deb, lintian.
 test: layers all $(TESTS) $(B)/tests/faultfs.so
-	$(call run_suites,$(TESTS) tests/check_install.sh,MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
+	$(call run_suites,$(TESTS) tests/crashloop.py tests/check_install.sh,MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
 
 # The multi-host bed (tests/hosts/bed.sh): network namespaces, as root
 # (skipped without); SCENARIOS="s2_cut_host ..." runs only those.
