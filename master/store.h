@@ -59,6 +59,9 @@ void store_urls_free(struct store_urls *u);
  * longer names (noted in the sidecar, move.c).  How many could not be
  * deleted (kept noted, for the next start). */
 int move_sweep_notes(struct index *idx);
+/* At a start (the master's, an offline rebalance's): settle (or unlink)
+ * every key a crash cut short mid-REPLACE (put.c). */
+void put_sweep_replaces(const struct config *cfg, struct index *idx);
 
 /* ---- attributes and notes: what S3 keeps besides the record ----
  *

@@ -72,7 +72,8 @@ static int run_offline(struct run *r)
 		index_close(r->idx);
 		return -1;
 	}
-	move_sweep_notes(r->idx);   /* what a killed run left behind */
+	put_sweep_replaces(r->cfg, r->idx);   /* what a killed master left to settle */
+	move_sweep_notes(r->idx);            /* and a killed run left behind */
 	if (isatty(2) && !index_keys(r->idx, &r->total)) {   /* the total: kept, or walked */
 		struct index_iter *it = index_iter_new(r->idx, "", 0);
 		for (r->total = 0; index_iter_valid(it); index_iter_next(it))
