@@ -114,7 +114,6 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 static int pg_init(struct pg *g, const char *prefix, const char *dir)
 {
 	size_t n = strlen(dir);
-	httpc_global_init();
 	if (prefix[0] != '/') {
 		log_msg("%s: the prefix must start with / (keys do): %s", g->verb, prefix);
 		return -1;
