@@ -1595,6 +1595,68 @@ START_TEST(test_get_unsafe)
 }
 END_TEST
 
+/* get's temporary file has no name (O_TMPFILE), so no key's file can be
+ * it: with keys x and .x.mkv-get (the name the temporary file of x had),
+ * each file holds its own key's bytes, run after run (x got the
+ * dotfile's bytes, and the summary said "2 files, 0 failed").  And a
+ * rerun that skips every file still syncs (a killed run's files may not
+ * be on disk yet): seen with strace, when there is one. */
+START_TEST(test_get_tmpname)
+{
+	char *log, *dir, *x, *dot, *trace, *bin = h_bin("mkv");
+	static const char xv[] = "the bytes of x", dv[] = "the dotfile's";
+	int files, skipped;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/tmpname.log", tmp);
+	dir = xasprintf("%s/tmpname", tmp);
+	trace = xasprintf("%s/tmpname.strace", tmp);
+	x = xasprintf("%s/x", dir);
+	dot = xasprintf("%s/.x.mkv-get", dir);
+	ck_assert_int_eq(put_key("/gt/x", xv, strlen(xv)), 201);
+	ck_assert_int_eq(put_key("/gt/.x.mkv-get", dv, strlen(dv)), 201);
+	for (int run = 0; run < 6; run++) {
+		const char *get[] = {"-master", M.base + 7, "get", "/gt", dir, NULL};
+		size_t n;
+		char *b;
+		h_rmrf(dir);
+		ck_assert_int_eq(mkv_run(false, get, log), 0);
+		summary_counts(log, "get", &files, &skipped);
+		ck_assert_int_eq(files, 2);
+		b = file_bytes(x, &n);
+		ck_assert_msg(n == strlen(xv) && !memcmp(b, xv, n), "run %d: x holds \"%.*s\"", run,
+			      (int)n, b);
+		free(b);
+		b = file_bytes(dot, &n);
+		ck_assert_msg(n == strlen(dv) && !memcmp(b, dv, n), "run %d: .x.mkv-get holds "
+			      "\"%.*s\"", run, (int)n, b);
+		free(b);
+		ck_assert_int_eq(count_files(dir), 2);
+	}
+	if (access("/usr/bin/strace", X_OK) != 0) {
+		fprintf(stderr, "get_tmpname: the rerun's syncfs: SKIPPED: no strace\n");
+	} else {
+		char *argv[] = {"/usr/bin/strace", "-f", "-qq", "-e", "trace=syncfs", "-o", trace,
+				bin, "-master", M.base + 7, "get", "/gt", dir, NULL};
+		pid_t pid;
+		int st;
+		char *t;
+		unlink(log);
+		pid = h_spawn(argv, log);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		summary_counts(log, "get", &files, &skipped);
+		ck_assert_int_eq(files, 0);
+		ck_assert_int_eq(skipped, 2);
+		t = h_read_file(trace);
+		ck_assert_msg(t && strstr(t, "syncfs("), "a get that skipped every file did not "
+			      "sync: %s", t ? t : "(no trace)");
+		free(t);
+	}
+	free(bin), free(trace), free(x), free(dot), free(dir), free(log);
+	cluster_down();
+}
+END_TEST
+
 /* verify without HASH (a master with -md5sum=false): the md5 a strict
  * majority of a key's replicas has is the truth.  Three replicas, one
  * corrupted on disk: verify reports that one, -fix copies the majority's
@@ -1728,6 +1790,10 @@ Suite *tools_suite(void)
 	tc = tcase_create("get_unsafe");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_get_unsafe);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("get_tmpname");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_get_tmpname);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("verify_majority");
 	tcase_set_timeout(tc, 120);
