@@ -35,27 +35,23 @@ void keylock_release(const char *key, size_t klen);
 bool health_up(const char *loc, size_t len);
 
 /* ---- which disk a location is (volid.c) ----
- * Records name volumes as -volumes spelled them when the key was written;
- * "localhost:3001" and "127.0.0.1:3001" are one disk.  Each volume
- * directory (root or subvolume) says which it is: an id in its marker
- * ".mkv" (written there when it has none).  A copy is deleted for another
- * only when their ids differ: when an id cannot be read, kept (and said).
- * Thread-safe; these block on the volume (once per directory: cached),
- * so never on an event loop. */
+ * "localhost:3001" and "127.0.0.1:3001" are one disk: each volume
+ * directory (root or subvolume) holds an id in its marker ".mkv" (written
+ * when it has none).  A copy is deleted for another only when their ids
+ * differ; an id that cannot be read keeps the copy (said).  These block
+ * on the volume (once a directory: cached): never on an event loop. */
 #define VOL_ID_LEN 32
 /* loc's id into id[VOL_ID_LEN + 1]: 0, or -1 (logged).  fresh: ask the
  * volume even when known (or failed a moment ago). */
 int vol_id(const char *loc, bool fresh, char *id);
-/* Are locations a and b one directory?  1 yes (logged once per pair of
- * volumes when spelled apart), 0 no, -1 cannot tell. */
+/* Are locations a and b one directory (said once when spelled apart)?
+ * 1 yes, 0 no, -1 cannot tell. */
 int vol_same(const char *a, const char *b);
-/* vol_same of loc and each of locs[0..n): 1 when one is, else -1 when one
- * cannot tell, else 0. */
+/* Is loc one of locs[0..n) (1), one of a -volumes volume's directories
+ * (vol_in: 1), however spelled?  Else -1 when one cannot tell, else 0. */
 int vol_among(char *const *locs, int n, const char *loc);
-/* Is loc (however spelled) a directory of a -volumes volume?  1, 0, -1. */
 int vol_in(const struct config *cfg, const char *loc);
-/* Read every -volumes volume's id: -1 (logged, naming both) when two
- * names are one volume. */
+/* -1 (logged, naming both) when two -volumes names are one volume. */
 int vol_check_names(const struct config *cfg);
 
 /* ---- reading ---- */

@@ -307,17 +307,15 @@ static int make_parents(char *path)
 static int tmpfile_for(char *path)
 {
 	char *slash = strrchr(path, '/');
-	int fd;
-	*slash = '\0';
-	/* the directory is there but for a file's first key in it */
-	if ((fd = open(path, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644)) < 0 && errno == ENOENT) {
-		*slash = '/';
-		if (make_parents(path) < 0)
-			return -1;
+	int fd = -1;
+	for (int t = 0; t < 2 && fd < 0; t++) {
+		/* the directory is there but for a file's first key in it */
+		if (t && (errno != ENOENT || make_parents(path) < 0))
+			break;
 		*slash = '\0';
 		fd = open(path, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+		*slash = '/';
 	}
-	*slash = '/';
 	return fd;
 }
 

@@ -1262,20 +1262,35 @@ START_TEST(test_not_utf8)
 END_TEST
 
 /* Has pid a socket open (has it begun to talk to the cluster)? */
-static bool has_socket(pid_t pid)
+static bool has_socket(pid_t pid, int port)
 {
-	char *d = xasprintf("/proc/%d/fd", (int)pid), link[64];
+	char *d = xasprintf("/proc/%d/fd", (int)pid), link[64], line[512];
+	char *tcp = xasprintf("/proc/%d/net/tcp", (int)pid);
 	DIR *dir = opendir(d);
+	FILE *f = fopen(tcp, "r");
 	struct dirent *e;
 	bool yes = false;
-	while (dir && !yes && (e = readdir(dir))) {
-		char *p = xasprintf("%s/%s", d, e->d_name);
-		ssize_t n = readlink(p, link, sizeof(link) - 1);
-		yes = n > 7 && !memcmp(link, "socket:", 7);
-		free(p);
+	while (f && dir && !yes && fgets(line, sizeof(line), f)) {   /* connections to port */
+		unsigned rport, st;
+		unsigned long inode;
+		char want[64];
+		if (sscanf(line, " %*d: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+			   &st, &inode) != 3 || (int)rport != port)
+			continue;
+		snprintf(want, sizeof(want), "socket:[%lu]", inode);
+		rewinddir(dir);
+		while (!yes && (e = readdir(dir))) {   /* ...of pid's own */
+			char *p = xasprintf("%s/%s", d, e->d_name);
+			ssize_t n = readlink(p, link, sizeof(link) - 1);
+			yes = n > 0 && (link[n] = '\0', !strcmp(link, want));
+			free(p);
+		}
 	}
+	if (f)
+		fclose(f);
 	if (dir)
 		closedir(dir);
+	free(tcp);
 	free(d);
 	return yes;
 }
@@ -1302,8 +1317,9 @@ START_TEST(test_interrupted)
 		unlink(log);
 		uint64_t end = now_ms() + 30000;
 		pid = h_spawn(argv, log);
-		/* once it talks to the cluster, its work (and progress line) has begun */
-		while (!has_socket(pid)) {
+		/* once it talks to the master, its work (and progress line) has begun
+		 * (before, it reads the volumes' ids) */
+		while (!has_socket(pid, M.port)) {
 			ck_assert_msg(now_ms() < end, "verify opened no connection in 30 s");
 			usleep(5000);
 		}
