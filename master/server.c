@@ -597,7 +597,7 @@ int server_main(const struct config *c)
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread inherits this */
 	health_start(cfg);
-	if (vol_check_names(cfg) < 0)
+	if (vol_check_names(cfg, false) < 0)
 		exit(2);
 	status_start(cfg, idx);
 	o.port = cfg->port;

@@ -51,8 +51,9 @@ int vol_same(const char *a, const char *b);
  * (vol_in: 1), however spelled?  Else -1 when one cannot tell, else 0. */
 int vol_among(char *const *locs, int n, const char *loc);
 int vol_in(const struct config *cfg, const char *loc);
-/* -1 (logged, naming both) when two -volumes names are one volume. */
-int vol_check_names(const struct config *cfg);
+/* -1 (logged, naming both) when two -volumes names are one volume, by
+ * the ids read now (ask) or known (the master's: its first health round). */
+int vol_check_names(const struct config *cfg, bool ask);
 
 /* ---- reading ---- */
 

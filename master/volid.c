@@ -83,15 +83,22 @@ static struct known *entry(const char *loc)
 	return &ids.v[ids.n++];
 }
 
+/* loc's id as known (or ""); *failed: its last read failed a moment ago. */
+static void id_known(const char *loc, char *id, bool *failed)
+{
+	pthread_mutex_lock(&ids.mu);
+	snprintf(id, VOL_ID_LEN + 1, "%s", entry(loc)->id);
+	if (failed)
+		*failed = entry(loc)->failed_at && now_ms() - entry(loc)->failed_at < RETRY_MS;
+	pthread_mutex_unlock(&ids.mu);
+}
+
 int vol_id(const char *loc, bool fresh, char *id)
 {
 	char err[256] = "no answer";
 	bool failed;
 	int rc;
-	pthread_mutex_lock(&ids.mu);
-	snprintf(id, VOL_ID_LEN + 1, "%s", entry(loc)->id);
-	failed = entry(loc)->failed_at && now_ms() - entry(loc)->failed_at < RETRY_MS;
-	pthread_mutex_unlock(&ids.mu);
+	id_known(loc, id, &failed);
 	if (!fresh && (id[0] || failed))
 		return id[0] ? 0 : -1;
 	rc = fetch(loc, id, err);
@@ -155,13 +162,16 @@ int vol_in(const struct config *cfg, const char *loc)
 	return rc;
 }
 
-int vol_check_names(const struct config *cfg)
+int vol_check_names(const struct config *cfg, bool ask)
 {
 	char (*id)[VOL_ID_LEN + 1] = xcalloc((size_t)cfg->nvol, sizeof(*id)), dir[LOC_MAX];
 	int rc = 0;
 	for (int i = 0; i < cfg->nvol; i++) {   /* the directory a marker is sure to be in */
 		snprintf(dir, sizeof(dir), "%s%s", cfg->volumes[i], cfg->subvolumes > 1 ? "/sv00" : "");
-		vol_id(dir, false, id[i]);
+		if (ask)
+			vol_id(dir, false, id[i]);
+		else   /* what the health checks learned */
+			id_known(dir, id[i], NULL);
 		for (int j = 0; j < i && id[i][0] && !rc; j++)
 			if (!strcmp(id[i], id[j])) {
 				log_msg("-volumes names one volume twice: %s and %s (one disk: the "

@@ -150,7 +150,7 @@ int main(int argc, char **argv)
 	index_cache_size((size_t)c.blockcache << 20);
 	if (cmd->run != server_main) {
 		ops_signals_init();
-		if (vol_check_names(&c) < 0)   /* the server's, once its signals are set */
+		if (vol_check_names(&c, true) < 0)   /* the server's, once its signals are set */
 			return 2;
 	} else {
 		front_route_add(&s3_route);   /* S3 on the master's port (docs/s3.md) */
