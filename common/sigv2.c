@@ -19,13 +19,17 @@ static int tolower_ascii(int c)
 	return c >= 'A' && c <= 'Z' ? c + 32 : c;
 }
 
-/* Sub-resources that are part of V2's CanonicalizedResource, in order. */
+/* Sub-resources that are part of V2's CanonicalizedResource, in order:
+ * S3's, and mkv's own (list, unlinked, locations, md5s, ttl, start,
+ * limit), since V2 signs no other parameter and these change what a
+ * native request does. */
 static const char *const v2_subres[] = {
-	"acl", "cors", "delete", "lifecycle", "location", "logging", "notification",
-	"partNumber", "policy", "requestPayment", "response-cache-control",
-	"response-content-disposition", "response-content-encoding", "response-content-language",
-	"response-content-type", "response-expires", "restore", "tagging", "torrent", "uploadId",
-	"uploads", "versionId", "versioning", "versions", "website", NULL,
+	"acl", "cors", "delete", "lifecycle", "limit", "list", "location", "locations",
+	"logging", "md5s", "notification", "partNumber", "policy", "requestPayment",
+	"response-cache-control", "response-content-disposition", "response-content-encoding",
+	"response-content-language", "response-content-type", "response-expires", "restore",
+	"start", "tagging", "torrent", "ttl", "unlinked", "uploadId", "uploads", "versionId",
+	"versioning", "versions", "website", NULL,
 };
 
 struct amzh {
@@ -164,6 +168,11 @@ void sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig
 	if ((int64_t)e < r->now) {
 		out->st = SIG_EXPIRED;
 		out->why = "Request has expired";
+		return;
+	}
+	if ((int64_t)e > r->now + SIG_PRESIGN_MAX_S) {   /* as SigV4's X-Amz-Expires */
+		out->st = SIG_QUERY_MALFORMED;
+		out->why = "Expires must be at most 604800 seconds (7 days) from now";
 		return;
 	}
 	v2_verify(ring, r, id, il, sig, sl, ebuf, true, out);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define ALGO "AWS4-HMAC-SHA256"
@@ -352,6 +353,50 @@ bad:
 	return NULL;
 }
 
+/* Is name one of v's SignedHeaders? */
+static bool is_signed(const struct v4 *v, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = v->signed_headers, *end = p + v->shl; p < end;) {
+		const char *s = memchr(p, ';', (size_t)(end - p));
+		size_t k = s ? (size_t)(s - p) : (size_t)(end - p);
+		if (k == n && !strncasecmp(p, name, n))
+			return true;
+		p += k + 1;
+	}
+	return false;
+}
+
+struct unsigned_scan {
+	const struct v4 *v;
+	bool bad;
+};
+
+static void scan_amz(void *arg, const char *k, const char *val)
+{
+	struct unsigned_scan *u = arg;
+	(void)val;
+	if (!strncasecmp(k, "x-amz-", 6) && !is_signed(u->v, k))
+		u->bad = true;
+}
+
+/* Nothing unsigned may change what a request does (AWS's rule): host,
+ * the header that dated it (date_hdr, the header form's) and every
+ * x-amz-* header it carries must be signed; a presigned link signs only
+ * host, so an x-amz-* header added to it is refused. */
+static bool all_signed(const struct sig_req *r, const struct v4 *v, const char *date_hdr,
+		       struct sig_result *out)
+{
+	struct unsigned_scan u = {v, false};
+	if (r->each_header)
+		r->each_header(r->cls, scan_amz, &u);
+	if (!u.bad && is_signed(v, "host") && (!date_hdr || is_signed(v, date_hdr)))
+		return true;
+	out->st = SIG_UNSIGNED;
+	out->why = "There were headers present in the request which were not signed";
+	return false;
+}
+
 /* Check v's signature over r by the key it names. */
 static void v4_verify(const struct keyring *ring, const struct sig_req *r, struct v4 *v,
 		      bool presigned, struct sig_result *out)
@@ -360,6 +405,9 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 	char scope[160], want[65];
 	const struct key *key = keyring_find(ring, v->id, v->idl);
 	bool ok = false;
+	if (!all_signed(r, v, presigned ? NULL : r->header(r->cls, "x-amz-date") ? "x-amz-date"
+							: "date", out))
+		return;
 	if (!key) {
 		out->st = SIG_UNKNOWN_KEY;
 		out->why = "The AWS Access Key Id you provided does not exist in our records.";

@@ -244,6 +244,7 @@ static const struct {
 	[SIG_UNKNOWN_KEY] = {403, "InvalidAccessKeyId"},
 	[SIG_MISMATCH] = {403, "SignatureDoesNotMatch"},
 	[SIG_SKEWED] = {403, "RequestTimeTooSkewed"},
+	[SIG_UNSIGNED] = {403, "AccessDenied"},
 	[SIG_EXPIRED] = {403, "AccessDenied"},
 };
 
