@@ -253,6 +253,8 @@ bool s3_body_signed(struct s3req *s)
 	char h[65];
 	unsigned char d[32];
 	struct sha256 *x;
+	if (!s3_body_framed(s))
+		return false;
 	if (!s->ring || s->sig.payload != PAYLOAD_SHA256)
 		return true;
 	x = sha256_new();
@@ -351,12 +353,8 @@ static int handler(void *req, const char *data, size_t *size)
 	if (s->op == S3_PUT || s->op == S3_MPU_PART)
 		return s3_put_run(s, data, size);
 	if (*size) {
-		if (s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE) {
-			if (s->in.len + *size > XML_BODY_MAX)
-				s->in_too_big = true;
-			else
-				buf_append(&s->in, data, *size);
-		}
+		if (s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE)
+			s3_body_take(s, data, *size);
 		*size = 0;
 		return FRONT_YES;
 	}
