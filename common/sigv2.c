@@ -37,36 +37,56 @@ struct amzh {
 	size_t n;
 };
 
+/* v without the blanks around it (HTTP's), as clients sign it: *n bytes. */
+static const char *trim(const char *v, int *n)
+{
+	size_t l;
+	for (v = v ? v : ""; *v == ' ' || *v == '\t'; v++)
+		;
+	for (l = strlen(v); l && (v[l - 1] == ' ' || v[l - 1] == '\t'); l--)
+		;
+	*n = (int)l;
+	return v;
+}
+
 static void collect_amz(void *arg, const char *k, const char *v)
 {
 	struct amzh *a = arg;
 	char *s;
+	int vl;
 	if (strncasecmp(k, "x-amz-", 6))
 		return;
-	s = xasprintf("%s:%s", k, v ? v : "");
+	v = trim(v, &vl);
+	s = xasprintf("%s:%.*s", k, vl, v);
 	for (char *p = s; *p != ':'; p++)
 		*p = (char)tolower_ascii(*p);
 	a->h = xrealloc(a->h, sizeof(char *) * (a->n + 1));
 	a->h[a->n++] = s;
 }
 
-static int str_cmp(const void *a, const void *b)
+/* By name ("x-amz-meta-a" before "x-amz-meta-a-b"), as clients sort them. */
+static int name_cmp(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	const char *x = *(char *const *)a, *y = *(char *const *)b;
+	return bytes_cmp(x, strcspn(x, ":"), y, strcspn(y, ":"));
 }
 
-/* V2's string to sign; date: the Date line (Expires for a query). */
-static char *v2_string(const struct sig_req *r, const char *date)
+/* V2's string to sign (*len bytes: a value may decode to NUL); date: the
+ * Date line (Expires for a query). */
+static char *v2_string(const struct sig_req *r, const char *date, size_t *len)
 {
 	struct buf b = {0};
 	struct amzh a = {0};
 	const char *md5 = r->header(r->cls, "Content-MD5"), *ct = r->header(r->cls, "Content-Type");
 	char sep = '?';
-	buf_printf(&b, "%s\n%s\n%s\n%s\n", r->method, md5 ? md5 : "", ct ? ct : "", date);
+	int ml, cl;
+	md5 = trim(md5, &ml);
+	ct = trim(ct, &cl);
+	buf_printf(&b, "%s\n%.*s\n%.*s\n%s\n", r->method, ml, md5, cl, ct, date);
 	if (r->each_header)
 		r->each_header(r->cls, collect_amz, &a);
 	if (a.n)
-		qsort(a.h, a.n, sizeof(char *), str_cmp);
+		qsort(a.h, a.n, sizeof(char *), name_cmp);
 	for (size_t i = 0; i < a.n; i++) {
 		buf_printf(&b, "%s\n", a.h[i]);
 		free(a.h[i]);
@@ -79,10 +99,16 @@ static char *v2_string(const struct sig_req *r, const char *date)
 		if (!v)
 			continue;
 		buf_printf(&b, "%c%s", sep, v2_subres[i]);
-		if (vl)
-			buf_printf(&b, "=%.*s", (int)vl, v);
+		if (v[-1] == '=')   /* "name=" as sent; the value decoded, as botocore signs it */
+			buf_append(&b, "=", 1);
+		for (size_t k = 0; k < vl; k++) {
+			int c = v[k] == '%' ? pct_value(v + k, vl - k) : -1;
+			buf_append(&b, c < 0 ? v + k : &(char){(char)c}, 1);
+			k += c < 0 ? 0 : 2;
+		}
 		sep = '&';
 	}
+	*len = b.len;
 	return b.data;
 }
 
@@ -94,13 +120,14 @@ static void v2_verify(const struct keyring *ring, const struct sig_req *r, const
 	unsigned char mac[20];
 	unsigned int ml = 20;
 	char want[32], *sts;
+	size_t stl;
 	if (!key) {
 		out->st = SIG_UNKNOWN_KEY;
 		out->why = "The AWS Access Key Id you provided does not exist in our records.";
 		return;
 	}
-	sts = v2_string(r, date);
-	HMAC(EVP_sha1(), key->secret, (int)strlen(key->secret), (unsigned char *)sts, strlen(sts),
+	sts = v2_string(r, date, &stl);
+	HMAC(EVP_sha1(), key->secret, (int)strlen(key->secret), (unsigned char *)sts, stl,
 	     mac, &ml);
 	free(sts);
 	EVP_EncodeBlock((unsigned char *)want, mac, 20);   /* 28 characters */
