@@ -167,10 +167,10 @@ static size_t esc_n(char *out, size_t cap, const char *s, size_t len)
 	return n;
 }
 
-/* A query (or the query of a URL, after its '?') as esc_n writes it, but
- * the values of the signatures in it -- SigV4's X-Amz-Signature, SigV2's
- * Signature, a volume link's md5 -- written as "…" (a byte no escaped
- * value holds): a presigned link in the log must not be a credential.
+/* A query (or, when url, what follows a '?') as esc_n writes it, but the
+ * values of the signatures in it -- SigV4's X-Amz-Signature, SigV2's
+ * Signature, a volume link's md5 -- written as "…" (which no escaped
+ * byte makes): a presigned link in the log must not be a credential.
  * NULL or "": "-". */
 static void esc_redacted(char *out, size_t cap, const char *s, bool url)
 {
@@ -196,13 +196,6 @@ static void esc_redacted(char *out, size_t cap, const char *s, bool url)
 	}
 }
 
-static void esc(char *out, size_t cap, const char *s)
-{
-	if (!s || !*s)
-		s = "-";
-	esc_n(out, cap, s, strlen(s));
-}
-
 void accesslog_add(const struct accesslog_entry *e)
 {
 	char line[4096], target[2048], query[1024], ref[512], agent[512], when[64];
@@ -211,10 +204,10 @@ void accesslog_add(const struct accesslog_entry *e)
 	int n;
 	localtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%d/%b/%Y:%H:%M:%S %z", &tm);
-	esc(target, sizeof(target), e->target);
+	esc_redacted(target, sizeof(target), e->target, true);   /* a path: no '?' */
 	esc_redacted(query, sizeof(query), e->query, false);
 	esc_redacted(ref, sizeof(ref), e->referer, true);
-	esc(agent, sizeof(agent), e->agent);
+	esc_redacted(agent, sizeof(agent), e->agent, true);
 	/* $remote_addr - $remote_user [$time_local] "$request" $status
 	 * $body_bytes_sent "$http_referer" "$http_user_agent" $request_time */
 	n = snprintf(line, sizeof(line), "%s - - [%s] \"%s %s%s%s %s\" %d %llu \"%s\" \"%s\" %.3f\n",

@@ -4,6 +4,7 @@
  * and Authenticating REST Requests"); see sigv4.h. */
 #include "sigv4.h"
 #include "httpc.h"
+#include "placement.h"
 #include "util.h"
 
 #include <openssl/crypto.h>
@@ -119,7 +120,7 @@ static void v2_verify(const struct keyring *ring, const struct sig_req *r, const
 	const struct key *key = keyring_find(ring, id, idl);
 	unsigned char mac[20];
 	unsigned int ml = 20;
-	char want[32], *sts;
+	char want[32], got[64], *sts;
 	size_t stl;
 	if (!key) {
 		out->st = SIG_UNKNOWN_KEY;
@@ -131,20 +132,9 @@ static void v2_verify(const struct keyring *ring, const struct sig_req *r, const
 	     mac, &ml);
 	free(sts);
 	EVP_EncodeBlock((unsigned char *)want, mac, 20);   /* 28 characters */
-	if (query) {   /* the signature comes percent-encoded */
-		struct buf d = {0};
-		for (size_t i = 0; i < sigl; i++) {
-			int v = sig[i] == '%' ? pct_value(sig + i, sigl - i) : sig[i];
-			char c = (char)(v < 0 ? sig[i] : v);
-			buf_append(&d, &c, 1);
-			if (sig[i] == '%' && v >= 0)
-				i += 2;
-		}
-		out->st = d.len == 28 && !CRYPTO_memcmp(want, d.data, 28) ? SIG_OK : SIG_MISMATCH;
-		buf_free(&d);
-	} else {
-		out->st = sigl == 28 && !CRYPTO_memcmp(want, sig, 28) ? SIG_OK : SIG_MISMATCH;
-	}
+	if (query && (sigl >= sizeof(got) || path_decode(sig, sigl, got, &sigl) < 0))
+		sigl = 0;   /* the query's comes percent-encoded */
+	out->st = sigl == 28 && !CRYPTO_memcmp(want, query ? got : sig, 28) ? SIG_OK : SIG_MISMATCH;
 	if (out->st == SIG_OK) {
 		out->key = key;
 		out->is_signed = true;

@@ -3,6 +3,7 @@
  * "Authenticating Requests: Using Query Parameters", and Signature
  * Version 2's "Signing and Authenticating REST Requests". */
 #include "sigv4.h"
+#include "placement.h"
 #include "util.h"
 
 #include <openssl/core_names.h>
@@ -533,8 +534,8 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 	struct v4 v = {0};
 	const char *alg, *cred, *date, *exp, *sh, *sig;
 	size_t al, cl, dl, el, sl, gl;
-	char cbuf[512], dbuf[17], ebuf[16];
-	struct buf shb = {0};
+	char cbuf[512], dbuf[17], ebuf[16], *shd;
+	size_t n;
 	uint64_t expires;
 	int64_t t;
 	out->st = SIG_QUERY_MALFORMED;
@@ -553,24 +554,11 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 		out->why = "X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"";
 		return;
 	}
-	/* the credential's '/' come as %2F */
-	{
-		struct buf cb = {0};
-		bool ok = cl < 256 && recode(&cb, cred, cl, true);
-		size_t o = 0;
-		for (size_t i = 0; ok && i < cb.len && o + 1 < sizeof(cbuf); i++) {
-			if (cb.data[i] == '%' && i + 2 < cb.len && !strncmp(cb.data + i, "%2F", 3)) {
-				cbuf[o++] = '/';
-				i += 2;
-			} else
-				cbuf[o++] = cb.data[i];
-		}
-		cbuf[o] = '\0';
-		buf_free(&cb);
-		if (!ok || !parse_credential(cbuf, o, &v)) {
-			out->why = "X-Amz-Credential: want ID/DATE/REGION/SERVICE/aws4_request";
-			return;
-		}
+	/* the credential's '/' and SignedHeaders' ';' come as %2F and %3B */
+	if (cl >= sizeof(cbuf) || path_decode(cred, cl, cbuf, &n) < 0 ||
+	    !parse_credential(cbuf, n, &v)) {
+		out->why = "X-Amz-Credential: want ID/DATE/REGION/SERVICE/aws4_request";
+		return;
 	}
 	snprintf(dbuf, sizeof(dbuf), "%.*s", (int)(dl < 16 ? dl : 16), date);
 	snprintf(ebuf, sizeof(ebuf), "%.*s", (int)(el < 15 ? el : 15), exp);
@@ -584,24 +572,12 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 		return;
 	}
 	memcpy(v.amzdate, dbuf, 17);
-	/* SignedHeaders' ';' come as %3B */
-	if (!recode(&shb, sh, sl, false)) {
+	if (path_decode(sh, sl, shd = xmalloc(sl + 1), &v.shl) < 0) {
 		out->why = "X-Amz-SignedHeaders is malformed";
+		free(shd);
 		return;
 	}
-	{
-		size_t o = 0;
-		for (size_t i = 0; i < shb.len; i++) {
-			if (shb.data[i] == '%' && i + 2 < shb.len && !strncmp(shb.data + i, "%3B", 3)) {
-				shb.data[o++] = ';';
-				i += 2;
-			} else
-				shb.data[o++] = shb.data[i];
-		}
-		shb.len = o;
-	}
-	v.signed_headers = shb.data;
-	v.shl = shb.len;
+	v.signed_headers = shd;
 	v.sig = sig;
 	v.sigl = gl;
 	v.payload = "UNSIGNED-PAYLOAD";
@@ -615,7 +591,7 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 	} else {
 		v4_verify(ring, r, &v, true, out);
 	}
-	buf_free(&shb);
+	free(shd);
 }
 
 void sig_check(const struct keyring *ring, const struct sig_req *r, struct sig_result *out)

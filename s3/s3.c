@@ -248,26 +248,6 @@ static const struct {
 	[SIG_EXPIRED] = {403, "AccessDenied"},
 };
 
-bool s3_body_signed(struct s3req *s)
-{
-	char h[65];
-	unsigned char d[32];
-	struct sha256 *x;
-	if (!s3_body_framed(s))
-		return false;
-	if (!s->ring || s->sig.payload != PAYLOAD_SHA256)
-		return true;
-	x = sha256_new();
-	sha256_update(x, s->in.data, s->in.len);
-	sha256_final(x, d);
-	to_hex(d, 32, h);
-	if (!strcmp(h, s->sig.sha256))
-		return true;
-	s3_error(s, 400, "XAmzContentSHA256Mismatch",
-		 "The provided 'x-amz-content-sha256' header does not match what was computed.");
-	return false;
-}
-
 /* What the operation needs of the signer's key: an AccessDenied if not. */
 static void permit(struct s3req *s)
 {

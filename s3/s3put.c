@@ -282,12 +282,17 @@ void s3_body_take(struct s3req *s, const char *data, size_t n)
 		buf_append(&s->in, data, n);
 }
 
-bool s3_body_framed(struct s3req *s)
+bool s3_body_signed(struct s3req *s)
 {
-	if (s->op != S3_DELETE_MANY && s->op != S3_MPU_COMPLETE)
-		return true;   /* no body is read */
-	if ((s->aws_chunked = chunked(s)) && !s->bad && s->dec.st != DEC_DONE)
+	bool xml = s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE;   /* else none is read */
+	if (xml && (s->aws_chunked = chunked(s)) && !s->bad && s->dec.st != DEC_DONE)
 		s->bad = BAD_FRAMING;
+	if (!s->bad && !s->in_too_big && s->ring && s->sig.payload == PAYLOAD_SHA256) {
+		s->sha = sha256_new();
+		body_hash(s, s->in.data, s->in.len);
+		if (!sha_ok(s))
+			s->bad = BAD_SHA256;
+	}
 	if (s->bad)
 		bad_error(s);
 	return !s->bad;
