@@ -266,6 +266,7 @@ static void canonical_header(struct buf *b, const char *name, size_t nl, const c
 
 struct v4 {
 	const char *id, *sig, *signed_headers, *payload;
+	const char *date_hdr;   /* the header form's date: "x-amz-date" or "date" */
 	size_t idl, sigl, shl;
 	char date[9], region[64], service[64], amzdate[17];
 };
@@ -382,16 +383,15 @@ static void scan_amz(void *arg, const char *k, const char *val)
 }
 
 /* Nothing unsigned may change what a request does (AWS's rule): host,
- * the header that dated it (date_hdr, the header form's) and every
+ * the header that dated it (v->date_hdr, the header form's) and every
  * x-amz-* header it carries must be signed; a presigned link signs only
  * host, so an x-amz-* header added to it is refused. */
-static bool all_signed(const struct sig_req *r, const struct v4 *v, const char *date_hdr,
-		       struct sig_result *out)
+static bool all_signed(const struct sig_req *r, const struct v4 *v, struct sig_result *out)
 {
 	struct unsigned_scan u = {v, false};
 	if (r->each_header)
 		r->each_header(r->cls, scan_amz, &u);
-	if (!u.bad && is_signed(v, "host") && (!date_hdr || is_signed(v, date_hdr)))
+	if (!u.bad && is_signed(v, "host") && (!v->date_hdr || is_signed(v, v->date_hdr)))
 		return true;
 	out->st = SIG_UNSIGNED;
 	out->why = "There were headers present in the request which were not signed";
@@ -406,8 +406,7 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 	char scope[160], want[65];
 	const struct key *key = keyring_find(ring, v->id, v->idl);
 	bool ok = false;
-	if (!all_signed(r, v, presigned ? NULL : r->header(r->cls, "x-amz-date") ? "x-amz-date"
-							: "date", out))
+	if (!all_signed(r, v, out))
 		return;
 	if (!key) {
 		out->st = SIG_UNKNOWN_KEY;
@@ -491,9 +490,9 @@ static void v4_header(const struct keyring *ring, const struct sig_req *r, const
 			   "SERVICE/aws4_request, SignedHeaders=..., Signature=...";
 		return;
 	}
-	date = r->header(r->cls, "x-amz-date");
-	if (!date)
-		date = r->header(r->cls, "date");
+	v.date_hdr = "x-amz-date";
+	if (!(date = r->header(r->cls, "x-amz-date")))
+		date = r->header(r->cls, v.date_hdr = "date");
 	if ((t = amz_time(date)) < 0 || strncmp(date, v.date, 8)) {
 		out->why = "The authorization header is malformed; x-amz-date is missing, or "
 			   "not the credential's date";
