@@ -322,6 +322,91 @@ START_TEST(test_index_disk_full)
 }
 END_TEST
 
+
+/* Attack (atk40): recover() takes "the empty synced write succeeded" for
+ * "a fresh log began".  leveldb_compact_range returns nothing: when the
+ * new log cannot be created (no inode left on the disk, EMFILE), LevelDB
+ * keeps the old log -- the one cut where the failed write is -- and the
+ * empty write is appended to it.  The master then says "writable again"
+ * and acknowledges writes that a crash drops (recovery stops reading
+ * that log block at the cut).  The index on a tmpfs with few inodes:
+ * blocks filled (a log append fails), then blocks freed while every
+ * inode stays taken. */
+START_TEST(test_index_no_inode_for_new_log)
+{
+	struct run r;
+	char key[64], *fill, *p;
+	int fd, n, nino = 0, late = 0;
+	static char junk[65536];
+	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		fprintf(stderr, "SKIPPED test_index_no_inode_for_new_log: needs root\n");
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	set_flags(&r);
+	r.tmp = h_tmpdir();
+	r.m.db = xasprintf("%s/db", r.tmp);
+	r.m.log = xasprintf("%s/master.log", r.tmp);
+	ck_assert_int_eq(mkdir(r.m.db, 0700), 0);
+	ck_assert_msg(mount("tmpfs", r.m.db, "tmpfs", 0, "size=2m,nr_inodes=64") == 0,
+		      "mount: %s", strerror(errno));
+	h_vol_start(&r.vol, VOL_MKV);
+	h_master_start(&r.m, &r.vol, 1, r.flags);
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "a%02d", i);
+		ck_assert_int_eq(put(&r, key), 201);
+	}
+	fill = xasprintf("%s/filler", r.m.db);
+	fd = open(fill, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	while (write(fd, junk, sizeof(junk)) > 0)
+		;
+	while (write(fd, junk, 1) > 0)
+		;
+	close(fd);
+	for (;; nino++) {   /* every inode taken */
+		p = xasprintf("%s/ino%03d", r.m.db, nino);
+		fd = open(p, O_WRONLY | O_CREAT, 0600);
+		free(p);
+		if (fd < 0)
+			break;
+		close(fd);
+	}
+	for (n = 0; n < 200 && !r.refused; n++) {
+		snprintf(key, sizeof(key), "b%03d", n);
+		put(&r, key);
+	}
+	ck_assert_msg(r.refused > 0, "the index took %d writes on a full disk", n);
+	/* blocks back, inodes not: the filler's inode is taken again */
+	unlink(fill);
+	p = xasprintf("%s/ino%03d", r.m.db, nino++);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	free(p);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	sleep(2);   /* past recover's once a second */
+	for (int i = 0; i < 30; i++) {
+		snprintf(key, sizeof(key), "c%02d", i);
+		if (put(&r, key) == 201)
+			late++;
+		usleep(100000);
+	}
+	fprintf(stderr, "test_index_no_inode_for_new_log: %d writes acknowledged with no inode "
+			"for a fresh log (last refusal: %s)\n", late, r.last_why);
+	for (int i = 0; i < nino; i++) {   /* room for LevelDB's recovery */
+		p = xasprintf("%s/ino%03d", r.m.db, i);
+		unlink(p);
+		free(p);
+	}
+	crash_and_check(&r);
+	h_master_down(&r.m);
+	umount2(r.m.db, MNT_DETACH);
+	free(fill);
+	finish(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("index_faults");
@@ -333,6 +418,7 @@ int main(void)
 	tcase_add_test(tc, test_sidecar_write_eio);
 	tcase_add_test(tc, test_index_sync_eio);
 	tcase_add_test(tc, test_index_disk_full);
+	tcase_add_test(tc, test_index_no_inode_for_new_log);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
