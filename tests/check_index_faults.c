@@ -407,6 +407,38 @@ START_TEST(test_index_no_inode_for_new_log)
 }
 END_TEST
 
+/* Attack (atk40): a write fault that lasts longer than a second.  recover
+ * tries once a second while statvfs shows room (an EIO, a quota, a disk
+ * that refills between statvfs and the flush): the memtable's flush then
+ * fails, LevelDB keeps that error for as long as it is open, and the
+ * index refuses every write until a restart, though the disk is sound
+ * again.  (test_index_write_eio passes only because its fault is healed
+ * within the second.) */
+START_TEST(test_index_write_fault_outlasts_recover)
+{
+	struct run r;
+	char key[64];
+	start(&r, "");
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "a%02d", i);
+		ck_assert_int_eq(put(&r, key), 201);
+	}
+	arm(&r, "write");
+	put(&r, "b00");
+	ck_assert_int_gt(r.refused, 0);
+	sleep(2);
+	put(&r, "b01");   /* recover runs now, the fault still on */
+	unlink(r.ctl);
+	for (int i = 0; i < 5; i++) {
+		snprintf(key, sizeof(key), "c%02d", i);
+		ck_assert_msg(put_until(&r, key), "%s: never taken after the disk healed (%s)",
+			      key, r.last_why);
+	}
+	crash_and_check(&r);
+	finish(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("index_faults");
@@ -419,6 +451,7 @@ int main(void)
 	tcase_add_test(tc, test_index_sync_eio);
 	tcase_add_test(tc, test_index_disk_full);
 	tcase_add_test(tc, test_index_no_inode_for_new_log);
+	tcase_add_test(tc, test_index_write_fault_outlasts_recover);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
