@@ -472,6 +472,43 @@ START_TEST(test_index_recover_without_new_log)
 }
 END_TEST
 
+/* Attack (atk40): "reads go on" while the index's disk stalls.  claim()
+ * asks store_writable on the poll thread, and index_writable takes wmu,
+ * which the committer holds through leveldb_write's fdatasync (and
+ * recover through a whole memtable flush).  A disk whose fdatasync
+ * stalls (faultfs "hang") then parks every poll thread that gets a write
+ * request, and GETs on those threads wait with them. */
+START_TEST(test_index_stalled_sync_blocks_reads)
+{
+	struct run r;
+	int fds[16];
+	struct buf out = {0};
+	long st;
+	const char get[] = "GET /a00 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	start(&r, "");
+	ck_assert_int_eq(put(&r, "a00"), 201);
+	arm(&r, "hang");
+	for (int i = 0; i < 16; i++) {   /* writes: the first stalls in fdatasync */
+		char *req = xasprintf("PUT /h%d HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx", i);
+		fds[i] = h_connect(r.m.port);
+		ck_assert_int_ge(fds[i], 0);
+		ck_assert_int_eq(write(fds[i], req, strlen(req)), (ssize_t)strlen(req));
+		free(req);
+		if (!i)
+			sleep(2);
+	}
+	sleep(2);
+	st = h_raw(r.m.port, get, strlen(get), &out, 20000);
+	buf_free(&out);
+	unlink(r.ctl);   /* the disk answers again */
+	for (int i = 0; i < 16; i++)
+		close(fds[i]);
+	ck_assert_msg(st == 302 || st == 200, "a GET while the index's fdatasync stalls: %ld "
+		      "(-1: no answer in 20 s)", st);
+	finish(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("index_faults");
@@ -486,6 +523,7 @@ int main(void)
 	tcase_add_test(tc, test_index_no_inode_for_new_log);
 	tcase_add_test(tc, test_index_write_fault_outlasts_recover);
 	tcase_add_test(tc, test_index_recover_without_new_log);
+	tcase_add_test(tc, test_index_stalled_sync_blocks_reads);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

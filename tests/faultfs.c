@@ -10,7 +10,9 @@
  *                   EIO (a write cut short by the disk, as ENOSPC cuts it);
  *                   "sync" makes fdatasync and fsync fail with EIO;
  *                   "create" makes open(O_CREAT) of a new file there fail
- *                   with ENOSPC (no inode left, or EMFILE), writes pass.
+ *                   with ENOSPC (no inode left, or EMFILE), writes pass;
+ *                   "hang" makes fdatasync wait while the file says so
+ *                   (a disk that stalls: a dying disk, iSCSI, NFS).
  *                   Absent or empty: no fault. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -63,7 +65,7 @@ static char armed(int fd)
 	slash = strrchr(path, '/');
 	if (!slash || (size_t)(slash - path) != strlen(dir) || strncmp(path, dir, strlen(dir)))
 		return 0;
-	return buf[0] == 'w' ? 'w' : buf[0] == 's' ? 's' : 0;
+	return buf[0] == 'w' ? 'w' : buf[0] == 's' ? 's' : buf[0] == 'h' ? 'h' : 0;
 }
 
 int open(const char *path, int flags, ...)
@@ -107,7 +109,10 @@ ssize_t write(int fd, const void *p, size_t n)
 
 int fdatasync(int fd)
 {
-	if (armed(fd) == 's') {
+	char a;
+	while ((a = armed(fd)) == 'h')
+		usleep(50000);
+	if (a == 's') {
 		errno = EIO;
 		return -1;
 	}
