@@ -571,6 +571,43 @@ START_TEST(test_sidecar_fails_mid_upload_part)
 }
 END_TEST
 
+/* Attack (atk40), held: kill -9 inside recover(), while the memtable's
+ * flush waits on its table's fdatasync (a new log begun, the old one cut,
+ * the MANIFEST not yet changed).  The restart recovers both logs. */
+START_TEST(test_index_crash_inside_recover)
+{
+	struct run r;
+	char key[64];
+	const char *req = "PUT /late HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx";
+	int fd;
+	start(&r, "");
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "a%02d", i);
+		ck_assert_int_eq(put(&r, key), 201);
+	}
+	arm(&r, "write");
+	put(&r, "b00");
+	ck_assert_int_gt(r.refused, 0);
+	arm(&r, "hang");
+	sleep(2);
+	fd = h_connect(r.m.port);   /* its claim runs recover, which stalls */
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	sleep(2);
+	{   /* inside it: a fresh log begun, the cut one still there */
+		char *cmd = xasprintf("test $(ls %s | grep -c '\\.log$') -ge 2", r.m.db);
+		ck_assert_msg(system(cmd) == 0, "recover is not under way");
+		free(cmd);
+	}
+	crash_and_check(&r);
+	close(fd);
+	unlink(r.ctl);
+	ck_assert_int_eq(put(&r, "c00"), 201);
+	crash_and_check(&r);
+	finish(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("index_faults");
@@ -587,6 +624,7 @@ int main(void)
 	tcase_add_test(tc, test_index_recover_without_new_log);
 	tcase_add_test(tc, test_index_stalled_sync_blocks_reads);
 	tcase_add_test(tc, test_sidecar_fails_mid_upload_part);
+	tcase_add_test(tc, test_index_crash_inside_recover);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
