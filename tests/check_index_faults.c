@@ -608,6 +608,49 @@ START_TEST(test_index_crash_inside_recover)
 }
 END_TEST
 
+/* Attack (atk40): a write answered 500 because its fdatasync failed is in
+ * the log all the same (LevelDB appended it, only the sync failed), and a
+ * restart replays it.  A PUT so refused has had its blobs removed
+ * (cleanup_failed), and its DELETED record could not be written: after
+ * the restart the key is live, listed, and names a blob that is gone. */
+START_TEST(test_index_failed_sync_put_comes_back)
+{
+	struct run r;
+	struct resp rs;
+	char *url;
+	long st;
+	start(&r, "");
+	ck_assert_int_eq(put(&r, "a00"), 201);
+	arm(&r, "sync");
+	st = put(&r, "ghost");
+	ck_assert_msg(st != 201, "PUT ghost was taken with fdatasync failing");
+	sleep(2);   /* its cleanup */
+	unlink(r.ctl);
+	crash_and_check(&r);
+	url = xasprintf("%s/ghost", r.m.base);
+	st = h_http("GET", url, NULL, 0, NULL, false, &rs);   /* 302: the master says live */
+	h_resp_free(&rs);
+	if (st == 302) {
+		long got = h_http("GET", url, NULL, 0, NULL, true, &rs), again;
+		char first[64];
+		snprintf(first, sizeof(first), "%.*s", (int)strcspn(r.last_why, "\n"), r.last_why);
+		if (!(got == 200 && rs.body.len == 5 && !memcmp(rs.body.data, "ghost", 5))) {
+			again = put(&r, "ghost");   /* the client's retry */
+			ck_assert_msg(0, "PUT ghost was answered %s; after a restart the master "
+				      "serves it live (302) and its blob reads %ld: a live key whose "
+				      "blob the PUT's cleanup removed (a retried PUT: %ld)", first,
+				      got, again);
+		}
+	} else {
+		ck_assert_int_eq(st, 404);
+		memset(&rs, 0, sizeof(rs));
+	}
+	h_resp_free(&rs);
+	free(url);
+	finish(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("index_faults");
@@ -625,6 +668,7 @@ int main(void)
 	tcase_add_test(tc, test_index_stalled_sync_blocks_reads);
 	tcase_add_test(tc, test_sidecar_fails_mid_upload_part);
 	tcase_add_test(tc, test_index_crash_inside_recover);
+	tcase_add_test(tc, test_index_failed_sync_put_comes_back);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
