@@ -713,6 +713,38 @@ START_TEST(test_sidecar_fails_mid_s3_overwrite)
 }
 END_TEST
 
+/* Attack (atk40): the first failed write is the request's own, so claim()
+ * let it in.  DeleteBucket drops meta_raw_delete's error and answers 204;
+ * once the sidecar heals, ListBuckets names the bucket again.  (Abort and
+ * Complete of a multipart upload drop the same error for their 'u'
+ * record.) */
+START_TEST(test_sidecar_delete_bucket_comes_back)
+{
+	struct run r;
+	struct resp rs;
+	char *url;
+	long st;
+	start(&r, "/mkv-meta");
+	r.buckets = true;
+	ck_assert_int_eq(put(&r, "gone"), 200);
+	arm(&r, "write");
+	url = xasprintf("%s/gone", r.m.base);
+	st = h_http("DELETE", url, NULL, 0, s3hdr, false, &rs);
+	h_resp_free(&rs);
+	free(url);
+	unlink(r.ctl);
+	ck_assert_msg(put_until(&r, "other"), "the sidecar never healed");
+	url = xasprintf("%s/", r.m.base);
+	ck_assert_int_eq(h_http("GET", url, NULL, 0, s3hdr, false, &rs), 200);
+	buf_append(&rs.body, "", 1);
+	ck_assert_msg(st != 204 || !strstr(rs.body.data, "<Name>gone</Name>"),
+		      "DeleteBucket was answered 204; ListBuckets names it again");
+	h_resp_free(&rs);
+	free(url);
+	finish(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("index_faults");
@@ -732,6 +764,7 @@ int main(void)
 	tcase_add_test(tc, test_index_crash_inside_recover);
 	tcase_add_test(tc, test_index_failed_sync_put_comes_back);
 	tcase_add_test(tc, test_sidecar_fails_mid_s3_overwrite);
+	tcase_add_test(tc, test_sidecar_delete_bucket_comes_back);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
