@@ -65,6 +65,8 @@ static char armed(int fd)
 	slash = strrchr(path, '/');
 	if (!slash || (size_t)(slash - path) != strlen(dir) || strncmp(path, dir, strlen(dir)))
 		return 0;
+	if (buf[0] == 'h' && !strcmp(slash, "/mkv-probe"))
+		return 0;   /* "hang" stalls LevelDB's files: the master's probe of the disk passes */
 	return buf[0] == 'w' ? 'w' : buf[0] == 's' ? 's' : buf[0] == 'h' ? 'h' : 0;
 }
 
