@@ -91,7 +91,10 @@ static void bucket_delete(struct s3req *s)
 		s3_error(s, 409, "BucketNotEmpty", "The bucket you tried to delete is not empty");
 		return;
 	}
-	meta_raw_delete('b', s->bucket, s->blen);
+	if (meta_raw_delete('b', s->bucket, s->blen) < 0) {
+		s3_error(s, 503, "ServiceUnavailable", "the sidecar refused the write: try again");
+		return;
+	}
 	s->status = 204;
 }
 

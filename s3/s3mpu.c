@@ -110,8 +110,9 @@ static void drop_part(void *upload, const char *k, size_t kl, int num)
 void s3_mpu_abort(struct s3req *s)
 {
 	char *up = s3_upload(s);
-	if (up) {
-		meta_raw_delete('u', up, 32);
+	if (up && meta_raw_delete('u', up, 32) < 0) {
+		s3_error(s, 503, "ServiceUnavailable", "the sidecar refused the write: try again");
+	} else if (up) {
 		each_part(up, drop_part, up);
 		s->status = 204;
 	}
