@@ -66,17 +66,35 @@ static const struct flag flags[] = {
 	{NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
-#define bad(...) flags_fail("mkv", head, __VA_ARGS__)
+/* A bad command line prints the synopsis of the command it names. */
+static char usage[160];
+#define bad(...) flags_fail("mkv", *usage ? usage : head, __VA_ARGS__)
 
 static const struct command {
 	const char *name;
 	int (*run)(const struct config *cfg);
 	bool online;              /* -master may stand for -db */
+	int line;                 /* its synopsis: head's line */
 } commands[] = {
-	{"server", server_main, false}, {"rebuild", rebuild_main, false},
-	{"rebalance", rebalance_main, true}, {"verify", verify_main, true},
-	{"gc", gc_main, true}, {"put", put_main, true}, {"get", get_main, true},
+	{"server", server_main, false, 0}, {"rebuild", rebuild_main, false, 0},
+	{"rebalance", rebalance_main, true, 0}, {"verify", verify_main, true, 1},
+	{"gc", gc_main, true, 2}, {"put", put_main, true, 3}, {"get", get_main, true, 4},
 };
+
+/* usage becomes the synopsis of the command named cmd, if one is. */
+static void usage_of(const char *cmd)
+{
+	const char *l = head;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(cmd, commands[i].name))
+			continue;
+		for (int n = commands[i].line; n > 0; n--)
+			l = strchr(l, '\n') + 1;
+		l += strspn(l, " ");
+		l += strncmp(l, "usage: ", 7) ? 0 : 7;
+		snprintf(usage, sizeof(usage), "usage: %.*s\n", (int)strcspn(l, "\n"), l);
+	}
+}
 
 /* Returns the buffer the volume names point into (caller frees it and
  * c->volumes). */
@@ -103,8 +121,10 @@ static const struct command *command(const char *cmd, int npos, char **pos)
 	if (!cmd)
 		bad("missing command (server, rebuild, rebalance, verify, gc, put or get)");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(cmd, commands[i].name))
+		if (!strcmp(cmd, commands[i].name)) {
+			usage_of(cmd);
 			return &commands[i];
+		}
 	bad("unknown command %s", cmd);
 }
 
@@ -116,8 +136,10 @@ int main(int argc, char **argv)
 	int rc, npos;
 
 	log_init("mkv");
+	for (int i = argc - 1; i > 0 && !*usage; i--)
+		usage_of(argv[i]);   /* for a bad flag, before the command is known */
 	/* the command, then (put, get) two operands, after which no flags */
-	npos = flags_parse(flags, argc, argv, "mkv", head, pos, 3, 2);
+	npos = flags_parse(flags, argc, argv, "mkv", *usage ? usage : head, pos, 3, 2);
 	cmd = command(npos ? pos[0] : NULL, npos, pos);
 	if (c.volumesecret && volsign_load(c.volumesecret, err, sizeof(err)) < 0)
 		bad("-volumesecret: %s", err);
@@ -132,8 +154,7 @@ int main(int argc, char **argv)
 		if (!c.master)
 			bad("%s needs -master host:port", cmd->name);
 		if (npos != 3)
-			bad("usage: mkv -master H:P %s", cmd->run == put_main ? "put DIR /prefix"
-									   : "get /prefix DIR");
+			bad("%s takes two operands", cmd->name);
 		ops_signals_init();
 		return cmd->run(&c);
 	}

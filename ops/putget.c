@@ -73,8 +73,10 @@ static void progress_line(void *ctx, char *out, size_t n)
 		 ops_per_s(bytes, ms) / 1e6);
 }
 
-/* Run fn on every name (put) or every key under the prefix (get: listing),
- * with the progress line up; then the summary.  Returns the exit status. */
+/* Run fn on every name (put) or every key under the prefix (get: listing;
+ * the directory is made once the first page has a key, and no key at all
+ * is a failure), with the progress line up; then the summary.  Returns
+ * the exit status. */
 static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 {
 	struct ops_progress *p = ops_progress_start(progress_line, g);
@@ -86,13 +88,23 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 		ops_pool_run(g->cfg->workers, g->n, fn, g);
 	} else {
 		char *start = xstrdup("");
-		do {
+		for (bool first = true; first || *start; first = false) {
 			if ((rc = ops_list_page(g->master, lp, OPS_LIST_LOCATIONS, &start, &g->page,
 						"get")) < 0)
 				break;
-			ops_pool_run(g->cfg->workers, g->page.n, fn, g);
+			if (first && !g->page.n) {
+				log_msg("get: no keys under %s", lp);
+				rc = -1;
+			} else if (first && mkdir(g->dir, 0755) < 0 && errno != EEXIST) {
+				log_msg("get: mkdir %s failed (%s)", g->dir, strerror(errno));
+				rc = -1;
+			} else {
+				ops_pool_run(g->cfg->workers, g->page.n, fn, g);
+			}
 			ops_page_free(&g->page);
-		} while (*start);
+			if (rc < 0)
+				break;
+		}
 		free(start);
 	}
 	ops_progress_stop(p);
@@ -195,8 +207,6 @@ static void compare(struct pg *g, const char *key, const char *path)
 	char md5[33], err[256] = "";
 	int status = ops_master_head(g->master, key, strlen(key), 4, &h, NULL, err);
 	if (status != 302 || !file_md5(path, md5)) {
-		if (status > 0)
-			snprintf(err, sizeof(err), "HEAD answered %d", status);
 		fail(g, "%s: exists, and its md5 cannot be compared (%s)", path, err);
 	} else if (!h.md5[0]) {
 		differs(g, "%s: the key exists and has no md5 to compare with", path);
@@ -233,8 +243,6 @@ static void put_one(void *ctx, size_t i)
 	} else if (status == 403) {
 		compare(g, key, path);
 	} else {
-		if (status > 0)
-			snprintf(err, sizeof(err), "the master answered %d", status);
 		fail(g, "%s: PUT %s failed: %s", path, key, err);
 	}
 	if (fd >= 0)
@@ -441,10 +449,7 @@ int get_main(const struct config *cfg)
 
 	if (pg_init(&g, cfg->args[0], cfg->args[1]) < 0)
 		return 1;
-	if (mkdir(g.dir, 0755) < 0 && errno != EEXIST)
-		log_msg("get: mkdir %s failed (%s)", g.dir, strerror(errno));
-	else
-		rc = run(&g, get_one, true);
+	rc = run(&g, get_one, true);
 	if (g.files && get_sync(g.dir) < 0)
 		rc = 1;
 	pg_free(&g);

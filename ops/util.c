@@ -288,8 +288,7 @@ json_t *ops_listing(int status, const char *body, size_t len, char *err)
 	json_error_t je;
 	json_t *doc;
 	if (status != 200) {
-		if (status > 0)
-			snprintf(err, 256, "status %d", status);
+		ops_why(err, status, NULL, body, len);
 		return NULL;
 	}
 	doc = json_loadb(body ? body : "", len, 0, &je);
