@@ -200,13 +200,16 @@ static int send_file(const char *url, int fd, uint64_t size, char *err)
 	return status;
 }
 
-/* The key exists: the same bytes as the file (a skip), or not? */
-static void compare(struct pg *g, const char *key, const char *path)
+/* The key exists: the same bytes as the file (a skip), or not?  Unless
+ * it does not: then the PUT's 403 (why, NULL for none) was a refusal. */
+static void compare(struct pg *g, const char *key, const char *path, const char *why)
 {
 	struct ops_head_info h;
 	char md5[33], err[256] = "";
 	int status = ops_master_head(g->master, key, strlen(key), 4, &h, NULL, err);
-	if (status != 302 || !file_md5(path, md5)) {
+	if (status == 404 && why) {
+		fail(g, "%s: PUT %s failed: %s", path, key, why);
+	} else if (status != 302 || !file_md5(path, md5)) {
 		fail(g, "%s: exists, and its md5 cannot be compared (%s)", path, err);
 	} else if (!h.md5[0]) {
 		differs(g, "%s: the key exists and has no md5 to compare with", path);
@@ -236,12 +239,12 @@ static void put_one(void *ctx, size_t i)
 		/* A big file is sent only when the key is absent: asking first costs a
 		 * round trip, sending it in vain costs the whole file (the master
 		 * answers 403 only after the body). */
-		compare(g, key, path);
+		compare(g, key, path, NULL);
 	} else if ((status = send_file(url, fd, (uint64_t)st.st_size, err)) == 201) {
 		g->files++;
 		g->bytes += (unsigned long)st.st_size;
 	} else if (status == 403) {
-		compare(g, key, path);
+		compare(g, key, path, err);
 	} else {
 		fail(g, "%s: PUT %s failed: %s", path, key, err);
 	}

@@ -4,9 +4,8 @@
 The fenced ```sh blocks of README.md, docs/security.md, docs/operations.md
 and docs/deploy.md run in that order, each document in one bash of its own,
 in one working directory, against a cluster this test starts: four
-mkv-volumes and a master as the README's quick start has them (3001-3003,
-3004 spare for the rebalance example, the master on 3000 with -db
-/tmp/indexdb/), and for security.md a master with -keys, the keys file
+mkv-volumes (3001-3004: operations.md's rebalance takes one out) and a
+master on 3000 with -db /tmp/indexdb/, and for security.md a master with -keys, the keys file
 being the document's own ```text file=/etc/mkv/keys block.
 
 Rewritten on the way, and nothing else: host:300N (localhost, 127.0.0.1,
@@ -18,7 +17,8 @@ document's master; curl, as written, also dumps its headers for the check.
 
 A command's trailing comment that states an answer is checked: `# 201`
 (a curl's final HTTP status), `# exit 1` (the exit status; otherwise 0),
-`# {"next":...}` (the JSON curl prints).  A ```text output block after a
+`# exit 1: "what it says"` (also printed), `# {"next":...}` (the JSON
+curl prints).  A ```text output block after a
 ```sh block lists lines its last command must print.  A block that cannot
 run here says so: ```sh skip: the reason (printed as SKIP).  A fence with
 no language in these documents fails: each is run, skipped, or another
@@ -232,7 +232,7 @@ def run_doc(doc, cluster, tmp, work):
         master = "-volumes %s -replicas 1 -db %s/tmp/keysdb -port %d -keys %s/etc/mkv/keys" % (
             cluster.vols([4]), tmp, ports["3000"], tmp)
     else:
-        master = "-volumes %s -db %s/tmp/indexdb/ -port %d" % (cluster.vols([0, 1, 2]), tmp, ports["3000"])
+        master = "-volumes %s -db %s/tmp/indexdb/ -port %d" % (cluster.vols([0, 1, 2, 3]), tmp, ports["3000"])
     runs = os.path.join(tmp, "run")
     script = [PRELUDE]
     checks = []    # (n, where, text, comment, output)
@@ -299,6 +299,9 @@ def run_doc(doc, cluster, tmp, work):
         m = re.match(r"exit (\d+)", comment)
         if m:
             want_rc = int(m.group(1))
+            said = re.search(r'"(.+?)(?:\.\.\.)?"', comment)
+            if said and said.group(1).strip() not in (res["out"] or "") + (res["err"] or ""):
+                problems.append("does not say %r" % said.group(1).strip())
         if rc != want_rc:
             problems.append("exit status %d, not %d" % (rc, want_rc))
         m = re.match(r"(\d{3})\b", comment)
