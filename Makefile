@@ -119,9 +119,10 @@ endef
 layers:
 	@tests/layers.sh
 
-# tests/check_install.sh: make install/uninstall, make deb, lintian.
+# tests/check_install.sh: make install/uninstall, make deb, lintian;
+# tests/check_docs.py: the shell examples of README.md and docs/, as written.
 test: layers all $(TESTS)
-	$(call run_suites,$(TESTS) tests/check_install.sh,MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
+	$(call run_suites,$(TESTS) tests/check_install.sh tests/check_docs.py,MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
 
 # The multi-host bed (tests/hosts/bed.sh): network namespaces, as root
 # (skipped without); SCENARIOS="s2_cut_host ..." runs only those.

@@ -335,7 +335,7 @@ def check_refs():
     bad = []
     for name in files:
         text = open(os.path.join(ROOT, name), encoding="utf-8").read().replace("\\-", "-")
-        for ref in sorted(set(re.findall(r"\bdocs/[\w.-]+?\.md\b", text))):
+        for ref in sorted(set(re.findall(r"\bdocs/[a-z0-9][\w.-]*?\.md\b", text))):
             if not os.path.exists(os.path.join(ROOT, ref)):
                 bad.append("%s names %s" % (name, ref))
         for ref in sorted(set(re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", text))):
