@@ -83,22 +83,13 @@ static void add_unit(struct gc *g, const char *loc, int xx)
  * 1 yes, 0 no, -1 cannot tell. */
 static int unlinked_online(struct gc *g, const char *key, size_t klen)
 {
-	char *url = ops_url(g->master, key, klen, "?unlinked&limit=1"), err[256];
-	struct buf b = {0};
-	json_error_t je;
-	json_t *doc = NULL, *keys, *k;
-	int rc = -1;
-	if (httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err) == 200)
-		doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-	keys = doc ? json_object_get(doc, "keys") : NULL;
-	if (json_is_array(keys)) {
-		k = json_array_get(keys, 0);
-		rc = json_is_string(k) && json_string_length(k) == klen &&
-		     !memcmp(json_string_value(k), key, klen);
-	}
-	json_decref(doc);
-	buf_free(&b);
-	free(url);
+	char *start = xstrdup(""), *prefix = xstrndup(key, klen);
+	struct ops_page pg;   /* the key sorts first of those it begins */
+	int rc = ops_list_page(g->master, prefix, OPS_LIST_UNLINKED, &start, &pg, "gc") < 0 ? -1
+		 : pg.n && pg.klens[0] == klen && !memcmp(pg.keys[0], key, klen);
+	ops_page_free(&pg);
+	free(start);
+	free(prefix);
 	return rc;
 }
 

@@ -13,13 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char head[] =
-	"usage: mkv -volumes host:port,... -db DIR [flags] server|rebuild|rebalance\n"
-	"       mkv -volumes host:port,... -master H:P|-db DIR [-fix] [-rate MB/s] verify\n"
-	"       mkv -volumes host:port,... -master H:P|-db DIR [-delete] [-unlinked] gc\n"
-	"       mkv -master H:P [-workers N] put DIR /prefix\n"
-	"       mkv -master H:P [-workers N] get /prefix DIR\n"
-	"       mkv -version\n";
+/* Each command's synopsis; all of them are the usage. */
+#define SERVER "mkv -volumes host:port,... -db DIR [flags] server|rebuild|rebalance\n"
+#define VERIFY "mkv -volumes host:port,... -master H:P|-db DIR [-fix] [-rate MB/s] verify\n"
+#define GC "mkv -volumes host:port,... -master H:P|-db DIR [-delete] [-unlinked] gc\n"
+#define PUT "mkv -master H:P [-workers N] put DIR /prefix\n"
+#define GET "mkv -master H:P [-workers N] get /prefix DIR\n"
+static const char head[] = "usage: " SERVER "       " VERIFY "       " GC "       " PUT
+			   "       " GET "       mkv -version\n";
 
 static struct config c = {
 	.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
@@ -67,33 +68,28 @@ static const struct flag flags[] = {
 };
 
 /* A bad command line prints the synopsis of the command it names. */
-static char usage[160];
-#define bad(...) flags_fail("mkv", *usage ? usage : head, __VA_ARGS__)
+static const char *usage = head;
+#define bad(...) flags_fail("mkv", usage, __VA_ARGS__)
 
 static const struct command {
 	const char *name;
 	int (*run)(const struct config *cfg);
 	bool online;              /* -master may stand for -db */
-	int line;                 /* its synopsis: head's line */
+	const char *usage;
 } commands[] = {
-	{"server", server_main, false, 0}, {"rebuild", rebuild_main, false, 0},
-	{"rebalance", rebalance_main, true, 0}, {"verify", verify_main, true, 1},
-	{"gc", gc_main, true, 2}, {"put", put_main, true, 3}, {"get", get_main, true, 4},
+	{"server", server_main, false, "usage: " SERVER},
+	{"rebuild", rebuild_main, false, "usage: " SERVER},
+	{"rebalance", rebalance_main, true, "usage: " SERVER},
+	{"verify", verify_main, true, "usage: " VERIFY}, {"gc", gc_main, true, "usage: " GC},
+	{"put", put_main, true, "usage: " PUT}, {"get", get_main, true, "usage: " GET},
 };
 
 /* usage becomes the synopsis of the command named cmd, if one is. */
 static void usage_of(const char *cmd)
 {
-	const char *l = head;
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(cmd, commands[i].name))
-			continue;
-		for (int n = commands[i].line; n > 0; n--)
-			l = strchr(l, '\n') + 1;
-		l += strspn(l, " ");
-		l += strncmp(l, "usage: ", 7) ? 0 : 7;
-		snprintf(usage, sizeof(usage), "usage: %.*s\n", (int)strcspn(l, "\n"), l);
-	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(cmd, commands[i].name))
+			usage = commands[i].usage;
 }
 
 /* Returns the buffer the volume names point into (caller frees it and
@@ -136,10 +132,10 @@ int main(int argc, char **argv)
 	int rc, npos;
 
 	log_init("mkv");
-	for (int i = argc - 1; i > 0 && !*usage; i--)
+	for (int i = argc - 1; i > 0 && usage == head; i--)
 		usage_of(argv[i]);   /* for a bad flag, before the command is known */
 	/* the command, then (put, get) two operands, after which no flags */
-	npos = flags_parse(flags, argc, argv, "mkv", *usage ? usage : head, pos, 3, 2);
+	npos = flags_parse(flags, argc, argv, "mkv", usage, pos, 3, 2);
 	cmd = command(npos ? pos[0] : NULL, npos, pos);
 	if (c.volumesecret && volsign_load(c.volumesecret, err, sizeof(err)) < 0)
 		bad("-volumesecret: %s", err);

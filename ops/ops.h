@@ -122,8 +122,7 @@ struct ops_head_info {
 	char balance[32];        /* Key-Balance (the master), "" when absent */
 };
 /* Returns the status, or -1 with err (256 bytes) when no answer came;
- * err says why for a status >= 400 (ops_why: a refusal's reason is asked
- * for with a GET, a HEAD's answer has none). */
+ * err (ops_why, from a GET's answer) says why a status >= 400 but 404. */
 int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err);
 
 /* HEAD master/key (master as ops_master_url gives it), again while the
@@ -185,12 +184,11 @@ int ops_list_each(const char *master, const char *prefix, int what, const char *
 char *ops_master_url(const char *master);
 
 /* Why a request to url failed, into err (256 bytes), for every command's
- * "<what failed>: <err>": "<status> <the server's one-line reason>" (the
- * first line of body, unless HTML or XML), then, the first time in a run,
- * what the command lacks: a key (401/403 from the master) or the volumes'
- * secret or clock (403/410 from a volume).  status -1: err keeps the
- * client's reason.  An error answer's body is caught by ops_why_body
- * (httpc_call's body callback, ctx a struct ops_why). */
+ * "<what failed>: <err>": "<status> <the server's one-line reason>", then,
+ * the first time in a run, what the command lacks: a key (401/403 from
+ * the master), the volumes' secret or clock (403/410 from a volume).
+ * status -1: err keeps the client's.  ops_why_body (httpc_call's body
+ * callback, ctx a struct ops_why) keeps an answer's first bytes. */
 struct ops_why {
 	size_t n;
 	char text[256];

@@ -12,8 +12,8 @@
  * straight from one of the replica URLs listed (no redirect per file;
  * the next replica when one fails, then the master's redirect as the
  * last resort: a key deleted since the listing is told there) into
- * DIR/<rest of the key>, written to a hidden temporary file in the
- * target's directory, checked against the listed md5 (or the redirect's
+ * DIR/<rest of the key> (directories made as needed), written to a hidden
+ * temporary file in the target's directory, checked against the listed md5 (or the redirect's
  * Content-Md5), then renamed into place -- an interrupted get leaves no
  * partial file under a real name, and a rerun skips files already there
  * whose md5 is the listed one.  The files are made durable together at
@@ -74,9 +74,8 @@ static void progress_line(void *ctx, char *out, size_t n)
 }
 
 /* Run fn on every name (put) or every key under the prefix (get: listing;
- * the directory is made once the first page has a key, and no key at all
- * is a failure), with the progress line up; then the summary.  Returns
- * the exit status. */
+ * no key at all is a failure), with the progress line up; then the
+ * summary.  Returns the exit status. */
 static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 {
 	struct ops_progress *p = ops_progress_start(progress_line, g);
@@ -88,24 +87,18 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 		ops_pool_run(g->cfg->workers, g->n, fn, g);
 	} else {
 		char *start = xstrdup("");
-		for (bool first = true; first || *start; first = false) {
+		size_t listed = 0;
+		do {
 			if ((rc = ops_list_page(g->master, lp, OPS_LIST_LOCATIONS, &start, &g->page,
 						"get")) < 0)
 				break;
-			if (first && !g->page.n) {
-				log_msg("get: no keys under %s", lp);
-				rc = -1;
-			} else if (first && mkdir(g->dir, 0755) < 0 && errno != EEXIST) {
-				log_msg("get: mkdir %s failed (%s)", g->dir, strerror(errno));
-				rc = -1;
-			} else {
-				ops_pool_run(g->cfg->workers, g->page.n, fn, g);
-			}
+			listed += g->page.n;
+			ops_pool_run(g->cfg->workers, g->page.n, fn, g);
 			ops_page_free(&g->page);
-			if (rc < 0)
-				break;
-		}
+		} while (*start);
 		free(start);
+		if (!rc && !listed && (rc = -1))
+			log_msg("get: no keys under %s", lp);
 	}
 	ops_progress_stop(p);
 	free(lp);
@@ -448,7 +441,7 @@ static int get_sync(const char *dir)
 int get_main(const struct config *cfg)
 {
 	struct pg g = {.cfg = cfg, .verb = "get", .t0 = now_ms()};
-	int rc = 1;
+	int rc;
 
 	if (pg_init(&g, cfg->args[0], cfg->args[1]) < 0)
 		return 1;

@@ -6,7 +6,6 @@
 #include "../common/httpc.h"
 #include "../master/store.h"
 #include "../common/util.h"
-#include "../common/volsign.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -243,26 +242,25 @@ bool ops_why_body(void *ctx, const char *p, size_t n)
 void ops_why(char *err, int status, const char *url, const char *body, size_t len)
 {
 	static const char *const hints[] = {
-		"set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to a key of the master's -keys",
-		"the key in AWS_ACCESS_KEY_ID lacks that permission: docs/security.md",
-		"the volumes take signed requests only: give this command -volumesecret FILE",
-		"is -volumesecret the volumes' secret?",
+		"the key is AWS_ACCESS_KEY_ID's and AWS_SECRET_ACCESS_KEY's: one of the master's "
+		"-keys, with the permission",
+		"the volumes take what is signed with their secret: give this command -volumesecret FILE",
 		"expired on arrival: the hosts' clocks must agree within 30 s (NTP)",
 	};
-	static bool told[5];
+	static bool told[3];
 	bool master = url && *master_prefix && !strncmp(url, master_prefix, strlen(master_prefix));
 	size_t n = 0;
-	int h;
+	int h = -1;
 	if (status < 0)
 		return;
 	while (n < len && body[n] != '\r' && body[n] != '\n')
 		n++;
 	if (n && (*body == '<' || *body == '{'))
 		n = 0;   /* an HTML page (nginx), XML or JSON: no one-line reason */
-	if (master)
-		h = status == 401 ? 0 : status == 403 && n && memmem(body, n, " may not ", 9) ? 1 : -1;
-	else
-		h = status == 403 ? (volsign_on() ? 3 : 2) : status == 410 ? 4 : -1;
+	if (status == 401 || status == 403)
+		h = !master ? 1 : status == 401 || (n && memmem(body, n, " may not ", 9)) ? 0 : -1;
+	else if (status == 410 && !master)
+		h = 2;
 	if (h >= 0 && __atomic_exchange_n(&told[h], true, __ATOMIC_RELAXED))
 		h = -1;   /* said once in this run */
 	snprintf(err, 256, "%d%s%.*s%s%s%s", status, n ? " " : "", (int)(n > 150 ? 150 : n),

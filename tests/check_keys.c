@@ -520,7 +520,7 @@ START_TEST(test_ops)
 	ck_assert_msg(strstr(out, "get: GET ") && strstr(out, " failed: 401 unsigned requests may not list and read /ops/") &&
 		      strstr(out, "/file: PUT /ops2/file failed: 401 unsigned requests may not write /ops2/file") &&
 		      strstr(out, "/file2: PUT /ops2/file2 failed: 401 unsigned requests may not write") &&
-		      count_of(out, "to a key of the master's -keys)") == 2, "%s", out);
+		      count_of(out, "one of the master's -keys, with the permission)") == 2, "%s", out);
 	free(out);
 	h_rmrf(src), h_rmrf(dst);
 	unlink(log);

@@ -376,7 +376,7 @@ START_TEST(cluster)
 	 * what to pass; they exit 1 */
 	cmd = xasprintf("cd '%s' && { '%s' -volumes %s -master %s verify; test $? = 1; } >nosec.log 2>&1 &&"
 			" { '%s' -volumes %s -db nosec.db rebuild; test $? = 1; } >>nosec.log 2>&1 &&"
-			" test \"$(grep -c 'give this command -volumesecret FILE' nosec.log)\" = 2 &&"
+			" test \"$(grep -c 'give this command -volumesecret FILE)' nosec.log)\" = 2 &&"
 			" grep -q 'verify: .*: 403%s' nosec.log && grep -q 'rebuild: GET .* failed: 403%s' nosec.log",
 			tmp, bin, va, m.base + 7, bin, va, kind == VOL_MKV ? " the link is not signed" : "",
 			kind == VOL_MKV ? " the link is not signed" : "");
