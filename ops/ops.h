@@ -62,7 +62,10 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 char *ops_url(const char *host, const char *path, size_t n, const char *query);
 
 /* At most 20 problems logged as "<who>: <text>", then one "<who>: more
- * problems: counted, not logged"; *logged counts them. */
+ * problems: counted, not logged"; *logged counts them.  But one whose
+ * text ops_why just gave its run's hint (ops_hinted, this thread's) is
+ * logged whatever the count. */
+extern _Thread_local bool ops_hinted;
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

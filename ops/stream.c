@@ -263,6 +263,7 @@ void ops_why(char *err, int status, const char *url, const char *body, size_t le
 		h = 2;
 	if (h >= 0 && __atomic_exchange_n(&told[h], true, __ATOMIC_RELAXED))
 		h = -1;   /* said once in this run */
+	ops_hinted = h >= 0;
 	snprintf(err, 256, "%d%s%.*s%s%s%s", status, n ? " " : "", (int)(n > 150 ? 150 : n),
 		 n ? body : "", h >= 0 ? " (" : "", h >= 0 ? hints[h] : "", h >= 0 ? ")" : "");
 }

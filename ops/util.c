@@ -266,11 +266,14 @@ char *ops_url(const char *host, const char *path, size_t n, const char *query)
 	return url;
 }
 
+_Thread_local bool ops_hinted;
+
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 {
 	char line[1024];
 	va_list ap;
-	unsigned long n = __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
+	unsigned long n = ops_hinted ? 0 : __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
+	ops_hinted = false;
 	if (n > MAX_LOGS)
 		return;
 	if (n == MAX_LOGS) {

@@ -157,7 +157,16 @@ class Cluster:
                 pass
         for p in self.procs:
             p.terminate()
-            p.wait(timeout=60)
+            if p.wait(timeout=60) != 0:
+                fail("mkv-volume %s exited %d on SIGTERM" % (p.args[2], p.returncode))
+        # the servers' logs hold no sanitizer report (SANITIZE=1)
+        for name in sorted(os.listdir(self.tmp)):
+            if name.endswith(".log"):
+                text = open(os.path.join(self.tmp, name), errors="replace").read()
+                for bad in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                            "SUMMARY: UndefinedBehaviorSanitizer"):
+                    if bad in text:
+                        fail("%s: %s" % (name, bad), text[text.index(bad) - 200:][:3000])
 
 
 def wait_port(port, timeout=30):

@@ -62,10 +62,10 @@ check "the binaries and the nginx script are executable" \
 check "the units and man pages name PREFIX's paths, not /usr/local's" \
 	sh -c "! grep -n /usr/local '$stage'/usr/lib/systemd/system/* &&
 		! gzip -dc '$stage'/usr/share/man/man1/*.gz | grep -n /usr/local"
-# Every path under /usr a unit, a man page or the README names is there.
+# Every path of mkv's under /usr a unit, a man page or the README names is there.
 for f in "$stage"/usr/lib/systemd/system/* "$stage"/usr/share/man/man1/*.gz "$stage"/usr/share/doc/mkv/README.md; do
 	case $f in *.gz) gzip -dc "$f" ;; *) cat "$f" ;; esac |
-		grep -o '/usr/[a-z]*/[-a-zA-Z0-9_./@]*' | sed 's/[.]$//' | sort -u
+		grep -oE '/usr/(bin/mkv|lib/mkv|share/mkv|share/doc/mkv)[-a-zA-Z0-9_./@]*' | sed 's/[.]$//' | sort -u
 done | while read -r p; do [ -e "$stage$p" ] || echo "$p"; done >"$tmp/got"
 check "the paths the installed units, man pages and README name exist" test ! -s "$tmp/got"
 sed 's/^/     missing: /' "$tmp/got"
