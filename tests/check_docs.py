@@ -242,7 +242,8 @@ def run_doc(doc, cluster, tmp, work):
             cluster.vols([4]), tmp, ports["3000"], tmp)
     else:
         master = "-volumes %s -db %s/tmp/indexdb/ -port %d" % (cluster.vols([0, 1, 2, 3]), tmp, ports["3000"])
-    runs = os.path.join(tmp, "run")
+    runs = os.path.join(tmp, "run", os.path.basename(doc))   # each document's own
+    os.makedirs(runs)
     script = [PRELUDE]
     checks = []    # (n, where, text, comment, output)
     last = None
@@ -360,7 +361,6 @@ def main():
     check_refs()
     tmp = tempfile.mkdtemp(prefix="mkvdocs.")
     os.chmod(tmp, 0o755)
-    os.makedirs(os.path.join(tmp, "run"))
     work = os.path.join(tmp, "work")
     os.makedirs(work)
     os.symlink(BIN, os.path.join(work, "bin"))
@@ -380,7 +380,10 @@ def main():
                 if os.path.exists(p):
                     print("---- %s (last lines)" % log)
                     print("".join(open(p, errors="replace").readlines()[-30:]))
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not os.environ.get("MKV_DOCS_KEEP"):   # the temporary tree, to look at
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print("kept " + tmp)
     sys.exit(1 if failed else 0)
 
 
