@@ -24,6 +24,10 @@ void store_init(const struct config *cfg, struct index *idx);
 const struct config *store_cfg(void);
 struct index *store_index(void);
 
+/* Can the index and the sidecar take writes (index_writable)?  false,
+ * with the reason, after one failed until it is sound again. */
+bool store_writable(char *why, size_t n);
+
 /* ---- locks and volumes ---- */
 
 /* Take key's lock (one write of a key at a time); false if someone holds it. */
@@ -33,6 +37,27 @@ void keylock_release(const char *key, size_t klen);
 /* Is location ("host:port" or "host:port/svNN") up?  Locations of volumes
  * not in -volumes are assumed up (nothing is known of them). */
 bool health_up(const char *loc, size_t len);
+
+/* ---- which disk a location is (volid.c) ----
+ * "localhost:3001" and "127.0.0.1:3001" are one disk: each volume
+ * directory (root or subvolume) holds an id in its marker ".mkv" (written
+ * when it has none).  A copy is deleted for another only when their ids
+ * differ; an id that cannot be read keeps the copy (said).  These block
+ * on the volume (once a directory: cached): never on an event loop. */
+#define VOL_ID_LEN 32
+/* loc's id into id[VOL_ID_LEN + 1]: 0, or -1 (logged).  fresh: ask the
+ * volume even when known (or failed a moment ago). */
+int vol_id(const char *loc, bool fresh, char *id);
+/* Are locations a and b one directory (said once when spelled apart)?
+ * 1 yes, 0 no, -1 cannot tell. */
+int vol_same(const char *a, const char *b);
+/* Is loc one of locs[0..n) (1), one of a -volumes volume's directories
+ * (vol_in: 1), however spelled?  Else -1 when one cannot tell, else 0. */
+int vol_among(char *const *locs, int n, const char *loc);
+int vol_in(const struct config *cfg, const char *loc);
+/* -1 (logged, naming both) when two -volumes names are one volume, by
+ * the ids read now (ask) or known (the master's: its first health round). */
+int vol_check_names(const struct config *cfg, bool ask);
 
 /* ---- reading ---- */
 
@@ -49,6 +74,15 @@ struct store_urls {
 };
 int store_urls(struct index *idx, const char *key, size_t klen, struct store_urls *u);
 void store_urls_free(struct store_urls *u);
+
+/* At a start (the master's, an offline rebalance's, a rebuild's): delete
+ * the copies a killed move or REPLACE left behind that the index no
+ * longer names (noted in the sidecar, move.c).  How many could not be
+ * deleted (kept noted, for the next start). */
+int move_sweep_notes(struct index *idx);
+/* At a start (the master's, an offline rebalance's): settle (or unlink)
+ * every key a crash cut short mid-REPLACE (put.c). */
+void put_sweep_replaces(const struct config *cfg, struct index *idx);
 
 /* ---- attributes and notes: what S3 keeps besides the record ----
  *
@@ -72,10 +106,12 @@ void meta_close(void);
 int meta_sync(void);
 /* put: not synced (a lost entry only shows size 0 until a rebuild). */
 void meta_put(const char *key, size_t klen, const struct meta *m);
+bool meta_writable(char *why, size_t n);
+uint64_t meta_write_errors(void);
 /* meta_put's entries gathered in b (index_batch_new, a key at most once)
  * and written together by meta_write, which frees b. */
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m);
-void meta_write(struct index_batch *b);
+int meta_write(struct index_batch *b);    /* 0, or -1 (logged) */
 void meta_delete(const char *key, size_t klen);
 
 /* A key's attributes; false (and m zeroed but for what is known) when none. */
@@ -194,8 +230,10 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 int move_drain(uint64_t timeout_ms);
 
 /* The copies move_key made in this process: pulled by their volume, and
- * passed through this process (whole, or streamed). */
-void move_copies(unsigned long *pulled, unsigned long *streamed);
+ * passed through this process (whole, or streamed); and the old copies it
+ * kept: on the disk of a new place (another name for it), or on one whose
+ * id could not be read (vol_among). */
+void move_copies(unsigned long *pulled, unsigned long *streamed, unsigned long *kept);
 
 /* move_key's *why when the record moved but an old copy stayed. */
 extern const char move_left_behind[];

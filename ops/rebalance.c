@@ -68,6 +68,12 @@ static int run_offline(struct run *r)
 				"stop it, or rebalance online with -master host:port");
 	if (!r->idx)
 		return -1;
+	if (meta_open(r->cfg->db) < 0) {
+		index_close(r->idx);
+		return -1;
+	}
+	put_sweep_replaces(r->cfg, r->idx);   /* what a killed master left to settle */
+	move_sweep_notes(r->idx);            /* and a killed run left behind */
 	if (isatty(2) && !index_keys(r->idx, &r->total)) {   /* the total: kept, or walked */
 		struct index_iter *it = index_iter_new(r->idx, "", 0);
 		for (r->total = 0; index_iter_valid(it); index_iter_next(it))
@@ -75,6 +81,7 @@ static int run_offline(struct run *r)
 		index_iter_free(it);
 	}
 	ops_index_each(r->idx, r->cfg->workers * OPS_MOVES_PER_WORKER, &r->b, offline_one, r);
+	meta_close();
 	index_close(r->idx);
 	return 0;
 }
@@ -162,7 +169,6 @@ int rebalance_main(const struct config *cfg)
 	uint64_t ms;
 	int rc;
 
-	httpc_global_init();
 	p = ops_progress_start(progress_line, &r);
 	rc = cfg->master ? run_online(&r) : run_offline(&r);
 	ops_progress_stop(p);
@@ -172,10 +178,14 @@ int rebalance_main(const struct config *cfg)
 			r.seen, r.moved, r.failed, dur, ops_per_s(r.moved, ms),
 			rc ? "; stopped early, see above" : "");
 		if (!cfg->master) {
-			unsigned long pulled, streamed;
-			move_copies(&pulled, &streamed);
+			unsigned long pulled, streamed, kept;
+			move_copies(&pulled, &streamed, &kept);
 			log_msg("rebalance: %lu copies pulled by their volumes, %lu streamed through "
 				"here", pulled, streamed);
+			if (kept)
+				log_msg("rebalance: %lu old copies kept: each on the disk of a new "
+					"place (another name for its volume), or on a volume whose "
+					"id could not be read (see above)", kept);
 		}
 		if (r.left)
 			log_msg("rebalance: %lu moved keys left an old copy behind (a DELETE failed, "
