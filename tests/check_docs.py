@@ -87,14 +87,13 @@ def blocks(path):
 
 
 def comment_of(cmd):
-    """The command without its trailing `# comment`, and the comment."""
+    """The command without its trailing `# comment` (a # that starts a
+    word outside quotes), and the comment."""
     q = None
     for i, c in enumerate(cmd):
         if q:
-            if c == q:
+            if c == q and not (q == '"' and cmd[i - 1] == "\\"):
                 q = None
-            elif c == "\\" and q == '"':
-                pass
         elif c in "'\"":
             q = c
         elif c == "#" and (i == 0 or cmd[i - 1] in " \t"):
