@@ -152,8 +152,13 @@ int main(int argc, char **argv)
 			bad("%s needs -master host:port", cmd->name);
 		if (npos != 3)
 			bad("%s takes two operands", cmd->name);
+		/* get -volumesecret signs for these hosts only */
+		volbuf = volumes ? split_volumes(&c, volumes) : NULL;
 		ops_signals_init();
-		return cmd->run(&c);
+		rc = cmd->run(&c);
+		free(volbuf);
+		free(c.volumes);
+		return rc;
 	}
 	volbuf = split_volumes(&c, volumes ? volumes : "");
 	if (!c.nvol)
