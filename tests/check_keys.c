@@ -597,7 +597,9 @@ START_TEST(test_start)
 }
 END_TEST
 
-/* mkv's own commands sign with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY. */
+/* mkv's own commands sign with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY;
+ * their output goes to run_log (NULL: the test's). */
+static const char *run_log;
 static int mkv_run(char **args)
 {
 	char *bin = h_bin("mkv"), *vol = h_volumes_arg(vols, 3), *argv[16], mp[32];
@@ -613,15 +615,24 @@ static int mkv_run(char **args)
 	for (int i = 0; args[i]; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	waitpid(h_spawn(argv, NULL), &st, 0);
+	waitpid(h_spawn(argv, run_log), &st, 0);
 	free(bin), free(vol);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int count_of(const char *s, const char *what)
+{
+	int n = 0;
+	for (; (s = strstr(s, what)); s++)
+		n++;
+	return n;
 }
 
 START_TEST(test_ops)
 {
 	char *src = h_tmpdir(), *dst = h_tmpdir(), *f = xasprintf("%s/file", src);
-	char *back = xasprintf("%s/file", dst), *got;
+	char *back = xasprintf("%s/file", dst), *got, *out, *f2 = xasprintf("%s/file2", src);
+	char *log = xasprintf("%s.log", dst);
 	write_file(f, "a file", 0644);
 	setenv("AWS_ACCESS_KEY_ID", "admin", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "00112233445566778899aabbccddeeff", 1);
@@ -635,10 +646,22 @@ START_TEST(test_ops)
 	ck_assert_int_eq(mkv_run((char *[]){"rebalance", NULL}), 0);
 	unlink(back);
 	unsetenv("AWS_ACCESS_KEY_ID");   /* unsigned: 401, exit 1 */
+	run_log = log;
 	ck_assert_int_eq(mkv_run((char *[]){"get", "/ops", dst, NULL}), 1);
 	ck_assert_int_eq(access(back, F_OK), -1);
+	/* each refusal carries the master's reason, and once what to set */
+	write_file(f2, "another", 0644);
+	ck_assert_int_eq(mkv_run((char *[]){"put", src, "/ops2", NULL}), 1);
+	run_log = NULL;
+	out = h_read_file(log);
+	ck_assert_msg(strstr(out, "get: GET ") && strstr(out, " failed: 401 unsigned requests may not list and read /ops/") &&
+		      strstr(out, "/file: PUT /ops2/file failed: 401 unsigned requests may not write /ops2/file") &&
+		      strstr(out, "/file2: PUT /ops2/file2 failed: 401 unsigned requests may not write") &&
+		      count_of(out, "one of the master's -keys, with the permission)") == 2, "%s", out);
+	free(out);
 	h_rmrf(src), h_rmrf(dst);
-	free(src), free(dst), free(f), free(back);
+	unlink(log);
+	free(src), free(dst), free(f), free(back), free(f2), free(log);
 }
 END_TEST
 
