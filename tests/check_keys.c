@@ -679,6 +679,22 @@ START_TEST(test_clients_refused)
 }
 END_TEST
 
+/* Issue 41's review: signed requests edited without the secret
+ * (tests/s3_attacks.py), one attack a test. */
+static void attack(const char *name)
+{
+	char *a = xasprintf("ATTACK=%s", name);   /* putenv keeps it */
+	script("tests/s3_attacks.py", (char *[]){"S3_ADMIN=" ADMIN, a, NULL});
+}
+
+/* A presigned UploadPart or Abort link, its parameters' names
+ * percent-encoded, must not become a PutObject or DeleteObject. */
+START_TEST(test_attack_renamed_params)
+{
+	attack("renamed_params");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("keys");
@@ -706,6 +722,11 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, up, down);
 	tcase_add_test(tc, test_clients_refused);
 	tcase_add_test(tc, test_clients);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("attacks");
+	tcase_set_timeout(tc, 600);
+	tcase_add_unchecked_fixture(tc, up, down);
+	tcase_add_test(tc, test_attack_renamed_params);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""Attacks on -keys' signatures (issue 41's review): signed requests and
+presigned links edited by someone without the secret.  Each attack must be
+refused, and nothing stored may change.
+Usage: s3_attacks.py http://127.0.0.1:PORT WORKDIR, with S3_ADMIN=ID:SECRET
+(every permission) and ATTACK=NAME (one of ATTACKS below) in the
+environment.  Exits non-zero naming the first failure.  Run by check_keys.c."""
+import http.client, os, shutil, sys, urllib.parse
+
+END, WORK = sys.argv[1], sys.argv[2]
+ADMIN = os.environ["S3_ADMIN"].split(":", 1)
+BUCKET = "atk"
+os.makedirs(WORK, exist_ok=True)
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what, flush=True)
+        sys.exit(1)
+
+
+def client(cred, **cfg):
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=END, aws_access_key_id=cred[0],
+                        aws_secret_access_key=cred[1], region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}, **cfg))
+
+
+def raw(method, url, body=b"", headers=None):
+    """url sent byte for byte (requests and urllib re-encode a path's %XX)."""
+    u = urllib.parse.urlsplit(url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    c.request(method, u.path + ("?" + u.query if u.query else ""), body=body,
+              headers=headers or {})
+    r = c.getresponse()
+    out = (r.status, r.read())
+    c.close()
+    return out
+
+
+def value(s3, key):
+    from botocore.exceptions import ClientError
+    try:
+        return s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    except ClientError as e:
+        return e.response["Error"]["Code"]
+
+
+def renamed_params():
+    """SigV4's canonical query decodes each parameter's name, so
+    "upload%49d" signs as "uploadId"; but the router looks names up as
+    sent.  A presigned UploadPart link with its parameters' names
+    percent-encoded still verified and became a PutObject of the whole
+    key; an AbortMultipartUpload link became a DeleteObject."""
+    s3 = client(ADMIN)
+    ps = client(ADMIN, signature_version="s3v4")
+    s3.put_object(Bucket=BUCKET, Key="obj", Body=b"original")
+    up = s3.create_multipart_upload(Bucket=BUCKET, Key="obj")["UploadId"]
+    part = ps.generate_presigned_url("upload_part", ExpiresIn=300, Params={
+        "Bucket": BUCKET, "Key": "obj", "UploadId": up, "PartNumber": 1})
+    edited = part.replace("uploadId=", "upload%49d=").replace("partNumber=", "partNumbe%72=")
+    st, body = raw("PUT", edited, b"not a part")
+    check(st in (400, 403, 404), "an UploadPart link, names encoded: %d %s" % (st, body))
+    check(value(s3, "obj") == b"original", "the UploadPart link replaced the object: %r"
+          % value(s3, "obj"))
+    abort = ps.generate_presigned_url("abort_multipart_upload", ExpiresIn=300, Params={
+        "Bucket": BUCKET, "Key": "obj", "UploadId": up})
+    st, body = raw("DELETE", abort.replace("uploadId=", "upload%49d="))
+    check(st in (400, 403, 404), "an AbortMultipartUpload link, name encoded: %d %s" % (st, body))
+    check(value(s3, "obj") == b"original", "the Abort link deleted the object: %r"
+          % value(s3, "obj"))
+    # the links as made still work
+    check(raw("PUT", part, b"a part")[0] == 200, "the UploadPart link")
+    check(raw("DELETE", abort)[0] == 204, "the Abort link")
+
+
+ATTACKS = {f.__name__: f for f in (renamed_params,)}
+
+client(ADMIN).create_bucket(Bucket=BUCKET)
+ATTACKS[os.environ["ATTACK"]]()
+print("%s: ok" % os.environ["ATTACK"], flush=True)
+shutil.rmtree(WORK, ignore_errors=True)
