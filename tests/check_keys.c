@@ -695,6 +695,13 @@ START_TEST(test_attack_renamed_params)
 }
 END_TEST
 
+/* A presigned listing's "%2B" made "+" must not list another prefix. */
+START_TEST(test_attack_plus_in_query)
+{
+	attack("plus_in_query");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("keys");
@@ -727,6 +734,7 @@ int main(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_unchecked_fixture(tc, up, down);
 	tcase_add_test(tc, test_attack_renamed_params);
+	tcase_add_test(tc, test_attack_plus_in_query);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
