@@ -657,6 +657,31 @@ START_TEST(test_curl_reserved_path)
 }
 END_TEST
 
+/* -v logs each request's line to the master's log (the journal): the
+ * signatures in its query must be written as the access log writes them
+ * ("…"), or the log holds live presigned links (issue 41, finding 5). */
+START_TEST(test_verbose_log_redacted)
+{
+	const char *flags[] = {"-keys", keys, "-v", NULL};
+	struct master v = {0};
+	char *u, *l;
+	h_master_start(&v, vols, 3, flags);
+	u = xasprintf("%s/k/x?AWSAccessKeyId=admin&Signature=SECRETV2SIG&Expires=1", v.base);
+	ck_assert_int_ne(h_status("GET", u), 200);
+	free(u);
+	u = xasprintf("%s/k/x?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=SECRETV4SIG", v.base);
+	ck_assert_int_ne(h_status("GET", u), 200);
+	free(u);
+	h_master_down(&v);   /* its log is whole */
+	l = h_read_file(v.log);
+	ck_assert_msg(strstr(l, "/k/x?") != NULL, "-v logged no request line:\n%s", l);
+	ck_assert_msg(!strstr(l, "SECRETV2SIG") && !strstr(l, "SECRETV4SIG"),
+		      "-v logged a signature:\n%s", l);
+	free(l);
+	h_master_stop(&v);
+}
+END_TEST
+
 /* A python script against this master, with env (NULL-ended). */
 static void script(const char *name, char *const *env)
 {
@@ -751,6 +776,7 @@ int main(void)
 	tcase_add_test(tc, test_attack_renamed_params);
 	tcase_add_test(tc, test_attack_plus_in_query);
 	tcase_add_test(tc, test_curl_reserved_path);
+	tcase_add_test(tc, test_verbose_log_redacted);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
