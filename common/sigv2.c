@@ -102,11 +102,8 @@ static char *v2_string(const struct sig_req *r, const char *date, size_t *len)
 		buf_printf(&b, "%c%s", sep, v2_subres[i]);
 		if (v[-1] == '=')   /* "name=" as sent; the value decoded, as botocore signs it */
 			buf_append(&b, "=", 1);
-		for (size_t k = 0; k < vl; k++) {
-			int c = v[k] == '%' ? pct_value(v + k, vl - k) : -1;
-			buf_append(&b, c < 0 ? v + k : &(char){(char)c}, 1);
-			k += c < 0 ? 0 : 2;
-		}
+		if (pct_decode(v, vl, buf_room(&b, vl), &vl, 0) == 0)
+			b.len += vl;
 		sep = '&';
 	}
 	*len = b.len;

@@ -176,20 +176,12 @@ bool sig_chunk(struct sig_result *s, const unsigned char hash[32], const char *s
 static bool recode(struct buf *b, const char *s, size_t n, bool keep_slash)
 {
 	char *d = xmalloc(n + 1);
-	size_t dl = 0;
-	for (size_t i = 0; i < n; i++) {
-		int v = s[i] == '%' ? pct_value(s + i, n - i) : (unsigned char)s[i];
-		if (v < 0) {
-			free(d);
-			return false;
-		}
-		d[dl++] = (char)v;
-		if (s[i] == '%')
-			i += 2;
-	}
-	buf_url_escape(b, d, dl, keep_slash);
+	size_t dl;
+	bool ok = pct_decode(s, n, d, &dl, 0) == 0;
+	if (ok)
+		buf_url_escape(b, d, dl, keep_slash);
 	free(d);
-	return true;
+	return ok;
 }
 
 struct param {
