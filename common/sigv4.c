@@ -197,7 +197,9 @@ static int param_cmp(const void *a, const void *b)
 }
 
 /* The canonical query string of q (each name and value encoded, sorted;
- * skip: a parameter left out, the presigned signature), onto b. */
+ * skip: a parameter left out, the presigned signature), onto b.  The
+ * routes match names as sent, so "upload%49d" must not sign as "uploadId":
+ * a name is decoded only when sent in its canonical form. */
 static void canonical_query(struct buf *b, const char *q, const char *skip)
 {
 	struct param *p = NULL;
@@ -208,8 +210,10 @@ static void canonical_query(struct buf *b, const char *q, const char *skip)
 		if (nl > len)
 			nl = len;
 		if (len && !(skip && nl == strlen(skip) && !memcmp(q, skip, nl))) {
-			if (!recode(&e, q, nl, false))
-				buf_append(&e, q, nl);
+			if (!recode(&e, q, nl, false) || e.len != nl || memcmp(e.data, q, nl)) {
+				e.len = 0;   /* not sent in its canonical form: as sent, '%' too */
+				buf_url_escape(&e, q, nl, false);
+			}
 			size_t enl = e.len;
 			buf_append(&e, "=", 1);
 			if (nl < len && !recode(&e, q + nl + 1, len - nl - 1, false))
