@@ -101,8 +101,8 @@ static char *v2_string(const struct sig_req *r, const char *date, size_t *len)
 			continue;
 		buf_printf(&b, "%c%s", sep, v2_subres[i]);
 		if (v[-1] == '=')   /* "name=" as sent; the value decoded, as botocore signs it */
-			buf_append(&b, "=", 1);
-		if (pct_decode(v, vl, buf_room(&b, vl), &vl, 0) == 0)
+			buf_append(&b, "=", 1);   /* and as the routes read it: '+' a space */
+		if (query_decode(v, vl, buf_room(&b, vl), &vl) == 0)
 			b.len += vl;
 		sep = '&';
 	}

@@ -170,14 +170,14 @@ bool sig_chunk(struct sig_result *s, const unsigned char hash[32], const char *s
 
 /* ---- canonical forms ---- */
 
-/* s[0..n) percent-decoded (no '+' rule) then encoded as AWS's UriEncode:
- * every byte but A-Za-z0-9-._~ (and '/' when keep_slash).  false when the
- * decoding fails. */
-static bool recode(struct buf *b, const char *s, size_t n, bool keep_slash)
+/* s[0..n) percent-decoded ('+' as a space when plus_space) then encoded
+ * as AWS's UriEncode: every byte but A-Za-z0-9-._~ (and '/' when
+ * keep_slash).  false when the decoding fails. */
+static bool recode(struct buf *b, const char *s, size_t n, bool keep_slash, bool plus_space)
 {
 	char *d = xmalloc(n + 1);
 	size_t dl;
-	bool ok = pct_decode(s, n, d, &dl, 0) == 0;
+	bool ok = pct_decode(s, n, d, &dl, plus_space) == 0;
 	if (ok)
 		buf_url_escape(b, d, dl, keep_slash);
 	free(d);
@@ -199,7 +199,8 @@ static int param_cmp(const void *a, const void *b)
 /* The canonical query string of q (each name and value encoded, sorted;
  * skip: a parameter left out, the presigned signature), onto b.  The
  * routes match names as sent, so "upload%49d" must not sign as "uploadId":
- * a name is decoded only when sent in its canonical form. */
+ * a name is decoded only when sent in its canonical form.  Values are
+ * decoded with '+' a space, as query_decode reads them. */
 static void canonical_query(struct buf *b, const char *q, const char *skip)
 {
 	struct param *p = NULL;
@@ -210,13 +211,13 @@ static void canonical_query(struct buf *b, const char *q, const char *skip)
 		if (nl > len)
 			nl = len;
 		if (len && !(skip && nl == strlen(skip) && !memcmp(q, skip, nl))) {
-			if (!recode(&e, q, nl, false) || e.len != nl || memcmp(e.data, q, nl)) {
+			if (!recode(&e, q, nl, false, false) || e.len != nl || memcmp(e.data, q, nl)) {
 				e.len = 0;   /* not sent in its canonical form: as sent, '%' too */
 				buf_url_escape(&e, q, nl, false);
 			}
 			size_t enl = e.len;
 			buf_append(&e, "=", 1);
-			if (nl < len && !recode(&e, q + nl + 1, len - nl - 1, false))
+			if (nl < len && !recode(&e, q + nl + 1, len - nl - 1, false, true))
 				buf_append(&e, q + nl + 1, len - nl - 1);
 			buf_append(&e, "", 1);
 			p = xrealloc(p, sizeof(*p) * (np + 1));
@@ -321,7 +322,7 @@ static char *canonical_request(const struct sig_req *r, const struct v4 *v, bool
 	end = h + v->shl;
 	buf_puts(&b, r->method);
 	buf_append(&b, "\n", 1);
-	if (raw || !recode(&b, r->path, strlen(r->path), true))
+	if (raw || !recode(&b, r->path, strlen(r->path), true, false))
 		buf_puts(&b, r->path);
 	buf_append(&b, "\n", 1);
 	if (raw)
