@@ -6,6 +6,7 @@
 #include "placement.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -17,11 +18,6 @@
 #include <time.h>
 
 #define ALGO "AWS4-HMAC-SHA256"
-
-static int tolower_ascii(int c)
-{
-	return c >= 'A' && c <= 'Z' ? c + 32 : c;
-}
 
 /* The algorithms are fetched once, and each thread keeps its HMAC
  * context: OpenSSL 3's one-shot HMAC() and EVP_sha256() look them up on
@@ -444,16 +440,6 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 	OPENSSL_cleanse(k, sizeof(k));
 }
 
-static bool is_hex64(const char *s)
-{
-	if (strlen(s) != 64)
-		return false;
-	for (int i = 0; i < 64; i++)
-		if (hex_value(s[i]) < 0)
-			return false;
-	return true;
-}
-
 /* Authorization: AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=... */
 static void v4_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
 		      struct sig_result *out)
@@ -511,10 +497,10 @@ static void v4_header(const struct keyring *ring, const struct sig_req *r, const
 	} else if (!strcmp(v.payload, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD") ||
 		   !strcmp(v.payload, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER")) {
 		out->payload = PAYLOAD_CHUNKS;
-	} else if (is_hex64(v.payload)) {
+	} else if (strlen(v.payload) == 64 && strspn(v.payload, "0123456789abcdefABCDEF") == 64) {
 		out->payload = PAYLOAD_SHA256;
 		for (int i = 0; i < 65; i++)
-			out->sha256[i] = (char)tolower_ascii(v.payload[i]);
+			out->sha256[i] = (char)tolower((unsigned char)v.payload[i]);
 	} else {
 		out->why = "x-amz-content-sha256 is neither a hex SHA-256 nor a payload mode";
 		return;
