@@ -167,6 +167,8 @@ static bool get_prepare(struct s3req *s)
 	static const char *const conds[4] = {"If-Match", "If-None-Match", "If-Unmodified-Since",
 					     "If-Modified-Since"};
 	int pre;
+	uint64_t part = 0;
+	const char *dash;
 
 	if (store_urls(store_index(), s->key, s->klen, &u) < 0) {
 		s3_no_such_key(s);
@@ -177,10 +179,22 @@ static bool get_prepare(struct s3req *s)
 		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", u.hash);
 	for (int i = 0; i < u.n; i++)   /* s frees them */
 		s->urls[s->nurls++] = u.url[i];
+	/* partNumber: 1 of a plain object is all of it; mkv keeps no part
+	 * boundaries of a multipart object */
+	dash = strchr(s->meta.etag, '-');
+	if (s3_num_param(s, "partNumber", 1, PARTS_MAX, &part) < 0 ||
+	    part > (dash ? strtoull(dash + 1, NULL, 10) : 1)) {
+		s3_error(s, 400, "InvalidPart", "The requested partnumber is not satisfiable");
+		return true;
+	}
+	if (part && dash) {
+		s3_error(s, 501, "NotImplemented", "partNumber of a multipart object: mkv keeps "
+			 "no part boundaries (docs/s3.md)");
+		return true;
+	}
 	pre = s3_preconditions(s, conds, s->meta.etag, s->have_meta ? s->meta.mtime : -1);
 	if (pre == 412) {
-		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
-			 "specified did not hold.");
+		s3_precondition_failed(s);
 		return true;
 	}
 	if (pre == 304) {

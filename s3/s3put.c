@@ -4,7 +4,6 @@
 #include "s3req.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,34 +101,13 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 			} else if (d->st == DEC_TRAILER) {
 				if (d->llen == 2)
 					d->st = DEC_DONE;
+				else
+					s3sum_trailer(s->sum, d->line);
 			}
 			d->llen = 0;
 		}
 	}
 	return d->st != DEC_ERROR;
-}
-
-/* Content-MD5 (base64 of 16 bytes) into want: 1, 0 when absent, -1 when
- * it is not such a digest. */
-static int content_md5(struct s3req *s, unsigned char want[16])
-{
-	const char *h = s3_req_header(s, "Content-MD5");
-	unsigned char out[24];
-	if (!h)
-		return 0;
-	if (strlen(h) != 24 || strcmp(h + 22, "==") ||
-	    EVP_DecodeBlock(out, (const unsigned char *)h, 24) != 18)
-		return -1;
-	memcpy(want, out, 16);
-	return 1;
-}
-
-/* Does the body's md5 match its Content-MD5? */
-static bool digest_ok(struct s3req *s)
-{
-	unsigned char d[16];
-	md5_final(s->digest, d);
-	return !memcmp(d, s->want_md5, 16);
 }
 
 /* Does the body's SHA-256 match its x-amz-content-sha256? */
@@ -158,13 +136,9 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
 		return true;
 	}
-	switch (content_md5(s, s->want_md5)) {
-	case -1:
-		s3_error(s, 400, "InvalidDigest", "The Content-MD5 you specified was invalid.");
+	s->sum = s3sum_new(s);
+	if (s->status)
 		return true;
-	case 1:
-		s->digest = md5_new();
-	}
 	if (s->ring && s->sig.payload == PAYLOAD_SHA256)
 		s->sha = sha256_new();
 	if (s->op == S3_MPU_PART) {
@@ -186,12 +160,16 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
 		return true;
 	}
-	/* An aws-chunked body, or one with a Content-MD5 or a signed SHA-256, goes to the volumes
+	if (s->op == S3_PUT && !s3_write_condition(s, s->target, s->tlen)) {
+		keylock_release(s->target, s->tlen);
+		return true;
+	}
+	/* An aws-chunked body, or one with a digest to check or a signed SHA-256, goes to the volumes
 	 * unannounced (chunked), even with its length known: then no replica
 	 * can finish before the framing and the digest have been checked to
 	 * the end, and a bad one leaves the old value everywhere. */
 	s->put = store_write(store_cfg(), store_index(), s->target, s->tlen, true,
-			     known && !s->aws_chunked && !s->digest && !s->sha ? (int64_t)clen : -1,
+			     known && !s->aws_chunked && !s->sum && !s->sha ? (int64_t)clen : -1,
 			     front_wake, &s->sleep, S3_RING, &why);
 	if (!s->put)
 		s3_error(s, 503, "ServiceUnavailable", why);
@@ -213,15 +191,14 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 		s->pending.len = 0;
 	}
 	if (s->bad || s->aws_chunked) {
-		if (!s->bad && s->digest)
-			md5_update(s->digest, s->pending.data, s->pending.len);
+		if (!s->bad)
+			s3sum_update(s->sum, s->pending.data, s->pending.len);
 		s->fed += s->bad ? 0 : took;
 		*size = 0;
 		return FRONT_YES;
 	}
 	took = put_feed(s->put, data, *size);
-	if (s->digest)
-		md5_update(s->digest, data, took);
+	s3sum_update(s->sum, data, took);
 	if (s->sha)   /* x-amz-content-sha256: hashed as it passes, no copy */
 		sha256_update(s->sha, data, took);
 	s->fed += took;
@@ -238,7 +215,7 @@ static int put_end(struct s3req *s)
 	const char *why;
 	if (s->aws_chunked && s->dec.st != DEC_DONE && s->bad != BAD_CHUNK_SIG)
 		put_refuse(s, BAD_FRAMING);
-	if (s->digest && !s->bad && !s->put_finished && !digest_ok(s))
+	if (!s->bad && !s->put_finished && !s3sum_ok(s->sum))
 		put_refuse(s, BAD_DIGEST);
 	if (s->sha && !s->bad && !s->put_finished && !sha_ok(s))
 		put_refuse(s, BAD_SHA256);
@@ -259,8 +236,7 @@ static int put_end(struct s3req *s)
 		s3_error(s, 403, "SignatureDoesNotMatch",
 			 "The chunk signature we calculated does not match the one you provided.");
 	else if (s->bad == BAD_DIGEST)
-		s3_error(s, 400, "BadDigest",
-			 "The Content-MD5 you specified did not match what we received.");
+		s3sum_error(s, s->sum);
 	else if (s->bad)
 		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
 	else if (st != 201)
@@ -268,6 +244,7 @@ static int put_end(struct s3req *s)
 	else {
 		s->status = 200;
 		s3_hdr(s, "ETag", "\"%s\"", put_md5(s->put));
+		s3sum_headers(s, s->sum);
 	}
 	return s3_send(s);
 }

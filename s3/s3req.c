@@ -2,6 +2,7 @@
  * its suspension while a worker runs, and the small functions the S3 files
  * share.  See s3req.h. */
 #include "s3req.h"
+#include "../common/range.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +58,37 @@ void s3_no_such_key(struct s3req *s)
 	s3_error(s, 404, "NoSuchKey", "The specified key does not exist.");
 }
 
+void s3_precondition_failed(struct s3req *s)
+{
+	s3_error(s, 412, "PreconditionFailed",
+		 "At least one of the preconditions you specified did not hold.");
+}
+
+bool s3_write_condition(struct s3req *s, const char *key, size_t klen)
+{
+	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match");
+	char *v, q[META_ETAG_MAX + 2];
+	struct record r;
+	struct meta m;
+	if (inm && strcmp(inm, "*")) {
+		s3_error(s, 501, "NotImplemented", "If-None-Match on a write takes only *");
+		return false;
+	}
+	if (!im && !inm)
+		return true;
+	if (!store_live(store_index(), key, klen, &v, &r)) {
+		if (im)
+			s3_no_such_key(s);
+		return !im;
+	}
+	free(v);
+	snprintf(q, sizeof(q), "\"%s\"", meta_get(key, klen, &m) && m.etag[0] ? m.etag : r.hash);
+	if (!inm && etag_listed(im, q, ETAG_S3))
+		return true;
+	s3_precondition_failed(s);
+	return false;
+}
+
 int s3_send(struct s3req *s)
 {
 	struct front_hdr h[NHDR + 2];
@@ -89,7 +121,7 @@ void s3_unref(struct s3req *s)
 	buf_free(&s->body);
 	buf_free(&s->in);
 	buf_free(&s->pending);
-	md5_free(s->digest);
+	s3sum_free(s->sum);
 	sha256_free(s->sha);
 	sha256_free(s->chunk_sha);
 	keyring_put(s->ring);
