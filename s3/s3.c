@@ -221,28 +221,23 @@ static void route(struct s3req *s, bool object)
 
 /* Headers asking for what mkv does not do (docs/s3.md lists them): refused,
  * naming the header, never a 200 that did something else.  A name ending
- * in '*' is a prefix; ok: values that ask for nothing mkv lacks. */
+ * in '*' is a prefix; ok: values that ask for nothing mkv lacks.  Every
+ * code but NotImplemented (501) is a 400. */
 static const struct refusal {
-	const char *name, *ok[2];
-	int status;
-	const char *code, *what;
+	const char *name, *ok[2], *code, *what;
 } refused[] = {
-	{"x-amz-server-side-encryption*", {0}, 501, "NotImplemented", "mkv does not encrypt objects"},
-	{"x-amz-copy-source-server-side-encryption*", {0}, 501, "NotImplemented",
-	 "mkv does not encrypt objects"},
-	{"x-amz-object-lock-*", {0}, 400, "InvalidRequest", "mkv has no object lock"},
-	{"x-amz-bucket-object-lock-enabled", {"false"}, 400, "InvalidRequest",
-	 "mkv has no object lock"},
-	{"x-amz-acl", {"private", "bucket-owner-full-control"}, 400,
-	 "AccessControlListNotSupported", "mkv keeps no ACLs"},
-	{"x-amz-grant-*", {0}, 400, "AccessControlListNotSupported", "mkv keeps no ACLs"},
-	{"x-amz-tagging", {0}, 501, "NotImplemented", "mkv keeps no tags"},
-	{"x-amz-website-redirect-location", {0}, 501, "NotImplemented", "mkv has no websites"},
-	{"x-amz-storage-class", {"STANDARD"}, 400, "InvalidStorageClass",
-	 "mkv has one storage class, STANDARD"},
-	{"x-amz-write-offset-bytes", {0}, 501, "NotImplemented", "mkv does not append"},
-	{"x-amz-checksum-crc64nvme", {0}, 501, "NotImplemented",
-	 "mkv checks CRC32, CRC32C, SHA1 and SHA256"},
+	{"x-amz-server-side-encryption*", {0}, "NotImplemented", "mkv does not encrypt objects"},
+	{"x-amz-copy-source-server-side-encryption*", {0}, "NotImplemented", "no encryption"},
+	{"x-amz-object-lock-*", {0}, "InvalidRequest", "mkv has no object lock"},
+	{"x-amz-bucket-object-lock-enabled", {"false"}, "InvalidRequest", "no object lock"},
+	{"x-amz-acl", {"private", "bucket-owner-full-control"}, "AccessControlListNotSupported",
+	 "mkv keeps no ACLs"},
+	{"x-amz-grant-*", {0}, "AccessControlListNotSupported", "mkv keeps no ACLs"},
+	{"x-amz-tagging", {0}, "NotImplemented", "mkv keeps no tags"},
+	{"x-amz-website-redirect-location", {0}, "NotImplemented", "mkv has no websites"},
+	{"x-amz-storage-class", {"STANDARD"}, "InvalidStorageClass", "STANDARD is the one class"},
+	{"x-amz-write-offset-bytes", {0}, "NotImplemented", "mkv does not append"},
+	{"x-amz-checksum-crc64nvme", {0}, "NotImplemented", "CRC32, CRC32C, SHA1, SHA256 only"},
 };
 
 static void refuse(void *cls, const char *k, const char *v)
@@ -251,13 +246,12 @@ static void refuse(void *cls, const char *k, const char *v)
 	char msg[160];
 	for (size_t i = 0; !s->status && i < sizeof(refused) / sizeof(refused[0]); i++) {
 		const struct refusal *r = &refused[i];
-		size_t n = strlen(r->name);
-		bool prefix = r->name[n - 1] == '*';
-		if ((prefix ? strncasecmp(k, r->name, n - 1) : strcasecmp(k, r->name)) ||
+		size_t n = strlen(r->name) - (r->name[strlen(r->name) - 1] == '*');
+		if (strncasecmp(k, r->name, n) || (k[n] && n == strlen(r->name)) ||
 		    (r->ok[0] && !strcasecmp(v, r->ok[0])) || (r->ok[1] && !strcasecmp(v, r->ok[1])))
 			continue;
 		snprintf(msg, sizeof(msg), "%s: %s (docs/s3.md)", k, r->what);
-		s3_error(s, r->status, r->code, msg);
+		s3_error(s, strcmp(r->code, "NotImplemented") ? 400 : 501, r->code, msg);
 	}
 }
 

@@ -304,10 +304,19 @@ static bool copy_source(struct s3req *s, char *key, size_t *klen, struct meta *m
 	return true;
 }
 
+static void copy_result(struct s3req *s, const char *root)
+{
+	char iso[32];
+	s3_iso_time((int64_t)time(NULL), iso);
+	s3_xml_start(s, root);
+	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag></%s>", iso,
+		   s->meta.etag, root);
+}
+
 void s3_copy(struct s3req *s)
 {
 	const char *dir = s3_req_header(s, "X-Amz-Metadata-Directive");
-	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], iso[32], etag[META_ETAG_MAX];
+	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], etag[META_ETAG_MAX];
 	size_t klen;
 	struct meta m;
 	bool known;
@@ -332,10 +341,7 @@ void s3_copy(struct s3req *s)
 				known && strchr(m.etag, '-') ? m.etag : NULL))
 			return;
 	}
-	s3_iso_time((int64_t)time(NULL), iso);
-	s3_xml_start(s, "CopyObjectResult");
-	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
-			     "</CopyObjectResult>", iso, s->meta.etag);
+	copy_result(s, "CopyObjectResult");
 }
 
 /* UploadPartCopy: the source, or x-amz-copy-source-range of it
@@ -343,47 +349,31 @@ void s3_copy(struct s3req *s)
 void s3_mpu_part_copy(struct s3req *s)
 {
 	const char *rg = s3_req_header(s, "X-Amz-Copy-Source-Range");
-	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], part[KEY_MAX + 1], iso[32];
-	char etag[META_ETAG_MAX], range[64], *up = s3_upload(s);
+	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], part[KEY_MAX + 1];
+	char etag[META_ETAG_MAX], range[64];
 	size_t klen, plen;
 	struct meta m;
 	bool known;
-	uint64_t size, num = 0;
+	uint64_t size;
+	struct range_spec r;
 
-	if (!up)
+	if (!s3_part_target(s, part, &plen) || !copy_source(s, key, &klen, &m, &known, &size, etag))
 		return;
-	if (s3_num_param(s, "partNumber", 1, PARTS_MAX, &num) < 1) {
-		s3_error(s, 400, "InvalidArgument",
-			 "Part number must be an integer between 1 and 10000, inclusive");
-		goto out;
+	if (rg && (!range_s3(rg, &r) || r.open || r.suffix)) {
+		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range must be bytes=first-last");
+		return;
 	}
-	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
-		goto out;
+	if (rg && size != UINT64_MAX && r.last >= size) {
+		s3_error(s, 416, "InvalidRange", "x-amz-copy-source-range is past the source's end");
+		return;
+	}
 	if (rg) {
-		struct range_spec r;
-		if (!range_s3(rg, &r) || r.open || r.suffix) {
-			s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range must be "
-				 "bytes=first-last");
-			goto out;
-		}
-		if (size != UINT64_MAX && r.last >= size) {
-			s3_error(s, 416, "InvalidRange", "x-amz-copy-source-range is not within the "
-				 "source object");
-			goto out;
-		}
 		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, r.first, r.last);
 		size = r.last - r.first + 1;
 	}
-	s3_part_key(up, (int)num, part, &plen);
 	memcpy(keys[0], key, klen);
-	if (!write_from(s, part, plen, keys, &klen, &size, 1, rg ? range : NULL, NULL))
-		goto out;
-	s3_iso_time((int64_t)time(NULL), iso);
-	s3_xml_start(s, "CopyPartResult");
-	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
-			     "</CopyPartResult>", iso, s->meta.etag);
-out:
-	free(up);
+	if (write_from(s, part, plen, keys, &klen, &size, 1, rg ? range : NULL, NULL))
+		copy_result(s, "CopyPartResult");
 }
 
 static void strip_quotes(char *e)

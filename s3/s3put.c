@@ -142,15 +142,7 @@ static bool put_prepare(struct s3req *s)
 	if (s->ring && s->sig.payload == PAYLOAD_SHA256)
 		s->sha = sha256_new();
 	if (s->op == S3_MPU_PART) {
-		char *up = s3_upload(s);
-		uint64_t num = 0;
-		if (up && s3_num_param(s, "partNumber", 1, PARTS_MAX, &num) < 1)
-			s3_error(s, 400, "InvalidArgument",
-				 "Part number must be an integer between 1 and 10000, inclusive");
-		else if (up)
-			s3_part_key(up, (int)num, s->target, &s->tlen);
-		free(up);
-		if (s->status)
+		if (!s3_part_target(s, s->target, &s->tlen))
 			return true;
 	} else {
 		memcpy(s->target, s->key, s->klen);

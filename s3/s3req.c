@@ -301,6 +301,19 @@ void s3_part_key(const char *upload, int n, char *out, size_t *len)
 	*len = (size_t)snprintf(out, KEY_MAX + 1, "/" S3_MPU_BUCKET "/%s/%05d", upload, n);
 }
 
+bool s3_part_target(struct s3req *s, char *out, size_t *len)
+{
+	char *up = s3_upload(s);
+	uint64_t num = 0;
+	if (up && s3_num_param(s, "partNumber", 1, PARTS_MAX, &num) < 1)
+		s3_error(s, 400, "InvalidArgument",
+			 "Part number must be an integer between 1 and 10000, inclusive");
+	else if (up)
+		s3_part_key(up, (int)num, out, len);
+	free(up);
+	return !s->status;
+}
+
 /* The request's uploadId (heap string) when it names an upload of s->key;
  * else NULL, with NoSuchUpload answered. */
 char *s3_upload(struct s3req *s)

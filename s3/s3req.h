@@ -148,6 +148,8 @@ void s3_precondition_failed(struct s3req *s);
 bool s3_write_condition(struct s3req *s, const char *key, size_t klen);
 void s3_part_key(const char *upload, int n, char *out, size_t *len);
 char *s3_upload(struct s3req *s);
+/* UploadPart's key, of its uploadId and partNumber: false with the error set. */
+bool s3_part_target(struct s3req *s, char *out, size_t *len);
 
 /* With -keys: may the request's signer do perm on key[0..n)? */
 bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n);

@@ -13,25 +13,25 @@ enum { SUM_MD5, SUM_CRC32, SUM_CRC32C, SUM_SHA1, SUM_SHA256, SUM_N };
 
 static const struct {
 	const char *header, *name;
-	unsigned len;   /* the digest's bytes */
+	int len;   /* the digest's bytes */
+	const EVP_MD *(*md)(void);   /* NULL: a CRC */
 } algs[SUM_N] = {
-	[SUM_MD5] = {"Content-MD5", "Content-MD5", 16},
-	[SUM_CRC32] = {"x-amz-checksum-crc32", "CRC32", 4},
-	[SUM_CRC32C] = {"x-amz-checksum-crc32c", "CRC32C", 4},
-	[SUM_SHA1] = {"x-amz-checksum-sha1", "SHA1", 20},
-	[SUM_SHA256] = {"x-amz-checksum-sha256", "SHA256", 32},
+	{"Content-MD5", "Content-MD5", 16, EVP_md5},
+	{"x-amz-checksum-crc32", "CRC32", 4, NULL},
+	{"x-amz-checksum-crc32c", "CRC32C", 4, NULL},
+	{"x-amz-checksum-sha1", "SHA1", 20, EVP_sha1},
+	{"x-amz-checksum-sha256", "SHA256", 32, EVP_sha256},
 };
 
 struct s3sum {
 	unsigned asked, pending;   /* bits of SUM_*: to check; its value still to come (trailer) */
 	unsigned char want[SUM_N][32], got[SUM_N][32];
-	EVP_MD_CTX *md[SUM_N];     /* MD5, SHA1, SHA256 */
-	uint32_t crc[SUM_N];       /* CRC32, CRC32C */
+	EVP_MD_CTX *md[SUM_N];
+	uint32_t crc[SUM_N];
 	int failed;                /* which did not match, or -1 */
 };
 
-/* CRC-32 (zlib's, ISO-HDLC) and CRC-32C (Castagnoli): reflected, one
- * table each. */
+/* CRC-32 (zlib's) and CRC-32C (Castagnoli): reflected, a table each. */
 static uint32_t crc_tab[2][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
@@ -39,67 +39,45 @@ static void crc_init(void)
 {
 	static const uint32_t poly[2] = {0xedb88320u, 0x82f63b78u};
 	for (int t = 0; t < 2; t++)
-		for (uint32_t i = 0; i < 256; i++) {
-			uint32_t c = i;
-			for (int k = 0; k < 8; k++)
+		for (uint32_t i = 0, c = 0, k; i < 256; crc_tab[t][i++] = c)
+			for (c = i, k = 0; k < 8; k++)
 				c = c & 1 ? poly[t] ^ (c >> 1) : c >> 1;
-			crc_tab[t][i] = c;
-		}
-}
-
-static uint32_t crc_update(const uint32_t *tab, uint32_t crc, const unsigned char *p, size_t n)
-{
-	crc = ~crc;
-	while (n--)
-		crc = tab[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-	return ~crc;
 }
 
 /* A digest's base64 value into want: false when it is not one. */
 static bool sum_value(struct s3sum *c, int a, const char *v)
 {
 	unsigned char out[48];
-	size_t n = strlen(v), pad = n >= 2 ? (v[n - 1] == '=') + (v[n - 2] == '=') : 0;
+	int n = (int)strlen(v), pad = n >= 2 ? (v[n - 1] == '=') + (v[n - 2] == '=') : 0;
 	if (n != (algs[a].len + 2) / 3 * 4 ||
-	    EVP_DecodeBlock(out, (const unsigned char *)v, (int)n) - (int)pad != (int)algs[a].len)
+	    EVP_DecodeBlock(out, (const unsigned char *)v, n) - pad != algs[a].len)
 		return false;
-	memcpy(c->want[a], out, algs[a].len);
+	memcpy(c->want[a], out, (size_t)algs[a].len);
 	c->pending &= ~(1u << a);
 	return true;
-}
-
-static void sum_start(struct s3sum *c, int a)
-{
-	static const EVP_MD *(*const md[SUM_N])(void) = {
-		[SUM_MD5] = EVP_md5, [SUM_SHA1] = EVP_sha1, [SUM_SHA256] = EVP_sha256};
-	c->asked |= 1u << a;
-	if (md[a]) {
-		c->md[a] = EVP_MD_CTX_new();
-		if (!c->md[a] || !EVP_DigestInit_ex(c->md[a], md[a](), NULL))
-			die("EVP_DigestInit_ex failed");
-	}
 }
 
 struct s3sum *s3sum_new(struct s3req *s)
 {
 	struct s3sum *c = xcalloc(1, sizeof(*c));
-	const char *tr = s3_req_header(s, "x-amz-trailer");
+	const char *tr = s3_req_header(s, "x-amz-trailer"), *v;
 	c->failed = -1;
 	pthread_once(&crc_once, crc_init);
 	for (int a = 0; a < SUM_N; a++) {
-		const char *v = s3_req_header(s, algs[a].header);
-		if (tr && a && !strcasecmp(tr, algs[a].header)) {   /* its value comes at the end */
-			sum_start(c, a);
-			c->pending |= 1u << a;
-		} else if (v) {
-			sum_start(c, a);
-			if (!sum_value(c, a, v)) {
-				s3_error(s, 400, a ? "InvalidRequest" : "InvalidDigest",
-					 a ? "Value for x-amz-checksum header is invalid."
-					   : "The Content-MD5 you specified was invalid.");
-				s3sum_free(c);
-				return NULL;
-			}
+		bool trailer = tr && a && !strcasecmp(tr, algs[a].header);   /* its value comes last */
+		if (!trailer && !(v = s3_req_header(s, algs[a].header)))
+			continue;
+		c->asked |= 1u << a;
+		c->pending |= 1u << a;
+		if (algs[a].md && (!(c->md[a] = EVP_MD_CTX_new()) ||
+				   !EVP_DigestInit_ex(c->md[a], algs[a].md(), NULL)))
+			die("EVP_DigestInit_ex failed");
+		if (!trailer && !sum_value(c, a, v)) {
+			s3_error(s, 400, a ? "InvalidRequest" : "InvalidDigest",
+				 a ? "Value for x-amz-checksum header is invalid."
+				   : "The Content-MD5 you specified was invalid.");
+			c->asked = 0;
+			break;
 		}
 	}
 	if (c->asked)
@@ -110,13 +88,16 @@ struct s3sum *s3sum_new(struct s3req *s)
 
 void s3sum_update(struct s3sum *c, const void *p, size_t n)
 {
-	if (!c)
-		return;
-	for (int a = 0; a < SUM_N; a++) {
+	for (int a = 0; c && a < SUM_N; a++) {
+		const unsigned char *b = p, *e = b + n;
+		uint32_t crc = ~c->crc[a];
 		if (c->md[a])
 			EVP_DigestUpdate(c->md[a], p, n);
-		else if (c->asked & 1u << a)
-			c->crc[a] = crc_update(crc_tab[a == SUM_CRC32C], c->crc[a], p, n);
+		else if (c->asked & 1u << a) {
+			while (b < e)
+				crc = crc_tab[a == SUM_CRC32C][(crc ^ *b++) & 0xff] ^ (crc >> 8);
+			c->crc[a] = ~crc;
+		}
 	}
 }
 
@@ -132,17 +113,15 @@ void s3sum_trailer(struct s3sum *c, const char *line)
 bool s3sum_ok(struct s3sum *c)
 {
 	for (int a = 0; c && a < SUM_N; a++) {
-		if (!(c->asked & 1u << a))
-			continue;
 		if (c->md[a]) {
 			EVP_DigestFinal_ex(c->md[a], c->got[a], NULL);
 			EVP_MD_CTX_free(c->md[a]);
 			c->md[a] = NULL;
-		} else {
-			for (int i = 0; i < 4; i++)   /* big-endian, as S3 writes it */
-				c->got[a][i] = (unsigned char)(c->crc[a] >> (24 - 8 * i));
 		}
-		if (c->failed < 0 && (c->pending & 1u << a || memcmp(c->got[a], c->want[a], algs[a].len)))
+		for (int i = 0; i < 4 && !algs[a].md; i++)   /* big-endian, as S3 writes it */
+			c->got[a][i] = (unsigned char)(c->crc[a] >> (24 - 8 * i));
+		if (c->failed < 0 && c->asked & 1u << a &&
+		    (c->pending & 1u << a || memcmp(c->got[a], c->want[a], (size_t)algs[a].len)))
 			c->failed = a;
 	}
 	return !c || c->failed < 0;
@@ -151,10 +130,6 @@ bool s3sum_ok(struct s3sum *c)
 void s3sum_error(struct s3req *s, struct s3sum *c)
 {
 	char msg[96];
-	if (c->failed == SUM_MD5) {
-		s3_error(s, 400, "BadDigest", "The Content-MD5 you specified did not match what we received.");
-		return;
-	}
 	snprintf(msg, sizeof(msg), "The %s you specified did not match the calculated checksum.",
 		 algs[c->failed].name);
 	s3_error(s, 400, "BadDigest", msg);
@@ -166,7 +141,7 @@ void s3sum_headers(struct s3req *s, struct s3sum *c)
 		char b64[48];
 		if (!(c->asked & 1u << a))
 			continue;
-		EVP_EncodeBlock((unsigned char *)b64, c->got[a], (int)algs[a].len);
+		EVP_EncodeBlock((unsigned char *)b64, c->got[a], algs[a].len);
 		s3_hdr(s, algs[a].header, "%s", b64);
 	}
 }
