@@ -238,6 +238,7 @@ static const struct refusal {
 	{"x-amz-storage-class", {"STANDARD"}, "InvalidStorageClass", "STANDARD is the one class"},
 	{"x-amz-write-offset-bytes", {0}, "NotImplemented", "mkv does not append"},
 	{"x-amz-checksum-crc64nvme", {0}, "NotImplemented", "CRC32, CRC32C, SHA1, SHA256 only"},
+	{"x-amz-if-match-*", {0}, "NotImplemented", "If-Match is the one delete condition"},
 };
 
 static void refuse(void *cls, const char *k, const char *v)

@@ -102,7 +102,7 @@ static void drop_part(void *upload, const char *k, size_t kl, int num)
 {
 	const char *why;
 	(void)num;
-	if (s3_delete_key(k, kl, true, &why) != 204)
+	if (s3_delete_key(k, kl, true, NULL, &why) != 204)
 		log_msg("multipart %s: part %.*s not removed: %s", (const char *)upload, (int)kl, k,
 			why);
 }
@@ -281,6 +281,10 @@ static bool copy_source(struct s3req *s, char *key, size_t *klen, struct meta *m
 		"X-Amz-Copy-Source-If-Unmodified-Since", "X-Amz-Copy-Source-If-Modified-Since"};
 
 	free(path);
+	if (strstr(src, "?versionId=")) {
+		s3_error(s, 501, "NotImplemented", "x-amz-copy-source: mkv keeps no versions");
+		return false;
+	}
 	if (st) {
 		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source is not a valid key");
 		return false;

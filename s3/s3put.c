@@ -259,7 +259,7 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 
 /* ---- everything else, on a thread of its own ---- */
 
-int s3_delete_key(const char *key, size_t klen, bool part, const char **why)
+int s3_delete_key(const char *key, size_t klen, bool part, const char *if_match, const char **why)
 {
 	const struct config *cfg = store_cfg();
 	int st;
@@ -267,7 +267,10 @@ int s3_delete_key(const char *key, size_t klen, bool part, const char **why)
 		*why = "another write of this key is in progress";
 		return 503;
 	}
-	if (part && cfg->protect) {
+	if (if_match && !s3_etag_is(key, klen, if_match)) {
+		st = 412;
+		*why = "At least one of the preconditions you specified did not hold.";
+	} else if (part && cfg->protect) {
 		/* a part is the upload's, not the user's: -protect's UNLINK first */
 		store_delete(cfg, store_index(), key, klen, DEL_UNLINK, why);
 		st = store_delete(cfg, store_index(), key, klen, DEL_UNLINKED, why);
@@ -285,14 +288,14 @@ int s3_delete_key(const char *key, size_t klen, bool part, const char **why)
 /* The S3 error code of a failed delete. */
 static const char *delete_code(int st)
 {
-	return st == 503 ? "SlowDown" : st == 403 ? "AccessDenied"
+	return st == 503 ? "SlowDown" : st == 403 ? "AccessDenied" : st == 412 ? "PreconditionFailed"
 		: st < 500 ? "InvalidArgument" : "InternalError";
 }
 
 void s3_delete_object(struct s3req *s)
 {
 	const char *why;
-	int st = s3_delete_key(s->key, s->klen, false, &why);
+	int st = s3_delete_key(s->key, s->klen, false, s3_req_header(s, "If-Match"), &why);
 	if (st == 204)
 		s->status = 204;
 	else
@@ -300,7 +303,8 @@ void s3_delete_object(struct s3req *s)
 }
 
 /* One <Object> of a DeleteObjects document: deleted, or an <Error>. */
-static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, struct buf *out)
+static void delete_one(struct s3req *s, const char *k, size_t kl, const char *etag, bool quiet,
+		       struct buf *out)
 {
 	char full[KEY_MAX * 3 + 8];
 	size_t fl;
@@ -311,7 +315,7 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, st
 		why = "Access Denied";
 	}
 	if (!st)
-		st = s3_delete_key(full, fl, false, &why);
+		st = s3_delete_key(full, fl, false, etag, &why);
 	if (st == 204 && quiet)
 		return;
 	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
@@ -339,15 +343,22 @@ void s3_delete_many(struct s3req *s)
 	s3_xml_start(s, "DeleteResult");   /* an error below replaces it */
 	for (p = doc; (obj = s3_xml_next(&p, end, "Object", &olen)); free(k)) {
 		const char *op = obj;
+		size_t el;
+		char *et;
 		k = s3_xml_next(&op, obj + olen, "Key", &kl);
-		free(obj);
-		if (++n > 1000 || !k) {
-			free(k);
-			s3_error(s, 400, "MalformedXML",
-				 n > 1000 ? "more than 1000 keys" : "an Object without a Key");
+		op = obj;
+		et = s3_xml_next(&op, obj + olen, "ETag", &el);
+		if (++n > 1000 || !k || memmem(obj, olen, "<Size>", 6) ||
+		    memmem(obj, olen, "<LastModifiedTime>", 18)) {
+			s3_error(s, n > 1000 || !k ? 400 : 501, n > 1000 || !k ? "MalformedXML"
+				 : "NotImplemented", n > 1000 ? "more than 1000 keys" : !k ?
+				 "an Object without a Key" : "a Size or LastModifiedTime condition");
+			free(k), free(et), free(obj);
 			return;
 		}
-		delete_one(s, k, kl, q, &s->body);
+		free(obj);
+		delete_one(s, k, kl, et, q, &s->body);
+		free(et);
 	}
 	if (!n && !memmem(doc, s->in.len, "<Delete", 7))
 		s3_error(s, 400, "MalformedXML", "no <Delete> document");

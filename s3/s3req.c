@@ -64,29 +64,33 @@ void s3_precondition_failed(struct s3req *s)
 		 "At least one of the preconditions you specified did not hold.");
 }
 
-bool s3_write_condition(struct s3req *s, const char *key, size_t klen)
+int s3_etag_is(const char *key, size_t klen, const char *list)
 {
-	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match");
 	char *v, q[META_ETAG_MAX + 2];
 	struct record r;
 	struct meta m;
+	if (!store_live(store_index(), key, klen, &v, &r))
+		return -1;
+	free(v);
+	snprintf(q, sizeof(q), "\"%s\"", meta_get(key, klen, &m) && m.etag[0] ? m.etag : r.hash);
+	return list && etag_listed(list, q, ETAG_S3);
+}
+
+bool s3_write_condition(struct s3req *s, const char *key, size_t klen)
+{
+	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match");
+	int e;
 	if (inm && strcmp(inm, "*")) {
 		s3_error(s, 501, "NotImplemented", "If-None-Match on a write takes only *");
 		return false;
 	}
 	if (!im && !inm)
 		return true;
-	if (!store_live(store_index(), key, klen, &v, &r)) {
-		if (im)
-			s3_no_such_key(s);
-		return !im;
-	}
-	free(v);
-	snprintf(q, sizeof(q), "\"%s\"", meta_get(key, klen, &m) && m.etag[0] ? m.etag : r.hash);
-	if (!inm && etag_listed(im, q, ETAG_S3))
-		return true;
-	s3_precondition_failed(s);
-	return false;
+	if ((e = s3_etag_is(key, klen, im)) < 0 && im)
+		s3_no_such_key(s);
+	else if (e >= 0 && (inm || !e))
+		s3_precondition_failed(s);
+	return !s->status;
 }
 
 int s3_send(struct s3req *s)

@@ -146,6 +146,9 @@ void s3_precondition_failed(struct s3req *s);
 /* If-Match / If-None-Match: * of a write to key (whose lock the caller
  * holds): false with the error set when they do not hold. */
 bool s3_write_condition(struct s3req *s, const char *key, size_t klen);
+/* Is key's ETag in the If-Match list (NULL: none)?  1 or 0; -1 when the
+ * key is not live. */
+int s3_etag_is(const char *key, size_t klen, const char *list);
 void s3_part_key(const char *upload, int n, char *out, size_t *len);
 char *s3_upload(struct s3req *s);
 /* UploadPart's key, of its uploadId and partNumber: false with the error set. */
@@ -182,8 +185,9 @@ int s3_get_run(struct s3req *s);
 /* ---- PutObject / UploadPart, DeleteObject(s) (s3put.c) ---- */
 int s3_put_run(struct s3req *s, const char *data, size_t *size);
 /* 204, or a status with *why (valid until the thread's next call).  part:
- * a multipart part's key, removed whatever -protect says. */
-int s3_delete_key(const char *key, size_t klen, bool part, const char **why);
+ * a multipart part's key, removed whatever -protect says.  if_match: 412
+ * unless the key's ETag is in it (NULL: none; a missing key is 204). */
+int s3_delete_key(const char *key, size_t klen, bool part, const char *if_match, const char **why);
 /* DeleteObject: 204, also for a missing key; 403 AccessDenied under -protect. */
 void s3_delete_object(struct s3req *s);
 void s3_delete_many(struct s3req *s);

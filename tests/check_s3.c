@@ -453,6 +453,38 @@ START_TEST(test_part_copy)
 }
 END_TEST
 
+/* DeleteObjects' per-object ETag is a condition (S3's conditional
+ * delete); a Size or LastModifiedTime condition, which mkv does not check,
+ * is refused rather than ignored. */
+START_TEST(test_delete_conditions)
+{
+	char *b = fresh("/dcb"), *k = xasprintf("%s/k", b), *p = xasprintf("%s?delete", b), doc[300];
+	char md5[33];
+	struct resp r;
+	md5_hex("v1", 2, md5);
+	ck_assert_int_eq(s3("PUT", k, "v1", 2, NULL, &r), 200);
+	h_resp_free(&r);
+	snprintf(doc, sizeof(doc), "<Delete><Object><Key>k</Key><ETag>\"%032d\"</ETag></Object>"
+		 "</Delete>", 0);
+	ck_assert_int_eq(s3("POST", p, doc, strlen(doc), NULL, &r), 200);
+	ck_assert_msg(has(&r, "<Code>PreconditionFailed</Code>"), "%s", r.body.data);
+	h_resp_free(&r);
+	snprintf(doc, sizeof(doc), "<Delete><Object><Key>k</Key><Size>2</Size></Object></Delete>");
+	ck_assert_int_eq(s3("POST", p, doc, strlen(doc), NULL, &r), 501);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 200);
+	h_resp_free(&r);
+	snprintf(doc, sizeof(doc), "<Delete><Object><Key>k</Key><ETag>\"%s\"</ETag></Object>"
+		 "</Delete>", md5);
+	ck_assert_int_eq(s3("POST", p, doc, strlen(doc), NULL, &r), 200);
+	ck_assert_msg(has(&r, "<Deleted><Key>k</Key></Deleted>"), "%s", r.body.data);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 404);
+	h_resp_free(&r);
+	free(b), free(k), free(p);
+}
+END_TEST
+
 /* minikeyvalue's own S3 forms, unsigned, as its users send them. */
 START_TEST(test_minikeyvalue_forms)
 {
@@ -1186,6 +1218,7 @@ static TCase *s3_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_copy_conditions);
 	tcase_add_test(tc, test_part_copy);
 	tcase_add_test(tc, test_minikeyvalue_forms);
+	tcase_add_test(tc, test_delete_conditions);
 	tcase_add_test(tc, test_listing);
 	tcase_add_test(tc, test_bad_requests);
 	tcase_add_test(tc, test_presigned);

@@ -220,6 +220,9 @@ def honest_refusals(s3, b, k):
     check(error_of(s3.copy_object, Bucket=b, Key=k + "2", CopySource="%s/%s" % (b, k),
                    SSECustomerAlgorithm="AES256", SSECustomerKey="k" * 32)[0] == 501,
           "copy_object with SSE-C")
+    check(error_of(s3.copy_object, Bucket=b, Key=k + "2",
+                   CopySource={"Bucket": b, "Key": k, "VersionId": "v1"})[0] == 501,
+          "copy_object of a version")
     s3.put_object(Bucket=b, Key=k, Body=b"kept", ACL="private")   # asks for nothing more
 
 
@@ -263,6 +266,9 @@ def honest_conditions(s3, b, k):
     c1 = s3.complete_multipart_upload(Bucket=b, Key=k, UploadId=up, MultipartUpload=mpu)
     c2 = s3.complete_multipart_upload(Bucket=b, Key=k, UploadId=up, MultipartUpload=mpu)
     check(c1["ETag"] == c2["ETag"], "a retried complete: %s, %s" % (c1, c2))
+    st = with_headers(s3, {"If-Match": '"%s"' % ("0" * 32)}, s3.delete_object, Bucket=b, Key=k)
+    check(st == (412, "PreconditionFailed"), "DeleteObject with a wrong If-Match: %s" % (st,))
+    check(s3.head_object(Bucket=b, Key=k)["ETag"] == c1["ETag"], "a failed condition deleted")
 
 
 def honest_buckets(s3, b, k):
