@@ -307,10 +307,13 @@ def honest_unsigned(s3, b, k):
         check(error_of(anon.get_object, Bucket=b, Key="nope") == (404, "NoSuchKey"),
               "unsigned GetObject of a missing key")
         check(b in [x["Name"] for x in anon.list_buckets()["Buckets"]], "unsigned ListBuckets")
-    else:
-        for fn, kw in ((anon.get_object, {"Bucket": b, "Key": k}), (anon.list_buckets, {})):
-            st = error_of(fn, **kw)
-            check(st == (403, "AccessDenied"), "unsigned %s: %s" % (fn.__name__, st))
+    else:   # the anonymous line (check_keys.c's reads and lists /public/) decides
+        st = error_of(anon.get_object, Bucket=b, Key=k)
+        check(st == (403, "AccessDenied"), "unsigned get_object: %s" % (st,))
+        st = error_of(anon.list_buckets)
+        check(st == (403, "AccessDenied") or b not in [x["Name"] for x in
+                                                       anon.list_buckets()["Buckets"]],
+              "unsigned list_buckets: %s" % (st,))
 
 
 def aws_tests():
