@@ -241,6 +241,9 @@ def honest_checksums(s3, b, k):
     st = with_headers(s3, {"x-amz-checksum-crc32c": "AAAAAA=="}, s3.put_object, Bucket=b, Key=k,
                       Body=b"x")
     check(st == (400, "BadDigest"), "a wrong CRC32C: %s" % (st,))
+    st = with_headers(s3, {"x-amz-checksum-crc32c": "4waSgw=="}, s3.put_object, Bucket=b,
+                      Key=k + "crc32c", Body=b"123456789")   # CRC-32C's check value, e3069283
+    check(st[0] == 200, "a right CRC32C: %s" % (st,))
 
 
 def honest_conditions(s3, b, k):
