@@ -79,16 +79,10 @@ int s3_etag_is(const char *key, size_t klen, const char *list)
 bool s3_write_condition(struct s3req *s, const char *key, size_t klen)
 {
 	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match");
-	int e;
-	if (inm && strcmp(inm, "*")) {
-		s3_error(s, 501, "NotImplemented", "If-None-Match on a write takes only *");
-		return false;
-	}
-	if (!im && !inm)
-		return true;
-	if ((e = s3_etag_is(key, klen, im)) < 0 && im)
+	int e = im || inm ? s3_etag_is(key, klen, im) : -1;
+	if (e < 0 && im)
 		s3_no_such_key(s);
-	else if (e >= 0 && (inm || !e))
+	else if (e >= 0 && ((im && !e) || (inm && s3_etag_is(key, klen, inm) == 1)))
 		s3_precondition_failed(s);
 	return !s->status;
 }

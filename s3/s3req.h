@@ -143,8 +143,8 @@ void s3_iso_time(int64_t t, char out[32]);
 bool s3_lock_key(const char *key, size_t klen);
 void s3_no_such_key(struct s3req *s);
 void s3_precondition_failed(struct s3req *s);
-/* If-Match / If-None-Match: * of a write to key (whose lock the caller
- * holds): false with the error set when they do not hold. */
+/* If-Match / If-None-Match (* or ETags) of a write to key (whose lock the
+ * caller holds): false with the error set when they do not hold. */
 bool s3_write_condition(struct s3req *s, const char *key, size_t klen);
 /* Is key's ETag in the If-Match list (NULL: none)?  1 or 0; -1 when the
  * key is not live. */

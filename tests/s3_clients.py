@@ -257,6 +257,9 @@ def honest_conditions(s3, b, k):
     et = s3.head_object(Bucket=b, Key=k)["ETag"]
     check(with_headers(s3, {"If-Match": et}, s3.put_object, Bucket=b, Key=k, Body=b"kept")[0]
           == 200, "a right If-Match")
+    et = s3.head_object(Bucket=b, Key=k)["ETag"]
+    check(with_headers(s3, {"If-None-Match": et}, s3.put_object, Bucket=b, Key=k, Body=b"no")
+          == (412, "PreconditionFailed"), "If-None-Match naming the key's ETag")
     check(with_headers(s3, {"If-None-Match": "*"}, s3.put_object, Bucket=b, Key=k + "new",
                        Body=b"x")[0] == 200, "If-None-Match: * on a new key")
     up = s3.create_multipart_upload(Bucket=b, Key=k)["UploadId"]
