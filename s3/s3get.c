@@ -142,9 +142,17 @@ int s3_preconditions(struct s3req *s, const char *const names[4], const char *et
 	return 0;
 }
 
+/* GetObject's response-* parameters set their headers (S3's, for
+ * presigned links); Content-Type is binary/octet-stream otherwise. */
 static void object_headers(struct s3req *s)
 {
-	char when[40];
+	static const char *const set[][2] = {
+		{"response-content-type", "Content-Type"}, {"response-content-language", "Content-Language"},
+		{"response-expires", "Expires"}, {"response-cache-control", "Cache-Control"},
+		{"response-content-disposition", "Content-Disposition"},
+		{"response-content-encoding", "Content-Encoding"},
+	};
+	char when[40], *v;
 	if (s->meta.etag[0])
 		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
 	if (s->have_meta) {
@@ -154,7 +162,11 @@ static void object_headers(struct s3req *s)
 		s3_hdr(s, "Last-Modified", "%s", s->vlastmod);
 	}
 	s3_hdr(s, "Accept-Ranges", "bytes");
-	s3_hdr(s, "Content-Type", "binary/octet-stream");
+	for (int i = 0; i < 6; i++, free(v))
+		if ((v = s3_req_param(s, set[i][0])) && !strpbrk(v, "\r\n"))
+			s3_hdr(s, set[i][1], "%s", v);
+		else if (!i)
+			s3_hdr(s, "Content-Type", "binary/octet-stream");
 }
 
 /* First part of GetObject/HeadObject: the index and the sidecar only.

@@ -224,6 +224,11 @@ def honest_refusals(s3, b, k):
                    CopySource={"Bucket": b, "Key": k, "VersionId": "v1"})[0] == 501,
           "copy_object of a version")
     s3.put_object(Bucket=b, Key=k, Body=b"kept", ACL="private")   # asks for nothing more
+    g = s3.get_object(Bucket=b, Key=k, ResponseContentType="foo/bar",
+                      ResponseContentDisposition="attachment", ResponseCacheControl="no-cache")
+    h = g["ResponseMetadata"]["HTTPHeaders"]
+    check((h["content-type"], h["content-disposition"], h["cache-control"]) ==
+          ("foo/bar", "attachment", "no-cache"), "GetObject's response-* parameters: %s" % h)
 
 
 def honest_checksums(s3, b, k):
