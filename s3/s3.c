@@ -93,23 +93,19 @@ static void bucket_create(struct s3req *s)
 {
 	const char *p = s->in.data ? s->in.data : "";
 	size_t n = 0;
-	char *loc = s3_xml_next(&p, p + s->in.len, "LocationConstraint", &n), *v;
+	char *loc = s3_xml_next(&p, p + s->in.len, "LocationConstraint", &n);
+	char *v = xasprintf("%lld %s", (long long)time(NULL), loc ? loc : "");
 	if (!bucket_name_ok(s->bucket, s->blen))
 		s3_error(s, 400, "InvalidBucketName", "The specified bucket is not valid.");
 	else if (s->in_too_big || n > 64 || (loc && strcspn(loc, " <&") != n))
 		s3_error(s, 400, "InvalidLocationConstraint",
 			 "The specified location-constraint is not valid.");
-	if (s->status) {
-		free(loc);
-		return;
-	}
-	v = xasprintf("%lld %s", (long long)time(NULL), loc ? loc : "");
-	if (meta_raw_put('b', s->bucket, s->blen, v, true) < 0) {
+	else if (meta_raw_put('b', s->bucket, s->blen, v, true) < 0)
 		s3_error(s, 500, "InternalError", "index write failed");
-	} else {
-		s->status = 200;
+	else
 		s3_hdr(s, "Location", "/%s", s->bucket);
-	}
+	if (!s->status)
+		s->status = 200;
 	free(v);
 	free(loc);
 }
