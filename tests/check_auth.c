@@ -306,6 +306,8 @@ START_TEST(test_v2_short)
 	h[5] = "AWS " AKID ":bWq2s1WEIj+Ydj0vQ697zp+IXMU=";
 	check("GET", "/johnsmith/photos/puppy.jpg", NULL, h, t, &s);
 	ck_assert_int_eq(s.st, SIG_OK);
+	check("GET", "/johnsmith/photos/puppy.jpg", NULL, h, t - 901, &s);   /* dated ahead */
+	ck_assert_int_eq(s.st, SIG_SKEWED);
 	{
 		const char *none[] = {NULL};
 		char q[256];
@@ -404,6 +406,23 @@ START_TEST(test_v4_refusals)
 	ck_assert_int_eq(s.st, SIG_EXPIRED);
 	check("GET", "/test.txt", q, ph, T20130524 + 86400, &s);   /* the last second */
 	ck_assert_int_eq(s.st, SIG_OK);
+	/* over 7 days, or another algorithm: refused whatever the signature */
+	check("GET", "/test.txt", "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=" AKID
+	      "%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z"
+	      "&X-Amz-Expires=604801&X-Amz-SignedHeaders=host&X-Amz-Signature="
+	      "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404", ph, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_QUERY_MALFORMED);
+	check("GET", "/test.txt", "X-Amz-Algorithm=AWS4-HMAC-SHA257&X-Amz-Credential=" AKID
+	      "%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z"
+	      "&X-Amz-Expires=86400&X-Amz-SignedHeaders=host&X-Amz-Signature="
+	      "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404", ph, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_QUERY_MALFORMED);
+	{
+		const char *bearer[] = {"Authorization", "Bearer abc", NULL};
+		check("GET", "/public/x", NULL, bearer, T20130524, &s);
+		ck_assert_int_eq(s.st, SIG_MALFORMED);
+		ck_assert_ptr_null(s.key);
+	}
 }
 END_TEST
 
