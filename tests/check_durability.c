@@ -685,6 +685,71 @@ START_TEST(test_volume_delete)
 }
 END_TEST
 
+/* ---- the master's REPLACE: the sidecar's marker ---- */
+
+/* A REPLACE writes its marker (the sidecar's "r" entry, which lets the
+ * next start settle a REPLACE a crash cut short) and syncs the sidecar's
+ * log before the first byte of the new value goes to a volume. */
+START_TEST(test_master_replace)
+{
+	struct vol vols[2];
+	char *tmp = h_tmpdir(), *db, *sdb, *trace, *log, *bin = h_bin("mkv"), *volarg, port[16];
+	char *key, *head, *rdb, path[PATH_MAX_LEN], *mkey;
+	int p = h_free_port(), cput, crep, ans, mark, s, v;
+	struct traced tm;
+	struct trace t;
+
+	for (int i = 0; i < 2; i++)
+		h_vol_start(&vols[i], VOL_MKV);
+	db = xasprintf("%s/db", tmp);
+	trace = xasprintf("%s/master.trace", tmp);
+	log = xasprintf("%s/master.log", tmp);
+	volarg = h_volumes_arg(vols, 2);
+	snprintf(port, sizeof(port), "%d", p);
+	{
+		char *argv[] = {bin, "-volumes", volarg, "-db", db, "-port", port, "-replicas", "2",
+				"server", NULL};
+		traced_start(&tm, argv, trace, log);
+	}
+	ck_assert_msg(h_wait_port(p, 30000), "traced master did not start (see %s)", log);
+	key = xasprintf("/replaced-%d", (int)getpid());
+	head = xasprintf("PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\n",
+			 key);
+	ck_assert_int_eq(request(p, head, "old", 3, &cput), 201);
+	free(head);
+	head = xasprintf("REPLACE %s HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+			 "Connection: close\r\n\r\n", key);
+	ck_assert_int_eq(request(p, head, "newer", 5, &crep), 201);
+	free(head);
+	traced_stop(&tm);
+	rdb = realpath(db, NULL);
+	sdb = xasprintf("%s/mkv-meta", rdb);
+	trace_read(&t, trace);
+	placement_path(key, strlen(key), path);
+	ans = FIND(&t, 0, send_to(e, cput, "HTTP/1.1 201"));   /* the PUT's answer */
+	ck_assert_msg(ans >= 0, "%s: no 201 to port %d", t.path, cput);
+	mkey = xasprintf("r%s", key);
+	mark = FIND(&t, ans, log_write(e, sdb, mkey, NULL, NULL));
+	v = to_volumes(&t, ans, vols, 2, "PUT /", path);
+	ck_assert_msg(v >= 0, "%s: the REPLACE sent nothing to a volume", t.path);
+	ck_assert_msg(mark >= 0 && t.ev[mark].end < t.ev[v].start, "%s: REPLACE: bytes sent to a "
+		      "volume (line %d) before its marker was written to %s", t.path,
+		      t.ev[v].start, sdb);
+	s = sync_after(&t, mark);
+	ck_assert_msg(s >= 0 && t.ev[s].end < t.ev[v].start, "%s: REPLACE: bytes sent to a volume "
+		      "(line %d) before the sidecar was synced after its marker (line %d)", t.path,
+		      t.ev[v].start, t.ev[mark].end);
+	fprintf(stderr, "master REPLACE: marker by line %d, %s %d, first byte to a volume %d\n",
+		t.ev[mark].end, t.ev[s].name, t.ev[s].end, t.ev[v].start);
+	trace_free(&t);
+	for (int i = 0; i < 2; i++)
+		h_vol_stop(&vols[i]);
+	h_rmrf(tmp);
+	free(tmp), free(db), free(sdb), free(rdb), free(trace), free(log), free(bin), free(volarg);
+	free(key), free(mkey);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("durability");
@@ -701,6 +766,10 @@ int main(void)
 	tc = tcase_create("master");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_master);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("master replace");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_master_replace);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("volume delete");
 	tcase_set_timeout(tc, 60);

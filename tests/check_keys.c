@@ -657,6 +657,21 @@ START_TEST(test_s3_ops_refused)
 		ck_assert(has(&r, "<Deleted><Key>a/d</Key>") && has(&r, "<Code>AccessDenied</Code>"));
 		h_resp_free(&r);
 	}
+	/* a wrong secret: S3's code for it */
+	ck_assert_int_eq(s3_st("ro:00000000000000000000000000000000", "GET", "/ops/x", NULL, NULL,
+			       &r), 403);
+	ck_assert(has(&r, "<Code>SignatureDoesNotMatch</Code>"));
+	h_resp_free(&r);
+	/* DeleteObjects whose body is not the one x-amz-content-sha256 signed */
+	{
+		char h[65], hd[100];
+		const char *sh[] = {hd, NULL};
+		sha_hex("another body", 12, h);
+		snprintf(hd, sizeof(hd), "x-amz-content-sha256: %s", h);
+		ck_assert_int_eq(s3_st(ADMIN, "POST", "/ops?delete", del, sh, &r), 400);
+		ck_assert(has(&r, "<Code>XAmzContentSHA256Mismatch</Code>"));
+		h_resp_free(&r);
+	}
 	/* nothing changed */
 	ck_assert_int_eq(req(ADMIN, "GET", "/ops/x", NULL, NULL, true, &r), 200);
 	ck_assert(r.body.len == 4 && !memcmp(r.body.data, "kept", 4));

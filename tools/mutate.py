@@ -143,7 +143,8 @@ def run_suite(tree, suite, timeout):
         return True, ""
     if p.returncode == 0:   # a case name that matches nothing runs nothing
         return None, "ran no test (is the case %r there?)" % case
-    lines = [l for l in out.splitlines() if ":F:" in l or ":E:" in l] or out.strip().splitlines()
+    lines = [l for l in out.splitlines() if ":F:" in l or ":E:" in l]
+    lines = lines or [l for l in out.strip().splitlines() if not l.startswith("Running suite")][-1:]
     return False, lines[0][:200] if lines else "exit %d" % p.returncode
 
 
