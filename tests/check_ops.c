@@ -1048,8 +1048,12 @@ START_TEST(test_rebalance_corrupt)
 			char got[64] = "";
 			size_t n;
 			ck_assert_int_eq(r.nlocs, nw);
-			for (int j = 0; j < nw; j++)
+			for (int j = 0; j < nw; j++) {   /* named, and there */
+				char *wf = blob_file(k[i].key, want[j]);
 				ck_assert_str_eq(r.locs[j], want[j]);
+				ck_assert_msg(access(wf, F_OK) == 0, "%s: no copy at %s", k[i].key, want[j]);
+				free(wf);
+			}
 			ck_assert_msg(fp != NULL, "%s: no new copy", k[i].key);
 			n = fread(got, 1, sizeof(got), fp);
 			fclose(fp);

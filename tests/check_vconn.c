@@ -36,6 +36,7 @@ enum mode {
 	M_TWOLENGTHS,     /* Content-Length headers that disagree */
 	M_SILENT,         /* reads, never answers */
 	M_HALF_BODY,      /* 200 with 3 of 100 bytes, then closes */
+	M_BOTHFRAMINGS,   /* Content-Length and chunked: where it ends is in doubt */
 };
 
 struct fake {
@@ -65,6 +66,9 @@ static const char *answer_of(enum mode m)
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n";
 	case M_TWOLENGTHS:
 		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhey";
+	case M_BOTHFRAMINGS:
+		return "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+		       "3\r\nhey\r\n0\r\n\r\n";
 	default:
 		return "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
 	}
@@ -387,6 +391,7 @@ static const struct {
 	{M_CHUNKED, 200, NULL},
 	{M_BADCHUNK, -1, "malformed chunk size"},
 	{M_TWOLENGTHS, -1, "Content-Length headers that disagree"},
+	{M_BOTHFRAMINGS, -1, "both Content-Length and chunked"},
 };
 
 START_TEST(odd_answers)
