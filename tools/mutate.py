@@ -275,7 +275,7 @@ def main():
                                          len(survived) - len(bad), len(by.get("gone", [])),
                                          len(by.get("nobuild", [])), len(by.get("error", []))))
     for m in survived:
-        print("   survived %s (%s:%d): %s -> %s%s" %
+        print("   survived %s (%s; tests/mutants.txt:%d): %s -> %s%s" %
               (m.name, m.path, m.line, " / ".join(m.old).strip(), " / ".join(m.new).strip(),
                "\n      equivalent: " + m.equivalent if m.equivalent else ""))
     for kind in ("gone", "nobuild", "error"):
