@@ -34,6 +34,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -132,13 +133,18 @@ def run_suite(tree, suite, timeout):
     env.pop("CK_RUN_CASE", None)
     if case:
         env["CK_RUN_CASE"] = case
+    p = subprocess.Popen([os.path.join(tree, "build/tests", name)], cwd=tree, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    with RUNNING_LOCK:
+        RUNNING.add(p)
     try:
-        p = subprocess.run([os.path.join(tree, "build/tests", name)], cwd=tree, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=timeout, start_new_session=True)
+        out = p.communicate(timeout=timeout)[0].decode(errors="replace")
     except subprocess.TimeoutExpired:
+        stop_group(p)
         return False, "timeout"
-    out = p.stdout.decode(errors="replace")
+    finally:
+        with RUNNING_LOCK:
+            RUNNING.discard(p)
     if p.returncode == 0 and re.search(r"Checks: [1-9]", out):
         return True, ""
     if p.returncode == 0:   # a case name that matches nothing runs nothing
@@ -146,6 +152,18 @@ def run_suite(tree, suite, timeout):
     lines = [l for l in out.splitlines() if ":F:" in l or ":E:" in l]
     lines = lines or [l for l in out.strip().splitlines() if not l.startswith("Running suite")][-1:]
     return False, lines[0][:200] if lines else "exit %d" % p.returncode
+
+
+RUNNING, RUNNING_LOCK = set(), threading.Lock()
+
+
+def stop_group(p):
+    """A suite and what it started (its own session): killed, reaped."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    p.wait()
 
 
 def source(tree, m):
@@ -214,7 +232,10 @@ def main():
     jobs = max(1, min(jobs, len(mutants)))
     timeout = int(os.environ.get("MUTATE_TIMEOUT", "600"))
     keep = os.environ.get("MUTATE_KEEP") == "1"
+    # SIGTERM as Ctrl-C: the copies are removed, the suites running stopped
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     top = tempfile.mkdtemp(prefix="mkv-mutate.")
+    queue, lock, done = list(mutants), threading.Lock(), [0]
     trees = [os.path.join(top, "tree%d" % i) for i in range(jobs)]
     suites = sorted({s for m in mutants for s in m.suites})
     print("mutate: %d mutants, %d at a time, copies in %s" % (len(mutants), jobs, top), flush=True)
@@ -238,7 +259,6 @@ def main():
                 return 2
         print("mutate: baseline (%d suites and cases) passed in %.0f s" %
               (len(suites), time.time() - t_start), flush=True)
-        queue, lock, done = list(mutants), threading.Lock(), [0]
 
         def worker(tree):
             while True:
@@ -253,11 +273,20 @@ def main():
                           (done[0], len(mutants), m.result, m.name, m.path, " ".join(m.suites),
                            m.secs, ": " + m.detail if m.detail else ""), flush=True)
 
-        threads = [threading.Thread(target=worker, args=(t,)) for t in trees]
+        threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in trees]
         for th in threads:
             th.start()
         for th in threads:
-            th.join()
+            while th.is_alive():   # a timed join: signals reach the main thread
+                th.join(1)
+    except KeyboardInterrupt:
+        with lock:
+            queue.clear()   # the workers take nothing more
+        with RUNNING_LOCK:
+            for p in list(RUNNING):
+                stop_group(p)
+        print("mutate: interrupted", file=sys.stderr)
+        return 130
     finally:
         if keep:
             print("mutate: kept %s" % top)
