@@ -1478,13 +1478,30 @@ static TCase *api_case(const char *name, void (*up)(void))
 
 /* ---- key locks: released on every path (docs/testing.md) ---- */
 
-/* A write holds its own key only: another key of the same length is
+/* FNV-1a, the lock table's hash (master/keylock.c), over its 1024 buckets. */
+static unsigned lock_bucket(const char *k)
+{
+	uint32_t h = 2166136261u;
+	for (; *k; k++)
+		h = (h ^ (unsigned char)*k) * 16777619u;
+	return h % 1024;
+}
+
+/* A write holds its own key only: another key of the same length, in the
+ * same bucket of the lock table (only its bytes tell it apart), is
  * written meanwhile. */
 START_TEST(test_lock_own_key)
 {
 	char *key = fresh("lk"), *other = xstrdup(key), hdr[512];
 	int fd;
-	other[1] = 'm';   /* the same length, another key */
+	for (int i = 0; i < 26 * 26 * 26; i++) {   /* "/lk" -> "/xyz"... */
+		other[1] = (char)('a' + i % 26);
+		other[2] = (char)('a' + i / 26 % 26);
+		other[3] = (char)('a' + i / 676);
+		if (strcmp(other, key) && lock_bucket(other) == lock_bucket(key))
+			break;
+	}
+	ck_assert_str_ne(other, key);
 	fd = h_connect(m.port);
 	ck_assert_int_ge(fd, 0);
 	snprintf(hdr, sizeof(hdr), "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello",

@@ -121,8 +121,12 @@ def make(tree, targets, jobs):
 
 
 def targets_of(suites):
-    return ["bin/mkv", "bin/mkv-volume"] + sorted({"build/tests/" + s.split(":")[0]
-                                                   for s in suites})
+    """What the suites run: the daemons, the suites, and the shims they
+    preload (build/tests/NAME.so, of tests/NAME.c that is no suite)."""
+    shims = ["build/tests/%s.so" % f[:-2] for f in sorted(os.listdir(os.path.join(ROOT, "tests")))
+             if f.endswith(".c") and not f.startswith("check_") and f != "harness.c"]
+    return ["bin/mkv", "bin/mkv-volume"] + shims + sorted({"build/tests/" + s.split(":")[0]
+                                                           for s in suites})
 
 
 def run_suite(tree, suite, timeout):
