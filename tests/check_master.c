@@ -1516,6 +1516,23 @@ START_TEST(test_lock_own_key)
 }
 END_TEST
 
+/* A streamed PUT and REPLACE free their key before the 201: a DELETE
+ * right after is answered 204, not 409. */
+START_TEST(test_big_write_frees_key)
+{
+	enum { BIG = 200 * 1024 };   /* streamed through a worker, not the loop */
+	char *key = fresh("lkbig"), *u = url(key), *body = xmalloc(BIG);
+	struct resp r;
+	memset(body, 'b', BIG);
+	ck_assert_int_eq(put(key, body, BIG), 201);
+	ck_assert_int_eq(h_status("DELETE", u), 204);
+	ck_assert_int_eq(h_http("REPLACE", u, body, BIG, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("DELETE", u), 204);
+	free(key), free(u), free(body);
+}
+END_TEST
+
 /* A small PUT that every replica refuses (a directory where its blob
  * goes) fails, and frees its key once its cleanup is done: the next PUT
  * is answered (201 once the directories are gone), not 409 for ever. */
@@ -1587,6 +1604,7 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, up_mkv, cluster_down);
 	tcase_add_test(tc, test_lock_own_key);
 	tcase_add_test(tc, test_failed_put_frees_key);
+	tcase_add_test(tc, test_big_write_frees_key);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
