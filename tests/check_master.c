@@ -1533,6 +1533,27 @@ START_TEST(test_big_write_frees_key)
 }
 END_TEST
 
+/* A small PUT whose client goes before the whole body came (nothing was
+ * sent to a volume yet) frees its key at once: the retry is answered. */
+START_TEST(test_aborted_small_put_frees_key)
+{
+	char *key = fresh("lkabort"), hdr[512];
+	uint64_t end = now_ms() + 20000;
+	long st;
+	int fd = h_connect(m.port);
+	ck_assert_int_ge(fd, 0);
+	snprintf(hdr, sizeof(hdr), "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello",
+		 key);
+	ck_assert(write(fd, hdr, strlen(hdr)) > 0);
+	h_wait_put_taken(m.base, key);
+	close(fd);
+	while ((st = put(key, "again", 5)) == 409 && now_ms() < end)
+		usleep(50000);
+	ck_assert_msg(st == 201, "PUT after an aborted small one: %ld", st);
+	free(key);
+}
+END_TEST
+
 /* A small PUT that every replica refuses (a directory where its blob
  * goes) fails, and frees its key once its cleanup is done: the next PUT
  * is answered (201 once the directories are gone), not 409 for ever. */
@@ -1605,6 +1626,7 @@ int main(void)
 	tcase_add_test(tc, test_lock_own_key);
 	tcase_add_test(tc, test_failed_put_frees_key);
 	tcase_add_test(tc, test_big_write_frees_key);
+	tcase_add_test(tc, test_aborted_small_put_frees_key);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
