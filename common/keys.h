@@ -2,8 +2,8 @@
  * read, list, write, delete and administer which key prefixes.  The
  * signatures that say who a request comes from are sigv4.h's.
  *
- * The file: one key a line, fields split by blanks, '#' to the end of a
- * line is a comment:
+ * The file: one key a line, fields split by blanks; a field starting with
+ * '#' starts a comment to the line's end ("/data/#tmp/" is a prefix):
  *     ID SECRET PERMS PREFIX...      (PERMS: read,list,write,delete,admin)
  *     anonymous PERMS PREFIX...      (what unsigned requests may do)
  * Off (no -keys) nothing here runs: keys_current() is NULL. */
@@ -42,7 +42,8 @@ struct keyring {
 /* Parse text (the file named name, for the messages): a ring with one
  * ref, or NULL with *why ("FILE:LINE: reason", heap) when any line is
  * bad -- an unknown permission, a secret shorter than KEY_SECRET_MIN
- * bytes, a prefix not starting with '/', an id given twice. */
+ * bytes, a prefix not starting with '/', an id given twice -- or the
+ * last line has no newline (a file read while being written). */
 struct keyring *keyring_parse(const char *text, const char *name, char **why);
 /* Read and parse path; warns (logs) when the file is readable by group
  * or others. */

@@ -3,8 +3,10 @@
  * "Authenticating Requests: Using Query Parameters", and Signature
  * Version 2's "Signing and Authenticating REST Requests". */
 #include "sigv4.h"
+#include "placement.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -12,14 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define ALGO "AWS4-HMAC-SHA256"
-
-static int tolower_ascii(int c)
-{
-	return c >= 'A' && c <= 'Z' ? c + 32 : c;
-}
 
 /* The algorithms are fetched once, and each thread keeps its HMAC
  * context: OpenSSL 3's one-shot HMAC() and EVP_sha256() look them up on
@@ -168,26 +166,18 @@ bool sig_chunk(struct sig_result *s, const unsigned char hash[32], const char *s
 
 /* ---- canonical forms ---- */
 
-/* s[0..n) percent-decoded (no '+' rule) then encoded as AWS's UriEncode:
- * every byte but A-Za-z0-9-._~ (and '/' when keep_slash).  false when the
- * decoding fails. */
-static bool recode(struct buf *b, const char *s, size_t n, bool keep_slash)
+/* s[0..n) percent-decoded ('+' as a space when plus_space) then encoded
+ * as AWS's UriEncode: every byte but A-Za-z0-9-._~ (and '/' when
+ * keep_slash).  false when the decoding fails. */
+static bool recode(struct buf *b, const char *s, size_t n, bool keep_slash, bool plus_space)
 {
 	char *d = xmalloc(n + 1);
-	size_t dl = 0;
-	for (size_t i = 0; i < n; i++) {
-		int v = s[i] == '%' ? pct_value(s + i, n - i) : (unsigned char)s[i];
-		if (v < 0) {
-			free(d);
-			return false;
-		}
-		d[dl++] = (char)v;
-		if (s[i] == '%')
-			i += 2;
-	}
-	buf_url_escape(b, d, dl, keep_slash);
+	size_t dl;
+	bool ok = pct_decode(s, n, d, &dl, plus_space) == 0;
+	if (ok)
+		buf_url_escape(b, d, dl, keep_slash);
 	free(d);
-	return true;
+	return ok;
 }
 
 struct param {
@@ -203,7 +193,10 @@ static int param_cmp(const void *a, const void *b)
 }
 
 /* The canonical query string of q (each name and value encoded, sorted;
- * skip: a parameter left out, the presigned signature), onto b. */
+ * skip: a parameter left out, the presigned signature), onto b.  The
+ * routes match names as sent, so "upload%49d" must not sign as "uploadId":
+ * a name is decoded only when sent in its canonical form.  Values are
+ * decoded with '+' a space, as query_decode reads them. */
 static void canonical_query(struct buf *b, const char *q, const char *skip)
 {
 	struct param *p = NULL;
@@ -214,11 +207,13 @@ static void canonical_query(struct buf *b, const char *q, const char *skip)
 		if (nl > len)
 			nl = len;
 		if (len && !(skip && nl == strlen(skip) && !memcmp(q, skip, nl))) {
-			if (!recode(&e, q, nl, false))
-				buf_append(&e, q, nl);
+			if (!recode(&e, q, nl, false, false) || e.len != nl || memcmp(e.data, q, nl)) {
+				e.len = 0;   /* not sent in its canonical form: as sent, '%' too */
+				buf_url_escape(&e, q, nl, false);
+			}
 			size_t enl = e.len;
 			buf_append(&e, "=", 1);
-			if (nl < len && !recode(&e, q + nl + 1, len - nl - 1, false))
+			if (nl < len && !recode(&e, q + nl + 1, len - nl - 1, false, true))
 				buf_append(&e, q + nl + 1, len - nl - 1);
 			buf_append(&e, "", 1);
 			p = xrealloc(p, sizeof(*p) * (np + 1));
@@ -264,6 +259,7 @@ static void canonical_header(struct buf *b, const char *name, size_t nl, const c
 
 struct v4 {
 	const char *id, *sig, *signed_headers, *payload;
+	const char *date_hdr;   /* the header form's date: "x-amz-date" or "date" */
 	size_t idl, sigl, shl;
 	char date[9], region[64], service[64], amzdate[17];
 };
@@ -322,7 +318,7 @@ static char *canonical_request(const struct sig_req *r, const struct v4 *v, bool
 	end = h + v->shl;
 	buf_puts(&b, r->method);
 	buf_append(&b, "\n", 1);
-	if (raw || !recode(&b, r->path, strlen(r->path), true))
+	if (raw || !recode(&b, r->path, strlen(r->path), true, false))
 		buf_puts(&b, r->path);
 	buf_append(&b, "\n", 1);
 	if (raw)
@@ -352,6 +348,49 @@ bad:
 	return NULL;
 }
 
+/* Is name one of v's SignedHeaders? */
+static bool is_signed(const struct v4 *v, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = v->signed_headers, *end = p + v->shl; p < end;) {
+		const char *s = memchr(p, ';', (size_t)(end - p));
+		size_t k = s ? (size_t)(s - p) : (size_t)(end - p);
+		if (k == n && !strncasecmp(p, name, n))
+			return true;
+		p += k + 1;
+	}
+	return false;
+}
+
+struct unsigned_scan {
+	const struct v4 *v;
+	bool bad;
+};
+
+static void scan_amz(void *arg, const char *k, const char *val)
+{
+	struct unsigned_scan *u = arg;
+	(void)val;
+	if (!strncasecmp(k, "x-amz-", 6) && !is_signed(u->v, k))
+		u->bad = true;
+}
+
+/* Nothing unsigned may change what a request does (AWS's rule): host,
+ * the header that dated it (v->date_hdr, the header form's) and every
+ * x-amz-* header it carries must be signed; a presigned link signs only
+ * host, so an x-amz-* header added to it is refused. */
+static bool all_signed(const struct sig_req *r, const struct v4 *v, struct sig_result *out)
+{
+	struct unsigned_scan u = {v, false};
+	if (r->each_header)
+		r->each_header(r->cls, scan_amz, &u);
+	if (!u.bad && is_signed(v, "host") && (!v->date_hdr || is_signed(v, v->date_hdr)))
+		return true;
+	out->st = SIG_UNSIGNED;
+	out->why = "There were headers present in the request which were not signed";
+	return false;
+}
+
 /* Check v's signature over r by the key it names. */
 static void v4_verify(const struct keyring *ring, const struct sig_req *r, struct v4 *v,
 		      bool presigned, struct sig_result *out)
@@ -360,6 +399,8 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 	char scope[160], want[65];
 	const struct key *key = keyring_find(ring, v->id, v->idl);
 	bool ok = false;
+	if (!all_signed(r, v, out))
+		return;
 	if (!key) {
 		out->st = SIG_UNKNOWN_KEY;
 		out->why = "The AWS Access Key Id you provided does not exist in our records.";
@@ -372,7 +413,7 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 	}
 	snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", v->date, v->region, v->service);
 	signing_key(key->secret, v->date, v->region, v->service, k);
-	/* the canonical forms, then (curl 7.88) the path and query as sent */
+	/* the canonical forms, then (curl 7.88) the path and query as sent ('+', '(' raw) */
 	for (int raw = 0; raw < 2 && !ok; raw++) {
 		char *creq = canonical_request(r, v, presigned, raw);
 		if (!creq)
@@ -380,8 +421,6 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 		sigv4_sign(k, v->amzdate, scope, creq, want);
 		free(creq);
 		ok = !CRYPTO_memcmp(want, v->sig, 64);
-		if (!raw && !strchr(r->path, '%') && !r->query)
-			break;   /* nothing would differ */
 	}
 	if (!ok) {
 		out->st = SIG_MISMATCH;
@@ -399,16 +438,6 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 		memcpy(out->prev, want, 65);
 	}
 	OPENSSL_cleanse(k, sizeof(k));
-}
-
-static bool is_hex64(const char *s)
-{
-	if (strlen(s) != 64)
-		return false;
-	for (int i = 0; i < 64; i++)
-		if (hex_value(s[i]) < 0)
-			return false;
-	return true;
 }
 
 /* Authorization: AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=... */
@@ -442,9 +471,9 @@ static void v4_header(const struct keyring *ring, const struct sig_req *r, const
 			   "SERVICE/aws4_request, SignedHeaders=..., Signature=...";
 		return;
 	}
-	date = r->header(r->cls, "x-amz-date");
-	if (!date)
-		date = r->header(r->cls, "date");
+	v.date_hdr = "x-amz-date";
+	if (!(date = r->header(r->cls, "x-amz-date")))
+		date = r->header(r->cls, v.date_hdr = "date");
 	if ((t = amz_time(date)) < 0 || strncmp(date, v.date, 8)) {
 		out->why = "The authorization header is malformed; x-amz-date is missing, or "
 			   "not the credential's date";
@@ -468,10 +497,10 @@ static void v4_header(const struct keyring *ring, const struct sig_req *r, const
 	} else if (!strcmp(v.payload, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD") ||
 		   !strcmp(v.payload, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER")) {
 		out->payload = PAYLOAD_CHUNKS;
-	} else if (is_hex64(v.payload)) {
+	} else if (strlen(v.payload) == 64 && strspn(v.payload, "0123456789abcdefABCDEF") == 64) {
 		out->payload = PAYLOAD_SHA256;
 		for (int i = 0; i < 65; i++)
-			out->sha256[i] = (char)tolower_ascii(v.payload[i]);
+			out->sha256[i] = (char)tolower((unsigned char)v.payload[i]);
 	} else {
 		out->why = "x-amz-content-sha256 is neither a hex SHA-256 nor a payload mode";
 		return;
@@ -485,8 +514,8 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 	struct v4 v = {0};
 	const char *alg, *cred, *date, *exp, *sh, *sig;
 	size_t al, cl, dl, el, sl, gl;
-	char cbuf[512], dbuf[17], ebuf[16];
-	struct buf shb = {0};
+	char cbuf[512], dbuf[17], ebuf[16], *shd;
+	size_t n;
 	uint64_t expires;
 	int64_t t;
 	out->st = SIG_QUERY_MALFORMED;
@@ -505,24 +534,11 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 		out->why = "X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"";
 		return;
 	}
-	/* the credential's '/' come as %2F */
-	{
-		struct buf cb = {0};
-		bool ok = cl < 256 && recode(&cb, cred, cl, true);
-		size_t o = 0;
-		for (size_t i = 0; ok && i < cb.len && o + 1 < sizeof(cbuf); i++) {
-			if (cb.data[i] == '%' && i + 2 < cb.len && !strncmp(cb.data + i, "%2F", 3)) {
-				cbuf[o++] = '/';
-				i += 2;
-			} else
-				cbuf[o++] = cb.data[i];
-		}
-		cbuf[o] = '\0';
-		buf_free(&cb);
-		if (!ok || !parse_credential(cbuf, o, &v)) {
-			out->why = "X-Amz-Credential: want ID/DATE/REGION/SERVICE/aws4_request";
-			return;
-		}
+	/* the credential's '/' and SignedHeaders' ';' come as %2F and %3B */
+	if (cl >= sizeof(cbuf) || path_decode(cred, cl, cbuf, &n) < 0 ||
+	    !parse_credential(cbuf, n, &v)) {
+		out->why = "X-Amz-Credential: want ID/DATE/REGION/SERVICE/aws4_request";
+		return;
 	}
 	snprintf(dbuf, sizeof(dbuf), "%.*s", (int)(dl < 16 ? dl : 16), date);
 	snprintf(ebuf, sizeof(ebuf), "%.*s", (int)(el < 15 ? el : 15), exp);
@@ -536,24 +552,12 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 		return;
 	}
 	memcpy(v.amzdate, dbuf, 17);
-	/* SignedHeaders' ';' come as %3B */
-	if (!recode(&shb, sh, sl, false)) {
+	if (path_decode(sh, sl, shd = xmalloc(sl + 1), &v.shl) < 0) {
 		out->why = "X-Amz-SignedHeaders is malformed";
+		free(shd);
 		return;
 	}
-	{
-		size_t o = 0;
-		for (size_t i = 0; i < shb.len; i++) {
-			if (shb.data[i] == '%' && i + 2 < shb.len && !strncmp(shb.data + i, "%3B", 3)) {
-				shb.data[o++] = ';';
-				i += 2;
-			} else
-				shb.data[o++] = shb.data[i];
-		}
-		shb.len = o;
-	}
-	v.signed_headers = shb.data;
-	v.shl = shb.len;
+	v.signed_headers = shd;
 	v.sig = sig;
 	v.sigl = gl;
 	v.payload = "UNSIGNED-PAYLOAD";
@@ -567,7 +571,7 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 	} else {
 		v4_verify(ring, r, &v, true, out);
 	}
-	buf_free(&shb);
+	free(shd);
 }
 
 void sig_check(const struct keyring *ring, const struct sig_req *r, struct sig_result *out)

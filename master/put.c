@@ -34,6 +34,7 @@ struct put {
 	int64_t clen;            /* the length announced, -1 unknown */
 	uint64_t fed;            /* body bytes offered so far (the front's) */
 	bool aborted, released, finished;
+	bool index_failed;       /* a record write failed: it may still be in the log */
 	int stop_status;         /* why it was stopped (aborted): 500, or 400 */
 	const char *stop_why;
 	bool started;            /* the worker runs (or ran); a small body's at put_finish */
@@ -106,13 +107,14 @@ static int write_record(struct put *p, bool deleted, const char *hash, char *con
 	return rc;
 }
 
-/* The S3 metadata of the new value; its ETag when the body was whole. */
-static void write_meta(struct put *p, bool whole)
+/* The S3 metadata of the new value; its ETag when the body was whole.
+ * 0, or -1 when the sidecar refused it. */
+static int write_meta(struct put *p, bool whole)
 {
 	struct meta m = {.size = p->size, .mtime = (int64_t)time(NULL)};
 	if (whole)
 		snprintf(m.etag, sizeof(m.etag), "%s", p->etag[0] ? p->etag : p->hash);
-	meta_put(p->key, p->klen, &m);
+	return meta_put(p->key, p->klen, &m);
 }
 
 static void fail(struct put *p, int status, const char *fmt, ...)
@@ -126,6 +128,17 @@ static void fail(struct put *p, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(p->why, sizeof(p->why), fmt, ap);
 	va_end(ap);
+}
+
+/* A success whose S3 metadata the sidecar refused is a failure (500): a
+ * PUT's is removed as any failed one's, a REPLACE's new value stays (its
+ * size and ETag are the old ones' until written again). */
+static void meta_or_fail(struct put *p)
+{
+	if (p->status == 201 && write_meta(p, true) < 0) {
+		p->status = 0;
+		fail(p, 500, "sidecar write failed: the S3 size and ETag were not kept");
+	}
 }
 
 /* Why replica i failed, if it did. */
@@ -160,10 +173,21 @@ static void send_body(struct put *p)
 		fail(p, 500, "client went away");
 }
 
-/* Remove what a failed put wrote; keep the DELETED record if that fails. */
+/* Remove what a failed put wrote; keep the DELETED record if that fails.
+ * Not when a record write failed: LevelDB may have logged it (only the
+ * sync failed), and a restart may bring it back, live, naming the copies
+ * (docs/operations.md, "The index's disk"); gc finds them otherwise. */
+static void index_failed(struct put *p)
+{
+	p->index_failed = true;
+	fail(p, 500, "index write failed");
+}
+
 static void cleanup_failed(struct put *p)
 {
-	if (httpc_delete_all(p->locs, p->nlocs, p->path, (long)p->cfg->voltimeout_ms * 5,
+	if (p->index_failed)
+		log_msg("PUT %s: the index failed; its copies are kept", p->key);
+	else if (httpc_delete_all(p->locs, p->nlocs, p->path, (long)p->cfg->voltimeout_ms * 5,
 			     "PUT cleanup (the record stays DELETED): ", NULL) == p->nlocs)
 		index_delete(p->idx, p->key, p->klen);
 }
@@ -214,7 +238,7 @@ static void replace_end(struct put *p)
 	move_note(p->key, p->klen, drop, ndrop);
 	if ((rc = write_record(p, false, eof ? p->hash : "", keep, nkeep)) < 0) {
 		if (!p->status)
-			fail(p, 500, "index write failed");
+			index_failed(p);
 		log_msg("REPLACE %s: index write failed; the copies may differ until the next "
 			"start settles them", p->key);
 		return;   /* the 'r' note stays: the next start settles the key from them */
@@ -334,7 +358,7 @@ static void worker(void *arg)
 	char *where = p->replace ? record_join_locs(p->locs, p->nlocs) : NULL;
 	if (p->replace ? meta_raw_put('r', p->key, p->klen, where, true) < 0
 		       : write_record(p, true, "", p->locs, p->nlocs) < 0)
-		fail(p, 500, "index write failed");
+		index_failed(p);
 	else
 		send_body(p);
 	free(where);
@@ -345,12 +369,11 @@ static void worker(void *arg)
 			p->status = 201;
 	} else if (!p->status) {
 		if (write_record(p, false, p->hash, p->locs, p->nlocs) < 0)
-			fail(p, 500, "index write failed");
+			index_failed(p);
 		else
 			p->status = 201;
 	}
-	if (p->status == 201)
-		write_meta(p, true);
+	meta_or_fail(p);
 	/* A success frees the key before the client hears back (so its next
 	 * request on the key is not refused); a failure is told at once, and
 	 * the key stays locked while what was written is removed, which may
@@ -384,10 +407,9 @@ static void failed_cleanup(void *arg)
 
 static void async_end(struct put *p)
 {
-	if (p->status == 201) {
-		write_meta(p, true);
+	meta_or_fail(p);
+	if (p->status == 201)
 		keylock_release(p->key, p->klen);
-	}
 	finish(p);
 	loop_release(p->loop);
 	if (p->status == 201)
@@ -401,7 +423,7 @@ static void written_loop(void *arg)
 {
 	struct put *p = arg;
 	if (p->commit_rc < 0) {
-		fail(p, 500, "index write failed");
+		index_failed(p);
 		async_end(p);
 	} else {
 		p->then(p);

@@ -239,10 +239,15 @@ struct signer {
 };
 
 /* The head of a PUT of path by admin: signed headers (sorted), its
- * payload mode; the seed signature into g->prev. */
-static char *signed_head(struct signer *g, const char *path, const char *payload,
-			 const char *extra, size_t clen)
+ * payload mode; the seed signature into g->prev.  method_query: another
+ * method and its query ("POST delete"); unsigned: a header line sent
+ * unsigned. */
+static char *signed_head_as(struct signer *g, const char *method_query, const char *path,
+			    const char *payload, const char *extra, size_t clen,
+			    const char *unsigned_hdr)
 {
+	char method[16] = "PUT", query[96] = "";
+	sscanf(method_query, "%15s %95s", method, query);
 	time_t now = time(NULL);
 	char host[64], *creq, *head;
 	struct tm tm;
@@ -255,20 +260,28 @@ static char *signed_head(struct signer *g, const char *path, const char *payload
 		snprintf(date, sizeof(date), "%.8s", g->amzdate);
 		sigv4_key("00112233445566778899aabbccddeeff", date, "us-east-1", "s3", g->k);
 	}
-	creq = xasprintf("PUT\n%s\n\nhost:%s\nx-amz-content-sha256:%s\nx-amz-date:%s\n%s%s\n"
-			 "host;x-amz-content-sha256;x-amz-date%s\n%s",
-			 path, host, payload, g->amzdate, extra, extra[0] ? "\n" : "",
+	creq = xasprintf("%s\n%s\n%s%s\nhost:%s\nx-amz-content-sha256:%s\nx-amz-date:%s\n%s%s\n"
+			 "host;x-amz-content-sha256;x-amz-date%s\n%s", method,
+			 path, query, query[0] && !strchr(query, '=') ? "=" : "", host, payload, g->amzdate, extra,
+			 extra[0] ? "\n" : "",
 			 extra[0] ? ";x-amz-decoded-content-length" : "", payload);
 	sigv4_sign(g->k, g->amzdate, g->scope, creq, g->prev);
-	head = xasprintf("PUT %s HTTP/1.1\r\nHost: %s\r\nx-amz-content-sha256: %s\r\n"
-			 "x-amz-date: %s\r\n%s%sContent-Length: %zu\r\n%s"
+	head = xasprintf("%s %s%s%s HTTP/1.1\r\nHost: %s\r\nx-amz-content-sha256: %s\r\n"
+			 "x-amz-date: %s\r\n%s%sContent-Length: %zu\r\n%s%s"
 			 "Authorization: AWS4-HMAC-SHA256 Credential=admin/%s, SignedHeaders="
-			 "host;x-amz-content-sha256;x-amz-date%s, Signature=%s\r\n\r\n",
-			 path, host, payload, g->amzdate, extra[0] ? extra : "", extra[0] ? "\r\n" : "",
-			 clen, extra[0] ? "Content-Encoding: aws-chunked\r\n" : "", g->scope,
+			 "host;x-amz-content-sha256;x-amz-date%s, Signature=%s\r\n\r\n", method,
+			 path, query[0] ? "?" : "", query, host, payload, g->amzdate,
+			 extra[0] ? extra : "", extra[0] ? "\r\n" : "", clen,
+			 extra[0] ? "Content-Encoding: aws-chunked\r\n" : "", unsigned_hdr, g->scope,
 			 extra[0] ? ";x-amz-decoded-content-length" : "", g->prev);
 	free(creq);
 	return head;
+}
+
+static char *signed_head(struct signer *g, const char *path, const char *payload,
+			 const char *extra, size_t clen)
+{
+	return signed_head_as(g, "PUT", path, payload, extra, clen, "");
 }
 
 /* One aws-chunked chunk of data, signed in g's chain (forged: one digit off). */
@@ -369,6 +382,130 @@ START_TEST(test_body_hash)
 }
 END_TEST
 
+/* Finding 3 (issue 41): a hex x-amz-content-sha256 covers the bytes
+ * stored, however the body is framed.  A captured PUT of "" (boto3's
+ * put_object(Body=b"")) replayed with an unsigned Content-Encoding:
+ * aws-chunked stores nothing else; a right hash with aws-chunked framing
+ * is taken. */
+START_TEST(test_body_hash_chunked)
+{
+	struct signer g;
+	char h[65], *head, *all;
+	struct buf out = {0};
+	const char *evil = "5\r\nevil!\r\n0\r\n\r\n", *right = "5\r\nright\r\n0\r\n\r\n";
+	head = signed_head_as(&g, "PUT", "/hash/empty", SHA256_EMPTY, "", strlen(evil),
+			      "Content-Encoding: aws-chunked\r\n");
+	all = xasprintf("%s%s", head, evil);
+	ck_assert_int_eq(h_raw(m.port, all, strlen(all), &out, 20000), 400);
+	ck_assert_msg(strstr(out.data, "<Code>XAmzContentSHA256Mismatch</Code>"), "%s", out.data);
+	buf_free(&out);
+	free(head), free(all);
+	ck_assert_int_eq(st_of(ADMIN, "GET", "/hash/empty", NULL), 404);
+	sha_hex("right", 5, h);
+	head = signed_head(&g, "/hash/chunked", h, "x-amz-decoded-content-length:5", strlen(right));
+	all = xasprintf("%s%s", head, right);
+	ck_assert_int_eq(h_raw(m.port, all, strlen(all), &out, 20000), 200);
+	buf_free(&out);
+	free(head), free(all);
+	{
+		struct resp r;
+		ck_assert_int_eq(req(ADMIN, "GET", "/hash/chunked", NULL, NULL, true, &r), 200);
+		ck_assert(r.body.len == 5 && !memcmp(r.body.data, "right", 5));
+		h_resp_free(&r);
+	}
+}
+END_TEST
+
+/* Finding 8: the aws-chunked body of a DeleteObjects is chunk-verified
+ * like a PutObject's: a forged chunk deletes nothing. */
+START_TEST(test_delete_chunked)
+{
+	const char *doc = "<Delete><Object><Key>k</Key></Object></Delete>";
+	for (int forged = 1; forged >= 0; forged--) {
+		struct signer g;
+		struct buf body = {0}, all = {0}, out = {0};
+		char dl[64], *head = NULL;
+		ck_assert_int_eq(st_of(ADMIN, "PUT", "/del/k", "v"), forged ? 201 : 403);
+		snprintf(dl, sizeof(dl), "x-amz-decoded-content-length:%zu", strlen(doc));
+		for (int pass = 0; pass < 2; pass++) {   /* sized, then signed (streamed_put) */
+			free(head);
+			head = signed_head_as(&g, "POST delete", "/del", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+					      dl, body.len, "");
+			body.len = 0;
+			chunk(&body, &g, doc, strlen(doc), forged);
+			chunk(&body, &g, "", 0, false);
+		}
+		buf_puts(&all, head);
+		buf_append(&all, body.data, body.len);
+		ck_assert_int_eq(h_raw(m.port, all.data, all.len, &out, 20000), forged ? 403 : 200);
+		ck_assert_msg(strstr(out.data, forged ? "<Code>SignatureDoesNotMatch</Code>"
+						      : "<Deleted><Key>k</Key></Deleted>"), "%s", out.data);
+		ck_assert_int_eq(st_of(ADMIN, "GET", "/del/k", NULL), forged ? 302 : 404);
+		free(head);
+		buf_free(&body), buf_free(&all), buf_free(&out);
+	}
+}
+END_TEST
+
+/* A raw request: a head made by signed_head_as and body; its status,
+ * the answer into out. */
+static long send_signed(const char *method_query, const char *path, const char *body,
+			struct buf *out)
+{
+	struct signer g;
+	char h[65], *head, *all;
+	long st;
+	sha_hex(body, strlen(body), h);
+	head = signed_head_as(&g, method_query, path, h, "", strlen(body), "");
+	all = xasprintf("%s%s", head, body);
+	st = h_raw(m.port, all, strlen(all), out, 20000);
+	free(head), free(all);
+	return st;
+}
+
+/* Finding 8, the other body: CompleteMultipartUpload's aws-chunked XML
+ * is chunk-verified: a forged chunk completes nothing. */
+START_TEST(test_complete_chunked)
+{
+	struct buf out = {0};
+	char id[64], q[96], etag[80], doc[256], dl[64], *p;
+	ck_assert_int_eq(send_signed("POST uploads", "/mpu/obj", "", &out), 200);
+	ck_assert_ptr_nonnull(p = strstr(out.data, "<UploadId>"));
+	snprintf(id, sizeof(id), "%.*s", (int)strcspn(p + 10, "<"), p + 10);
+	buf_free(&out);
+	snprintf(q, sizeof(q), "PUT partNumber=1&uploadId=%s", id);
+	ck_assert_int_eq(send_signed(q, "/mpu/obj", "part", &out), 200);
+	ck_assert_ptr_nonnull(p = strstr(out.data, "ETag: "));
+	snprintf(etag, sizeof(etag), "%.*s", (int)strcspn(p + 6, "\r"), p + 6);
+	buf_free(&out);
+	snprintf(doc, sizeof(doc), "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+		 "<ETag>%s</ETag></Part></CompleteMultipartUpload>", etag);
+	snprintf(dl, sizeof(dl), "x-amz-decoded-content-length:%zu", strlen(doc));
+	snprintf(q, sizeof(q), "POST uploadId=%s", id);
+	for (int forged = 1; forged >= 0; forged--) {
+		struct signer g;
+		struct buf body = {0}, all = {0};
+		char *head = NULL;
+		for (int pass = 0; pass < 2; pass++) {   /* sized, then signed (streamed_put) */
+			free(head);
+			head = signed_head_as(&g, q, "/mpu/obj", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", dl,
+					      body.len, "");
+			body.len = 0;
+			chunk(&body, &g, doc, strlen(doc), forged);
+			chunk(&body, &g, "", 0, false);
+		}
+		buf_puts(&all, head);
+		buf_append(&all, body.data, body.len);
+		ck_assert_int_eq(h_raw(m.port, all.data, all.len, &out, 20000), forged ? 403 : 200);
+		ck_assert_msg(strstr(out.data, forged ? "<Code>SignatureDoesNotMatch</Code>"
+						      : "<CompleteMultipartUploadResult"), "%s", out.data);
+		ck_assert_int_eq(st_of(ADMIN, "GET", "/mpu/obj", NULL), forged ? 404 : 302);
+		free(head);
+		buf_free(&body), buf_free(&all), buf_free(&out);
+	}
+}
+END_TEST
+
 /* The master's log holds line (it is written after the state it names). */
 static bool log_has(const char *line)
 {
@@ -460,7 +597,9 @@ START_TEST(test_start)
 }
 END_TEST
 
-/* mkv's own commands sign with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY. */
+/* mkv's own commands sign with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY;
+ * their output goes to run_log (NULL: the test's). */
+static const char *run_log;
 static int mkv_run(char **args)
 {
 	char *bin = h_bin("mkv"), *vol = h_volumes_arg(vols, 3), *argv[16], mp[32];
@@ -476,15 +615,24 @@ static int mkv_run(char **args)
 	for (int i = 0; args[i]; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	waitpid(h_spawn(argv, NULL), &st, 0);
+	waitpid(h_spawn(argv, run_log), &st, 0);
 	free(bin), free(vol);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int count_of(const char *s, const char *what)
+{
+	int n = 0;
+	for (; (s = strstr(s, what)); s++)
+		n++;
+	return n;
 }
 
 START_TEST(test_ops)
 {
 	char *src = h_tmpdir(), *dst = h_tmpdir(), *f = xasprintf("%s/file", src);
-	char *back = xasprintf("%s/file", dst), *got;
+	char *back = xasprintf("%s/file", dst), *got, *out, *f2 = xasprintf("%s/file2", src);
+	char *log = xasprintf("%s.log", dst);
 	write_file(f, "a file", 0644);
 	setenv("AWS_ACCESS_KEY_ID", "admin", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "00112233445566778899aabbccddeeff", 1);
@@ -498,10 +646,62 @@ START_TEST(test_ops)
 	ck_assert_int_eq(mkv_run((char *[]){"rebalance", NULL}), 0);
 	unlink(back);
 	unsetenv("AWS_ACCESS_KEY_ID");   /* unsigned: 401, exit 1 */
+	run_log = log;
 	ck_assert_int_eq(mkv_run((char *[]){"get", "/ops", dst, NULL}), 1);
 	ck_assert_int_eq(access(back, F_OK), -1);
+	/* each refusal carries the master's reason, and once what to set */
+	write_file(f2, "another", 0644);
+	ck_assert_int_eq(mkv_run((char *[]){"put", src, "/ops2", NULL}), 1);
+	run_log = NULL;
+	out = h_read_file(log);
+	ck_assert_msg(strstr(out, "get: GET ") && strstr(out, " failed: 401 unsigned requests may not list and read /ops/") &&
+		      strstr(out, "/file: PUT /ops2/file failed: 401 unsigned requests may not write /ops2/file") &&
+		      strstr(out, "/file2: PUT /ops2/file2 failed: 401 unsigned requests may not write") &&
+		      count_of(out, "one of the master's -keys, with the permission)") == 2, "%s", out);
+	free(out);
 	h_rmrf(src), h_rmrf(dst);
-	free(src), free(dst), free(f), free(back);
+	unlink(log);
+	free(src), free(dst), free(f), free(back), free(f2), free(log);
+}
+END_TEST
+
+/* curl --aws-sigv4 (7.88) signs the path as sent: a key holding a
+ * sub-delimiter or '+' unencoded ("/k/x+y(1)") must verify too.  The
+ * raw-path retry is skipped when the path has no '%' and no query,
+ * though its canonical form ('+' as %2B, '(' as %28) differs then. */
+START_TEST(test_curl_reserved_path)
+{
+	static const char *const keys[] = {"/k/x+y", "/k/(p)", "/k/a:b", "/k/a;b=c", "/k/x!y*'@,$&"};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		ck_assert_msg(st_of(ADMIN, "PUT", keys[i], "v") == 201, "curl PUT %s", keys[i]);
+		ck_assert_msg(st_of(ADMIN, "HEAD", keys[i], NULL) == 302, "curl HEAD %s", keys[i]);
+		ck_assert_msg(st_of(ADMIN, "DELETE", keys[i], NULL) == 204, "curl DELETE %s", keys[i]);
+	}
+}
+END_TEST
+
+/* -v logs each request's line to the master's log (the journal): the
+ * signatures in its query must be written as the access log writes them
+ * ("…"), or the log holds live presigned links (issue 41, finding 5). */
+START_TEST(test_verbose_log_redacted)
+{
+	const char *flags[] = {"-keys", keys, "-v", NULL};
+	struct master v = {0};
+	char *u, *l;
+	h_master_start(&v, vols, 3, flags);
+	u = xasprintf("%s/k/x?AWSAccessKeyId=admin&Signature=SECRETV2SIG&Expires=1", v.base);
+	ck_assert_int_ne(h_status("GET", u), 200);
+	free(u);
+	u = xasprintf("%s/k/x?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=SECRETV4SIG", v.base);
+	ck_assert_int_ne(h_status("GET", u), 200);
+	free(u);
+	h_master_down(&v);   /* its log is whole */
+	l = h_read_file(v.log);
+	ck_assert_msg(strstr(l, "/k/x?") != NULL, "-v logged no request line:\n%s", l);
+	ck_assert_msg(!strstr(l, "SECRETV2SIG") && !strstr(l, "SECRETV4SIG"),
+		      "-v logged a signature:\n%s", l);
+	free(l);
+	h_master_stop(&v);
 }
 END_TEST
 
@@ -683,6 +883,29 @@ START_TEST(test_s3_ops_refused)
 }
 END_TEST
 
+/* Issue 41's review: signed requests edited without the secret
+ * (tests/s3_attacks.py), one attack a test. */
+static void attack(const char *name)
+{
+	char *a = xasprintf("ATTACK=%s", name);   /* putenv keeps it */
+	script("tests/s3_attacks.py", (char *[]){"S3_ADMIN=" ADMIN, a, NULL});
+}
+
+/* A presigned UploadPart or Abort link, its parameters' names
+ * percent-encoded, must not become a PutObject or DeleteObject. */
+START_TEST(test_attack_renamed_params)
+{
+	attack("renamed_params");
+}
+END_TEST
+
+/* A presigned listing's "%2B" made "+" must not list another prefix. */
+START_TEST(test_attack_plus_in_query)
+{
+	attack("plus_in_query");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("keys");
@@ -698,6 +921,9 @@ int main(void)
 	tcase_add_test(tc, test_prefixes);
 	tcase_add_test(tc, test_forged_chunk);
 	tcase_add_test(tc, test_body_hash);
+	tcase_add_test(tc, test_body_hash_chunked);
+	tcase_add_test(tc, test_delete_chunked);
+	tcase_add_test(tc, test_complete_chunked);
 	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_start);
 	tcase_add_test(tc, test_ops);
@@ -714,6 +940,14 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, up, down);
 	tcase_add_test(tc, test_clients_refused);
 	tcase_add_test(tc, test_clients);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("attacks");
+	tcase_set_timeout(tc, 600);
+	tcase_add_unchecked_fixture(tc, up, down);
+	tcase_add_test(tc, test_attack_renamed_params);
+	tcase_add_test(tc, test_attack_plus_in_query);
+	tcase_add_test(tc, test_curl_reserved_path);
+	tcase_add_test(tc, test_verbose_log_redacted);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

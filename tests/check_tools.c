@@ -836,6 +836,11 @@ START_TEST(test_gc)
 	}
 	volume_put(1, "/ab/cd/not-a-blob", "junk");
 	orphans[norphans++] = xasprintf("%s/ab/cd/not-a-blob", V[1].dir);
+	/* no blob sits at a volume's top, nor a subvolume's */
+	volume_put(2, "/stray-top", "junk");
+	orphans[norphans++] = xasprintf("%s/stray-top", V[2].dir);
+	volume_put(2, "/sv00/stray-sub", "junk");
+	orphans[norphans++] = xasprintf("%s/sv00/stray-sub", V[2].dir);
 	if (kind == VOL_MKV) {
 		f = xasprintf("%s/ab/cd/.mkv-tmp.99.1", V[1].dir);
 		write_file(f, "half", 4);
@@ -1551,9 +1556,23 @@ START_TEST(test_putget)
 		const char *bad1[] = {"-master", M.base + 7, "put", src, NULL};
 		const char *bad2[] = {"put", src, "/x", NULL};
 		const char *bad3[] = {"-master", M.base + 7, "put", "/nonexistent/dir", "/x", NULL};
+		char *none = xasprintf("%s/none", tmp);
+		const char *bad4[] = {"-master", M.base + 7, "get", "/nonexistent", none, NULL};
+		char *out;
 		ck_assert_int_eq(mkv_run(false, bad1, log), 2);
+		/* the synopsis of the command given, not the server's */
+		out = h_read_file(log);
+		ck_assert_msg(strstr(out, "mkv: put takes two operands\n"
+					  "usage: mkv -master H:P [-workers N] put DIR /prefix\n") &&
+			      !strstr(out, "server|rebuild"), "put with one operand: %s", out);
+		free(out);
 		ck_assert_int_eq(mkv_run(false, bad2, log), 2);
 		ck_assert_int_eq(mkv_run(false, bad3, log), 1);
+		/* nothing under the prefix: said, exit 1, no directory made */
+		ck_assert_int_eq(mkv_run(false, bad4, log), 1);
+		ck_assert(log_has(log, "get: no keys under /nonexistent/"));
+		ck_assert_int_eq(access(none, F_OK), -1);
+		free(none);
 	}
 	free(src);
 	free(dst);
@@ -1670,15 +1689,19 @@ START_TEST(test_get_tmpname)
 	if (access("/usr/bin/strace", X_OK) != 0) {
 		fprintf(stderr, "get_tmpname: the rerun's syncfs: SKIPPED: no strace\n");
 	} else {
+		/* LeakSanitizer does not work under ptrace (SANITIZE=1) */
 		char *argv[] = {"/usr/bin/strace", "-f", "-qq", "-e", "trace=syncfs", "-o", trace,
-				bin, "-master", M.base + 7, "get", "/gt", dir, NULL};
+				"-E", "ASAN_OPTIONS=detect_leaks=0", bin, "-master", M.base + 7,
+				"get", "/gt", dir, NULL};
 		pid_t pid;
 		int st;
 		char *t;
 		unlink(log);
 		pid = h_spawn(argv, log);
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			show_log(log);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "get under strace: status %d", st);
 		summary_counts(log, "get", &files, &skipped);
 		ck_assert_int_eq(files, 0);
 		ck_assert_int_eq(skipped, 2);
