@@ -2,6 +2,7 @@
 #   make run      start a local cluster (3 volumes + master on :3000, data in ./data)
 #   make test     unit + integration tests (SANITIZE=1 for ASan+UBSan)
 #   make bench    benchmarks against stock nginx (QUICK=1 for a short run)
+#   make mutate   mutation testing: tests/mutants.txt, one at a time (MUTANTS=regex)
 #   make install  PREFIX=/usr/local, DESTDIR= (staging); make uninstall
 #   make deb      mkv_VERSION_ARCH.deb (deploy/debian/); make dist: a tarball
 
@@ -53,7 +54,7 @@ TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS      := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
 MANS       := $(B)/man/mkv.1.gz $(B)/man/mkv-volume.1.gz
 
-.PHONY: all deps run test test-hosts layers valgrind bench clean install uninstall deb dist FORCE
+.PHONY: all deps run test test-hosts layers valgrind bench clean install uninstall deb dist mutate FORCE
 all: deps $(BIN)/mkv $(BIN)/mkv-volume $(TOOLS) $(MANS)
 
 deps:
@@ -130,6 +131,12 @@ layers:
 # tests/check_docs.py: the shell examples of README.md and docs/, as written.
 test: layers all $(TESTS) $(B)/tests/faultfs.so
 	$(call run_suites,$(TESTS) tests/crashloop.py tests/check_install.sh tests/check_docs.py,MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
+
+# Mutation testing (docs/testing.md): each mutant of tests/mutants.txt
+# in a copy of the tree, its suites run; the kill rate and the survivors.
+# Long: not part of test.  MUTANTS=regex runs some.
+mutate:
+	@tools/mutate.py
 
 # The multi-host bed (tests/hosts/bed.sh): network namespaces, as root
 # (skipped without); SCENARIOS="s2_cut_host ..." runs only those.

@@ -402,6 +402,149 @@ START_TEST(test_file)
 }
 END_TEST
 
+/* ---- refusals: what each check must refuse (docs/testing.md, mutants) ---- */
+
+/* SigV2 compares the whole 28-character signature: an empty one, or the
+ * right one cut short, is a mismatch (header and query forms). */
+START_TEST(test_v2_short)
+{
+	const char *h[] = {"Host", "johnsmith.s3.amazonaws.com",
+			   "Date", "Tue, 27 Mar 2007 19:36:42 +0000",
+			   "Authorization", NULL, NULL};
+	static const char *const cut[] = {"AWS " AKID ":", "AWS " AKID ":b",
+					  "AWS " AKID ":bWq2s1WEIj+Ydj0vQ697zp+IXMU"};
+	struct tm tm = {.tm_year = 107, .tm_mon = 2, .tm_mday = 27, .tm_hour = 19, .tm_min = 36,
+			.tm_sec = 42};
+	int64_t t = (int64_t)timegm(&tm);
+	struct sig_result s;
+	for (size_t i = 0; i < sizeof(cut) / sizeof(cut[0]); i++) {
+		h[5] = cut[i];
+		check("GET", "/johnsmith/photos/puppy.jpg", NULL, h, t, &s);
+		ck_assert_msg(s.st == SIG_MISMATCH && !s.key, "%s: %d", cut[i], s.st);
+	}
+	h[5] = "AWS " AKID ":bWq2s1WEIj+Ydj0vQ697zp+IXMU=";
+	check("GET", "/johnsmith/photos/puppy.jpg", NULL, h, t, &s);
+	ck_assert_int_eq(s.st, SIG_OK);
+	check("GET", "/johnsmith/photos/puppy.jpg", NULL, h, t - 901, &s);   /* dated ahead */
+	ck_assert_int_eq(s.st, SIG_SKEWED);
+	{
+		const char *none[] = {NULL};
+		char q[256];
+		snprintf(q, sizeof(q), "AWSAccessKeyId=" AKID "&Expires=%lld&Signature=", (long long)t + 60);
+		check("GET", "/johnsmith/photos/puppy.jpg", q, none, t, &s);
+		ck_assert_int_eq(s.st, SIG_MISMATCH);
+		ck_assert_ptr_null(s.key);
+	}
+}
+END_TEST
+
+/* A prefix matches whole: "/datasets/a/" is not "/datasets/ab/" nor the
+ * key "/datasets/a" (bucket datasets, key a). */
+START_TEST(test_prefix_bytes)
+{
+	char *why = NULL;
+	struct keyring *k = keyring_parse("t 0123456789abcdef0123456789abcdef read,list /datasets/a/\n",
+					  "test", &why);
+	const struct key *t;
+	ck_assert_msg(k, "%s", why);
+	t = keyring_find(k, "t", 1);
+	ck_assert(key_allows(t, PERM_READ, "/datasets/a/x", 13));
+	ck_assert(!key_allows(t, PERM_READ, "/datasets/ab/x", 14));
+	ck_assert(!key_allows(t, PERM_READ, "/datasets/a", 11));
+	ck_assert(!key_allows(t, PERM_READ, "/datasets/a/", 11));   /* n, not the string, counts */
+	ck_assert(!key_touches(t, PERM_LIST, "/datasets/ab/", 13));
+	ck_assert(!key_allows(t, PERM_READ | PERM_WRITE, "/datasets/a/x", 13));   /* both asked */
+	ck_assert_ptr_null(keyring_find(k, "tt", 2));
+	ck_assert_ptr_null(keyring_find(k, "t", 0));
+	keyring_put(k);
+}
+END_TEST
+
+/* A chunk signature is 64 hex digits: the right one cut short (or empty)
+ * is refused, and the chain does not move on it. */
+START_TEST(test_chunk_sig_short)
+{
+	const char *h[] = {"Host", "s3.amazonaws.com", "x-amz-date", "20130524T000000Z",
+		"x-amz-storage-class", "REDUCED_REDUNDANCY",
+		"Authorization", "AWS4-HMAC-SHA256 Credential=" AKID "/20130524/us-east-1/s3/aws4_request,"
+		"SignedHeaders=content-encoding;content-length;host;x-amz-content-sha256;x-amz-date;"
+		"x-amz-decoded-content-length;x-amz-storage-class,"
+		"Signature=4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9",
+		"x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+		"Content-Encoding", "aws-chunked", "x-amz-decoded-content-length", "66560",
+		"Content-Length", "66824", NULL};
+	const char *right = "ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648";
+	char *a = malloc(65536);
+	unsigned char d[32];
+	struct sha256 *x = sha256_new();
+	struct sig_result s;
+	memset(a, 'a', 65536);
+	sha256_update(x, a, 65536);
+	sha256_final(x, d);
+	check("PUT", "/examplebucket/chunkObject.txt", NULL, h, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_OK);
+	ck_assert(!sig_chunk(&s, d, right, 0));
+	ck_assert(!sig_chunk(&s, d, right, 10));
+	ck_assert(!sig_chunk(&s, d, right, 63));
+	ck_assert(sig_chunk(&s, d, right, 64));   /* the chain is where it was */
+	free(a);
+}
+END_TEST
+
+/* SigV4: a signature not of 64 digits, a date not the credential's, a
+ * request time out of the skew, a presigned URL not yet valid. */
+START_TEST(test_v4_refusals)
+{
+	const char *h[] = {"Host", "examplebucket.s3.amazonaws.com",
+		"Authorization", "AWS4-HMAC-SHA256 Credential=" AKID "/20130524/us-east-1/s3/aws4_request,"
+		"SignedHeaders=host;range;x-amz-content-sha256;x-amz-date,"
+		"Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb4",
+		"Range", "bytes=0-9", "x-amz-content-sha256", SHA256_EMPTY,
+		"x-amz-date", "20130524T000000Z", NULL};
+	const char *q = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=" AKID
+			"%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z"
+			"&X-Amz-Expires=86400&X-Amz-SignedHeaders=host&X-Amz-Signature="
+			"aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404";
+	const char *ph[] = {"Host", "examplebucket.s3.amazonaws.com", NULL};
+	struct sig_result s;
+	check("GET", "/test.txt", NULL, h, T20130524, &s);   /* 63 digits */
+	ck_assert_int_eq(s.st, SIG_MALFORMED);
+	h[3] = "AWS4-HMAC-SHA256 Credential=" AKID "/20130524/us-east-1/s3/aws4_request,"
+	       "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date,"
+	       "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41";
+	check("GET", "/test.txt", NULL, h, T20130524 + 900, &s);   /* the skew's edge */
+	ck_assert_int_eq(s.st, SIG_OK);
+	check("GET", "/test.txt", NULL, h, T20130524 + 901, &s);
+	ck_assert_int_eq(s.st, SIG_SKEWED);
+	check("GET", "/test.txt", NULL, h, T20130524 - 901, &s);
+	ck_assert_int_eq(s.st, SIG_SKEWED);
+	h[9] = "20130525T000000Z";   /* not the credential's day */
+	check("GET", "/test.txt", NULL, h, T20130524 + 86400, &s);
+	ck_assert_int_eq(s.st, SIG_MALFORMED);
+	check("GET", "/test.txt", q, ph, T20130524 - 901, &s);   /* not valid yet */
+	ck_assert_int_eq(s.st, SIG_EXPIRED);
+	check("GET", "/test.txt", q, ph, T20130524 + 86400, &s);   /* the last second */
+	ck_assert_int_eq(s.st, SIG_OK);
+	/* over 7 days, or another algorithm: refused whatever the signature */
+	check("GET", "/test.txt", "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=" AKID
+	      "%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z"
+	      "&X-Amz-Expires=604801&X-Amz-SignedHeaders=host&X-Amz-Signature="
+	      "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404", ph, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_QUERY_MALFORMED);
+	check("GET", "/test.txt", "X-Amz-Algorithm=AWS4-HMAC-SHA257&X-Amz-Credential=" AKID
+	      "%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z"
+	      "&X-Amz-Expires=86400&X-Amz-SignedHeaders=host&X-Amz-Signature="
+	      "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404", ph, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_QUERY_MALFORMED);
+	{
+		const char *bearer[] = {"Authorization", "Bearer abc", NULL};
+		check("GET", "/public/x", NULL, bearer, T20130524, &s);
+		ck_assert_int_eq(s.st, SIG_MALFORMED);
+		ck_assert_ptr_null(s.key);
+	}
+}
+END_TEST
+
 /* '#' starts a comment anywhere in a line, so a prefix holding one (a
  * key may: "/data/#tmp/") was cut to what comes before it -- "/data/", a
  * wider grant than written, with no word said.  It must be refused, or
@@ -441,6 +584,12 @@ int main(void)
 	tcase_add_loop_test(tc, test_bad_files, 0, sizeof(bad_files) / sizeof(bad_files[0]));
 	tcase_add_test(tc, test_file);
 	tcase_add_test(tc, test_hash_in_prefix);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("refusals");
+	tcase_add_test(tc, test_v2_short);
+	tcase_add_test(tc, test_prefix_bytes);
+	tcase_add_test(tc, test_chunk_sig_short);
+	tcase_add_test(tc, test_v4_refusals);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

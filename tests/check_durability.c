@@ -35,7 +35,7 @@
 #include "harness.h"
 
 #define TRACED "trace=openat,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync," \
-	"sync_file_range,linkat,rename,renameat,renameat2,mkdir,mkdirat,close," \
+	"sync_file_range,linkat,rename,renameat,renameat2,mkdir,mkdirat,close,unlinkat," \
 	"sendto,sendmsg,sendfile,recvfrom,recvmsg"
 
 /* ---- running a server under strace ---- */
@@ -634,6 +634,122 @@ START_TEST(test_master)
 }
 END_TEST
 
+/* ---- a volume's DELETE ---- */
+
+/* "204 means the blob is gone for good": the name is unlinked, then its
+ * directory fsynced, and only then the answer (a power cut before the
+ * directory's fsync could bring the blob back). */
+START_TEST(test_volume_delete)
+{
+	char *tmp = h_tmpdir(), *root, *trace, *log, *bin = h_bin("mkv-volume"), port[16];
+	char *rroot, full[600];
+	const char *put = "PUT /ab/cd/blob HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+			  "Connection: close\r\n\r\n";
+	const char *del = "DELETE /ab/cd/blob HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	struct traced tv;
+	struct trace t;
+	int p = h_free_port(), c1, c2, u, ans, dsync;
+	char ann[600];
+
+	root = xasprintf("%s/data", tmp);
+	trace = xasprintf("%s/volume.trace", tmp);
+	log = xasprintf("%s/volume.log", tmp);
+	mkdir(root, 0755);
+	rroot = realpath(root, NULL);
+	snprintf(port, sizeof(port), "%d", p);
+	{
+		char *argv[] = {bin, "-port", port, root, NULL};
+		traced_start(&tv, argv, trace, log);
+	}
+	ck_assert_msg(h_wait_port(p, 30000), "traced mkv-volume did not start (see %s)", log);
+	ck_assert_int_eq(request(p, put, "blob", 4, &c1), 201);
+	ck_assert_int_eq(request(p, del, NULL, 0, &c2), 204);
+	traced_stop(&tv);
+	trace_read(&t, trace);
+	snprintf(full, sizeof(full), "%s/ab/cd", rroot);
+	ans = FIND(&t, 0, send_to(e, c2, "HTTP/1.1 204"));
+	ck_assert_msg(ans >= 0, "%s: no 204 sent to port %d", t.path, c2);
+	u = FIND(&t, 0, is(e, "unlinkat") && e->ret == 0 && strstr(e->text, "\"ab/cd/blob\""));
+	ck_assert_msg(u >= 0 && u < ans, "%s: ab/cd/blob not unlinked before the 204", t.path);
+	dsync = FIND(&t, u + 1, is(e, SYNCS) && ev_fd(e, ann, sizeof(ann)) >= 0 &&
+		     !strcmp(ann, full) && e->ret == 0);
+	ck_assert_msg(dsync >= 0 && t.ev[dsync].start > t.ev[u].end &&
+		      t.ev[dsync].end < t.ev[ans].start, "%s: DELETE: directory %s not fsynced "
+		      "between the unlink (line %d) and the 204 (line %d)", t.path, full, t.ev[u].end,
+		      t.ev[ans].start);
+	fprintf(stderr, "volume DELETE: unlinked by line %d, fsync(dir) %d, answer %d\n",
+		t.ev[u].end, t.ev[dsync].end, t.ev[ans].start);
+	trace_free(&t);
+	h_rmrf(tmp);
+	free(tmp), free(root), free(rroot), free(trace), free(log), free(bin);
+}
+END_TEST
+
+/* ---- the master's REPLACE: the sidecar's marker ---- */
+
+/* A REPLACE writes its marker (the sidecar's "r" entry, which lets the
+ * next start settle a REPLACE a crash cut short) and syncs the sidecar's
+ * log before the first byte of the new value goes to a volume. */
+START_TEST(test_master_replace)
+{
+	struct vol vols[2];
+	char *tmp = h_tmpdir(), *db, *sdb, *trace, *log, *bin = h_bin("mkv"), *volarg, port[16];
+	char *key, *head, *rdb, path[PATH_MAX_LEN], *mkey;
+	int p = h_free_port(), cput, crep, ans, mark, s, v;
+	struct traced tm;
+	struct trace t;
+
+	for (int i = 0; i < 2; i++)
+		h_vol_start(&vols[i], VOL_MKV);
+	db = xasprintf("%s/db", tmp);
+	trace = xasprintf("%s/master.trace", tmp);
+	log = xasprintf("%s/master.log", tmp);
+	volarg = h_volumes_arg(vols, 2);
+	snprintf(port, sizeof(port), "%d", p);
+	{
+		char *argv[] = {bin, "-volumes", volarg, "-db", db, "-port", port, "-replicas", "2",
+				"server", NULL};
+		traced_start(&tm, argv, trace, log);
+	}
+	ck_assert_msg(h_wait_port(p, 30000), "traced master did not start (see %s)", log);
+	key = xasprintf("/replaced-%d", (int)getpid());
+	head = xasprintf("PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\n",
+			 key);
+	ck_assert_int_eq(request(p, head, "old", 3, &cput), 201);
+	free(head);
+	head = xasprintf("REPLACE %s HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+			 "Connection: close\r\n\r\n", key);
+	ck_assert_int_eq(request(p, head, "newer", 5, &crep), 201);
+	free(head);
+	traced_stop(&tm);
+	rdb = realpath(db, NULL);
+	sdb = xasprintf("%s/mkv-meta", rdb);
+	trace_read(&t, trace);
+	placement_path(key, strlen(key), path);
+	ans = FIND(&t, 0, send_to(e, cput, "HTTP/1.1 201"));   /* the PUT's answer */
+	ck_assert_msg(ans >= 0, "%s: no 201 to port %d", t.path, cput);
+	mkey = xasprintf("r%s", key);
+	mark = FIND(&t, ans, log_write(e, sdb, mkey, NULL, NULL));
+	v = to_volumes(&t, ans, vols, 2, "PUT /", path);
+	ck_assert_msg(v >= 0, "%s: the REPLACE sent nothing to a volume", t.path);
+	ck_assert_msg(mark >= 0 && t.ev[mark].end < t.ev[v].start, "%s: REPLACE: bytes sent to a "
+		      "volume (line %d) before its marker was written to %s", t.path,
+		      t.ev[v].start, sdb);
+	s = sync_after(&t, mark);
+	ck_assert_msg(s >= 0 && t.ev[s].end < t.ev[v].start, "%s: REPLACE: bytes sent to a volume "
+		      "(line %d) before the sidecar was synced after its marker (line %d)", t.path,
+		      t.ev[v].start, t.ev[mark].end);
+	fprintf(stderr, "master REPLACE: marker by line %d, %s %d, first byte to a volume %d\n",
+		t.ev[mark].end, t.ev[s].name, t.ev[s].end, t.ev[v].start);
+	trace_free(&t);
+	for (int i = 0; i < 2; i++)
+		h_vol_stop(&vols[i]);
+	h_rmrf(tmp);
+	free(tmp), free(db), free(sdb), free(rdb), free(trace), free(log), free(bin), free(volarg);
+	free(key), free(mkey);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("durability");
@@ -650,6 +766,14 @@ int main(void)
 	tc = tcase_create("master");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_master);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("master replace");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_master_replace);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("volume delete");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_volume_delete);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -742,6 +742,147 @@ START_TEST(test_clients_refused)
 }
 END_TEST
 
+/* ---- refusals: S3's authorize for each operation (docs/testing.md) ---- */
+
+static const char *const S3H[] = {"x-amz-content-sha256: UNSIGNED-PAYLOAD", NULL};
+
+static long s3_st(const char *user, const char *method, const char *path, const char *body,
+		  const char *const *hd, struct resp *r)
+{
+	return req(user, method, path, body, hd ? hd : S3H, false, r);
+}
+
+/* HeadObject is checked as GetObject: a wrong secret or an unknown key
+ * learns nothing of the object (no 200, no length); a key without read
+ * neither. */
+START_TEST(test_s3_head_refused)
+{
+	struct resp r;
+	char *cl;
+	ck_assert_int_eq(st_of(ADMIN, "PUT", "/hd/obj", "twelve bytes"), 201);
+	ck_assert_int_eq(s3_st(RO, "HEAD", "/hd/obj", NULL, NULL, &r), 200);
+	cl = h_header(&r, "Content-Length");
+	ck_assert_str_eq(cl, "12");
+	free(cl);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st("admin:00000000000000000000000000000000", "HEAD", "/hd/obj", NULL,
+			       NULL, &r), 403);
+	cl = h_header(&r, "Content-Length");
+	ck_assert(!cl || strcmp(cl, "12"));
+	free(cl);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st("nobody:00112233445566778899aabbccddeeff", "HEAD", "/hd/obj", NULL,
+			       NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(LISTER, "HEAD", "/hd/obj", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(A, "HEAD", "/hd/obj", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(A, "HEAD", "/hd", NULL, NULL, &r), 403);   /* HeadBucket */
+	h_resp_free(&r);
+}
+END_TEST
+
+/* A key for /datasets/a/ reads neither bucket datasets' key "a" (the
+ * path /datasets/a: its prefix, but for the last '/') nor
+ * /datasets/ab/x; on both APIs, GET and HEAD. */
+START_TEST(test_prefix_whole)
+{
+	struct resp r;
+	static const char *const paths[] = {"/datasets/a", "/datasets/ab/x"};
+	ck_assert_int_eq(st_of(ADMIN, "PUT", "/datasets/a", "bucket datasets, key a"), 201);
+	ck_assert_int_eq(st_of(ADMIN, "PUT", "/datasets/ab/x", "not a's"), 201);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_msg(s3_st(A, "GET", paths[i], NULL, NULL, &r) == 403 &&
+			      has(&r, "<Code>AccessDenied</Code>"), "S3 GET %s: %ld", paths[i],
+			      r.status);
+		h_resp_free(&r);
+		ck_assert_int_eq(s3_st(A, "HEAD", paths[i], NULL, NULL, &r), 403);
+		h_resp_free(&r);
+		ck_assert_int_eq(st_of(A, "GET", paths[i], NULL), 403);
+		ck_assert_int_eq(st_of(A, "HEAD", paths[i], NULL), 403);
+		ck_assert_int_eq(st_of(ADMIN, "GET", paths[i], NULL), 302);
+	}
+	ck_assert_int_eq(st_of(A, "GET", "/datasets/ab/?list", NULL), 403);
+	ck_assert_int_eq(s3_st(A, "GET", "/datasets?list-type=2&prefix=ab/", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(A, "DELETE", "/datasets/ab/x", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(A, "PUT", "/datasets/ab/y", "no", NULL, &r), 403);
+	h_resp_free(&r);
+}
+END_TEST
+
+/* Each S3 operation refused to a key without its permission, and nothing
+ * changed: PutObject, DeleteObject, CopyObject, multipart, CreateBucket,
+ * DeleteBucket, DeleteObjects, listings; a list-only key reads nothing. */
+START_TEST(test_s3_ops_refused)
+{
+	struct resp r;
+	const char *cp[] = {S3H[0], "x-amz-copy-source: /ops/x", NULL};
+	const char *del = "<Delete><Object><Key>x</Key></Object></Delete>";
+	ck_assert_int_eq(st_of(ADMIN, "PUT", "/ops/x", "kept"), 201);
+	ck_assert_int_eq(s3_st(ADMIN, "PUT", "/emptyb", NULL, NULL, &r), 200);   /* CreateBucket */
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(RO, "PUT", "/ops/x", "changed", NULL, &r), 403);
+	ck_assert(has(&r, "<Code>AccessDenied</Code>"));
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(RO, "DELETE", "/ops/x", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(RO, "PUT", "/ops/y", NULL, cp, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(RO, "POST", "/ops/y?uploads", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(RO, "PUT", "/newbucket", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(RO, "DELETE", "/emptyb", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(RO, "POST", "/ops?delete", del, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(LISTER, "GET", "/ops/x", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(A, "GET", "/ops?list-type=2", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(A, "GET", "/ops?uploads", NULL, NULL, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3_st(A, "GET", "/", NULL, NULL, &r), 200);   /* ListBuckets: not ops */
+	ck_assert(!has(&r, "<Name>ops</Name>") && !has(&r, "<Name>emptyb</Name>"));
+	h_resp_free(&r);
+	/* A may delete in its own bucket, not ops' x: the one Error */
+	ck_assert_int_eq(st_of(ADMIN, "PUT", "/datasets/a/d", "d"), 201);
+	{
+		const char *mine = "<Delete><Object><Key>a/d</Key></Object>"
+				   "<Object><Key>b/x</Key></Object></Delete>";
+		ck_assert_int_eq(s3_st(A, "POST", "/datasets?delete", mine, NULL, &r), 200);
+		ck_assert(has(&r, "<Deleted><Key>a/d</Key>") && has(&r, "<Code>AccessDenied</Code>"));
+		h_resp_free(&r);
+	}
+	/* a wrong secret: S3's code for it */
+	ck_assert_int_eq(s3_st("ro:00000000000000000000000000000000", "GET", "/ops/x", NULL, NULL,
+			       &r), 403);
+	ck_assert(has(&r, "<Code>SignatureDoesNotMatch</Code>"));
+	h_resp_free(&r);
+	/* DeleteObjects whose body is not the one x-amz-content-sha256 signed */
+	{
+		char h[65], hd[100];
+		const char *sh[] = {hd, NULL};
+		sha_hex("another body", 12, h);
+		snprintf(hd, sizeof(hd), "x-amz-content-sha256: %s", h);
+		ck_assert_int_eq(s3_st(ADMIN, "POST", "/ops?delete", del, sh, &r), 400);
+		ck_assert(has(&r, "<Code>XAmzContentSHA256Mismatch</Code>"));
+		h_resp_free(&r);
+	}
+	/* nothing changed */
+	ck_assert_int_eq(req(ADMIN, "GET", "/ops/x", NULL, NULL, true, &r), 200);
+	ck_assert(r.body.len == 4 && !memcmp(r.body.data, "kept", 4));
+	h_resp_free(&r);
+	ck_assert_int_eq(st_of(ADMIN, "GET", "/ops/y", NULL), 404);
+	ck_assert_int_eq(s3_st(ADMIN, "GET", "/", NULL, NULL, &r), 200);
+	ck_assert(has(&r, "<Name>emptyb</Name>") && !has(&r, "<Name>newbucket</Name>"));
+	h_resp_free(&r);
+}
+END_TEST
+
 /* Issue 41's review: signed requests edited without the secret
  * (tests/s3_attacks.py), one attack a test. */
 static void attack(const char *name)
@@ -786,6 +927,13 @@ int main(void)
 	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_start);
 	tcase_add_test(tc, test_ops);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("refusals");
+	tcase_set_timeout(tc, 120);
+	tcase_add_unchecked_fixture(tc, up, down);
+	tcase_add_test(tc, test_s3_head_refused);
+	tcase_add_test(tc, test_prefix_whole);
+	tcase_add_test(tc, test_s3_ops_refused);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("clients");   /* the real S3 clients: minutes */
 	tcase_set_timeout(tc, 900);

@@ -1159,6 +1159,15 @@ START_TEST(test_rebalance_then_rewrite)
 	ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
 	ck_assert_msg(r.body.len == 3 && !memcmp(r.body.data, "new", 3), "the REPLACE's bytes are lost");
 	h_resp_free(&r);
+	/* the delete's hold on the key is let go: the key takes writes again */
+	for (end = now_ms() + 20000;; usleep(50000)) {
+		long st = h_http("REPLACE", u, "newer", 5, NULL, false, &r);
+		h_resp_free(&r);
+		if (st != 409 || now_ms() > end) {
+			ck_assert_msg(st == 201, "a write after the old copy's delete: %ld", st);
+			break;
+		}
+	}
 	free(u), free(home), free(marker), free(next);
 	h_master_stop(&rm);
 	for (int i = 0; i < 2; i++)
@@ -1467,6 +1476,115 @@ static TCase *api_case(const char *name, void (*up)(void))
 	return tc;
 }
 
+/* ---- key locks: released on every path (docs/testing.md) ---- */
+
+/* FNV-1a, the lock table's hash (master/keylock.c), over its 1024 buckets. */
+static unsigned lock_bucket(const char *k)
+{
+	uint32_t h = 2166136261u;
+	for (; *k; k++)
+		h = (h ^ (unsigned char)*k) * 16777619u;
+	return h % 1024;
+}
+
+/* A write holds its own key only: another key of the same length, in the
+ * same bucket of the lock table (only its bytes tell it apart), is
+ * written meanwhile. */
+START_TEST(test_lock_own_key)
+{
+	char *key = fresh("lk"), *other = xstrdup(key), hdr[512];
+	int fd;
+	for (int i = 0; i < 26 * 26 * 26; i++) {   /* "/lk" -> "/xyz"... */
+		other[1] = (char)('a' + i % 26);
+		other[2] = (char)('a' + i / 26 % 26);
+		other[3] = (char)('a' + i / 676);
+		if (strcmp(other, key) && lock_bucket(other) == lock_bucket(key))
+			break;
+	}
+	ck_assert_str_ne(other, key);
+	fd = h_connect(m.port);
+	ck_assert_int_ge(fd, 0);
+	snprintf(hdr, sizeof(hdr), "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello",
+		 key);
+	ck_assert(write(fd, hdr, strlen(hdr)) > 0);
+	h_wait_put_taken(m.base, key);
+	ck_assert_int_eq(put(other, "x", 1), 201);
+	ck_assert(write(fd, "world", 5) == 5);
+	ck_assert_int_eq(h_recv_resp(fd, NULL, 20000, false), 201);
+	close(fd);
+	free(key), free(other);
+}
+END_TEST
+
+/* A streamed PUT and REPLACE free their key before the 201: a DELETE
+ * right after is answered 204, not 409. */
+START_TEST(test_big_write_frees_key)
+{
+	enum { BIG = 200 * 1024 };   /* streamed through a worker, not the loop */
+	char *key = fresh("lkbig"), *u = url(key), *body = xmalloc(BIG);
+	struct resp r;
+	memset(body, 'b', BIG);
+	ck_assert_int_eq(put(key, body, BIG), 201);
+	ck_assert_int_eq(h_status("DELETE", u), 204);
+	ck_assert_int_eq(h_http("REPLACE", u, body, BIG, NULL, false, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("DELETE", u), 204);
+	free(key), free(u), free(body);
+}
+END_TEST
+
+/* A small PUT whose client goes before the whole body came (nothing was
+ * sent to a volume yet) frees its key at once: the retry is answered. */
+START_TEST(test_aborted_small_put_frees_key)
+{
+	char *key = fresh("lkabort"), hdr[512];
+	uint64_t end = now_ms() + 20000;
+	long st;
+	int fd = h_connect(m.port);
+	ck_assert_int_ge(fd, 0);
+	snprintf(hdr, sizeof(hdr), "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello",
+		 key);
+	ck_assert(write(fd, hdr, strlen(hdr)) > 0);
+	h_wait_put_taken(m.base, key);
+	close(fd);
+	while ((st = put(key, "again", 5)) == 409 && now_ms() < end)
+		usleep(50000);
+	ck_assert_msg(st == 201, "PUT after an aborted small one: %ld", st);
+	free(key);
+}
+END_TEST
+
+/* A small PUT that every replica refuses (a directory where its blob
+ * goes) fails, and frees its key once its cleanup is done: the next PUT
+ * is answered (201 once the directories are gone), not 409 for ever. */
+START_TEST(test_failed_put_frees_key)
+{
+	char *key = fresh("lkfail"), path[PATH_MAX_LEN], *dirs[3];   /* shell loops */
+	uint64_t end = now_ms() + 20000;
+	long st;
+	placement_path(key, strlen(key), path);
+	for (int i = 0; i < 3; i++) {   /* in the volume, and each subvolume */
+		char *cmd;
+		dirs[i] = xasprintf("for d in '%s' '%s'/sv*; do [ ! -d \"$d\" ] || %%s \"$d%s\"; done",
+				    vols[i].dir, vols[i].dir, path);
+		cmd = xasprintf(dirs[i], "mkdir -p");
+		ck_assert_int_eq(system(cmd), 0);
+		free(cmd);
+	}
+	st = put(key, "x", 1);
+	ck_assert_msg(st >= 500, "PUT onto directories: %ld", st);
+	for (int i = 0; i < 3; i++) {
+		char *cmd = xasprintf(dirs[i], "rm -rf");
+		ck_assert_int_eq(system(cmd), 0);
+		free(cmd), free(dirs[i]);
+	}
+	while ((st = put(key, "x", 1)) == 409 && now_ms() < end)
+		usleep(50000);
+	ck_assert_msg(st == 201, "PUT after a failed one: %ld", st);
+	free(key);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("master");
@@ -1501,6 +1619,14 @@ int main(void)
 	tcase_add_checked_fixture(tc, up_mkv, cluster_down);
 	tcase_add_test(tc, test_sigterm_under_keepalive);
 	tcase_add_test(tc, test_sigterm_hung_volume);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("locks");
+	tcase_set_timeout(tc, 60);
+	tcase_add_unchecked_fixture(tc, up_mkv, cluster_down);
+	tcase_add_test(tc, test_lock_own_key);
+	tcase_add_test(tc, test_failed_put_frees_key);
+	tcase_add_test(tc, test_big_write_frees_key);
+	tcase_add_test(tc, test_aborted_small_put_frees_key);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

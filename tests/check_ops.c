@@ -867,12 +867,12 @@ END_TEST
 /* Copies of one key that differ (a write a crash cut short, its orphan
  * not yet collected): the rebuilt record names only the copies like the
  * one its HASH comes from, so that a GET never reads one value here and
- * another there.  One key on two mkv-volumes (md5s differ), one on two
+ * another there.  One key on two mkv-volumes (md5s differ, sizes do not), one on two
  * nginx volumes (no md5: sizes differ). */
 START_TEST(test_rebuild_differ)
 {
 	static const int on[2][2] = {{0, 2}, {1, 3}};
-	static const char *const vals[2][2] = {{"first value", "another value"}, {"aaaa", "bbbbbbbb"}};
+	static const char *const vals[2][2] = {{"first value", "other value"}, {"aaaa", "bbbbbbbb"}};
 	char *db = xasprintf("%s/differ.db", tmp), *log = xasprintf("%s/differ.log", tmp), *why;
 	struct index *idx;
 	replicas = 2;
@@ -1052,8 +1052,12 @@ START_TEST(test_rebalance_corrupt)
 			char got[64] = "";
 			size_t n;
 			ck_assert_int_eq(r.nlocs, nw);
-			for (int j = 0; j < nw; j++)
+			for (int j = 0; j < nw; j++) {   /* named, and there */
+				char *wf = blob_file(k[i].key, want[j]);
 				ck_assert_str_eq(r.locs[j], want[j]);
+				ck_assert_msg(access(wf, F_OK) == 0, "%s: no copy at %s", k[i].key, want[j]);
+				free(wf);
+			}
 			ck_assert_msg(fp != NULL, "%s: no new copy", k[i].key);
 			n = fread(got, 1, sizeof(got), fp);
 			fclose(fp);
@@ -1753,6 +1757,57 @@ START_TEST(test_verify_rate)
 }
 END_TEST
 
+/* As test_rebalance_corrupt, for a blob larger than a small copy (streamed volume to
+ * volume): with every source corrupt the key fails, keeps its record,
+ * and its new location keeps no byte. */
+START_TEST(test_rebalance_corrupt_big)
+{
+	enum { BIG = 100 * 1024 };   /* over HTTPC_SMALL_MAX */
+	char *db = xasprintf("%s/corrupt-big.db", tmp), *log = xasprintf("%s/corrupt-big.log", tmp);
+	char *why, *val = xmalloc(BIG + 1), key[32], old[RECORD_MAX_LOCS][LOC_MAX], *f;
+	char want[RECORD_MAX_LOCS][LOC_MAX], *rec;
+	struct index *idx;
+	struct record r;
+	size_t vlen;
+	int fresh = -1;
+	replicas = 2;
+	subvolumes = 1;
+	memset(val, 'v', BIG);
+	val[BIG] = '\0';
+	for (int i = 0; fresh < 0; i++) {   /* a key with a new location */
+		snprintf(key, sizeof(key), "/corrupt-big/%d", i);
+		placement_volumes(key, strlen(key), names, 3, 2, 1, old);
+		placement_volumes(key, strlen(key), names, NVOL, 2, 1, want);
+		for (int j = 0; j < 2; j++)
+			if (strcmp(want[j], old[0]) && strcmp(want[j], old[1]))
+				fresh = j;
+	}
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	ck_assert_int_eq(put_direct(idx, key, val, 3, old), 2);
+	index_close(idx);
+	for (int j = 0; j < 2; j++) {
+		f = blob_file(key, old[j]);
+		corrupt(f);
+		free(f);
+	}
+	unlink(log);
+	ck_assert_int_eq(mkv("rebalance", NVOL, db, NULL, log), 1);
+	show_log(log);
+	idx = index_open(db, &why);
+	ck_assert_msg(idx != NULL, "%s", why);
+	rec = index_get(idx, key, strlen(key), &vlen);
+	ck_assert_ptr_nonnull(rec);
+	ck_assert_int_eq(record_parse(rec, vlen, &r), 0);
+	ck_assert_int_eq(r.nlocs, 2);
+	for (int j = 0; j < 2; j++)
+		ck_assert_str_eq(r.locs[j], old[j]);
+	f = blob_file(key, want[fresh]);
+	ck_assert_msg(!dir_has_files(f), "%s: the new location keeps bytes of a corrupt source", key);
+	free(f), free(rec), free(val), free(db), free(log);
+	index_close(idx);
+}
+END_TEST
 
 /* ---- a volume named two ways (issue 40) ----
  *
@@ -2028,6 +2083,11 @@ Suite *ops_suite(void)
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_rebalance_corrupt);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("rebalance_corrupt_big");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_rebalance_corrupt_big);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rebalance_corrupt_online");
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);

@@ -140,6 +140,7 @@ static const struct keycase keys[] = {
 	{"/abc%4", 400, NULL},
 	{"/a%00b", 400, NULL},
 	{"/1234567%3F", 400, NULL}, /* 9 bytes ending in '?': base64 ends in '/' */
+	{"/%FF%FFab", 400, NULL},   /* base64 L///YWI=: "//" inside */
 	{"/x", 0, "/x"},
 };
 

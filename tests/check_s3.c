@@ -1205,6 +1205,58 @@ START_TEST(test_slowdown)
 }
 END_TEST
 
+/* ---- refusals: an error path keeps its promises (docs/testing.md) ---- */
+
+/* PutObject refused before a byte is sent (its volume marked down: no
+ * place for the copy) frees its key: the next PutObject gets the same
+ * 503 ServiceUnavailable, not SlowDown (a key still locked), a native PUT
+ * 503, not 409; once the volume is back the key takes a write. */
+START_TEST(test_refused_put_frees_key)
+{
+	static const char *const flags[] = {"-replicas", "1", NULL};
+	struct vol v[1];
+	struct master mm = {0};
+	struct resp r;
+	char *u, *log = NULL;
+	uint64_t end;
+	long st = 0;
+	h_vol_start(&v[0], VOL_MKV);
+	h_master_start(&mm, v, 1, flags);
+	u = xasprintf("%s/lk/k", mm.base);
+	h_vol_down(&v[0]);
+	for (end = now_ms() + 20000; now_ms() < end; usleep(50000)) {
+		free(log);
+		log = h_read_file(mm.log);
+		if (strstr(log, "marked down"))
+			break;
+	}
+	ck_assert_msg(log && strstr(log, "marked down"), "the master never marked %s down", v[0].name);
+	free(log);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(h_http("PUT", u, "value", 5, SIGNED, false, &r), 503);
+		ck_assert_msg(has(&r, "<Code>ServiceUnavailable</Code>"), "PutObject %d: %s", i,
+			      r.body.data);
+		h_resp_free(&r);
+	}
+	ck_assert_int_eq(h_http("PUT", u, "value", 5, NULL, false, &r), 503);
+	ck_assert_msg(has(&r, "fewer volumes are up"), "native PUT: %s", r.body.data);
+	h_resp_free(&r);
+	h_vol_respawn(&v[0]);
+	for (end = now_ms() + 20000; now_ms() < end; usleep(50000)) {
+		st = h_http("PUT", u, "value", 5, SIGNED, false, &r);
+		ck_assert_msg(st == 200 || has(&r, "<Code>ServiceUnavailable</Code>"),
+			      "PutObject with the volume back: %ld %s", st, r.body.data);
+		h_resp_free(&r);
+		if (st == 200)
+			break;
+	}
+	ck_assert_int_eq(st, 200);
+	free(u);
+	h_master_stop(&mm);
+	h_vol_stop(&v[0]);
+}
+END_TEST
+
 static TCase *s3_case(const char *name, void (*up)(void))
 {
 	TCase *tc = tcase_create(name);
@@ -1251,6 +1303,12 @@ int main(void)
 		tcase_add_test(tc, test_protect);
 		tcase_add_test(tc, test_s3_maxsize);
 		tcase_add_test(tc, test_get_cut);
+		suite_add_tcase(s, tc);
+	}
+	{
+		TCase *tc = tcase_create("refusals");
+		tcase_set_timeout(tc, 60);
+		tcase_add_test(tc, test_refused_put_frees_key);
 		suite_add_tcase(s, tc);
 	}
 	sr = srunner_create(s);

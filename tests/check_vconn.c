@@ -36,6 +36,8 @@ enum mode {
 	M_TWOLENGTHS,     /* Content-Length headers that disagree */
 	M_SILENT,         /* reads, never answers */
 	M_HALF_BODY,      /* 200 with 3 of 100 bytes, then closes */
+	M_BOTHFRAMINGS,   /* Content-Length and chunked: where it ends is in doubt */
+	M_HALF_SECOND,    /* answers the first request, half of the second's, closes */
 };
 
 struct fake {
@@ -65,6 +67,9 @@ static const char *answer_of(enum mode m)
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n";
 	case M_TWOLENGTHS:
 		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhey";
+	case M_BOTHFRAMINGS:
+		return "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+		       "3\r\nhey\r\n0\r\n\r\n";
 	default:
 		return "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
 	}
@@ -112,14 +117,15 @@ static void *fake_main(void *arg)
 		atomic_fetch_add(&f->conns, 1);
 		while (read_request(f, c, buf, sizeof(buf), &have)) {
 			int n = atomic_fetch_add(&f->reqs, 1) + 1;
-			const char *a = answer_of(f->mode);
+			bool cut = f->mode == M_HALF_SECOND && n == 2;
+			const char *a = answer_of(cut ? M_HALF_BODY : f->mode);
 			if ((f->mode == M_DROP_SECOND && n == 2) || (f->mode == M_DROP_FIRST && n == 1))
 				break;
 			if (f->mode == M_SILENT)
 				continue;
 			if (write(c, a, strlen(a)) < 0)
 				break;
-			if (f->mode == M_CLOSE_BETWEEN || f->mode == M_HALF_BODY)
+			if (f->mode == M_CLOSE_BETWEEN || f->mode == M_HALF_BODY || cut)
 				break;
 		}
 		close(c);
@@ -316,6 +322,24 @@ START_TEST(closed_before_answer)
 }
 END_TEST
 
+/* A kept-alive connection that closes part way through an answer: the
+ * volume took the request, and it is not sent again (only an answer of
+ * which no byte came goes once more). */
+START_TEST(closed_mid_answer)
+{
+	struct fake f;
+	struct call c;
+	char *u;
+	fake_start(&f, M_HALF_SECOND);
+	u = url_of(&f, "/sv00/ab/cd/a2V5");
+	ck_assert_int_eq(run1(&c, "DELETE", u, NULL), 201);
+	ck_assert_int_eq(run1(&c, "DELETE", u, NULL), -1);
+	ck_assert_int_eq(atomic_load(&f.reqs), 2);   /* not sent again */
+	fake_stop(&f);
+	free(u);
+}
+END_TEST
+
 /* Half a head, then nothing: failed at the request's deadline. */
 START_TEST(half_head)
 {
@@ -387,6 +411,7 @@ static const struct {
 	{M_CHUNKED, 200, NULL},
 	{M_BADCHUNK, -1, "malformed chunk size"},
 	{M_TWOLENGTHS, -1, "Content-Length headers that disagree"},
+	{M_BOTHFRAMINGS, -1, "both Content-Length and chunked"},
 };
 
 START_TEST(odd_answers)
@@ -584,6 +609,7 @@ int main(void)
 	tcase_add_test(tc, keepalive_reused);
 	tcase_add_test(tc, closed_between_requests);
 	tcase_add_test(tc, closed_before_answer);
+	tcase_add_test(tc, closed_mid_answer);
 	tcase_add_test(tc, half_head);
 	tcase_add_test(tc, marked_down);
 	tcase_add_loop_test(tc, odd_answers, 0, (int)(sizeof(answers) / sizeof(answers[0])));

@@ -686,6 +686,54 @@ START_TEST(rotation)
 }
 END_TEST
 
+/* ---- refusals: each byte of the link's hash counts; -peers by name ---- */
+
+START_TEST(link_bytes)
+{
+	char u[512], *f = secret_file("s1", S_OLD "\n"), err[300], md5[VOLSIGN_HASH_LEN + 1];
+	const char *why, *exp;
+	ck_assert_int_eq(volsign_load(f, err, sizeof(err)), 0);
+	ck_assert_uint_gt(volsign_url("http://h:1/a/b/c", "GET", 60, u, sizeof(u)), 0);
+	snprintf(md5, sizeof(md5), "%s", strstr(u, "?md5=") + 5);
+	exp = strstr(u, "&expires=") + 9;
+	ck_assert_int_eq(volsign_check("/a/b/c", "GET", md5, exp, &why), 0);
+	for (int i = 0; i < VOLSIGN_HASH_LEN; i += VOLSIGN_HASH_LEN - 1) {   /* first, last */
+		char bad[VOLSIGN_HASH_LEN + 1];
+		memcpy(bad, md5, sizeof(bad));
+		bad[i] = bad[i] == 'A' ? 'B' : 'A';
+		ck_assert_int_eq(volsign_check("/a/b/c", "GET", bad, exp, &why), 403);
+	}
+	md5[VOLSIGN_HASH_LEN - 1] = '\0';   /* cut short */
+	ck_assert_int_eq(volsign_check("/a/b/c", "GET", md5, exp, &why), 403);
+	free(f);
+}
+END_TEST
+
+/* A pull from a host:port that a peer's name only begins with (or that
+ * begins with a peer's) is no peer's: 403, nothing fetched. */
+START_TEST(pull_peer_whole)
+{
+	struct vol v = {0};
+	struct resp r;
+	char peer[64], hdr[160], *u;
+	h_vol_start(&v, VOL_MKV);
+	snprintf(peer, sizeof(peer), "127.0.0.1:%d", v.port);   /* itself, a port of 5 digits */
+	v.peers = peer;
+	h_vol_restart(&v);
+	u = xasprintf("http://%s/ab/cd/pulled", v.name);
+	for (int i = 0; i < 2; i++) {
+		const char *const hd[] = {hdr, NULL};
+		snprintf(hdr, sizeof(hdr), "Mkv-Pull: http://127.0.0.1:%d%s/ef/gh/src",
+			 i ? v.port / 10 : v.port, i ? "" : "0");
+		ck_assert_int_eq(h_http("PUT", u, NULL, 0, hd, false, &r), 403);
+		h_resp_free(&r);
+	}
+	ck_assert(!exists(&v, "/ab/cd/pulled"));
+	free(u);
+	h_vol_stop(&v);
+}
+END_TEST
+
 /* `mkv get -volumesecret` signs only for hosts of -volumes, and only
  * each key's own blob, whatever the (plain HTTP) listing names (issue 41,
  * finding 7): tests/get_listing.py, with a fake master and volume. */
@@ -730,6 +778,12 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_set_timeout(t, 300);
 	tcase_add_loop_test(t, rotation, 0, 2);
+	suite_add_tcase(s, t);
+	t = tcase_create("link refusals");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, link_bytes);
+	tcase_add_test(t, pull_peer_whole);
 	suite_add_tcase(s, t);
 	t = tcase_create("listing");
 	tcase_add_checked_fixture(t, setup, teardown);
