@@ -126,7 +126,7 @@ endef
 layers:
 	@tests/layers.sh
 
-# tests/crashloop.py: kill -9 at random under load (issue 40), 8 seeded rounds.
+# tests/crashloop.py: kill -9 at random under load, 8 seeded rounds.
 # tests/check_install.sh: make install/uninstall, make deb, lintian;
 # tests/check_docs.py: the shell examples of README.md and docs/, as written.
 test: layers all $(TESTS) $(B)/tests/faultfs.so

@@ -58,7 +58,7 @@ struct index {
 	char *path;
 	/* No write after one failed (broken): LevelDB's log writer has
 	 * moved past bytes that never reached the disk, so recovery would
-	 * cut the log there and drop every later write (issue 40).  Only the
+	 * cut the log there and drop every later write.  Only the
 	 * committer writes, and only it leaves the state (recover), which a
 	 * request thread reads without waiting on the disk: why under why_mu,
 	 * held for a copy only. */

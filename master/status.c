@@ -100,7 +100,8 @@ static void collect(struct buf *b)
 	metrics_family(b, "mkv_index_writable", "gauge",
 		       "1 while the index and its sidecar take writes; 0 after a write failed "
 		       "(the log says why), until it is sound again.");
-	metrics_sample_u64(b, "mkv_index_writable", NULL, store_writable(why, sizeof(why)));
+	metrics_sample_u64(b, "mkv_index_writable", NULL,
+			   index_writable(idx, why, sizeof(why)) && meta_writable(why, sizeof(why)));
 	metrics_family(b, "mkv_index_write_errors_total", "counter",
 		       "Writes of the index and its sidecar that failed (ENOSPC, EIO, a failed sync).");
 	metrics_sample_u64(b, "mkv_index_write_errors_total", NULL,

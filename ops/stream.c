@@ -409,3 +409,19 @@ int ops_master_head(const char *master, const char *key, size_t klen, int tries,
 			r->locs[r->nlocs++] = t;
 	return st;
 }
+
+json_t *ops_listing(int status, const char *body, size_t len, char *err)
+{
+	json_error_t je;
+	json_t *doc;
+	if (status != 200) {
+		ops_why(err, status, NULL, body, len);
+		return NULL;
+	}
+	doc = json_loadb(body ? body : "", len, 0, &je);
+	if (json_is_array(doc))
+		return doc;
+	json_decref(doc);
+	snprintf(err, 256, "not a JSON listing (autoindex_format json?)");
+	return NULL;
+}

@@ -286,22 +286,6 @@ void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	log_msg("%s: %s", who, line);
 }
 
-json_t *ops_listing(int status, const char *body, size_t len, char *err)
-{
-	json_error_t je;
-	json_t *doc;
-	if (status != 200) {
-		ops_why(err, status, NULL, body, len);
-		return NULL;
-	}
-	doc = json_loadb(body ? body : "", len, 0, &je);
-	if (json_is_array(doc))
-		return doc;
-	json_decref(doc);
-	snprintf(err, 256, "not a JSON listing (autoindex_format json?)");
-	return NULL;
-}
-
 const char *ops_entry(json_t *e, char *type)
 {
 	const char *name = json_string_value(json_object_get(e, "name"));

@@ -224,7 +224,7 @@ static void route(struct s3req *s, bool object)
  * code but NotImplemented (501) is a 400. */
 static const struct refusal {
 	const char *name, *ok[2], *code, *what;
-} refused[] = {
+} refusal_table[] = {
 	{"x-amz-server-side-encryption*", {0}, "NotImplemented", "mkv does not encrypt objects"},
 	{"x-amz-copy-source-server-side-encryption*", {0}, "NotImplemented", "no encryption"},
 	{"x-amz-object-lock-*", {0}, "InvalidRequest", "mkv has no object lock"},
@@ -244,8 +244,8 @@ static void refuse(void *cls, const char *k, const char *v)
 {
 	struct s3req *s = cls;
 	char msg[160];
-	for (size_t i = 0; !s->status && i < sizeof(refused) / sizeof(refused[0]); i++) {
-		const struct refusal *r = &refused[i];
+	for (size_t i = 0; !s->status && i < sizeof(refusal_table) / sizeof(refusal_table[0]); i++) {
+		const struct refusal *r = &refusal_table[i];
 		size_t n = strlen(r->name) - (r->name[strlen(r->name) - 1] == '*');
 		if (strncasecmp(k, r->name, n) || (k[n] && n == strlen(r->name)) ||
 		    (r->ok[0] && !strcasecmp(v, r->ok[0])) || (r->ok[1] && !strcasecmp(v, r->ok[1])))

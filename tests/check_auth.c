@@ -220,7 +220,7 @@ START_TEST(test_v2)
 }
 END_TEST
 
-/* Finding 1 (issue 41): an x-amz-* header outside SignedHeaders -- an
+/* Finding 1: an x-amz-* header outside SignedHeaders -- an
  * X-Amz-Copy-Source added to a signed PUT or a presigned link -- is
  * refused, whatever the signature says. */
 START_TEST(test_unsigned_header)

@@ -1,5 +1,5 @@
 /* check_index_faults.c -- "acknowledged means kept" when the index's disk
- * fails (issue 40).  A failed append to LevelDB's log still moves its
+ * fails.  A failed append to LevelDB's log still moves its
  * writer on, and recovery cuts the log where the failed bytes are: every
  * write after them, acknowledged or not, is gone after a crash.  So the
  * master takes no write after one failed until LevelDB has begun a fresh
@@ -324,7 +324,7 @@ START_TEST(test_index_disk_full)
 END_TEST
 
 
-/* Attack (atk40): recover() takes "the empty synced write succeeded" for
+/* recover() takes "the empty synced write succeeded" for
  * "a fresh log began".  leveldb_compact_range returns nothing: when the
  * new log cannot be created (no inode left on the disk, EMFILE), LevelDB
  * keeps the old log -- the one cut where the failed write is -- and the
@@ -408,7 +408,7 @@ START_TEST(test_index_no_inode_for_new_log)
 }
 END_TEST
 
-/* Attack (atk40): a write fault that lasts longer than a second.  recover
+/* a write fault that lasts longer than a second.  recover
  * tries once a second while statvfs shows room (an EIO, a quota, a disk
  * that refills between statvfs and the flush): the memtable's flush then
  * fails, LevelDB keeps that error for as long as it is open, and the
@@ -473,7 +473,7 @@ START_TEST(test_index_recover_without_new_log)
 }
 END_TEST
 
-/* Attack (atk40): "reads go on" while the index's disk stalls.  claim()
+/* "reads go on" while the index's disk stalls.  claim()
  * asks store_writable on the poll thread, and index_writable takes wmu,
  * which the committer holds through leveldb_write's fdatasync (and
  * recover through a whole memtable flush).  A disk whose fdatasync
@@ -510,7 +510,7 @@ START_TEST(test_index_stalled_sync_blocks_reads)
 }
 END_TEST
 
-/* Attack (atk40): the sidecar fails while a write is under way (after
+/* the sidecar fails while a write is under way (after
  * claim() found it writable).  The value's record is in the index, so the
  * write is acknowledged, but write_meta (meta_put) drops the sidecar's
  * error: an UploadPart answered 200 with its ETag has no metadata, and
@@ -571,7 +571,7 @@ START_TEST(test_sidecar_fails_mid_upload_part)
 }
 END_TEST
 
-/* Attack (atk40), held: kill -9 inside recover(), while the memtable's
+/* Held: kill -9 inside recover(), while the memtable's
  * flush waits on its table's fdatasync (a new log begun, the old one cut,
  * the MANIFEST not yet changed).  The restart recovers both logs. */
 START_TEST(test_index_crash_inside_recover)
@@ -608,7 +608,7 @@ START_TEST(test_index_crash_inside_recover)
 }
 END_TEST
 
-/* Attack (atk40): a write answered 500 because its fdatasync failed is in
+/* a write answered 500 because its fdatasync failed is in
  * the log all the same (LevelDB appended it, only the sync failed), and a
  * restart replays it.  A PUT so refused has had its blobs removed
  * (cleanup_failed), and its DELETED record could not be written: after
@@ -713,7 +713,7 @@ START_TEST(test_sidecar_fails_mid_s3_overwrite)
 }
 END_TEST
 
-/* Attack (atk40): the first failed write is the request's own, so claim()
+/* the first failed write is the request's own, so claim()
  * let it in.  DeleteBucket drops meta_raw_delete's error and answers 204;
  * once the sidecar heals, ListBuckets names the bucket again.  (Abort and
  * Complete of a multipart upload drop the same error for their 'u'

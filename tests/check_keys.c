@@ -382,7 +382,7 @@ START_TEST(test_body_hash)
 }
 END_TEST
 
-/* Finding 3 (issue 41): a hex x-amz-content-sha256 covers the bytes
+/* Finding 3: a hex x-amz-content-sha256 covers the bytes
  * stored, however the body is framed.  A captured PUT of "" (boto3's
  * put_object(Body=b"")) replayed with an unsigned Content-Encoding:
  * aws-chunked stores nothing else; a right hash with aws-chunked framing
@@ -682,7 +682,7 @@ END_TEST
 
 /* -v logs each request's line to the master's log (the journal): the
  * signatures in its query must be written as the access log writes them
- * ("…"), or the log holds live presigned links (issue 41, finding 5). */
+ * ("…"), or the log holds live presigned links. */
 START_TEST(test_verbose_log_redacted)
 {
 	const char *flags[] = {"-keys", keys, "-v", NULL};
@@ -883,7 +883,7 @@ START_TEST(test_s3_ops_refused)
 }
 END_TEST
 
-/* Issue 41's review: signed requests edited without the secret
+/* signed requests edited without the secret
  * (tests/s3_attacks.py), one attack a test. */
 static void attack(const char *name)
 {

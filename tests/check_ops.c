@@ -1809,7 +1809,7 @@ START_TEST(test_rebalance_corrupt_big)
 }
 END_TEST
 
-/* ---- a volume named two ways (issue 40) ----
+/* ---- a volume named two ways ----
  *
  * Records name volumes as -volumes spelled them when each key was written;
  * "localhost:P", "127.0.0.1:P" and a name from /etc/hosts are one server,

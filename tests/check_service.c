@@ -393,7 +393,7 @@ START_TEST(test_accesslog_reopen)
 	ck_assert_msg(regexec(&re, text, 0, NULL, 0) == 0, "not nginx's combined format: %s", text);
 	regfree(&re);
 	free(text);
-	/* issue 41, finding 5: the file is not for everyone, and a logged
+	/* the file is not for everyone, and a logged
 	 * link is no credential (the signatures' values are left out) */
 	{
 		mode_t mask = umask(0);

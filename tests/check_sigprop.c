@@ -1,4 +1,4 @@
-/* check_sigprop.c -- the signature check's property test (issue 41):
+/* check_sigprop.c -- the signature check's property test:
  * requests of random shape signed by botocore (tests/sig_cases.py: every
  * SigV4 payload mode, presigned links, SigV2's header and query), each
  * of which must verify, and one edit of each -- a byte of the path, a

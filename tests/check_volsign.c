@@ -737,8 +737,8 @@ START_TEST(pull_peer_whole)
 END_TEST
 
 /* `mkv get -volumesecret` signs only for hosts of -volumes, and only
- * each key's own blob, whatever the (plain HTTP) listing names (issue 41,
- * finding 7): tests/get_listing.py, with a fake master and volume. */
+ * each key's own blob, whatever the (plain HTTP) listing names:
+ * tests/get_listing.py, with a fake master and volume. */
 START_TEST(listing)
 {
 	char *sec = secret_file("s", S_OLD "\n"), *bin = h_bin("mkv"), *py = h_root("tests/get_listing.py");

@@ -2,7 +2,7 @@
 """crashloop.py -- kill -9 the master, a rebuild and a rebalance at random
 points while writes run and the index's disk fills and empties; after each
 restart every acknowledged write must read back, and `mkv verify` must
-find nothing missing (issue 40).
+find nothing missing.
 
   tests/crashloop.py [--seconds N | --rounds N] [--seed S] [--no-tmpfs]
 

@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-"""`mkv get -volumesecret` against a listing it must not trust (issue 41,
-finding 7): the listing comes over plain HTTP, so whoever can change it
+"""`mkv get -volumesecret` against a listing it must not trust: the listing comes over plain HTTP, so whoever can change it
 must not get a signed GET for a host of theirs, or for another key's blob.
 A fake master answers ?list&locations with URLs on a fake volume that
 records what it is asked.

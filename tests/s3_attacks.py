@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Attacks on -keys' signatures (issue 41's review): signed requests and
+"""Attacks on -keys' signatures: signed requests and
 presigned links edited by someone without the secret.  Each attack must be
 refused, and nothing stored may change.
 Usage: s3_attacks.py http://127.0.0.1:PORT WORKDIR, with S3_ADMIN=ID:SECRET

@@ -174,7 +174,7 @@ def presigned():
     check(curl(out) == (200, VALUE), "aws s3 presign with curl")
     out = run(s3cmd(ADMIN) + ["signurl", "s3://%s/%s" % (BUCKET, KEY), "+300"], ADMIN).strip()
     check(curl(out) == (200, VALUE), "s3cmd signurl with curl: %s %s" % (out, curl(out)))
-    # issue 41, finding 2: mkv's own parameters are signed in V2, its Expires capped
+    # mkv's own parameters are signed in V2, its Expires capped
     st, body = curl(out.replace("?", "?list&locations&ttl=24h&", 1))
     check(st == 401 and b"keys" not in body, "a V2 link made a listing: %d %s" % (st, body))
     far = run(s3cmd(ADMIN) + ["signurl", "s3://%s/%s" % (BUCKET, KEY),
@@ -197,7 +197,7 @@ def curl_put(url, headers=(), data=None):
 
 
 def unsigned_headers():
-    """Issue 41, finding 1: an X-Amz-Copy-Source added to a presigned PUT
+    """an X-Amz-Copy-Source added to a presigned PUT
     or UploadPart link (which signs only host) does not make it a copy."""
     from botocore.exceptions import ClientError
     s3 = client(ADMIN, signature_version="s3v4")

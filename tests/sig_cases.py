@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Signed requests of random shape, and their edits, for the signature
-check's property test (tests/check_sigprop.c; issue 41).
+check's property test (tests/check_sigprop.c).
 
 botocore signs each request as a real client would: SigV4 with the
 Authorization header in every payload mode (a hex SHA-256, UNSIGNED-PAYLOAD,

@@ -2,7 +2,7 @@
 # 16 writers while the index's log write fails, heals; kill -9; every 201 must read back
 set -u
 B=${MKV_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-D=$(mktemp -d /tmp/atk40c.XXXX); mkdir $D/vol
+D=$(mktemp -d /tmp/mkvatkc.XXXX); mkdir $D/vol
 $B/bin/mkv-volume -port 24891 $D/vol >$D/vol.log 2>&1 & VP=$!
 LD_PRELOAD=$B/build/tests/faultfs.so MKV_FAULT_DIR=$D/db MKV_FAULT_CTL=$D/ctl $B/bin/mkv -volumes 127.0.0.1:24891 -replicas 1 -db $D/db -port 24890 server >$D/m1.log 2>&1 & MP=$!
 sleep 1.5

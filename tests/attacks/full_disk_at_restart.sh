@@ -2,7 +2,7 @@
 # disk full at restart: kill -9 while the index's disk is full, restart, free, restart
 set -u
 B=${MKV_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-D=$(mktemp -d /tmp/atk40fr.XXXX)
+D=$(mktemp -d /tmp/mkvatkfr.XXXX)
 mkdir $D/db $D/vol
 mount -t tmpfs -o size=2m tmpfs $D/db
 $B/bin/mkv-volume -port 24881 $D/vol >$D/vol.log 2>&1 & VP=$!
