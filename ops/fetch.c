@@ -81,7 +81,7 @@ static void dispatch(struct ops_fetch *f)
 		f->inflight++;
 		h->inflight++;
 		if (vconn_get(g->url, f->max, fetched, g) < 0) {
-			char err[300];
+			char err[OPS_ERR];
 			snprintf(err, sizeof(err), "%.200s: not a GET this thread can make", g->url);
 			fetched(g, -1, "", 0, err);
 		}

@@ -19,8 +19,9 @@
 #define GC "mkv -volumes host:port,... -master H:P|-db DIR [-delete] [-unlinked] gc\n"
 #define PUT "mkv -master H:P [-workers N] put DIR /prefix\n"
 #define GET "mkv -master H:P [-workers N] get /prefix DIR\n"
-static const char head[] = "usage: " SERVER "       " VERIFY "       " GC "       " PUT
-			   "       " GET "       mkv -version\n";
+static const char head[] = "usage: mkv [flags] server|rebuild|rebalance|verify|gc|put|get ... "
+			   "(mkv -help: each command's)\n       " SERVER "       " VERIFY
+			   "       " GC "       " PUT "       " GET "       mkv -version\n";
 
 static struct config c = {
 	.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
@@ -108,26 +109,26 @@ static char *split_volumes(struct config *c, const char *list)
 	return s;
 }
 
-/* The command named on the command line, after checking its operands. */
+/* The command named on the command line, then its operands checked. */
 static const struct command *command(const char *cmd, int npos, char **pos)
 {
-	bool putget = cmd && (!strcmp(cmd, "put") || !strcmp(cmd, "get"));
-	if (npos > 1 && !putget)
-		bad("unexpected argument %s", pos[1]);
+	const struct command *k = NULL;
+	for (size_t i = 0; cmd && i < sizeof(commands) / sizeof(commands[0]); i++)
+		k = strcmp(cmd, commands[i].name) ? k : &commands[i];
+	usage = k ? k->usage : head;
 	if (!cmd)
-		bad("missing command (server, rebuild, rebalance, verify, gc, put or get)");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(cmd, commands[i].name)) {
-			usage_of(cmd);
-			return &commands[i];
-		}
-	bad("unknown command %s", cmd);
+		bad("missing command");
+	if (!k)
+		bad("unknown command %s", cmd);
+	if (npos > 1 && k->run != put_main && k->run != get_main)
+		bad("unexpected argument %s", pos[1]);
+	return k;
 }
 
 int main(int argc, char **argv)
 {
 	static char *master_url;
-	char *pos[3], *volbuf, err[300];
+	char *pos[3], *volbuf, err[OPS_ERR];
 	const struct command *cmd;
 	int rc, npos;
 

@@ -197,7 +197,7 @@ static int send_file(const char *url, int fd, uint64_t size, char *err)
 static void compare(struct pg *g, const char *key, const char *path)
 {
 	struct ops_head_info h;
-	char md5[33], err[256] = "";
+	char md5[33], err[OPS_ERR] = "";
 	int status = ops_master_head(g->master, key, strlen(key), 4, &h, NULL, err);
 	if (status != 302 || !file_md5(path, md5)) {
 		fail(g, "%s: exists, and its md5 cannot be compared (%s)", path, err);
@@ -216,7 +216,7 @@ static void put_one(void *ctx, size_t i)
 	struct pg *g = ctx;
 	char *key = xasprintf("%s/%s", g->prefix, g->names[i]);
 	char *path = xasprintf("%s/%s", g->dir, g->names[i]);
-	char *url = ops_url(g->master, key, strlen(key), ""), err[256] = "";
+	char *url = ops_url(g->master, key, strlen(key), ""), err[OPS_ERR] = "";
 	struct ops_head_info h;
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), status = -1;
@@ -339,7 +339,7 @@ static int link_as(int fd, const char *path)
 static int64_t fetch_file(struct pg *g, const char *key, const char *url, bool follow,
 			  const char *want, char *path, bool quiet)
 {
-	char md5[33], hdr[33], err[256] = "";
+	char md5[33], hdr[33], err[OPS_ERR] = "";
 	uint64_t size;
 	int fd = tmpfile_for(path), status = -1;
 	if (fd < 0) {

@@ -116,7 +116,7 @@ static void online_one(void *ctx, size_t i)
 {
 	struct run *r = ctx;
 	char *url = ops_url(r->master, r->b.keys[i], r->b.klens[i], r->unlinked ? "?unlinked" : "");
-	char err[256];
+	char err[OPS_ERR];
 	struct ops_head_info h;
 	bool moved = true;
 	int st, tries = 0;

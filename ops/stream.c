@@ -168,7 +168,7 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
 	if (st == 200 && s.held && !write_all(&s, s.hold, s.held))
 		st = -1;
 	if (st < 0 && s.werr)
-		snprintf(err, 256, "write failed (%s)", strerror(s.werr));
+		snprintf(err, OPS_ERR, "write failed (%s)", strerror(s.werr));
 	else if (st > 0 && st != 200)
 		ops_why(err, st, url, s.why.text, s.why.n);
 	if (st != 200)
@@ -202,7 +202,7 @@ int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *e
 			      .md5 = md5, .ctx = &s, .body = ops_why_body};
 	int st = httpc_call(&c, err);
 	if (st < 0 && s.rerr)
-		snprintf(err, 256, "read failed (%s)", strerror(s.rerr));
+		snprintf(err, OPS_ERR, "read failed (%s)", strerror(s.rerr));
 	else if (st >= 300)
 		ops_why(err, st, url, s.why.text, s.why.n);
 	return st;
@@ -212,18 +212,24 @@ static char master_prefix[256];   /* ops_why: who answered */
 
 char *ops_master_url(const char *m)
 {
+	const char *id = getenv("AWS_ACCESS_KEY_ID"), *secret = getenv("AWS_SECRET_ACCESS_KEY");
 	char *u;
 	if (!m)
 		return NULL;
+	id = id && *id ? id : NULL;
+	secret = secret && *secret ? secret : NULL;
 	u = strstr(m, "://") ? xstrdup(m) : xasprintf("http://%s", m);
 	if (u[strlen(u) - 1] == '/')
 		u[strlen(u) - 1] = '\0';
 	snprintf(master_prefix, sizeof(master_prefix), "%s/", u);
 	/* a master with -keys: sign with the key the environment names, as
-	 * the aws CLI reads it */
-	if (getenv("AWS_ACCESS_KEY_ID") && getenv("AWS_SECRET_ACCESS_KEY")) {
-		char *user = xasprintf("%s:%s", getenv("AWS_ACCESS_KEY_ID"),
-				       getenv("AWS_SECRET_ACCESS_KEY"));
+	 * the aws CLI reads it, and as it refuses half of one */
+	if (!id != !secret)
+		die("%s is set but %s is not: set both (a key of the master's -keys), or neither",
+		    id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+		    id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+	if (id) {
+		char *user = xasprintf("%s:%s", id, secret);
 		httpc_sign(u, user);
 		free(user);
 	}
@@ -264,7 +270,7 @@ void ops_why(char *err, int status, const char *url, const char *body, size_t le
 	if (h >= 0 && __atomic_exchange_n(&told[h], true, __ATOMIC_RELAXED))
 		h = -1;   /* said once in this run */
 	ops_hinted = h >= 0;
-	snprintf(err, 256, "%d%s%.*s%s%s%s", status, n ? " " : "", (int)(n > 150 ? 150 : n),
+	snprintf(err, OPS_ERR, "%d%s%.*s%s%s%s", status, n ? " " : "", (int)(n > OPS_REASON ? OPS_REASON : n),
 		 n ? body : "", h >= 0 ? " (" : "", h >= 0 ? hints[h] : "", h >= 0 ? ")" : "");
 }
 
@@ -278,7 +284,7 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 	bool unlinked = what & OPS_LIST_UNLINKED, located = what & OPS_LIST_LOCATIONS;
 	json_t *locs = NULL, *md5s = NULL;
 	struct buf b = {0};
-	char err[256], *url, *es = url_escape(*start, strlen(*start), false);
+	char err[OPS_ERR], *url, *es = url_escape(*start, strlen(*start), false);
 	char *ep = url_escape(prefix, strlen(prefix), true);
 	json_error_t je;
 	json_t *doc = NULL, *keys, *next;
@@ -422,6 +428,6 @@ json_t *ops_listing(int status, const char *body, size_t len, char *err)
 	if (json_is_array(doc))
 		return doc;
 	json_decref(doc);
-	snprintf(err, 256, "not a JSON listing (autoindex_format json?)");
+	snprintf(err, OPS_ERR, "not a JSON listing (autoindex_format json?)");
 	return NULL;
 }

@@ -270,7 +270,7 @@ _Thread_local bool ops_hinted;
 
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 {
-	char line[1024];
+	char line[4 * OPS_ERR];
 	va_list ap;
 	unsigned long n = ops_hinted ? 0 : __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
 	ops_hinted = false;
