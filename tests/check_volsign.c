@@ -374,10 +374,13 @@ START_TEST(cluster)
 	free(cmd);
 	/* without the secret, verify and rebuild say each refusal's reason (the
 	 * volume's, mkv-volume's one line; nginx's page is HTML) and, once,
-	 * what to pass; they exit 1 */
+	 * what to pass, and once that the volumes' ids cannot be read (not
+	 * for each subvolume); they exit 1, rebuild saying to fix that first */
 	cmd = xasprintf("cd '%s' && { '%s' -volumes %s -master %s verify; test $? = 1; } >nosec.log 2>&1 &&"
 			" { '%s' -volumes %s -db nosec.db rebuild; test $? = 1; } >>nosec.log 2>&1 &&"
 			" test \"$(grep -c 'give this command -volumesecret FILE)' nosec.log)\" = 2 &&"
+			" test \"$(grep -c 'its id cannot be read' nosec.log)\" = 2 &&"
+			" grep -q 'FAILED: the index is incomplete; fix what the lines above say, then rebuild again' nosec.log &&"
 			" grep -q 'verify: .*: 403%s' nosec.log && grep -q 'rebuild: GET .* failed: 403%s' nosec.log",
 			tmp, bin, va, m.base + 7, bin, va, kind == VOL_MKV ? " the link is not signed" : "",
 			kind == VOL_MKV ? " the link is not signed" : "");
