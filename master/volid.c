@@ -27,7 +27,7 @@ static struct {
 	} *v;
 	size_t n, cap;
 } ids = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
-static bool refused_told;
+static bool refused_told;   /* a 4xx (no secret, a skewed clock) is every directory's: said once */
 
 /* GET url (a marker): 1 with its id, 0 when it has none (or is missing),
  * -1 with err when the volume did not say. */
@@ -111,13 +111,10 @@ int vol_id(const char *loc, bool fresh, char *id)
 		id[0] = '\0';
 	}
 	pthread_mutex_unlock(&ids.mu);
-	/* a refusal (4xx: a missing secret, a skewed clock) is every directory's:
-	 * said once, and the command's own request says why */
 	if (rc < 0 && !failed && !(strstr(err, " answered 4") &&
 				   __atomic_exchange_n(&refused_told, true, __ATOMIC_RELAXED)))
 		log_msg("volume %s: its id cannot be read (%s): no copy there is deleted for "
-			"another until it can%s", loc, err,
-			strstr(err, " answered 4") ? "; said once for every directory that refuses" : "");
+			"another until it can", loc, err);
 	return rc;
 }
 

@@ -85,12 +85,13 @@ static const struct command {
 	{"put", put_main, true, "usage: " PUT}, {"get", get_main, true, "usage: " GET},
 };
 
-/* usage becomes the synopsis of the command named cmd, if one is. */
-static void usage_of(const char *cmd)
+/* The command named name, or NULL. */
+static const struct command *find(const char *name)
 {
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(cmd, commands[i].name))
-			usage = commands[i].usage;
+	for (size_t i = 0; name && i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(name, commands[i].name))
+			return &commands[i];
+	return NULL;
 }
 
 /* Returns the buffer the volume names point into (caller frees it and
@@ -112,9 +113,7 @@ static char *split_volumes(struct config *c, const char *list)
 /* The command named on the command line, then its operands checked. */
 static const struct command *command(const char *cmd, int npos, char **pos)
 {
-	const struct command *k = NULL;
-	for (size_t i = 0; cmd && i < sizeof(commands) / sizeof(commands[0]); i++)
-		k = strcmp(cmd, commands[i].name) ? k : &commands[i];
+	const struct command *k = find(cmd);
 	usage = k ? k->usage : head;
 	if (!cmd)
 		bad("missing command");
@@ -133,8 +132,8 @@ int main(int argc, char **argv)
 	int rc, npos;
 
 	log_init("mkv");
-	for (int i = argc - 1; i > 0 && usage == head; i--)
-		usage_of(argv[i]);   /* for a bad flag, before the command is known */
+	for (int i = argc - 1; i > 0 && usage == head; i--)   /* for a bad flag, before */
+		usage = find(argv[i]) ? find(argv[i])->usage : head;   /* the command is known */
 	/* the command, then (put, get) two operands, after which no flags */
 	npos = flags_parse(flags, argc, argv, "mkv", usage, pos, 3, 2);
 	cmd = command(npos ? pos[0] : NULL, npos, pos);

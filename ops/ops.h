@@ -187,8 +187,7 @@ int ops_list_each(const char *master, const char *prefix, int what, const char *
 char *ops_master_url(const char *master);
 
 /* Why a request to url failed, into err (OPS_ERR bytes), for every command's
- * "<what failed>: <err>": "<status> <the server's one-line reason>" (its
- * first line, up to OPS_REASON bytes: whole, as the server wrote it), then,
+ * "<what failed>: <err>": "<status> <the server's one-line reason, whole>", then,
  * the first time in a run, what the command lacks: a key (401/403 from
  * the master), the volumes' secret or clock (403/410 from a volume).
  * status -1: err keeps the client's.  ops_why_body (httpc_call's body

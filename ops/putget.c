@@ -88,17 +88,15 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 		ops_pool_run(g->cfg->workers, g->n, fn, g);
 	} else {
 		char *start = xstrdup("");
-		size_t listed = 0;
 		do {
 			if ((rc = ops_list_page(g->master, lp, OPS_LIST_LOCATIONS, &start, &g->page,
 						"get")) < 0)
 				break;
-			listed += g->page.n;
 			ops_pool_run(g->cfg->workers, g->page.n, fn, g);
 			ops_page_free(&g->page);
 		} while (*start);
 		free(start);
-		if (!rc && !listed && (rc = -1))
+		if (!rc && !(g->files + g->skipped + g->differ + g->failed) && (rc = -1))
 			log_msg("get: no keys under %s", lp);
 	}
 	ops_progress_stop(p);
@@ -465,10 +463,8 @@ static void get_one(void *ctx, size_t i)
 /* The files written under dir to disk: 0, or -1 (logged). */
 static int get_sync(const char *dir)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = -1;
-	if (fd >= 0 && syncfs(fd) == 0)
-		rc = 0;
-	else
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = fd >= 0 ? syncfs(fd) : -1;
+	if (rc < 0)
 		log_msg("get: syncfs %s failed (%s): the files may not be on disk yet", dir,
 			strerror(errno));
 	if (fd >= 0)

@@ -216,8 +216,6 @@ char *ops_master_url(const char *m)
 	char *u;
 	if (!m)
 		return NULL;
-	id = id && *id ? id : NULL;
-	secret = secret && *secret ? secret : NULL;
 	u = strstr(m, "://") ? xstrdup(m) : xasprintf("http://%s", m);
 	if (u[strlen(u) - 1] == '/')
 		u[strlen(u) - 1] = '\0';
@@ -259,7 +257,7 @@ void ops_why(char *err, int status, const char *url, const char *body, size_t le
 	int h = -1;
 	if (status < 0)
 		return;
-	while (n < len && body[n] != '\r' && body[n] != '\n')
+	while (n < len && n < OPS_REASON && body[n] != '\r' && body[n] != '\n')
 		n++;
 	if (n && (*body == '<' || *body == '{'))
 		n = 0;   /* an HTML page (nginx), XML or JSON: no one-line reason */
@@ -270,8 +268,8 @@ void ops_why(char *err, int status, const char *url, const char *body, size_t le
 	if (h >= 0 && __atomic_exchange_n(&told[h], true, __ATOMIC_RELAXED))
 		h = -1;   /* said once in this run */
 	ops_hinted = h >= 0;
-	snprintf(err, OPS_ERR, "%d%s%.*s%s%s%s", status, n ? " " : "", (int)(n > OPS_REASON ? OPS_REASON : n),
-		 n ? body : "", h >= 0 ? " (" : "", h >= 0 ? hints[h] : "", h >= 0 ? ")" : "");
+	snprintf(err, OPS_ERR, "%d%s%.*s%s%s%s", status, n ? " " : "", (int)n, n ? body : "",
+		 h >= 0 ? " (" : "", h >= 0 ? hints[h] : "", h >= 0 ? ")" : "");
 }
 
 /* ---- the master's key listing ---- */
