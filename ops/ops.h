@@ -62,10 +62,7 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 char *ops_url(const char *host, const char *path, size_t n, const char *query);
 
 /* At most 20 problems logged as "<who>: <text>", then one "<who>: more
- * problems: counted, not logged"; *logged counts them.  But one whose
- * text ops_why just gave its run's hint (ops_hinted, this thread's) is
- * logged whatever the count. */
-extern _Thread_local bool ops_hinted;
+ * problems: counted, not logged"; *logged counts them. */
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -187,9 +184,9 @@ int ops_list_each(const char *master, const char *prefix, int what, const char *
 char *ops_master_url(const char *master);
 
 /* Why a request to url failed, into err (OPS_ERR bytes), for every command's
- * "<what failed>: <err>": "<status> <the server's one-line reason, whole>", then,
- * the first time in a run, what the command lacks: a key (401/403 from
- * the master), the volumes' secret or clock (403/410 from a volume).
+ * "<what failed>: <err>": "<status> <the server's one-line reason, whole>".
+ * The first time in a run it logs what the command lacks: a key (401/403
+ * from the master), the volumes' secret or clock (403/410 from a volume).
  * status -1: err keeps the client's.  ops_why_body (httpc_call's body
  * callback, ctx a struct ops_why) keeps an answer's first bytes. */
 #define OPS_REASON 1024

@@ -216,16 +216,16 @@ char *ops_master_url(const char *m)
 	char *u;
 	if (!m)
 		return NULL;
-	u = strstr(m, "://") ? xstrdup(m) : xasprintf("http://%s", m);
-	if (u[strlen(u) - 1] == '/')
-		u[strlen(u) - 1] = '\0';
-	snprintf(master_prefix, sizeof(master_prefix), "%s/", u);
 	/* a master with -keys: sign with the key the environment names, as
 	 * the aws CLI reads it, and as it refuses half of one */
 	if (!id != !secret)
 		die("%s is set but %s is not: set both (a key of the master's -keys), or neither",
 		    id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
 		    id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+	u = strstr(m, "://") ? xstrdup(m) : xasprintf("http://%s", m);
+	if (u[strlen(u) - 1] == '/')
+		u[strlen(u) - 1] = '\0';
+	snprintf(master_prefix, sizeof(master_prefix), "%s/", u);
 	if (id) {
 		char *user = xasprintf("%s:%s", id, secret);
 		httpc_sign(u, user);
@@ -246,10 +246,11 @@ bool ops_why_body(void *ctx, const char *p, size_t n)
 void ops_why(char *err, int status, const char *url, const char *body, size_t len)
 {
 	static const char *const hints[] = {
-		"the key is AWS_ACCESS_KEY_ID's and AWS_SECRET_ACCESS_KEY's: one of the master's "
-		"-keys, with the permission",
-		"the volumes take what is signed with their secret: give this command -volumesecret FILE",
-		"expired on arrival: the hosts' clocks must agree within 30 s (NTP)",
+		"the master refused the key: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are one of "
+		"its -keys, with the permission",
+		"a volume refused: the volumes take what is signed with their secret: give this "
+		"command -volumesecret FILE",
+		"a volume's link expired on arrival: the hosts' clocks must agree within 30 s (NTP)",
 	};
 	static bool told[3];
 	bool master = url && *master_prefix && !strncmp(url, master_prefix, strlen(master_prefix));
@@ -265,11 +266,9 @@ void ops_why(char *err, int status, const char *url, const char *body, size_t le
 		h = !master ? 1 : status == 401 || (n && memmem(body, n, " may not ", 9)) ? 0 : -1;
 	else if (status == 410 && !master)
 		h = 2;
-	if (h >= 0 && __atomic_exchange_n(&told[h], true, __ATOMIC_RELAXED))
-		h = -1;   /* said once in this run */
-	ops_hinted = h >= 0;
-	snprintf(err, OPS_ERR, "%d%s%.*s%s%s%s", status, n ? " " : "", (int)n, n ? body : "",
-		 h >= 0 ? " (" : "", h >= 0 ? hints[h] : "", h >= 0 ? ")" : "");
+	if (h >= 0 && !__atomic_exchange_n(&told[h], true, __ATOMIC_RELAXED))
+		log_msg("%s", hints[h]);   /* once in a run, whatever the lines capped */
+	snprintf(err, OPS_ERR, "%d%s%.*s", status, n ? " " : "", (int)n, n ? body : "");
 }
 
 /* ---- the master's key listing ---- */

@@ -266,14 +266,11 @@ char *ops_url(const char *host, const char *path, size_t n, const char *query)
 	return url;
 }
 
-_Thread_local bool ops_hinted;
-
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 {
 	char line[4 * OPS_ERR];
 	va_list ap;
-	unsigned long n = ops_hinted ? 0 : __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
-	ops_hinted = false;
+	unsigned long n = __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
 	if (n > MAX_LOGS)
 		return;
 	if (n == MAX_LOGS) {

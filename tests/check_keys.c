@@ -669,7 +669,7 @@ START_TEST(test_ops)
 	ck_assert_msg(strstr(out, "get: GET ") && strstr(out, " failed: 401 unsigned requests may not list and read /ops/") &&
 		      strstr(out, "/file: PUT /ops2/file failed: 401 unsigned requests may not write /ops2/file") &&
 		      strstr(out, said) &&
-		      count_of(out, "one of the master's -keys, with the permission)") == 2, "%s", out);
+		      count_of(out, "mkv: the master refused the key: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are one of its -keys, with the permission\n") == 2, "%s", out);
 	free(out);
 	free(said);
 	free(name2);

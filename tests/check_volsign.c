@@ -378,7 +378,7 @@ START_TEST(cluster)
 	 * for each subvolume); they exit 1, rebuild saying to fix that first */
 	cmd = xasprintf("cd '%s' && { '%s' -volumes %s -master %s verify; test $? = 1; } >nosec.log 2>&1 &&"
 			" { '%s' -volumes %s -db nosec.db rebuild; test $? = 1; } >>nosec.log 2>&1 &&"
-			" test \"$(grep -c 'give this command -volumesecret FILE)' nosec.log)\" = 2 &&"
+			" test \"$(grep -cx 'mkv: a volume refused: the volumes take what is signed with their secret: give this command -volumesecret FILE' nosec.log)\" = 2 &&"
 			" test \"$(grep -c 'its id cannot be read' nosec.log)\" = 2 &&"
 			" grep -q 'FAILED: the index is incomplete; fix what the lines above say, then rebuild again' nosec.log &&"
 			" grep -q 'verify: .*: 403%s' nosec.log && grep -q 'rebuild: GET .* failed: 403%s' nosec.log",
