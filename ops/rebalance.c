@@ -196,6 +196,7 @@ int rebalance_main(const struct config *cfg)
 				"offline", r.skipped);
 	}
 	if (rc == 0 && r.failed)
-		log_msg("rebalance: run it again to retry the failed keys (moving is idempotent)");
+		log_msg("rebalance: fix what the lines above say, then run it again to retry the "
+			"failed keys (moving is idempotent)");
 	return rc || r.failed ? 1 : 0;
 }
