@@ -18,6 +18,8 @@
 #include "spawn.h"
 #include "util.h"
 
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -412,15 +414,17 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* libmicrohttpd closes a connection whose first line it cannot split into
- * method, target and version (GARBAGE, a TLS ClientHello's bytes) without
- * a word, before any handler runs, and has no option to answer; nginx
+ * method, target and version (GARBAGE, a TLS ClientHello's bytes), or,
+ * under -tls, whose handshake fails (plain HTTP), without a word, before any handler runs, and has no option to answer; nginx
  * answers 400.  So, as it closes (the socket is still open): a client
  * that sent bytes, got none back, and was not cut off for being slow is
  * told, in the 400 nginx would send.  Only on a connection's first request
  * (a later one's bytes cannot be told from the earlier requests'). */
 static void answer_unparsed(struct conn *k)
 {
-	static const char body[] = "not an HTTP request line\n";
+	static const char plain[] = "not an HTTP request line\n",
+			  tls[] = "The plain HTTP request was sent to HTTPS port\n";
+	const char *body = opts.tls ? tls : plain;
 	struct tcp_info ti;
 	socklen_t tl = sizeof(ti);
 	char head[256], date[64], drain[4096];
@@ -438,7 +442,7 @@ static void answer_unparsed(struct conn *k)
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
 	n = snprintf(head, sizeof(head), "HTTP/1.1 400 Bad Request\r\nDate: %s\r\nConnection: close\r\n"
 		     "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s", date,
-		     sizeof(body) - 1, body);
+		     strlen(body), body);
 	if (sendto(k->reap.fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) == n)
 		shutdown(k->reap.fd, SHUT_WR);
 }
@@ -479,7 +483,96 @@ static void on_log(void *cls, const char *fmt, va_list ap)
 	(void)cls;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	line[strcspn(line, "\n")] = '\0';
+	if (strstr(line, "handshake message out of context"))
+		return;   /* a failed TLS handshake: the client's to report, as nginx's "info" */
 	log_msg("libmicrohttpd: %s", line);
+}
+
+/* ---- TLS (-tls CERT,KEY) ----
+ * libmicrohttpd asks tls_pick for the certificate at each handshake, so
+ * SIGHUP swaps in a renewed one between two handshakes, none failing.
+ * A session may point at the one it took until it ends: the old ones are
+ * kept (a few KiB a reload) and freed at front_stop. */
+#define TLS_CHAIN_MAX 8
+struct tls_cert {
+	gnutls_pcert_st pc[TLS_CHAIN_MAX];
+	unsigned n;
+	gnutls_privkey_t key;
+	struct tls_cert *older;
+};
+static _Atomic(struct tls_cert *) tls_cur;
+
+static void tls_free(struct tls_cert *t)
+{
+	for (unsigned i = 0; i < t->n; i++)
+		gnutls_pcert_deinit(&t->pc[i]);
+	if (t->key)
+		gnutls_privkey_deinit(t->key);
+	free(t);
+}
+
+/* spec "CERT,KEY" (PEM; CERT may hold the chain), or NULL (logged). */
+static struct tls_cert *tls_load(const char *spec)
+{
+	struct tls_cert *t = xcalloc(1, sizeof(*t));
+	char *cert = xstrdup(spec), *key = strchr(cert, ',');
+	gnutls_certificate_credentials_t cr = NULL;
+	gnutls_datum_t d = {0};
+	unsigned n = TLS_CHAIN_MAX;
+	int rc = GNUTLS_E_INVALID_REQUEST;
+	if (key)
+		*key++ = '\0';
+	/* the credentials check that the key is the certificate's */
+	if (!key || (rc = gnutls_certificate_allocate_credentials(&cr)) < 0 ||
+	    (rc = gnutls_certificate_set_x509_key_file(cr, cert, key, GNUTLS_X509_FMT_PEM)) < 0 ||
+	    (rc = gnutls_pcert_list_import_x509_file(t->pc, &n, cert, GNUTLS_X509_FMT_PEM, NULL,
+						     NULL, 0)) < 0 ||
+	    (t->n = n, rc = gnutls_load_file(key, &d)) < 0 ||
+	    (rc = gnutls_privkey_init(&t->key)) < 0 ||
+	    (rc = gnutls_privkey_import_x509_raw(t->key, &d, GNUTLS_X509_FMT_PEM, NULL, 0)) < 0) {
+		log_msg("-tls %s: %s", spec, key ? gnutls_strerror(rc) : "give CERT,KEY");
+		tls_free(t);
+		t = NULL;
+	}
+	gnutls_free(d.data);
+	if (cr)
+		gnutls_certificate_free_credentials(cr);
+	free(cert);
+	return t;
+}
+
+static int tls_pick(gnutls_session_t s, const gnutls_datum_t *dn, int ndn,
+		    const gnutls_pk_algorithm_t *pk, int npk, gnutls_pcert_st **pc,
+		    unsigned *n, gnutls_privkey_t *key)
+{
+	struct tls_cert *t = atomic_load(&tls_cur);
+	(void)s, (void)dn, (void)ndn, (void)pk, (void)npk;
+	*pc = t->pc;
+	*n = t->n;
+	*key = t->key;
+	return 0;
+}
+
+/* A bad file keeps the certificate in use. */
+static void tls_reload(void)
+{
+	struct tls_cert *t = opts.tls ? tls_load(opts.tls) : NULL;
+	if (!t) {
+		if (opts.tls)
+			log_msg("-tls: still serving the certificate loaded before");
+		return;
+	}
+	t->older = atomic_load(&tls_cur);
+	atomic_store(&tls_cur, t);
+	log_msg("-tls %s: loaded", opts.tls);
+}
+
+static void tls_stop(void)
+{
+	for (struct tls_cert *t = atomic_exchange(&tls_cur, NULL), *o; t; t = o) {
+		o = t->older;
+		tls_free(t);
+	}
 }
 
 /* ---- answers ---- */
@@ -743,9 +836,10 @@ static int inflight_now(void)
 	return atomic_load(&inflight);
 }
 
-void front_reopen_logs(void)
+void front_reload(void)
 {
 	accesslog_reopen();
+	tls_reload();
 }
 
 /* ---- start and stop ---- */
@@ -841,6 +935,29 @@ static void loops_free(void)
 	nloops = 0;
 }
 
+/* A daemon of the front on opts.port, at most limit connections, the
+ * options more besides the ones all take. */
+static struct MHD_Daemon *daemon_start(unsigned flags, unsigned limit,
+				       const struct MHD_OptionItem *more)
+{
+	struct MHD_OptionItem o[] = {
+		{MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_log, NULL},
+		{MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, NULL},
+		{MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)no_unescape, NULL},
+		{MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_done, NULL},
+		{MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, NULL},
+		{MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)(opts.idle_ms / 1000), NULL},
+		{MHD_OPTION_CONNECTION_LIMIT, limit, NULL},
+		{MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)opts.conn_memory, NULL},
+		{MHD_OPTION_ARRAY, 0, (void *)more},
+		{opts.tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, 0, (void *)tls_pick},
+		{MHD_OPTION_END, 0, NULL}};
+	return MHD_start_daemon(flags | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+					MHD_USE_ERROR_LOG | (opts.tls ? MHD_USE_TLS : 0),
+				(uint16_t)opts.port, NULL, NULL, handler, NULL, MHD_OPTION_ARRAY, o,
+				MHD_OPTION_END);
+}
+
 /* Start n loops, each with its daemon: the first binds the port (as
  * libmicrohttpd binds it: IPv4, every address, SO_REUSEADDR), the others
  * take its socket.  0 or -1. */
@@ -857,20 +974,7 @@ static int loops_start(const struct front_opts *o, int n)
 				      : (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL},
 			{MHD_OPTION_END, 0, NULL}};
 		fl->loop = loop_new();
-		fl->d = MHD_start_daemon(
-			MHD_USE_EPOLL | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-				MHD_USE_ERROR_LOG,
-			(uint16_t)o->port, NULL, NULL, handler, NULL,
-			MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
-			MHD_OPTION_ARRAY, listen,
-			MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-			MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-			MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-			MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-			MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_ms / 1000),
-			MHD_OPTION_CONNECTION_LIMIT, limit ? limit : 1u,
-			MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
-			MHD_OPTION_END);
+		fl->d = daemon_start(MHD_USE_EPOLL, limit ? limit : 1u, listen);
 		di = fl->d ? MHD_get_daemon_info(fl->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
 		if (!di) {
 			nloops++;
@@ -903,30 +1007,23 @@ int front_start(const struct front_opts *o)
 	atomic_store(&refusing, false);
 	atomic_store(&no_sleep, false);
 	reqstats_init(inflight_now);
-	if (o->accesslog && accesslog_open(o->accesslog) < 0)
+	if (o->tls && !(tls_cur = tls_load(o->tls)))
 		return -1;
-	if (o->metrics && admin_start(o->metrics) < 0) {
+	if ((o->accesslog && accesslog_open(o->accesslog) < 0) ||
+	    (o->metrics && admin_start(o->metrics) < 0)) {
 		accesslog_close();
+		tls_stop();
 		return -1;
 	}
 	reaper = reaper_start(o->idle_ms);
 	listen_fd = -1;
-	if (o->threads)
-		pool = MHD_start_daemon(
-			MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
-				MHD_USE_ITC | MHD_USE_ERROR_LOG,
-			(uint16_t)o->port, NULL, NULL, handler, NULL,
-			MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
-			MHD_OPTION_THREAD_POOL_SIZE, ncpu > 2 ? (unsigned)ncpu : 2u,
-			MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-			MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-			MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-			MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-			MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_ms / 1000),
-			MHD_OPTION_CONNECTION_LIMIT, o->max_conns,
-			MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
-			MHD_OPTION_LISTEN_BACKLOG_SIZE, o->backlog ? o->backlog : (unsigned)SOMAXCONN,
-			MHD_OPTION_END);
+	if (o->threads) {
+		struct MHD_OptionItem more[] = {
+			{MHD_OPTION_THREAD_POOL_SIZE, ncpu > 2 ? ncpu : 2, NULL},
+			{MHD_OPTION_LISTEN_BACKLOG_SIZE, o->backlog ? o->backlog : SOMAXCONN, NULL},
+			{MHD_OPTION_END, 0, NULL}};
+		pool = daemon_start(MHD_USE_EPOLL_INTERNAL_THREAD, o->max_conns, more);
+	}
 	if (o->threads ? !pool : loops_start(o, ncpu > 2 ? (int)ncpu : 2) < 0) {
 		log_msg("cannot listen on port %d", o->port);
 		loops_free();
@@ -939,6 +1036,7 @@ int front_start(const struct front_opts *o)
 			MHD_stop_daemon(admin);
 		admin = NULL;
 		accesslog_close();
+		tls_stop();
 		return -1;
 	}
 	sd_notify(0, "READY=1");
@@ -984,6 +1082,7 @@ void front_stop(void)
 		MHD_stop_daemon(admin);
 	admin = NULL;
 	accesslog_close();
+	tls_stop();
 }
 
 const char *front_version(void)

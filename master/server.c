@@ -621,6 +621,7 @@ int server_main(const struct config *c)
 	o.metrics = cfg->metrics;
 	o.pages = status_pages;
 	o.accesslog = cfg->accesslog;
+	o.tls = cfg->tls;
 	ok = front_start(&o) == 0;
 	if (ok) {
 		if (cfg->verbose)
@@ -628,7 +629,7 @@ int server_main(const struct config *c)
 				cfg->port, cfg->nvol, cfg->replicas, cfg->subvolumes);
 		sigdelset(&set, SIGPIPE);
 		while (!sigwait(&set, &sig) && sig == SIGHUP) {
-			front_reopen_logs();   /* logrotate */
+			front_reload();        /* logrotate, a renewed -tls */
 			volsign_reload();      /* a rotated -volumesecret */
 			keys_reload();
 		}

@@ -53,6 +53,7 @@ static const struct flag flags[] = {
 	STR("volumesecret", &c.volumesecret, "FILE", "sign every volume request with the first secret of FILE (docs/security.md)"),
 	{"linkttl", FLAG_DURATION, &c.linkttl_ms, 1000, 0, "D", "how long a redirect's signature holds (default 60s)"},
 	{"maxlinkttl", FLAG_DURATION, &c.maxlinkttl_ms, 1000, 0, "D", "the longest &ttl= a ?list&locations may ask (default 24h)"},
+	STR("tls", &c.tls, "CERT,KEY", "serve HTTPS with this certificate (PEM; SIGHUP reloads it)"),
 	STR("keys", &c.keys, "FILE", "keys and what each may do; requests must be signed (default: off)"),
 	BOOL("headcheck", &c.headcheck, "HEAD the blob before each redirect (minikeyvalue's behaviour)"),
 	{"workers", FLAG_INT, &c.workers, 1, 1024, "N", "parallel requests of the commands but server (default 16)"},
