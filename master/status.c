@@ -1,6 +1,7 @@
 /* status.c -- see status.h. */
 #include "status.h"
 #include "health.h"
+#include "../common/httpc.h"
 #include "../common/metrics.h"
 #include "../common/page.h"
 #include "../common/reqstats.h"
@@ -54,6 +55,7 @@ static void volume_family(struct buf *b, const char *name, const char *type, con
 		health_info(i, &h);
 		l.len = 0;
 		metrics_label(&l, "volume", h.name);
+		metrics_label(&l, "scheme", vol_tls(h.name, strlen(h.name)) ? "https" : "http");
 		metrics_sample(b, name, l.data, get(&h));
 	}
 	buf_free(&l);
@@ -142,6 +144,7 @@ static void render(struct buf *b, bool html)
 	int nv = health_volumes(), nf = 0;
 	struct page_row *rows = xcalloc((size_t)nv + 1, sizeof(*rows));
 	struct health_info *hs = xcalloc((size_t)nv + 1, sizeof(*hs));   /* the rows point into it */
+	char **shown = xcalloc((size_t)nv + 1, sizeof(*shown));
 	struct page_fact facts[5];
 	uint64_t n;
 	reqstats_sum(&sum);
@@ -158,7 +161,10 @@ static void render(struct buf *b, bool html)
 		struct health_info *hp = &hs[i], h;
 		health_info(i, hp);
 		h = *hp;
-		rows[i] = (struct page_row){.name = h.name, .subvolumes = h.subvolumes,
+		/* an https volume shown as such; http is the default */
+		shown[i] = xasprintf("%s%s", vol_tls(h.name, strlen(h.name)) ? "https://" : "",
+						h.name);
+		rows[i] = (struct page_row){.name = shown[i], .subvolumes = h.subvolumes,
 					    .subvolumes_up = h.up, .series = &vol_series[i],
 					    .requests = h.sent, .errors = h.errors,
 					    .check_ms = (double)h.check_ns / 1e6,
@@ -177,6 +183,9 @@ static void render(struct buf *b, bool html)
 				      .facts = facts, .nfacts = nf, .rows = rows, .nrows = nv};
 		(html ? page_html : page_json)(b, &v);
 	}
+	for (int i = 0; i < nv; i++)
+		free(shown[i]);
+	free(shown);
 	free(rows);
 	free(hs);
 }
