@@ -427,9 +427,7 @@ static void answer_unparsed(struct conn *k)
 	const char *body = opts.tls ? tls : plain;
 	struct tcp_info ti;
 	socklen_t tl = sizeof(ti);
-	char head[256], date[64], drain[4096];
-	time_t now = time(NULL);
-	struct tm tm;
+	char head[256], date[HTTP_DATE_LEN], drain[4096];
 	int n;
 	if (getsockopt(k->reap.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) || tl < sizeof(ti) ||
 	    !ti.tcpi_bytes_received || ti.tcpi_bytes_sent ||
@@ -439,7 +437,7 @@ static void answer_unparsed(struct conn *k)
 	 * destroy the answer before the client reads it */
 	for (int i = 0; i < 16 && recv(k->reap.fd, drain, sizeof(drain), MSG_DONTWAIT) > 0; i++)
 		;
-	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
+	http_date(time(NULL), date);
 	n = snprintf(head, sizeof(head), "HTTP/1.1 400 Bad Request\r\nDate: %s\r\nConnection: close\r\n"
 		     "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s", date,
 		     strlen(body), body);
@@ -553,18 +551,15 @@ static int tls_pick(gnutls_session_t s, const gnutls_datum_t *dn, int ndn,
 	return 0;
 }
 
-/* A bad file keeps the certificate in use. */
-static void tls_reload(void)
+/* Load opts.tls's files: 0, or -1 (logged), the certificate in use staying. */
+static int tls_reload(void)
 {
-	struct tls_cert *t = opts.tls ? tls_load(opts.tls) : NULL;
-	if (!t) {
-		if (opts.tls)
-			log_msg("-tls: still serving the certificate loaded before");
-		return;
-	}
-	t->older = atomic_load(&tls_cur);
-	atomic_store(&tls_cur, t);
-	log_msg("-tls %s: loaded", opts.tls);
+	struct tls_cert *t = tls_load(opts.tls);
+	if (!t && atomic_load(&tls_cur))
+		log_msg("-tls: still serving the certificate loaded before");
+	if (t)
+		t->older = atomic_exchange(&tls_cur, t);
+	return t ? 0 : -1;
 }
 
 static void tls_stop(void)
@@ -839,7 +834,8 @@ static int inflight_now(void)
 void front_reload(void)
 {
 	accesslog_reopen();
-	tls_reload();
+	if (opts.tls && tls_reload() == 0)
+		log_msg("-tls %s: loaded", opts.tls);
 }
 
 /* ---- start and stop ---- */
@@ -1007,7 +1003,7 @@ int front_start(const struct front_opts *o)
 	atomic_store(&refusing, false);
 	atomic_store(&no_sleep, false);
 	reqstats_init(inflight_now);
-	if (o->tls && !(tls_cur = tls_load(o->tls)))
+	if (o->tls && tls_reload() < 0)
 		return -1;
 	if ((o->accesslog && accesslog_open(o->accesslog) < 0) ||
 	    (o->metrics && admin_start(o->metrics) < 0)) {

@@ -45,6 +45,8 @@ static void *count_keys(void *arg)
 
 /* ---- /metrics ---- */
 
+/* A sample a volume (labels volume, scheme; and reason, for
+ * mkv_volume_misconfigured). */
 static void volume_family(struct buf *b, const char *name, const char *type, const char *help,
 			  double (*get)(const struct health_info *))
 {
@@ -56,6 +58,8 @@ static void volume_family(struct buf *b, const char *name, const char *type, con
 		l.len = 0;
 		metrics_label(&l, "volume", h.name);
 		metrics_label(&l, "scheme", vol_tls(h.name, strlen(h.name)) ? "https" : "http");
+		if (!strcmp(name, "mkv_volume_misconfigured"))
+			metrics_label(&l, "reason", health_misconfig_name[h.misconfig]);
 		metrics_sample(b, name, l.data, get(&h));
 	}
 	buf_free(&l);
@@ -66,6 +70,7 @@ static double v_svup(const struct health_info *h) { return h->up; }
 static double v_check(const struct health_info *h) { return (double)h->check_ns / 1e9; }
 static double v_sent(const struct health_info *h) { return (double)h->sent; }
 static double v_errors(const struct health_info *h) { return (double)h->errors; }
+static double v_mis(const struct health_info *h) { return h->misconfig != MISCONFIG_NONE; }
 
 static void collect(struct buf *b)
 {
@@ -73,18 +78,9 @@ static void collect(struct buf *b)
 		      "1 when the last health check found every subvolume of the volume up.", v_up);
 	volume_family(b, "mkv_volume_subvolumes_up", "gauge",
 		      "Subvolumes the last health check found up.", v_svup);
-	metrics_family(b, "mkv_volume_misconfigured", "gauge",
-		       "1 when the volume disagrees with the master's -volumesecret; reason: "
-		       "signature_refused, signature_expired or unsigned_accepted.");
-	for (int i = 0; i < health_volumes(); i++) {
-		struct health_info h;
-		struct buf l = {0};
-		health_info(i, &h);
-		metrics_label(&l, "volume", h.name);
-		metrics_label(&l, "reason", health_misconfig_name[h.misconfig]);
-		metrics_sample(b, "mkv_volume_misconfigured", l.data, h.misconfig != MISCONFIG_NONE);
-		buf_free(&l);
-	}
+	volume_family(b, "mkv_volume_misconfigured", "gauge",
+		      "1 when the volume disagrees with the master's -volumesecret; reason: "
+		      "signature_refused, signature_expired or unsigned_accepted.", v_mis);
 	volume_family(b, "mkv_volume_check_seconds", "gauge",
 		      "How long the last round of health checks of the volume took.", v_check);
 	volume_family(b, "mkv_volume_requests_total", "counter",

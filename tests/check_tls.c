@@ -73,16 +73,17 @@ START_TEST(test_clients)
 	enum vol_kind kind = _i ? VOL_NGINX : VOL_MKV;
 	struct vol v[3] = {0};
 	struct master m = {0};
-	char *work = xasprintf("%s/work", certs), *bin = h_bin(""), *root = h_root("");
+	char *work = xasprintf("%s/work", certs), *bin = h_bin(""), *root = h_root(""), *volumes;
 	for (int i = 0; i < 3; i++)
 		h_vol_start_tls(&v[i], kind, srv_tls);
 	master_tls(&m, v, 3, srv_tls, ca);
-	python((char *[]){m.base, ca, work, bin, root, NULL});
+	volumes = h_volumes_arg(v, 3);
+	python((char *[]){m.base, ca, work, bin, root, volumes, NULL});
 	h_master_stop(&m);
 	for (int i = 0; i < 3; i++)
 		h_vol_stop(&v[i]);
 	h_rmrf(work);
-	free(work), free(bin), free(root);
+	free(work), free(bin), free(root), free(volumes);
 }
 END_TEST
 

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Real clients over HTTPS against a master with -tls whose volumes have
 -tls too (tests/check_tls.c starts them, of either kind).
-Usage: tls_clients.py https://127.0.0.1:PORT CA WORKDIR MKV_BIN ROOT
+Usage: tls_clients.py https://127.0.0.1:PORT CA WORKDIR MKV_BIN ROOT [VOLUMES]
   curl --cacert (PUT, -L through the 302, --aws-sigv4), the 302s and
   ?list&locations naming https:// volumes, mkvread (cafile=), mkv put and
-  get (-cacert), boto3, aws, rclone, s3cmd (tests/s3_clients.py with
+  get (-cacert), with VOLUMES verify, gc and rebalance, boto3, aws, rclone, s3cmd (tests/s3_clients.py with
   S3_CA); without the CA, or with another CA, each fails verification.
        tls_clients.py reload https://127.0.0.1:PORT CA CERTDIR PID LOG
   SIGHUP under load: the server (PID, logging to LOG) serves
@@ -158,6 +158,13 @@ for ca, what in ((None, "no CA (the system's)"), (WRONG, "another CA")):
     check(p.returncode == 60, "curl with %s: exit %d, not 60 (verification)" % (what, p.returncode))
     p = curl("-o", "/dev/null", locs[0][0], ca=ca)
     check(p.returncode == 60, "curl to a volume with %s: exit %d, not 60" % (what, p.returncode))
+p = curl("-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT", "--data-binary", "gone",
+         END + P + "/gone")
+check(p.stdout == b"201", "PUT of a key to delete: %r" % p.stdout)
+p = curl("-o", "/dev/null", "-w", "%{http_code}", "-X", "DELETE", END + P + "/gone")
+check(p.stdout == b"204", "DELETE (its replicas over TLS): %r %r" % (p.stdout, p.stderr))
+p = curl("-o", "/dev/null", "-w", "%{http_code}", "-L", END + P + "/gone")
+check(p.stdout == b"404", "GET after DELETE: %r" % p.stdout)
 print("curl: ok", flush=True)
 
 # ---- mkvread ----
@@ -189,6 +196,14 @@ p = run([mkv, "-master", END, "-cacert", WRONG, "get", P + "/tree", back + "2"],
 err = p.stderr.decode(errors="replace")
 check(p.returncode != 0 and "certificate" in err.lower(), "mkv get with another CA: %d %s" %
       (p.returncode, err[-500:]))
+if len(sys.argv) > 6:   # the volumes (https://...): verify, gc, rebalance through the master
+    ops = [mkv, "-volumes", sys.argv[6], "-master", END, "-cacert", CA]
+    out = run(ops + ["verify"]).stderr.decode()
+    check(" 0 missing, 0 corrupt" in out and " 0 failed" in out, "mkv verify: " + out)
+    out = run(ops + ["gc"]).stderr.decode()
+    check(" 0 orphans" in out and " 0 failed" in out, "mkv gc: " + out)
+    out = run(ops + ["rebalance"]).stderr.decode()
+    check(" 0 failed" in out, "mkv rebalance: " + out)
 print("mkv put/get: ok", flush=True)
 
 # ---- S3 clients, each with its own CA option ----
