@@ -993,6 +993,25 @@ static int loops_start(const struct front_opts *o, int n)
 	return 0;
 }
 
+/* Undo what front_start made (no loop thread running). */
+static void teardown(void)
+{
+	loops_free();
+	if (pool)
+		MHD_stop_daemon(pool);
+	pool = NULL;
+	if (listen_fd >= 0)
+		close(listen_fd);
+	listen_fd = -1;
+	reaper_stop(reaper);   /* after: the daemons' last closes leave its ring */
+	reaper = NULL;
+	if (admin)
+		MHD_stop_daemon(admin);
+	admin = NULL;
+	accesslog_close();
+	tls_stop();
+}
+
 int front_start(const struct front_opts *o)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1007,8 +1026,7 @@ int front_start(const struct front_opts *o)
 		return -1;
 	if ((o->accesslog && accesslog_open(o->accesslog) < 0) ||
 	    (o->metrics && admin_start(o->metrics) < 0)) {
-		accesslog_close();
-		tls_stop();
+		teardown();
 		return -1;
 	}
 	reaper = reaper_start(o->idle_ms);
@@ -1022,17 +1040,7 @@ int front_start(const struct front_opts *o)
 	}
 	if (o->threads ? !pool : loops_start(o, ncpu > 2 ? (int)ncpu : 2) < 0) {
 		log_msg("cannot listen on port %d", o->port);
-		loops_free();
-		if (listen_fd >= 0)
-			close(listen_fd);
-		listen_fd = -1;
-		reaper_stop(reaper);
-		reaper = NULL;
-		if (admin)
-			MHD_stop_daemon(admin);
-		admin = NULL;
-		accesslog_close();
-		tls_stop();
+		teardown();
 		return -1;
 	}
 	sd_notify(0, "READY=1");
@@ -1068,17 +1076,7 @@ void front_stop(void)
 		loop_stop(loops[i].loop);
 	for (int i = 0; i < nloops; i++)
 		pthread_join(loops[i].th, NULL);
-	loops_free();
-	if (pool)
-		MHD_stop_daemon(pool);
-	pool = NULL;
-	reaper_stop(reaper);   /* after: the daemons' last closes leave its ring */
-	reaper = NULL;
-	if (admin)
-		MHD_stop_daemon(admin);
-	admin = NULL;
-	accesslog_close();
-	tls_stop();
+	teardown();
 }
 
 const char *front_version(void)
