@@ -65,7 +65,8 @@ static void not_found(const struct config *cfg, const char *raw_path, struct ans
 	if (cfg->fallback) {
 		a->status = 302;
 		a->body.len = 0;
-		snprintf(a->location, sizeof(a->location), "http://%s%s", cfg->fallback, raw_path);
+		snprintf(a->location, sizeof(a->location), "%s%s%s",   /* https://h:p as given */
+			 strstr(cfg->fallback, "://") ? "" : "http://", cfg->fallback, raw_path);
 		return;
 	}
 	answer_error(a, 404, "key not found");

@@ -132,6 +132,26 @@ START_TEST(test_reload)
 }
 END_TEST
 
+/* -fallback https://host:port: a missing key's 302 keeps its scheme. */
+START_TEST(test_fallback)
+{
+	const char *flags[] = {"-fallback", "https://other.example:8443", "-replicas", "1", NULL};
+	struct vol v[1] = {0};
+	struct master m = {0};
+	struct resp r = {0};
+	char *url;
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	h_master_start(&m, v, 1, flags);
+	url = xasprintf("%s/missing", m.base);
+	ck_assert_int_eq(h_http("GET", url, NULL, 0, NULL, false, &r), 302);
+	ck_assert_str_eq(r.location, "https://other.example:8443/missing");
+	h_resp_free(&r);
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	free(url);
+}
+END_TEST
+
 /* Does dir hold a file (blobs are files; the volume's own are dotfiles)? */
 static bool holds_blob(const char *dir)
 {
@@ -185,6 +205,7 @@ int main(void)
 	tcase_set_timeout(tc, 600);
 	suite_add_tcase(s, tc);
 	tcase_add_test(plain, test_plain_http);
+	tcase_add_test(plain, test_fallback);
 	tcase_set_timeout(plain, 120);
 	suite_add_tcase(s, plain);
 	tcase_add_test(hup, test_reload);
