@@ -415,11 +415,12 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* libmicrohttpd closes a connection whose first line it cannot split into
  * method, target and version (GARBAGE, a TLS ClientHello's bytes), or,
- * under -tls, whose handshake fails (plain HTTP), without a word, before any handler runs, and has no option to answer; nginx
- * answers 400.  So, as it closes (the socket is still open): a client
- * that sent bytes, got none back, and was not cut off for being slow is
- * told, in the 400 nginx would send.  Only on a connection's first request
- * (a later one's bytes cannot be told from the earlier requests'). */
+ * under -tls, whose handshake fails (plain HTTP), without a word, before
+ * any handler runs, and has no option to answer; nginx answers 400.  So,
+ * as it closes (the socket is still open): a client that sent bytes, got
+ * none back, and was not cut off for being slow is told, in the 400 nginx
+ * would send.  Only on a connection's first request (a later one's bytes
+ * cannot be told from the earlier requests'). */
 static void answer_unparsed(struct conn *k)
 {
 	static const char plain[] = "not an HTTP request line\n",
