@@ -140,7 +140,7 @@ static void render(struct buf *b, bool html)
 	int nv = health_volumes(), nf = 0;
 	struct page_row *rows = xcalloc((size_t)nv + 1, sizeof(*rows));
 	struct health_info *hs = xcalloc((size_t)nv + 1, sizeof(*hs));   /* the rows point into it */
-	char **shown = xcalloc((size_t)nv + 1, sizeof(*shown));
+	char (*shown)[300] = xcalloc((size_t)nv + 1, sizeof(*shown));   /* the rows' names */
 	struct page_fact facts[5];
 	uint64_t n;
 	reqstats_sum(&sum);
@@ -158,8 +158,8 @@ static void render(struct buf *b, bool html)
 		health_info(i, hp);
 		h = *hp;
 		/* an https volume shown as such; http is the default */
-		shown[i] = xasprintf("%s%s", vol_tls(h.name, strlen(h.name)) ? "https://" : "",
-						h.name);
+		snprintf(shown[i], sizeof(shown[i]), "%s%s",
+			 vol_tls(h.name, strlen(h.name)) ? "https://" : "", h.name);
 		rows[i] = (struct page_row){.name = shown[i], .subvolumes = h.subvolumes,
 					    .subvolumes_up = h.up, .series = &vol_series[i],
 					    .requests = h.sent, .errors = h.errors,
@@ -179,8 +179,6 @@ static void render(struct buf *b, bool html)
 				      .facts = facts, .nfacts = nf, .rows = rows, .nrows = nv};
 		(html ? page_html : page_json)(b, &v);
 	}
-	for (int i = 0; i < nv; i++)
-		free(shown[i]);
 	free(shown);
 	free(rows);
 	free(hs);

@@ -3,7 +3,8 @@
  * volumes with -tls of either kind, named https:// in -volumes.
  *  - clients: curl, mkvread, mkv put/get, boto3, aws, rclone, s3cmd, each
  *    with its own CA option, and failing without it (tests/tls_clients.py);
- *  - plain HTTP sent to a TLS port: 400, never a hang;
+ *  - plain HTTP sent to a TLS port: 400, never a hang; stalled handshakes
+ *    hold no loop;
  *  - SIGHUP under load: a renewed certificate, then a bad file, and no
  *    failed request;
  *  - the master refuses a volume it cannot verify (another CA, another
@@ -132,6 +133,93 @@ START_TEST(test_reload)
 }
 END_TEST
 
+/* Handshakes that stall halfway (a ClientHello's first bytes, then
+ * nothing) hold no loop: a whole request over TLS is answered meanwhile
+ * (within curl's --max-time: a liveness bound, not a speed). */
+START_TEST(test_stalled_handshakes)
+{
+	static const char half[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+	enum { N = 200 };
+	struct vol v[1] = {0};
+	struct master m = {0};
+	int fds[2 * N];
+	char *cmd;
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	master_tls(&m, v, 1, srv_tls, ca);
+	for (int i = 0; i < 2 * N; i++) {   /* on the master's port and the volume's */
+		ck_assert((fds[i] = h_connect(i < N ? m.port : v[0].port)) >= 0);
+		ck_assert(h_send(fds[i], half, sizeof(half) - 1));
+	}
+	cmd = xasprintf("curl -s -o /dev/null -w '%%{http_code}' --max-time 10 --cacert %s -X PUT "
+			"-d x %s/stalled | grep -qx 201", ca, m.base);
+	ck_assert_msg(system(cmd) == 0, "a PUT over TLS beside %d stalled handshakes", 2 * N);
+	for (int i = 0; i < 2 * N; i++)
+		close(fds[i]);
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	free(cmd);
+}
+END_TEST
+
+/* Mixed schemes (a migration): one https volume, one http; the master
+ * (plain here) writes both, redirects to each by its scheme, and the
+ * metrics and the status page show each volume's. */
+START_TEST(test_mixed)
+{
+	struct vol v[2] = {0};
+	struct master m = {0};
+	struct resp r = {0};
+	int mp = h_free_port();
+	char maddr[32], *want[4], *url, *page;
+	bool seen[2] = {false, false};
+	const char *flags[] = {"-replicas", "2", "-cacert", ca, "-metrics", maddr, NULL};
+	uint64_t end = now_ms() + 30000;
+	snprintf(maddr, sizeof(maddr), "127.0.0.1:%d", mp);
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	h_vol_start(&v[1], VOL_NGINX);
+	h_master_start(&m, v, 2, flags);
+	url = xasprintf("%s/mixed", m.base);
+	while (h_http("PUT", url, "both", 4, NULL, false, &r) != 201 && now_ms() < end) {
+		h_resp_free(&r);
+		usleep(100000);
+	}
+	ck_assert_int_eq(r.status, 201);
+	h_resp_free(&r);
+	for (int i = 0; i < 40; i++) {   /* a random replica each: both show up */
+		bool tls;
+		ck_assert_int_eq(h_http("GET", url, NULL, 0, NULL, false, &r), 302);
+		tls = strstr(r.location, v[0].name) != NULL;
+		seen[tls] = true;
+		ck_assert_msg(!strncmp(r.location, tls ? "https://" : "http://", tls ? 8 : 7), "%s",
+			      r.location);
+		h_resp_free(&r);
+	}
+	ck_assert(seen[0] && seen[1]);
+	want[0] = xasprintf("mkv_volume_up{volume=\"%s\",scheme=\"https\"} 1", v[0].name);
+	want[1] = xasprintf("mkv_volume_up{volume=\"%s\",scheme=\"http\"} 1", v[1].name);
+	want[2] = xasprintf("\"name\":\"https://%s\"", v[0].name);   /* the status page's JSON */
+	want[3] = xasprintf("\"name\":\"%s\"", v[1].name);
+	free(url);
+	url = xasprintf("http://%s/metrics", maddr);
+	ck_assert_int_eq(h_http("GET", url, NULL, 0, NULL, false, &r), 200);
+	page = xstrndup(r.body.data, r.body.len);
+	h_resp_free(&r);
+	ck_assert_msg(strstr(page, want[0]) && strstr(page, want[1]), "%s", page);
+	free(page), free(url);
+	url = xasprintf("http://%s/status", maddr);
+	ck_assert_int_eq(h_http("GET", url, NULL, 0, NULL, false, &r), 200);
+	page = xstrndup(r.body.data, r.body.len);
+	h_resp_free(&r);
+	ck_assert_msg(strstr(page, want[2]) && strstr(page, want[3]), "%s", page);
+	free(page), free(url);
+	for (int i = 0; i < 4; i++)
+		free(want[i]);
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	h_vol_stop(&v[1]);
+}
+END_TEST
+
 /* -fallback https://host:port: a missing key's 302 keeps its scheme. */
 START_TEST(test_fallback)
 {
@@ -206,6 +294,8 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tcase_add_test(plain, test_plain_http);
 	tcase_add_test(plain, test_fallback);
+	tcase_add_test(plain, test_mixed);
+	tcase_add_test(plain, test_stalled_handshakes);
 	tcase_set_timeout(plain, 120);
 	suite_add_tcase(s, plain);
 	tcase_add_test(hup, test_reload);
