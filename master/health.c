@@ -118,9 +118,9 @@ static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *m
 				  .timeout_ms = (long)timeout_ms, .header = on_header, .ctx = &a};
 	int st;
 	if (subvols > 1)
-		snprintf(url, sizeof(url), "http://%s/sv%02X/.mkv", v->name, sv);
+		snprintf(url, sizeof(url), "%s%s/sv%02X/.mkv", VOL_PREFIX(v->name, v->len), v->name, sv);
 	else
-		snprintf(url, sizeof(url), "http://%s/.mkv", v->name);
+		snprintf(url, sizeof(url), "%s%s/.mkv", VOL_PREFIX(v->name, v->len), v->name);
 	st = httpc_call(&head, err);
 	if (st > 0)
 		note_server(v, a.server);
@@ -156,7 +156,8 @@ static bool unsigned_accepted(struct vol *v)
 	struct httpc_call head = {.url = url, .head = true, .connect_ms = (long)timeout_ms,
 				  .timeout_ms = (long)timeout_ms, .nosign = true};
 	int st;
-	snprintf(url, sizeof(url), subvols > 1 ? "http://%s/sv00/.mkv" : "http://%s/.mkv", v->name);
+	snprintf(url, sizeof(url), subvols > 1 ? "%s%s/sv00/.mkv" : "%s%s/.mkv",
+		 VOL_PREFIX(v->name, v->len), v->name);
 	st = httpc_call(&head, NULL);
 	return st > 0 && st != 403 && st != 410;
 }
@@ -197,7 +198,9 @@ static void checker(void *ctx, void *item)
 			}
 			if (r == 1 && !was && atomic_load(&v->rounds))
 				log_msg("volume %s subvolume %d is up", v->name, sv);
-			else if (r != 1 && was && why[0])   /* after the flags: a signal */
+			else if (r != 1 && (was || !atomic_load(&v->rounds)) && why[0])
+				/* after the flags: a signal; at start, why it is not up
+				 * (a certificate refused) */
 				log_msg("volume %s: %s marked down", v->name, why);
 			if (r < 0)
 				break;
@@ -233,7 +236,7 @@ static void checker(void *ctx, void *item)
 /* Every request the master sends a volume ends here (httpc's observer). */
 static void observe(const char *url, int status)
 {
-	const char *host = strncmp(url, "http://", 7) ? url : url + 7;
+	const char *host = strstr(url, "://") ? strstr(url, "://") + 3 : url;
 	size_t len = strcspn(host, "/?");
 	for (int i = 0; i < nvols; i++)
 		if (vols[i].len == len && !memcmp(vols[i].name, host, len)) {

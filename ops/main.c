@@ -54,6 +54,8 @@ static const struct flag flags[] = {
 	STR("volumesecret", &c.volumesecret, "FILE", "sign every volume request with the first secret of FILE (docs/security.md)"),
 	{"linkttl", FLAG_DURATION, &c.linkttl_ms, 1000, 0, "D", "how long a redirect's signature holds (default 60s)"},
 	{"maxlinkttl", FLAG_DURATION, &c.maxlinkttl_ms, 1000, 0, "D", "the longest &ttl= a ?list&locations may ask (default 24h)"},
+	STR("tls", &c.tls, "CERT,KEY", "serve HTTPS with this certificate (PEM; SIGHUP reloads it)"),
+	STR("cacert", &vol_cacert, "FILE", "verify https:// volumes and -master by these CAs (default: the system's)"),
 	STR("keys", &c.keys, "FILE", "keys and what each may do; requests must be signed (default: off)"),
 	BOOL("headcheck", &c.headcheck, "HEAD the blob before each redirect (minikeyvalue's behaviour)"),
 	{"workers", FLAG_INT, &c.workers, 1, 1024, "N", "parallel requests of the commands but server (default 16)"},
@@ -102,6 +104,7 @@ static char *split_volumes(struct config *c, const char *list)
 	c->nvol = 0;
 	c->volumes = xcalloc(strlen(list) + 1, sizeof(char *));
 	for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		tok = (char *)vol_scheme(tok);   /* https:// marks it */
 		for (int i = 0; i < c->nvol; i++)
 			if (!strcmp(c->volumes[i], tok))
 				bad("volume %s given twice", tok);

@@ -392,12 +392,9 @@ static bool of_volumes(const struct config *cfg, const char *url)
 	size_t n;
 	h = h ? h + 3 : url;
 	n = strcspn(h, "/");
-	for (int i = 0; i < cfg->nvol; i++) {
-		const char *v = strstr(cfg->volumes[i], "://");
-		v = v ? v + 3 : cfg->volumes[i];
-		if (strlen(v) == n && !memcmp(v, h, n))
+	for (int i = 0; i < cfg->nvol; i++)   /* host:port, the scheme taken off */
+		if (strlen(cfg->volumes[i]) == n && !memcmp(cfg->volumes[i], h, n))
 			return true;
-	}
 	return false;
 }
 

@@ -135,6 +135,7 @@ static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *bo
 		       const char *err, bool *retry)
 {
 	char why[OPS_ERR];
+	const char *loc = rb->roots[q->root]->loc;
 	json_t *doc = ops_listing(status, body, len, why);
 	*retry = false;
 	if (doc || status == 404) {
@@ -148,7 +149,7 @@ static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *bo
 		lreq_add(rb, q);
 		return NULL;
 	}
-	log_msg("rebuild: GET http://%s%s failed: %s", rb->roots[q->root]->loc, q->path, why);
+	log_msg("rebuild: GET %s%s%s failed: %s", VOL_PREFIX(loc, strlen(loc)), loc, q->path, why);
 	rb->failed++;
 	rb->dirs_done++;
 	return NULL;

@@ -261,7 +261,8 @@ bool ops_subvolume_dir(const char *s)
 char *ops_url(const char *host, const char *path, size_t n, const char *query)
 {
 	char *enc = url_escape(path, n, true);
-	char *url = xasprintf("%s%s%s%s", strstr(host, "://") ? "" : "http://", host, enc, query);
+	char *url = xasprintf("%s%s%s%s", strstr(host, "://") ? "" : VOL_PREFIX(host, strlen(host)),
+			      host, enc, query);
 	free(enc);
 	return url;
 }

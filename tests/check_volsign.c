@@ -512,15 +512,16 @@ START_TEST(misconfigured)
 	ck_assert(!strstr(log, S_OLD));
 	free(log);
 	ck_assert_int_eq(h_http("GET", mu, NULL, 0, NULL, false, &r), 200);
-	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",reason=\"signature_refused\"} 1",
+	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",scheme=\"http\",reason=\"signature_refused\"} 1",
 			 v[1].name);
 	ck_assert_msg(strstr(r.body.data, want), "%s", r.body.data);
 	free(want);
-	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",reason=\"unsigned_accepted\"} 1",
+	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",scheme=\"http\",reason=\"unsigned_accepted\"} 1",
 			 v[2].name);
 	ck_assert(strstr(r.body.data, want));
 	free(want);
-	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",reason=\"\"} 0", v[0].name);
+	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",scheme=\"http\",reason=\"\"} 0",
+			 v[0].name);
 	ck_assert(strstr(r.body.data, want));
 	free(want);
 	ck_assert(!strstr(r.body.data, S_OLD) && !strstr(r.body.data, S_BAD));
