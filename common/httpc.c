@@ -121,22 +121,23 @@ void httpc_unsigned(const char *prefix)
 	master_len = prefix ? strlen(prefix) : 0;
 }
 
-/* url, signed for method (NULL: never) when a volume secret is set (common/volsign.h):
- * this is where every volume request made with libcurl gets its
- * signature, so the callers, and their log lines, see the plain URL. */
+size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n)
+{
+	if (master_url && !strncmp(url, master_url, master_len) && strchr("/?", url[master_len]))
+		return strlen(url) < n ? (size_t)snprintf(out, n, "%s", url) : 0;
+	return volsign_url(url, method, VOLSIGN_SELF_TTL, out, n);
+}
+
+/* url as it goes (method NULL: never signed): the callers, and their log
+ * lines, see the plain URL. */
 static void set_url(CURL *h, const char *url, const char *method)
 {
 	char stack[2048], *big = NULL;
-	if (!method || !volsign_on() || (master_url && !strncmp(url, master_url, master_len) &&
-			      strchr("/?", url[master_len]))) {
-		curl_easy_setopt(h, CURLOPT_URL, url);
-		return;
-	}
-	if (!volsign_url(url, method, VOLSIGN_SELF_TTL, stack, sizeof(stack))) {
+	if (method && !httpc_volume_url(url, method, stack, sizeof(stack))) {
 		size_t n = strlen(url) + VOLSIGN_EXTRA;
-		volsign_url(url, method, VOLSIGN_SELF_TTL, big = xmalloc(n), n);
+		httpc_volume_url(url, method, big = xmalloc(n), n);
 	}
-	curl_easy_setopt(h, CURLOPT_URL, big ? big : stack);   /* libcurl copies it */
+	curl_easy_setopt(h, CURLOPT_URL, big ? big : method ? stack : url);   /* libcurl copies it */
 	free(big);
 }
 
@@ -267,8 +268,6 @@ static void fanout_done(void *ctx, CURL *h, CURLcode rc)
 	req_done(r, h, rc);
 }
 
-#define DOWN_ERR "its volume was marked down by the health check"
-
 /* httpc_fanout, but when down says a request's volume is down, that
  * request fails and the others stop; returns its index, or -1. */
 static int fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
@@ -295,7 +294,7 @@ static int fanout(const char *method, struct httpc_req *reqs, int n, const void 
 	for (int i = 0; i < n; i++) {
 		if (gone >= 0 && reqs[i].status < 0 && !reqs[i].err[0])
 			snprintf(reqs[i].err, sizeof(reqs[i].err), "%s",
-				 i == gone ? DOWN_ERR : "stopped: another replica failed");
+				 i == gone ? HTTPC_DOWN_ERR : "stopped: another replica failed");
 		curl_multi_remove_handle(c->multi, c->h[i]);
 	}
 	return gone;
@@ -784,7 +783,7 @@ static int movable(struct httpc_stream *s, CURL **un, bool *stalled)
 			r->active_ms = now;
 			un[nun++] = r->h;
 		} else if (s->cfg.down && s->cfg.down(s->cfg.down_arg, i)) {
-			snprintf(r->req->err, sizeof(r->req->err), DOWN_ERR);
+			snprintf(r->req->err, sizeof(r->req->err), HTTPC_DOWN_ERR);
 			*stalled = true;
 			if (s->first < 0)
 				s->first = i;
@@ -948,32 +947,42 @@ int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, 
 int httpc_delete(const char *url, long timeout_ms, char *err)
 {
 	int st = httpc_do("DELETE", url, NULL, 0, timeout_ms, NULL, 0, err);
-	if (st == 204 || st == 200 || st == 404)
+	if (httpc_gone(st))
 		return 0;
 	if (st > 0)
 		snprintf(err, 256, "status %d", st);
 	return -1;
 }
 
+int httpc_outcome(const char *who, const char *method, const struct httpc_req *reqs, int n,
+		  bool *ok)
+{
+	int good = 0;
+	bool del = !strcmp(method, "DELETE");
+	for (int i = 0; i < n; i++) {
+		int st = reqs[i].status;
+		bool g = del ? httpc_gone(st) : st >= 200 && st < 300;
+		if (!g)
+			log_msg("%s%s %s failed (%d%s%s)", who, method, reqs[i].url, st,
+				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
+		if (ok)
+			ok[i] = g;
+		good += g;
+	}
+	return good;
+}
+
 int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms,
 		     const char *who, bool *gone)
 {
 	struct httpc_req *reqs = xcalloc((size_t)(n > 0 ? n : 1), sizeof(*reqs));
-	int ngone = 0;
+	int ngone;
 	for (int i = 0; i < n; i++)
 		reqs[i].url = httpc_url(locs[i], path);
 	httpc_fanout("DELETE", reqs, n, NULL, 0, timeout_ms);
-	for (int i = 0; i < n; i++) {
-		int st = reqs[i].status;
-		bool ok = (st >= 200 && st < 300) || st == 404;
-		if (!ok)
-			log_msg("%sDELETE %s failed (%d%s%s)", who, reqs[i].url, st,
-				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
-		if (gone)
-			gone[i] = ok;
-		ngone += ok;
+	ngone = httpc_outcome(who, "DELETE", reqs, n, gone);
+	for (int i = 0; i < n; i++)
 		free((char *)reqs[i].url);
-	}
 	free(reqs);
 	return ngone;
 }

@@ -72,6 +72,7 @@ void vconn_thread_cleanup(void);
 
 /* ---- the answer parser (fuzz/targets_master.c fuzzes it) ---- */
 #define VRESP_HEAD_MAX (16u << 10)   /* a head, or a chunked body's trailers */
+#define VRESP_INTERIM_MAX 8          /* 1xx answers before the final one */
 enum vresp_state { VR_HEAD, VR_LEN, VR_CSIZE, VR_CDATA, VR_CCRLF, VR_TRAILER, VR_EOF, VR_DONE,
 		   VR_ERR };
 struct vresp {
@@ -79,6 +80,7 @@ struct vresp {
 	int status;              /* the final answer's */
 	bool head;               /* the request was a HEAD: no body */
 	bool close;              /* the server closes after this answer */
+	int interim;             /* 1xx answers so far */
 	uint64_t rem;            /* VR_LEN, VR_CDATA: bytes to come */
 	size_t trailers;         /* VR_TRAILER: bytes of trailers so far */
 	struct buf *body;        /* the body goes here (NULL: dropped) */

@@ -44,19 +44,10 @@ static void vol_all(const char *method, struct httpc_req *reqs, int n, const voi
 static int delete_all(char *const *urls, int n)
 {
 	struct httpc_req reqs[RECORD_MAX_LOCS];
-	int gone = 0;
 	for (int i = 0; i < n; i++)
 		reqs[i].url = urls[i];
 	vol_all("DELETE", reqs, n, NULL, 0);
-	for (int i = 0; i < n; i++) {
-		int st = reqs[i].status;
-		if ((st >= 200 && st < 300) || st == 404)
-			gone++;
-		else
-			log_msg("rebalance: DELETE %s failed (%d%s%s)", urls[i], st,
-				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
-	}
-	return gone;
+	return httpc_outcome("rebalance: ", "DELETE", reqs, n, NULL);
 }
 
 /* ---- background deletes of old copies (online) ---- */

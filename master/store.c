@@ -275,17 +275,10 @@ static void del_gone(struct del *d)
 static void del_sent(void *arg, int gone)
 {
 	struct del *d = arg;
-	int kept = 0, j = 0, ngone = 0;
+	int kept = 0, j = 0;
+	bool ok[RECORD_MAX_LOCS];
 	(void)gone;
-	for (int i = 0; i < d->nup; i++) {
-		int st = d->reqs[i].status;
-		bool ok = (st >= 200 && st < 300) || st == 404;
-		if (!ok)
-			log_msg("DELETE %s failed (%d%s%s)", d->reqs[i].url, st, st < 0 ? ": " : "",
-				st < 0 ? d->reqs[i].err : "");
-		ngone += ok;
-	}
-	if (ngone == d->r.nlocs) {
+	if (httpc_outcome("", "DELETE", d->reqs, d->nup, ok) == d->r.nlocs) {
 		d->next = del_gone;
 		index_write_async(d->idx, d->key, d->klen, NULL, 0, false, del_written, d);
 		return;
@@ -294,9 +287,7 @@ static void del_sent(void *arg, int gone)
 	 * the key from those (as delete_replicas) */
 	for (int i = 0; i < d->r.nlocs; i++) {
 		bool asked = j < d->nup && d->up[j] == i;
-		int st = asked ? d->reqs[j].status : 0;
-		j += asked;
-		if (!asked || !((st >= 200 && st < 300) || st == 404))
+		if (!asked || !ok[j++])
 			d->r.locs[kept++] = d->r.locs[i];
 	}
 	d->r.nlocs = kept;
@@ -323,8 +314,12 @@ static void del_marked(struct del *d)
 		d->up[d->nup] = i;
 		d->reqs[d->nup++].url = httpc_url(d->r.locs[i], d->path);
 	}
-	vconn_fanout("DELETE", d->reqs, d->nup, NULL, 0, (long)d->cfg->puttimeout_ms, NULL,
-			   NULL, del_sent, d);
+	if (vconn_fanout("DELETE", d->reqs, d->nup, NULL, 0, (long)d->cfg->puttimeout_ms, NULL,
+			 NULL, del_sent, d) < 0) {   /* another thread's loop: none sent */
+		for (int i = 0; i < d->nup; i++)
+			d->reqs[i] = (struct httpc_req){d->reqs[i].url, -1, false, "not sent"};
+		del_sent(d, -1);
+	}
 }
 
 int store_delete_start(const struct config *cfg, struct index *idx, const char *key,
