@@ -20,6 +20,7 @@
 #include "../common/loop.h"
 #include "../common/util.h"
 #include "../common/vconn.h"
+#include "../common/volsign.h"
 
 /* ---- a fake volume ---- */
 
@@ -533,6 +534,457 @@ START_TEST(wait_blocking)
 }
 END_TEST
 
+/* ---- a fake volume of many connections at once (poll) ---- */
+
+/* What the fake does with the nth request (from 1) of its conn-th
+ * connection (from 1): the answer to write (NULL: none), and then, by
+ * *after, keep the connection (0), close it (1), or shut its writing side
+ * (2: the client sees the close; the fake still reads, and counts a
+ * request sent after it as late). */
+typedef const char *(*script_fn)(int conn, int nth, const char *path, int *after);
+
+#define MF_CONNS 1100
+struct mfake {
+	int fd, port;
+	script_fn script;
+	atomic_int conns, open, maxopen, reqs, late;
+	atomic_bool stop;
+	pthread_t t;
+};
+
+struct mconn {
+	int fd, id, nth;
+	bool shut;
+	size_t have;
+	char buf[16384];
+};
+
+static void mconn_close(struct mfake *m, struct mconn **cs, int i)
+{
+	close(cs[i]->fd);
+	free(cs[i]);
+	cs[i] = NULL;
+	atomic_fetch_sub(&m->open, 1);
+}
+
+/* Serve what c has read: false when it is closed. */
+static bool mconn_serve(struct mfake *m, struct mconn *c)
+{
+	int after = 0;
+	for (;;) {
+		char *end = memmem(c->buf, c->have, "\r\n\r\n", 4), path[256] = "";
+		size_t head, len = 0;
+		const char *a, *cl;
+		if (!end)
+			return true;
+		head = (size_t)(end + 4 - c->buf);
+		if ((cl = memmem(c->buf, head, "Content-Length: ", 16)))
+			len = strtoul(cl + 16, NULL, 10);
+		if (c->have < head + len)
+			return true;
+		sscanf(c->buf, "%*s %255s", path);
+		memmove(c->buf, c->buf + head + len, c->have - head - len);
+		c->have -= head + len;
+		atomic_fetch_add(&m->reqs, 1);
+		if (c->shut) {
+			atomic_fetch_add(&m->late, 1);
+			continue;
+		}
+		a = m->script(c->id, ++c->nth, path, &after);
+		if (a && write(c->fd, a, strlen(a)) < 0)
+			return false;
+		if (after == 1)
+			return false;
+		if (after == 2) {
+			shutdown(c->fd, SHUT_WR);
+			c->shut = true;
+		}
+	}
+}
+
+static void *mfake_main(void *arg)
+{
+	struct mfake *m = arg;
+	static __thread struct mconn *cs[MF_CONNS];
+	struct pollfd p[MF_CONNS + 1];
+	while (!atomic_load(&m->stop)) {
+		int n = 0, map[MF_CONNS + 1];
+		p[n++] = (struct pollfd){.fd = m->fd, .events = POLLIN};
+		for (int i = 0; i < MF_CONNS; i++)
+			if (cs[i]) {
+				map[n] = i;
+				p[n++] = (struct pollfd){.fd = cs[i]->fd, .events = POLLIN};
+			}
+		if (poll(p, (nfds_t)n, 50) <= 0)
+			continue;
+		for (int k = 1; k < n; k++) {
+			struct mconn *c = cs[map[k]];
+			ssize_t r;
+			if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			r = read(c->fd, c->buf + c->have, sizeof(c->buf) - c->have);
+			if (r <= 0) {
+				mconn_close(m, cs, map[k]);
+				continue;
+			}
+			c->have += (size_t)r;
+			if (!mconn_serve(m, c))
+				mconn_close(m, cs, map[k]);
+		}
+		/* after the closes it saw (poll saw the listener first) */
+		if (p[0].revents & POLLIN) {
+			int fd = accept(m->fd, NULL, NULL), i;
+			for (i = 0; fd >= 0 && i < MF_CONNS && cs[i]; i++)
+				;
+			if (fd >= 0 && i < MF_CONNS) {
+				int o = atomic_fetch_add(&m->open, 1) + 1;
+				cs[i] = xcalloc(1, sizeof(*cs[i]));
+				cs[i]->fd = fd;
+				cs[i]->id = atomic_fetch_add(&m->conns, 1) + 1;
+				if (o > atomic_load(&m->maxopen))
+					atomic_store(&m->maxopen, o);
+			} else if (fd >= 0) {
+				close(fd);
+			}
+		}
+	}
+	for (int i = 0; i < MF_CONNS; i++)
+		if (cs[i])
+			mconn_close(m, cs, i);
+	return NULL;
+}
+
+static void mfake_start(struct mfake *m, script_fn script)
+{
+	struct fake f;
+	fake_start(&f, M_OK);   /* for its port: the thread is stopped, the socket kept */
+	atomic_store(&f.stop, true);
+	pthread_join(f.t, NULL);
+	memset(m, 0, sizeof(*m));
+	m->fd = f.fd;
+	m->port = f.port;
+	m->script = script;
+	ck_assert_int_eq(listen(m->fd, 1024), 0);
+	ck_assert_int_eq(pthread_create(&m->t, NULL, mfake_main, m), 0);
+}
+
+static void mfake_stop(struct mfake *m)
+{
+	atomic_store(&m->stop, true);
+	pthread_join(m->t, NULL);
+	close(m->fd);
+}
+
+/* Wait (generously) until ok(m) holds. */
+static bool mfake_until(struct mfake *m, bool (*ok)(struct mfake *))
+{
+	for (int i = 0; i < 3000 && !ok(m); i++)
+		usleep(10000);
+	return ok(m);
+}
+
+#define CREATED "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+
+static const char *s_ok(int conn, int nth, const char *path, int *after)
+{
+	(void)conn, (void)nth, (void)path, (void)after;
+	return CREATED;
+}
+
+struct many {
+	struct httpc_req *reqs;
+	int n;
+	const char *method;
+	atomic_bool done;
+};
+
+static void many_done(void *arg, int gone)
+{
+	(void)gone;
+	atomic_store(&((struct many *)arg)->done, true);
+}
+
+static void many_start(void *arg)
+{
+	struct many *w = arg;
+	ck_assert_int_eq(vconn_fanout(w->method, w->reqs, w->n, NULL, 0, 60000, NULL, NULL,
+				      many_done, w), 0);
+}
+
+/* 300 DELETEs at once on one loop: no more than 32 connections to the
+ * volume (the rest wait for one, none fails), and no more than 16 of them
+ * stay open afterwards. */
+START_TEST(pool_bounded)
+{
+	struct mfake m;
+	struct many w = {.n = 300, .method = "DELETE"};
+	char *u;
+	mfake_start(&m, s_ok);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/sv00/ab/cd/a2V5");
+	w.reqs = xcalloc((size_t)w.n, sizeof(*w.reqs));
+	for (int i = 0; i < w.n; i++)
+		w.reqs[i].url = u;
+	loop_post(L, many_start, &w);
+	while (!atomic_load(&w.done))
+		usleep(10000);
+	for (int i = 0; i < w.n; i++)
+		ck_assert_msg(w.reqs[i].status == 201, "%d: %d %s", i, w.reqs[i].status,
+			      w.reqs[i].err);
+	ck_assert_msg(atomic_load(&m.maxopen) <= 32, "%d open at once", atomic_load(&m.maxopen));
+	ck_assert_msg(atomic_load(&m.open) <= 16, "%d left open", atomic_load(&m.open));
+	mfake_stop(&m);
+	free(w.reqs);
+	free(u);
+}
+END_TEST
+
+/* The volume closes a kept-alive connection (its FIN waits unread: a
+ * thread of no loop does not run one between calls): the next request
+ * goes on a new connection, never into the closing one. */
+static const char *s_shut_after(int conn, int nth, const char *path, int *after)
+{
+	(void)conn, (void)nth, (void)path;
+	*after = 2;
+	return CREATED;
+}
+
+static bool one_open(struct mfake *m)
+{
+	return atomic_load(&m->conns) >= 1 && atomic_load(&m->reqs) >= 1;
+}
+
+START_TEST(closed_idle_not_reused)
+{
+	struct mfake m;
+	struct httpc_req r = {0};
+	char *u;
+	mfake_start(&m, s_shut_after);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/sv00/ab/cd/a2V5");
+	r.url = u;
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(vconn_wait("PUT", &r, 1, "hello", 5, 10000, NULL, 0), 0);
+		ck_assert_msg(r.status == 201, "%d %s", r.status, r.err);
+		ck_assert(mfake_until(&m, one_open));
+		usleep(50000);   /* the FIN is there before the next send (not timed) */
+	}
+	ck_assert_int_eq(atomic_load(&m.late), 0);
+	ck_assert_int_eq(atomic_load(&m.conns), 3);
+	vconn_thread_cleanup();
+	mfake_stop(&m);
+	free(u);
+}
+END_TEST
+
+/* A volume that takes pipelined GETs and closes without answering any:
+ * each GET is sent at most 4 times in all, those that waited behind the
+ * first included (the documented bound: 4 sends, each within 2 minutes). */
+static const char *s_drop(int conn, int nth, const char *path, int *after)
+{
+	(void)conn, (void)nth, (void)path;
+	*after = 1;
+	return NULL;
+}
+
+START_TEST(pipelined_resends_counted)
+{
+	struct mfake m;
+	struct gets g;
+	char *u;
+	mfake_start(&m, s_drop);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/ab/");
+	get_n(&g, u, 64);
+	ck_assert_int_eq(g.ok, 0);
+	/* 64 fit 4 connections (16 each): 4 rounds of those, not 4 sends of
+	 * the first GET of each connection (256 connections) */
+	ck_assert_msg(atomic_load(&m.reqs) <= 4 * 64 && atomic_load(&m.conns) <= 32,
+		      "%d sends of 64 GETs on %d connections", atomic_load(&m.reqs),
+		      atomic_load(&m.conns));
+	vconn_thread_cleanup();
+	mfake_stop(&m);
+	free(u);
+}
+END_TEST
+
+/* A volume whose connect never completes (its accept queue is full: the
+ * SYN is dropped) fails the request at the connect timeout, not never. */
+START_TEST(connect_timeout)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), fill[8], nfill = 0;
+	struct call c;
+	char *u;
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(l, 0), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &al), 0);
+	for (; nfill < 8; nfill++) {   /* fill the queue: later connects hang */
+		struct pollfd p;
+		fill[nfill] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(fill[nfill], (struct sockaddr *)&a, sizeof(a));
+		p = (struct pollfd){.fd = fill[nfill], .events = POLLOUT};
+		if (poll(&p, 1, 300) <= 0) {
+			nfill++;
+			break;
+		}
+	}
+	u = xasprintf("http://127.0.0.1:%d/sv00/ab/cd/a2V5", ntohs(a.sin_port));
+	ck_assert_int_eq(run2(&c, "DELETE", u, NULL, NULL, 0), -1);
+	ck_assert_msg(strstr(c.req[0].err, "within"), "%s", c.req[0].err);
+	for (int i = 0; i < nfill; i++)
+		close(fill[i]);
+	close(l);
+	free(u);
+}
+END_TEST
+
+/* Answers the old parser waited on, or took too much of. */
+static const char *s_upper_close(int conn, int nth, const char *path, int *after)
+{
+	(void)conn, (void)path, (void)after;
+	return nth == 1 ? "HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: CLOSE\r\n\r\n"
+			: NULL;   /* the second on a connection it said it closes: unanswered */
+}
+
+START_TEST(close_any_case)
+{
+	struct mfake m;
+	struct call c;
+	char *u;
+	mfake_start(&m, s_upper_close);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/sv00/ab/cd/a2V5");
+	for (int i = 0; i < 2; i++)
+		ck_assert_msg(run2(&c, "DELETE", u, NULL, NULL, 20000) == 201, "%d: %d %s", i,
+			      c.req[0].status, c.req[0].err);
+	ck_assert_int_eq(atomic_load(&m.conns), 2);
+	mfake_stop(&m);
+	free(u);
+}
+END_TEST
+
+static const char *s_bare_lf(int conn, int nth, const char *path, int *after)
+{
+	(void)conn, (void)nth, (void)path, (void)after;
+	return "HTTP/1.1 201 Created\nContent-Length: 0\n\n";
+}
+
+static const char *s_interim(int conn, int nth, const char *path, int *after)
+{
+	static char a[64 * 32 + 64];
+	(void)conn, (void)nth, (void)path, (void)after;
+	a[0] = '\0';
+	for (int i = 0; i < 64; i++)
+		strcat(a, "HTTP/1.1 102 Processing\r\n\r\n");
+	return strcat(a, CREATED);
+}
+
+START_TEST(bad_heads_fail_at_once)
+{
+	struct mfake m;
+	struct call c;
+	char *u;
+	mfake_start(&m, s_bare_lf);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/sv00/ab/cd/a2V5");
+	ck_assert_int_eq(run2(&c, "DELETE", u, NULL, NULL, 600000), -1);
+	ck_assert_msg(strstr(c.req[0].err, "bare LF"), "%s", c.req[0].err);
+	mfake_stop(&m);
+	free(u);
+	mfake_start(&m, s_interim);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/sv00/ab/cd/a2V5");
+	ck_assert_int_eq(run2(&c, "DELETE", u, NULL, NULL, 600000), -1);
+	ck_assert_msg(strstr(c.req[0].err, "interim"), "%s", c.req[0].err);
+	mfake_stop(&m);
+	free(u);
+}
+END_TEST
+
+/* A pipelined answer over the size allowed fails its GET at once: it is
+ * not fetched again. */
+START_TEST(pipelined_over_once)
+{
+	struct fake f;
+	struct gets g;
+	char *u;
+	fake_start(&f, M_CHUNKED);
+	u = url_of(&f, "/ab/");
+	memset(&g, 0, sizeof(g));
+	ck_assert_int_eq(vconn_get(u, 3, get_done, &g), 0);
+	vconn_run();
+	ck_assert_int_eq(g.answered, 1);
+	ck_assert_int_eq(g.ok, 0);
+	ck_assert_int_eq(atomic_load(&f.reqs), 1);
+	vconn_thread_cleanup();
+	fake_stop(&f);
+	free(u);
+}
+END_TEST
+
+/* A refused signature on a pipelined connection that served before goes
+ * again on a fresh one, signed anew (a volume's old workers after a
+ * -volumesecret rotation). */
+static const char *s_refuse_second(int conn, int nth, const char *path, int *after)
+{
+	(void)path, (void)after;
+	return conn == 1 && nth == 2 ? "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"
+				     : CREATED;
+}
+
+START_TEST(pipelined_resigned)
+{
+	struct mfake m;
+	struct gets g;
+	char *u, *secret = xasprintf("/tmp/check_vconn_secret.%d", (int)getpid()), err[256];
+	FILE *fp = fopen(secret, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("0123456789abcdef0123456789abcdef\n", fp);
+	fclose(fp);
+	ck_assert_int_eq(volsign_load(secret, err, sizeof(err)), 0);
+	unlink(secret);
+	mfake_start(&m, s_refuse_second);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/ab/");
+	get_n(&g, u, 3);
+	ck_assert_msg(g.ok == 3, "%d of 3: %s", g.ok, g.err);
+	vconn_thread_cleanup();
+	mfake_stop(&m);
+	free(u);
+	free(secret);
+}
+END_TEST
+
+/* A thread that ends with a request under way closes its connection. */
+static bool closed_all(struct mfake *m)
+{
+	return atomic_load(&m->conns) >= 1 && atomic_load(&m->open) == 0;
+}
+
+static const char *s_silent(int conn, int nth, const char *path, int *after)
+{
+	(void)conn, (void)nth, (void)path, (void)after;
+	return NULL;
+}
+
+static bool one_read(struct mfake *m)
+{
+	return atomic_load(&m->reqs) >= 1;
+}
+
+START_TEST(cleanup_closes_busy)
+{
+	struct mfake m;
+	struct httpc_req r = {0};
+	char *u;
+	mfake_start(&m, s_silent);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/sv00/ab/cd/a2V5");
+	r.url = u;
+	ck_assert_int_eq(vconn_wait("DELETE", &r, 1, NULL, 0, 300, NULL, 0), 0);   /* times out */
+	ck_assert(mfake_until(&m, one_read));
+	ck_assert_int_eq(vconn_get(u, 0, get_done, &(struct gets){0}), 0);   /* never run */
+	vconn_thread_cleanup();
+	ck_assert_msg(mfake_until(&m, closed_all), "%d still open", atomic_load(&m.open));
+	mfake_stop(&m);
+	free(u);
+}
+END_TEST
+
 /* ---- the parser on its own ---- */
 
 START_TEST(parser_pieces)
@@ -592,6 +1044,15 @@ int main(void)
 	tcase_add_test(tc, pipelined_fails);
 	tcase_add_test(tc, wait_blocking);
 	tcase_add_test(tc, parser_pieces);
+	tcase_add_test(tc, pool_bounded);
+	tcase_add_test(tc, closed_idle_not_reused);
+	tcase_add_test(tc, pipelined_resends_counted);
+	tcase_add_test(tc, connect_timeout);
+	tcase_add_test(tc, close_any_case);
+	tcase_add_test(tc, bad_heads_fail_at_once);
+	tcase_add_test(tc, pipelined_over_once);
+	tcase_add_test(tc, pipelined_resigned);
+	tcase_add_test(tc, cleanup_closes_busy);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
