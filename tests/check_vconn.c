@@ -6,6 +6,11 @@
  * runs under ASan too).  The client runs on a loop thread of its own, as
  * on the master's. */
 #include <check.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -210,9 +215,28 @@ static void call_start(void *arg)
 			 0);
 }
 
+static void call_post(struct call *c, const char *method, const char *url, const char *url2,
+		      const char *body, long timeout_ms);
+
+static int call_wait(struct call *c)
+{
+	pthread_mutex_lock(&c->mu);
+	while (!c->done)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	return c->req[0].status;
+}
+
 /* method on url (and url2 when not NULL) at once; the first's status. */
 static int run2(struct call *c, const char *method, const char *url, const char *url2,
 		const char *body, long timeout_ms)
+{
+	call_post(c, method, url, url2, body, timeout_ms);
+	return call_wait(c);
+}
+
+static void call_post(struct call *c, const char *method, const char *url, const char *url2,
+		      const char *body, long timeout_ms)
 {
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_init(&c->mu, NULL);
@@ -224,11 +248,6 @@ static int run2(struct call *c, const char *method, const char *url, const char 
 	c->body = body;
 	c->timeout_ms = timeout_ms;
 	loop_post(L, call_start, c);
-	pthread_mutex_lock(&c->mu);
-	while (!c->done)
-		pthread_cond_wait(&c->cv, &c->mu);
-	pthread_mutex_unlock(&c->mu);
-	return c->req[0].status;
 }
 
 static int run1(struct call *c, const char *method, const char *url, const char *body)
@@ -654,18 +673,27 @@ static void *mfake_main(void *arg)
 	return NULL;
 }
 
+/* On 127.0.0.1:port (0: any free one). */
+static void mfake_start_on(struct mfake *m, script_fn script, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons((uint16_t)port)};
+	socklen_t al = sizeof(a);
+	int one = 1;
+	memset(m, 0, sizeof(*m));
+	m->script = script;
+	m->fd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(m->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ck_assert_int_eq(bind(m->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(m->fd, 1024), 0);
+	ck_assert_int_eq(getsockname(m->fd, (struct sockaddr *)&a, &al), 0);
+	m->port = ntohs(a.sin_port);
+	ck_assert_int_eq(pthread_create(&m->t, NULL, mfake_main, m), 0);
+}
+
 static void mfake_start(struct mfake *m, script_fn script)
 {
-	struct fake f;
-	fake_start(&f, M_OK);   /* for its port: the thread is stopped, the socket kept */
-	atomic_store(&f.stop, true);
-	pthread_join(f.t, NULL);
-	memset(m, 0, sizeof(*m));
-	m->fd = f.fd;
-	m->port = f.port;
-	m->script = script;
-	ck_assert_int_eq(listen(m->fd, 1024), 0);
-	ck_assert_int_eq(pthread_create(&m->t, NULL, mfake_main, m), 0);
+	mfake_start_on(m, script, 0);
 }
 
 static void mfake_stop(struct mfake *m)
@@ -711,6 +739,11 @@ static void many_start(void *arg)
 				      many_done, w), 0);
 }
 
+static bool few_open(struct mfake *m)
+{
+	return atomic_load(&m->open) <= 16;
+}
+
 /* 300 DELETEs at once on one loop: no more than 32 connections to the
  * volume (the rest wait for one, none fails), and no more than 16 of them
  * stay open afterwards. */
@@ -731,7 +764,7 @@ START_TEST(pool_bounded)
 		ck_assert_msg(w.reqs[i].status == 201, "%d: %d %s", i, w.reqs[i].status,
 			      w.reqs[i].err);
 	ck_assert_msg(atomic_load(&m.maxopen) <= 32, "%d open at once", atomic_load(&m.maxopen));
-	ck_assert_msg(atomic_load(&m.open) <= 16, "%d left open", atomic_load(&m.open));
+	ck_assert_msg(mfake_until(&m, few_open), "%d left open", atomic_load(&m.open));
 	mfake_stop(&m);
 	free(w.reqs);
 	free(u);
@@ -985,6 +1018,169 @@ START_TEST(cleanup_closes_busy)
 }
 END_TEST
 
+/* ---- names, with a resolver of the test's own ---- */
+
+/* A DNS server on UDP 127.x.y.z:53: each query held while dns_mode is
+ * DNS_HOLD, then answered with dns_addr (an A query) or nothing (AAAA),
+ * or SERVFAIL. */
+enum { DNS_HOLD, DNS_ANSWER, DNS_SERVFAIL };
+static atomic_int dns_mode, dns_queries;
+static atomic_uint dns_addr;   /* network order */
+
+static void *dns_main(void *arg)
+{
+	int fd = *(int *)arg;
+	for (;;) {
+		unsigned char q[512], a[600];
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
+		size_t i = 12, len;
+		uint32_t addr;
+		if (n < 12)
+			continue;
+		atomic_fetch_add(&dns_queries, 1);
+		while (atomic_load(&dns_mode) == DNS_HOLD)
+			usleep(10000);
+		while (i < (size_t)n && q[i])
+			i += q[i] + 1u;
+		if ((i += 5) > (size_t)n)
+			continue;
+		memcpy(a, q, i);
+		a[2] = 0x81;   /* an answer, recursion desired */
+		a[3] = atomic_load(&dns_mode) == DNS_SERVFAIL ? 0x82 : 0x80;
+		memset(a + 6, 0, 6);
+		len = i;
+		if (a[3] == 0x80 && q[i - 4] == 0 && q[i - 3] == 1) {   /* an A record */
+			static const unsigned char rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4};
+			a[7] = 1;
+			memcpy(a + len, rr, sizeof(rr));
+			addr = atomic_load(&dns_addr);
+			memcpy(a + len + sizeof(rr), &addr, 4);
+			len += sizeof(rr) + 4;
+		}
+		sendto(fd, a, len, 0, (struct sockaddr *)&from, fl);
+	}
+	return NULL;
+}
+
+static bool dns_asked(void)
+{
+	for (int i = 0; i < 2000 && !atomic_load(&dns_queries); i++)
+		usleep(10000);
+	return atomic_load(&dns_queries) > 0;
+}
+
+/* The DELETE of url, tried until it answers 201 (a generous while). */
+static bool answers_soon(const char *url)
+{
+	struct call c;
+	for (int i = 0; i < 100; i++) {
+		if (run2(&c, "DELETE", url, NULL, NULL, 20000) == 201)
+			return true;
+		usleep(100000);
+	}
+	return false;
+}
+
+#define CHILD_FAIL(...) do { fprintf(stderr, "slow_resolver: " __VA_ARGS__); _exit(1); } while (0)
+
+/* In a mount namespace of its own, with /etc/resolv.conf naming the
+ * test's DNS server. */
+static void dns_child(void)
+{
+	char dir[] = "/tmp/check_vconn_dnsXXXXXX", conf[64], url[128], ipurl[128];
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct mfake m;
+	struct call cn, ci;
+	pthread_t t;
+	FILE *fp;
+	/* an address of 127/8 of this run's own: runs side by side do not meet */
+	a.sin_addr.s_addr = htonl(0x7f000000u | (((unsigned)getpid() & 0xffffu) << 8) | 77u);
+	if (!mkdtemp(dir) || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		CHILD_FAIL("no DNS server socket: %s\n", strerror(errno));
+	snprintf(conf, sizeof(conf), "%s/resolv.conf", dir);
+	if (!(fp = fopen(conf, "w")))
+		CHILD_FAIL("%s: %s\n", conf, strerror(errno));
+	fprintf(fp, "nameserver %s\noptions timeout:30 attempts:1\n", inet_ntoa(a.sin_addr));
+	fclose(fp);
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount(conf, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0) {
+		fprintf(stderr, "slow_resolver: skipped: no mount namespace (%s)\n", strerror(errno));
+		_exit(77);
+	}
+	unlink(conf);
+	rmdir(dir);
+	pthread_create(&t, NULL, dns_main, &fd);
+	L = loop_new();
+	pthread_create(&lt, NULL, loop_main, NULL);
+	mfake_start(&m, s_ok);
+	snprintf(url, sizeof(url), "http://vol.mkv.test:%d/sv00/ab/cd/a2V5", m.port);
+	snprintf(ipurl, sizeof(ipurl), "http://127.0.0.1:%d/sv00/ab/cd/a2V5", m.port);
+
+	/* The name's first lookup is held: a request on the same loop to
+	 * another volume is answered meanwhile (the loop never waits). */
+	atomic_store(&dns_mode, DNS_HOLD);
+	call_post(&cn, "DELETE", url, NULL, NULL, 120000);
+	if (!dns_asked())
+		CHILD_FAIL("the name was never looked up\n");
+	call_post(&ci, "DELETE", ipurl, NULL, NULL, 120000);
+	for (int i = 0; i < 2000 && !__atomic_load_n(&ci.done, __ATOMIC_SEQ_CST); i++)
+		usleep(10000);
+	if (!__atomic_load_n(&ci.done, __ATOMIC_SEQ_CST))
+		CHILD_FAIL("a request to 127.0.0.1 waited for another's lookup\n");
+	if (call_wait(&ci) != 201)
+		CHILD_FAIL("127.0.0.1: %d %s\n", ci.req[0].status, ci.req[0].err);
+
+	/* It resolves to an address where nothing listens; then the name
+	 * moves: a failed connect has it looked up again. */
+	atomic_store(&dns_addr, htonl(0x7f000002u));
+	atomic_store(&dns_mode, DNS_ANSWER);
+	if (call_wait(&cn) != -1)
+		CHILD_FAIL("127.0.0.2 answered %d\n", cn.req[0].status);
+	atomic_store(&dns_addr, htonl(INADDR_LOOPBACK));
+	if (!answers_soon(url))
+		CHILD_FAIL("the name's new address was not picked up\n");
+
+	/* The lookups fail from now on: the last good address serves, also
+	 * after a failed connect asked for a lookup. */
+	atomic_store(&dns_mode, DNS_SERVFAIL);
+	{
+		int port = m.port, q = atomic_load(&dns_queries);
+		mfake_stop(&m);
+		if (run2(&cn, "DELETE", url, NULL, NULL, 20000) != -1)
+			CHILD_FAIL("a stopped volume answered\n");
+		for (int i = 0; i < 3000 && atomic_load(&dns_queries) == q; i++)
+			usleep(10000);
+		if (atomic_load(&dns_queries) == q)
+			CHILD_FAIL("a failed connect did not have the name looked up\n");
+		mfake_start_on(&m, s_ok, port);
+	}
+	if (!answers_soon(url))
+		CHILD_FAIL("the last good address was dropped when a lookup failed\n");
+	_exit(0);
+}
+
+START_TEST(slow_resolver)
+{
+	pid_t pid;
+	int st;
+	if (getuid() != 0) {
+		fprintf(stderr, "check_vconn: slow_resolver skipped: not root (it needs a mount "
+				"namespace and port 53)\n");
+		return;
+	}
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		dns_child();
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 77),
+		      "the child failed (see above): status %d", st);
+}
+END_TEST
+
 /* ---- the parser on its own ---- */
 
 START_TEST(parser_pieces)
@@ -1053,6 +1249,7 @@ int main(void)
 	tcase_add_test(tc, pipelined_over_once);
 	tcase_add_test(tc, pipelined_resigned);
 	tcase_add_test(tc, cleanup_closes_busy);
+	tcase_add_test(tc, slow_resolver);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
