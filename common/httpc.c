@@ -260,50 +260,10 @@ static int turn(CURLM *m, void (*fin)(void *ctx, CURL *h, CURLcode rc), void *ct
 	return running;
 }
 
-static void fanout_done(void *ctx, CURL *h, CURLcode rc)
-{
-	struct httpc_req *r;
-	(void)ctx;
-	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
-	req_done(r, h, rc);
-}
-
-/* httpc_fanout, but when down says a request's volume is down, that
- * request fails and the others stop; returns its index, or -1. */
-static int fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
-		  size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg)
-{
-	struct conns *c = conns(n);
-	int gone = -1;
-
-	for (int i = 0; i < n; i++) {
-		CURL *h = c->h[i];
-		reqs[i].status = -1;
-		reqs[i].timed_out = false;
-		base_opts(h, reqs[i].url, method, reqs[i].err, timeout_ms);
-		curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)&reqs[i]);
-		request_opts(h, method, body, bodylen, timeout_ms);
-		curl_multi_add_handle(c->multi, h);
-	}
-	while (gone < 0 && turn(c->multi, fanout_done, NULL)) {
-		curl_multi_poll(c->multi, NULL, 0, down ? 100 : 1000, NULL);
-		for (int i = 0; down && i < n && gone < 0; i++)
-			if (reqs[i].status < 0 && !reqs[i].err[0] && down(down_arg, i))
-				gone = i;
-	}
-	for (int i = 0; i < n; i++) {
-		if (gone >= 0 && reqs[i].status < 0 && !reqs[i].err[0])
-			snprintf(reqs[i].err, sizeof(reqs[i].err), "%s",
-				 i == gone ? HTTPC_DOWN_ERR : "stopped: another replica failed");
-		curl_multi_remove_handle(c->multi, c->h[i]);
-	}
-	return gone;
-}
-
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms)
 {
-	fanout(method, reqs, n, body, bodylen, timeout_ms, NULL, NULL);
+	vconn_fanout_wait(method, reqs, n, body, bodylen, timeout_ms, NULL, NULL);
 }
 
 /* ---- one streamed request ---- */
@@ -845,8 +805,9 @@ int httpc_stream_run(struct httpc_stream *s)
 	s->multi = small ? NULL : c->multi;
 	pthread_mutex_unlock(&s->mu);
 	if (small) { /* all here already: head and body in one request per replica */
-		int gone = fanout("PUT", s->cfg.reqs, s->cfg.n, s->ring, (size_t)s->head,
-				  s->cfg.stall_ms, s->cfg.down, s->cfg.down_arg);
+		int gone = vconn_fanout_wait("PUT", s->cfg.reqs, s->cfg.n, s->ring,
+					     (size_t)s->head, s->cfg.stall_ms, s->cfg.down,
+					     s->cfg.down_arg);
 		for (int i = s->cfg.n - 1; i >= 0; i--)
 			if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
 				s->first = i;

@@ -71,11 +71,11 @@ struct httpc_req {
 	char err[256];           /* curl's reason when status is -1 */
 };
 
-/* Perform method on every reqs[i].url at once, the same body (NULL: none;
- * sent with the request head, no `Expect: 100-continue`) to each, over this
- * thread's keep-alive connections, and return when all have answered or
- * failed.  Each transfer is bounded by timeout_ms (0 = none).  For bodies
- * that fit in memory: a volume's answer body is read and dropped. */
+/* Perform method on every reqs[i].url at once, the same body (NULL: none)
+ * to each, and return when all have answered or failed, each within
+ * timeout_ms (0 = none): vconn_fanout_wait (the loops' client, on a loop
+ * of this thread's own; never on a loop's thread).  For bodies that fit
+ * in memory: a volume's answer body is read and dropped. */
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms);
 

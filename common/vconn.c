@@ -284,7 +284,6 @@ struct name {
 	int naddr;
 	unsigned gen;             /* lookups ended; 0: none yet */
 	uint64_t at, due;         /* the last lookup's end, the next (due 0: literal) */
-	bool asked;               /* looked up again before due */
 	char err[200];            /* the last lookup failed: why */
 	struct name *next;
 };
@@ -319,7 +318,7 @@ static void *resolver(void *arg)
 		uint64_t now = now_ms(), next = now + RESOLVE_MS;
 		int rc;
 		for (nm = names; nm && !todo; nm = nm->next)
-			if (nm->due && (nm->asked || now >= nm->due))
+			if (nm->due && now >= nm->due)
 				todo = nm;
 			else if (nm->due && nm->due < next)
 				next = nm->due;
@@ -327,7 +326,6 @@ static void *resolver(void *arg)
 			cond_wait_ms(&names_cv, &names_mu, next - now);
 			continue;
 		}
-		todo->asked = false;
 		memcpy(host, todo->host, sizeof(host));
 		memcpy(port, todo->port, sizeof(port));
 		pthread_mutex_unlock(&names_mu);
@@ -375,7 +373,7 @@ static struct name *name_of(const char *name, size_t n)
 		freeaddrinfo(ai);
 		nm->gen = 1;
 	} else {
-		nm->due = nm->asked = 1;
+		nm->due = 1;
 		if (!resolving && pthread_create(&t, NULL, resolver, NULL) == 0) {
 			pthread_detach(t);
 			resolving = true;
@@ -390,12 +388,12 @@ out:
 }
 
 /* A connect to nm failed: look it up again soon (its address may have
- * changed). */
+ * changed), RETRY_MS after the last lookup. */
 static void name_doubt(struct name *nm)
 {
 	pthread_mutex_lock(&names_mu);
-	if (nm->due && !nm->asked && now_ms() >= nm->at + RETRY_MS) {
-		nm->asked = true;
+	if (nm->due > nm->at + RETRY_MS) {
+		nm->due = nm->at + RETRY_MS;
 		pthread_cond_signal(&names_cv);
 	}
 	pthread_mutex_unlock(&names_mu);
@@ -1406,29 +1404,59 @@ void vconn_run(void)
 struct waiter {
 	struct vfan *f;
 	bool done, over;
+	int gone;
 };
 
 static void waited(void *arg, int gone)
 {
 	struct waiter *w = arg;
-	(void)gone;
 	w->done = true;
+	w->gone = gone;
 	w->over = w->f->over;   /* f is freed after this */
+}
+
+/* Run f on this thread's own loop until it ended: its gone. */
+static int wait_run(struct vfan *f, bool *over)
+{
+	struct waiter w = {.f = f};
+	f->done = waited;
+	f->arg = &w;
+	fan_go(f);
+	while (!w.done)
+		loop_run(own);
+	if (over)
+		*over = w.over;
+	return w.gone;
 }
 
 int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
 	       size_t bodylen, long timeout_ms, struct buf *resp, size_t resp_max)
 {
-	struct waiter w = {0};
-	if (loop_current() || !(w.f = fan_new(own_loop(), method, reqs, n, body, bodylen,
-					     timeout_ms, waited, &w)))
+	struct vfan *f;
+	bool over;
+	if (loop_current() ||
+	    !(f = fan_new(own_loop(), method, reqs, n, body, bodylen, timeout_ms, NULL, NULL)))
 		return -1;
-	w.f->resp = n == 1 ? resp : NULL;
-	w.f->resp_max = resp_max;
-	fan_go(w.f);
-	while (!w.done)
-		loop_run(own);
-	return w.over ? VCONN_OVER : 0;
+	f->resp = n == 1 ? resp : NULL;
+	f->resp_max = resp_max;
+	wait_run(f, &over);
+	return over ? VCONN_OVER : 0;
+}
+
+int vconn_fanout_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
+		      size_t bodylen, long timeout_ms, bool (*down)(void *, int),
+		      void *down_arg)
+{
+	struct vfan *f = loop_current() ? NULL : fan_new(own_loop(), method, reqs, n, body,
+							  bodylen, timeout_ms, NULL, NULL);
+	if (!f) {
+		for (int i = 0; i < n; i++)
+			reqs[i] = (struct httpc_req){reqs[i].url, -1, false, "on an event loop"};
+		return -1;
+	}
+	f->down = down;
+	f->down_arg = down_arg;
+	return wait_run(f, NULL);
 }
 
 /* vconn_get's: the answer handed on, then forgotten. */

@@ -47,6 +47,12 @@ int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *
 int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
 	       size_t bodylen, long timeout_ms, struct buf *resp, size_t resp_max);
 
+/* vconn_fanout, waited for as vconn_wait does: the index down failed, or
+ * -1.  On a loop's thread every request fails ("on an event loop"). */
+int vconn_fanout_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
+		      size_t bodylen, long timeout_ms, bool (*down)(void *, int),
+		      void *down_arg);
+
 /* A GET of url (http://), pipelined: sent on a kept-alive connection of
  * its volume while the answers to those sent before are still to come
  * (RFC 9112 9.3; nginx and mkv-volume answer in order), up to 16 on a

@@ -931,6 +931,108 @@ START_TEST(test_volume_name_first_address_refuses)
 }
 END_TEST
 
+/* ---- a burst against volumes with ordinary limits ---- */
+
+#define BURST 1000
+
+struct bjob {
+	char key[64];
+	long status;
+};
+
+static size_t bjob_discard(char *p, size_t s, size_t n, void *ud)
+{
+	(void)p, (void)ud;
+	return s * n;
+}
+
+/* method on every key at once, each on a connection of its own: the
+ * statuses in jobs. */
+static void burst(const char *method, struct bjob *jobs, int n)
+{
+	CURLM *multi = curl_multi_init();
+	int running = 1;
+	for (int i = 0; i < n; i++) {
+		CURL *c = curl_easy_init();
+		char *u = xasprintf("%s%s", m.base, jobs[i].key);
+		curl_easy_setopt(c, CURLOPT_URL, u);
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+		if (!strcmp(method, "PUT")) {
+			curl_easy_setopt(c, CURLOPT_POSTFIELDS, jobs[i].key);
+			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(jobs[i].key));
+		}
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, bjob_discard);
+		curl_easy_setopt(c, CURLOPT_PRIVATE, &jobs[i]);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+		curl_multi_add_handle(multi, c);
+		jobs[i].status = -1;
+		free(u);
+	}
+	while (running) {
+		CURLMsg *msg;
+		int q;
+		curl_multi_perform(multi, &running);
+		while ((msg = curl_multi_info_read(multi, &q))) {
+			struct bjob *j;
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&j);
+			if (msg->data.result == CURLE_OK)
+				curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &j->status);
+			curl_multi_remove_handle(multi, msg->easy_handle);
+			curl_easy_cleanup(msg->easy_handle);
+		}
+		curl_multi_poll(multi, NULL, 0, 100, NULL);
+	}
+	curl_multi_cleanup(multi);
+}
+
+/* Stock nginx volumes (Debian's limits: keepalive_requests 1000), one of
+ * them with worker_connections 256, and 1,000 small PUTs at once through
+ * the master, then their DELETEs: every one gets its normal answer, and
+ * every acknowledged write is there.  (The volume client opened a
+ * connection per request: past 256 nginx dropped them, and those
+ * requests failed.) */
+START_TEST(test_burst_small_volume_limits)
+{
+	static const char *const flags[] = {"-replicas", "3", NULL};
+	struct bjob *jobs = xcalloc(BURST, sizeof(*jobs));
+	vols[0].conns = 256;
+	cluster_up(VOL_NGINX, flags);
+	for (int i = 0; i < BURST; i++)
+		snprintf(jobs[i].key, sizeof(jobs[i].key), "/burst/%d-%d", (int)getpid(), i);
+	for (int t = 0; t < 100 && h_status("PUT", url("/burst/ready")) == 503; t++)
+		usleep(50000);   /* until the first check has seen them up */
+	burst("PUT", jobs, BURST);
+	for (int i = 0; i < BURST; i++)
+		ck_assert_msg(jobs[i].status == 201, "PUT %s: %ld (see %s)", jobs[i].key,
+			      jobs[i].status, m.log);
+	for (int i = 0; i < BURST; i++) {
+		struct resp r;
+		char *u = url(jobs[i].key);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+		ck_assert(r.body.len == strlen(jobs[i].key) &&
+			  !memcmp(r.body.data, jobs[i].key, r.body.len));
+		h_resp_free(&r);
+		free(u);
+	}
+	burst("DELETE", jobs, BURST);
+	for (int i = 0; i < BURST; i++)
+		ck_assert_msg(jobs[i].status == 204, "DELETE %s: %ld (see %s)", jobs[i].key,
+			      jobs[i].status, m.log);
+	for (int i = 0; i < BURST; i += 97) {
+		char *u = url(jobs[i].key);
+		ck_assert_int_eq(h_status("GET", u), 404);
+		free(u);
+	}
+	cluster_down();
+	vols[0].conns = 0;
+	free(jobs);
+}
+END_TEST
+
 START_TEST(test_health_one_head_a_volume)
 {
 	static const char *const flags[] = {"-replicas", "1", "-subvolumes", "10",
@@ -1493,6 +1595,10 @@ int main(void)
 	tcase_add_test(tc, test_usage);
 	tcase_add_test(tc, test_health_one_head_a_volume);
 	tcase_add_test(tc, test_volume_name_first_address_refuses);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("limits");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_burst_small_volume_limits);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sigterm");
 	tcase_set_timeout(tc, 120);

@@ -70,6 +70,8 @@ struct vol {
 	const char *peers;   /* mkv-volume's -peers, or NULL (h_vol_start's); set it
 				before h_vol_restart */
 	const char *secret;  /* -volumesecret FILE (either kind), or NULL */
+	int conns;           /* nginx's worker_connections; 0: Debian's stock 768 (its
+				keepalive limits are always nginx's own) */
 };
 void h_vol_start(struct vol *v, enum vol_kind kind);
 /* h_vol_start with -volumesecret secret (a file; the caller keeps it). */
