@@ -905,16 +905,6 @@ int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, 
 	return st;
 }
 
-int httpc_delete(const char *url, long timeout_ms, char *err)
-{
-	int st = httpc_do("DELETE", url, NULL, 0, timeout_ms, NULL, 0, err);
-	if (httpc_gone(st))
-		return 0;
-	if (st > 0)
-		snprintf(err, 256, "status %d", st);
-	return -1;
-}
-
 int httpc_outcome(const char *who, const char *method, const struct httpc_req *reqs, int n,
 		  bool *ok)
 {

@@ -216,10 +216,6 @@ void httpc_stream_free(struct httpc_stream *s);
 int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
 	       char *err);
 
-/* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
- * bytes) saying why. */
-int httpc_delete(const char *url, long timeout_ms, char *err);
-
 /* DELETE the blob at path (placement_path's) on each of locs[0..n) at
  * once, each within timeout_ms.  Returns how many are gone (2xx, or 404:
  * already); gone[i] (gone may be NULL) says which.  Each failure is logged

@@ -1386,7 +1386,7 @@ int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *
 
 /* ---- on a thread of no loop: a loop of its own, run while it waits ---- */
 
-static struct loop *own_loop(void)
+struct loop *vconn_loop(void)
 {
 	if (!own) {
 		own = loop_new();
@@ -1435,7 +1435,7 @@ int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *bo
 	struct vfan *f;
 	bool over;
 	if (loop_current() ||
-	    !(f = fan_new(own_loop(), method, reqs, n, body, bodylen, timeout_ms, NULL, NULL)))
+	    !(f = fan_new(vconn_loop(), method, reqs, n, body, bodylen, timeout_ms, NULL, NULL)))
 		return -1;
 	f->resp = n == 1 ? resp : NULL;
 	f->resp_max = resp_max;
@@ -1447,7 +1447,7 @@ int vconn_fanout_wait(const char *method, struct httpc_req *reqs, int n, const v
 		      size_t bodylen, long timeout_ms, bool (*down)(void *, int),
 		      void *down_arg)
 {
-	struct vfan *f = loop_current() ? NULL : fan_new(own_loop(), method, reqs, n, body,
+	struct vfan *f = loop_current() ? NULL : fan_new(vconn_loop(), method, reqs, n, body,
 							  bodylen, timeout_ms, NULL, NULL);
 	if (!f) {
 		for (int i = 0; i < n; i++)
@@ -1481,7 +1481,7 @@ int vconn_get(const char *url, size_t max,
 	      void (*done)(void *arg, int status, const char *body, size_t len, const char *err),
 	      void *arg)
 {
-	struct loop *l = loop_current() ? loop_current() : own_loop();
+	struct loop *l = loop_current() ? loop_current() : vconn_loop();
 	struct vget *g = xcalloc(1, sizeof(*g));
 	struct vfan *f;
 	g->req.url = xstrdup(url);

@@ -66,9 +66,11 @@ int vconn_fanout_wait(const char *method, struct httpc_req *reqs, int n, const v
 int vconn_get(const char *url, size_t max,
 	      void (*done)(void *arg, int status, const char *body, size_t len, const char *err),
 	      void *arg);
-/* On a thread of no loop: run its own until no GET is left (a done may
- * start more). */
+/* On a thread of no loop: run its own until nothing is left (a done may
+ * start more).  vconn_loop: that loop, for other work vconn_run then
+ * runs with its requests (the caller must be on a thread of no loop). */
 void vconn_run(void);
+struct loop *vconn_loop(void);
 
 /* fn(url, status) for each request that ends (httpc_observe sets it). */
 void vconn_observe(void (*fn)(const char *url, int status));
