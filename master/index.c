@@ -15,12 +15,14 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* A write queued for the committer. */
 struct pending {
 	char *key, *val;         /* val NULL: a delete */
 	size_t klen, vlen;
+	leveldb_writebatch_t *batch;   /* instead of key and val: a batch's writes */
 	bool sync;
 	void (*done)(void *, int);
 	void *arg;
@@ -54,6 +56,16 @@ struct index {
 	_Atomic int64_t keys;
 	atomic_bool keys_known;
 	char *path;
+	/* Writes one at a time (wmu), and none after one failed (broken):
+	 * LevelDB's log writer has moved past bytes that never reached the
+	 * disk, so recovery would cut the log there and drop every later
+	 * write (issue 40).  A failed write's reason is kept in why until a
+	 * flush of the memtable to a table starts a fresh log (recover). */
+	pthread_mutex_t wmu;
+	bool broken;
+	char why[200];
+	uint64_t tried_ns;           /* the last recover, at most one a second */
+	_Atomic uint64_t write_errors;
 };
 
 /* The count kept with the index, in DIR/mkv-keys when mkv closed it:
@@ -227,6 +239,7 @@ struct index *index_open(const char *path, char **why)
 	sem_init(&idx->wake, 0, 0);
 	idx->tail = &idx->head;
 	pthread_rwlock_init(&idx->count_lock, NULL);
+	pthread_mutex_init(&idx->wmu, NULL);
 	idx->path = xstrdup(path);
 	idx->opts = leveldb_options_create();
 	idx->ropts = leveldb_readoptions_create();
@@ -307,6 +320,7 @@ void index_close(struct index *idx)
 		keys_save(idx);
 	}
 	pthread_rwlock_destroy(&idx->count_lock);
+	pthread_mutex_destroy(&idx->wmu);
 	free(idx->path);
 	leveldb_options_destroy(idx->opts);
 	leveldb_filterpolicy_destroy(idx->bloom);
@@ -379,34 +393,146 @@ static void delta_delete(void *s, const char *key, size_t klen)
 	x->d += keys_delta(x->idx, key, klen, false);
 }
 
+/* Out of the broken state, if the disk has room for the memtable: a
+ * compaction of an empty range writes the memtable (every write that was
+ * acknowledged, and none that failed) to a synced table and starts a
+ * fresh log, and the old log, cut where the write failed, is deleted.
+ * An empty synced write then says whether LevelDB is well: it keeps a
+ * failed sync's or compaction's error for as long as it is open, and
+ * then only a restart (recovery from the old log) brings writes back.
+ * Under wmu. */
+static void recover(struct index *idx)
+{
+	leveldb_writebatch_t *b;
+	struct statvfs vfs;
+	char *mem, *err = NULL;
+	unsigned long long need;
+	if (now_ns() - idx->tried_ns < 1000000000ull)
+		return;
+	idx->tried_ns = now_ns();
+	mem = leveldb_property_value(idx->db, "leveldb.approximate-memory-usage");
+	/* the table (at most the memtable's size), a new log and MANIFEST */
+	need = 2 * (mem ? strtoull(mem, NULL, 10) : (unsigned long long)TABLE_MB << 20) + (256u << 10);
+	leveldb_free(mem);
+	if (statvfs(idx->path, &vfs) == 0 && (unsigned long long)vfs.f_bavail * vfs.f_frsize < need)
+		return;
+	leveldb_compact_range(idx->db, "", 0, "", 0);
+	b = leveldb_writebatch_create();
+	leveldb_write(idx->db, idx->wopts, b, &err);
+	leveldb_writebatch_destroy(b);
+	if (err) {
+		snprintf(idx->why, sizeof(idx->why), "index %s refuses writes after a failed one "
+			 "(%s): restart the master once its disk is sound", idx->path, err);
+		leveldb_free(err);
+		return;
+	}
+	idx->broken = false;
+	log_msg("index %s: writable again (its writes flushed to a table, a fresh log begun)",
+		idx->path);
+}
+
+bool index_writable(struct index *idx, char *why, size_t n)
+{
+	bool ok;
+	pthread_mutex_lock(&idx->wmu);
+	if (idx->broken)
+		recover(idx);
+	ok = !idx->broken;
+	if (!ok)
+		snprintf(why, n, "%s", idx->why);
+	pthread_mutex_unlock(&idx->wmu);
+	return ok;
+}
+
+uint64_t index_write_errors(struct index *idx)
+{
+	return atomic_load(&idx->write_errors);
+}
+
 /* Every write goes here: batch b (a key at most once in it), each key
  * read first for the count, all under count_lock's shared side. */
 static int commit(struct index *idx, leveldb_writebatch_t *b, bool sync)
 {
 	struct delta x = {idx, 0};
 	char *err = NULL;
+	pthread_mutex_lock(&idx->wmu);
+	if (idx->broken)
+		recover(idx);
+	if (idx->broken) {
+		pthread_mutex_unlock(&idx->wmu);
+		return -1;
+	}
 	pthread_rwlock_rdlock(&idx->count_lock);
 	leveldb_writebatch_iterate(b, &x, delta_put, delta_delete);
 	leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
 	if (!err)
 		atomic_fetch_add(&idx->keys, x.d);
 	pthread_rwlock_unlock(&idx->count_lock);
-	return failed("leveldb_write", err);
+	if (err) {
+		idx->broken = true;
+		idx->tried_ns = now_ns();
+		atomic_fetch_add(&idx->write_errors, 1);
+		snprintf(idx->why, sizeof(idx->why), "index %s refuses writes after a failed "
+			 "one (%s): they resume once its disk has room", idx->path, err);
+		log_msg("%s", idx->why);
+		leveldb_free(err);
+	}
+	pthread_mutex_unlock(&idx->wmu);
+	return err ? -1 : 0;
+}
+
+/* Every write, the loops' and the others', goes through the committer:
+ * one thread writes the index, in batches that group what waits, so that
+ * nothing is written after a write that failed (commit) and synced
+ * writes of many threads share a sync.  The others wait for theirs. */
+struct waiter {
+	sem_t done;
+	int rc;
+};
+
+static void woken(void *arg, int rc)
+{
+	struct waiter *w = arg;
+	w->rc = rc;
+	sem_post(&w->done);
+}
+
+static void enqueue(struct index *idx, struct pending *p);
+
+static int write_wait(struct index *idx, struct pending *p)
+{
+	struct waiter w;
+	sem_init(&w.done, 0, 0);
+	p->done = woken;
+	p->arg = &w;
+	enqueue(idx, p);
+	while (sem_wait(&w.done) < 0 && errno == EINTR)
+		;
+	sem_destroy(&w.done);
+	return w.rc;
+}
+
+static struct pending *pending_new(const char *key, size_t klen, const char *val, size_t vlen,
+				   bool sync)
+{
+	struct pending *p = xcalloc(1, sizeof(*p));
+	p->key = xmalloc(klen ? klen : 1);
+	memcpy(p->key, key, klen);
+	p->klen = klen;
+	if (val) {
+		p->val = xmalloc(vlen ? vlen : 1);
+		memcpy(p->val, val, vlen);
+		p->vlen = vlen;
+	}
+	p->sync = sync;
+	return p;
 }
 
 /* A put, or a delete when val is NULL. */
 static int write1(struct index *idx, bool sync, const char *key, size_t klen, const char *val,
 		  size_t vlen)
 {
-	leveldb_writebatch_t *b = leveldb_writebatch_create();
-	int rc;
-	if (val)
-		leveldb_writebatch_put(b, key, klen, val, vlen);
-	else
-		leveldb_writebatch_delete(b, key, klen);
-	rc = commit(idx, b, sync);
-	leveldb_writebatch_destroy(b);
-	return rc;
+	return write_wait(idx, pending_new(key, klen, val, vlen, sync));
 }
 
 int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
@@ -450,9 +576,9 @@ void index_batch_free(struct index_batch *b)
 
 int index_batch_write(struct index *idx, struct index_batch *b)
 {
-	int rc = commit(idx, (leveldb_writebatch_t *)b, false);
-	index_batch_free(b);
-	return rc;
+	struct pending *p = xcalloc(1, sizeof(*p));
+	p->batch = (leveldb_writebatch_t *)b;
+	return write_wait(idx, p);
 }
 
 bool index_keys(struct index *idx, uint64_t *n)
@@ -485,11 +611,10 @@ int index_count(struct index *idx, const atomic_bool *stop)
 
 int index_sync(struct index *idx)
 {
-	leveldb_writebatch_t *b = leveldb_writebatch_create();
-	char *err = NULL;
-	leveldb_write(idx->db, idx->wopts, b, &err); /* an empty synced write syncs the log */
-	leveldb_writebatch_destroy(b);
-	return failed("leveldb_write (sync)", err);
+	struct pending *p = xcalloc(1, sizeof(*p));
+	p->batch = leveldb_writebatch_create();  /* an empty synced write syncs the log */
+	p->sync = true;
+	return write_wait(idx, p);
 }
 
 /* Write the items of list p whose sync is sync, as one batch; then tell
@@ -507,7 +632,9 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 			rt = &p->next;
 			continue;
 		}
-		if (p->val)
+		if (p->batch)
+			leveldb_writebatch_append(b, p->batch);
+		else if (p->val)
 			leveldb_writebatch_put(b, p->key, p->klen, p->val, p->vlen);
 		else
 			leveldb_writebatch_delete(b, p->key, p->klen);
@@ -521,6 +648,8 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 		next = p->next;
 		if (p->done)
 			p->done(p->arg, rc);
+		if (p->batch)
+			leveldb_writebatch_destroy(p->batch);
 		free(p->key);
 		free(p->val);
 		free(p);
@@ -556,22 +685,9 @@ static void *committer(void *arg)
 	}
 }
 
-void index_write_async(struct index *idx, const char *key, size_t klen, const char *val,
-		       size_t vlen, bool sync, void (*done)(void *arg, int rc), void *arg)
+static void enqueue(struct index *idx, struct pending *p)
 {
-	struct pending *p = xcalloc(1, sizeof(*p));
 	bool wake;
-	p->key = xmalloc(klen ? klen : 1);
-	memcpy(p->key, key, klen);
-	p->klen = klen;
-	if (val) {
-		p->val = xmalloc(vlen ? vlen : 1);
-		memcpy(p->val, val, vlen);
-		p->vlen = vlen;
-	}
-	p->sync = sync;
-	p->done = done;
-	p->arg = arg;
 	pthread_mutex_lock(&idx->mu);
 	if (!idx->running) {
 		if (pthread_create(&idx->committer, NULL, committer, idx))
@@ -585,6 +701,15 @@ void index_write_async(struct index *idx, const char *key, size_t klen, const ch
 	pthread_mutex_unlock(&idx->mu);
 	if (wake)
 		sem_post(&idx->wake);
+}
+
+void index_write_async(struct index *idx, const char *key, size_t klen, const char *val,
+		       size_t vlen, bool sync, void (*done)(void *arg, int rc), void *arg)
+{
+	struct pending *p = pending_new(key, klen, val, vlen, sync);
+	p->done = done;
+	p->arg = arg;
+	enqueue(idx, p);
 }
 
 /* An index_iter is LevelDB's iterator. */

@@ -60,6 +60,14 @@ bool index_keys(struct index *idx, uint64_t *n);
  * true first.  At 100M keys the walk takes about a minute and a core. */
 int index_count(struct index *idx, const atomic_bool *stop);
 
+/* After a write failed (ENOSPC, EIO, a failed sync) the index takes no
+ * write until LevelDB starts a fresh log (tried at most once a second,
+ * when the disk has room): false, with the one-line reason in why.
+ * Reads go on. */
+bool index_writable(struct index *idx, char *why, size_t n);
+/* Writes that failed since the open (the metric). */
+uint64_t index_write_errors(struct index *idx);
+
 /* Make every write so far durable (one fsync for any number of
  * index_put_nosync).  0 or -1 (logged). */
 int index_sync(struct index *idx);

@@ -101,12 +101,22 @@ void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const s
 	free(k);
 }
 
-void meta_write(struct index_batch *b)
+int meta_write(struct index_batch *b)
 {
 	if (db)
-		index_batch_write(db, b);
-	else
-		index_batch_free(b);
+		return index_batch_write(db, b);
+	index_batch_free(b);
+	return 0;
+}
+
+bool meta_writable(char *why, size_t n)
+{
+	return !db || index_writable(db, why, n);
+}
+
+uint64_t meta_write_errors(void)
+{
+	return db ? index_write_errors(db) : 0;
 }
 
 void meta_put(const char *key, size_t klen, const struct meta *m)

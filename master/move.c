@@ -36,6 +36,98 @@ static int delete_all(char *const *urls, int n)
 	return httpc_outcome("rebalance: ", "DELETE", reqs, n, NULL);
 }
 
+/* ---- notes of old copies not yet deleted ----
+ *
+ * Before a record stops naming a copy (a move, a REPLACE), the copy's
+ * location is noted in the sidecar ('o' + key: its locations, joined by
+ * ','), and the note loses it once the copy is gone.  What a crash left
+ * behind goes at the next start (move_sweep_notes): else a rebuild would
+ * bring back the value it holds, of a key deleted or replaced since.
+ * Written under the key's lock (a move's, a REPLACE's, a delete's). */
+
+static void note_set(const char *key, size_t klen, char *const *locs, int n)
+{
+	char *v = record_join_locs(locs, n);
+	if (n)
+		meta_raw_put('o', key, klen, v, false);
+	else
+		meta_raw_delete('o', key, klen);
+	free(v);
+}
+
+/* The note's locations into r (its storage: the returned string). */
+static char *note_get(const char *key, size_t klen, struct record *r)
+{
+	char *v = meta_raw_get('o', key, klen);
+	r->nlocs = 0;
+	if (v && record_parse(v, strlen(v), r) < 0)
+		r->nlocs = 0;
+	return v;
+}
+
+void move_note(const char *key, size_t klen, char *const *locs, int n)
+{
+	struct record r;
+	char *v = note_get(key, klen, &r), *all[RECORD_MAX_LOCS];
+	int na = 0;
+	for (int i = 0; i < r.nlocs; i++)
+		all[na++] = r.locs[i];
+	for (int i = 0; i < n && na < RECORD_MAX_LOCS; i++)
+		if (!record_has_loc(all, na, locs[i]))
+			all[na++] = locs[i];
+	if (na > r.nlocs)
+		note_set(key, klen, all, na);
+	free(v);
+}
+
+/* loc's copy is gone (or named again): off the note. */
+static void note_done(const char *key, size_t klen, const char *loc)
+{
+	struct record r;
+	char *v = note_get(key, klen, &r), *left[RECORD_MAX_LOCS];
+	int n = 0;
+	for (int i = 0; i < r.nlocs; i++)
+		if (strcmp(r.locs[i], loc))
+			left[n++] = r.locs[i];
+	if (n < r.nlocs)
+		note_set(key, klen, left, n);
+	free(v);
+}
+
+int move_sweep_notes(struct index *idx)
+{
+	struct index_iter *it = meta_notes('o');
+	int left = 0;
+	for (; it && index_iter_valid(it); index_iter_next(it)) {
+		size_t klen, vlen;
+		const char *k = index_iter_key(it, &klen);
+		char path[PATH_MAX_LEN], *v, *rv, *url, *keep[RECORD_MAX_LOCS];
+		struct record note, rec = {0};
+		int nkeep = 0;
+		if (!klen || k[0] != 'o')
+			break;
+		v = note_get(k + 1, klen - 1, &note);
+		rv = index_get(idx, k + 1, klen - 1, &vlen);
+		if (rv && record_parse(rv, vlen, &rec) < 0)
+			rec.nlocs = -1;   /* malformed: keep every copy */
+		placement_path(k + 1, klen - 1, path);
+		for (int i = 0; i < note.nlocs; i++) {
+			if (rec.nlocs < 0 || record_has_loc(rec.locs, rec.nlocs, note.locs[i]))
+				continue;   /* the key's again */
+			url = httpc_url(note.locs[i], path);
+			if (delete_all(&url, 1) < 1)
+				keep[nkeep++] = note.locs[i];   /* for the next start */
+			free(url);
+		}
+		note_set(k + 1, klen - 1, keep, nkeep);
+		left += nkeep;
+		free(v);
+		free(rv);
+	}
+	index_iter_free(it);
+	return left;
+}
+
 /* ---- background deletes of old copies (online) ---- */
 
 struct pending {
@@ -102,6 +194,8 @@ static void delete_due(void *ctx, void *item)
 			down ? " or its volume is down" : locked ? "" : " or being written");
 	else if (delete_all(&p->url, 1) < 1)
 		log_msg("rebalance: an old copy is left behind: %s", p->url);
+	else
+		note_done(p->key, p->klen, p->loc);
 	if (locked)
 		keylock_release(p->key, p->klen);
 	free(p->url);
@@ -280,7 +374,8 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 
 /* A small blob through here: GET it whole from the first source (in
  * order) that reads intact, then PUT it to dst[0..ndst) at once.  0, 1
- * when no source could be read whole (or matched the record's HASH), -1
+ * when no source could be read whole (or matched the record's HASH), 2
+ * when every source answered 404, -1
  * when a destination failed; *big: the blob is larger than a small one
  * (HTTPC_SMALL_MAX: nothing done, it is streamed). */
 static int copy_small(const struct move *m, const int *order, int no, char *const *dst,
@@ -288,7 +383,7 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 {
 	struct httpc_req reqs[RECORD_MAX_LOCS];
 	struct buf body = {0};
-	int got = 1;
+	int got = 1, gone = 0;
 	*big = false;
 	for (int j = 0; j < no && got > 0 && !*big; j++) {
 		struct httpc_req g = {.url = httpc_url(m->r.locs[order[j]], m->path)};
@@ -297,6 +392,7 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 		if (rc == VCONN_OVER || rc < 0) {
 			*big = true;
 		} else if (g.status != 200) {
+			gone += g.status == 404;
 			if (g.status < 0)
 				log_msg("rebalance: GET %s: %s", g.url, g.err);
 			else
@@ -314,7 +410,7 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 		free((char *)g.url);
 	}
 	buf_free(&body);
-	return got;
+	return got > 0 && gone == no ? 2 : got;
 }
 
 /* A larger blob streamed volume -> volume through here, to dst[0..ndst)
@@ -375,6 +471,8 @@ static int copy_missing(struct move *m, const char **why)
 	}
 	for (int i = 0; i < ndst; i++)
 		free(dst[i]);
+	if (got == 2 && m->r.deleted)
+		return 0;   /* a DELETE or PUT cut short: no copy left to keep, none to move */
 	if (got && !m->r.nlocs) {
 		*why = "record names no volume to copy from";
 		return 500;
@@ -384,16 +482,23 @@ static int copy_missing(struct move *m, const char **why)
 	return got ? 503 : 0;
 }
 
+/* The copies the record names that the move leaves behind, into old. */
+static int old_copies(const struct move *m, char **old)
+{
+	int n = 0;
+	for (int i = 0; i < m->r.nlocs; i++)
+		if (!record_has_loc(m->wantp, m->nwant, m->r.locs[i]) &&
+		    !record_has_loc(m->r.locs, i, m->r.locs[i]))
+			old[n++] = m->r.locs[i];
+	return n;
+}
+
 /* 3. The copies no longer wanted go: now (offline) or after the grace period. */
 static int drop_old(struct move *m, int flags, struct index *idx, const char *key, size_t klen,
 		    const char **why)
 {
 	char *old[RECORD_MAX_LOCS];
-	int n = 0, gone;
-	for (int i = 0; i < m->r.nlocs; i++)
-		if (!record_has_loc(m->wantp, m->nwant, m->r.locs[i]) &&
-		    !record_has_loc(m->r.locs, i, m->r.locs[i]))
-			old[n++] = m->r.locs[i];
+	int n = old_copies(m, old), gone;
 	if (!(flags & MOVE_NOW)) {
 		for (int i = 0; i < n; i++)
 			move_delete_later(idx, key, klen, old[i], m->path);
@@ -404,6 +509,8 @@ static int drop_old(struct move *m, int flags, struct index *idx, const char *ke
 	gone = delete_all(old, n);
 	for (int i = 0; i < n; i++)
 		free(old[i]);
+	if (gone == n)
+		note_set(key, klen, NULL, 0);
 	if (gone < n) {
 		*why = move_left_behind;
 		return 500;
@@ -448,7 +555,12 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 	placement_path(key, klen, m.path);
 	if ((rc = copy_missing(&m, why)) != 0)
 		goto out;
-	/* 2. the record names the new locations, nothing else changes */
+	/* 2. the record names the new locations, nothing else changes (the
+	 * copies it stops naming noted first) */
+	{
+		char *old[RECORD_MAX_LOCS];
+		move_note(key, klen, old, old_copies(&m, old));
+	}
 	nr = m.r;
 	nr.nlocs = m.nwant;
 	memcpy(nr.locs, m.wantp, sizeof(m.wantp));

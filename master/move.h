@@ -16,5 +16,9 @@
  * just before the switch still finds the bytes. */
 void move_delete_later(struct index *idx, const char *key, size_t klen, const char *loc,
 		      const char *path);
+/* Before a record stops naming the copies at locs[0..n): they are noted
+ * in the sidecar until deleted, under the key's lock (move.c). */
+void move_note(const char *key, size_t klen, char *const *locs, int n);
+
 
 #endif

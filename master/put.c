@@ -170,57 +170,59 @@ static void cleanup_failed(struct put *p)
 
 /* ---- REPLACE ---- */
 
-/* The copies at old locations that the record no longer names (they hold
- * the old bytes, or none) go a grace period later, as REBALANCE's do: a
- * GET redirected to one just before the switch still reads the old value.
- * A failure leaves an orphan that gc finds: nothing names it. */
-static void drop_unnamed(struct put *p, char *const *keep, int nkeep, char *const *cand, int ncand)
-{
-	for (int i = 0; i < ncand; i++)
-		if (!record_has_loc(keep, nkeep, cand[i]))
-			move_delete_later(p->idx, p->key, p->klen, cand[i], p->path);
-}
-
 /* After the transfers: the new record, or on failure the record of what
  * the replicas now hold.  Replicas that answered 2xx hold the new bytes;
  * the others kept the old ones (volumes write to a temporary name and
- * rename, so a failed PUT leaves the old file). */
+ * rename, so a failed PUT leaves the old file).  The copies the record no
+ * longer names (they hold the old bytes, or none) are noted first, and
+ * go a grace period later, as REBALANCE's do: a GET redirected to one
+ * just before the switch still reads the old value (move_delete_later). */
 static void replace_end(struct put *p)
 {
-	char *ok[RECORD_MAX_LOCS];
-	int nok = 0;
+	char *ok[RECORD_MAX_LOCS], *drop[2 * RECORD_MAX_LOCS] = {0}, *const *keep = p->locs;
+	int nok = 0, ndrop = 0, nkeep = p->nlocs, rc = 0;
+	bool eof = true;
 	for (int i = 0; i < p->nlocs; i++)
 		if (p->reqs[i].status >= 200 && p->reqs[i].status < 300)
 			ok[nok++] = p->locs[i];
-	if (!p->status) {
-		if (write_record(p, false, p->hash, p->locs, p->nlocs) < 0)
-			fail(p, 500, "index write failed");
-		else
-			drop_unnamed(p, p->locs, p->nlocs, p->oldrec.locs, p->oldrec.nlocs);
-	} else if (nok == 0) {
+	if (p->status && nok == 0) {
 		/* Nothing was replaced: the old record still holds. */
 		size_t n = strlen(p->why);
 		snprintf(p->why + n, sizeof(p->why) - n, "; nothing was replaced");
-	} else {
+		meta_raw_delete('r', p->key, p->klen);
+		return;
+	}
+	if (p->status) {
 		/* Some copies are new: the record names only those (the
 		 * others are removed), so what is served is the new value,
 		 * on fewer replicas; rebalance restores the count.  Every
 		 * byte went to the good replicas: the md5 is coming. */
-		bool eof = httpc_stream_wait_end(p->st, &p->size);
-		size_t n;
-		if (write_record(p, false, eof ? p->hash : "", ok, nok) < 0) {
-			log_msg("REPLACE %s: index write failed; the copies may differ: run verify",
-				p->key);
-		} else {
-			write_meta(p, eof);
-			drop_unnamed(p, ok, nok, p->locs, p->nlocs);
-			drop_unnamed(p, ok, nok, p->oldrec.locs, p->oldrec.nlocs);
-		}
-		n = strlen(p->why);
+		size_t n = strlen(p->why);
 		snprintf(p->why + n, sizeof(p->why) - n,
 			 "; REPLACE partly done: the new value is on %d of %d replicas", nok,
 			 p->nlocs);
+		eof = httpc_stream_wait_end(p->st, &p->size);
+		keep = ok, nkeep = nok;
+		for (int i = 0; i < p->nlocs; i++)
+			if (!record_has_loc(keep, nkeep, p->locs[i]))
+				drop[ndrop++] = p->locs[i];
 	}
+	for (int i = 0; i < p->oldrec.nlocs; i++)
+		if (!record_has_loc(keep, nkeep, p->oldrec.locs[i]) &&
+		    !record_has_loc(drop, ndrop, p->oldrec.locs[i]))
+			drop[ndrop++] = p->oldrec.locs[i];
+	move_note(p->key, p->klen, drop, ndrop);
+	if ((rc = write_record(p, false, eof ? p->hash : "", keep, nkeep)) < 0) {
+		if (!p->status)
+			fail(p, 500, "index write failed");
+		log_msg("REPLACE %s: index write failed; the copies may differ until the next "
+			"start settles them", p->key);
+		return;   /* the 'r' note stays: the next start settles the key from them */
+	}
+	if (p->status)
+		write_meta(p, eof);
+	for (int i = 0; i < ndrop; i++)
+		move_delete_later(p->idx, p->key, p->klen, drop[i], p->path);
 	meta_raw_delete('r', p->key, p->klen);
 }
 

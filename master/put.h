@@ -35,7 +35,6 @@ struct record;
 int put_settle_replace(const struct config *cfg, struct index *idx, const char *key,
 		       size_t klen, const struct record *r, const char *to);
 
-/* At start: settle (or unlink) every key a crash cut short mid-REPLACE. */
-void put_sweep_replaces(const struct config *cfg, struct index *idx);
+
 
 #endif

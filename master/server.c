@@ -479,7 +479,16 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 		send_error(r, 400, "the request target must be a path starting with /");
 		break;
 	case FRONT_HEAD_OK:
-		if (!refused(r, method) && r->op == OP_PUT)
+		if (refused(r, method))
+			break;
+		if (r->op != OP_GET && r->op != OP_HEAD && r->op != OP_OTHER) {
+			char why[256];
+			if (!store_writable(why, sizeof(why))) {
+				send_error(r, 503, why);
+				break;
+			}
+		}
+		if (r->op == OP_PUT)
 			put_begin(r);
 		break;
 	}
@@ -590,6 +599,7 @@ int server_main(const struct config *c)
 	}
 	httpc_global_init();
 	put_sweep_replaces(cfg, idx);
+	move_sweep_notes(idx);
 	store_init(cfg, idx);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);

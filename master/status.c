@@ -96,6 +96,15 @@ static void collect(struct buf *b)
 	metrics_family(b, "mkv_keylock_conflicts_total", "counter",
 		       "Writes refused with 409: another write of the key was running.");
 	metrics_sample_u64(b, "mkv_keylock_conflicts_total", NULL, atomic_load(&conflicts));
+	char why[256];
+	metrics_family(b, "mkv_index_writable", "gauge",
+		       "1 while the index and its sidecar take writes; 0 after a write failed "
+		       "(the log says why), until it is sound again.");
+	metrics_sample_u64(b, "mkv_index_writable", NULL, store_writable(why, sizeof(why)));
+	metrics_family(b, "mkv_index_write_errors_total", "counter",
+		       "Writes of the index and its sidecar that failed (ENOSPC, EIO, a failed sync).");
+	metrics_sample_u64(b, "mkv_index_write_errors_total", NULL,
+			   index_write_errors(idx) + meta_write_errors());
 	uint64_t n;
 	if (index_keys(idx, &n)) {
 		metrics_family(b, "mkv_index_keys", "gauge",

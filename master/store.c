@@ -32,6 +32,11 @@ struct index *store_index(void)
 	return the_idx;
 }
 
+bool store_writable(char *why, size_t n)
+{
+	return index_writable(the_idx, why, n) && meta_writable(why, n);
+}
+
 bool store_live(struct index *idx, const char *key, size_t klen, char **v, struct record *r)
 {
 	size_t vlen;

@@ -24,6 +24,10 @@ void store_init(const struct config *cfg, struct index *idx);
 const struct config *store_cfg(void);
 struct index *store_index(void);
 
+/* Can the index and the sidecar take writes (index_writable)?  false,
+ * with the reason, after one failed until it is sound again. */
+bool store_writable(char *why, size_t n);
+
 /* ---- locks and volumes ---- */
 
 /* Take key's lock (one write of a key at a time); false if someone holds it. */
@@ -50,6 +54,15 @@ struct store_urls {
 int store_urls(struct index *idx, const char *key, size_t klen, struct store_urls *u);
 void store_urls_free(struct store_urls *u);
 
+/* At a start (the master's, an offline rebalance's, a rebuild's): delete
+ * the copies a killed move or REPLACE left behind that the index no
+ * longer names (noted in the sidecar, move.c).  How many could not be
+ * deleted (kept noted, for the next start). */
+int move_sweep_notes(struct index *idx);
+/* At a start (the master's, an offline rebalance's): settle (or unlink)
+ * every key a crash cut short mid-REPLACE (put.c). */
+void put_sweep_replaces(const struct config *cfg, struct index *idx);
+
 /* ---- attributes and notes: what S3 keeps besides the record ----
  *
  * A second LevelDB beside the index (<db>/mkv-meta/; the format is in
@@ -72,10 +85,12 @@ void meta_close(void);
 int meta_sync(void);
 /* put: not synced (a lost entry only shows size 0 until a rebuild). */
 void meta_put(const char *key, size_t klen, const struct meta *m);
+bool meta_writable(char *why, size_t n);
+uint64_t meta_write_errors(void);
 /* meta_put's entries gathered in b (index_batch_new, a key at most once)
  * and written together by meta_write, which frees b. */
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m);
-void meta_write(struct index_batch *b);
+int meta_write(struct index_batch *b);    /* 0, or -1 (logged) */
 void meta_delete(const char *key, size_t klen);
 
 /* A key's attributes; false (and m zeroed but for what is known) when none. */

@@ -68,6 +68,12 @@ static int run_offline(struct run *r)
 				"stop it, or rebalance online with -master host:port");
 	if (!r->idx)
 		return -1;
+	if (meta_open(r->cfg->db) < 0) {
+		index_close(r->idx);
+		return -1;
+	}
+	put_sweep_replaces(r->cfg, r->idx);   /* what a killed master left to settle */
+	move_sweep_notes(r->idx);            /* and a killed run left behind */
 	if (isatty(2) && !index_keys(r->idx, &r->total)) {   /* the total: kept, or walked */
 		struct index_iter *it = index_iter_new(r->idx, "", 0);
 		for (r->total = 0; index_iter_valid(it); index_iter_next(it))
@@ -75,6 +81,7 @@ static int run_offline(struct run *r)
 		index_iter_free(it);
 	}
 	ops_index_each(r->idx, r->cfg->workers * OPS_MOVES_PER_WORKER, &r->b, offline_one, r);
+	meta_close();
 	index_close(r->idx);
 	return 0;
 }

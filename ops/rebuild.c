@@ -485,8 +485,9 @@ static void write_leaf(void *ctx, void *item)
 		if (index_batch_write(rb->idx, b) < 0) {
 			rb->failed++;
 			index_batch_free(mb);
+		} else if (meta_write(mb) < 0) {
+			rb->failed++;   /* the records are in, their S3 attributes not */
 		} else {
-			meta_write(mb);
 			rb->keys += n;
 		}
 		b = mb = NULL;
@@ -528,6 +529,8 @@ static int rebuild_open(struct rb *rb, bool *was_empty)
 	it = index_iter_new(rb->idx, "", 0);
 	*was_empty = !index_iter_valid(it);
 	index_iter_free(it);
+	if (!*was_empty)   /* copies a killed move left behind: not to be found again */
+		move_sweep_notes(rb->idx);
 	if (cfg->from && realpath(cfg->from, ra) && realpath(cfg->db, rd) && !strcmp(ra, rd))
 		rb->old = rb->idx;
 	else if (cfg->from && !(rb->old = ops_index_open(cfg->from, false, "rebuild: -from", NULL)))

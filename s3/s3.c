@@ -339,6 +339,11 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 	classify(s);
 	s->ring = keys_current();
 	authorize(s);
+	if (!s->status && strcmp(method, "GET") && strcmp(method, "HEAD")) {
+		char why[256];
+		if (!store_writable(why, sizeof(why)))
+			s3_error(s, 503, "ServiceUnavailable", why);
+	}
 	return s;
 }
 
