@@ -794,25 +794,39 @@ static void drive(struct httpc_stream *s, struct conns *c)
 	free(un);
 }
 
+/* All of the body is here already, and small: head and body go in one
+ * request per replica (vconn's). */
+static bool small(struct httpc_stream *s)
+{
+	bool yes;
+	pthread_mutex_lock(&s->mu);
+	yes = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
+	      s->head < s->cfg.cap;
+	pthread_mutex_unlock(&s->mu);
+	return yes;
+}
+
+/* A small body's fan-out ended: the replica down failed (gone), else the
+ * first that failed, or -1. */
+static int small_first(struct httpc_stream *s, int gone)
+{
+	for (int i = s->cfg.n - 1; i >= 0; i--)
+		if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
+			s->first = i;
+	return gone >= 0 ? gone : s->first;
+}
+
 int httpc_stream_run(struct httpc_stream *s)
 {
-	struct conns *c = conns(s->cfg.n + 1);
-	bool small;
-
+	struct conns *c;
+	if (small(s))
+		return small_first(s, vconn_fanout_wait("PUT", s->cfg.reqs, s->cfg.n, s->ring,
+							(size_t)s->head, s->cfg.stall_ms,
+							s->cfg.down, s->cfg.down_arg));
+	c = conns(s->cfg.n + 1);
 	pthread_mutex_lock(&s->mu);
-	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
-		s->head < s->cfg.cap;
-	s->multi = small ? NULL : c->multi;
+	s->multi = c->multi;
 	pthread_mutex_unlock(&s->mu);
-	if (small) { /* all here already: head and body in one request per replica */
-		int gone = vconn_fanout_wait("PUT", s->cfg.reqs, s->cfg.n, s->ring,
-					     (size_t)s->head, s->cfg.stall_ms, s->cfg.down,
-					     s->cfg.down_arg);
-		for (int i = s->cfg.n - 1; i >= 0; i--)
-			if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
-				s->first = i;
-		return gone >= 0 ? gone : s->first;
-	}
 	if (!s->src)
 		start_puts(s, c);
 	drive(s, c);
@@ -976,20 +990,12 @@ int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const ch
 static void stream_async_done(void *arg, int gone)
 {
 	struct httpc_stream *s = arg;
-	for (int i = s->cfg.n - 1; i >= 0; i--)
-		if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
-			s->first = i;
-	s->async_done(s->async_arg, gone >= 0 ? gone : s->first);
+	s->async_done(s->async_arg, small_first(s, gone));
 }
 
 int httpc_stream_run_async(struct httpc_stream *s, void (*done)(void *arg, int first), void *arg)
 {
-	bool small;
-	pthread_mutex_lock(&s->mu);
-	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
-		s->head < s->cfg.cap;
-	pthread_mutex_unlock(&s->mu);
-	if (!small || !loop_current())
+	if (!small(s) || !loop_current())
 		return -1;
 	s->async_done = done;
 	s->async_arg = arg;
