@@ -838,34 +838,56 @@ START_TEST(pipelined_resends_counted)
 }
 END_TEST
 
-/* A volume whose connect never completes (its accept queue is full: the
- * SYN is dropped) fails the request at the connect timeout, not never. */
-START_TEST(connect_timeout)
+/* A listener whose accept queue is full: connects to it never complete
+ * (the SYN is dropped, as by a host that drops packets).  Its port;
+ * fds[0] the listener, the others the connections that filled it. */
+static int hung_listener(int fds[9], int *nfds)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
-	int l = socket(AF_INET, SOCK_STREAM, 0), fill[8], nfill = 0;
-	struct call c;
-	char *u;
-	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
-	ck_assert_int_eq(listen(l, 0), 0);
-	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &al), 0);
-	for (; nfill < 8; nfill++) {   /* fill the queue: later connects hang */
+	fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_eq(bind(fds[0], (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fds[0], 0), 0);
+	ck_assert_int_eq(getsockname(fds[0], (struct sockaddr *)&a, &al), 0);
+	for (*nfds = 1; *nfds < 9;) {
 		struct pollfd p;
-		fill[nfill] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-		connect(fill[nfill], (struct sockaddr *)&a, sizeof(a));
-		p = (struct pollfd){.fd = fill[nfill], .events = POLLOUT};
-		if (poll(&p, 1, 300) <= 0) {
-			nfill++;
+		int fd = fds[(*nfds)++] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(fd, (struct sockaddr *)&a, sizeof(a));
+		p = (struct pollfd){.fd = fd, .events = POLLOUT};
+		if (poll(&p, 1, 300) <= 0)
 			break;
-		}
 	}
-	u = xasprintf("http://127.0.0.1:%d/sv00/ab/cd/a2V5", ntohs(a.sin_port));
+	return ntohs(a.sin_port);
+}
+
+/* A volume whose connect never completes fails a request at the connect
+ * timeout, not never. */
+START_TEST(connect_timeout)
+{
+	int fds[9], n, port = hung_listener(fds, &n);
+	struct call c;
+	char *u = xasprintf("http://127.0.0.1:%d/sv00/ab/cd/a2V5", port);
 	ck_assert_int_eq(run2(&c, "DELETE", u, NULL, NULL, 0), -1);
 	ck_assert_msg(strstr(c.req[0].err, "within"), "%s", c.req[0].err);
-	for (int i = 0; i < nfill; i++)
-		close(fill[i]);
-	close(l);
+	while (n--)
+		close(fds[n]);
+	free(u);
+}
+END_TEST
+
+/* The same for a rebuild's pipelined listings: each fails after 4 connects
+ * that timed out (40 s), not after the kernel's own give up, 4 times over. */
+START_TEST(connect_timeout_pipelined)
+{
+	int fds[9], n, port = hung_listener(fds, &n);
+	struct gets g;
+	char *u = xasprintf("http://127.0.0.1:%d/ab/", port);
+	get_n(&g, u, 16);
+	ck_assert_int_eq(g.ok, 0);
+	ck_assert_msg(strstr(g.err, "within"), "%s", g.err);
+	vconn_thread_cleanup();
+	while (n--)
+		close(fds[n]);
 	free(u);
 }
 END_TEST
@@ -1332,7 +1354,7 @@ int main(void)
 	SRunner *sr;
 	int failed;
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 60);
+	tcase_set_timeout(tc, 120);   /* connect timeouts: 4 x 10 s, under ASan and load */
 	tcase_add_test(tc, keepalive_reused);
 	tcase_add_test(tc, closed_between_requests);
 	tcase_add_test(tc, closed_before_answer);
@@ -1348,6 +1370,7 @@ int main(void)
 	tcase_add_test(tc, closed_idle_not_reused);
 	tcase_add_test(tc, pipelined_resends_counted);
 	tcase_add_test(tc, connect_timeout);
+	tcase_add_test(tc, connect_timeout_pipelined);
 	tcase_add_test(tc, close_any_case);
 	tcase_add_test(tc, bad_heads_fail_at_once);
 	tcase_add_test(tc, pipelined_over_once);
