@@ -506,6 +506,7 @@ struct vstate {
 	int nconnecting;
 	uint64_t tick;            /* the next down check */
 	bool kick;                /* a host's waiting requests may go: at the turn's end */
+	bool ending;              /* vconn_thread_cleanup: nothing starts again */
 	/* Connections with pipelined GETs to write: written together before
 	 * the loop sleeps, so the GETs asked for in one turn go out in one
 	 * send a connection. */
@@ -1144,6 +1145,8 @@ static void op_start(struct vop *op, bool fresh)
 	struct vc *c = NULL;
 	char err[256];
 	int rc;
+	if (vs->ending)
+		return op_end(op, -1, "its thread ended", false);
 	if (f->resp)
 		f->resp->len = 0;
 	op->fresh = fresh;
@@ -1511,7 +1514,10 @@ void vconn_thread_cleanup(void)
 			break;
 		}
 	pthread_mutex_unlock(&names_mu);
-	while (s->all) {   /* busy ones too: what they carried is dropped with them */
+	s->ending = true;
+	while (s->fans)   /* what is under way fails */
+		stop_fan(s->fans, -1, "its thread ended", false);
+	while (s->all) {
 		struct vc *c = s->all;
 		s->all = c->next_all;
 		close(c->fd);

@@ -75,7 +75,8 @@ struct loop *vconn_loop(void);
 /* fn(url, status) for each request that ends (httpc_observe sets it). */
 void vconn_observe(void (*fn)(const char *url, int status));
 
-/* Close this thread's connections (at the loop thread's end). */
+/* Close this thread's connections (at the loop thread's end); requests
+ * still under way fail ("its thread ended"), their done called. */
 void vconn_thread_cleanup(void);
 
 /* ---- the answer parser (fuzz/targets_master.c fuzzes it) ---- */
