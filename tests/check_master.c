@@ -999,8 +999,12 @@ START_TEST(test_burst_small_volume_limits)
 {
 	static const char *const flags[] = {"-replicas", "3", NULL};
 	struct bjob *jobs = xcalloc(BURST, sizeof(*jobs));
-	vols[0].conns = 256;
-	cluster_up(VOL_NGINX, flags);
+	kind = VOL_NGINX;
+	h_vol_start_conns(&vols[0], 256);
+	for (int i = 1; i < 3; i++)
+		h_vol_start(&vols[i], VOL_NGINX);
+	memset(&m, 0, sizeof(m));
+	h_master_start(&m, vols, 3, flags);
 	for (int i = 0; i < BURST; i++)
 		snprintf(jobs[i].key, sizeof(jobs[i].key), "/burst/%d-%d", (int)getpid(), i);
 	for (int t = 0; t < 100 && h_status("PUT", url("/burst/ready")) == 503; t++)
@@ -1028,7 +1032,6 @@ START_TEST(test_burst_small_volume_limits)
 		free(u);
 	}
 	cluster_down();
-	vols[0].conns = 0;
 	free(jobs);
 }
 END_TEST

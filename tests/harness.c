@@ -345,9 +345,22 @@ void h_vol_start(struct vol *v, enum vol_kind kind)
 	h_vol_start_secret(v, kind, NULL);
 }
 
+static void vol_start(struct vol *v, enum vol_kind kind, const char *secret, int conns);
+
+void h_vol_start_conns(struct vol *v, int conns)
+{
+	vol_start(v, VOL_NGINX, NULL, conns);
+}
+
 void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret)
 {
+	vol_start(v, kind, secret, 0);
+}
+
+static void vol_start(struct vol *v, enum vol_kind kind, const char *secret, int conns)
+{
 	char *tmp = h_tmpdir();
+	v->conns = conns;
 	v->kind = kind;
 	v->peers = NULL;   /* a test sets it before a restart */
 	v->secret = secret;
