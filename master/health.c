@@ -65,7 +65,14 @@ static atomic_bool stopping;
 static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
 
-static const char *marker_body = "mkv volume marker\n";
+/* A subvolume seen for the first time: its id (volid.c), read or, on a
+ * new disk, written with its marker.  False (logged) when it cannot be. */
+static bool read_id(struct vol *v, int sv)
+{
+	char loc[600], id[VOL_ID_LEN + 1];
+	snprintf(loc, sizeof(loc), subvols > 1 ? "%s/sv%02X" : "%s", v->name, sv);
+	return vol_id(loc, true, id) == 0;
+}
 
 static bool on_header(void *ctx, int status, const char *line, size_t len)
 {
@@ -116,13 +123,9 @@ static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *m
 	st = httpc_call(&head, err);
 	if (st > 0)
 		note_server(v, a.server);
-	if (st == 404 && !v->seen[sv]) {     /* a new disk: mark it */
-		st = httpc_do("PUT", url, marker_body, strlen(marker_body), (long)timeout_ms, NULL,
-			      0, err);
-		if (st < 200 || st >= 300) {
-			log_msg("volume %s: cannot write marker %s (status %d)", v->name, url, st);
+	if ((st == 404 || st == 200) && !v->seen[sv]) {   /* first seen: its id */
+		if (!read_id(v, sv))
 			return 0;
-		}
 		st = 200;
 	}
 	if (st == 200) {

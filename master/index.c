@@ -117,7 +117,8 @@ static bool files_state(const char *dir, char out[33])
 		free(p);
 	}
 	closedir(d);
-	qsort(lines, n, sizeof(*lines), by_str);
+	if (n)
+		qsort(lines, n, sizeof(*lines), by_str);
 	m = md5_new();
 	for (size_t i = 0; i < n; i++) {
 		md5_update(m, lines[i], strlen(lines[i]));

@@ -112,8 +112,8 @@ int move_sweep_notes(struct index *idx)
 			rec.nlocs = -1;   /* malformed: keep every copy */
 		placement_path(k + 1, klen - 1, path);
 		for (int i = 0; i < note.nlocs; i++) {
-			if (rec.nlocs < 0 || record_has_loc(rec.locs, rec.nlocs, note.locs[i]))
-				continue;   /* the key's again */
+			if (rec.nlocs < 0 || vol_among(rec.locs, rec.nlocs, note.locs[i]))
+				continue;   /* the key's again (on that disk, or cannot tell) */
 			url = httpc_url(note.locs[i], path);
 			if (delete_all(&url, 1) < 1)
 				keep[nkeep++] = note.locs[i];   /* for the next start */
@@ -150,13 +150,14 @@ static struct {
 	bool hurry;
 } dq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, false};
 
-/* Does key's record name loc (again)?  A malformed record: yes, keep. */
+/* Does key's record name loc (again), or a place on loc's disk (or one it
+ * cannot tell of)?  A malformed record: yes, keep. */
 static bool named(struct index *idx, const char *key, size_t klen, const char *loc)
 {
 	struct record r;
 	size_t vlen;
 	char *v = index_get(idx, key, klen, &vlen);
-	bool yes = v && (record_parse(v, vlen, &r) < 0 || record_has_loc(r.locs, r.nlocs, loc));
+	bool yes = v && (record_parse(v, vlen, &r) < 0 || vol_among(r.locs, r.nlocs, loc));
 	free(v);
 	return yes;
 }
@@ -190,7 +191,7 @@ static void delete_due(void *ctx, void *item)
 		return;
 	}
 	if (!locked || named(p->idx, p->key, p->klen, p->loc))
-		log_msg("rebalance: %s is the key's again%s: kept", p->url,
+		log_msg("rebalance: %s is the key's again (or on its disk)%s: kept", p->url,
 			down ? " or its volume is down" : locked ? "" : " or being written");
 	else if (delete_all(&p->url, 1) < 1)
 		log_msg("rebalance: an old copy is left behind: %s", p->url);
@@ -268,12 +269,13 @@ struct move {
 
 #define NOPULL_MAX 256
 
-static _Atomic unsigned long copies_pulled, copies_streamed;
+static _Atomic unsigned long copies_pulled, copies_streamed, copies_kept;
 
-void move_copies(unsigned long *pulled, unsigned long *streamed)
+void move_copies(unsigned long *pulled, unsigned long *streamed, unsigned long *kept)
 {
 	*pulled = copies_pulled;
 	*streamed = copies_streamed;
+	*kept = copies_kept;
 }
 #define PULL_STALL_S 120     /* a pull answers only once done: a large blob takes time */
 
@@ -453,8 +455,8 @@ static int copy_missing(struct move *m, const char **why)
 				order[no++] = i;
 	for (int i = 0; i < m->nwant; i++) {
 		char *url;
-		if (record_has_loc(m->r.locs, m->r.nlocs, m->want[i]))
-			continue;
+		if (vol_among(m->r.locs, m->r.nlocs, m->want[i]) == 1)
+			continue;   /* there already, under this name or another */
 		url = httpc_url(m->want[i], m->path);
 		if (pulled(m, order, no, url, m->want[i]))
 			free(url);
@@ -482,14 +484,21 @@ static int copy_missing(struct move *m, const char **why)
 	return got ? 503 : 0;
 }
 
-/* The copies the record names that the move leaves behind, into old. */
-static int old_copies(const struct move *m, char **old)
+/* The copies the record names that the move leaves behind, into old: not
+ * one on the disk of a wanted place (another name for it: it is that
+ * copy), nor one it cannot tell of (vol_among: said, and counted). */
+static int old_copies(const struct move *m, char **old, bool count)
 {
 	int n = 0;
-	for (int i = 0; i < m->r.nlocs; i++)
-		if (!record_has_loc(m->wantp, m->nwant, m->r.locs[i]) &&
-		    !record_has_loc(m->r.locs, i, m->r.locs[i]))
+	for (int i = 0; i < m->r.nlocs; i++) {
+		if (record_has_loc(m->wantp, m->nwant, m->r.locs[i]) ||
+		    record_has_loc(m->r.locs, i, m->r.locs[i]))
+			continue;
+		if (vol_among(m->wantp, m->nwant, m->r.locs[i]))
+			copies_kept += count;
+		else
 			old[n++] = m->r.locs[i];
+	}
 	return n;
 }
 
@@ -498,7 +507,7 @@ static int drop_old(struct move *m, int flags, struct index *idx, const char *ke
 		    const char **why)
 {
 	char *old[RECORD_MAX_LOCS];
-	int n = old_copies(m, old), gone;
+	int n = old_copies(m, old, true), gone;
 	if (!(flags & MOVE_NOW)) {
 		for (int i = 0; i < n; i++)
 			move_delete_later(idx, key, klen, old[i], m->path);
@@ -559,7 +568,7 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 	 * copies it stops naming noted first) */
 	{
 		char *old[RECORD_MAX_LOCS];
-		move_note(key, klen, old, old_copies(&m, old));
+		move_note(key, klen, old, old_copies(&m, old, false));
 	}
 	nr = m.r;
 	nr.nlocs = m.nwant;

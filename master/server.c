@@ -597,7 +597,6 @@ int server_main(const struct config *c)
 		index_close(idx);
 		return 1;
 	}
-	httpc_global_init();
 	put_sweep_replaces(cfg, idx);
 	move_sweep_notes(idx);
 	store_init(cfg, idx);
@@ -608,6 +607,8 @@ int server_main(const struct config *c)
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread inherits this */
 	health_start(cfg);
+	if (vol_check_names(cfg, false) < 0)
+		exit(2);
 	status_start(cfg, idx);
 	o.port = cfg->port;
 	o.route = &api_route;

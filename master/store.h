@@ -38,6 +38,27 @@ void keylock_release(const char *key, size_t klen);
  * not in -volumes are assumed up (nothing is known of them). */
 bool health_up(const char *loc, size_t len);
 
+/* ---- which disk a location is (volid.c) ----
+ * "localhost:3001" and "127.0.0.1:3001" are one disk: each volume
+ * directory (root or subvolume) holds an id in its marker ".mkv" (written
+ * when it has none).  A copy is deleted for another only when their ids
+ * differ; an id that cannot be read keeps the copy (said).  These block
+ * on the volume (once a directory: cached): never on an event loop. */
+#define VOL_ID_LEN 32
+/* loc's id into id[VOL_ID_LEN + 1]: 0, or -1 (logged).  fresh: ask the
+ * volume even when known (or failed a moment ago). */
+int vol_id(const char *loc, bool fresh, char *id);
+/* Are locations a and b one directory (said once when spelled apart)?
+ * 1 yes, 0 no, -1 cannot tell. */
+int vol_same(const char *a, const char *b);
+/* Is loc one of locs[0..n) (1), one of a -volumes volume's directories
+ * (vol_in: 1), however spelled?  Else -1 when one cannot tell, else 0. */
+int vol_among(char *const *locs, int n, const char *loc);
+int vol_in(const struct config *cfg, const char *loc);
+/* -1 (logged, naming both) when two -volumes names are one volume, by
+ * the ids read now (ask) or known (the master's: its first health round). */
+int vol_check_names(const struct config *cfg, bool ask);
+
 /* ---- reading ---- */
 
 /* key's live record into r (*v holds its storage; caller frees it); false
@@ -211,8 +232,10 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 int move_drain(uint64_t timeout_ms);
 
 /* The copies move_key made in this process: pulled by their volume, and
- * passed through this process (whole, or streamed). */
-void move_copies(unsigned long *pulled, unsigned long *streamed);
+ * passed through this process (whole, or streamed); and the old copies it
+ * kept: on the disk of a new place (another name for it), or on one whose
+ * id could not be read (vol_among). */
+void move_copies(unsigned long *pulled, unsigned long *streamed, unsigned long *kept);
 
 /* move_key's *why when the record moved but an old copy stayed. */
 extern const char move_left_behind[];

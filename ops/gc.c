@@ -102,8 +102,8 @@ static int unlinked_online(struct gc *g, const char *key, size_t klen)
 	return rc;
 }
 
-/* Does a record name key's blob at loc?  1 yes, 0 no, -1 cannot tell
- * (then the file is kept). */
+/* Does a record name key's blob at loc (however spelled: vol_among)?  1
+ * yes, 0 no, -1 cannot tell (then the file is kept). */
 static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 {
 	struct ops_head_info h;
@@ -114,12 +114,12 @@ static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 	if (g->master) {
 		st = ops_master_head(g->master, key, klen, 4, &h, &r, err);
 		if (st == 302 && h.volumes[0])
-			return record_has_loc(r.locs, r.nlocs, loc);
+			return vol_among(r.locs, r.nlocs, loc);
 		return st == 404 ? unlinked_online(g, key, klen) : -1;
 	}
 	if (!(v = index_get(g->idx, key, klen, &vlen)))
 		return 0;
-	rc = record_parse(v, vlen, &r) < 0 ? -1 : record_has_loc(r.locs, r.nlocs, loc);
+	rc = record_parse(v, vlen, &r) < 0 ? -1 : vol_among(r.locs, r.nlocs, loc);
 	free(v);
 	return rc;
 }
@@ -320,24 +320,19 @@ static int remove_unlinked(struct gc *g)
 /* ---- the volumes' names ----
  *
  * Records name volumes as -volumes spelled them when the key was written.
- * Given another spelling of the same server (localhost vs 127.0.0.1), or a
- * list missing a volume that records still name, every file would look
- * unnamed, and -delete would empty the cluster.  So a sample of records is
- * read first, and a record naming a volume outside -volumes stops -delete. */
+ * Another spelling of the same server (localhost vs 127.0.0.1) is the
+ * same disk, told by the id in its marker (vol_in, vol_among).  A record
+ * naming a volume that is none of -volumes, or one whose id cannot be
+ * read, may mean -volumes is not the master's: a sample of records is
+ * read first, and such a record stops -delete. */
 
-/* The first of r's locations on no -volumes volume, as a heap copy, or NULL. */
+/* The first of r's locations on no -volumes volume (or that cannot be
+ * told of), as a heap copy, or NULL. */
 static char *stranger(const struct config *cfg, const struct record *r)
 {
-	for (int i = 0; i < r->nlocs; i++) {
-		bool known = false;
-		for (int v = 0; v < cfg->nvol && !known; v++) {
-			size_t n = strlen(cfg->volumes[v]);
-			known = !strncmp(r->locs[i], cfg->volumes[v], n) &&
-				(r->locs[i][n] == '\0' || r->locs[i][n] == '/');
-		}
-		if (!known)
+	for (int i = 0; i < r->nlocs; i++)
+		if (vol_in(cfg, r->locs[i]) != 1)
 			return xstrdup(r->locs[i]);
-	}
 	return NULL;
 }
 
@@ -402,10 +397,9 @@ static int check_names(struct gc *g)
 	}
 	if (!found)
 		return 0;
-	log_msg("gc: a record names %s, which is on none of -volumes: with another spelling of "
-		"a volume's name (or a volume left out) every file would look unnamed; give "
-		"-volumes exactly as the master has them (and rebalance away from volumes taken "
-		"out)", found);
+	log_msg("gc: a record names %s, which is none of -volumes (by name or by the id in "
+		"its marker), or whose id cannot be read: give -volumes as the master has them "
+		"(and rebalance away from volumes taken out)", found);
 	free(found);
 	return -1;
 }
@@ -472,7 +466,6 @@ int gc_main(const struct config *cfg)
 	struct gc g = {.cfg = cfg, .t0 = now_ms()};
 	int rc = 1;
 
-	httpc_global_init();
 	pthread_mutex_init(&g.mu, NULL);
 	g.grace_s = 2 * cfg->puttimeout_ms / 1000;
 	if (g.grace_s < 2)

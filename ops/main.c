@@ -119,6 +119,7 @@ int main(int argc, char **argv)
 	/* the command, then (put, get) two operands, after which no flags */
 	npos = flags_parse(flags, argc, argv, "mkv", head, pos, 3, 2);
 	cmd = command(npos ? pos[0] : NULL, npos, pos);
+	httpc_global_init();
 	if (c.volumesecret && volsign_load(c.volumesecret, err, sizeof(err)) < 0)
 		bad("-volumesecret: %s", err);
 	/* the commands talk to the master too: those requests go unsigned */
@@ -147,10 +148,13 @@ int main(int argc, char **argv)
 	if (c.nvol < c.replicas)
 		bad("need at least as many volumes as -replicas");
 	index_cache_size((size_t)c.blockcache << 20);
-	if (cmd->run != server_main)
+	if (cmd->run != server_main) {
 		ops_signals_init();
-	else
+		if (vol_check_names(&c, true) < 0)   /* the server's, once its signals are set */
+			return 2;
+	} else {
 		front_route_add(&s3_route);   /* S3 on the master's port (docs/s3.md) */
+	}
 	rc = cmd->run(&c);
 	free(c.volumes);
 	free(volbuf);

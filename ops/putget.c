@@ -12,13 +12,14 @@
  * straight from one of the replica URLs listed (no redirect per file;
  * the next replica when one fails, then the master's redirect as the
  * last resort: a key deleted since the listing is told there) into
- * DIR/<rest of the key>, written to a hidden temporary file in the
- * target's directory, checked against the listed md5 (or the redirect's
- * Content-Md5), then renamed into place -- an interrupted get leaves no
- * partial file under a real name, and a rerun skips files already there
- * whose md5 is the listed one.  The files are made durable together at
- * the end (one syncfs), not one fsync each: a crash before it may leave
- * a renamed file whose bytes never reached the disk, and the rerun's md5
+ * DIR/<rest of the key>, written to a file with no name in the target's
+ * directory (O_TMPFILE: no key's file can be it), checked against the
+ * listed md5 (or the redirect's Content-Md5), then linked into place --
+ * an interrupted get leaves no partial file under a real name, and a
+ * rerun skips files already there whose md5 is the listed one.  The
+ * files are made durable together at the end (one syncfs, a rerun that
+ * skipped them all too), not one fsync each: a crash before it may leave
+ * a linked file whose bytes never reached the disk, and the rerun's md5
  * check fetches it again. */
 #include "../master/mkv.h"
 #include "ops.h"
@@ -114,7 +115,6 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 static int pg_init(struct pg *g, const char *prefix, const char *dir)
 {
 	size_t n = strlen(dir);
-	httpc_global_init();
 	if (prefix[0] != '/') {
 		log_msg("%s: the prefix must start with / (keys do): %s", g->verb, prefix);
 		return -1;
@@ -303,23 +303,49 @@ static int make_parents(char *path)
 	return 0;
 }
 
-/* GET url into tmp (following the master's redirect when follow, again
- * from the start after a busy answer), checked against want (or the
- * redirect's Content-Md5); then fsync it and rename it to path.  Returns
- * the bytes, or -1 with the temporary file removed: when quiet (a
- * replica URL: the caller tries another) nothing is told, else the
- * failure is (deleted since the listing, or a failure) and counted. */
+/* An unnamed file in path's directory (created when missing), or -1. */
+static int tmpfile_for(char *path)
+{
+	char *slash = strrchr(path, '/');
+	int fd = -1;
+	for (int t = 0; t < 2 && fd < 0; t++) {
+		/* the directory is there but for a file's first key in it */
+		if (t && (errno != ENOENT || make_parents(path) < 0))
+			break;
+		*slash = '\0';
+		fd = open(path, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+		*slash = '/';
+	}
+	return fd;
+}
+
+/* The unnamed file fd, named path (a file there, damaged or stale, goes
+ * first: between the two, path is missing, never partial).  0 or -1. */
+static int link_as(int fd, const char *path)
+{
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0)
+		return 0;
+	return errno == EEXIST && unlink(path) == 0 ?
+		linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) : -1;
+}
+
+/* GET url into an unnamed file (following the master's redirect when
+ * follow, again from the start after a busy answer), checked against
+ * want (or the redirect's Content-Md5); then link it as path.  Returns
+ * the bytes, or -1: when quiet (a replica URL: the caller tries
+ * another) nothing is told, else the failure is (deleted since the
+ * listing, or a failure) and counted. */
 static int64_t fetch_file(struct pg *g, const char *key, const char *url, bool follow,
-			  const char *want, char *path, const char *tmp, bool quiet)
+			  const char *want, char *path, bool quiet)
 {
 	char md5[33], hdr[33], err[256] = "";
 	uint64_t size;
-	int fd = -1, status = -1;
-	/* the directory is there but for a file's first key in it */
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 &&
-	    (errno != ENOENT || make_parents(path) < 0 ||
-	     (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)) {
-		fail(g, "%s: %s", path, strerror(errno));
+	int fd = tmpfile_for(path), status = -1;
+	if (fd < 0) {
+		fail(g, "%s: %s%s", path, strerror(errno), errno == EOPNOTSUPP ?
+		     " (get writes files with O_TMPFILE: a local filesystem has it)" : "");
 		return -1;
 	}
 	for (int t = 0; retry_wait(RETRY_BUSY, t); t++) {
@@ -341,15 +367,13 @@ static int64_t fetch_file(struct pg *g, const char *key, const char *url, bool f
 		fail(g, "%s: GET %s failed: %s", path, key, err);
 	} else if (hdr[0] && strcmp(hdr, md5)) {
 		fail(g, "%s: md5 %s, the master says %s: not saved (run verify)", path, md5, hdr);
-	} else if (close(fd) < 0 || rename(tmp, path) < 0) {
-		fd = -1;
+	} else if (link_as(fd, path) < 0) {
 		fail(g, "%s: %s", path, strerror(errno));
 	} else {
+		close(fd);
 		return (int64_t)size;
 	}
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
+	close(fd);
 	return -1;
 }
 
@@ -366,7 +390,7 @@ static bool listed_as(const char *url, const char *key)
 
 /* Key i of the page: from its listed replicas (from the i-th on, so that
  * the reads are spread), else through the master's redirect. */
-static int64_t get_key(struct pg *g, size_t i, char *path, const char *tmp)
+static int64_t get_key(struct pg *g, size_t i, char *path)
 {
 	const char *key = g->page.keys[i], *want = g->page.md5s[i];
 	char *urls = xstrdup(g->page.locs[i]), *u[MAX_REPLICAS], *save = NULL, *t, *master;
@@ -388,10 +412,10 @@ static int64_t get_key(struct pg *g, size_t i, char *path, const char *tmp)
 		return -1;
 	}
 	for (int k = 0; k < n && size < 0; k++)
-		size = fetch_file(g, key, u[(i + (size_t)k) % (size_t)n], false, want, path, tmp, true);
+		size = fetch_file(g, key, u[(i + (size_t)k) % (size_t)n], false, want, path, true);
 	if (size < 0) {
 		master = ops_url(g->master, key, strlen(key), "");
-		size = fetch_file(g, key, master, true, "", path, tmp, false);
+		size = fetch_file(g, key, master, true, "", path, false);
 		free(master);
 	}
 	free(urls);
@@ -401,22 +425,19 @@ static int64_t get_key(struct pg *g, size_t i, char *path, const char *tmp)
 static void get_one(void *ctx, size_t i)
 {
 	struct pg *g = ctx;
-	const char *key = g->page.keys[i], *rel = key + strlen(g->prefix) + 1, *slash;
-	char *path = xasprintf("%s/%s", g->dir, rel), *tmp, md5[33];
+	const char *key = g->page.keys[i], *rel = key + strlen(g->prefix) + 1;
+	char *path = xasprintf("%s/%s", g->dir, rel), md5[33];
 	int64_t size;
 
-	slash = strrchr(path, '/');
-	tmp = xasprintf("%.*s/.%s.mkv-get", (int)(slash - path), path, slash + 1);
 	if (strlen(key) != g->page.klens[i] || !safe_rel(rel)) {
 		fail(g, "%s: not a safe file name below the directory, skipped", key);
 	} else if (g->page.md5s[i][0] && access(path, F_OK) == 0 && file_md5(path, md5) &&
 		   !strcmp(md5, g->page.md5s[i])) {
 		g->skipped++;
-	} else if ((size = get_key(g, i, path, tmp)) >= 0) {
+	} else if ((size = get_key(g, i, path)) >= 0) {
 		g->files++;
 		g->bytes += (unsigned long)size;
 	}
-	free(tmp);
 	free(path);
 }
 
@@ -443,10 +464,8 @@ int get_main(const struct config *cfg)
 		return 1;
 	if (mkdir(g.dir, 0755) < 0 && errno != EEXIST)
 		log_msg("get: mkdir %s failed (%s)", g.dir, strerror(errno));
-	else
-		rc = run(&g, get_one, true);
-	if (g.files && get_sync(g.dir) < 0)
-		rc = 1;
+	else   /* synced even when every file was skipped: a killed run's files */
+		rc = run(&g, get_one, true) | (get_sync(g.dir) < 0);
 	pg_free(&g);
 	return rc;
 }

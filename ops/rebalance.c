@@ -165,7 +165,6 @@ int rebalance_main(const struct config *cfg)
 	uint64_t ms;
 	int rc;
 
-	httpc_global_init();
 	p = ops_progress_start(progress_line, &r);
 	rc = cfg->master ? run_online(&r) : run_offline(&r);
 	ops_progress_stop(p);
@@ -175,10 +174,14 @@ int rebalance_main(const struct config *cfg)
 			r.seen, r.moved, r.failed, dur, ops_per_s(r.moved, ms),
 			rc ? "; stopped early, see above" : "");
 		if (!cfg->master) {
-			unsigned long pulled, streamed;
-			move_copies(&pulled, &streamed);
+			unsigned long pulled, streamed, kept;
+			move_copies(&pulled, &streamed, &kept);
 			log_msg("rebalance: %lu copies pulled by their volumes, %lu streamed through "
 				"here", pulled, streamed);
+			if (kept)
+				log_msg("rebalance: %lu old copies kept: each on the disk of a new "
+					"place (another name for its volume), or on a volume whose "
+					"id could not be read (see above)", kept);
 		}
 		if (r.left)
 			log_msg("rebalance: %lu moved keys left an old copy behind (a DELETE failed, "

@@ -602,7 +602,6 @@ int rebuild_main(const struct config *cfg)
 	bool was_empty = true;
 	int rc = 1;
 
-	httpc_global_init();
 	if (rebuild_open(&rb, &was_empty) == 0) {
 		rebuild_walk(&rb);
 		if (index_sync(rb.idx) < 0 || meta_sync() < 0)

@@ -201,6 +201,13 @@ static bool verify_key(struct vr *v, const char *key, size_t klen, struct record
 			note(v, "%.*s: %s: %s", k.klen, key, k.urls[i], errs[i]);
 			v->failed++;
 		}
+		vol_in(v->cfg, r->locs[i]);   /* says so once when it spells a volume otherwise */
+		for (int j = 0; j < i; j++)
+			if (vol_same(r->locs[j], r->locs[i]) == 1) {
+				note(v, "%.*s: %s and %s are one disk: one copy, not two (rebalance "
+				     "makes the other)", k.klen, key, r->locs[j], r->locs[i]);
+				v->failed++;
+			}
 	}
 	memcpy(k.want, r->hash, 33);
 	if (!k.want[0])
@@ -299,7 +306,6 @@ int verify_main(const struct config *cfg)
 	char dur[32];
 	int rc;
 
-	httpc_global_init();
 	ops_rate_init(cfg->rate);
 	v.master = ops_master_url(cfg->master);
 	p = ops_progress_start(progress_line, &v);

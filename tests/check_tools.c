@@ -863,15 +863,34 @@ START_TEST(test_gc)
 	for (int i = 0; i < norphans; i++)
 		ck_assert_msg(access(orphans[i], F_OK) == 0, "dry run removed %s", orphans[i]);
 
-	/* the same volumes spelled otherwise: gc refuses to delete anything */
+	/* the same volumes spelled otherwise are the same disks (the ids in
+	 * their markers): the dry run finds the same orphans, not every file */
 	{
 		char *vols = xasprintf("localhost:%d,localhost:%d,localhost:%d", V[0].port,
-				       V[1].port, V[2].port);
+				       V[1].port, V[2].port), want[96];
+		const char *args[] = {"-volumes", vols, "-replicas", REPLICAS, "-subvolumes",
+				      SUBVOLUMES, "-master", M.base + 7, "-puttimeout", "5s", "gc",
+				      NULL};
+		ck_assert_int_eq(mkv_run(false, args, log), 1);
+		snprintf(want, sizeof(want), " %d orphans", norphans - (kind == VOL_MKV));
+		if (!log_has(log, want) || !log_has(log, "one disk"))
+			show_log(log);
+		ck_assert_msg(log_has(log, want), "respelled, gc did not find \"%s\"", want);
+		ck_assert(log_has(log, "one disk"));
+		free(vols);
+	}
+	/* a volume the records name that is none of -volumes, or cannot be
+	 * told (a port nobody answers on in its place): -delete deletes nothing */
+	{
+		char *vols = xasprintf("localhost:%d,localhost:%d,localhost:%d", V[0].port,
+				       V[1].port, h_free_port());
 		const char *args[] = {"-volumes", vols, "-replicas", REPLICAS, "-subvolumes",
 				      SUBVOLUMES, "-master", M.base + 7, "-puttimeout", "1s",
 				      "-delete", "gc", NULL};
 		ck_assert_int_eq(mkv_run(false, args, log), 1);
-		ck_assert(log_has(log, "on none of -volumes"));
+		if (!log_has(log, "none of -volumes"))
+			show_log(log);
+		ck_assert(log_has(log, "none of -volumes"));
 		for (int i = 0; i < norphans; i++)
 			ck_assert_msg(access(orphans[i], F_OK) == 0, "removed %s", orphans[i]);
 		free(vols);
@@ -1243,20 +1262,35 @@ START_TEST(test_not_utf8)
 END_TEST
 
 /* Has pid a socket open (has it begun to talk to the cluster)? */
-static bool has_socket(pid_t pid)
+static bool has_socket(pid_t pid, int port)
 {
-	char *d = xasprintf("/proc/%d/fd", (int)pid), link[64];
+	char *d = xasprintf("/proc/%d/fd", (int)pid), link[64], line[512];
+	char *tcp = xasprintf("/proc/%d/net/tcp", (int)pid);
 	DIR *dir = opendir(d);
+	FILE *f = fopen(tcp, "r");
 	struct dirent *e;
 	bool yes = false;
-	while (dir && !yes && (e = readdir(dir))) {
-		char *p = xasprintf("%s/%s", d, e->d_name);
-		ssize_t n = readlink(p, link, sizeof(link) - 1);
-		yes = n > 7 && !memcmp(link, "socket:", 7);
-		free(p);
+	while (f && dir && !yes && fgets(line, sizeof(line), f)) {   /* connections to port */
+		unsigned rport, st;
+		unsigned long inode;
+		char want[64];
+		if (sscanf(line, " %*d: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+			   &st, &inode) != 3 || (int)rport != port)
+			continue;
+		snprintf(want, sizeof(want), "socket:[%lu]", inode);
+		rewinddir(dir);
+		while (!yes && (e = readdir(dir))) {   /* ...of pid's own */
+			char *p = xasprintf("%s/%s", d, e->d_name);
+			ssize_t n = readlink(p, link, sizeof(link) - 1);
+			yes = n > 0 && (link[n] = '\0', !strcmp(link, want));
+			free(p);
+		}
 	}
+	if (f)
+		fclose(f);
 	if (dir)
 		closedir(dir);
+	free(tcp);
 	free(d);
 	return yes;
 }
@@ -1283,8 +1317,9 @@ START_TEST(test_interrupted)
 		unlink(log);
 		uint64_t end = now_ms() + 30000;
 		pid = h_spawn(argv, log);
-		/* once it talks to the cluster, its work (and progress line) has begun */
-		while (!has_socket(pid)) {
+		/* once it talks to the master, its work (and progress line) has begun
+		 * (before, it reads the volumes' ids) */
+		while (!has_socket(pid, M.port)) {
 			ck_assert_msg(now_ms() < end, "verify opened no connection in 30 s");
 			usleep(5000);
 		}
@@ -1595,6 +1630,68 @@ START_TEST(test_get_unsafe)
 }
 END_TEST
 
+/* get's temporary file has no name (O_TMPFILE), so no key's file can be
+ * it: with keys x and .x.mkv-get (the name the temporary file of x had),
+ * each file holds its own key's bytes, run after run (x got the
+ * dotfile's bytes, and the summary said "2 files, 0 failed").  And a
+ * rerun that skips every file still syncs (a killed run's files may not
+ * be on disk yet): seen with strace, when there is one. */
+START_TEST(test_get_tmpname)
+{
+	char *log, *dir, *x, *dot, *trace, *bin = h_bin("mkv");
+	static const char xv[] = "the bytes of x", dv[] = "the dotfile's";
+	int files, skipped;
+	cluster_up_kind(VOL_MKV);
+	log = xasprintf("%s/tmpname.log", tmp);
+	dir = xasprintf("%s/tmpname", tmp);
+	trace = xasprintf("%s/tmpname.strace", tmp);
+	x = xasprintf("%s/x", dir);
+	dot = xasprintf("%s/.x.mkv-get", dir);
+	ck_assert_int_eq(put_key("/gt/x", xv, strlen(xv)), 201);
+	ck_assert_int_eq(put_key("/gt/.x.mkv-get", dv, strlen(dv)), 201);
+	for (int run = 0; run < 6; run++) {
+		const char *get[] = {"-master", M.base + 7, "get", "/gt", dir, NULL};
+		size_t n;
+		char *b;
+		h_rmrf(dir);
+		ck_assert_int_eq(mkv_run(false, get, log), 0);
+		summary_counts(log, "get", &files, &skipped);
+		ck_assert_int_eq(files, 2);
+		b = file_bytes(x, &n);
+		ck_assert_msg(n == strlen(xv) && !memcmp(b, xv, n), "run %d: x holds \"%.*s\"", run,
+			      (int)n, b);
+		free(b);
+		b = file_bytes(dot, &n);
+		ck_assert_msg(n == strlen(dv) && !memcmp(b, dv, n), "run %d: .x.mkv-get holds "
+			      "\"%.*s\"", run, (int)n, b);
+		free(b);
+		ck_assert_int_eq(count_files(dir), 2);
+	}
+	if (access("/usr/bin/strace", X_OK) != 0) {
+		fprintf(stderr, "get_tmpname: the rerun's syncfs: SKIPPED: no strace\n");
+	} else {
+		char *argv[] = {"/usr/bin/strace", "-f", "-qq", "-e", "trace=syncfs", "-o", trace,
+				bin, "-master", M.base + 7, "get", "/gt", dir, NULL};
+		pid_t pid;
+		int st;
+		char *t;
+		unlink(log);
+		pid = h_spawn(argv, log);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		summary_counts(log, "get", &files, &skipped);
+		ck_assert_int_eq(files, 0);
+		ck_assert_int_eq(skipped, 2);
+		t = h_read_file(trace);
+		ck_assert_msg(t && strstr(t, "syncfs("), "a get that skipped every file did not "
+			      "sync: %s", t ? t : "(no trace)");
+		free(t);
+	}
+	free(bin), free(trace), free(x), free(dot), free(dir), free(log);
+	cluster_down();
+}
+END_TEST
+
 /* verify without HASH (a master with -md5sum=false): the md5 a strict
  * majority of a key's replicas has is the truth.  Three replicas, one
  * corrupted on disk: verify reports that one, -fix copies the majority's
@@ -1728,6 +1825,10 @@ Suite *tools_suite(void)
 	tc = tcase_create("get_unsafe");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_get_unsafe);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("get_tmpname");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_get_tmpname);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("verify_majority");
 	tcase_set_timeout(tc, 120);

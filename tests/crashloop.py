@@ -336,8 +336,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("MKV_CRASHLOOP_ROUNDS", 8)))
     ap.add_argument("--seed", type=int, default=int(os.environ.get("MKV_CRASHLOOP_SEED", 1)))
     ap.add_argument("--no-tmpfs", action="store_true")
-    ap.add_argument("--respell", action="store_true",
-                    help="name the volumes 127.0.0.1 or localhost, at random each round")
+    ap.add_argument("--same-names", action="store_true",
+                    help="always name the volumes 127.0.0.1 (else 127.0.0.1 or localhost, "
+                    "at random each round)")
     ap.add_argument("--in-ns", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     tmpfs = not a.no_tmpfs and os.geteuid() == 0
@@ -357,7 +358,7 @@ def main():
         n, t0 = 0, time.time()
         while (a.seconds and time.time() - t0 < a.seconds) or (not a.seconds and n < a.rounds):
             n += 1
-            if a.respell:
+            if not a.same_names:
                 cl.spell = rng.choice(["127.0.0.1", "localhost"])
             round_(cl, model, rng, n, cl.tmpfs and rng.random() < 0.5)
         log("%d rounds in %.0f s (seed %d): every acknowledged write kept, verify clean" % (

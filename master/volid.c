@@ -1,0 +1,185 @@
+/* volid.c -- which disk a location is, whatever its spelling (store.h).
+ *
+ * A volume directory's marker ".mkv" (health.h) holds "id <32 hex>".  A
+ * marker without one (an older master's, or none yet) gets one here:
+ * PUT, then read back -- one writer at a time in this process, so that
+ * two of its names asked at once agree on what the disk says. */
+#include "store.h"
+#include "../common/httpc.h"
+#include "../common/md5.h"
+#include "../common/util.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define TIMEOUT_MS 5000L
+#define RETRY_MS 10000      /* an id that could not be read is asked again after this */
+
+static struct {
+	pthread_mutex_t mu, write_mu;
+	struct known {
+		char *loc, id[VOL_ID_LEN + 1];   /* id "" when not known */
+		uint64_t failed_at;               /* the last read that failed */
+		bool told;                        /* said to be another name's disk */
+	} *v;
+	size_t n, cap;
+} ids = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+/* GET url (a marker): 1 with its id, 0 when it has none (or is missing),
+ * -1 with err when the volume did not say. */
+static int read_marker(const char *url, char *id, char *err)
+{
+	struct buf b = {0};
+	int st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 4096, err);
+	const char *p = b.data ? memmem(b.data, b.len, "\nid ", 4) : NULL;
+	int rc = st == 200 && p && b.data + b.len - p >= 4 + VOL_ID_LEN &&
+		 strspn(p + 4, "0123456789abcdef") >= VOL_ID_LEN;
+	if (rc)
+		snprintf(id, VOL_ID_LEN + 1, "%s", p + 4);
+	else if (st != 200 && st != 404)
+		rc = -1;
+	if (rc < 0 && st > 0)
+		snprintf(err, 256, "its marker %s answered %d", url, st);
+	buf_free(&b);
+	return rc;
+}
+
+/* loc's id, its marker written first when it holds none: 0, or -1 with err. */
+static int fetch(const char *loc, char *id, char *err)
+{
+	char *url = httpc_url(loc, "/.mkv"), body[64 + VOL_ID_LEN];
+	unsigned char r[16];
+	int rc = read_marker(url, id, err), st;
+	if (rc == 0) {
+		pthread_mutex_lock(&ids.write_mu);
+		if ((rc = read_marker(url, id, err)) == 0) {
+			if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+				die("getrandom failed");
+			md5_hex(r, sizeof(r), id);
+			snprintf(body, sizeof(body), "mkv volume marker\nid %s\n", id);
+			st = httpc_do("PUT", url, body, strlen(body), TIMEOUT_MS, NULL, 0, err);
+			rc = st / 100 == 2 ? read_marker(url, id, err) : -1;
+			if (st > 0 && rc <= 0)
+				snprintf(err, 256, "its marker %s could not be written (%d)", url, st);
+		}
+		pthread_mutex_unlock(&ids.write_mu);
+	}
+	free(url);
+	return rc > 0 ? 0 : -1;
+}
+
+/* loc's entry (added when new); under ids.mu. */
+static struct known *entry(const char *loc)
+{
+	for (size_t i = 0; i < ids.n; i++)
+		if (!strcmp(ids.v[i].loc, loc))
+			return &ids.v[i];
+	if (ids.n == ids.cap)
+		ids.v = xrealloc(ids.v, (ids.cap = ids.cap ? 2 * ids.cap : 64) * sizeof(*ids.v));
+	ids.v[ids.n] = (struct known){.loc = xstrdup(loc)};
+	return &ids.v[ids.n++];
+}
+
+/* loc's id as known (or ""); *failed: its last read failed a moment ago. */
+static void id_known(const char *loc, char *id, bool *failed)
+{
+	pthread_mutex_lock(&ids.mu);
+	snprintf(id, VOL_ID_LEN + 1, "%s", entry(loc)->id);
+	if (failed)
+		*failed = entry(loc)->failed_at && now_ms() - entry(loc)->failed_at < RETRY_MS;
+	pthread_mutex_unlock(&ids.mu);
+}
+
+int vol_id(const char *loc, bool fresh, char *id)
+{
+	char err[256] = "no answer";
+	bool failed;
+	int rc;
+	id_known(loc, id, &failed);
+	if (!fresh && (id[0] || failed))
+		return id[0] ? 0 : -1;
+	rc = fetch(loc, id, err);
+	pthread_mutex_lock(&ids.mu);
+	if (rc == 0)
+		snprintf(entry(loc)->id, VOL_ID_LEN + 1, "%s", id);
+	else {
+		entry(loc)->failed_at = now_ms();
+		id[0] = '\0';
+	}
+	pthread_mutex_unlock(&ids.mu);
+	if (rc < 0 && !failed)
+		log_msg("volume %s: its id cannot be read (%s): no copy there is deleted for "
+			"another until it can", loc, err);
+	return rc;
+}
+
+int vol_same(const char *a, const char *b)
+{
+	char ia[VOL_ID_LEN + 1], ib[VOL_ID_LEN + 1];
+	bool told;
+	if (!strcmp(a, b))
+		return 1;
+	if (vol_id(a, false, ia) < 0 || vol_id(b, false, ib) < 0)
+		return -1;
+	if (strcmp(ia, ib))
+		return 0;
+	pthread_mutex_lock(&ids.mu);   /* said once per directory */
+	told = entry(strcmp(a, b) < 0 ? a : b)->told;
+	entry(strcmp(a, b) < 0 ? a : b)->told = true;
+	pthread_mutex_unlock(&ids.mu);
+	if (!told)
+		log_msg("volume %s is %s: one disk (its marker's id %s), so a copy on one is the "
+			"copy on the other", a, b, ia);
+	return 1;
+}
+
+int vol_among(char *const *locs, int n, const char *loc)
+{
+	int rc = record_has_loc(locs, n, loc);   /* by name first: no request */
+	for (int i = 0; i < n && rc < 1; i++) {
+		int s = vol_same(locs[i], loc);
+		rc = s ? s : rc;
+	}
+	return rc;
+}
+
+int vol_in(const struct config *cfg, const char *loc)
+{
+	size_t n = strcspn(loc, "/");
+	int rc = 0;
+	for (int i = 0; i < cfg->nvol; i++)   /* by name first: no request */
+		if (strlen(cfg->volumes[i]) == n && !memcmp(cfg->volumes[i], loc, n))
+			return 1;
+	for (int i = 0; i < cfg->nvol && rc < 1; i++) {
+		char name[LOC_MAX];
+		int s;
+		snprintf(name, sizeof(name), "%s%s", cfg->volumes[i], loc + n);
+		rc = (s = vol_same(name, loc)) ? s : rc;
+	}
+	return rc;
+}
+
+int vol_check_names(const struct config *cfg, bool ask)
+{
+	char (*id)[VOL_ID_LEN + 1] = xcalloc((size_t)cfg->nvol, sizeof(*id)), dir[LOC_MAX];
+	int rc = 0;
+	for (int i = 0; i < cfg->nvol; i++) {   /* the directory a marker is sure to be in */
+		snprintf(dir, sizeof(dir), "%s%s", cfg->volumes[i], cfg->subvolumes > 1 ? "/sv00" : "");
+		if (ask)
+			vol_id(dir, false, id[i]);
+		else   /* what the health checks learned */
+			id_known(dir, id[i], NULL);
+		for (int j = 0; j < i && id[i][0] && !rc; j++)
+			if (!strcmp(id[i], id[j])) {
+				log_msg("-volumes names one volume twice: %s and %s (one disk: the "
+					"same id %s in their markers); give each volume once",
+					cfg->volumes[j], cfg->volumes[i], id[i]);
+				rc = -1;
+			}
+	}
+	free(id);
+	return rc;
+}
