@@ -263,7 +263,7 @@ static int turn(CURLM *m, void (*fin)(void *ctx, CURL *h, CURLcode rc), void *ct
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms)
 {
-	vconn_fanout_wait(method, reqs, n, body, bodylen, timeout_ms, NULL, NULL);
+	vconn_wait(method, reqs, n, body, bodylen, timeout_ms, NULL, NULL, NULL, 0);
 }
 
 /* ---- one streamed request ---- */
@@ -820,9 +820,9 @@ int httpc_stream_run(struct httpc_stream *s)
 {
 	struct conns *c;
 	if (small(s))
-		return small_first(s, vconn_fanout_wait("PUT", s->cfg.reqs, s->cfg.n, s->ring,
-							(size_t)s->head, s->cfg.stall_ms,
-							s->cfg.down, s->cfg.down_arg));
+		return small_first(s, vconn_wait("PUT", s->cfg.reqs, s->cfg.n, s->ring,
+						 (size_t)s->head, s->cfg.stall_ms, s->cfg.down,
+						 s->cfg.down_arg, NULL, 0));
 	c = conns(s->cfg.n + 1);
 	pthread_mutex_lock(&s->mu);
 	s->multi = c->multi;

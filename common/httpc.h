@@ -73,7 +73,7 @@ struct httpc_req {
 
 /* Perform method on every reqs[i].url at once, the same body (NULL: none)
  * to each, and return when all have answered or failed, each within
- * timeout_ms (0 = none): vconn_fanout_wait (the loops' client, on a loop
+ * timeout_ms (0 = none): vconn_wait (the loops' client, on a loop
  * of this thread's own; never on a loop's thread).  For bodies that fit
  * in memory: a volume's answer body is read and dropped. */
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,

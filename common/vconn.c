@@ -293,9 +293,7 @@ static pthread_mutex_t names_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t names_cv = PTHREAD_COND_INITIALIZER;
 static struct name *names;
 static bool resolving;            /* the resolver thread runs */
-static struct vstate *name_waiters;   /* loops with requests waiting for a lookup */
 
-static void names_wake(void);
 
 /* Fill nm from ai (names_mu held). */
 static void name_set(struct name *nm, struct addrinfo *ai)
@@ -341,7 +339,6 @@ static void *resolver(void *arg)
 		todo->gen++;
 		todo->at = now_ms();
 		todo->due = todo->at + (rc || !todo->naddr ? RETRY_MS : RESOLVE_MS);
-		names_wake();
 	}
 	return NULL;
 }
@@ -498,8 +495,6 @@ struct vfan {
 
 struct vstate {
 	struct loop *loop;
-	struct vstate *wnext;     /* on name_waiters (names_mu) */
-	bool waits;               /* on name_waiters */
 	struct vhost *hosts;
 	struct vfan *fans;
 	struct vc *all;
@@ -662,8 +657,7 @@ static void op_fail(struct vop *op, const char *why, bool timed_out)
 static void on_event(void *arg, uint32_t ev);
 
 /* h's addresses, as its name's last good lookup found them: 1, 0 while
- * the first lookup is to come (this loop is told when it ended), or -1
- * with err when it failed. */
+ * the first lookup is to come, or -1 with err when it failed. */
 static int host_ready(struct vhost *h, char *err, size_t en)
 {
 	struct name *nm = h->nm;
@@ -679,11 +673,6 @@ static int host_ready(struct vhost *h, char *err, size_t en)
 	rc = h->naddr ? 1 : nm->gen ? -1 : 0;
 	if (rc < 0)
 		snprintf(err, en, "%s", nm->err);
-	if (!rc && !vs->waits) {
-		vs->wnext = name_waiters;
-		name_waiters = vs;
-		vs->waits = true;
-	}
 	pthread_mutex_unlock(&names_mu);
 	return rc;
 }
@@ -1057,21 +1046,12 @@ static void host_kick(struct vhost *h)
 	}
 }
 
-/* A lookup ended (posted by the resolver). */
-static void names_changed(void *arg)
+/* Start what may go: a connection freed, a lookup ended (the timer asks
+ * every 100 ms while requests wait). */
+static void kick_all(void)
 {
-	(void)arg;
-	for (struct vhost *h = vs ? vs->hosts : NULL; h; h = h->next)
+	for (struct vhost *h = vs->hosts; h; h = h->next)
 		host_kick(h);
-}
-
-/* The loops waiting for a lookup: one has ended (names_mu held). */
-static void names_wake(void)
-{
-	for (struct vstate *s; (s = name_waiters); s->waits = false) {
-		name_waiters = s->wnext;
-		loop_post(s->loop, names_changed, NULL);
-	}
 }
 
 /* Before the loop sleeps: what the turn's pipelined GETs have to send,
@@ -1087,7 +1067,7 @@ static void flush(void *arg)
 	}
 	while (vs && vs->kick) {
 		vs->kick = false;
-		names_changed(NULL);
+		kick_all();
 	}
 }
 
@@ -1172,6 +1152,7 @@ static void op_start(struct vop *op, bool fresh)
 		op->waiting = true;
 		*h->wait_tail = op;
 		h->wait_tail = &op->next;
+		timer_near(now_ms() + 100);
 		return;
 	}
 	if (!c && (rc < 0 || !(c = conn_new(h, err, sizeof(err))))) {
@@ -1214,6 +1195,9 @@ static void rearm(void)
 	for (struct vc *c = vs->all; c; c = c->next_all)
 		if (c->connecting || !c->op)
 			timer_near(c->since + (c->connecting ? CONNECT_MS : IDLE_MS));
+	for (struct vhost *h = vs->hosts; h; h = h->next)
+		if (h->wait)
+			timer_near(now_ms() + 100);
 }
 
 static void stop_fan(struct vfan *f, int gone, const char *why, bool timed_out)
@@ -1258,6 +1242,7 @@ static void on_timer(void *arg)
 	if (tick)
 		vs->tick = now + 100;
 	sweep(now);
+	kick_all();
 again:
 	for (f = vs->fans; f; f = next) {
 		next = f->next;
@@ -1406,7 +1391,7 @@ void vconn_run(void)
 
 struct waiter {
 	struct vfan *f;
-	bool done, over;
+	bool done;
 	int gone;
 };
 
@@ -1414,52 +1399,28 @@ static void waited(void *arg, int gone)
 {
 	struct waiter *w = arg;
 	w->done = true;
-	w->gone = gone;
-	w->over = w->f->over;   /* f is freed after this */
-}
-
-/* Run f on this thread's own loop until it ended: its gone. */
-static int wait_run(struct vfan *f, bool *over)
-{
-	struct waiter w = {.f = f};
-	f->done = waited;
-	f->arg = &w;
-	fan_go(f);
-	while (!w.done)
-		loop_run(own);
-	if (over)
-		*over = w.over;
-	return w.gone;
+	w->gone = w->f->over ? VCONN_OVER : gone;   /* f is freed after this */
 }
 
 int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
-	       size_t bodylen, long timeout_ms, struct buf *resp, size_t resp_max)
+	       size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
+	       struct buf *resp, size_t resp_max)
 {
-	struct vfan *f;
-	bool over;
-	if (loop_current() ||
-	    !(f = fan_new(vconn_loop(), method, reqs, n, body, bodylen, timeout_ms, NULL, NULL)))
-		return -1;
-	f->resp = n == 1 ? resp : NULL;
-	f->resp_max = resp_max;
-	wait_run(f, &over);
-	return over ? VCONN_OVER : 0;
-}
-
-int vconn_fanout_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
-		      size_t bodylen, long timeout_ms, bool (*down)(void *, int),
-		      void *down_arg)
-{
-	struct vfan *f = loop_current() ? NULL : fan_new(vconn_loop(), method, reqs, n, body,
-							  bodylen, timeout_ms, NULL, NULL);
-	if (!f) {
+	struct waiter w = {0};
+	if (loop_current()) {
 		for (int i = 0; i < n; i++)
 			reqs[i] = (struct httpc_req){reqs[i].url, -1, false, "on an event loop"};
 		return -1;
 	}
-	f->down = down;
-	f->down_arg = down_arg;
-	return wait_run(f, NULL);
+	w.f = fan_new(vconn_loop(), method, reqs, n, body, bodylen, timeout_ms, waited, &w);
+	w.f->down = down;
+	w.f->down_arg = down_arg;
+	w.f->resp = n == 1 ? resp : NULL;
+	w.f->resp_max = resp_max;
+	fan_go(w.f);
+	while (!w.done)
+		loop_run(own);
+	return w.gone;
 }
 
 /* vconn_get's: the answer handed on, then forgotten. */
@@ -1507,13 +1468,6 @@ void vconn_thread_cleanup(void)
 	struct vstate *s = vs;
 	if (!s)
 		return;
-	pthread_mutex_lock(&names_mu);
-	for (struct vstate **pp = &name_waiters; *pp; pp = &(*pp)->wnext)
-		if (*pp == s) {
-			*pp = s->wnext;
-			break;
-		}
-	pthread_mutex_unlock(&names_mu);
 	s->ending = true;
 	while (s->fans)   /* what is under way fails */
 		stop_fan(s->fans, -1, "its thread ended", false);

@@ -39,19 +39,15 @@ int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *
 /* On a thread that runs no loop (a worker's, a command's): what
  * vconn_fanout does, on a loop of the thread's own (kept, with its
  * connections, until vconn_thread_cleanup), and return once every request
- * answered or failed.  resp (NULL: dropped) gets the answer's body when n
- * is 1, up to resp_max bytes (0: any): past that, or a Content-Length past
- * it, the request fails and VCONN_OVER is returned.  0, or -1 (nothing
- * done) on a loop's thread. */
-#define VCONN_OVER 1
+ * answered or failed: the index down failed, or -1.  resp (NULL: dropped)
+ * gets the answer's body when n is 1, up to resp_max bytes (0: any): past
+ * that, or a Content-Length past it, the request fails and VCONN_OVER is
+ * returned.  On a loop's thread every request fails ("on an event
+ * loop"). */
+#define VCONN_OVER (-2)
 int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
-	       size_t bodylen, long timeout_ms, struct buf *resp, size_t resp_max);
-
-/* vconn_fanout, waited for as vconn_wait does: the index down failed, or
- * -1.  On a loop's thread every request fails ("on an event loop"). */
-int vconn_fanout_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
-		      size_t bodylen, long timeout_ms, bool (*down)(void *, int),
-		      void *down_arg);
+	       size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
+	       struct buf *resp, size_t resp_max);
 
 /* A GET of url (http://), pipelined: sent on a kept-alive connection of
  * its volume while the answers to those sent before are still to come

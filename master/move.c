@@ -390,8 +390,9 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 	for (int j = 0; j < no && got > 0 && !*big; j++) {
 		struct httpc_req g = {.url = httpc_url(m->r.locs[order[j]], m->path)};
 		char md5[33];
-		int rc = vconn_wait("GET", &g, 1, NULL, 0, VOL_MS, &body, HTTPC_SMALL_MAX);
-		if (rc == VCONN_OVER || rc < 0) {
+		int rc = vconn_wait("GET", &g, 1, NULL, 0, VOL_MS, NULL, NULL, &body,
+				    HTTPC_SMALL_MAX);
+		if (rc == VCONN_OVER) {
 			*big = true;
 		} else if (g.status != 200) {
 			gone += g.status == 404;

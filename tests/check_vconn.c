@@ -531,7 +531,7 @@ START_TEST(wait_blocking)
 	fake_start(&f, M_OK);
 	u = url_of(&f, "/sv00/ab/cd/a2V5");
 	r.url = u;
-	ck_assert_int_eq(vconn_wait("PUT", &r, 1, "hello", 5, 5000, NULL, 0), 0);
+	ck_assert_int_eq(vconn_wait("PUT", &r, 1, "hello", 5, 5000, NULL, NULL, NULL, 0), -1);
 	ck_assert_int_eq(r.status, 201);
 	ck_assert_str_eq(f.body, "hello");
 	fake_stop(&f);
@@ -540,12 +540,12 @@ START_TEST(wait_blocking)
 	fake_start(&f, M_CHUNKED);
 	u = url_of(&f, "/sv00/ab/cd/a2V5");
 	r.url = u;
-	ck_assert_int_eq(vconn_wait("GET", &r, 1, NULL, 0, 5000, &b, 64), 0);
+	ck_assert_int_eq(vconn_wait("GET", &r, 1, NULL, 0, 5000, NULL, NULL, &b, 64), -1);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_int_eq(b.len, 5);
 	ck_assert(!memcmp(b.data, "hello", 5));
 	b.len = 0;
-	ck_assert_int_eq(vconn_wait("GET", &r, 1, NULL, 0, 5000, &b, 3), VCONN_OVER);
+	ck_assert_int_eq(vconn_wait("GET", &r, 1, NULL, 0, 5000, NULL, NULL, &b, 3), VCONN_OVER);
 	ck_assert_int_eq(r.status, -1);
 	buf_free(&b);
 	fake_stop(&f);
@@ -795,7 +795,7 @@ START_TEST(closed_idle_not_reused)
 	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/sv00/ab/cd/a2V5");
 	r.url = u;
 	for (int i = 0; i < 3; i++) {
-		ck_assert_int_eq(vconn_wait("PUT", &r, 1, "hello", 5, 10000, NULL, 0), 0);
+		ck_assert_int_eq(vconn_wait("PUT", &r, 1, "hello", 5, 10000, NULL, NULL, NULL, 0), -1);
 		ck_assert_msg(r.status == 201, "%d %s", r.status, r.err);
 		ck_assert(mfake_until(&m, one_open));
 		usleep(50000);   /* the FIN is there before the next send (not timed) */
@@ -1031,7 +1031,7 @@ START_TEST(cleanup_closes_busy)
 	mfake_start(&m, s_silent);
 	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/sv00/ab/cd/a2V5");
 	r.url = u;
-	ck_assert_int_eq(vconn_wait("DELETE", &r, 1, NULL, 0, 300, NULL, 0), 0);   /* times out */
+	ck_assert_int_eq(vconn_wait("DELETE", &r, 1, NULL, 0, 300, NULL, NULL, NULL, 0), -1);   /* times out */
 	ck_assert(mfake_until(&m, one_read));
 	ck_assert_int_eq(vconn_get(u, 0, get_done, &g), 0);   /* never run */
 	vconn_thread_cleanup();   /* fails it */
