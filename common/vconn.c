@@ -498,7 +498,6 @@ struct vstate {
 	struct vhost *hosts;
 	struct vfan *fans;
 	struct vc *all;
-	int nconnecting;
 	uint64_t tick;            /* the next down check */
 	bool kick;                /* a host's waiting requests may go: at the turn's end */
 	bool ending;              /* vconn_thread_cleanup: nothing starts again */
@@ -547,8 +546,6 @@ static void conn_drop(struct vc *c)
 	for (int i = 0; c->dirty && i < vs->ndirty; i++)
 		if (vs->dirty[i] == c)
 			vs->dirty[i] = vs->dirty[--vs->ndirty];
-	if (c->connecting)
-		vs->nconnecting--;
 	if (c->prev_all)
 		c->prev_all->next_all = c->next_all;
 	else
@@ -707,7 +704,6 @@ static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 	c->addr = (h->first + k) % h->naddr;
 	c->connecting = true;
 	c->since = now_ms();
-	vs->nconnecting++;
 	h->nconn++;
 	c->next_all = vs->all;
 	if (vs->all)
@@ -976,12 +972,6 @@ static void conn_read(struct vc *c, bool hup)
 	}
 }
 
-static void connected(struct vc *c)
-{
-	c->connecting = false;
-	vs->nconnecting--;
-}
-
 static void on_event(void *arg, uint32_t ev)
 {
 	struct vc *c = arg;
@@ -993,7 +983,7 @@ static void on_event(void *arg, uint32_t ev)
 		return;
 	}
 	if (c->connecting && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
-		connected(c);   /* a failed connect shows in sendmsg's errno */
+		c->connecting = false;   /* a failed connect shows in sendmsg's errno */
 	if (!c->connecting && c->off < c->headlen + c->op->f->bodylen) {
 		conn_write(c);
 		if (c->w.dead || !c->op)
