@@ -1378,8 +1378,13 @@ int main(void)
 	tcase_add_test(tc, pipelined_over_once);
 	tcase_add_test(tc, pipelined_resigned);
 	tcase_add_test(tc, cleanup_closes_busy);
-	tcase_add_test(tc, slow_resolver);
 	tcase_add_loop_test(tc, fuzz_connection, 0, 64);
+	suite_add_tcase(s, tc);
+	/* No loop thread of the fixture's: it forks a child of its own, and a
+	 * fork of a process with threads may copy a lock held (ASan's). */
+	tc = tcase_create("resolver");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, slow_resolver);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
