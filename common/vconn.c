@@ -581,7 +581,7 @@ static void conn_idle(struct vc *c)
 	struct vhost *h = c->h;
 	c->op = NULL;
 	c->in.len = c->in_off = 0;
-	if (h->nidle >= IDLE_MAX) {
+	if (h->nidle >= IDLE_MAX && !h->wait) {   /* one that waits takes it (host_kick) */
 		conn_drop(c);
 		return;
 	}
@@ -1033,6 +1033,11 @@ static void host_kick(struct vhost *h)
 			op_end(op, -1, err, false);
 		else
 			op_start(op, op->fresh);
+	}
+	while (!h->wait && h->nidle > IDLE_MAX) {
+		struct vc *c = h->idle;
+		idle_take(c);
+		conn_drop(c);
 	}
 }
 
