@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,9 +39,10 @@ bool accesslog_on(void)
 	return atomic_load_explicit(&on, memory_order_relaxed);
 }
 
+/* 0640: the lines name who asked for what (docs/security.md). */
 static int open_path(const char *path)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 	if (fd < 0)
 		log_msg("cannot open access log %s: %s", path, strerror(errno));
 	return fd;
@@ -149,15 +151,13 @@ void accesslog_close(void)
 	free(lg.spare.data);
 }
 
-/* s as nginx logs a variable: '"', '\\' and bytes outside printable
- * ASCII as \xHH; NULL or "" as "-". */
-static size_t esc(char *out, size_t cap, const char *s)
+/* s[0..len) as nginx logs a variable: '"', '\\' and bytes outside
+ * printable ASCII as \xHH, into out[0..cap); its length. */
+static size_t esc_n(char *out, size_t cap, const char *s, size_t len)
 {
 	size_t n = 0;
-	if (!s || !*s)
-		s = "-";
-	for (; *s && n + 4 < cap; s++) {
-		unsigned char c = (unsigned char)*s;
+	for (size_t i = 0; i < len && n + 4 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
 		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
 			n += (size_t)snprintf(out + n, cap - n, "\\x%02X", c);
 		else
@@ -165,6 +165,35 @@ static size_t esc(char *out, size_t cap, const char *s)
 	}
 	out[n] = '\0';
 	return n;
+}
+
+/* A query (or, when url, what follows a '?') as esc_n writes it, but the
+ * values of the signatures in it -- SigV4's X-Amz-Signature, SigV2's
+ * Signature, a volume link's md5 -- written as "…" (which no escaped
+ * byte makes): a presigned link in the log must not be a credential.
+ * NULL or "": "-". */
+static void esc_redacted(char *out, size_t cap, const char *s, bool url)
+{
+	static const char *const secret[] = {"X-Amz-Signature", "Signature", "md5", NULL};
+	const char *q;
+	size_t n;
+	if (!s || !*s)
+		s = "-";
+	q = url ? strchr(s, '?') : s;
+	q = !q ? s + strlen(s) : url ? q + 1 : q;
+	n = esc_n(out, cap, s, (size_t)(q - s));
+	while (*q && n + 8 < cap) {
+		size_t len = strcspn(q, "&"), nl = strcspn(q, "="), keep = len;
+		for (int i = 0; nl < len && secret[i]; i++)
+			if (strlen(secret[i]) == nl && !strncasecmp(q, secret[i], nl))
+				keep = nl + 1;
+		n += esc_n(out + n, cap - n, q, keep);
+		if (keep < len)
+			n += (size_t)snprintf(out + n, cap - n, "\u2026");
+		q += len;
+		if (*q == '&')
+			n += esc_n(out + n, cap - n, q++, 1);
+	}
 }
 
 void accesslog_add(const struct accesslog_entry *e)
@@ -175,10 +204,10 @@ void accesslog_add(const struct accesslog_entry *e)
 	int n;
 	localtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%d/%b/%Y:%H:%M:%S %z", &tm);
-	esc(target, sizeof(target), e->target);
-	esc(query, sizeof(query), e->query);
-	esc(ref, sizeof(ref), e->referer);
-	esc(agent, sizeof(agent), e->agent);
+	esc_redacted(target, sizeof(target), e->target, true);   /* a path: no '?' */
+	esc_redacted(query, sizeof(query), e->query, false);
+	esc_redacted(ref, sizeof(ref), e->referer, true);
+	esc_redacted(agent, sizeof(agent), e->agent, true);
 	/* $remote_addr - $remote_user [$time_local] "$request" $status
 	 * $body_bytes_sent "$http_referer" "$http_user_agent" $request_time */
 	n = snprintf(line, sizeof(line), "%s - - [%s] \"%s %s%s%s %s\" %d %llu \"%s\" \"%s\" %.3f\n",

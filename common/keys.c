@@ -74,8 +74,18 @@ struct keyring *keyring_parse(const char *text, const char *name, char **why)
 	struct keyring *k = xcalloc(1, sizeof(*k));
 	char *copy = xstrdup(text), *line, *save = NULL;
 	int lineno = 0, cap = 0, anon = -1;
+	size_t tl = strlen(text);
 	atomic_init(&k->refs, 1);
 	*why = NULL;
+	if (tl && text[tl - 1] != '\n') {   /* caught mid-write: its last key may be cut */
+		for (const char *p = text; (p = strchr(p, '\n')); p++)
+			lineno++;
+		*why = xasprintf("%s:%d: the last line has no newline (a file caught mid-edit?): "
+				 "write a new file and rename it over the old", name, lineno + 1);
+		free(copy);
+		keyring_put(k);
+		return NULL;
+	}
 	for (line = copy; line; line = save) {
 		char *f[65], *fs = NULL, *nl = strchr(line, '\n');
 		const char *bad = NULL;

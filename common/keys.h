@@ -42,7 +42,8 @@ struct keyring {
 /* Parse text (the file named name, for the messages): a ring with one
  * ref, or NULL with *why ("FILE:LINE: reason", heap) when any line is
  * bad -- an unknown permission, a secret shorter than KEY_SECRET_MIN
- * bytes, a prefix not starting with '/', an id given twice. */
+ * bytes, a prefix not starting with '/', an id given twice -- or the
+ * last line has no newline (a file read while being written). */
 struct keyring *keyring_parse(const char *text, const char *name, char **why);
 /* Read and parse path; warns (logs) when the file is readable by group
  * or others. */

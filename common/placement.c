@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_space)
+int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_space)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < n; i++) {

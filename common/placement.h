@@ -20,6 +20,10 @@
  * a static one-line reason. */
 int key_decode(const char *src, size_t n, char *out, size_t *outlen, const char **why);
 
+/* Percent-decode src[0..n) into out (n+1 bytes, NUL-terminated; *outlen
+ * excludes the NUL; NUL bytes decoded are kept), '+' as a space when
+ * plus_space.  -1 on bad %XX. */
+int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_space);
 /* Percent-decode a path without checking it is a storable key (list
  * prefixes); -1 on bad %XX or a NUL.  out needs n+1 bytes. */
 int path_decode(const char *src, size_t n, char *out, size_t *outlen);

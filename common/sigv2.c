@@ -4,6 +4,7 @@
  * and Authenticating REST Requests"); see sigv4.h. */
 #include "sigv4.h"
 #include "httpc.h"
+#include "placement.h"
 #include "util.h"
 
 #include <openssl/crypto.h>
@@ -19,13 +20,17 @@ static int tolower_ascii(int c)
 	return c >= 'A' && c <= 'Z' ? c + 32 : c;
 }
 
-/* Sub-resources that are part of V2's CanonicalizedResource, in order. */
+/* Sub-resources that are part of V2's CanonicalizedResource, in order:
+ * S3's, and mkv's own (list, unlinked, locations, md5s, ttl, start,
+ * limit), since V2 signs no other parameter and these change what a
+ * native request does. */
 static const char *const v2_subres[] = {
-	"acl", "cors", "delete", "lifecycle", "location", "logging", "notification",
-	"partNumber", "policy", "requestPayment", "response-cache-control",
-	"response-content-disposition", "response-content-encoding", "response-content-language",
-	"response-content-type", "response-expires", "restore", "tagging", "torrent", "uploadId",
-	"uploads", "versionId", "versioning", "versions", "website", NULL,
+	"acl", "cors", "delete", "lifecycle", "limit", "list", "location", "locations",
+	"logging", "md5s", "notification", "partNumber", "policy", "requestPayment",
+	"response-cache-control", "response-content-disposition", "response-content-encoding",
+	"response-content-language", "response-content-type", "response-expires", "restore",
+	"start", "tagging", "torrent", "ttl", "unlinked", "uploadId", "uploads", "versionId",
+	"versioning", "versions", "website", NULL,
 };
 
 struct amzh {
@@ -33,36 +38,56 @@ struct amzh {
 	size_t n;
 };
 
+/* v without the blanks around it (HTTP's), as clients sign it: *n bytes. */
+static const char *trim(const char *v, int *n)
+{
+	size_t l;
+	for (v = v ? v : ""; *v == ' ' || *v == '\t'; v++)
+		;
+	for (l = strlen(v); l && (v[l - 1] == ' ' || v[l - 1] == '\t'); l--)
+		;
+	*n = (int)l;
+	return v;
+}
+
 static void collect_amz(void *arg, const char *k, const char *v)
 {
 	struct amzh *a = arg;
 	char *s;
+	int vl;
 	if (strncasecmp(k, "x-amz-", 6))
 		return;
-	s = xasprintf("%s:%s", k, v ? v : "");
+	v = trim(v, &vl);
+	s = xasprintf("%s:%.*s", k, vl, v);
 	for (char *p = s; *p != ':'; p++)
 		*p = (char)tolower_ascii(*p);
 	a->h = xrealloc(a->h, sizeof(char *) * (a->n + 1));
 	a->h[a->n++] = s;
 }
 
-static int str_cmp(const void *a, const void *b)
+/* By name ("x-amz-meta-a" before "x-amz-meta-a-b"), as clients sort them. */
+static int name_cmp(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	const char *x = *(char *const *)a, *y = *(char *const *)b;
+	return bytes_cmp(x, strcspn(x, ":"), y, strcspn(y, ":"));
 }
 
-/* V2's string to sign; date: the Date line (Expires for a query). */
-static char *v2_string(const struct sig_req *r, const char *date)
+/* V2's string to sign (*len bytes: a value may decode to NUL); date: the
+ * Date line (Expires for a query). */
+static char *v2_string(const struct sig_req *r, const char *date, size_t *len)
 {
 	struct buf b = {0};
 	struct amzh a = {0};
 	const char *md5 = r->header(r->cls, "Content-MD5"), *ct = r->header(r->cls, "Content-Type");
 	char sep = '?';
-	buf_printf(&b, "%s\n%s\n%s\n%s\n", r->method, md5 ? md5 : "", ct ? ct : "", date);
+	int ml, cl;
+	md5 = trim(md5, &ml);
+	ct = trim(ct, &cl);
+	buf_printf(&b, "%s\n%.*s\n%.*s\n%s\n", r->method, ml, md5, cl, ct, date);
 	if (r->each_header)
 		r->each_header(r->cls, collect_amz, &a);
 	if (a.n)
-		qsort(a.h, a.n, sizeof(char *), str_cmp);
+		qsort(a.h, a.n, sizeof(char *), name_cmp);
 	for (size_t i = 0; i < a.n; i++) {
 		buf_printf(&b, "%s\n", a.h[i]);
 		free(a.h[i]);
@@ -75,10 +100,13 @@ static char *v2_string(const struct sig_req *r, const char *date)
 		if (!v)
 			continue;
 		buf_printf(&b, "%c%s", sep, v2_subres[i]);
-		if (vl)
-			buf_printf(&b, "=%.*s", (int)vl, v);
+		if (v[-1] == '=')   /* "name=" as sent; the value decoded, as botocore signs it */
+			buf_append(&b, "=", 1);
+		if (pct_decode(v, vl, buf_room(&b, vl), &vl, 0) == 0)
+			b.len += vl;
 		sep = '&';
 	}
+	*len = b.len;
 	return b.data;
 }
 
@@ -89,31 +117,21 @@ static void v2_verify(const struct keyring *ring, const struct sig_req *r, const
 	const struct key *key = keyring_find(ring, id, idl);
 	unsigned char mac[20];
 	unsigned int ml = 20;
-	char want[32], *sts;
+	char want[32], got[64], *sts;
+	size_t stl;
 	if (!key) {
 		out->st = SIG_UNKNOWN_KEY;
 		out->why = "The AWS Access Key Id you provided does not exist in our records.";
 		return;
 	}
-	sts = v2_string(r, date);
-	HMAC(EVP_sha1(), key->secret, (int)strlen(key->secret), (unsigned char *)sts, strlen(sts),
+	sts = v2_string(r, date, &stl);
+	HMAC(EVP_sha1(), key->secret, (int)strlen(key->secret), (unsigned char *)sts, stl,
 	     mac, &ml);
 	free(sts);
 	EVP_EncodeBlock((unsigned char *)want, mac, 20);   /* 28 characters */
-	if (query) {   /* the signature comes percent-encoded */
-		struct buf d = {0};
-		for (size_t i = 0; i < sigl; i++) {
-			int v = sig[i] == '%' ? pct_value(sig + i, sigl - i) : sig[i];
-			char c = (char)(v < 0 ? sig[i] : v);
-			buf_append(&d, &c, 1);
-			if (sig[i] == '%' && v >= 0)
-				i += 2;
-		}
-		out->st = d.len == 28 && !CRYPTO_memcmp(want, d.data, 28) ? SIG_OK : SIG_MISMATCH;
-		buf_free(&d);
-	} else {
-		out->st = sigl == 28 && !CRYPTO_memcmp(want, sig, 28) ? SIG_OK : SIG_MISMATCH;
-	}
+	if (query && (sigl >= sizeof(got) || path_decode(sig, sigl, got, &sigl) < 0))
+		sigl = 0;   /* the query's comes percent-encoded */
+	out->st = sigl == 28 && !CRYPTO_memcmp(want, query ? got : sig, 28) ? SIG_OK : SIG_MISMATCH;
 	if (out->st == SIG_OK) {
 		out->key = key;
 		out->is_signed = true;
@@ -164,6 +182,11 @@ void sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig
 	if ((int64_t)e < r->now) {
 		out->st = SIG_EXPIRED;
 		out->why = "Request has expired";
+		return;
+	}
+	if ((int64_t)e > r->now + SIG_PRESIGN_MAX_S) {   /* as SigV4's X-Amz-Expires */
+		out->st = SIG_QUERY_MALFORMED;
+		out->why = "Expires must be at most 604800 seconds (7 days) from now";
 		return;
 	}
 	v2_verify(ring, r, id, il, sig, sl, ebuf, true, out);

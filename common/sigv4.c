@@ -3,6 +3,7 @@
  * "Authenticating Requests: Using Query Parameters", and Signature
  * Version 2's "Signing and Authenticating REST Requests". */
 #include "sigv4.h"
+#include "placement.h"
 #include "util.h"
 
 #include <openssl/core_names.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define ALGO "AWS4-HMAC-SHA256"
@@ -174,20 +176,12 @@ bool sig_chunk(struct sig_result *s, const unsigned char hash[32], const char *s
 static bool recode(struct buf *b, const char *s, size_t n, bool keep_slash)
 {
 	char *d = xmalloc(n + 1);
-	size_t dl = 0;
-	for (size_t i = 0; i < n; i++) {
-		int v = s[i] == '%' ? pct_value(s + i, n - i) : (unsigned char)s[i];
-		if (v < 0) {
-			free(d);
-			return false;
-		}
-		d[dl++] = (char)v;
-		if (s[i] == '%')
-			i += 2;
-	}
-	buf_url_escape(b, d, dl, keep_slash);
+	size_t dl;
+	bool ok = pct_decode(s, n, d, &dl, 0) == 0;
+	if (ok)
+		buf_url_escape(b, d, dl, keep_slash);
 	free(d);
-	return true;
+	return ok;
 }
 
 struct param {
@@ -264,6 +258,7 @@ static void canonical_header(struct buf *b, const char *name, size_t nl, const c
 
 struct v4 {
 	const char *id, *sig, *signed_headers, *payload;
+	const char *date_hdr;   /* the header form's date: "x-amz-date" or "date" */
 	size_t idl, sigl, shl;
 	char date[9], region[64], service[64], amzdate[17];
 };
@@ -352,6 +347,49 @@ bad:
 	return NULL;
 }
 
+/* Is name one of v's SignedHeaders? */
+static bool is_signed(const struct v4 *v, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = v->signed_headers, *end = p + v->shl; p < end;) {
+		const char *s = memchr(p, ';', (size_t)(end - p));
+		size_t k = s ? (size_t)(s - p) : (size_t)(end - p);
+		if (k == n && !strncasecmp(p, name, n))
+			return true;
+		p += k + 1;
+	}
+	return false;
+}
+
+struct unsigned_scan {
+	const struct v4 *v;
+	bool bad;
+};
+
+static void scan_amz(void *arg, const char *k, const char *val)
+{
+	struct unsigned_scan *u = arg;
+	(void)val;
+	if (!strncasecmp(k, "x-amz-", 6) && !is_signed(u->v, k))
+		u->bad = true;
+}
+
+/* Nothing unsigned may change what a request does (AWS's rule): host,
+ * the header that dated it (v->date_hdr, the header form's) and every
+ * x-amz-* header it carries must be signed; a presigned link signs only
+ * host, so an x-amz-* header added to it is refused. */
+static bool all_signed(const struct sig_req *r, const struct v4 *v, struct sig_result *out)
+{
+	struct unsigned_scan u = {v, false};
+	if (r->each_header)
+		r->each_header(r->cls, scan_amz, &u);
+	if (!u.bad && is_signed(v, "host") && (!v->date_hdr || is_signed(v, v->date_hdr)))
+		return true;
+	out->st = SIG_UNSIGNED;
+	out->why = "There were headers present in the request which were not signed";
+	return false;
+}
+
 /* Check v's signature over r by the key it names. */
 static void v4_verify(const struct keyring *ring, const struct sig_req *r, struct v4 *v,
 		      bool presigned, struct sig_result *out)
@@ -360,6 +398,8 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 	char scope[160], want[65];
 	const struct key *key = keyring_find(ring, v->id, v->idl);
 	bool ok = false;
+	if (!all_signed(r, v, out))
+		return;
 	if (!key) {
 		out->st = SIG_UNKNOWN_KEY;
 		out->why = "The AWS Access Key Id you provided does not exist in our records.";
@@ -442,9 +482,9 @@ static void v4_header(const struct keyring *ring, const struct sig_req *r, const
 			   "SERVICE/aws4_request, SignedHeaders=..., Signature=...";
 		return;
 	}
-	date = r->header(r->cls, "x-amz-date");
-	if (!date)
-		date = r->header(r->cls, "date");
+	v.date_hdr = "x-amz-date";
+	if (!(date = r->header(r->cls, "x-amz-date")))
+		date = r->header(r->cls, v.date_hdr = "date");
 	if ((t = amz_time(date)) < 0 || strncmp(date, v.date, 8)) {
 		out->why = "The authorization header is malformed; x-amz-date is missing, or "
 			   "not the credential's date";
@@ -485,8 +525,8 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 	struct v4 v = {0};
 	const char *alg, *cred, *date, *exp, *sh, *sig;
 	size_t al, cl, dl, el, sl, gl;
-	char cbuf[512], dbuf[17], ebuf[16];
-	struct buf shb = {0};
+	char cbuf[512], dbuf[17], ebuf[16], *shd;
+	size_t n;
 	uint64_t expires;
 	int64_t t;
 	out->st = SIG_QUERY_MALFORMED;
@@ -505,24 +545,11 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 		out->why = "X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"";
 		return;
 	}
-	/* the credential's '/' come as %2F */
-	{
-		struct buf cb = {0};
-		bool ok = cl < 256 && recode(&cb, cred, cl, true);
-		size_t o = 0;
-		for (size_t i = 0; ok && i < cb.len && o + 1 < sizeof(cbuf); i++) {
-			if (cb.data[i] == '%' && i + 2 < cb.len && !strncmp(cb.data + i, "%2F", 3)) {
-				cbuf[o++] = '/';
-				i += 2;
-			} else
-				cbuf[o++] = cb.data[i];
-		}
-		cbuf[o] = '\0';
-		buf_free(&cb);
-		if (!ok || !parse_credential(cbuf, o, &v)) {
-			out->why = "X-Amz-Credential: want ID/DATE/REGION/SERVICE/aws4_request";
-			return;
-		}
+	/* the credential's '/' and SignedHeaders' ';' come as %2F and %3B */
+	if (cl >= sizeof(cbuf) || path_decode(cred, cl, cbuf, &n) < 0 ||
+	    !parse_credential(cbuf, n, &v)) {
+		out->why = "X-Amz-Credential: want ID/DATE/REGION/SERVICE/aws4_request";
+		return;
 	}
 	snprintf(dbuf, sizeof(dbuf), "%.*s", (int)(dl < 16 ? dl : 16), date);
 	snprintf(ebuf, sizeof(ebuf), "%.*s", (int)(el < 15 ? el : 15), exp);
@@ -536,24 +563,12 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 		return;
 	}
 	memcpy(v.amzdate, dbuf, 17);
-	/* SignedHeaders' ';' come as %3B */
-	if (!recode(&shb, sh, sl, false)) {
+	if (path_decode(sh, sl, shd = xmalloc(sl + 1), &v.shl) < 0) {
 		out->why = "X-Amz-SignedHeaders is malformed";
+		free(shd);
 		return;
 	}
-	{
-		size_t o = 0;
-		for (size_t i = 0; i < shb.len; i++) {
-			if (shb.data[i] == '%' && i + 2 < shb.len && !strncmp(shb.data + i, "%3B", 3)) {
-				shb.data[o++] = ';';
-				i += 2;
-			} else
-				shb.data[o++] = shb.data[i];
-		}
-		shb.len = o;
-	}
-	v.signed_headers = shb.data;
-	v.shl = shb.len;
+	v.signed_headers = shd;
 	v.sig = sig;
 	v.sigl = gl;
 	v.payload = "UNSIGNED-PAYLOAD";
@@ -567,7 +582,7 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 	} else {
 		v4_verify(ring, r, &v, true, out);
 	}
-	buf_free(&shb);
+	free(shd);
 }
 
 void sig_check(const struct keyring *ring, const struct sig_req *r, struct sig_result *out)

@@ -36,6 +36,7 @@ enum sig_status {
 	SIG_UNKNOWN_KEY,      /* 403 InvalidAccessKeyId */
 	SIG_MISMATCH,         /* 403 SignatureDoesNotMatch */
 	SIG_SKEWED,           /* 403 RequestTimeTooSkewed */
+	SIG_UNSIGNED,         /* an x-amz-* header, host or the date not signed: 403 AccessDenied */
 	SIG_EXPIRED,          /* a presigned URL past its time: 403 AccessDenied */
 };
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A write queued for the committer. */
@@ -56,14 +56,15 @@ struct index {
 	_Atomic int64_t keys;
 	atomic_bool keys_known;
 	char *path;
-	/* Writes one at a time (wmu), and none after one failed (broken):
-	 * LevelDB's log writer has moved past bytes that never reached the
-	 * disk, so recovery would cut the log there and drop every later
-	 * write (issue 40).  A failed write's reason is kept in why until a
-	 * flush of the memtable to a table starts a fresh log (recover). */
-	pthread_mutex_t wmu;
-	bool broken;
-	char why[200];
+	/* No write after one failed (broken): LevelDB's log writer has
+	 * moved past bytes that never reached the disk, so recovery would
+	 * cut the log there and drop every later write (issue 40).  Only the
+	 * committer writes, and only it leaves the state (recover), which a
+	 * request thread reads without waiting on the disk: why under why_mu,
+	 * held for a copy only. */
+	atomic_bool broken;
+	pthread_mutex_t why_mu;
+	char why[300];
 	uint64_t tried_ns;           /* the last recover, at most one a second */
 	_Atomic uint64_t write_errors;
 };
@@ -240,7 +241,7 @@ struct index *index_open(const char *path, char **why)
 	sem_init(&idx->wake, 0, 0);
 	idx->tail = &idx->head;
 	pthread_rwlock_init(&idx->count_lock, NULL);
-	pthread_mutex_init(&idx->wmu, NULL);
+	pthread_mutex_init(&idx->why_mu, NULL);
 	idx->path = xstrdup(path);
 	idx->opts = leveldb_options_create();
 	idx->ropts = leveldb_readoptions_create();
@@ -321,7 +322,7 @@ void index_close(struct index *idx)
 		keys_save(idx);
 	}
 	pthread_rwlock_destroy(&idx->count_lock);
-	pthread_mutex_destroy(&idx->wmu);
+	pthread_mutex_destroy(&idx->why_mu);
 	free(idx->path);
 	leveldb_options_destroy(idx->opts);
 	leveldb_filterpolicy_destroy(idx->bloom);
@@ -394,55 +395,92 @@ static void delta_delete(void *s, const char *key, size_t klen)
 	x->d += keys_delta(x->idx, key, klen, false);
 }
 
-/* Out of the broken state, if the disk has room for the memtable: a
- * compaction of an empty range writes the memtable (every write that was
- * acknowledged, and none that failed) to a synced table and starts a
- * fresh log, and the old log, cut where the write failed, is deleted.
- * An empty synced write then says whether LevelDB is well: it keeps a
- * failed sync's or compaction's error for as long as it is open, and
- * then only a restart (recovery from the old log) brings writes back.
- * Under wmu. */
+static void set_why(struct index *idx, const char *what, const char *err)
+{
+	pthread_mutex_lock(&idx->why_mu);
+	snprintf(idx->why, sizeof(idx->why), "index %s refuses writes after a failed one (%s%s): "
+		 "they resume once its disk is sound, else restart the master", idx->path, what,
+		 err);
+	pthread_mutex_unlock(&idx->why_mu);
+}
+
+/* The highest number of a log file in the index's directory. */
+static unsigned long last_log(const struct index *idx)
+{
+	DIR *d = opendir(idx->path);
+	struct dirent *e;
+	unsigned long n = 0, k;
+	char end[8];
+	while (d && (e = readdir(d)))
+		if (sscanf(e->d_name, "%lu%7s", &k, end) == 2 && !strcmp(end, ".log") && k > n)
+			n = k;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Can the disk take the flush: a file made, written, synced and given
+ * room for need bytes?  The flush is not tried otherwise: LevelDB keeps
+ * a failed flush's error for as long as it is open. */
+static bool disk_sound(const struct index *idx, off_t need)
+{
+	char *p = xasprintf("%s/mkv-probe", idx->path), blk[4096] = {0};
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	bool ok = fd >= 0 && write(fd, blk, sizeof(blk)) == (ssize_t)sizeof(blk) &&
+		  fdatasync(fd) == 0 && posix_fallocate(fd, 0, need) == 0;
+	if (fd >= 0)
+		close(fd);
+	unlink(p);
+	free(p);
+	return ok;
+}
+
+/* Out of the broken state (the committer's, at most once a second): when
+ * the disk is sound, a compaction of an empty range writes the memtable
+ * (every write that was acknowledged, none that failed) to a synced table
+ * and begins a fresh log, and the old one, cut where the write failed, is
+ * deleted.  It says nothing of how it went: a log of a higher number
+ * must be there, and an empty synced write to it must go. */
 static void recover(struct index *idx)
 {
 	leveldb_writebatch_t *b;
-	struct statvfs vfs;
 	char *mem, *err = NULL;
-	unsigned long long need;
+	unsigned long log0;
+	off_t need;
 	if (now_ns() - idx->tried_ns < 1000000000ull)
 		return;
 	idx->tried_ns = now_ns();
 	mem = leveldb_property_value(idx->db, "leveldb.approximate-memory-usage");
 	/* the table (at most the memtable's size), a new log and MANIFEST */
-	need = 2 * (mem ? strtoull(mem, NULL, 10) : (unsigned long long)TABLE_MB << 20) + (256u << 10);
+	need = 2 * (mem ? strtoll(mem, NULL, 10) : (off_t)TABLE_MB << 20) + (256 << 10);
 	leveldb_free(mem);
-	if (statvfs(idx->path, &vfs) == 0 && (unsigned long long)vfs.f_bavail * vfs.f_frsize < need)
+	if (!disk_sound(idx, need))
 		return;
+	log0 = last_log(idx);
 	leveldb_compact_range(idx->db, "", 0, "", 0);
+	if (last_log(idx) <= log0)
+		return;   /* no fresh log: the next write would follow the cut */
 	b = leveldb_writebatch_create();
 	leveldb_write(idx->db, idx->wopts, b, &err);
 	leveldb_writebatch_destroy(b);
 	if (err) {
-		snprintf(idx->why, sizeof(idx->why), "index %s refuses writes after a failed one "
-			 "(%s): restart the master once its disk is sound", idx->path, err);
+		set_why(idx, "", err);
 		leveldb_free(err);
 		return;
 	}
-	idx->broken = false;
+	atomic_store(&idx->broken, false);
 	log_msg("index %s: writable again (its writes flushed to a table, a fresh log begun)",
 		idx->path);
 }
 
 bool index_writable(struct index *idx, char *why, size_t n)
 {
-	bool ok;
-	pthread_mutex_lock(&idx->wmu);
-	if (idx->broken)
-		recover(idx);
-	ok = !idx->broken;
-	if (!ok)
-		snprintf(why, n, "%s", idx->why);
-	pthread_mutex_unlock(&idx->wmu);
-	return ok;
+	if (!atomic_load(&idx->broken))
+		return true;
+	pthread_mutex_lock(&idx->why_mu);
+	snprintf(why, n, "%s", idx->why);
+	pthread_mutex_unlock(&idx->why_mu);
+	return false;
 }
 
 uint64_t index_write_errors(struct index *idx)
@@ -450,36 +488,32 @@ uint64_t index_write_errors(struct index *idx)
 	return atomic_load(&idx->write_errors);
 }
 
-/* Every write goes here: batch b (a key at most once in it), each key
- * read first for the count, all under count_lock's shared side. */
+/* Every write goes here, on the committer: batch b (a key at most once
+ * in it), each key read first for the count, all under count_lock's
+ * shared side. */
 static int commit(struct index *idx, leveldb_writebatch_t *b, bool sync)
 {
 	struct delta x = {idx, 0};
 	char *err = NULL;
-	pthread_mutex_lock(&idx->wmu);
-	if (idx->broken)
+	if (atomic_load(&idx->broken))
 		recover(idx);
-	if (idx->broken) {
-		pthread_mutex_unlock(&idx->wmu);
+	if (atomic_load(&idx->broken))
 		return -1;
-	}
 	pthread_rwlock_rdlock(&idx->count_lock);
 	leveldb_writebatch_iterate(b, &x, delta_put, delta_delete);
 	leveldb_write(idx->db, sync ? idx->wopts : idx->wopts_nosync, b, &err);
 	if (!err)
 		atomic_fetch_add(&idx->keys, x.d);
 	pthread_rwlock_unlock(&idx->count_lock);
-	if (err) {
-		idx->broken = true;
-		idx->tried_ns = now_ns();
-		atomic_fetch_add(&idx->write_errors, 1);
-		snprintf(idx->why, sizeof(idx->why), "index %s refuses writes after a failed "
-			 "one (%s): they resume once its disk has room", idx->path, err);
-		log_msg("%s", idx->why);
-		leveldb_free(err);
-	}
-	pthread_mutex_unlock(&idx->wmu);
-	return err ? -1 : 0;
+	if (!err)
+		return 0;
+	set_why(idx, "", err);
+	idx->tried_ns = now_ns();
+	atomic_fetch_add(&idx->write_errors, 1);
+	atomic_store(&idx->broken, true);
+	log_msg("%s", idx->why);
+	leveldb_free(err);
+	return -1;
 }
 
 /* Every write, the loops' and the others', goes through the committer:
@@ -680,6 +714,13 @@ static void *committer(void *arg)
 			write_batch(idx, write_batch(idx, p, false), true);
 		else if (stop)
 			return NULL;   /* stopping, and nothing is left */
+		else if (atomic_load(&idx->broken)) { /* writes resume without one coming */
+			struct timespec t;
+			clock_gettime(CLOCK_REALTIME, &t);
+			t.tv_sec++;
+			sem_timedwait(&idx->wake, &t);
+			recover(idx);
+		}
 		else
 			while (sem_wait(&idx->wake) < 0 && errno == EINTR)
 				;

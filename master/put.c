@@ -34,6 +34,7 @@ struct put {
 	int64_t clen;            /* the length announced, -1 unknown */
 	uint64_t fed;            /* body bytes offered so far (the front's) */
 	bool aborted, released, finished;
+	bool index_failed;       /* a record write failed: it may still be in the log */
 	int stop_status;         /* why it was stopped (aborted): 500, or 400 */
 	const char *stop_why;
 	bool started;            /* the worker runs (or ran); a small body's at put_finish */
@@ -160,10 +161,21 @@ static void send_body(struct put *p)
 		fail(p, 500, "client went away");
 }
 
-/* Remove what a failed put wrote; keep the DELETED record if that fails. */
+/* Remove what a failed put wrote; keep the DELETED record if that fails.
+ * Not when a record write failed: LevelDB may have logged it (only the
+ * sync failed), and a restart may bring it back, live, naming the copies
+ * (docs/operations.md, "The index's disk"); gc finds them otherwise. */
+static void index_failed(struct put *p)
+{
+	p->index_failed = true;
+	fail(p, 500, "index write failed");
+}
+
 static void cleanup_failed(struct put *p)
 {
-	if (httpc_delete_all(p->locs, p->nlocs, p->path, (long)p->cfg->voltimeout_ms * 5,
+	if (p->index_failed)
+		log_msg("PUT %s: the index failed; its copies are kept", p->key);
+	else if (httpc_delete_all(p->locs, p->nlocs, p->path, (long)p->cfg->voltimeout_ms * 5,
 			     "PUT cleanup (the record stays DELETED): ", NULL) == p->nlocs)
 		index_delete(p->idx, p->key, p->klen);
 }
@@ -214,7 +226,7 @@ static void replace_end(struct put *p)
 	move_note(p->key, p->klen, drop, ndrop);
 	if ((rc = write_record(p, false, eof ? p->hash : "", keep, nkeep)) < 0) {
 		if (!p->status)
-			fail(p, 500, "index write failed");
+			index_failed(p);
 		log_msg("REPLACE %s: index write failed; the copies may differ until the next "
 			"start settles them", p->key);
 		return;   /* the 'r' note stays: the next start settles the key from them */
@@ -334,7 +346,7 @@ static void worker(void *arg)
 	char *where = p->replace ? record_join_locs(p->locs, p->nlocs) : NULL;
 	if (p->replace ? meta_raw_put('r', p->key, p->klen, where, true) < 0
 		       : write_record(p, true, "", p->locs, p->nlocs) < 0)
-		fail(p, 500, "index write failed");
+		index_failed(p);
 	else
 		send_body(p);
 	free(where);
@@ -345,7 +357,7 @@ static void worker(void *arg)
 			p->status = 201;
 	} else if (!p->status) {
 		if (write_record(p, false, p->hash, p->locs, p->nlocs) < 0)
-			fail(p, 500, "index write failed");
+			index_failed(p);
 		else
 			p->status = 201;
 	}
@@ -401,7 +413,7 @@ static void written_loop(void *arg)
 {
 	struct put *p = arg;
 	if (p->commit_rc < 0) {
-		fail(p, 500, "index write failed");
+		index_failed(p);
 		async_end(p);
 	} else {
 		p->then(p);

@@ -135,8 +135,13 @@ int main(int argc, char **argv)
 		if (npos != 3)
 			bad("usage: mkv -master H:P %s", cmd->run == put_main ? "put DIR /prefix"
 									   : "get /prefix DIR");
+		/* get -volumesecret signs for these hosts only */
+		volbuf = volumes ? split_volumes(&c, volumes) : NULL;
 		ops_signals_init();
-		return cmd->run(&c);
+		rc = cmd->run(&c);
+		free(volbuf);
+		free(c.volumes);
+		return rc;
 	}
 	volbuf = split_volumes(&c, volumes ? volumes : "");
 	if (!c.nvol)

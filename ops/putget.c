@@ -388,6 +388,22 @@ static bool listed_as(const char *url, const char *key)
 	return n >= pl && !memcmp(url + n - pl, path, pl);
 }
 
+/* Is url on a volume of -volumes (its host:port one of them)? */
+static bool of_volumes(const struct config *cfg, const char *url)
+{
+	const char *h = strstr(url, "://");
+	size_t n;
+	h = h ? h + 3 : url;
+	n = strcspn(h, "/");
+	for (int i = 0; i < cfg->nvol; i++) {
+		const char *v = strstr(cfg->volumes[i], "://");
+		v = v ? v + 3 : cfg->volumes[i];
+		if (strlen(v) == n && !memcmp(v, h, n))
+			return true;
+	}
+	return false;
+}
+
 /* Key i of the page: from its listed replicas (from the i-th on, so that
  * the reads are spread), else through the master's redirect. */
 static int64_t get_key(struct pg *g, size_t i, char *path)
@@ -397,19 +413,25 @@ static int64_t get_key(struct pg *g, size_t i, char *path)
 	int n = 0;
 	int64_t size = -1;
 	for (char *s = urls; n < MAX_REPLICAS && (t = strtok_r(s, "\n", &save)); s = NULL) {
-		if (volsign_on())   /* given -volumesecret, httpc signs for itself */
+		if (!listed_as(t, key)) {
+			/* its name is not UTF-8: ?list spelled it with U+FFFD, so no
+			 * file name here is its own (as through the master); or the
+			 * listing names another key's blob, which is not signed for */
+			if (ops_unreachable("get", key, strlen(key)))
+				atomic_fetch_add(&g->failed, 1);
+			else
+				fail(g, "%s: the listing's URL %s is not this key's blob", key, t);
+			free(urls);
+			return -1;
+		}
+		/* given -volumesecret, httpc signs for itself: only for a volume
+		 * of -volumes, never a host the (plain HTTP) listing made up */
+		if (volsign_on()) {
 			t[strcspn(t, "?")] = '\0';
+			if (!of_volumes(g->cfg, t))
+				continue;
+		}
 		u[n++] = t;
-	}
-	if (n && !listed_as(u[0], key)) {
-		/* its name is not UTF-8: ?list spelled it with U+FFFD, so no
-		 * file name here is its own (as through the master) */
-		if (ops_unreachable("get", key, strlen(key)))
-			atomic_fetch_add(&g->failed, 1);
-		else
-			fail(g, "%s: the listing's URL %s is not this key's blob", key, u[0]);
-		free(urls);
-		return -1;
 	}
 	for (int k = 0; k < n && size < 0; k++)
 		size = fetch_file(g, key, u[(i + (size_t)k) % (size_t)n], false, want, path, true);
@@ -462,6 +484,9 @@ int get_main(const struct config *cfg)
 
 	if (pg_init(&g, cfg->args[0], cfg->args[1]) < 0)
 		return 1;
+	if (volsign_on() && !cfg->nvol)
+		log_msg("get: -volumesecret without -volumes: no listed host is signed for, "
+			"every key is read through the master's redirect");
 	if (mkdir(g.dir, 0755) < 0 && errno != EEXIST)
 		log_msg("get: mkdir %s failed (%s)", g.dir, strerror(errno));
 	else   /* synced even when every file was skipped: a killed run's files */

@@ -244,26 +244,9 @@ static const struct {
 	[SIG_UNKNOWN_KEY] = {403, "InvalidAccessKeyId"},
 	[SIG_MISMATCH] = {403, "SignatureDoesNotMatch"},
 	[SIG_SKEWED] = {403, "RequestTimeTooSkewed"},
+	[SIG_UNSIGNED] = {403, "AccessDenied"},
 	[SIG_EXPIRED] = {403, "AccessDenied"},
 };
-
-bool s3_body_signed(struct s3req *s)
-{
-	char h[65];
-	unsigned char d[32];
-	struct sha256 *x;
-	if (!s->ring || s->sig.payload != PAYLOAD_SHA256)
-		return true;
-	x = sha256_new();
-	sha256_update(x, s->in.data, s->in.len);
-	sha256_final(x, d);
-	to_hex(d, 32, h);
-	if (!strcmp(h, s->sig.sha256))
-		return true;
-	s3_error(s, 400, "XAmzContentSHA256Mismatch",
-		 "The provided 'x-amz-content-sha256' header does not match what was computed.");
-	return false;
-}
 
 /* What the operation needs of the signer's key: an AccessDenied if not. */
 static void permit(struct s3req *s)
@@ -355,12 +338,8 @@ static int handler(void *req, const char *data, size_t *size)
 	if (s->op == S3_PUT || s->op == S3_MPU_PART)
 		return s3_put_run(s, data, size);
 	if (*size) {
-		if (s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE) {
-			if (s->in.len + *size > XML_BODY_MAX)
-				s->in_too_big = true;
-			else
-				buf_append(&s->in, data, *size);
-		}
+		if (s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE)
+			s3_body_take(s, data, *size);
 		*size = 0;
 		return FRONT_YES;
 	}

@@ -14,7 +14,7 @@
 /* The body went wrong mid-way: stop the put (the old value stays). */
 static void put_refuse(struct s3req *s, int why)
 {
-	if (!s->bad)
+	if (!s->bad && s->put)
 		put_abort(s->put);
 	s->bad = why;
 }
@@ -109,6 +109,26 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 	return d->st != DEC_ERROR;
 }
 
+/* Is the body aws-chunked?  Content-Encoding says so (unsigned, as boto3
+ * sends it), or a STREAMING- payload mode.  What decides whether the
+ * bytes are covered is x-amz-content-sha256: a hex hash is checked
+ * against the decoded bytes, what is stored, whatever the framing. */
+static bool chunked(struct s3req *s)
+{
+	const char *ce = s3_req_header(s, "Content-Encoding");
+	const char *sha = s3_req_header(s, "X-Amz-Content-Sha256");
+	return (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
+}
+
+/* The body's bytes as stored (decoded), into its digests. */
+static void body_hash(struct s3req *s, const char *p, size_t n)
+{
+	if (s->digest)
+		md5_update(s->digest, p, n);
+	if (s->sha)
+		sha256_update(s->sha, p, n);
+}
+
 /* Content-MD5 (base64 of 16 bytes) into want: 1, 0 when absent, -1 when
  * it is not such a digest. */
 static int content_md5(struct s3req *s, unsigned char want[16])
@@ -146,12 +166,11 @@ static bool sha_ok(struct s3req *s)
 /* Before the body: what can be refused, then the put.  true when answered. */
 static bool put_prepare(struct s3req *s)
 {
-	const char *ce = s3_req_header(s, "Content-Encoding");
-	const char *sha = s3_req_header(s, "X-Amz-Content-Sha256"), *cl, *why;
+	const char *cl, *why;
 	uint64_t clen = 0;
 	bool known;
 
-	s->aws_chunked = (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
+	s->aws_chunked = chunked(s);
 	cl = s3_req_header(s, s->aws_chunked ? "X-Amz-Decoded-Content-Length" : "Content-Length");
 	known = cl && parse_u64(cl, 0, INT64_MAX, &clen);
 	if (known && store_cfg()->maxsize && clen > store_cfg()->maxsize) {
@@ -213,22 +232,70 @@ static int put_data(struct s3req *s, const char *data, size_t *size)
 		s->pending.len = 0;
 	}
 	if (s->bad || s->aws_chunked) {
-		if (!s->bad && s->digest)
-			md5_update(s->digest, s->pending.data, s->pending.len);
+		if (!s->bad)
+			body_hash(s, s->pending.data, s->pending.len);
 		s->fed += s->bad ? 0 : took;
 		*size = 0;
 		return FRONT_YES;
 	}
 	took = put_feed(s->put, data, *size);
-	if (s->digest)
-		md5_update(s->digest, data, took);
-	if (s->sha)   /* x-amz-content-sha256: hashed as it passes, no copy */
-		sha256_update(s->sha, data, took);
+	body_hash(s, data, took);   /* as it passes, no copy */
 	s->fed += took;
 	*size -= took;
 	if (*size)   /* woken by the put's wake: ring room, or its end (as the native PUT's) */
 		front_wait(&s->sleep);
 	return FRONT_YES;
+}
+
+/* The error of a refused body (s->bad). */
+static void bad_error(struct s3req *s)
+{
+	if (s->bad == BAD_SIZE)
+		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
+	else if (s->bad == BAD_SHA256)
+		s3_error(s, 400, "XAmzContentSHA256Mismatch",
+			 "The provided 'x-amz-content-sha256' header does not match what was computed.");
+	else if (s->bad == BAD_CHUNK_SIG)
+		s3_error(s, 403, "SignatureDoesNotMatch",
+			 "The chunk signature we calculated does not match the one you provided.");
+	else if (s->bad == BAD_DIGEST)
+		s3_error(s, 400, "BadDigest",
+			 "The Content-MD5 you specified did not match what we received.");
+	else
+		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
+}
+
+/* ---- a POST's XML body (DeleteObjects, CompleteMultipartUpload) ---- */
+
+void s3_body_take(struct s3req *s, const char *data, size_t n)
+{
+	if ((s->aws_chunked = chunked(s))) {
+		if (!dec_feed(s, data, n) && !s->bad)
+			s->bad = BAD_FRAMING;
+		data = s->pending.data;
+		n = s->pending.len;
+		s->pending.len = 0;
+	}
+	if (s->in.len + n > XML_BODY_MAX)
+		s->in_too_big = true;
+	else if (!s->bad)
+		buf_append(&s->in, data, n);
+}
+
+bool s3_body_signed(struct s3req *s)
+{
+	bool xml = s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE;   /* else none is read */
+	if (xml && (s->aws_chunked = chunked(s)) && !s->bad && s->dec.st != DEC_DONE)
+		s->bad = BAD_FRAMING;
+	if (!s->bad && !s->in_too_big && s->ring && s->sig.payload == PAYLOAD_SHA256) {
+		s->sha = sha256_new();
+		body_hash(s, s->in.data, s->in.len);
+		if (!sha_ok(s))
+			s->bad = BAD_SHA256;
+	}
+	if (s->bad)
+		bad_error(s);
+	return !s->bad;
 }
 
 /* The body is in: the answer, once the put has its result. */
@@ -250,19 +317,8 @@ static int put_end(struct s3req *s)
 		front_wait(&s->sleep);   /* woken by the put's end (put.c's finish) */
 		return FRONT_YES;
 	}
-	if (s->bad == BAD_SIZE)
-		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
-	else if (s->bad == BAD_SHA256)
-		s3_error(s, 400, "XAmzContentSHA256Mismatch",
-			 "The provided 'x-amz-content-sha256' header does not match what was computed.");
-	else if (s->bad == BAD_CHUNK_SIG)
-		s3_error(s, 403, "SignatureDoesNotMatch",
-			 "The chunk signature we calculated does not match the one you provided.");
-	else if (s->bad == BAD_DIGEST)
-		s3_error(s, 400, "BadDigest",
-			 "The Content-MD5 you specified did not match what we received.");
-	else if (s->bad)
-		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
+	if (s->bad)
+		bad_error(s);
 	else if (st != 201)
 		s3_error(s, st >= 500 ? st : 500, "InternalError", why);
 	else {

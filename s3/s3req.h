@@ -148,7 +148,11 @@ char *s3_upload(struct s3req *s);
 
 /* With -keys: may the request's signer do perm on key[0..n)? */
 bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n);
-/* A POST body against its x-amz-content-sha256: false with the error set. */
+/* A POST's XML body as it comes into s->in, aws-chunked framing decoded
+ * and each chunk's signature checked (s3put.c); s3_body_signed, once it
+ * is in: false with the error set when the framing or a chunk is bad or
+ * the decoded body is not its x-amz-content-sha256. */
+void s3_body_take(struct s3req *s, const char *data, size_t n);
 bool s3_body_signed(struct s3req *s);
 
 /* ---- GetObject / HeadObject (s3get.c) ---- */

@@ -4,6 +4,8 @@
  * signatures, a presigned URL) and Version 2, then the keys file's lines,
  * good and bad, and what a key may do. */
 #include <check.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +220,120 @@ START_TEST(test_v2)
 }
 END_TEST
 
+/* Finding 1 (issue 41): an x-amz-* header outside SignedHeaders -- an
+ * X-Amz-Copy-Source added to a signed PUT or a presigned link -- is
+ * refused, whatever the signature says. */
+START_TEST(test_unsigned_header)
+{
+	const char *h[] = {"Host", "examplebucket.s3.amazonaws.com",
+		"Authorization", "AWS4-HMAC-SHA256 Credential=" AKID "/20130524/us-east-1/s3/aws4_request,"
+		"SignedHeaders=host;range;x-amz-content-sha256;x-amz-date,"
+		"Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41",
+		"Range", "bytes=0-9", "x-amz-content-sha256", SHA256_EMPTY,
+		"x-amz-date", "20130524T000000Z", "X-Amz-Copy-Source", "/bucket/secret", NULL};
+	const char *p[] = {"Host", "examplebucket.s3.amazonaws.com",
+			   "x-amz-copy-source", "/bucket/secret", NULL};
+	const char *q = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=" AKID
+			"%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z"
+			"&X-Amz-Expires=86400&X-Amz-SignedHeaders=host&X-Amz-Signature="
+			"aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404";
+	struct sig_result s;
+	check("GET", "/test.txt", NULL, h, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_UNSIGNED);
+	ck_assert_str_eq(s.why, "There were headers present in the request which were not signed");
+	h[10] = NULL;   /* without it: the example verifies */
+	check("GET", "/test.txt", NULL, h, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_OK);
+	check("GET", "/test.txt", q, p, T20130524 + 60, &s);
+	ck_assert_int_eq(s.st, SIG_UNSIGNED);
+	p[2] = NULL;
+	check("GET", "/test.txt", q, p, T20130524 + 60, &s);
+	ck_assert_int_eq(s.st, SIG_OK);
+}
+END_TEST
+
+/* A header-form request of curl's shape (no x-amz-content-sha256)
+ * signed here over signed_headers. */
+static void curl_signed(const char *signed_headers, struct sig_result *s)
+{
+	unsigned char k[32];
+	char creq[512], sig[65], auth[512];
+	const char *h[] = {"Host", "example.com", "x-amz-date", "20130524T000000Z",
+			   "Authorization", auth, NULL};
+	snprintf(creq, sizeof(creq), "GET\n/k\n\n%s%s\n%s\n" SHA256_EMPTY,
+		 strstr(signed_headers, "host") ? "host:example.com\n" : "",
+		 strstr(signed_headers, "x-amz-date") ? "x-amz-date:20130524T000000Z\n" : "",
+		 signed_headers);
+	sigv4_key(SECRET, "20130524", "us-east-1", "s3", k);
+	sigv4_sign(k, "20130524T000000Z", "20130524/us-east-1/s3/aws4_request", creq, sig);
+	snprintf(auth, sizeof(auth), "AWS4-HMAC-SHA256 Credential=" AKID "/20130524/us-east-1/s3/"
+		 "aws4_request, SignedHeaders=%s, Signature=%s", signed_headers, sig);
+	check("GET", "/k", NULL, h, T20130524, s);
+}
+
+/* Finding 4: SignedHeaders must hold host and, in the header form, the
+ * date's header; else the request could be replayed to any host. */
+START_TEST(test_host_signed)
+{
+	struct sig_result s;
+	curl_signed("host;x-amz-date", &s);
+	ck_assert_msg(s.st == SIG_OK, "%d %s", s.st, s.why);
+	curl_signed("x-amz-date", &s);
+	ck_assert_int_eq(s.st, SIG_UNSIGNED);
+	curl_signed("host", &s);
+	ck_assert_int_eq(s.st, SIG_UNSIGNED);
+}
+END_TEST
+
+/* A SigV2 query link for path (+ extra, unsigned), signed over sts_path. */
+static void v2_link(const char *sts_path, const char *path, const char *extra, int64_t expires,
+		    int64_t now, struct sig_result *s)
+{
+	const char *none[] = {NULL};
+	char sts[512], q[512], b64[40], enc[80];
+	unsigned char mac[20];
+	unsigned int ml = 20;
+	size_t o = 0;
+	snprintf(sts, sizeof(sts), "GET\n\n\n%lld\n%s", (long long)expires, sts_path);
+	HMAC(EVP_sha1(), SECRET, (int)strlen(SECRET), (unsigned char *)sts, strlen(sts), mac, &ml);
+	EVP_EncodeBlock((unsigned char *)b64, mac, 20);
+	for (const char *c = b64; *c; c++)
+		o += (size_t)snprintf(enc + o, sizeof(enc) - o, *c == '+' ? "%%2B" : *c == '/' ? "%%2F"
+				      : *c == '=' ? "%%3D" : "%c", *c);
+	snprintf(q, sizeof(q), "%sAWSAccessKeyId=" AKID "&Expires=%lld&Signature=%s", extra,
+		 (long long)expires, enc);
+	check("GET", path, q, none, now, s);
+}
+
+/* Finding 2: SigV2 signs mkv's own parameters as sub-resources (a link
+ * for one key is no listing), and its Expires is at most 7 days ahead. */
+START_TEST(test_v2_native)
+{
+	struct sig_result s;
+	v2_link("/d/k", "/d/k", "", T20130524 + 300, T20130524, &s);
+	ck_assert_msg(s.st == SIG_OK, "%d %s", s.st, s.why);
+	v2_link("/d/", "/d/", "list&locations&ttl=24h&", T20130524 + 300, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_MISMATCH);
+	v2_link("/d/?list&locations&ttl=24h", "/d/", "list&locations&ttl=24h&", T20130524 + 300,
+		T20130524, &s);
+	ck_assert_msg(s.st == SIG_OK, "%d %s", s.st, s.why);
+	v2_link("/d/?list", "/d/", "list&limit=5&", T20130524 + 300, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_MISMATCH);
+	v2_link("/d/?list", "/d/", "list&unlinked&", T20130524 + 300, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_MISMATCH);
+	v2_link("/d/?list", "/d/", "list&start=/d/x&", T20130524 + 300, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_MISMATCH);
+	v2_link("/d/?list", "/d/", "list&md5s&", T20130524 + 300, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_MISMATCH);
+	v2_link("/d/k", "/d/k", "", T20130524 + 604800, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_OK);
+	v2_link("/d/k", "/d/k", "", T20130524 + 604801, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_QUERY_MALFORMED);
+	v2_link("/d/k", "/d/k", "", T20130524 + 10 * 365 * 86400, T20130524, &s);
+	ck_assert_int_eq(s.st, SIG_QUERY_MALFORMED);
+}
+END_TEST
+
 /* Unsigned: the anonymous line; curl's missing x-amz-content-sha256. */
 START_TEST(test_unsigned)
 {
@@ -240,6 +356,9 @@ static const struct { const char *text, *err; } bad_files[] = {
 	{"k 0123456789abcdef read datasets/\n", "test:1: a prefix starts with /"},
 	{"# c\n\nanonymous read\n", "test:3: want: anonymous"},
 	{"anonymous read /a/\nanonymous list /b/\n", "test:2: this id is given twice"},
+	/* finding 6: cut mid-write, "/datasets/" read as "/" */
+	{"k 0123456789abcdef read /", "test:1: the last line has no newline"},
+	{"# keys\nk 0123456789abcdef read /a/\nj 0123456789abcdef read /", "test:3: the last line"},
 };
 
 START_TEST(test_bad_files)
@@ -294,6 +413,9 @@ int main(void)
 	tcase_add_test(tc, test_chunked);
 	tcase_add_test(tc, test_presigned);
 	tcase_add_test(tc, test_v2);
+	tcase_add_test(tc, test_unsigned_header);
+	tcase_add_test(tc, test_host_signed);
+	tcase_add_test(tc, test_v2_native);
 	tcase_add_test(tc, test_unsigned);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("keys");

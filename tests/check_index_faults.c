@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "../common/md5.h"
 
 #define MAXKEYS 200
 
@@ -322,6 +323,428 @@ START_TEST(test_index_disk_full)
 }
 END_TEST
 
+
+/* Attack (atk40): recover() takes "the empty synced write succeeded" for
+ * "a fresh log began".  leveldb_compact_range returns nothing: when the
+ * new log cannot be created (no inode left on the disk, EMFILE), LevelDB
+ * keeps the old log -- the one cut where the failed write is -- and the
+ * empty write is appended to it.  The master then says "writable again"
+ * and acknowledges writes that a crash drops (recovery stops reading
+ * that log block at the cut).  The index on a tmpfs with few inodes:
+ * blocks filled (a log append fails), then blocks freed while every
+ * inode stays taken. */
+START_TEST(test_index_no_inode_for_new_log)
+{
+	struct run r;
+	char key[64], *fill, *p;
+	int fd, n, nino = 0, late = 0;
+	static char junk[65536];
+	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		fprintf(stderr, "SKIPPED test_index_no_inode_for_new_log: needs root\n");
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	set_flags(&r);
+	r.tmp = h_tmpdir();
+	r.m.db = xasprintf("%s/db", r.tmp);
+	r.m.log = xasprintf("%s/master.log", r.tmp);
+	ck_assert_int_eq(mkdir(r.m.db, 0700), 0);
+	ck_assert_msg(mount("tmpfs", r.m.db, "tmpfs", 0, "size=2m,nr_inodes=64") == 0,
+		      "mount: %s", strerror(errno));
+	h_vol_start(&r.vol, VOL_MKV);
+	h_master_start(&r.m, &r.vol, 1, r.flags);
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "a%02d", i);
+		ck_assert_int_eq(put(&r, key), 201);
+	}
+	fill = xasprintf("%s/filler", r.m.db);
+	fd = open(fill, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	while (write(fd, junk, sizeof(junk)) > 0)
+		;
+	while (write(fd, junk, 1) > 0)
+		;
+	close(fd);
+	for (;; nino++) {   /* every inode taken */
+		p = xasprintf("%s/ino%03d", r.m.db, nino);
+		fd = open(p, O_WRONLY | O_CREAT, 0600);
+		free(p);
+		if (fd < 0)
+			break;
+		close(fd);
+	}
+	for (n = 0; n < 200 && !r.refused; n++) {
+		snprintf(key, sizeof(key), "b%03d", n);
+		put(&r, key);
+	}
+	ck_assert_msg(r.refused > 0, "the index took %d writes on a full disk", n);
+	/* blocks back, inodes not: the filler's inode is taken again */
+	unlink(fill);
+	p = xasprintf("%s/ino%03d", r.m.db, nino++);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	free(p);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	sleep(2);   /* past recover's once a second */
+	for (int i = 0; i < 30; i++) {
+		snprintf(key, sizeof(key), "c%02d", i);
+		if (put(&r, key) == 201)
+			late++;
+		usleep(100000);
+	}
+	fprintf(stderr, "test_index_no_inode_for_new_log: %d writes acknowledged with no inode "
+			"for a fresh log (last refusal: %s)\n", late, r.last_why);
+	for (int i = 0; i < nino; i++) {   /* room for LevelDB's recovery */
+		p = xasprintf("%s/ino%03d", r.m.db, i);
+		unlink(p);
+		free(p);
+	}
+	crash_and_check(&r);
+	h_master_down(&r.m);
+	umount2(r.m.db, MNT_DETACH);
+	free(fill);
+	finish(&r);
+}
+END_TEST
+
+/* Attack (atk40): a write fault that lasts longer than a second.  recover
+ * tries once a second while statvfs shows room (an EIO, a quota, a disk
+ * that refills between statvfs and the flush): the memtable's flush then
+ * fails, LevelDB keeps that error for as long as it is open, and the
+ * index refuses every write until a restart, though the disk is sound
+ * again.  (test_index_write_eio passes only because its fault is healed
+ * within the second.) */
+START_TEST(test_index_write_fault_outlasts_recover)
+{
+	struct run r;
+	char key[64];
+	start(&r, "");
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "a%02d", i);
+		ck_assert_int_eq(put(&r, key), 201);
+	}
+	arm(&r, "write");
+	put(&r, "b00");
+	ck_assert_int_gt(r.refused, 0);
+	sleep(2);
+	put(&r, "b01");   /* recover runs now, the fault still on */
+	unlink(r.ctl);
+	for (int i = 0; i < 5; i++) {
+		snprintf(key, sizeof(key), "c%02d", i);
+		ck_assert_msg(put_until(&r, key), "%s: never taken after the disk healed (%s)",
+			      key, r.last_why);
+	}
+	crash_and_check(&r);
+	finish(&r);
+}
+END_TEST
+
+/* The same as test_index_no_inode_for_new_log without root: after a
+ * write cut short, recover() runs while a new file cannot be created in
+ * the index's directory (faultfs "create": ENOSPC, as with no inode left;
+ * EMFILE does the same), so LevelDB keeps the cut log, the empty synced
+ * write lands in it, and the index says it is writable again. */
+START_TEST(test_index_recover_without_new_log)
+{
+	struct run r;
+	char key[64];
+	int late = 0;
+	start(&r, "");
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "a%02d", i);
+		ck_assert_int_eq(put(&r, key), 201);
+	}
+	arm(&r, "write");
+	put(&r, "b00");
+	ck_assert_int_gt(r.refused, 0);
+	arm(&r, "create");
+	sleep(2);
+	for (int i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "c%02d", i);
+		late += put(&r, key) == 201;
+		usleep(100000);
+	}
+	fprintf(stderr, "test_index_recover_without_new_log: %d writes acknowledged while no "
+			"new log could be made\n", late);
+	unlink(r.ctl);
+	crash_and_check(&r);
+	finish(&r);
+}
+END_TEST
+
+/* Attack (atk40): "reads go on" while the index's disk stalls.  claim()
+ * asks store_writable on the poll thread, and index_writable takes wmu,
+ * which the committer holds through leveldb_write's fdatasync (and
+ * recover through a whole memtable flush).  A disk whose fdatasync
+ * stalls (faultfs "hang") then parks every poll thread that gets a write
+ * request, and GETs on those threads wait with them. */
+START_TEST(test_index_stalled_sync_blocks_reads)
+{
+	struct run r;
+	int fds[16];
+	struct buf out = {0};
+	long st;
+	const char get[] = "GET /a00 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	start(&r, "");
+	ck_assert_int_eq(put(&r, "a00"), 201);
+	arm(&r, "hang");
+	for (int i = 0; i < 16; i++) {   /* writes: the first stalls in fdatasync */
+		char *req = xasprintf("PUT /h%d HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx", i);
+		fds[i] = h_connect(r.m.port);
+		ck_assert_int_ge(fds[i], 0);
+		ck_assert_int_eq(write(fds[i], req, strlen(req)), (ssize_t)strlen(req));
+		free(req);
+		if (!i)
+			sleep(2);
+	}
+	sleep(2);
+	st = h_raw(r.m.port, get, strlen(get), &out, 20000);
+	buf_free(&out);
+	unlink(r.ctl);   /* the disk answers again */
+	for (int i = 0; i < 16; i++)
+		close(fds[i]);
+	ck_assert_msg(st == 302 || st == 200, "a GET while the index's fdatasync stalls: %ld "
+		      "(-1: no answer in 20 s)", st);
+	finish(&r);
+}
+END_TEST
+
+/* Attack (atk40): the sidecar fails while a write is under way (after
+ * claim() found it writable).  The value's record is in the index, so the
+ * write is acknowledged, but write_meta (meta_put) drops the sidecar's
+ * error: an UploadPart answered 200 with its ETag has no metadata, and
+ * CompleteMultipartUpload naming that very ETag is refused InvalidPart
+ * once the sidecar is healthy again.  (ListObjects shows such a PutObject
+ * as size 0, 1970.) */
+START_TEST(test_sidecar_fails_mid_upload_part)
+{
+	struct run r;
+	struct resp rs;
+	struct buf out = {0};
+	char *url, *id, *req, etag[33], *body;
+	struct md5 *m;
+	int fd;
+	long st;
+	start(&r, "/mkv-meta");
+	r.buckets = true;
+	ck_assert_int_eq(put(&r, "bkt"), 200);
+	url = xasprintf("%s/bkt/obj?uploads", r.m.base);
+	ck_assert_int_eq(h_http("POST", url, NULL, 0, s3hdr, false, &rs), 200);
+	id = xstrndup(strstr(rs.body.data, "<UploadId>") + 10, 32);
+	h_resp_free(&rs);
+	free(url);
+	req = xasprintf("PUT /bkt/obj?partNumber=1&uploadId=%s HTTP/1.1\r\nHost: x\r\n"
+			"X-Amz-Content-Sha256: UNSIGNED-PAYLOAD\r\nContent-Length: 8\r\n\r\nabcd", id);
+	fd = h_connect(r.m.port);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	sleep(1);             /* claimed: the sidecar was writable */
+	arm(&r, "write");     /* and fails now */
+	ck_assert_int_eq(write(fd, "efgh", 4), 4);
+	st = h_recv_resp(fd, &out, 30000, false);
+	close(fd);
+	buf_free(&out);
+	unlink(r.ctl);
+	ck_assert_msg(st != 200 || put_until(&r, "bkt2"), "the sidecar never healed");
+	if (st == 200) {   /* acknowledged: the part must be usable */
+		m = md5_new();
+		md5_update(m, "abcdefgh", 8);
+		md5_final_hex(m, etag);
+		md5_free(m);
+		url = xasprintf("%s/bkt/obj?uploadId=%s", r.m.base, id);
+		body = xasprintf("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+				 "<ETag>\"%s\"</ETag></Part></CompleteMultipartUpload>", etag);
+		st = h_http("POST", url, body, strlen(body), s3hdr, false, &rs);
+		ck_assert_msg(st == 200, "UploadPart was answered 200 (ETag %s), then "
+			      "CompleteMultipartUpload: %ld %.*s", etag, st, (int)rs.body.len,
+			      rs.body.data ? rs.body.data : "");
+		h_resp_free(&rs);
+		free(body);
+		free(url);
+	} else {
+		fprintf(stderr, "test_sidecar_fails_mid_upload_part: the part was answered %ld\n", st);
+	}
+	free(req);
+	free(id);
+	finish(&r);
+}
+END_TEST
+
+/* Attack (atk40), held: kill -9 inside recover(), while the memtable's
+ * flush waits on its table's fdatasync (a new log begun, the old one cut,
+ * the MANIFEST not yet changed).  The restart recovers both logs. */
+START_TEST(test_index_crash_inside_recover)
+{
+	struct run r;
+	char key[64];
+	const char *req = "PUT /late HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx";
+	int fd;
+	start(&r, "");
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "a%02d", i);
+		ck_assert_int_eq(put(&r, key), 201);
+	}
+	arm(&r, "write");
+	put(&r, "b00");
+	ck_assert_int_gt(r.refused, 0);
+	arm(&r, "hang");
+	sleep(2);
+	fd = h_connect(r.m.port);   /* its claim runs recover, which stalls */
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	sleep(2);
+	{   /* inside it: a fresh log begun, the cut one still there */
+		char *cmd = xasprintf("test $(ls %s | grep -c '\\.log$') -ge 2", r.m.db);
+		ck_assert_msg(system(cmd) == 0, "recover is not under way");
+		free(cmd);
+	}
+	crash_and_check(&r);
+	close(fd);
+	unlink(r.ctl);
+	ck_assert_int_eq(put(&r, "c00"), 201);
+	crash_and_check(&r);
+	finish(&r);
+}
+END_TEST
+
+/* Attack (atk40): a write answered 500 because its fdatasync failed is in
+ * the log all the same (LevelDB appended it, only the sync failed), and a
+ * restart replays it.  A PUT so refused has had its blobs removed
+ * (cleanup_failed), and its DELETED record could not be written: after
+ * the restart the key is live, listed, and names a blob that is gone. */
+START_TEST(test_index_failed_sync_put_comes_back)
+{
+	struct run r;
+	struct resp rs;
+	char *url;
+	long st;
+	start(&r, "");
+	ck_assert_int_eq(put(&r, "a00"), 201);
+	arm(&r, "sync");
+	st = put(&r, "ghost");
+	ck_assert_msg(st != 201, "PUT ghost was taken with fdatasync failing");
+	sleep(2);   /* its cleanup */
+	unlink(r.ctl);
+	crash_and_check(&r);
+	url = xasprintf("%s/ghost", r.m.base);
+	st = h_http("GET", url, NULL, 0, NULL, false, &rs);   /* 302: the master says live */
+	h_resp_free(&rs);
+	if (st == 302) {
+		long got = h_http("GET", url, NULL, 0, NULL, true, &rs), again;
+		char first[64];
+		snprintf(first, sizeof(first), "%.*s", (int)strcspn(r.last_why, "\n"), r.last_why);
+		if (!(got == 200 && rs.body.len == 5 && !memcmp(rs.body.data, "ghost", 5))) {
+			again = put(&r, "ghost");   /* the client's retry */
+			ck_assert_msg(0, "PUT ghost was answered %s; after a restart the master "
+				      "serves it live (302) and its blob reads %ld: a live key whose "
+				      "blob the PUT's cleanup removed (a retried PUT: %ld)", first,
+				      got, again);
+		}
+	} else {
+		ck_assert_int_eq(st, 404);
+		memset(&rs, 0, sizeof(rs));
+	}
+	h_resp_free(&rs);
+	free(url);
+	finish(&r);
+}
+END_TEST
+
+/* The same drop with an S3 PutObject over an object (a REPLACE): answered
+ * 200, the new bytes served, and HEAD still gives the old ETag and size
+ * for good, after the sidecar is healthy again. */
+START_TEST(test_sidecar_fails_mid_s3_overwrite)
+{
+	struct run r;
+	struct resp rs;
+	struct buf out = {0};
+	char *url, etag[33];
+	const char *req = "PUT /bkt/obj HTTP/1.1\r\nHost: x\r\nX-Amz-Content-Sha256: "
+			  "UNSIGNED-PAYLOAD\r\nContent-Length: 1048576\r\n\r\n";
+	static char body[1 << 20];
+	struct md5 *m;
+	int fd;
+	long st;
+	size_t got;
+	start(&r, "/mkv-meta");
+	r.buckets = true;
+	ck_assert_int_eq(put(&r, "bkt"), 200);
+	url = xasprintf("%s/bkt/obj", r.m.base);
+	ck_assert_int_eq(h_http("PUT", url, "abc", 3, s3hdr, false, &rs), 200);
+	h_resp_free(&rs);
+	fd = h_connect(r.m.port);
+	ck_assert_int_ge(fd, 0);
+	memset(body, 'z', sizeof(body));
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	ck_assert_int_eq(write(fd, body, sizeof(body) / 2), (ssize_t)sizeof(body) / 2);
+	sleep(1);   /* its 'r' note written, the bytes on their way */
+	arm(&r, "write");
+	ck_assert_int_eq(write(fd, body + sizeof(body) / 2, sizeof(body) / 2),
+			 (ssize_t)sizeof(body) / 2);
+	st = h_recv_resp(fd, &out, 30000, false);
+	close(fd);
+	buf_free(&out);
+	unlink(r.ctl);
+	if (st == 200) {
+		ck_assert_msg(put_until(&r, "bkt2"), "the sidecar never healed");
+		m = md5_new();
+		md5_update(m, body, sizeof(body));
+		md5_final_hex(m, etag);
+		md5_free(m);
+		ck_assert_int_eq(h_http("GET", url, NULL, 0, s3hdr, true, &rs), 200);
+		got = rs.body.len;
+		h_resp_free(&rs);
+		ck_assert_int_eq(h_http("HEAD", url, NULL, 0, s3hdr, false, &rs), 200);
+		buf_append(&rs.headers, "", 1);
+		ck_assert_msg(got == sizeof(body) && strstr(rs.headers.data, etag) && strcasestr(rs.headers.data,
+								      "Content-Length: 1048576"),
+			      "PutObject of 1 MiB was answered 200; GET then gives %zu bytes, "
+			      "and HEAD says:\n%s", got, rs.headers.data);
+		h_resp_free(&rs);
+	} else {
+		fprintf(stderr, "test_sidecar_fails_mid_s3_overwrite: answered %ld\n", st);
+		ck_assert_int_eq(h_http("GET", url, NULL, 0, s3hdr, false, &rs), 200);
+		fprintf(stderr, "then GET: %.*s\n", (int)rs.body.len, rs.body.data);
+		h_resp_free(&rs);
+	}
+	free(url);
+	finish(&r);
+}
+END_TEST
+
+/* Attack (atk40): the first failed write is the request's own, so claim()
+ * let it in.  DeleteBucket drops meta_raw_delete's error and answers 204;
+ * once the sidecar heals, ListBuckets names the bucket again.  (Abort and
+ * Complete of a multipart upload drop the same error for their 'u'
+ * record.) */
+START_TEST(test_sidecar_delete_bucket_comes_back)
+{
+	struct run r;
+	struct resp rs;
+	char *url;
+	long st;
+	start(&r, "/mkv-meta");
+	r.buckets = true;
+	ck_assert_int_eq(put(&r, "gone"), 200);
+	arm(&r, "write");
+	url = xasprintf("%s/gone", r.m.base);
+	st = h_http("DELETE", url, NULL, 0, s3hdr, false, &rs);
+	h_resp_free(&rs);
+	free(url);
+	unlink(r.ctl);
+	ck_assert_msg(put_until(&r, "other"), "the sidecar never healed");
+	url = xasprintf("%s/", r.m.base);
+	ck_assert_int_eq(h_http("GET", url, NULL, 0, s3hdr, false, &rs), 200);
+	buf_append(&rs.body, "", 1);
+	ck_assert_msg(st != 204 || !strstr(rs.body.data, "<Name>gone</Name>"),
+		      "DeleteBucket was answered 204; ListBuckets names it again");
+	h_resp_free(&rs);
+	free(url);
+	finish(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("index_faults");
@@ -333,6 +756,15 @@ int main(void)
 	tcase_add_test(tc, test_sidecar_write_eio);
 	tcase_add_test(tc, test_index_sync_eio);
 	tcase_add_test(tc, test_index_disk_full);
+	tcase_add_test(tc, test_index_no_inode_for_new_log);
+	tcase_add_test(tc, test_index_write_fault_outlasts_recover);
+	tcase_add_test(tc, test_index_recover_without_new_log);
+	tcase_add_test(tc, test_index_stalled_sync_blocks_reads);
+	tcase_add_test(tc, test_sidecar_fails_mid_upload_part);
+	tcase_add_test(tc, test_index_crash_inside_recover);
+	tcase_add_test(tc, test_index_failed_sync_put_comes_back);
+	tcase_add_test(tc, test_sidecar_fails_mid_s3_overwrite);
+	tcase_add_test(tc, test_sidecar_delete_bucket_comes_back);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -239,10 +239,15 @@ struct signer {
 };
 
 /* The head of a PUT of path by admin: signed headers (sorted), its
- * payload mode; the seed signature into g->prev. */
-static char *signed_head(struct signer *g, const char *path, const char *payload,
-			 const char *extra, size_t clen)
+ * payload mode; the seed signature into g->prev.  method_query: another
+ * method and its query ("POST delete"); unsigned: a header line sent
+ * unsigned. */
+static char *signed_head_as(struct signer *g, const char *method_query, const char *path,
+			    const char *payload, const char *extra, size_t clen,
+			    const char *unsigned_hdr)
 {
+	char method[16] = "PUT", query[96] = "";
+	sscanf(method_query, "%15s %95s", method, query);
 	time_t now = time(NULL);
 	char host[64], *creq, *head;
 	struct tm tm;
@@ -255,20 +260,28 @@ static char *signed_head(struct signer *g, const char *path, const char *payload
 		snprintf(date, sizeof(date), "%.8s", g->amzdate);
 		sigv4_key("00112233445566778899aabbccddeeff", date, "us-east-1", "s3", g->k);
 	}
-	creq = xasprintf("PUT\n%s\n\nhost:%s\nx-amz-content-sha256:%s\nx-amz-date:%s\n%s%s\n"
-			 "host;x-amz-content-sha256;x-amz-date%s\n%s",
-			 path, host, payload, g->amzdate, extra, extra[0] ? "\n" : "",
+	creq = xasprintf("%s\n%s\n%s%s\nhost:%s\nx-amz-content-sha256:%s\nx-amz-date:%s\n%s%s\n"
+			 "host;x-amz-content-sha256;x-amz-date%s\n%s", method,
+			 path, query, query[0] && !strchr(query, '=') ? "=" : "", host, payload, g->amzdate, extra,
+			 extra[0] ? "\n" : "",
 			 extra[0] ? ";x-amz-decoded-content-length" : "", payload);
 	sigv4_sign(g->k, g->amzdate, g->scope, creq, g->prev);
-	head = xasprintf("PUT %s HTTP/1.1\r\nHost: %s\r\nx-amz-content-sha256: %s\r\n"
-			 "x-amz-date: %s\r\n%s%sContent-Length: %zu\r\n%s"
+	head = xasprintf("%s %s%s%s HTTP/1.1\r\nHost: %s\r\nx-amz-content-sha256: %s\r\n"
+			 "x-amz-date: %s\r\n%s%sContent-Length: %zu\r\n%s%s"
 			 "Authorization: AWS4-HMAC-SHA256 Credential=admin/%s, SignedHeaders="
-			 "host;x-amz-content-sha256;x-amz-date%s, Signature=%s\r\n\r\n",
-			 path, host, payload, g->amzdate, extra[0] ? extra : "", extra[0] ? "\r\n" : "",
-			 clen, extra[0] ? "Content-Encoding: aws-chunked\r\n" : "", g->scope,
+			 "host;x-amz-content-sha256;x-amz-date%s, Signature=%s\r\n\r\n", method,
+			 path, query[0] ? "?" : "", query, host, payload, g->amzdate,
+			 extra[0] ? extra : "", extra[0] ? "\r\n" : "", clen,
+			 extra[0] ? "Content-Encoding: aws-chunked\r\n" : "", unsigned_hdr, g->scope,
 			 extra[0] ? ";x-amz-decoded-content-length" : "", g->prev);
 	free(creq);
 	return head;
+}
+
+static char *signed_head(struct signer *g, const char *path, const char *payload,
+			 const char *extra, size_t clen)
+{
+	return signed_head_as(g, "PUT", path, payload, extra, clen, "");
 }
 
 /* One aws-chunked chunk of data, signed in g's chain (forged: one digit off). */
@@ -366,6 +379,130 @@ START_TEST(test_body_hash)
 	free(head), free(all);
 	ck_assert_int_eq(st_of(ADMIN, "GET", "/hash/k2", NULL), 404);
 	ck_assert_int_eq(st_of(ADMIN, "HEAD", "/hash/k", NULL), 302);
+}
+END_TEST
+
+/* Finding 3 (issue 41): a hex x-amz-content-sha256 covers the bytes
+ * stored, however the body is framed.  A captured PUT of "" (boto3's
+ * put_object(Body=b"")) replayed with an unsigned Content-Encoding:
+ * aws-chunked stores nothing else; a right hash with aws-chunked framing
+ * is taken. */
+START_TEST(test_body_hash_chunked)
+{
+	struct signer g;
+	char h[65], *head, *all;
+	struct buf out = {0};
+	const char *evil = "5\r\nevil!\r\n0\r\n\r\n", *right = "5\r\nright\r\n0\r\n\r\n";
+	head = signed_head_as(&g, "PUT", "/hash/empty", SHA256_EMPTY, "", strlen(evil),
+			      "Content-Encoding: aws-chunked\r\n");
+	all = xasprintf("%s%s", head, evil);
+	ck_assert_int_eq(h_raw(m.port, all, strlen(all), &out, 20000), 400);
+	ck_assert_msg(strstr(out.data, "<Code>XAmzContentSHA256Mismatch</Code>"), "%s", out.data);
+	buf_free(&out);
+	free(head), free(all);
+	ck_assert_int_eq(st_of(ADMIN, "GET", "/hash/empty", NULL), 404);
+	sha_hex("right", 5, h);
+	head = signed_head(&g, "/hash/chunked", h, "x-amz-decoded-content-length:5", strlen(right));
+	all = xasprintf("%s%s", head, right);
+	ck_assert_int_eq(h_raw(m.port, all, strlen(all), &out, 20000), 200);
+	buf_free(&out);
+	free(head), free(all);
+	{
+		struct resp r;
+		ck_assert_int_eq(req(ADMIN, "GET", "/hash/chunked", NULL, NULL, true, &r), 200);
+		ck_assert(r.body.len == 5 && !memcmp(r.body.data, "right", 5));
+		h_resp_free(&r);
+	}
+}
+END_TEST
+
+/* Finding 8: the aws-chunked body of a DeleteObjects is chunk-verified
+ * like a PutObject's: a forged chunk deletes nothing. */
+START_TEST(test_delete_chunked)
+{
+	const char *doc = "<Delete><Object><Key>k</Key></Object></Delete>";
+	for (int forged = 1; forged >= 0; forged--) {
+		struct signer g;
+		struct buf body = {0}, all = {0}, out = {0};
+		char dl[64], *head = NULL;
+		ck_assert_int_eq(st_of(ADMIN, "PUT", "/del/k", "v"), forged ? 201 : 403);
+		snprintf(dl, sizeof(dl), "x-amz-decoded-content-length:%zu", strlen(doc));
+		for (int pass = 0; pass < 2; pass++) {   /* sized, then signed (streamed_put) */
+			free(head);
+			head = signed_head_as(&g, "POST delete", "/del", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+					      dl, body.len, "");
+			body.len = 0;
+			chunk(&body, &g, doc, strlen(doc), forged);
+			chunk(&body, &g, "", 0, false);
+		}
+		buf_puts(&all, head);
+		buf_append(&all, body.data, body.len);
+		ck_assert_int_eq(h_raw(m.port, all.data, all.len, &out, 20000), forged ? 403 : 200);
+		ck_assert_msg(strstr(out.data, forged ? "<Code>SignatureDoesNotMatch</Code>"
+						      : "<Deleted><Key>k</Key></Deleted>"), "%s", out.data);
+		ck_assert_int_eq(st_of(ADMIN, "GET", "/del/k", NULL), forged ? 302 : 404);
+		free(head);
+		buf_free(&body), buf_free(&all), buf_free(&out);
+	}
+}
+END_TEST
+
+/* A raw request: a head made by signed_head_as and body; its status,
+ * the answer into out. */
+static long send_signed(const char *method_query, const char *path, const char *body,
+			struct buf *out)
+{
+	struct signer g;
+	char h[65], *head, *all;
+	long st;
+	sha_hex(body, strlen(body), h);
+	head = signed_head_as(&g, method_query, path, h, "", strlen(body), "");
+	all = xasprintf("%s%s", head, body);
+	st = h_raw(m.port, all, strlen(all), out, 20000);
+	free(head), free(all);
+	return st;
+}
+
+/* Finding 8, the other body: CompleteMultipartUpload's aws-chunked XML
+ * is chunk-verified: a forged chunk completes nothing. */
+START_TEST(test_complete_chunked)
+{
+	struct buf out = {0};
+	char id[64], q[96], etag[80], doc[256], dl[64], *p;
+	ck_assert_int_eq(send_signed("POST uploads", "/mpu/obj", "", &out), 200);
+	ck_assert_ptr_nonnull(p = strstr(out.data, "<UploadId>"));
+	snprintf(id, sizeof(id), "%.*s", (int)strcspn(p + 10, "<"), p + 10);
+	buf_free(&out);
+	snprintf(q, sizeof(q), "PUT partNumber=1&uploadId=%s", id);
+	ck_assert_int_eq(send_signed(q, "/mpu/obj", "part", &out), 200);
+	ck_assert_ptr_nonnull(p = strstr(out.data, "ETag: "));
+	snprintf(etag, sizeof(etag), "%.*s", (int)strcspn(p + 6, "\r"), p + 6);
+	buf_free(&out);
+	snprintf(doc, sizeof(doc), "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+		 "<ETag>%s</ETag></Part></CompleteMultipartUpload>", etag);
+	snprintf(dl, sizeof(dl), "x-amz-decoded-content-length:%zu", strlen(doc));
+	snprintf(q, sizeof(q), "POST uploadId=%s", id);
+	for (int forged = 1; forged >= 0; forged--) {
+		struct signer g;
+		struct buf body = {0}, all = {0};
+		char *head = NULL;
+		for (int pass = 0; pass < 2; pass++) {   /* sized, then signed (streamed_put) */
+			free(head);
+			head = signed_head_as(&g, q, "/mpu/obj", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", dl,
+					      body.len, "");
+			body.len = 0;
+			chunk(&body, &g, doc, strlen(doc), forged);
+			chunk(&body, &g, "", 0, false);
+		}
+		buf_puts(&all, head);
+		buf_append(&all, body.data, body.len);
+		ck_assert_int_eq(h_raw(m.port, all.data, all.len, &out, 20000), forged ? 403 : 200);
+		ck_assert_msg(strstr(out.data, forged ? "<Code>SignatureDoesNotMatch</Code>"
+						      : "<CompleteMultipartUploadResult"), "%s", out.data);
+		ck_assert_int_eq(st_of(ADMIN, "GET", "/mpu/obj", NULL), forged ? 404 : 302);
+		free(head);
+		buf_free(&body), buf_free(&all), buf_free(&out);
+	}
 }
 END_TEST
 
@@ -557,6 +694,9 @@ int main(void)
 	tcase_add_test(tc, test_prefixes);
 	tcase_add_test(tc, test_forged_chunk);
 	tcase_add_test(tc, test_body_hash);
+	tcase_add_test(tc, test_body_hash_chunked);
+	tcase_add_test(tc, test_delete_chunked);
+	tcase_add_test(tc, test_complete_chunked);
 	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_start);
 	tcase_add_test(tc, test_ops);

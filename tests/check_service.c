@@ -393,6 +393,25 @@ START_TEST(test_accesslog_reopen)
 	ck_assert_msg(regexec(&re, text, 0, NULL, 0) == 0, "not nginx's combined format: %s", text);
 	regfree(&re);
 	free(text);
+	/* issue 41, finding 5: the file is not for everyone, and a logged
+	 * link is no credential (the signatures' values are left out) */
+	{
+		mode_t mask = umask(0);
+		umask(mask);
+		ck_assert_int_eq(stat(logf, &st), 0);
+		ck_assert_msg((st.st_mode & 0777) == (0640 & ~mask), "mode %o", st.st_mode & 0777);
+	}
+	free(u);
+	u = xasprintf("%s/s?X-Amz-Signature=sig4secret&Signature=sig2secret&md5=volsecret"
+		      "&expires=1&x=1", am.base);
+	h_http("GET", u, NULL, 0, (const char *[]){"Referer: http://h/p?a&Signature=refsecret",
+						   NULL}, false, &(struct resp){0});
+	ck_assert_msg(file_has(logf, "GET /s?X-Amz-Signature=\u2026&Signature=\u2026&md5=\u2026"
+				     "&expires=1&x=1 HTTP/1.1"), "no redacted line in %s", logf);
+	ck_assert_msg(file_has(logf, "\"http://h/p?a&Signature=\u2026\""), "the referer");
+	text = h_read_file(logf);
+	ck_assert_msg(!strstr(text, "secret"), "a signature in the log: %s", text);
+	free(text);
 	ck_assert_int_eq(rename(logf, old), 0);
 	kill(am.pid, SIGHUP);
 	/* The reopen creates the file: then the next line goes there. */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -671,6 +672,24 @@ START_TEST(rotation)
 }
 END_TEST
 
+/* `mkv get -volumesecret` signs only for hosts of -volumes, and only
+ * each key's own blob, whatever the (plain HTTP) listing names (issue 41,
+ * finding 7): tests/get_listing.py, with a fake master and volume. */
+START_TEST(listing)
+{
+	char *sec = secret_file("s", S_OLD "\n"), *bin = h_bin("mkv"), *py = h_root("tests/get_listing.py");
+	char *work = xasprintf("%s/work", tmp), *log = xasprintf("%s/listing.log", tmp);
+	char *argv[] = {"/usr/bin/python3", py, bin, sec, work, NULL};
+	int st;
+	waitpid(h_spawn(argv, log), &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		char *out = h_read_file(log);
+		ck_abort_msg("tests/get_listing.py failed:\n%s", out);
+	}
+	free(sec), free(bin), free(py), free(work), free(log);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("volsign");
@@ -697,6 +716,11 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_set_timeout(t, 300);
 	tcase_add_loop_test(t, rotation, 0, 2);
+	suite_add_tcase(s, t);
+	t = tcase_create("listing");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, listing);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -174,16 +174,65 @@ def presigned():
     check(curl(out) == (200, VALUE), "aws s3 presign with curl")
     out = run(s3cmd(ADMIN) + ["signurl", "s3://%s/%s" % (BUCKET, KEY), "+300"], ADMIN).strip()
     check(curl(out) == (200, VALUE), "s3cmd signurl with curl: %s %s" % (out, curl(out)))
+    # issue 41, finding 2: mkv's own parameters are signed in V2, its Expires capped
+    st, body = curl(out.replace("?", "?list&locations&ttl=24h&", 1))
+    check(st == 401 and b"keys" not in body, "a V2 link made a listing: %d %s" % (st, body))
+    far = run(s3cmd(ADMIN) + ["signurl", "s3://%s/%s" % (BUCKET, KEY),
+                              str(int(time.time()) + 10 * 365 * 86400)], ADMIN).strip()
+    check(curl(far)[0] == 400, "a V2 link for ten years: %s" % (curl(far),))
     out = run(s3cmd(ADMIN) + ["signurl", "s3://%s/%s" % (BUCKET, KEY),
                               str(int(time.time()) - 10)], ADMIN).strip()
     check(curl(out)[0] == 403, "an expired s3cmd signurl")
     check(curl(url)[0] == 401, "an unsigned GET (the native API: 401)")
 
 
+def curl_put(url, headers=(), data=None):
+    args = ["curl", "-s", "-X", "PUT", "-o", os.path.join(WORK, "body"), "-w", "%{http_code}"]
+    for h in headers:
+        args += ["-H", h]
+    args += ["--data-binary", data] if data is not None else ["-H", "Content-Length: 0"]
+    p = subprocess.run(args + [url], capture_output=True, text=True, timeout=60)
+    with open(os.path.join(WORK, "body"), "rb") as f:
+        return int(p.stdout), f.read()
+
+
+def unsigned_headers():
+    """Issue 41, finding 1: an X-Amz-Copy-Source added to a presigned PUT
+    or UploadPart link (which signs only host) does not make it a copy."""
+    from botocore.exceptions import ClientError
+    s3 = client(ADMIN, signature_version="s3v4")
+    s3.put_object(Bucket="other", Key="secret", Body=b"secret bytes")
+    up = s3.create_multipart_upload(Bucket="other", Key="mp")["UploadId"]
+    links = [s3.generate_presigned_url("put_object", Params={"Bucket": "other", "Key": "link"},
+                                       ExpiresIn=300),
+             s3.generate_presigned_url("upload_part", ExpiresIn=300, Params={
+                 "Bucket": "other", "Key": "mp", "UploadId": up, "PartNumber": 1}),
+             client(ADMIN).generate_presigned_url(   # SigV2's query: x-amz-* are signed
+                 "put_object", Params={"Bucket": "other", "Key": "link"}, ExpiresIn=300)]
+    for u in links:
+        st, body = curl_put(u, ["X-Amz-Copy-Source: /other/secret"])
+        check(st == 403, "a presigned link with an unsigned X-Amz-Copy-Source: %d %s" % (st, body))
+    check(b"There were headers present in the request which were not signed" in
+          curl_put(links[0], ["X-Amz-Copy-Source: /other/secret"])[1], "S3's reason")
+    try:
+        s3.get_object(Bucket="other", Key="link")
+        check(False, "the secret was copied under the link's key")
+    except ClientError as e:
+        check(e.response["Error"]["Code"] == "NoSuchKey", "link: %s" % e)
+    check(s3.list_parts(Bucket="other", Key="mp", UploadId=up).get("Parts", []) == [],
+          "the secret was copied as a part")
+    # the links themselves work
+    check(curl_put(links[0], data="linked")[0] == 200, "the presigned PUT link")
+    check(s3.get_object(Bucket="other", Key="link")["Body"].read() == b"linked", "its value")
+    check(curl_put(links[1], data="part")[0] == 200, "the presigned UploadPart link")
+    s3.abort_multipart_upload(Bucket="other", Key="mp", UploadId=up)
+
+
 client(ADMIN).put_object(Bucket=BUCKET, Key=KEY, Body=VALUE)
 before = stored()
 for name, fn in (("boto3", boto3_refused), ("aws", aws_refused), ("rclone", rclone_refused),
-                 ("s3cmd", s3cmd_refused), ("presigned", presigned)):
+                 ("s3cmd", s3cmd_refused), ("presigned", presigned),
+                 ("unsigned headers", unsigned_headers)):
     print("%s: running" % name, flush=True)
     fn()
     check(stored() == before, "after %s, the bucket holds %s, not %s" % (name, stored(), before))
