@@ -1,19 +1,18 @@
 /* vconn.h -- the lean volume client on the event loops: requests whose
  * body is in memory or absent (a small PUT's replica writes, a DELETE's
- * fan-out; off the loops, on a loop of the thread's own, rebalance's small
- * moves and rebuild's pipelined listings), on keep-alive connections of
- * the loop's thread.
+ * fan-out; off the loops, on a loop of the thread's own, every other
+ * fan-out: httpc_fanout, rebalance's small moves, rebuild's pipelined
+ * listings), on keep-alive connections of the loop's thread.
  *
- * Each loop thread keeps its connections per volume, each registered with
- * the loop's epoll once (edge triggered) and reused as it is: no liveness
- * poll.  A connection the volume closed is noticed on its next read; a
- * request whose reused connection closed before any byte of its answer is
- * sent once more on a fresh one (a PUT too: see conn_lost); on a fresh
- * connection it fails.  Answers are
- * parsed strictly (vresp_feed); a malformed one fails its request with a
- * reason.  Each request is signed for its method (common/volsign.h) and
- * ends in httpc's observer.  libcurl (httpc.h) keeps the streamed bodies
- * and the blocking calls.  docs/architecture.md. */
+ * Each loop thread keeps a bounded pool per volume (32 connections, more
+ * requests wait; 16 idle, closed after 30 s), each connection registered
+ * with the loop's epoll once (edge triggered) and peeked before reuse; a
+ * request whose reused connection closed before any byte of its answer
+ * is sent once more on a fresh one (a PUT too: see conn_lost).  Names are
+ * looked up on a thread of their own, the last good addresses kept.
+ * Answers are parsed strictly (vresp_feed).  Each request is signed as it
+ * is sent (httpc_volume_url) and ends in httpc's observer.  libcurl
+ * (httpc.h) keeps the streamed bodies.  docs/architecture.md. */
 #ifndef MKV_VCONN_H
 #define MKV_VCONN_H
 
