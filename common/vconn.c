@@ -277,8 +277,8 @@ void vresp_eof(struct vresp *r)
 #define RETRY_MS 1000
 #define NADDR 8
 
-struct name {
-	char host[256], port[32];
+struct name {               /* a host: its volumes, whatever their ports, share it */
+	char host[256];
 	struct sockaddr_storage addr[NADDR];
 	socklen_t alen[NADDR];
 	int naddr;
@@ -312,7 +312,7 @@ static void *resolver(void *arg)
 	for (;;) {
 		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
 		struct name *nm, *todo = NULL;
-		char host[256], port[32];
+		char host[256];
 		uint64_t now = now_ms(), next = now + RESOLVE_MS;
 		int rc;
 		for (nm = names; nm && !todo; nm = nm->next)
@@ -325,9 +325,8 @@ static void *resolver(void *arg)
 			continue;
 		}
 		memcpy(host, todo->host, sizeof(host));
-		memcpy(port, todo->port, sizeof(port));
 		pthread_mutex_unlock(&names_mu);
-		rc = getaddrinfo(host, port, &hints, &ai);
+		rc = getaddrinfo(host, NULL, &hints, &ai);
 		pthread_mutex_lock(&names_mu);
 		if (rc == 0)
 			name_set(todo, ai);
@@ -343,11 +342,11 @@ static void *resolver(void *arg)
 	return NULL;
 }
 
-/* The process's entry for "host:port" name[0..n): made at first use. */
+/* The process's entry for the host of "host:port" name[0..n): made, and
+ * its lookup started, at first use. */
 static struct name *name_of(const char *name, size_t n)
 {
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV}, *ai;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai;
 	const char *colon = memrchr(name, ':', n), *h = name;
 	size_t hn = colon ? (size_t)(colon - name) : n;
 	struct name *nm;
@@ -358,14 +357,11 @@ static struct name *name_of(const char *name, size_t n)
 	}
 	pthread_mutex_lock(&names_mu);
 	for (nm = names; nm; nm = nm->next)
-		if (!strncmp(nm->host, h, hn) && !nm->host[hn] &&
-		    !strncmp(nm->port, colon ? colon + 1 : "80", colon ? n - hn - 1 : 3))
+		if (!strncmp(nm->host, h, hn) && !nm->host[hn])
 			goto out;
 	nm = xcalloc(1, sizeof(*nm));
 	snprintf(nm->host, sizeof(nm->host), "%.*s", (int)(hn < 255 ? hn : 255), h);
-	snprintf(nm->port, sizeof(nm->port), "%.*s", colon ? (int)(n - (size_t)(colon - name) - 1) : 2,
-		 colon ? colon + 1 : "80");
-	if (getaddrinfo(nm->host, nm->port, &hints, &ai) == 0) {   /* no lookup: never waits */
+	if (getaddrinfo(nm->host, NULL, &hints, &ai) == 0) {   /* no lookup: never waits */
 		name_set(nm, ai);
 		freeaddrinfo(ai);
 		nm->gen = 1;
@@ -382,6 +378,11 @@ static struct name *name_of(const char *name, size_t n)
 out:
 	pthread_mutex_unlock(&names_mu);
 	return nm;
+}
+
+void vconn_resolve(const char *hostport)
+{
+	name_of(hostport, strlen(hostport));
 }
 
 /* A connect to nm failed: look it up again soon (its address may have
@@ -449,6 +450,7 @@ struct vc {
 
 struct vhost {
 	char *name;               /* "host:port" */
+	uint16_t port;
 	struct name *nm;
 	unsigned gen;             /* nm's addresses as of this lookup are below */
 	struct sockaddr_storage addr[NADDR];
@@ -665,6 +667,8 @@ static int host_ready(struct vhost *h, char *err, size_t en)
 		h->naddr = nm->naddr;
 		memcpy(h->addr, nm->addr, sizeof(h->addr));
 		memcpy(h->alen, nm->alen, sizeof(h->alen));
+		for (int i = 0; i < h->naddr; i++)   /* the same port in either family */
+			((struct sockaddr_in *)&h->addr[i])->sin_port = htons(h->port);
 		h->first = h->naddr ? h->first % h->naddr : 0;
 	}
 	rc = h->naddr ? 1 : nm->gen ? -1 : 0;
@@ -1283,6 +1287,7 @@ static struct vstate *state(struct loop *l)
 
 static struct vhost *host(const char *name, size_t n)
 {
+	const char *colon = memrchr(name, ':', n);
 	struct vhost *h;
 	for (h = vs->hosts; h; h = h->next)
 		if (!strncmp(h->name, name, n) && !h->name[n])
@@ -1290,6 +1295,7 @@ static struct vhost *host(const char *name, size_t n)
 	h = xcalloc(1, sizeof(*h));
 	h->name = xstrndup(name, n);
 	h->nm = name_of(name, n);
+	h->port = (uint16_t)(colon ? strtoul(colon + 1, NULL, 10) : 80);
 	h->wait_tail = &h->wait;
 	h->next = vs->hosts;
 	vs->hosts = h;

@@ -67,6 +67,11 @@ int vconn_get(const char *url, size_t max,
 void vconn_run(void);
 struct loop *vconn_loop(void);
 
+/* Look the host of hostport ("host:port") up now, on the client's
+ * resolver thread (a volume's, at start): its requests need not wait for
+ * it later. */
+void vconn_resolve(const char *hostport);
+
 /* fn(url, status) for each request that ends (httpc_observe sets it). */
 void vconn_observe(void (*fn)(const char *url, int status));
 
