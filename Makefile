@@ -126,9 +126,10 @@ layers:
 	@tests/layers.sh
 
 # tests/crashloop.py: kill -9 at random under load (issue 40), 8 seeded rounds.
-# tests/check_install.sh: make install/uninstall, make deb, lintian.
+# tests/check_install.sh: make install/uninstall, make deb, lintian;
+# tests/check_docs.py: the shell examples of README.md and docs/, as written.
 test: layers all $(TESTS) $(B)/tests/faultfs.so
-	$(call run_suites,$(TESTS) tests/crashloop.py tests/check_install.sh,MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
+	$(call run_suites,$(TESTS) tests/crashloop.py tests/check_install.sh tests/check_docs.py,MKV_BIN=$(CURDIR)/$(BIN) MKV_ROOT=$(CURDIR) $(SANENV))
 
 # The multi-host bed (tests/hosts/bed.sh): network namespaces, as root
 # (skipped without); SCENARIOS="s2_cut_host ..." runs only those.
@@ -163,13 +164,21 @@ DOCDIR  ?= $(DATADIR)/doc/mkv
 MANDIR  ?= $(DATADIR)/man
 SYSTEMDUNITDIR ?= $(LIBDIR)/systemd/system
 UNITS := mkv.service mkv-volume@.service mkv-nginx-volume@.service
-DOCS  := README.md $(wildcard docs/*.md)
+# The docs keep the checkout's tree (README.md beside docs/), so that the
+# README's links resolve where they are installed; mkvread.py (the
+# training jobs' reader) goes in DATADIR/mkv, as Debian keeps a package's
+# private Python.
+DOCS  := $(wildcard docs/*.md)
 # Every file install puts there: what uninstall removes.
 INSTALLED := $(BINDIR)/mkv $(BINDIR)/mkv-volume $(LIBDIR)/mkv/mkv-nginx-volume \
 	$(LIBDIR)/mkv/nginx.conf.in $(addprefix $(SYSTEMDUNITDIR)/,$(UNITS)) \
-	$(MANDIR)/man1/mkv.1.gz $(MANDIR)/man1/mkv-volume.1.gz $(addprefix $(DOCDIR)/,$(notdir $(DOCS)))
-INSTALLDIRS := $(BINDIR) $(LIBDIR)/mkv $(SYSTEMDUNITDIR) $(MANDIR)/man1 $(DOCDIR)
+	$(MANDIR)/man1/mkv.1.gz $(MANDIR)/man1/mkv-volume.1.gz $(DATADIR)/mkv/mkvread.py \
+	$(DOCDIR)/README.md $(addprefix $(DOCDIR)/,$(DOCS))
+INSTALLDIRS := $(BINDIR) $(LIBDIR)/mkv $(SYSTEMDUNITDIR) $(MANDIR)/man1 $(DATADIR)/mkv $(DOCDIR)/docs
 D := $(DESTDIR)
+# The units and man pages name /usr/local's paths: rewritten to these.
+SUBST := sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/lib/mkv/|$(LIBDIR)/mkv/|g' \
+	-e 's|/usr/local/share/doc/mkv/|$(DOCDIR)/|g' -e 's|/usr/local/share/mkv/|$(DATADIR)/mkv/|g'
 
 $(B)/man/%.1.gz: man/%.1
 	@mkdir -p $(dir $@)
@@ -183,12 +192,13 @@ install: $(BIN)/mkv $(BIN)/mkv-volume $(MANS)
 	install -m 755 $(BIN)/mkv $(BIN)/mkv-volume "$(D)$(BINDIR)/"; \
 	install -m 755 deploy/nginx/mkv-nginx-volume "$(D)$(LIBDIR)/mkv/"; \
 	install -m 644 deploy/nginx/nginx.conf.in "$(D)$(LIBDIR)/mkv/"; \
-	for u in $(UNITS); do \
-	  sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/lib/mkv/|$(LIBDIR)/mkv/|g' \
-	      -e 's|/usr/local/share/doc/mkv/|$(DOCDIR)/|g' deploy/systemd/$$u >"$(D)$(SYSTEMDUNITDIR)/$$u"; \
+	for u in $(UNITS); do $(SUBST) deploy/systemd/$$u >"$(D)$(SYSTEMDUNITDIR)/$$u"; \
 	  chmod 644 "$(D)$(SYSTEMDUNITDIR)/$$u"; done; \
-	install -m 644 $(MANS) "$(D)$(MANDIR)/man1/"; \
-	install -m 644 $(DOCS) "$(D)$(DOCDIR)/"; \
+	for m in mkv mkv-volume; do $(SUBST) man/$$m.1 | gzip -9n >"$(D)$(MANDIR)/man1/$$m.1.gz"; \
+	  chmod 644 "$(D)$(MANDIR)/man1/$$m.1.gz"; done; \
+	install -m 755 tools/mkvread.py "$(D)$(DATADIR)/mkv/"; \
+	install -m 644 README.md "$(D)$(DOCDIR)/"; \
+	install -m 644 $(DOCS) "$(D)$(DOCDIR)/docs/"; \
 	trap - EXIT; echo "installed in $(D)$(PREFIX) (units in $(D)$(SYSTEMDUNITDIR))"
 
 # The files, then the directories only mkv uses; in a staging DESTDIR
@@ -197,7 +207,7 @@ uninstall:
 	rm -f $(addprefix $(D),$(INSTALLED))
 	@$(if $(D),cd "$(D)" && for d in $(patsubst /%,%,$(INSTALLDIRS)); do \
 	  [ ! -d "$$d" ] || rmdir -p --ignore-fail-on-non-empty "$$d"; done,:)
-	@rmdir "$(D)$(LIBDIR)/mkv" "$(D)$(DOCDIR)" 2>/dev/null || true
+	@rmdir "$(D)$(LIBDIR)/mkv" "$(D)$(DATADIR)/mkv" "$(D)$(DOCDIR)/docs" "$(D)$(DOCDIR)" 2>/dev/null || true
 
 # The Debian package, from a staging install under /usr (Debian 12 keeps
 # units in /lib/systemd/system), made by deploy/debian/mkdeb.sh, into DEBDIR.

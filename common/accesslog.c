@@ -167,12 +167,10 @@ static size_t esc_n(char *out, size_t cap, const char *s, size_t len)
 	return n;
 }
 
-/* A query (or, when url, what follows a '?') as esc_n writes it, but the
- * values of the signatures in it -- SigV4's X-Amz-Signature, SigV2's
- * Signature, a volume link's md5 -- written as "…" (which no escaped
- * byte makes): a presigned link in the log must not be a credential.
- * NULL or "": "-". */
-static void esc_redacted(char *out, size_t cap, const char *s, bool url)
+/* The values of the signatures in a query -- SigV4's X-Amz-Signature,
+ * SigV2's Signature, a volume link's md5 -- are written as "…" (which no
+ * escaped byte makes): a presigned link in a log must not be a credential. */
+void accesslog_redact(char *out, size_t cap, const char *s, bool url)
 {
 	static const char *const secret[] = {"X-Amz-Signature", "Signature", "md5", NULL};
 	const char *q;
@@ -204,10 +202,10 @@ void accesslog_add(const struct accesslog_entry *e)
 	int n;
 	localtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%d/%b/%Y:%H:%M:%S %z", &tm);
-	esc_redacted(target, sizeof(target), e->target, true);   /* a path: no '?' */
-	esc_redacted(query, sizeof(query), e->query, false);
-	esc_redacted(ref, sizeof(ref), e->referer, true);
-	esc_redacted(agent, sizeof(agent), e->agent, true);
+	accesslog_redact(target, sizeof(target), e->target, true);   /* a path: no '?' */
+	accesslog_redact(query, sizeof(query), e->query, false);
+	accesslog_redact(ref, sizeof(ref), e->referer, true);
+	accesslog_redact(agent, sizeof(agent), e->agent, true);
 	/* $remote_addr - $remote_user [$time_local] "$request" $status
 	 * $body_bytes_sent "$http_referer" "$http_user_agent" $request_time */
 	n = snprintf(line, sizeof(line), "%s - - [%s] \"%s %s%s%s %s\" %d %llu \"%s\" \"%s\" %.3f\n",

@@ -27,6 +27,10 @@ struct accesslog_entry {
 	double seconds;          /* from the request's head to its end */
 };
 void accesslog_add(const struct accesslog_entry *e);
+/* s, a query (or, when url, a target: what follows its '?'), into
+ * out[0..cap) as nginx logs a variable ('"', '\\' and bytes outside
+ * printable ASCII as \xHH), its signatures' values as "…"; NULL or "": "-". */
+void accesslog_redact(char *out, size_t cap, const char *s, bool url);
 /* Reopen the file by its name (SIGHUP: logrotate moved it); the writer
  * does it before its next write. */
 void accesslog_reopen(void);

@@ -382,13 +382,17 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 		if (accesslog_on() && k->target)
 			log_access(k, c, ns, out);
 	}
-	if (opts.verbose)
-		log_msg("%s %s%s%s %d %llu %llums%s", k->method, k->target ? k->target : "",
-			k->query ? "?" : "", k->query ? k->query : "",
+	if (opts.verbose) {
+		char t[2048], q[1024];   /* as the access log writes them: no signatures */
+		accesslog_redact(t, sizeof(t), k->target, true);
+		accesslog_redact(q, sizeof(q), k->query, false);
+		log_msg("%s %s%s%s %d %llu %llums%s", k->method, t, k->query ? "?" : "",
+			k->query ? q : "",
 			k->route && k->route->status ? k->route->status(k->req) : 0,
 			(unsigned long long)(k->up ? k->up : k->down),
 			(unsigned long long)(now_ms() - k->start_ms),
 			why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
+	}
 	if (k->route)
 		k->route->done(k->req);   /* after it, nothing wakes the connection */
 	k->route = NULL;

@@ -94,8 +94,7 @@ struct keyring *keyring_parse(const char *text, const char *name, char **why)
 		if (nl)
 			*nl = '\0';
 		lineno++;
-		line[strcspn(line, "#")] = '\0';
-		for (char *t = strtok_r(line, " \t\r", &fs); t; t = strtok_r(NULL, " \t\r", &fs))
+		for (char *t = strtok_r(line, " \t\r", &fs); t && *t != '#'; t = strtok_r(NULL, " \t\r", &fs))
 			if (nf < 65)
 				f[nf++] = t;
 		if (!nf)

@@ -2,8 +2,8 @@
  * read, list, write, delete and administer which key prefixes.  The
  * signatures that say who a request comes from are sigv4.h's.
  *
- * The file: one key a line, fields split by blanks, '#' to the end of a
- * line is a comment:
+ * The file: one key a line, fields split by blanks; a field starting with
+ * '#' starts a comment to the line's end ("/data/#tmp/" is a prefix):
  *     ID SECRET PERMS PREFIX...      (PERMS: read,list,write,delete,admin)
  *     anonymous PERMS PREFIX...      (what unsigned requests may do)
  * Off (no -keys) nothing here runs: keys_current() is NULL. */

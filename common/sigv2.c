@@ -7,6 +7,7 @@
 #include "placement.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -14,11 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-static int tolower_ascii(int c)
-{
-	return c >= 'A' && c <= 'Z' ? c + 32 : c;
-}
 
 /* Sub-resources that are part of V2's CanonicalizedResource, in order:
  * S3's, and mkv's own (list, unlinked, locations, md5s, ttl, start,
@@ -60,7 +56,7 @@ static void collect_amz(void *arg, const char *k, const char *v)
 	v = trim(v, &vl);
 	s = xasprintf("%s:%.*s", k, vl, v);
 	for (char *p = s; *p != ':'; p++)
-		*p = (char)tolower_ascii(*p);
+		*p = (char)tolower((unsigned char)*p);
 	a->h = xrealloc(a->h, sizeof(char *) * (a->n + 1));
 	a->h[a->n++] = s;
 }
@@ -101,8 +97,8 @@ static char *v2_string(const struct sig_req *r, const char *date, size_t *len)
 			continue;
 		buf_printf(&b, "%c%s", sep, v2_subres[i]);
 		if (v[-1] == '=')   /* "name=" as sent; the value decoded, as botocore signs it */
-			buf_append(&b, "=", 1);
-		if (pct_decode(v, vl, buf_room(&b, vl), &vl, 0) == 0)
+			buf_append(&b, "=", 1);   /* and as the routes read it: '+' a space */
+		if (query_decode(v, vl, buf_room(&b, vl), &vl) == 0)
 			b.len += vl;
 		sep = '&';
 	}

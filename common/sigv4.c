@@ -6,6 +6,7 @@
 #include "placement.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -17,11 +18,6 @@
 #include <time.h>
 
 #define ALGO "AWS4-HMAC-SHA256"
-
-static int tolower_ascii(int c)
-{
-	return c >= 'A' && c <= 'Z' ? c + 32 : c;
-}
 
 /* The algorithms are fetched once, and each thread keeps its HMAC
  * context: OpenSSL 3's one-shot HMAC() and EVP_sha256() look them up on
@@ -170,14 +166,14 @@ bool sig_chunk(struct sig_result *s, const unsigned char hash[32], const char *s
 
 /* ---- canonical forms ---- */
 
-/* s[0..n) percent-decoded (no '+' rule) then encoded as AWS's UriEncode:
- * every byte but A-Za-z0-9-._~ (and '/' when keep_slash).  false when the
- * decoding fails. */
-static bool recode(struct buf *b, const char *s, size_t n, bool keep_slash)
+/* s[0..n) percent-decoded ('+' as a space when plus_space) then encoded
+ * as AWS's UriEncode: every byte but A-Za-z0-9-._~ (and '/' when
+ * keep_slash).  false when the decoding fails. */
+static bool recode(struct buf *b, const char *s, size_t n, bool keep_slash, bool plus_space)
 {
 	char *d = xmalloc(n + 1);
 	size_t dl;
-	bool ok = pct_decode(s, n, d, &dl, 0) == 0;
+	bool ok = pct_decode(s, n, d, &dl, plus_space) == 0;
 	if (ok)
 		buf_url_escape(b, d, dl, keep_slash);
 	free(d);
@@ -197,7 +193,10 @@ static int param_cmp(const void *a, const void *b)
 }
 
 /* The canonical query string of q (each name and value encoded, sorted;
- * skip: a parameter left out, the presigned signature), onto b. */
+ * skip: a parameter left out, the presigned signature), onto b.  The
+ * routes match names as sent, so "upload%49d" must not sign as "uploadId":
+ * a name is decoded only when sent in its canonical form.  Values are
+ * decoded with '+' a space, as query_decode reads them. */
 static void canonical_query(struct buf *b, const char *q, const char *skip)
 {
 	struct param *p = NULL;
@@ -208,11 +207,13 @@ static void canonical_query(struct buf *b, const char *q, const char *skip)
 		if (nl > len)
 			nl = len;
 		if (len && !(skip && nl == strlen(skip) && !memcmp(q, skip, nl))) {
-			if (!recode(&e, q, nl, false))
-				buf_append(&e, q, nl);
+			if (!recode(&e, q, nl, false, false) || e.len != nl || memcmp(e.data, q, nl)) {
+				e.len = 0;   /* not sent in its canonical form: as sent, '%' too */
+				buf_url_escape(&e, q, nl, false);
+			}
 			size_t enl = e.len;
 			buf_append(&e, "=", 1);
-			if (nl < len && !recode(&e, q + nl + 1, len - nl - 1, false))
+			if (nl < len && !recode(&e, q + nl + 1, len - nl - 1, false, true))
 				buf_append(&e, q + nl + 1, len - nl - 1);
 			buf_append(&e, "", 1);
 			p = xrealloc(p, sizeof(*p) * (np + 1));
@@ -317,7 +318,7 @@ static char *canonical_request(const struct sig_req *r, const struct v4 *v, bool
 	end = h + v->shl;
 	buf_puts(&b, r->method);
 	buf_append(&b, "\n", 1);
-	if (raw || !recode(&b, r->path, strlen(r->path), true))
+	if (raw || !recode(&b, r->path, strlen(r->path), true, false))
 		buf_puts(&b, r->path);
 	buf_append(&b, "\n", 1);
 	if (raw)
@@ -412,7 +413,7 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 	}
 	snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", v->date, v->region, v->service);
 	signing_key(key->secret, v->date, v->region, v->service, k);
-	/* the canonical forms, then (curl 7.88) the path and query as sent */
+	/* the canonical forms, then (curl 7.88) the path and query as sent ('+', '(' raw) */
 	for (int raw = 0; raw < 2 && !ok; raw++) {
 		char *creq = canonical_request(r, v, presigned, raw);
 		if (!creq)
@@ -420,8 +421,6 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 		sigv4_sign(k, v->amzdate, scope, creq, want);
 		free(creq);
 		ok = !CRYPTO_memcmp(want, v->sig, 64);
-		if (!raw && !strchr(r->path, '%') && !r->query)
-			break;   /* nothing would differ */
 	}
 	if (!ok) {
 		out->st = SIG_MISMATCH;
@@ -439,16 +438,6 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 		memcpy(out->prev, want, 65);
 	}
 	OPENSSL_cleanse(k, sizeof(k));
-}
-
-static bool is_hex64(const char *s)
-{
-	if (strlen(s) != 64)
-		return false;
-	for (int i = 0; i < 64; i++)
-		if (hex_value(s[i]) < 0)
-			return false;
-	return true;
 }
 
 /* Authorization: AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=... */
@@ -508,10 +497,10 @@ static void v4_header(const struct keyring *ring, const struct sig_req *r, const
 	} else if (!strcmp(v.payload, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD") ||
 		   !strcmp(v.payload, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER")) {
 		out->payload = PAYLOAD_CHUNKS;
-	} else if (is_hex64(v.payload)) {
+	} else if (strlen(v.payload) == 64 && strspn(v.payload, "0123456789abcdefABCDEF") == 64) {
 		out->payload = PAYLOAD_SHA256;
 		for (int i = 0; i < 65; i++)
-			out->sha256[i] = (char)tolower_ascii(v.payload[i]);
+			out->sha256[i] = (char)tolower((unsigned char)v.payload[i]);
 	} else {
 		out->why = "x-amz-content-sha256 is neither a hex SHA-256 nor a payload mode";
 		return;

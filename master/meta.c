@@ -75,22 +75,21 @@ char *meta_raw_get(char type, const char *name, size_t nlen)
 	return v;
 }
 
-static void raw_delete(char type, const char *name, size_t nlen, bool sync)
+static int raw_delete(char type, const char *name, size_t nlen, bool sync)
 {
 	char *k;
+	int rc;
 	if (!db)
-		return;
+		return 0;
 	k = name_of(type, name, nlen);
-	if (sync)
-		index_delete(db, k, nlen + 1);
-	else
-		index_delete_nosync(db, k, nlen + 1);
+	rc = sync ? index_delete(db, k, nlen + 1) : index_delete_nosync(db, k, nlen + 1);
 	free(k);
+	return rc;
 }
 
-void meta_raw_delete(char type, const char *name, size_t nlen)
+int meta_raw_delete(char type, const char *name, size_t nlen)
 {
-	raw_delete(type, name, nlen, true);
+	return raw_delete(type, name, nlen, true);
 }
 
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m)
@@ -119,11 +118,11 @@ uint64_t meta_write_errors(void)
 	return db ? index_write_errors(db) : 0;
 }
 
-void meta_put(const char *key, size_t klen, const struct meta *m)
+int meta_put(const char *key, size_t klen, const struct meta *m)
 {
 	struct index_batch *b = index_batch_new();
 	meta_batch_put(b, key, klen, m);
-	meta_write(b);
+	return meta_write(b);
 }
 
 static bool parse(const char *v, size_t vlen, struct meta *m)

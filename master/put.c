@@ -107,13 +107,14 @@ static int write_record(struct put *p, bool deleted, const char *hash, char *con
 	return rc;
 }
 
-/* The S3 metadata of the new value; its ETag when the body was whole. */
-static void write_meta(struct put *p, bool whole)
+/* The S3 metadata of the new value; its ETag when the body was whole.
+ * 0, or -1 when the sidecar refused it. */
+static int write_meta(struct put *p, bool whole)
 {
 	struct meta m = {.size = p->size, .mtime = (int64_t)time(NULL)};
 	if (whole)
 		snprintf(m.etag, sizeof(m.etag), "%s", p->etag[0] ? p->etag : p->hash);
-	meta_put(p->key, p->klen, &m);
+	return meta_put(p->key, p->klen, &m);
 }
 
 static void fail(struct put *p, int status, const char *fmt, ...)
@@ -127,6 +128,17 @@ static void fail(struct put *p, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(p->why, sizeof(p->why), fmt, ap);
 	va_end(ap);
+}
+
+/* A success whose S3 metadata the sidecar refused is a failure (500): a
+ * PUT's is removed as any failed one's, a REPLACE's new value stays (its
+ * size and ETag are the old ones' until written again). */
+static void meta_or_fail(struct put *p)
+{
+	if (p->status == 201 && write_meta(p, true) < 0) {
+		p->status = 0;
+		fail(p, 500, "sidecar write failed: the S3 size and ETag were not kept");
+	}
 }
 
 /* Why replica i failed, if it did. */
@@ -361,8 +373,7 @@ static void worker(void *arg)
 		else
 			p->status = 201;
 	}
-	if (p->status == 201)
-		write_meta(p, true);
+	meta_or_fail(p);
 	/* A success frees the key before the client hears back (so its next
 	 * request on the key is not refused); a failure is told at once, and
 	 * the key stays locked while what was written is removed, which may
@@ -396,10 +407,9 @@ static void failed_cleanup(void *arg)
 
 static void async_end(struct put *p)
 {
-	if (p->status == 201) {
-		write_meta(p, true);
+	meta_or_fail(p);
+	if (p->status == 201)
 		keylock_release(p->key, p->klen);
-	}
 	finish(p);
 	loop_release(p->loop);
 	if (p->status == 201)

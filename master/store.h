@@ -105,7 +105,7 @@ void meta_close(void);
 /* Make every sidecar write so far durable.  0 or -1 (logged). */
 int meta_sync(void);
 /* put: not synced (a lost entry only shows size 0 until a rebuild). */
-void meta_put(const char *key, size_t klen, const struct meta *m);
+int meta_put(const char *key, size_t klen, const struct meta *m);   /* 0, or -1 */
 bool meta_writable(char *why, size_t n);
 uint64_t meta_write_errors(void);
 /* meta_put's entries gathered in b (index_batch_new, a key at most once)
@@ -128,7 +128,7 @@ void meta_cursor_free(struct meta_cursor *c);
 int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync);
 /* Heap string (caller frees) or NULL. */
 char *meta_raw_get(char type, const char *name, size_t nlen);
-void meta_raw_delete(char type, const char *name, size_t nlen);
+int meta_raw_delete(char type, const char *name, size_t nlen);   /* 0, or -1 */
 
 /* The notes of one type, in name order: an index iterator whose keys are
  * the type byte and the name (NULL without a sidecar). */

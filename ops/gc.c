@@ -83,22 +83,13 @@ static void add_unit(struct gc *g, const char *loc, int xx)
  * 1 yes, 0 no, -1 cannot tell. */
 static int unlinked_online(struct gc *g, const char *key, size_t klen)
 {
-	char *url = ops_url(g->master, key, klen, "?unlinked&limit=1"), err[256];
-	struct buf b = {0};
-	json_error_t je;
-	json_t *doc = NULL, *keys, *k;
-	int rc = -1;
-	if (httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, 0, err) == 200)
-		doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-	keys = doc ? json_object_get(doc, "keys") : NULL;
-	if (json_is_array(keys)) {
-		k = json_array_get(keys, 0);
-		rc = json_is_string(k) && json_string_length(k) == klen &&
-		     !memcmp(json_string_value(k), key, klen);
-	}
-	json_decref(doc);
-	buf_free(&b);
-	free(url);
+	char *start = xstrdup(""), *prefix = xstrndup(key, klen);
+	struct ops_page pg;   /* the key sorts first of those it begins */
+	int rc = ops_list_page(g->master, prefix, OPS_LIST_UNLINKED, &start, &pg, "gc") < 0 ? -1
+		 : pg.n && pg.klens[0] == klen && !memcmp(pg.keys[0], key, klen);
+	ops_page_free(&pg);
+	free(start);
+	free(prefix);
 	return rc;
 }
 
@@ -155,9 +146,12 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 	free(url);
 }
 
-static void consider(struct gc *g, const char *loc, const char *path, long long size,
-		     time_t mtime)
+/* The file at path, e its listing's entry. */
+static void consider(struct gc *g, const char *loc, const char *path, json_t *e)
 {
+	json_t *sz = json_object_get(e, "size");
+	long long size = json_is_integer(sz) ? (long long)json_integer_value(sz) : 0;
+	time_t mtime = httpc_parse_date(json_string_value(json_object_get(e, "mtime")));
 	const char *base = strrchr(path, '/') + 1;
 	bool tmp = !strncmp(base, TMP_PREFIX, strlen(TMP_PREFIX));
 	char key[PATH_MAX_LEN];
@@ -216,17 +210,15 @@ static void walk(struct gc *g, const char *loc, const char *path, int depth)
 			walk(g, loc, d, depth + 1);   /* nginx: no recursive listings */
 			free(d);
 		} else if (type == 'f') {
-			json_t *sz = json_object_get(e, "size");
-			consider(g, loc, sub,
-				 json_is_integer(sz) ? (long long)json_integer_value(sz) : 0,
-				 httpc_parse_date(json_string_value(json_object_get(e, "mtime"))));
+			consider(g, loc, sub, e);
 		}
 		free(sub);
 	}
 	json_decref(doc);
 }
 
-/* A root: its /xx/ become units, its svNN/ roots in turn (a volume's). */
+/* A root: its /xx/ become units, its svNN/ roots in turn (a volume's);
+ * a file there is no blob (none sits at a root). */
 static void walk_root(struct gc *g, const char *loc, bool volume)
 {
 	json_t *doc = list(g, loc, "/", ""), *e;
@@ -234,9 +226,13 @@ static void walk_root(struct gc *g, const char *loc, bool volume)
 	char type;
 	json_array_foreach(doc, i, e) {
 		const char *name = ops_entry(e, &type);
-		if (!name || type != 'd')
+		if (name && type == 'f') {
+			char *path = xasprintf("/%s", name);
+			consider(g, loc, path, e);
+			free(path);
+		} else if (!name || type != 'd') {
 			continue;
-		if (ops_hash_dir(name) >= 0) {
+		} else if (ops_hash_dir(name) >= 0) {
 			add_unit(g, loc, ops_hash_dir(name));
 		} else if (volume && ops_subvolume_dir(name)) {
 			char *sv = xasprintf("%s/%s", loc, name);
@@ -270,7 +266,8 @@ static void unlinked_online_one(void *ctx, size_t i)
 {
 	struct gc *g = ctx;
 	char *url = ops_url(g->master, g->b.keys[i], g->b.klens[i], "?unlinked"), err[256];
-	int st = g->cfg->delete_ ? httpc_do("DELETE", url, NULL, 0, 0, NULL, 0, err) : 0;
+	struct buf b = {0};
+	int st = g->cfg->delete_ ? httpc_do("DELETE", url, NULL, 0, 0, &b, 0, err) : 0;
 	g->unlinked++;
 	if (st == 404 && ops_unreachable("gc", g->b.keys[i], g->b.klens[i])) {
 		g->failed++;
@@ -279,11 +276,11 @@ static void unlinked_online_one(void *ctx, size_t i)
 	} else if (st == 403 || st == 409) {
 		g->unlinked_busy++;
 	} else if (st != 0) {
-		if (st > 0)
-			snprintf(err, sizeof(err), "the master answered %d", st);
-		log_msg("gc: DELETE %.*s?unlinked: %s", (int)g->b.klens[i], g->b.keys[i], err);
+		ops_why(err, st, url, b.data, b.len);
+		log_msg("gc: DELETE %.*s?unlinked failed: %s", (int)g->b.klens[i], g->b.keys[i], err);
 		g->failed++;
 	}
+	buf_free(&b);
 	free(url);
 }
 

@@ -13,13 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char head[] =
-	"usage: mkv -volumes host:port,... -db DIR [flags] server|rebuild|rebalance\n"
-	"       mkv -volumes host:port,... -master H:P|-db DIR [-fix] [-rate MB/s] verify\n"
-	"       mkv -volumes host:port,... -master H:P|-db DIR [-delete] [-unlinked] gc\n"
-	"       mkv -master H:P [-workers N] put DIR /prefix\n"
-	"       mkv -master H:P [-workers N] get /prefix DIR\n"
-	"       mkv -version\n";
+/* Each command's synopsis; all of them are the usage. */
+#define SERVER "mkv -volumes host:port,... -db DIR [flags] server|rebuild|rebalance\n"
+#define VERIFY "mkv -volumes host:port,... -master H:P|-db DIR [-fix] [-rate MB/s] verify\n"
+#define GC "mkv -volumes host:port,... -master H:P|-db DIR [-delete] [-unlinked] gc\n"
+#define PUT "mkv -master H:P [-workers N] put DIR /prefix\n"
+#define GET "mkv -master H:P [-workers N] get /prefix DIR\n"
+static const char head[] = "usage: " SERVER "       " VERIFY "       " GC "       " PUT
+			   "       " GET "       mkv -version\n";
 
 static struct config c = {
 	.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
@@ -66,17 +67,30 @@ static const struct flag flags[] = {
 	{NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
-#define bad(...) flags_fail("mkv", head, __VA_ARGS__)
+/* A bad command line prints the synopsis of the command it names. */
+static const char *usage = head;
+#define bad(...) flags_fail("mkv", usage, __VA_ARGS__)
 
 static const struct command {
 	const char *name;
 	int (*run)(const struct config *cfg);
 	bool online;              /* -master may stand for -db */
+	const char *usage;
 } commands[] = {
-	{"server", server_main, false}, {"rebuild", rebuild_main, false},
-	{"rebalance", rebalance_main, true}, {"verify", verify_main, true},
-	{"gc", gc_main, true}, {"put", put_main, true}, {"get", get_main, true},
+	{"server", server_main, false, "usage: " SERVER},
+	{"rebuild", rebuild_main, false, "usage: " SERVER},
+	{"rebalance", rebalance_main, true, "usage: " SERVER},
+	{"verify", verify_main, true, "usage: " VERIFY}, {"gc", gc_main, true, "usage: " GC},
+	{"put", put_main, true, "usage: " PUT}, {"get", get_main, true, "usage: " GET},
 };
+
+/* usage becomes the synopsis of the command named cmd, if one is. */
+static void usage_of(const char *cmd)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(cmd, commands[i].name))
+			usage = commands[i].usage;
+}
 
 /* Returns the buffer the volume names point into (caller frees it and
  * c->volumes). */
@@ -103,8 +117,10 @@ static const struct command *command(const char *cmd, int npos, char **pos)
 	if (!cmd)
 		bad("missing command (server, rebuild, rebalance, verify, gc, put or get)");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(cmd, commands[i].name))
+		if (!strcmp(cmd, commands[i].name)) {
+			usage_of(cmd);
 			return &commands[i];
+		}
 	bad("unknown command %s", cmd);
 }
 
@@ -116,8 +132,10 @@ int main(int argc, char **argv)
 	int rc, npos;
 
 	log_init("mkv");
+	for (int i = argc - 1; i > 0 && usage == head; i--)
+		usage_of(argv[i]);   /* for a bad flag, before the command is known */
 	/* the command, then (put, get) two operands, after which no flags */
-	npos = flags_parse(flags, argc, argv, "mkv", head, pos, 3, 2);
+	npos = flags_parse(flags, argc, argv, "mkv", usage, pos, 3, 2);
 	cmd = command(npos ? pos[0] : NULL, npos, pos);
 	httpc_global_init();
 	if (c.volumesecret && volsign_load(c.volumesecret, err, sizeof(err)) < 0)
@@ -133,8 +151,7 @@ int main(int argc, char **argv)
 		if (!c.master)
 			bad("%s needs -master host:port", cmd->name);
 		if (npos != 3)
-			bad("usage: mkv -master H:P %s", cmd->run == put_main ? "put DIR /prefix"
-									   : "get /prefix DIR");
+			bad("%s takes two operands", cmd->name);
 		/* get -volumesecret signs for these hosts only */
 		volbuf = volumes ? split_volumes(&c, volumes) : NULL;
 		ops_signals_init();

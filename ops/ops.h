@@ -62,7 +62,10 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 char *ops_url(const char *host, const char *path, size_t n, const char *query);
 
 /* At most 20 problems logged as "<who>: <text>", then one "<who>: more
- * problems: counted, not logged"; *logged counts them. */
+ * problems: counted, not logged"; *logged counts them.  But one whose
+ * text ops_why just gave its run's hint (ops_hinted, this thread's) is
+ * logged whatever the count. */
+extern _Thread_local bool ops_hinted;
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -81,8 +84,8 @@ bool ops_subvolume_dir(const char *name);
  * of short requests (pull or copy, the index's sync, deletes), each
  * waiting on a volume's fsync, so one per worker leaves the volumes idle. */
 #define OPS_MOVES_PER_WORKER 4
-/* A JSON directory listing's array from a GET's answer, or NULL with err
- * (256 bytes) saying why (status 404 included: "status 404"). */
+/* A JSON directory listing's array from a volume's answer to a GET, or
+ * NULL with err (256 bytes) saying why (ops_why; 404 included). */
 struct json_t *ops_listing(int status, const char *body, size_t len, char *err);
 /* A listing entry's name (NULL when it has none), and its *type: 'd' for a
  * directory, 'f' for a file, else 0. */
@@ -121,7 +124,8 @@ struct ops_head_info {
 	char lastmod[64];        /* Last-Modified, "" when absent */
 	char balance[32];        /* Key-Balance (the master), "" when absent */
 };
-/* Returns the status, or -1 with err (256 bytes) when no answer came. */
+/* Returns the status, or -1 with err (256 bytes) when no answer came;
+ * err (ops_why, from a GET's answer) says why a status >= 400 but 404. */
 int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err);
 
 /* HEAD master/key (master as ops_master_url gives it), again while the
@@ -142,7 +146,7 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
 		   uint64_t *size, char hdr_md5[33], char *err);
 
 /* PUT size bytes read from fd to url, streamed; md5 of what was sent.
- * Returns the status, or -1 with err. */
+ * Returns the status, or -1; err (ops_why) says why when not 2xx. */
 int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *err);
 
 /* One page of the master's GET PREFIX?list (or ?unlinked: what has
@@ -181,5 +185,18 @@ int ops_list_each(const char *master, const char *prefix, int what, const char *
 /* Where verify and gc find records: "http://host:port" of -master, or
  * NULL (offline).  Caller frees. */
 char *ops_master_url(const char *master);
+
+/* Why a request to url failed, into err (256 bytes), for every command's
+ * "<what failed>: <err>": "<status> <the server's one-line reason>", then,
+ * the first time in a run, what the command lacks: a key (401/403 from
+ * the master), the volumes' secret or clock (403/410 from a volume).
+ * status -1: err keeps the client's.  ops_why_body (httpc_call's body
+ * callback, ctx a struct ops_why) keeps an answer's first bytes. */
+struct ops_why {
+	size_t n;
+	char text[256];
+};
+bool ops_why_body(void *ctx, const char *p, size_t n);
+void ops_why(char *err, int status, const char *url, const char *body, size_t len);
 
 #endif

@@ -12,15 +12,15 @@
  * straight from one of the replica URLs listed (no redirect per file;
  * the next replica when one fails, then the master's redirect as the
  * last resort: a key deleted since the listing is told there) into
- * DIR/<rest of the key>, written to a file with no name in the target's
- * directory (O_TMPFILE: no key's file can be it), checked against the
- * listed md5 (or the redirect's Content-Md5), then linked into place --
- * an interrupted get leaves no partial file under a real name, and a
- * rerun skips files already there whose md5 is the listed one.  The
- * files are made durable together at the end (one syncfs, a rerun that
- * skipped them all too), not one fsync each: a crash before it may leave
- * a linked file whose bytes never reached the disk, and the rerun's md5
- * check fetches it again. */
+ * DIR/<rest of the key> (directories made as needed), written to a file
+ * with no name in the target's directory (O_TMPFILE: no key's file can be
+ * it), checked against the listed md5 (or the redirect's Content-Md5),
+ * then linked into place -- an interrupted get leaves no partial file
+ * under a real name, and a rerun skips files already there whose md5 is
+ * the listed one.  The files are made durable together at the end (one
+ * syncfs, a rerun that skipped them all too), not one fsync each: a crash
+ * before it may leave a linked file whose bytes never reached the disk,
+ * and the rerun's md5 check fetches it again. */
 #include "../master/mkv.h"
 #include "ops.h"
 #include "../common/httpc.h"
@@ -74,8 +74,9 @@ static void progress_line(void *ctx, char *out, size_t n)
 		 ops_per_s(bytes, ms) / 1e6);
 }
 
-/* Run fn on every name (put) or every key under the prefix (get: listing),
- * with the progress line up; then the summary.  Returns the exit status. */
+/* Run fn on every name (put) or every key under the prefix (get: listing;
+ * no key at all is a failure), with the progress line up; then the
+ * summary.  Returns the exit status. */
 static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 {
 	struct ops_progress *p = ops_progress_start(progress_line, g);
@@ -87,14 +88,18 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 		ops_pool_run(g->cfg->workers, g->n, fn, g);
 	} else {
 		char *start = xstrdup("");
+		size_t listed = 0;
 		do {
 			if ((rc = ops_list_page(g->master, lp, OPS_LIST_LOCATIONS, &start, &g->page,
 						"get")) < 0)
 				break;
+			listed += g->page.n;
 			ops_pool_run(g->cfg->workers, g->page.n, fn, g);
 			ops_page_free(&g->page);
 		} while (*start);
 		free(start);
+		if (!rc && !listed && (rc = -1))
+			log_msg("get: no keys under %s", lp);
 	}
 	ops_progress_stop(p);
 	free(lp);
@@ -195,8 +200,6 @@ static void compare(struct pg *g, const char *key, const char *path)
 	char md5[33], err[256] = "";
 	int status = ops_master_head(g->master, key, strlen(key), 4, &h, NULL, err);
 	if (status != 302 || !file_md5(path, md5)) {
-		if (status > 0)
-			snprintf(err, sizeof(err), "HEAD answered %d", status);
 		fail(g, "%s: exists, and its md5 cannot be compared (%s)", path, err);
 	} else if (!h.md5[0]) {
 		differs(g, "%s: the key exists and has no md5 to compare with", path);
@@ -230,11 +233,9 @@ static void put_one(void *ctx, size_t i)
 	} else if ((status = send_file(url, fd, (uint64_t)st.st_size, err)) == 201) {
 		g->files++;
 		g->bytes += (unsigned long)st.st_size;
-	} else if (status == 403) {
+	} else if (status == 403 && !strstr(err, " may not ")) {   /* not -keys' refusal */
 		compare(g, key, path);
 	} else {
-		if (status > 0)
-			snprintf(err, sizeof(err), "the master answered %d", status);
 		fail(g, "%s: PUT %s failed: %s", path, key, err);
 	}
 	if (fd >= 0)
@@ -480,17 +481,17 @@ static int get_sync(const char *dir)
 int get_main(const struct config *cfg)
 {
 	struct pg g = {.cfg = cfg, .verb = "get", .t0 = now_ms()};
-	int rc = 1;
+	int rc;
 
 	if (pg_init(&g, cfg->args[0], cfg->args[1]) < 0)
 		return 1;
 	if (volsign_on() && !cfg->nvol)
 		log_msg("get: -volumesecret without -volumes: no listed host is signed for, "
 			"every key is read through the master's redirect");
-	if (mkdir(g.dir, 0755) < 0 && errno != EEXIST)
-		log_msg("get: mkdir %s failed (%s)", g.dir, strerror(errno));
-	else   /* synced even when every file was skipped: a killed run's files */
-		rc = run(&g, get_one, true) | (get_sync(g.dir) < 0);
+	/* synced even when every file was skipped: a killed run's files */
+	rc = run(&g, get_one, true);
+	if (g.files || g.skipped)
+		rc |= get_sync(g.dir) < 0;
 	pg_free(&g);
 	return rc;
 }

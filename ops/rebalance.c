@@ -86,10 +86,15 @@ static int run_offline(struct run *r)
 	return 0;
 }
 
+struct answer {
+	struct ops_why why;   /* first: ops_why_body's ctx */
+	char balance[32];
+};
+
 static bool balance_header(void *ctx, int status, const char *line, size_t len)
 {
 	(void)status;
-	httpc_header(line, len, "Key-Balance", ctx, 32);
+	httpc_header(line, len, "Key-Balance", ((struct answer *)ctx)->balance, 32);
 	return true;
 }
 
@@ -97,11 +102,12 @@ static bool balance_header(void *ctx, int status, const char *line, size_t len)
  * a master that does not say is taken to have). */
 static int rebalance_request(const char *url, bool *moved, char *err)
 {
-	char balance[32] = "";
+	struct answer a = {0};
 	struct httpc_call c = {.url = url, .method = "REBALANCE", .header = balance_header,
-			       .ctx = balance};
+			       .body = ops_why_body, .ctx = &a};
 	int st = httpc_call(&c, err);
-	*moved = strcmp(balance, "balanced") != 0;
+	*moved = strcmp(a.balance, "balanced") != 0;
+	ops_why(err, st, url, a.why.text, a.why.n);
 	return st;
 }
 
@@ -132,10 +138,8 @@ static void online_one(void *ctx, size_t i)
 	} else if (r->unlinked && st >= 400 && st < 500) {
 		r->skipped++;
 	} else if (st != 404) {
-		log_msg("rebalance: REBALANCE %.*s: %s", (int)r->b.klens[i], r->b.keys[i],
-			st < 0 ? err : "failed");
-		if (st > 0)
-			log_msg("rebalance: the master answered %d", st);
+		log_msg("rebalance: REBALANCE %.*s failed: %s", (int)r->b.klens[i], r->b.keys[i],
+			err);
 		r->failed++;
 	}
 done:

@@ -129,7 +129,8 @@ static void lreq_new(struct rb *rb, int ri, struct leaf *lf, const char *fmt, ..
 }
 
 /* The JSON array of a listing's answer, or NULL: gone (404), or failed for
- * good (logged, counted).  *retry: it was asked again. */
+ * good (logged, counted).  *retry: it was asked again (no answer, or a
+ * 5xx; a refusal would say the same again). */
 static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *body, size_t len,
 		       const char *err, bool *retry)
 {
@@ -142,7 +143,7 @@ static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *bo
 	}
 	if (status <= 0)
 		snprintf(why, sizeof(why), "%s", err);
-	if (++q->tries < TRIES) {
+	if ((status <= 0 || status >= 500) && ++q->tries < TRIES) {
 		*retry = true;
 		lreq_add(rb, q);
 		return NULL;

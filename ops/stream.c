@@ -77,6 +77,12 @@ int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, 
 	info->size = -1;
 	st = httpc_call(&g, err);
 	keep_md5(info->md5);
+	if (st >= 400 && st != 404) {   /* the reason is in a GET's answer */
+		struct buf b = {0};
+		bool same = httpc_do("GET", url, NULL, 0, timeout_ms, &b, 4096, NULL) == st;
+		ops_why(err, st, url, b.data, same ? b.len : 0);
+		buf_free(&b);
+	}
 	return st;
 }
 
@@ -94,6 +100,7 @@ struct sink {
 	int werr;                   /* errno of a failed write */
 	char *hdr_md5;
 	size_t held;                /* bytes in hold, not yet written */
+	struct ops_why why;         /* an error answer's body */
 	char hold[SINK_HOLD];
 };
 
@@ -127,7 +134,7 @@ static bool get_body(void *ctx, const char *p, size_t len)
 {
 	struct sink *s = ctx;
 	if (s->status != 200)
-		return true;   /* an error page */
+		return ops_why_body(&s->why, p, len);   /* an error page */
 	if (s->rate)
 		ops_rate_take(len);
 	s->size += len;
@@ -163,7 +170,7 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
 	if (st < 0 && s.werr)
 		snprintf(err, 256, "write failed (%s)", strerror(s.werr));
 	else if (st > 0 && st != 200)
-		snprintf(err, 256, "status %d", st);
+		ops_why(err, st, url, s.why.text, s.why.n);
 	if (st != 200)
 		md5[0] = '\0';
 	*size = st == 200 ? s.size : 0;
@@ -172,6 +179,7 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
 }
 
 struct source {
+	struct ops_why why;   /* first: ops_why_body's ctx */
 	int fd;
 	int rerr;
 };
@@ -191,12 +199,16 @@ int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *e
 {
 	struct source s = {.fd = fd};
 	struct httpc_call c = {.url = url, .stall_s = 60, .read = put_read, .size = size,
-			      .md5 = md5, .ctx = &s};
+			      .md5 = md5, .ctx = &s, .body = ops_why_body};
 	int st = httpc_call(&c, err);
 	if (st < 0 && s.rerr)
 		snprintf(err, 256, "read failed (%s)", strerror(s.rerr));
+	else if (st >= 300)
+		ops_why(err, st, url, s.why.text, s.why.n);
 	return st;
 }
+
+static char master_prefix[256];   /* ops_why: who answered */
 
 char *ops_master_url(const char *m)
 {
@@ -206,6 +218,7 @@ char *ops_master_url(const char *m)
 	u = strstr(m, "://") ? xstrdup(m) : xasprintf("http://%s", m);
 	if (u[strlen(u) - 1] == '/')
 		u[strlen(u) - 1] = '\0';
+	snprintf(master_prefix, sizeof(master_prefix), "%s/", u);
 	/* a master with -keys: sign with the key the environment names, as
 	 * the aws CLI reads it */
 	if (getenv("AWS_ACCESS_KEY_ID") && getenv("AWS_SECRET_ACCESS_KEY")) {
@@ -215,6 +228,44 @@ char *ops_master_url(const char *m)
 		free(user);
 	}
 	return u;
+}
+
+bool ops_why_body(void *ctx, const char *p, size_t n)
+{
+	struct ops_why *w = ctx;
+	size_t k = n < sizeof(w->text) - 1 - w->n ? n : sizeof(w->text) - 1 - w->n;
+	memcpy(w->text + w->n, p, k);
+	w->text[w->n += k] = '\0';
+	return true;
+}
+
+void ops_why(char *err, int status, const char *url, const char *body, size_t len)
+{
+	static const char *const hints[] = {
+		"the key is AWS_ACCESS_KEY_ID's and AWS_SECRET_ACCESS_KEY's: one of the master's "
+		"-keys, with the permission",
+		"the volumes take what is signed with their secret: give this command -volumesecret FILE",
+		"expired on arrival: the hosts' clocks must agree within 30 s (NTP)",
+	};
+	static bool told[3];
+	bool master = url && *master_prefix && !strncmp(url, master_prefix, strlen(master_prefix));
+	size_t n = 0;
+	int h = -1;
+	if (status < 0)
+		return;
+	while (n < len && body[n] != '\r' && body[n] != '\n')
+		n++;
+	if (n && (*body == '<' || *body == '{'))
+		n = 0;   /* an HTML page (nginx), XML or JSON: no one-line reason */
+	if (status == 401 || status == 403)
+		h = !master ? 1 : status == 401 || (n && memmem(body, n, " may not ", 9)) ? 0 : -1;
+	else if (status == 410 && !master)
+		h = 2;
+	if (h >= 0 && __atomic_exchange_n(&told[h], true, __ATOMIC_RELAXED))
+		h = -1;   /* said once in this run */
+	ops_hinted = h >= 0;
+	snprintf(err, 256, "%d%s%.*s%s%s%s", status, n ? " " : "", (int)(n > 150 ? 150 : n),
+		 n ? body : "", h >= 0 ? " (" : "", h >= 0 ? hints[h] : "", h >= 0 ? ")" : "");
 }
 
 /* ---- the master's key listing ---- */
@@ -241,9 +292,8 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 	free(ep);
 	st = httpc_do("GET", url, NULL, 0, 60000, &b, 0, err);
 	if (st != 200) {
-		if (st > 0)
-			snprintf(err, sizeof(err), "the master answered %d", st);
-		log_msg("%s: GET %s: %s", who, url, err);
+		ops_why(err, st, url, b.data, b.len);
+		log_msg("%s: GET %s failed: %s", who, url, err);
 		goto out;
 	}
 	doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);

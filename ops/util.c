@@ -266,11 +266,14 @@ char *ops_url(const char *host, const char *path, size_t n, const char *query)
 	return url;
 }
 
+_Thread_local bool ops_hinted;
+
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 {
 	char line[1024];
 	va_list ap;
-	unsigned long n = __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
+	unsigned long n = ops_hinted ? 0 : __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
+	ops_hinted = false;
 	if (n > MAX_LOGS)
 		return;
 	if (n == MAX_LOGS) {
@@ -288,8 +291,7 @@ json_t *ops_listing(int status, const char *body, size_t len, char *err)
 	json_error_t je;
 	json_t *doc;
 	if (status != 200) {
-		if (status > 0)
-			snprintf(err, 256, "status %d", status);
+		ops_why(err, status, NULL, body, len);
 		return NULL;
 	}
 	doc = json_loadb(body ? body : "", len, 0, &je);

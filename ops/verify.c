@@ -83,11 +83,7 @@ static int replica_md5(struct vr *v, const char *url, char md5[33], char *err)
 		v->bytes += size;
 		return 200;
 	}
-	if (st == 404)
-		return 404;
-	if (st > 0)
-		snprintf(err, 256, "status %d", st);
-	return -1;
+	return st == 404 ? 404 : -1;
 }
 
 /* Online: the record of key as the master tells it (pointing into h).
@@ -100,8 +96,7 @@ static int master_record(struct vr *v, const char *key, size_t klen, struct ops_
 	if (st == 404)
 		return 404;
 	if (st != 302 || !h->volumes[0]) {
-		note(v, "HEAD %.*s on the master: %s", (int)klen, key,
-		     st < 0 ? err : st == 503 ? "503, no replica is up" : "no Key-Volumes");
+		note(v, "HEAD %.*s on the master: %s", (int)klen, key, st != 302 ? err : "no Key-Volumes");
 		return -1;
 	}
 	return 200;

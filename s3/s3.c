@@ -15,6 +15,7 @@
 #include "s3req.h"
 #include "../common/httpc.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static bool is_s3(struct MHD_Connection *c, const char *method, const char *quer
 			return true;
 	} else if ((auth && !strncmp(auth, "AWS ", 4)) || front_header(c, "X-Amz-Date") ||
 		   front_header(c, "X-Amz-Decoded-Content-Length") ||
-		   front_header(c, "X-Amz-Content-Sha256")) {
+		   front_header(c, "X-Amz-Content-Sha256") || front_header(c, "Amz-Sdk-Invocation-Id")) {
 		return true;
 	}
 	if (!query || is_list_query(query))
@@ -71,17 +72,42 @@ static void bucket_head(struct s3req *s)
 	s3_hdr(s, "x-amz-bucket-region", "us-east-1");
 }
 
-/* CreateBucket: remembered for ListBuckets. */
+/* S3's rules for a new bucket's name (existing keys stay readable under
+ * any): 3-63 of a-z 0-9 . -, a letter or digit at each end, no "..", ".-"
+ * or "-.", not an IP address, none of S3's reserved prefixes and suffixes. */
+static bool bucket_name_ok(const char *b, size_t n)
+{
+	unsigned a, c, d, e;
+	char end;
+	return n >= 3 && n <= 63 && strspn(b, "abcdefghijklmnopqrstuvwxyz0123456789.-") == n &&
+	       isalnum((unsigned char)b[0]) && isalnum((unsigned char)b[n - 1]) &&
+	       !strstr(b, "..") && !strstr(b, ".-") && !strstr(b, "-.") &&
+	       sscanf(b, "%u.%u.%u.%u%c", &a, &c, &d, &e, &end) != 4 && strncmp(b, "xn--", 4) &&
+	       strncmp(b, "sthree-", 7) && (n < 8 || strcmp(b + n - 8, "-s3alias")) &&
+	       (n < 7 || strcmp(b + n - 7, "--ol-s3"));
+}
+
+/* CreateBucket: remembered (its time and LocationConstraint) for
+ * ListBuckets and GetBucketLocation. */
 static void bucket_create(struct s3req *s)
 {
-	char num[24];
-	snprintf(num, sizeof(num), "%lld", (long long)time(NULL));
-	if (meta_raw_put('b', s->bucket, s->blen, num, true) < 0) {
+	const char *p = s->in.data ? s->in.data : "";
+	size_t n = 0;
+	char *loc = s3_xml_next(&p, p + s->in.len, "LocationConstraint", &n);
+	char *v = xasprintf("%lld %s", (long long)time(NULL), loc ? loc : "");
+	if (!bucket_name_ok(s->bucket, s->blen))
+		s3_error(s, 400, "InvalidBucketName", "The specified bucket is not valid.");
+	else if (s->in_too_big || n > 64 || (loc && strcspn(loc, " <&") != n))
+		s3_error(s, 400, "InvalidLocationConstraint",
+			 "The specified location-constraint is not valid.");
+	else if (meta_raw_put('b', s->bucket, s->blen, v, true) < 0)
 		s3_error(s, 500, "InternalError", "index write failed");
-		return;
-	}
-	s->status = 200;
-	s3_hdr(s, "Location", "/%s", s->bucket);
+	else
+		s3_hdr(s, "Location", "/%s", s->bucket);
+	if (!s->status)
+		s->status = 200;
+	free(v);
+	free(loc);
 }
 
 /* DeleteBucket: refused while a key is listed under it. */
@@ -91,17 +117,25 @@ static void bucket_delete(struct s3req *s)
 		s3_error(s, 409, "BucketNotEmpty", "The bucket you tried to delete is not empty");
 		return;
 	}
-	meta_raw_delete('b', s->bucket, s->blen);
+	if (meta_raw_delete('b', s->bucket, s->blen) < 0) {
+		s3_error(s, 503, "ServiceUnavailable", "the sidecar refused the write: try again");
+		return;
+	}
 	s->status = 204;
 }
 
-/* GetBucketLocation (us-east-1) and GetBucketVersioning (never enabled). */
+/* GetBucketLocation (CreateBucket's, else us-east-1: "") and
+ * GetBucketVersioning (never enabled). */
 static void bucket_config(struct s3req *s)
 {
-	s->status = 200;
-	buf_puts(&s->body, s->op == S3_BUCKET_LOCATION
-				   ? XML_HEAD "<LocationConstraint xmlns=\"" XMLNS "\"></LocationConstraint>"
-				   : XML_HEAD "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
+	char *v = s->op == S3_BUCKET_LOCATION ? meta_raw_get('b', s->bucket, s->blen) : NULL;
+	const char *sp = v ? strchr(v, ' ') : NULL;
+	s3_xml_start(s, s->op == S3_BUCKET_LOCATION ? "LocationConstraint" : "VersioningConfiguration");
+	if (sp)
+		buf_puts(&s->body, sp + 1);
+	buf_puts(&s->body, s->op == S3_BUCKET_LOCATION ? "</LocationConstraint>"
+						       : "</VersioningConfiguration>");
+	free(v);
 }
 
 static void (*const workers[])(struct s3req *) = {
@@ -182,6 +216,43 @@ static void route(struct s3req *s, bool object)
 	}
 	s3_error(s, 405, "MethodNotAllowed",
 		 object ? "not an object operation" : "not a bucket operation");
+}
+
+/* Headers asking for what mkv does not do (docs/s3.md lists them): refused,
+ * naming the header, never a 200 that did something else.  A name ending
+ * in '*' is a prefix; ok: values that ask for nothing mkv lacks.  Every
+ * code but NotImplemented (501) is a 400. */
+static const struct refusal {
+	const char *name, *ok[2], *code, *what;
+} refused[] = {
+	{"x-amz-server-side-encryption*", {0}, "NotImplemented", "mkv does not encrypt objects"},
+	{"x-amz-copy-source-server-side-encryption*", {0}, "NotImplemented", "no encryption"},
+	{"x-amz-object-lock-*", {0}, "InvalidRequest", "mkv has no object lock"},
+	{"x-amz-bucket-object-lock-enabled", {"false"}, "InvalidRequest", "no object lock"},
+	{"x-amz-acl", {"private", "bucket-owner-full-control"}, "AccessControlListNotSupported",
+	 "mkv keeps no ACLs"},
+	{"x-amz-grant-*", {0}, "AccessControlListNotSupported", "mkv keeps no ACLs"},
+	{"x-amz-tagging", {0}, "NotImplemented", "mkv keeps no tags"},
+	{"x-amz-website-redirect-location", {0}, "NotImplemented", "mkv has no websites"},
+	{"x-amz-storage-class", {"STANDARD"}, "InvalidStorageClass", "STANDARD is the one class"},
+	{"x-amz-write-offset-bytes", {0}, "NotImplemented", "mkv does not append"},
+	{"x-amz-checksum-crc64nvme", {0}, "NotImplemented", "CRC32, CRC32C, SHA1, SHA256 only"},
+	{"x-amz-if-match-*", {0}, "NotImplemented", "If-Match is the one delete condition"},
+};
+
+static void refuse(void *cls, const char *k, const char *v)
+{
+	struct s3req *s = cls;
+	char msg[160];
+	for (size_t i = 0; !s->status && i < sizeof(refused) / sizeof(refused[0]); i++) {
+		const struct refusal *r = &refused[i];
+		size_t n = strlen(r->name) - (r->name[strlen(r->name) - 1] == '*');
+		if (strncasecmp(k, r->name, n) || (k[n] && n == strlen(r->name)) ||
+		    (r->ok[0] && !strcasecmp(v, r->ok[0])) || (r->ok[1] && !strcasecmp(v, r->ok[1])))
+			continue;
+		snprintf(msg, sizeof(msg), "%s: %s (docs/s3.md)", k, r->what);
+		s3_error(s, strcmp(r->code, "NotImplemented") ? 400 : 501, r->code, msg);
+	}
 }
 
 /* Which operation, and its key or bucket.  Sets an error on a bad path. */
@@ -300,6 +371,12 @@ static void authorize(struct s3req *s)
 	if (!s->ring)
 		return;
 	front_sig_check(s->sleep.conn, s->method, s->path, s->query, s->ring, &s->sig);
+	if (s->sig.st == SIG_MISMATCH && s->blen && !s->klen && !strchr(s->path + 1, '/')) {
+		/* botocore signs a bucket's V2 resource as "/bucket/" (S3 takes both) */
+		char *p = xasprintf("%s/", s->path);
+		front_sig_check(s->sleep.conn, s->method, p, s->query, s->ring, &s->sig);
+		free(p);
+	}
 	if (s->sig.st != SIG_OK)
 		s3_error(s, sig_errors[s->sig.st].status, sig_errors[s->sig.st].code, s->sig.why);
 	else if (!s->status)
@@ -320,6 +397,8 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 	s->refs = 1;
 	pthread_mutex_init(&s->sleep.mu, NULL);
 	classify(s);
+	if (!s->status)
+		front_headers(c, refuse, s);
 	s->ring = keys_current();
 	authorize(s);
 	if (!s->status && strcmp(method, "GET") && strcmp(method, "HEAD")) {
@@ -338,7 +417,7 @@ static int handler(void *req, const char *data, size_t *size)
 	if (s->op == S3_PUT || s->op == S3_MPU_PART)
 		return s3_put_run(s, data, size);
 	if (*size) {
-		if (s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE)
+		if (s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE || s->op == S3_BUCKET_CREATE)
 			s3_body_take(s, data, *size);
 		*size = 0;
 		return FRONT_YES;

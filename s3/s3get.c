@@ -142,9 +142,17 @@ int s3_preconditions(struct s3req *s, const char *const names[4], const char *et
 	return 0;
 }
 
+/* GetObject's response-* parameters set their headers (S3's, for
+ * presigned links); Content-Type is binary/octet-stream otherwise. */
 static void object_headers(struct s3req *s)
 {
-	char when[40];
+	static const char *const set[][2] = {
+		{"response-content-type", "Content-Type"}, {"response-content-language", "Content-Language"},
+		{"response-expires", "Expires"}, {"response-cache-control", "Cache-Control"},
+		{"response-content-disposition", "Content-Disposition"},
+		{"response-content-encoding", "Content-Encoding"},
+	};
+	char when[40], *v;
 	if (s->meta.etag[0])
 		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
 	if (s->have_meta) {
@@ -154,7 +162,11 @@ static void object_headers(struct s3req *s)
 		s3_hdr(s, "Last-Modified", "%s", s->vlastmod);
 	}
 	s3_hdr(s, "Accept-Ranges", "bytes");
-	s3_hdr(s, "Content-Type", "binary/octet-stream");
+	for (int i = 0; i < 6; i++, free(v))
+		if ((v = s3_req_param(s, set[i][0])) && !strpbrk(v, "\r\n"))
+			s3_hdr(s, set[i][1], "%s", v);
+		else if (!i)
+			s3_hdr(s, "Content-Type", "binary/octet-stream");
 }
 
 /* First part of GetObject/HeadObject: the index and the sidecar only.
@@ -167,6 +179,8 @@ static bool get_prepare(struct s3req *s)
 	static const char *const conds[4] = {"If-Match", "If-None-Match", "If-Unmodified-Since",
 					     "If-Modified-Since"};
 	int pre;
+	uint64_t part = 0;
+	const char *dash;
 
 	if (store_urls(store_index(), s->key, s->klen, &u) < 0) {
 		s3_no_such_key(s);
@@ -177,10 +191,22 @@ static bool get_prepare(struct s3req *s)
 		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", u.hash);
 	for (int i = 0; i < u.n; i++)   /* s frees them */
 		s->urls[s->nurls++] = u.url[i];
+	/* partNumber: 1 of a plain object is all of it; mkv keeps no part
+	 * boundaries of a multipart object */
+	dash = strchr(s->meta.etag, '-');
+	if (s3_num_param(s, "partNumber", 1, PARTS_MAX, &part) < 0 ||
+	    part > (dash ? strtoull(dash + 1, NULL, 10) : 1)) {
+		s3_error(s, 400, "InvalidPart", "The requested partnumber is not satisfiable");
+		return true;
+	}
+	if (part && dash) {
+		s3_error(s, 501, "NotImplemented", "partNumber of a multipart object: mkv keeps "
+			 "no part boundaries (docs/s3.md)");
+		return true;
+	}
 	pre = s3_preconditions(s, conds, s->meta.etag, s->have_meta ? s->meta.mtime : -1);
 	if (pre == 412) {
-		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
-			 "specified did not hold.");
+		s3_precondition_failed(s);
 		return true;
 	}
 	if (pre == 304) {

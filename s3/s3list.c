@@ -41,6 +41,14 @@ static struct index_iter *seek_past(struct index *idx, struct index_iter *old, c
 }
 
 /* A continuation token is the last name listed, in hex. */
+static void token_put(struct buf *b, const char *name, const struct buf *last)
+{
+	buf_printf(b, "<%s>", name);
+	for (size_t i = 0; i < last->len; i++)
+		buf_printf(b, "%02x", (unsigned char)last->data[i]);
+	buf_printf(b, "</%s>", name);
+}
+
 static char *token_decode(const char *s, size_t *outlen)
 {
 	size_t n = strlen(s);
@@ -169,19 +177,15 @@ static void list_xml(const struct walk *w, struct buf *out)
 {
 	bool next = w->truncated && w->count;
 	tag(out, "Name", w->bucket, strlen(w->bucket), false);
-	tag(out, "Prefix", w->pfx, w->plen, w->url);
+	tag(out, "Prefix", w->pfx, w->plen, w->url && w->v2);   /* botocore decodes V2's only */
 	if (w->v2) {
 		buf_printf(out, "<KeyCount>%" PRIu64 "</KeyCount>", w->count);
 		if (w->token)
 			tag(out, "ContinuationToken", w->token, strlen(w->token), false);
 		if (w->start)
 			tag(out, "StartAfter", w->start, strlen(w->start), w->url);
-		if (next) {
-			buf_puts(out, "<NextContinuationToken>");
-			for (size_t i = 0; i < w->last.len; i++)
-				buf_printf(out, "%02x", (unsigned char)w->last.data[i]);
-			buf_puts(out, "</NextContinuationToken>");
-		}
+		if (next)
+			token_put(out, "NextContinuationToken", &w->last);
 	} else {
 		tag(out, "Marker", w->start ? w->start : "", w->start ? strlen(w->start) : 0, w->url);
 		if (next)
@@ -209,18 +213,18 @@ void s3_list(struct s3req *s)
 			 .max = LIST_MAX_KEYS, .v2 = lt && !strcmp(lt, "2"),
 			 .url = et && !strcmp(et, "url"), .owner = fo && !strcmp(fo, "true")};
 
-	w.token = w.v2 && tok && tok[0] ? tok : NULL;   /* empty: none (start-after holds) */
+	w.token = w.v2 ? tok : NULL;   /* empty: echoed, and start-after holds */
 	w.start = w.v2 ? sa : mr;
 	if (et && !w.url)
 		s3_error(s, 400, "InvalidArgument", "Invalid Encoding Method specified in Request");
 	else if (s3_num_param(s, "max-keys", 0, INT32_MAX, &w.max) < 0)
 		s3_error(s, 400, "InvalidArgument", "max-keys must be a non-negative integer");
-	else if (w.token && !(w.after = token_decode(w.token, &w.alen)))
+	else if (w.token && w.token[0] && !(w.after = token_decode(w.token, &w.alen)))
 		s3_error(s, 400, "InvalidArgument", "the continuation token is not one this server gave");
 	else {
 		if (w.max > LIST_MAX_KEYS)
 			w.max = LIST_MAX_KEYS;
-		if (!w.token && w.start) {
+		if (!w.after && w.start) {
 			w.after = xstrdup(w.start);
 			w.alen = strlen(w.after);
 		}
@@ -298,10 +302,21 @@ static bool shown(const struct s3req *s, const char *name, size_t n)
 
 void s3_list_buckets(struct s3req *s)
 {
-	struct index_iter *ki = index_iter_new(store_index(), "/", 1);
-	struct index_iter *bi = meta_notes('b');
-	struct buf *out = &s->body;
+	struct index_iter *ki, *bi;
+	struct buf *out = &s->body, last = {0};
+	char *tok = s3_req_param(s, "continuation-token"), *pre = s3_req_param(s, "prefix");
+	size_t alen = 0;
+	char *after = tok ? token_decode(tok, &alen) : NULL;
+	uint64_t max = BUCKETS_MAX, listed = 0;
 
+	if (s3_num_param(s, "max-buckets", 1, BUCKETS_MAX, &max) < 0 || (tok && !after)) {
+		s3_error(s, 400, "InvalidArgument", "max-buckets is 1 to 10000, and a "
+			 "continuation-token one this server gave");
+		free(tok), free(pre);
+		return;
+	}
+	ki = index_iter_new(store_index(), "/", 1);
+	bi = meta_notes('b');
 	s3_xml_start(s, "ListAllMyBucketsResult");
 	buf_puts(out, OWNER "<Buckets>");
 	for (int n = 0; n < BUCKETS_MAX; n++) {
@@ -323,20 +338,33 @@ void s3_list_buckets(struct s3req *s)
 		if (c >= 0) {
 			v = index_iter_value(bi, &vl);
 			snprintf(num, sizeof(num), "%.*s", (int)(vl < 23 ? vl : 23), v);
-			parse_u64(num, 0, INT64_MAX, &t);
+			t = strtoull(num, NULL, 10);   /* "<time> <location>" */
 		}
 		s3_iso_time((int64_t)t, iso);
-		if (shown(s, c <= 0 ? kn : bn, c <= 0 ? kl : bl)) {
+		if (c > 0)
+			kn = bn, kl = bl;   /* the name listed */
+		if ((!after || bytes_cmp(kn, kl, after, alen) > 0) &&
+		    (!pre || (kl >= strlen(pre) && !memcmp(kn, pre, strlen(pre)))) &&
+		    shown(s, kn, kl)) {
+			if (listed++ == max)
+				break;
 			buf_puts(out, "<Bucket>");
-			tag(out, "Name", c <= 0 ? kn : bn, c <= 0 ? kl : bl, false);
+			tag(out, "Name", kn, kl, false);
 			buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
+			last.len = 0;
+			buf_append(&last, kn, kl);
 		}
 		if (c <= 0)
 			ki = seek_past(store_index(), ki, kn - 1, kl + 1);
 		if (c >= 0)
 			index_iter_next(bi);
 	}
-	buf_puts(out, "</Buckets></ListAllMyBucketsResult>");
+	buf_puts(out, "</Buckets>");
+	if (listed > max)   /* the next page starts after the last name listed */
+		token_put(out, "ContinuationToken", &last);
+	buf_puts(out, "</ListAllMyBucketsResult>");
 	index_iter_free(ki);
 	index_iter_free(bi);
+	buf_free(&last);
+	free(tok), free(pre), free(after);
 }

@@ -102,7 +102,7 @@ static void drop_part(void *upload, const char *k, size_t kl, int num)
 {
 	const char *why;
 	(void)num;
-	if (s3_delete_key(k, kl, true, &why) != 204)
+	if (s3_delete_key(k, kl, true, NULL, &why) != 204)
 		log_msg("multipart %s: part %.*s not removed: %s", (const char *)upload, (int)kl, k,
 			why);
 }
@@ -110,8 +110,9 @@ static void drop_part(void *upload, const char *k, size_t kl, int num)
 void s3_mpu_abort(struct s3req *s)
 {
 	char *up = s3_upload(s);
-	if (up) {
-		meta_raw_delete('u', up, 32);
+	if (up && meta_raw_delete('u', up, 32) < 0) {
+		s3_error(s, 503, "ServiceUnavailable", "the sidecar refused the write: try again");
+	} else if (up) {
 		each_part(up, drop_part, up);
 		s->status = 204;
 	}
@@ -216,25 +217,34 @@ static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t si
 /* Write target (REPLACE) from the bytes of keys[0..n), in order, streamed
  * from their volumes (sizes[i] each; UINT64_MAX = unknown), or of only
  * range (a Range header's value; n is 1) of keys[0].  etag: what the
- * metadata keeps (NULL: the md5).  200, or a status with *why. */
-static int write_from(struct s3req *s, const char *target, size_t tlen,
-		      char (*keys)[KEY_MAX + 1], const size_t *klens, const uint64_t *sizes, int n,
-		      const char *range, const char *etag, const char **why)
+ * metadata keeps (NULL: the md5).  The object itself (target is s->key)
+ * is written only if its If-Match / If-None-Match hold.  false with the
+ * error set. */
+static bool write_from(struct s3req *s, const char *target, size_t tlen,
+		       char (*keys)[KEY_MAX + 1], const size_t *klens, const uint64_t *sizes, int n,
+		       const char *range, const char *etag)
 {
 	struct feeder f = {.range = range};
 	uint64_t total = 0;
+	const char *why = "another write of this key is in progress";
 	int st;
 
 	for (int i = 0; i < n && total != UINT64_MAX; i++)
 		total = sizes[i] == UINT64_MAX ? UINT64_MAX : total + sizes[i];
 	if (!s3_lock_key(target, tlen)) {
-		*why = "another write of this key is in progress";
-		return 503;
+		s3_fail(s, 503, why);
+		return false;
+	}
+	if (target == s->key && !s3_write_condition(s, target, tlen)) {
+		keylock_release(target, tlen);
+		return false;
 	}
 	f.p = store_write(store_cfg(), store_index(), target, tlen, true,
-			  total == UINT64_MAX ? -1 : (int64_t)total, NULL, NULL, 0, why);
-	if (!f.p)
-		return 503;
+			  total == UINT64_MAX ? -1 : (int64_t)total, NULL, NULL, 0, &why);
+	if (!f.p) {
+		s3_fail(s, 503, why);
+		return false;
+	}
 	if (etag)
 		put_set_etag(f.p, etag);
 	for (int i = 0; i < n; i++) {
@@ -245,15 +255,13 @@ static int write_from(struct s3req *s, const char *target, size_t tlen,
 		}
 	}
 	put_finish(f.p);
-	put_wait(f.p, &st, why);
+	put_wait(f.p, &st, &why);
 	if (st == 201)
 		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", etag ? etag : put_md5(f.p));
 	else
-		snprintf(s->range, sizeof(s->range), "%s", *why); /* outlives the put */
+		s3_fail(s, st >= 500 ? st : 500, why);
 	put_release(f.p);
-	if (st != 201)
-		*why = s->range;
-	return st == 201 ? 200 : st >= 500 ? st : 500;
+	return st == 201;
 }
 
 /* CopyObject's and UploadPartCopy's source: its key, live, into key and
@@ -274,6 +282,10 @@ static bool copy_source(struct s3req *s, char *key, size_t *klen, struct meta *m
 		"X-Amz-Copy-Source-If-Unmodified-Since", "X-Amz-Copy-Source-If-Modified-Since"};
 
 	free(path);
+	if (strstr(src, "?versionId=")) {
+		s3_error(s, 501, "NotImplemented", "x-amz-copy-source: mkv keeps no versions");
+		return false;
+	}
 	if (st) {
 		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source is not a valid key");
 		return false;
@@ -291,88 +303,82 @@ static bool copy_source(struct s3req *s, char *key, size_t *klen, struct meta *m
 	*size = *known ? m->size : UINT64_MAX;
 	snprintf(etag, META_ETAG_MAX, "%s", *known && m->etag[0] ? m->etag : r.hash);
 	if (s3_preconditions(s, conds, etag, *known ? m->mtime : -1)) {
-		s3_error(s, 412, "PreconditionFailed", "At least one of the preconditions you "
-			 "specified did not hold.");
+		s3_precondition_failed(s);
 		return false;
 	}
 	return true;
 }
 
+static void copy_result(struct s3req *s, const char *root)
+{
+	char iso[32];
+	s3_iso_time((int64_t)time(NULL), iso);
+	s3_xml_start(s, root);
+	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag></%s>", iso,
+		   s->meta.etag, root);
+}
+
 void s3_copy(struct s3req *s)
 {
-	const char *why;
-	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], iso[32], etag[META_ETAG_MAX];
+	const char *dir = s3_req_header(s, "X-Amz-Metadata-Directive");
+	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], etag[META_ETAG_MAX];
 	size_t klen;
 	struct meta m;
 	bool known;
 	uint64_t size;
-	int st;
 
 	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
 		return;
 	if (klen == s->klen && !memcmp(key, s->key, klen)) {
-		/* a copy onto itself changes metadata only, which mkv does not keep */
+		/* a copy onto itself changes metadata only, which mkv does not
+		 * keep (rclone sets a time so); without REPLACE it changes nothing */
+		if (!dir || strcasecmp(dir, "REPLACE")) {
+			s3_error(s, 400, "InvalidRequest", "This copy request is illegal because it is "
+				 "trying to copy an object to itself without changing the object's "
+				 "metadata, storage class, website redirect location or encryption "
+				 "attributes.");
+			return;
+		}
 		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", etag);
 	} else {
 		memcpy(keys[0], key, klen);
-		st = write_from(s, s->key, s->klen, keys, &klen, &size, 1, NULL,
-				known && strchr(m.etag, '-') ? m.etag : NULL, &why);
-		if (st != 200) {
-			s3_fail(s, st, why);
+		if (!write_from(s, s->key, s->klen, keys, &klen, &size, 1, NULL,
+				known && strchr(m.etag, '-') ? m.etag : NULL))
 			return;
-		}
 	}
-	s3_iso_time((int64_t)time(NULL), iso);
-	s3_xml_start(s, "CopyObjectResult");
-	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
-			     "</CopyObjectResult>", iso, s->meta.etag);
+	copy_result(s, "CopyObjectResult");
 }
 
 /* UploadPartCopy: the source, or x-amz-copy-source-range of it
  * ("bytes=first-last"), streamed into the part's key. */
 void s3_mpu_part_copy(struct s3req *s)
 {
-	const char *rg = s3_req_header(s, "X-Amz-Copy-Source-Range"), *why;
-	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], part[KEY_MAX + 1], iso[32];
-	char etag[META_ETAG_MAX], range[64], *up = s3_upload(s);
+	const char *rg = s3_req_header(s, "X-Amz-Copy-Source-Range");
+	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], part[KEY_MAX + 1];
+	char etag[META_ETAG_MAX], range[64];
 	size_t klen, plen;
 	struct meta m;
 	bool known;
-	uint64_t size, num = 0;
-	int st;
+	uint64_t size;
+	struct range_spec r;
 
-	if (!up)
+	if (!s3_part_target(s, part, &plen) || !copy_source(s, key, &klen, &m, &known, &size, etag))
 		return;
-	if (s3_num_param(s, "partNumber", 1, PARTS_MAX, &num) < 1) {
-		s3_error(s, 400, "InvalidArgument",
-			 "Part number must be an integer between 1 and 10000, inclusive");
-		goto out;
+	if (rg && (!range_s3(rg, &r) || r.open || r.suffix)) {
+		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range must be bytes=first-last");
+		return;
 	}
-	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
-		goto out;
+	if (rg && size != UINT64_MAX && r.last >= size) {
+		s3_error(s, 416, "InvalidRange", "x-amz-copy-source-range is past the source's end");
+		return;
+	}
 	if (rg) {
-		struct range_spec r;
-		if (!range_s3(rg, &r) || r.open || r.suffix || (size != UINT64_MAX && r.last >= size)) {
-			s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range must be "
-				 "bytes=first-last, within the source object");
-			goto out;
-		}
 		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, r.first, r.last);
 		size = r.last - r.first + 1;
 	}
-	s3_part_key(up, (int)num, part, &plen);
 	memcpy(keys[0], key, klen);
-	st = write_from(s, part, plen, keys, &klen, &size, 1, rg ? range : NULL, NULL, &why);
-	if (st != 200) {
-		s3_fail(s, st, why);
-		goto out;
-	}
-	s3_iso_time((int64_t)time(NULL), iso);
-	s3_xml_start(s, "CopyPartResult");
-	buf_printf(&s->body, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
-			     "</CopyPartResult>", iso, s->meta.etag);
-out:
-	free(up);
+	if (write_from(s, part, plen, keys, &klen, &size, 1, rg ? range : NULL, NULL))
+		copy_result(s, "CopyPartResult");
 }
 
 static void strip_quotes(char *e)
@@ -386,12 +392,14 @@ static void strip_quotes(char *e)
 
 /* The parts CompleteMultipartUpload lists (their keys into keys and klens,
  * sizes into sizes, their binary md5s into md): how many, or -1 with an
- * error answered. */
+ * error answered.  up NULL (the upload is gone): from the ETags listed,
+ * every one needed. */
 static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX + 1],
 			  size_t *klens, uint64_t *sizes, struct md5 *md)
 {
-	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len;
+	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len, *hex;
 	int n = 0, last = 0;
+	bool etags = true;
 	for (;;) {
 		size_t pl, nl, el;
 		char *part = s3_xml_next(&p, end, "Part", &pl), *num, *et;
@@ -407,20 +415,23 @@ static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX 
 			s3_error(s, 400, num && v ? "InvalidPartOrder" : "MalformedXML",
 				 "parts must be listed in ascending order, each once");
 		} else {
-			s3_part_key(up, (int)v, keys[n], &klens[n]);
+			if (up)
+				s3_part_key(up, (int)v, keys[n], &klens[n]);
 			if (et)
 				strip_quotes(et);
-			if (!meta_get(keys[n], klens[n], &m) || strlen(m.etag) != 32 ||
-			    (et && strcmp(et, m.etag)))
+			etags = etags && et;
+			hex = up ? m.etag : et ? et : "";
+			if ((up && !meta_get(keys[n], klens[n], &m)) || strlen(hex) != 32 ||
+			    strspn(hex, "0123456789abcdef") != 32 || (et && strcmp(et, hex))) {
 				s3_error(s, 400, "InvalidPart", "One or more of the specified parts "
 					 "could not be found or its ETag does not match.");
-			else {
+			} else {
 				unsigned char bin[16];
 				for (int i = 0; i < 16; i++)
-					bin[i] = (unsigned char)(hex_value(m.etag[2 * i]) << 4 |
-								 hex_value(m.etag[2 * i + 1]));
+					bin[i] = (unsigned char)(hex_value(hex[2 * i]) << 4 |
+								 hex_value(hex[2 * i + 1]));
 				md5_update(md, bin, 16);
-				sizes[n++] = m.size;
+				sizes[n++] = up ? m.size : 0;
 				last = (int)v;
 			}
 		}
@@ -430,41 +441,54 @@ static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX 
 		if (s->status)
 			return -1;
 	}
+	/* S3's 5 MiB floor for every part but the last, for S3's clients
+	 * (they list ETags; minikeyvalue's form, part numbers alone, had none) */
+	for (int i = 0; up && etags && i < n - 1; i++)
+		if (sizes[i] < (5u << 20)) {
+			s3_error(s, 400, "EntityTooSmall",
+				 "Your proposed upload is smaller than the minimum allowed object size.");
+			return -1;
+		}
 	return n;
+}
+
+/* A CompleteMultipartUpload of an upload that is gone: when the object
+ * holds what its parts' ETags make, the upload completed (a client's retry
+ * after a lost answer), and S3 answers as it did the first time. */
+static bool completed(struct s3req *s, const char *etag)
+{
+	struct meta m;
+	return meta_get(s->key, s->klen, &m) && !strcmp(m.etag, etag);
 }
 
 void s3_mpu_complete(struct s3req *s)
 {
 	char *up = s3_upload(s);
-	const char *why;
 	char (*keys)[KEY_MAX + 1] = xmalloc(PARTS_MAX * sizeof(*keys)), etag[META_ETAG_MAX];
 	size_t *klens = xmalloc(PARTS_MAX * sizeof(size_t));
 	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t));
 	struct md5 *md = md5_new();
-	int n, st;
+	int n = -1;
 
-	if (!up)
-		goto out;
-	if (s->in_too_big) {
+	s->status = 0;   /* a NoSuchUpload, unless it completed() */
+	if (s->in_too_big)
 		s3_error(s, 400, "MalformedXML", "request body too large");
-		goto out;
-	}
-	n = complete_parts(s, up, keys, klens, sizes, md);
-	if (n < 0)
-		goto out;
-	if (!n) {
+	else if (!(n = complete_parts(s, up, keys, klens, sizes, md)))
 		s3_error(s, 400, "MalformedXML", "no parts listed");
-		goto out;
+	if (n > 0) {
+		md5_final_hex(md, etag);
+		snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
 	}
-	md5_final_hex(md, etag);
-	snprintf(etag + 32, sizeof(etag) - 32, "-%d", n);
-	st = write_from(s, s->key, s->klen, keys, klens, sizes, n, NULL, etag, &why);
-	if (st != 200) {
-		s3_fail(s, st, why);
+	if (!up && (n <= 0 || !completed(s, etag)))
+		s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
+	if (n <= 0 || s->status)
 		goto out;
+	if (up && !write_from(s, s->key, s->klen, keys, klens, sizes, n, NULL, etag))
+		goto out;
+	if (up) {
+		meta_raw_delete('u', up, 32);
+		each_part(up, drop_part, up);
 	}
-	meta_raw_delete('u', up, 32);
-	each_part(up, drop_part, up);
 	s3_xml_start(s, "CompleteMultipartUploadResult");
 	xml_tag(&s->body, "Location", s->key, s->klen);
 	bucket_and_key(s);

@@ -4,7 +4,6 @@
 #include "s3req.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +101,8 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 			} else if (d->st == DEC_TRAILER) {
 				if (d->llen == 2)
 					d->st = DEC_DONE;
+				else
+					s3sum_trailer(s->sum, d->line);
 			}
 			d->llen = 0;
 		}
@@ -123,33 +124,9 @@ static bool chunked(struct s3req *s)
 /* The body's bytes as stored (decoded), into its digests. */
 static void body_hash(struct s3req *s, const char *p, size_t n)
 {
-	if (s->digest)
-		md5_update(s->digest, p, n);
+	s3sum_update(s->sum, p, n);
 	if (s->sha)
 		sha256_update(s->sha, p, n);
-}
-
-/* Content-MD5 (base64 of 16 bytes) into want: 1, 0 when absent, -1 when
- * it is not such a digest. */
-static int content_md5(struct s3req *s, unsigned char want[16])
-{
-	const char *h = s3_req_header(s, "Content-MD5");
-	unsigned char out[24];
-	if (!h)
-		return 0;
-	if (strlen(h) != 24 || strcmp(h + 22, "==") ||
-	    EVP_DecodeBlock(out, (const unsigned char *)h, 24) != 18)
-		return -1;
-	memcpy(want, out, 16);
-	return 1;
-}
-
-/* Does the body's md5 match its Content-MD5? */
-static bool digest_ok(struct s3req *s)
-{
-	unsigned char d[16];
-	md5_final(s->digest, d);
-	return !memcmp(d, s->want_md5, 16);
 }
 
 /* Does the body's SHA-256 match its x-amz-content-sha256? */
@@ -177,25 +154,13 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
 		return true;
 	}
-	switch (content_md5(s, s->want_md5)) {
-	case -1:
-		s3_error(s, 400, "InvalidDigest", "The Content-MD5 you specified was invalid.");
+	s->sum = s3sum_new(s);
+	if (s->status)
 		return true;
-	case 1:
-		s->digest = md5_new();
-	}
 	if (s->ring && s->sig.payload == PAYLOAD_SHA256)
 		s->sha = sha256_new();
 	if (s->op == S3_MPU_PART) {
-		char *up = s3_upload(s);
-		uint64_t num = 0;
-		if (up && s3_num_param(s, "partNumber", 1, PARTS_MAX, &num) < 1)
-			s3_error(s, 400, "InvalidArgument",
-				 "Part number must be an integer between 1 and 10000, inclusive");
-		else if (up)
-			s3_part_key(up, (int)num, s->target, &s->tlen);
-		free(up);
-		if (s->status)
+		if (!s3_part_target(s, s->target, &s->tlen))
 			return true;
 	} else {
 		memcpy(s->target, s->key, s->klen);
@@ -205,12 +170,16 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
 		return true;
 	}
-	/* An aws-chunked body, or one with a Content-MD5 or a signed SHA-256, goes to the volumes
+	if (s->op == S3_PUT && !s3_write_condition(s, s->target, s->tlen)) {
+		keylock_release(s->target, s->tlen);
+		return true;
+	}
+	/* An aws-chunked body, or one with a digest to check or a signed SHA-256, goes to the volumes
 	 * unannounced (chunked), even with its length known: then no replica
 	 * can finish before the framing and the digest have been checked to
 	 * the end, and a bad one leaves the old value everywhere. */
 	s->put = store_write(store_cfg(), store_index(), s->target, s->tlen, true,
-			     known && !s->aws_chunked && !s->digest && !s->sha ? (int64_t)clen : -1,
+			     known && !s->aws_chunked && !s->sum && !s->sha ? (int64_t)clen : -1,
 			     front_wake, &s->sleep, S3_RING, &why);
 	if (!s->put)
 		s3_error(s, 503, "ServiceUnavailable", why);
@@ -259,8 +228,7 @@ static void bad_error(struct s3req *s)
 		s3_error(s, 403, "SignatureDoesNotMatch",
 			 "The chunk signature we calculated does not match the one you provided.");
 	else if (s->bad == BAD_DIGEST)
-		s3_error(s, 400, "BadDigest",
-			 "The Content-MD5 you specified did not match what we received.");
+		s3sum_error(s, s->sum);
 	else
 		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
 }
@@ -284,7 +252,7 @@ void s3_body_take(struct s3req *s, const char *data, size_t n)
 
 bool s3_body_signed(struct s3req *s)
 {
-	bool xml = s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE;   /* else none is read */
+	bool xml = s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE || s->op == S3_BUCKET_CREATE;
 	if (xml && (s->aws_chunked = chunked(s)) && !s->bad && s->dec.st != DEC_DONE)
 		s->bad = BAD_FRAMING;
 	if (!s->bad && !s->in_too_big && s->ring && s->sig.payload == PAYLOAD_SHA256) {
@@ -305,7 +273,7 @@ static int put_end(struct s3req *s)
 	const char *why;
 	if (s->aws_chunked && s->dec.st != DEC_DONE && s->bad != BAD_CHUNK_SIG)
 		put_refuse(s, BAD_FRAMING);
-	if (s->digest && !s->bad && !s->put_finished && !digest_ok(s))
+	if (!s->bad && !s->put_finished && !s3sum_ok(s->sum))
 		put_refuse(s, BAD_DIGEST);
 	if (s->sha && !s->bad && !s->put_finished && !sha_ok(s))
 		put_refuse(s, BAD_SHA256);
@@ -324,6 +292,7 @@ static int put_end(struct s3req *s)
 	else {
 		s->status = 200;
 		s3_hdr(s, "ETag", "\"%s\"", put_md5(s->put));
+		s3sum_headers(s, s->sum);
 	}
 	return s3_send(s);
 }
@@ -346,7 +315,7 @@ int s3_put_run(struct s3req *s, const char *data, size_t *size)
 
 /* ---- everything else, on a thread of its own ---- */
 
-int s3_delete_key(const char *key, size_t klen, bool part, const char **why)
+int s3_delete_key(const char *key, size_t klen, bool part, const char *if_match, const char **why)
 {
 	const struct config *cfg = store_cfg();
 	int st;
@@ -354,7 +323,10 @@ int s3_delete_key(const char *key, size_t klen, bool part, const char **why)
 		*why = "another write of this key is in progress";
 		return 503;
 	}
-	if (part && cfg->protect) {
+	if (if_match && !s3_etag_is(key, klen, if_match)) {
+		st = 412;
+		*why = "At least one of the preconditions you specified did not hold.";
+	} else if (part && cfg->protect) {
 		/* a part is the upload's, not the user's: -protect's UNLINK first */
 		store_delete(cfg, store_index(), key, klen, DEL_UNLINK, why);
 		st = store_delete(cfg, store_index(), key, klen, DEL_UNLINKED, why);
@@ -372,14 +344,14 @@ int s3_delete_key(const char *key, size_t klen, bool part, const char **why)
 /* The S3 error code of a failed delete. */
 static const char *delete_code(int st)
 {
-	return st == 503 ? "SlowDown" : st == 403 ? "AccessDenied"
+	return st == 503 ? "SlowDown" : st == 403 ? "AccessDenied" : st == 412 ? "PreconditionFailed"
 		: st < 500 ? "InvalidArgument" : "InternalError";
 }
 
 void s3_delete_object(struct s3req *s)
 {
 	const char *why;
-	int st = s3_delete_key(s->key, s->klen, false, &why);
+	int st = s3_delete_key(s->key, s->klen, false, s3_req_header(s, "If-Match"), &why);
 	if (st == 204)
 		s->status = 204;
 	else
@@ -387,7 +359,8 @@ void s3_delete_object(struct s3req *s)
 }
 
 /* One <Object> of a DeleteObjects document: deleted, or an <Error>. */
-static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, struct buf *out)
+static void delete_one(struct s3req *s, const char *k, size_t kl, const char *etag, bool quiet,
+		       struct buf *out)
 {
 	char full[KEY_MAX * 3 + 8];
 	size_t fl;
@@ -398,7 +371,7 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, bool quiet, st
 		why = "Access Denied";
 	}
 	if (!st)
-		st = s3_delete_key(full, fl, false, &why);
+		st = s3_delete_key(full, fl, false, etag, &why);
 	if (st == 204 && quiet)
 		return;
 	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
@@ -426,15 +399,22 @@ void s3_delete_many(struct s3req *s)
 	s3_xml_start(s, "DeleteResult");   /* an error below replaces it */
 	for (p = doc; (obj = s3_xml_next(&p, end, "Object", &olen)); free(k)) {
 		const char *op = obj;
+		size_t el;
+		char *et;
 		k = s3_xml_next(&op, obj + olen, "Key", &kl);
-		free(obj);
-		if (++n > 1000 || !k) {
-			free(k);
-			s3_error(s, 400, "MalformedXML",
-				 n > 1000 ? "more than 1000 keys" : "an Object without a Key");
+		op = obj;
+		et = s3_xml_next(&op, obj + olen, "ETag", &el);
+		if (++n > 1000 || !k || memmem(obj, olen, "<Size>", 6) ||
+		    memmem(obj, olen, "<LastModifiedTime>", 18)) {
+			s3_error(s, n > 1000 || !k ? 400 : 501, n > 1000 || !k ? "MalformedXML"
+				 : "NotImplemented", n > 1000 ? "more than 1000 keys" : !k ?
+				 "an Object without a Key" : "a Size or LastModifiedTime condition");
+			free(k), free(et), free(obj);
 			return;
 		}
-		delete_one(s, k, kl, q, &s->body);
+		free(obj);
+		delete_one(s, k, kl, et, q, &s->body);
+		free(et);
 	}
 	if (!n && !memmem(doc, s->in.len, "<Delete", 7))
 		s3_error(s, 400, "MalformedXML", "no <Delete> document");

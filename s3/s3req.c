@@ -2,6 +2,7 @@
  * its suspension while a worker runs, and the small functions the S3 files
  * share.  See s3req.h. */
 #include "s3req.h"
+#include "../common/range.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +58,35 @@ void s3_no_such_key(struct s3req *s)
 	s3_error(s, 404, "NoSuchKey", "The specified key does not exist.");
 }
 
+void s3_precondition_failed(struct s3req *s)
+{
+	s3_error(s, 412, "PreconditionFailed",
+		 "At least one of the preconditions you specified did not hold.");
+}
+
+int s3_etag_is(const char *key, size_t klen, const char *list)
+{
+	char *v, q[META_ETAG_MAX + 2];
+	struct record r;
+	struct meta m;
+	if (!store_live(store_index(), key, klen, &v, &r))
+		return -1;
+	free(v);
+	snprintf(q, sizeof(q), "\"%s\"", meta_get(key, klen, &m) && m.etag[0] ? m.etag : r.hash);
+	return list && etag_listed(list, q, ETAG_S3);
+}
+
+bool s3_write_condition(struct s3req *s, const char *key, size_t klen)
+{
+	const char *im = s3_req_header(s, "If-Match"), *inm = s3_req_header(s, "If-None-Match");
+	int e = im || inm ? s3_etag_is(key, klen, im) : -1;
+	if (e < 0 && im)
+		s3_no_such_key(s);
+	else if (e >= 0 && ((im && !e) || (inm && s3_etag_is(key, klen, inm) == 1)))
+		s3_precondition_failed(s);
+	return !s->status;
+}
+
 int s3_send(struct s3req *s)
 {
 	struct front_hdr h[NHDR + 2];
@@ -89,7 +119,7 @@ void s3_unref(struct s3req *s)
 	buf_free(&s->body);
 	buf_free(&s->in);
 	buf_free(&s->pending);
-	md5_free(s->digest);
+	s3sum_free(s->sum);
 	sha256_free(s->sha);
 	sha256_free(s->chunk_sha);
 	keyring_put(s->ring);
@@ -267,6 +297,19 @@ bool s3_lock_key(const char *key, size_t klen)
 void s3_part_key(const char *upload, int n, char *out, size_t *len)
 {
 	*len = (size_t)snprintf(out, KEY_MAX + 1, "/" S3_MPU_BUCKET "/%s/%05d", upload, n);
+}
+
+bool s3_part_target(struct s3req *s, char *out, size_t *len)
+{
+	char *up = s3_upload(s);
+	uint64_t num = 0;
+	if (up && s3_num_param(s, "partNumber", 1, PARTS_MAX, &num) < 1)
+		s3_error(s, 400, "InvalidArgument",
+			 "Part number must be an integer between 1 and 10000, inclusive");
+	else if (up)
+		s3_part_key(up, (int)num, out, len);
+	free(up);
+	return !s->status;
 }
 
 /* The request's uploadId (heap string) when it names an upload of s->key;

@@ -91,8 +91,7 @@ struct s3req {
 	size_t poff;
 	uint64_t fed;                 /* body bytes (decoded) so far */
 	int bad;                      /* BAD_*: the body is refused */
-	struct md5 *digest;           /* md5 of the body, when it came with a Content-MD5 */
-	unsigned char want_md5[16];
+	struct s3sum *sum;            /* the digests its headers ask to be checked */
 
 	/* GetObject */
 	/* a streamed body (GetObject's), and what frees the operation's own
@@ -143,8 +142,17 @@ void xml_tag(struct buf *b, const char *name, const char *s, size_t n);
 void s3_iso_time(int64_t t, char out[32]);
 bool s3_lock_key(const char *key, size_t klen);
 void s3_no_such_key(struct s3req *s);
+void s3_precondition_failed(struct s3req *s);
+/* If-Match / If-None-Match (* or ETags) of a write to key (whose lock the
+ * caller holds): false with the error set when they do not hold. */
+bool s3_write_condition(struct s3req *s, const char *key, size_t klen);
+/* Is key's ETag in the If-Match list (NULL: none)?  1 or 0; -1 when the
+ * key is not live. */
+int s3_etag_is(const char *key, size_t klen, const char *list);
 void s3_part_key(const char *upload, int n, char *out, size_t *len);
 char *s3_upload(struct s3req *s);
+/* UploadPart's key, of its uploadId and partNumber: false with the error set. */
+bool s3_part_target(struct s3req *s, char *out, size_t *len);
 
 /* With -keys: may the request's signer do perm on key[0..n)? */
 bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n);
@@ -154,6 +162,21 @@ bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n);
  * the decoded body is not its x-amz-content-sha256. */
 void s3_body_take(struct s3req *s, const char *data, size_t n);
 bool s3_body_signed(struct s3req *s);
+
+/* ---- a body's digests (s3sum.c): Content-MD5, x-amz-checksum-* ---- */
+/* Those the request's headers (or its x-amz-trailer) ask for: NULL when
+ * none, or when a value is malformed (then the error is set). */
+struct s3sum *s3sum_new(struct s3req *s);
+void s3sum_update(struct s3sum *c, const void *p, size_t n);   /* c may be NULL */
+/* An aws-chunked trailer line ("x-amz-checksum-crc32:<base64>"). */
+void s3sum_trailer(struct s3sum *c, const char *line);
+/* At the body's end (once): every digest matches (true for NULL). */
+bool s3sum_ok(struct s3sum *c);
+/* After s3sum_ok: 400 BadDigest naming the one that failed. */
+void s3sum_error(struct s3req *s, struct s3sum *c);
+/* After s3sum_ok: the x-amz-checksum-* answer headers, as S3 sends them. */
+void s3sum_headers(struct s3req *s, struct s3sum *c);
+void s3sum_free(struct s3sum *c);
 
 /* ---- GetObject / HeadObject (s3get.c) ---- */
 /* The conditions of the headers names[0..3] (if-match, if-none-match,
@@ -166,8 +189,9 @@ int s3_get_run(struct s3req *s);
 /* ---- PutObject / UploadPart, DeleteObject(s) (s3put.c) ---- */
 int s3_put_run(struct s3req *s, const char *data, size_t *size);
 /* 204, or a status with *why (valid until the thread's next call).  part:
- * a multipart part's key, removed whatever -protect says. */
-int s3_delete_key(const char *key, size_t klen, bool part, const char **why);
+ * a multipart part's key, removed whatever -protect says.  if_match: 412
+ * unless the key's ETag is in it (NULL: none; a missing key is 204). */
+int s3_delete_key(const char *key, size_t klen, bool part, const char *if_match, const char **why);
 /* DeleteObject: 204, also for a missing key; 403 AccessDenied under -protect. */
 void s3_delete_object(struct s3req *s);
 void s3_delete_many(struct s3req *s);

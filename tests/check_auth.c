@@ -402,6 +402,25 @@ START_TEST(test_file)
 }
 END_TEST
 
+/* '#' starts a comment anywhere in a line, so a prefix holding one (a
+ * key may: "/data/#tmp/") was cut to what comes before it -- "/data/", a
+ * wider grant than written, with no word said.  It must be refused, or
+ * kept whole. */
+START_TEST(test_hash_in_prefix)
+{
+	char *why = NULL;
+	struct keyring *k = keyring_parse("k 0123456789abcdef read /data/#tmp/\n", "test", &why);
+	if (k) {
+		const struct key *t = keyring_find(k, "k", 1);
+		ck_assert_ptr_nonnull(t);
+		ck_assert_msg(!key_allows(t, PERM_READ, "/data/other", 11),
+			      "the prefix /data/#tmp/ grants /data/other");
+		keyring_put(k);
+	}
+	free(why);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("auth");
@@ -421,6 +440,7 @@ int main(void)
 	tc = tcase_create("keys");
 	tcase_add_loop_test(tc, test_bad_files, 0, sizeof(bad_files) / sizeof(bad_files[0]));
 	tcase_add_test(tc, test_file);
+	tcase_add_test(tc, test_hash_in_prefix);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -41,9 +41,10 @@ expected() {
 	{
 		printf '%s\n' /usr/bin/mkv /usr/bin/mkv-volume /usr/lib/mkv/mkv-nginx-volume \
 			/usr/lib/mkv/nginx.conf.in /usr/share/man/man1/mkv.1.gz \
-			/usr/share/man/man1/mkv-volume.1.gz /usr/share/doc/mkv/README.md
+			/usr/share/man/man1/mkv-volume.1.gz /usr/share/doc/mkv/README.md \
+			/usr/share/mkv/mkvread.py
 		for u in mkv.service mkv-volume@.service mkv-nginx-volume@.service; do echo "$1/$u"; done
-		for d in $docs; do echo "/usr/share/doc/mkv/$d"; done
+		for d in $docs; do echo "/usr/share/doc/mkv/docs/$d"; done
 	} | LC_ALL=C sort
 }
 
@@ -58,8 +59,22 @@ expected /usr/lib/systemd/system >"$tmp/want"
 same "make install lays out the tree" "$tmp/want" "$tmp/got"
 check "the binaries and the nginx script are executable" \
 	test -x "$stage/usr/bin/mkv" -a -x "$stage/usr/bin/mkv-volume" -a -x "$stage/usr/lib/mkv/mkv-nginx-volume"
-check "the units name PREFIX's paths, not /usr/local's" \
-	sh -c "! grep -n /usr/local '$stage'/usr/lib/systemd/system/*"
+check "the units and man pages name PREFIX's paths, not /usr/local's" \
+	sh -c "! grep -n /usr/local '$stage'/usr/lib/systemd/system/* &&
+		! gzip -dc '$stage'/usr/share/man/man1/*.gz | grep -n /usr/local"
+# Every path of mkv's under /usr a unit, a man page or the README names is there.
+for f in "$stage"/usr/lib/systemd/system/* "$stage"/usr/share/man/man1/*.gz "$stage"/usr/share/doc/mkv/README.md; do
+	case $f in *.gz) gzip -dc "$f" ;; *) cat "$f" ;; esac |
+		grep -oE '/usr/(bin/mkv|lib/mkv|share/mkv|share/doc/mkv)[-a-zA-Z0-9_./@]*' | sed 's/[.]$//' | sort -u
+done | while read -r p; do [ -e "$stage$p" ] || echo "$p"; done >"$tmp/got"
+check "the paths the installed units, man pages and README name exist" test ! -s "$tmp/got"
+sed 's/^/     missing: /' "$tmp/got"
+# The installed README's links resolve beside it, and the docs' links too.
+(cd "$stage/usr/share/doc/mkv" && for f in README.md docs/*.md; do
+	grep -o '](\([^)#:]*\))' "$f" | sed 's/^](//; s/)$//' | while read -r l; do
+		[ -e "$(dirname "$f")/$l" ] || echo "$f: $l"; done; done) >"$tmp/got"
+check "the installed docs' links resolve" test ! -s "$tmp/got"
+sed 's/^/     broken: /' "$tmp/got"
 
 # systemd-analyze verify --root checks that each Exec* command exists under
 # the root; the root needs systemd's own units (sysinit.target...) and
@@ -133,6 +148,8 @@ printf '%s\n' /usr/share/doc/mkv/copyright /usr/share/doc/mkv/changelog.gz >>"$t
 LC_ALL=C sort -o "$tmp/want" "$tmp/want"
 dpkg-deb --contents "$deb" | awk '$1 !~ /^d/ { print substr($6, 2) }' | LC_ALL=C sort >"$tmp/got"
 same "dpkg-deb --contents: the files" "$tmp/want" "$tmp/got"
+check "dpkg-deb --contents: /etc/mkv/ (for the keys and the volume secret)" \
+	sh -c "dpkg-deb --contents '$deb' | grep '^d.* \./etc/mkv/\$' >/dev/null"
 check "dpkg-deb --contents: root's, 0755 and 0644" \
 	sh -c "! dpkg-deb --contents '$deb' | awk '\$2 != \"root/root\" || \$1 !~ /^(drwxr-xr-x|-rwxr-xr-x|-rw-r--r--)\$/' | grep ."
 printf 'mkv\n%s\n%s\n' "$version" "$arch" >"$tmp/want"
@@ -183,6 +200,9 @@ if dpkgr -i "$deb" >"$tmp/log" 2>&1; then
 	"$r/usr/bin/mkv" -version >"$tmp/got" 2>&1
 	same "mkv -version in the root" "$tmp/want" "$tmp/got"
 	check "postinst made the mkv user in the root" grep -q '^mkv:x:[0-9]*:[0-9]*::/var/lib/mkv:/usr/sbin/nologin$' "$r/etc/passwd"
+	gid=$(sed -n 's/^mkv:x:\([0-9]*\):.*/\1/p' "$r/etc/group")
+	check "/etc/mkv in the root: root, group mkv ($gid), 0750" \
+		test "$(stat -c '%u %g %a' "$r/etc/mkv")" = "0 $gid 750"
 	check "dpkg -s: installed" sh -c "dpkg --root='$r' -s mkv | grep -q '^Status: install ok installed'"
 else
 	fail "dpkg --root -i:" && sed 's/^/     /' "$tmp/log"

@@ -597,7 +597,9 @@ START_TEST(test_start)
 }
 END_TEST
 
-/* mkv's own commands sign with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY. */
+/* mkv's own commands sign with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY;
+ * their output goes to run_log (NULL: the test's). */
+static const char *run_log;
 static int mkv_run(char **args)
 {
 	char *bin = h_bin("mkv"), *vol = h_volumes_arg(vols, 3), *argv[16], mp[32];
@@ -613,15 +615,24 @@ static int mkv_run(char **args)
 	for (int i = 0; args[i]; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	waitpid(h_spawn(argv, NULL), &st, 0);
+	waitpid(h_spawn(argv, run_log), &st, 0);
 	free(bin), free(vol);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int count_of(const char *s, const char *what)
+{
+	int n = 0;
+	for (; (s = strstr(s, what)); s++)
+		n++;
+	return n;
 }
 
 START_TEST(test_ops)
 {
 	char *src = h_tmpdir(), *dst = h_tmpdir(), *f = xasprintf("%s/file", src);
-	char *back = xasprintf("%s/file", dst), *got;
+	char *back = xasprintf("%s/file", dst), *got, *out, *f2 = xasprintf("%s/file2", src);
+	char *log = xasprintf("%s.log", dst);
 	write_file(f, "a file", 0644);
 	setenv("AWS_ACCESS_KEY_ID", "admin", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "00112233445566778899aabbccddeeff", 1);
@@ -635,10 +646,62 @@ START_TEST(test_ops)
 	ck_assert_int_eq(mkv_run((char *[]){"rebalance", NULL}), 0);
 	unlink(back);
 	unsetenv("AWS_ACCESS_KEY_ID");   /* unsigned: 401, exit 1 */
+	run_log = log;
 	ck_assert_int_eq(mkv_run((char *[]){"get", "/ops", dst, NULL}), 1);
 	ck_assert_int_eq(access(back, F_OK), -1);
+	/* each refusal carries the master's reason, and once what to set */
+	write_file(f2, "another", 0644);
+	ck_assert_int_eq(mkv_run((char *[]){"put", src, "/ops2", NULL}), 1);
+	run_log = NULL;
+	out = h_read_file(log);
+	ck_assert_msg(strstr(out, "get: GET ") && strstr(out, " failed: 401 unsigned requests may not list and read /ops/") &&
+		      strstr(out, "/file: PUT /ops2/file failed: 401 unsigned requests may not write /ops2/file") &&
+		      strstr(out, "/file2: PUT /ops2/file2 failed: 401 unsigned requests may not write") &&
+		      count_of(out, "one of the master's -keys, with the permission)") == 2, "%s", out);
+	free(out);
 	h_rmrf(src), h_rmrf(dst);
-	free(src), free(dst), free(f), free(back);
+	unlink(log);
+	free(src), free(dst), free(f), free(back), free(f2), free(log);
+}
+END_TEST
+
+/* curl --aws-sigv4 (7.88) signs the path as sent: a key holding a
+ * sub-delimiter or '+' unencoded ("/k/x+y(1)") must verify too.  The
+ * raw-path retry is skipped when the path has no '%' and no query,
+ * though its canonical form ('+' as %2B, '(' as %28) differs then. */
+START_TEST(test_curl_reserved_path)
+{
+	static const char *const keys[] = {"/k/x+y", "/k/(p)", "/k/a:b", "/k/a;b=c", "/k/x!y*'@,$&"};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		ck_assert_msg(st_of(ADMIN, "PUT", keys[i], "v") == 201, "curl PUT %s", keys[i]);
+		ck_assert_msg(st_of(ADMIN, "HEAD", keys[i], NULL) == 302, "curl HEAD %s", keys[i]);
+		ck_assert_msg(st_of(ADMIN, "DELETE", keys[i], NULL) == 204, "curl DELETE %s", keys[i]);
+	}
+}
+END_TEST
+
+/* -v logs each request's line to the master's log (the journal): the
+ * signatures in its query must be written as the access log writes them
+ * ("…"), or the log holds live presigned links (issue 41, finding 5). */
+START_TEST(test_verbose_log_redacted)
+{
+	const char *flags[] = {"-keys", keys, "-v", NULL};
+	struct master v = {0};
+	char *u, *l;
+	h_master_start(&v, vols, 3, flags);
+	u = xasprintf("%s/k/x?AWSAccessKeyId=admin&Signature=SECRETV2SIG&Expires=1", v.base);
+	ck_assert_int_ne(h_status("GET", u), 200);
+	free(u);
+	u = xasprintf("%s/k/x?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=SECRETV4SIG", v.base);
+	ck_assert_int_ne(h_status("GET", u), 200);
+	free(u);
+	h_master_down(&v);   /* its log is whole */
+	l = h_read_file(v.log);
+	ck_assert_msg(strstr(l, "/k/x?") != NULL, "-v logged no request line:\n%s", l);
+	ck_assert_msg(!strstr(l, "SECRETV2SIG") && !strstr(l, "SECRETV4SIG"),
+		      "-v logged a signature:\n%s", l);
+	free(l);
+	h_master_stop(&v);
 }
 END_TEST
 
@@ -679,6 +742,29 @@ START_TEST(test_clients_refused)
 }
 END_TEST
 
+/* Issue 41's review: signed requests edited without the secret
+ * (tests/s3_attacks.py), one attack a test. */
+static void attack(const char *name)
+{
+	char *a = xasprintf("ATTACK=%s", name);   /* putenv keeps it */
+	script("tests/s3_attacks.py", (char *[]){"S3_ADMIN=" ADMIN, a, NULL});
+}
+
+/* A presigned UploadPart or Abort link, its parameters' names
+ * percent-encoded, must not become a PutObject or DeleteObject. */
+START_TEST(test_attack_renamed_params)
+{
+	attack("renamed_params");
+}
+END_TEST
+
+/* A presigned listing's "%2B" made "+" must not list another prefix. */
+START_TEST(test_attack_plus_in_query)
+{
+	attack("plus_in_query");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("keys");
@@ -706,6 +792,14 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, up, down);
 	tcase_add_test(tc, test_clients_refused);
 	tcase_add_test(tc, test_clients);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("attacks");
+	tcase_set_timeout(tc, 600);
+	tcase_add_unchecked_fixture(tc, up, down);
+	tcase_add_test(tc, test_attack_renamed_params);
+	tcase_add_test(tc, test_attack_plus_in_query);
+	tcase_add_test(tc, test_curl_reserved_path);
+	tcase_add_test(tc, test_verbose_log_redacted);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

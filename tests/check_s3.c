@@ -285,11 +285,19 @@ START_TEST(test_aws_chunked)
 	const char trunc[] = "5\r\nhello\r\n6\r\n wo";
 	const char junk[] = "zz\r\nhello\r\n";
 	struct resp r;
+	char bad[sizeof(body)];
 	ck_assert_int_eq(s3("PUT", k, body, sizeof(body) - 1, hd, &r), 200);
+	ck_assert(r.body.len == 0);
 	h_resp_free(&r);
 	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 200);
 	ck_assert_int_eq(r.body.len, 11);
 	ck_assert(!memcmp(r.body.data, "hello world", 11));
+	h_resp_free(&r);
+	/* the trailer's checksum is checked: a wrong one writes nothing */
+	memcpy(bad, body, sizeof(body));
+	memcpy(strstr(bad, "DUoRhQ=="), "DUoRhA==", 8);
+	ck_assert_int_eq(s3("PUT", k, bad, sizeof(bad) - 1, hd, &r), 400);
+	ck_assert_msg(has(&r, "<Code>BadDigest</Code>") && has(&r, "CRC32"), "%s", r.body.data);
 	h_resp_free(&r);
 	hd[2] = "X-Amz-Decoded-Content-Length: 15";
 	ck_assert_int_eq(s3("PUT", k, trunc, sizeof(trunc) - 1, hd, &r), 400);
@@ -410,6 +418,10 @@ START_TEST(test_part_copy)
 	ck_assert(has(&r, e1));
 	h_resp_free(&r);
 	hd[2] = "X-Amz-Copy-Source-Range: bytes=5-10"; /* past the end */
+	ck_assert_int_eq(s3("PUT", p, NULL, 0, hd, &r), 416);
+	ck_assert(has(&r, "<Code>InvalidRange</Code>"));
+	h_resp_free(&r);
+	hd[2] = "X-Amz-Copy-Source-Range: bytes=5-";
 	ck_assert_int_eq(s3("PUT", p, NULL, 0, hd, &r), 400);
 	ck_assert(has(&r, "<Code>InvalidArgument</Code>"));
 	h_resp_free(&r);
@@ -425,6 +437,12 @@ START_TEST(test_part_copy)
 	snprintf(cmu, sizeof(cmu), "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
 		 "<ETag>\"%s\"</ETag></Part><Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag>"
 		 "</Part></CompleteMultipartUpload>", e1, e2);
+	/* S3's clients (ETags listed) get S3's 5 MiB floor for all parts but the last */
+	ck_assert_int_eq(s3("POST", p, cmu, strlen(cmu), NULL, &r), 400);
+	ck_assert(has(&r, "<Code>EntityTooSmall</Code>"));
+	h_resp_free(&r);
+	snprintf(cmu, sizeof(cmu), "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+		 "</Part><Part><PartNumber>2</PartNumber></Part></CompleteMultipartUpload>");
 	ck_assert_int_eq(s3("POST", p, cmu, strlen(cmu), NULL, &r), 200);
 	h_resp_free(&r);
 	free(p);
@@ -432,6 +450,38 @@ START_TEST(test_part_copy)
 	ck_assert(r.body.len == 13 && !memcmp(r.body.data, "2340123456789", 13));
 	h_resp_free(&r);
 	free(id), free(src), free(dst);
+}
+END_TEST
+
+/* DeleteObjects' per-object ETag is a condition (S3's conditional
+ * delete); a Size or LastModifiedTime condition, which mkv does not check,
+ * is refused rather than ignored. */
+START_TEST(test_delete_conditions)
+{
+	char *b = fresh("/dcb"), *k = xasprintf("%s/k", b), *p = xasprintf("%s?delete", b), doc[300];
+	char md5[33];
+	struct resp r;
+	md5_hex("v1", 2, md5);
+	ck_assert_int_eq(s3("PUT", k, "v1", 2, NULL, &r), 200);
+	h_resp_free(&r);
+	snprintf(doc, sizeof(doc), "<Delete><Object><Key>k</Key><ETag>\"%032d\"</ETag></Object>"
+		 "</Delete>", 0);
+	ck_assert_int_eq(s3("POST", p, doc, strlen(doc), NULL, &r), 200);
+	ck_assert_msg(has(&r, "<Code>PreconditionFailed</Code>"), "%s", r.body.data);
+	h_resp_free(&r);
+	snprintf(doc, sizeof(doc), "<Delete><Object><Key>k</Key><Size>2</Size></Object></Delete>");
+	ck_assert_int_eq(s3("POST", p, doc, strlen(doc), NULL, &r), 501);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 200);
+	h_resp_free(&r);
+	snprintf(doc, sizeof(doc), "<Delete><Object><Key>k</Key><ETag>\"%s\"</ETag></Object>"
+		 "</Delete>", md5);
+	ck_assert_int_eq(s3("POST", p, doc, strlen(doc), NULL, &r), 200);
+	ck_assert_msg(has(&r, "<Deleted><Key>k</Key></Deleted>"), "%s", r.body.data);
+	h_resp_free(&r);
+	ck_assert_int_eq(s3("GET", k, NULL, 0, NULL, &r), 404);
+	h_resp_free(&r);
+	free(b), free(k), free(p);
 }
 END_TEST
 
@@ -1168,6 +1218,7 @@ static TCase *s3_case(const char *name, void (*up)(void))
 	tcase_add_test(tc, test_copy_conditions);
 	tcase_add_test(tc, test_part_copy);
 	tcase_add_test(tc, test_minikeyvalue_forms);
+	tcase_add_test(tc, test_delete_conditions);
 	tcase_add_test(tc, test_listing);
 	tcase_add_test(tc, test_bad_requests);
 	tcase_add_test(tc, test_presigned);

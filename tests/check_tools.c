@@ -836,6 +836,11 @@ START_TEST(test_gc)
 	}
 	volume_put(1, "/ab/cd/not-a-blob", "junk");
 	orphans[norphans++] = xasprintf("%s/ab/cd/not-a-blob", V[1].dir);
+	/* no blob sits at a volume's top, nor a subvolume's */
+	volume_put(2, "/stray-top", "junk");
+	orphans[norphans++] = xasprintf("%s/stray-top", V[2].dir);
+	volume_put(2, "/sv00/stray-sub", "junk");
+	orphans[norphans++] = xasprintf("%s/sv00/stray-sub", V[2].dir);
 	if (kind == VOL_MKV) {
 		f = xasprintf("%s/ab/cd/.mkv-tmp.99.1", V[1].dir);
 		write_file(f, "half", 4);
@@ -1551,9 +1556,23 @@ START_TEST(test_putget)
 		const char *bad1[] = {"-master", M.base + 7, "put", src, NULL};
 		const char *bad2[] = {"put", src, "/x", NULL};
 		const char *bad3[] = {"-master", M.base + 7, "put", "/nonexistent/dir", "/x", NULL};
+		char *none = xasprintf("%s/none", tmp);
+		const char *bad4[] = {"-master", M.base + 7, "get", "/nonexistent", none, NULL};
+		char *out;
 		ck_assert_int_eq(mkv_run(false, bad1, log), 2);
+		/* the synopsis of the command given, not the server's */
+		out = h_read_file(log);
+		ck_assert_msg(strstr(out, "mkv: put takes two operands\n"
+					  "usage: mkv -master H:P [-workers N] put DIR /prefix\n") &&
+			      !strstr(out, "server|rebuild"), "put with one operand: %s", out);
+		free(out);
 		ck_assert_int_eq(mkv_run(false, bad2, log), 2);
 		ck_assert_int_eq(mkv_run(false, bad3, log), 1);
+		/* nothing under the prefix: said, exit 1, no directory made */
+		ck_assert_int_eq(mkv_run(false, bad4, log), 1);
+		ck_assert(log_has(log, "get: no keys under /nonexistent/"));
+		ck_assert_int_eq(access(none, F_OK), -1);
+		free(none);
 	}
 	free(src);
 	free(dst);

@@ -372,6 +372,20 @@ START_TEST(cluster)
 			bin, m.base + 7, tmp, oplog, tmp);
 	ck_assert_int_eq(run(cmd), 0);
 	free(cmd);
+	/* without the secret, verify and rebuild say each refusal's reason (the
+	 * volume's, mkv-volume's one line; nginx's page is HTML) and, once,
+	 * what to pass; they exit 1 */
+	cmd = xasprintf("cd '%s' && { '%s' -volumes %s -master %s verify; test $? = 1; } >nosec.log 2>&1 &&"
+			" { '%s' -volumes %s -db nosec.db rebuild; test $? = 1; } >>nosec.log 2>&1 &&"
+			" test \"$(grep -c 'give this command -volumesecret FILE)' nosec.log)\" = 2 &&"
+			" grep -q 'verify: .*: 403%s' nosec.log && grep -q 'rebuild: GET .* failed: 403%s' nosec.log",
+			tmp, bin, va, m.base + 7, bin, va, kind == VOL_MKV ? " the link is not signed" : "",
+			kind == VOL_MKV ? " the link is not signed" : "");
+	if (run(cmd) != 0) {
+		char *p = xasprintf("%s/nosec.log", tmp), *out = h_read_file(p);
+		ck_abort_msg("without -volumesecret:\n%s", out);
+	}
+	free(cmd);
 	cmd = xasprintf("'%s' -volumes %s -master %s -volumesecret '%s' verify >>'%s' 2>&1", bin, va,
 			m.base + 7, sec, oplog);
 	ck_assert_int_eq(run(cmd), 0);

@@ -168,7 +168,163 @@ def boto3_tests():
     except ClientError as e:
         check(e.response["Error"]["Code"] == "NoSuchUpload", "NoSuchUpload")
     check(not s3.list_multipart_uploads(Bucket=b).get("Uploads"), "no uploads left")
+    honest_tests(s3, b)
     print("boto3: ok", flush=True)
+
+
+def error_of(fn, **kw):
+    """(status, code) of a call expected to fail."""
+    from botocore.exceptions import ClientError
+    try:
+        fn(**kw)
+    except ClientError as e:
+        return e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"].get("Code")
+    return 200, None
+
+
+def with_headers(s3, headers, fn, **kw):
+    """fn(**kw) with extra request headers (boto3 1.26 has no IfNoneMatch)."""
+    def add(request, **_):
+        for name, value in headers.items():
+            request.headers[name] = value
+    s3.meta.events.register("before-sign.s3", add)
+    try:
+        return error_of(fn, **kw)
+    finally:
+        s3.meta.events.unregister("before-sign.s3", add)
+
+
+def honest_tests(s3, b):
+    """docs/s3.md: what mkv does not do is refused, never a 200 that did
+    something else; what it checks, it checks."""
+    k = "honest/k"
+    s3.put_object(Bucket=b, Key=k, Body=b"kept")
+    for fn in (honest_refusals, honest_checksums, honest_conditions, honest_buckets,
+               honest_v2, honest_unsigned):
+        fn(s3, b, k)
+
+
+def honest_refusals(s3, b, k):
+    """encryption, object lock, ACL grants, tagging: refused, nothing written"""
+    for what, kw in (("SSE-S3", {"ServerSideEncryption": "AES256"}),
+                     ("SSE-C", {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": "k" * 32}),
+                     ("SSE-KMS", {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "x"}),
+                     ("object lock", {"ObjectLockLegalHoldStatus": "ON"}),
+                     ("public ACL", {"ACL": "public-read"}), ("grant", {"GrantRead": "id=x"}),
+                     ("tagging", {"Tagging": "a=b"}), ("storage class", {"StorageClass": "GLACIER"})):
+        st = error_of(s3.put_object, Bucket=b, Key=k, Body=b"changed", **kw)
+        check(st[0] in (400, 501) and st[1], "put_object with %s: %s" % (what, st))
+    check(s3.get_object(Bucket=b, Key=k)["Body"].read() == b"kept", "a refused put wrote")
+    check(error_of(s3.create_multipart_upload, Bucket=b, Key=k, ServerSideEncryption="AES256")[0]
+          == 501, "create_multipart_upload with SSE")
+    check(error_of(s3.copy_object, Bucket=b, Key=k + "2", CopySource="%s/%s" % (b, k),
+                   SSECustomerAlgorithm="AES256", SSECustomerKey="k" * 32)[0] == 501,
+          "copy_object with SSE-C")
+    check(error_of(s3.copy_object, Bucket=b, Key=k + "2",
+                   CopySource={"Bucket": b, "Key": k, "VersionId": "v1"})[0] == 501,
+          "copy_object of a version")
+    s3.put_object(Bucket=b, Key=k, Body=b"kept", ACL="private")   # asks for nothing more
+    g = s3.get_object(Bucket=b, Key=k, ResponseContentType="foo/bar",
+                      ResponseContentDisposition="attachment", ResponseCacheControl="no-cache")
+    h = g["ResponseMetadata"]["HTTPHeaders"]
+    check((h["content-type"], h["content-disposition"], h["cache-control"]) ==
+          ("foo/bar", "attachment", "no-cache"), "GetObject's response-* parameters: %s" % h)
+
+
+def honest_checksums(s3, b, k):
+    """x-amz-checksum-*: checked as the body streams, echoed"""
+    import base64, zlib
+    for alg, fn in (("CRC32", lambda d: zlib.crc32(d).to_bytes(4, "big")),
+                    ("SHA1", lambda d: hashlib.sha1(d).digest()),
+                    ("SHA256", lambda d: hashlib.sha256(d).digest())):
+        good = base64.b64encode(fn(b"new value")).decode()
+        st = error_of(s3.put_object, Bucket=b, Key=k, Body=b"new valuE", **{"Checksum" + alg: good})
+        check(st == (400, "BadDigest"), "a wrong %s: %s" % (alg, st))
+        check(s3.get_object(Bucket=b, Key=k)["Body"].read() == b"kept", "a bad %s wrote" % alg)
+        r = s3.put_object(Bucket=b, Key=k + alg, Body=b"new value", **{"Checksum" + alg: good})
+        check(r.get("Checksum" + alg) == good, "%s echoed: %s" % (alg, r.get("Checksum" + alg)))
+    st = with_headers(s3, {"x-amz-checksum-crc32c": "AAAAAA=="}, s3.put_object, Bucket=b, Key=k,
+                      Body=b"x")
+    check(st == (400, "BadDigest"), "a wrong CRC32C: %s" % (st,))
+    st = with_headers(s3, {"x-amz-checksum-crc32c": "4waSgw=="}, s3.put_object, Bucket=b,
+                      Key=k + "crc32c", Body=b"123456789")   # CRC-32C's check value, e3069283
+    check(st[0] == 200, "a right CRC32C: %s" % (st,))
+
+
+def honest_conditions(s3, b, k):
+    """conditional writes; a retried CompleteMultipartUpload"""
+    st = with_headers(s3, {"If-None-Match": "*"}, s3.put_object, Bucket=b, Key=k, Body=b"no")
+    check(st == (412, "PreconditionFailed"), "If-None-Match: * on an existing key: %s" % (st,))
+    st = with_headers(s3, {"If-Match": '"%s"' % ("0" * 32)}, s3.put_object, Bucket=b, Key=k,
+                      Body=b"no")
+    check(st == (412, "PreconditionFailed"), "a wrong If-Match: %s" % (st,))
+    check(s3.get_object(Bucket=b, Key=k)["Body"].read() == b"kept", "a failed condition wrote")
+    et = s3.head_object(Bucket=b, Key=k)["ETag"]
+    check(with_headers(s3, {"If-Match": et}, s3.put_object, Bucket=b, Key=k, Body=b"kept")[0]
+          == 200, "a right If-Match")
+    et = s3.head_object(Bucket=b, Key=k)["ETag"]
+    check(with_headers(s3, {"If-None-Match": et}, s3.put_object, Bucket=b, Key=k, Body=b"no")
+          == (412, "PreconditionFailed"), "If-None-Match naming the key's ETag")
+    check(with_headers(s3, {"If-None-Match": "*"}, s3.put_object, Bucket=b, Key=k + "new",
+                       Body=b"x")[0] == 200, "If-None-Match: * on a new key")
+    up = s3.create_multipart_upload(Bucket=b, Key=k)["UploadId"]
+    e1 = s3.upload_part(Bucket=b, Key=k, UploadId=up, PartNumber=1, Body=b"mp")["ETag"]
+    mpu = {"Parts": [{"PartNumber": 1, "ETag": e1}]}
+    st = with_headers(s3, {"If-None-Match": "*"}, s3.complete_multipart_upload, Bucket=b, Key=k,
+                      UploadId=up, MultipartUpload=mpu)
+    check(st == (412, "PreconditionFailed"), "complete with If-None-Match: * %s" % (st,))
+    check(s3.get_object(Bucket=b, Key=k)["Body"].read() == b"kept", "a failed complete wrote")
+    c1 = s3.complete_multipart_upload(Bucket=b, Key=k, UploadId=up, MultipartUpload=mpu)
+    c2 = s3.complete_multipart_upload(Bucket=b, Key=k, UploadId=up, MultipartUpload=mpu)
+    check(c1["ETag"] == c2["ETag"], "a retried complete: %s, %s" % (c1, c2))
+    st = with_headers(s3, {"If-Match": '"%s"' % ("0" * 32)}, s3.delete_object, Bucket=b, Key=k)
+    check(st == (412, "PreconditionFailed"), "DeleteObject with a wrong If-Match: %s" % (st,))
+    check(s3.head_object(Bucket=b, Key=k)["ETag"] == c1["ETag"], "a failed condition deleted")
+
+
+def honest_buckets(s3, b, k):
+    """CreateBucket with a LocationConstraint (aws s3 mb outside us-east-1)"""
+    s3.create_bucket(Bucket="honest-eu", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    check(s3.get_bucket_location(Bucket="honest-eu")["LocationConstraint"] == "eu-west-1",
+          "the bucket's location")
+    check(error_of(s3.create_bucket, Bucket="Not_Valid")[1] == "InvalidBucketName", "bucket names")
+
+
+def honest_v2(s3, b, k):
+    """signature version 2 on bucket URLs"""
+    import boto3
+    from botocore.config import Config
+    v2 = boto3.client("s3", endpoint_url=END, aws_access_key_id=KID, aws_secret_access_key=SECRET,
+                      region_name="us-east-1", config=Config(signature_version="s3",
+                                                             s3={"addressing_style": "path"}))
+    v2.create_bucket(Bucket="honest-v2")
+    v2.head_bucket(Bucket="honest-v2")
+    check([o["Key"] for o in v2.list_objects(Bucket=b, Prefix=k + "new")["Contents"]] ==
+          [k + "new"], "V2 ListObjects")
+    v2.delete_bucket(Bucket="honest-v2")
+
+
+def honest_unsigned(s3, b, k):
+    """unsigned requests get S3's answers (with -keys: AccessDenied)"""
+    import boto3
+    from botocore import UNSIGNED
+    from botocore.config import Config
+    anon = boto3.client("s3", endpoint_url=END, region_name="us-east-1",
+                        config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}))
+    if KID == "mkv":   # any signature, or none, is accepted
+        check(anon.get_object(Bucket=b, Key=k)["Body"].read() ==
+              s3.get_object(Bucket=b, Key=k)["Body"].read(), "unsigned GetObject")
+        check(error_of(anon.get_object, Bucket=b, Key="nope") == (404, "NoSuchKey"),
+              "unsigned GetObject of a missing key")
+        check(b in [x["Name"] for x in anon.list_buckets()["Buckets"]], "unsigned ListBuckets")
+    else:   # the anonymous line (check_keys.c's reads and lists /public/) decides
+        st = error_of(anon.get_object, Bucket=b, Key=k)
+        check(st == (403, "AccessDenied"), "unsigned get_object: %s" % (st,))
+        st = error_of(anon.list_buckets)
+        check(st == (403, "AccessDenied") or b not in [x["Name"] for x in
+                                                       anon.list_buckets()["Buckets"]],
+              "unsigned list_buckets: %s" % (st,))
 
 
 def aws_tests():

@@ -1,7 +1,8 @@
 #!/bin/sh
 # `make run`: a local cluster in the foreground -- three volumes on ports
 # 3001-3003 (mkv-volume, or stock nginx with `make run VOLUMES=nginx`) and a
-# master on port 3000, all data under ./data.  Ctrl-C stops everything.
+# master on port 3000, all data under ./data.  Ctrl-C (or SIGTERM) stops
+# everything and exits 0: the way to end it, not a failure make reports.
 set -e
 cd "$(dirname "$0")/.."
 kind=${1:-mkv}
@@ -9,13 +10,13 @@ kind=${1:-mkv}
 mkdir -p data
 pids=""
 cleanup() {
-	st=$?
 	trap - INT TERM EXIT
 	[ -n "$pids" ] && kill $pids 2>/dev/null
 	wait 2>/dev/null
-	exit $st
+	exit "$1"
 }
-trap cleanup INT TERM EXIT
+trap 'cleanup $?' EXIT
+trap 'cleanup 0' INT TERM
 for i in 1 2 3; do
 	dir=data/vol$i
 	mkdir -p "$dir"

@@ -2,7 +2,7 @@
 # mkdeb.sh WORK [OUTDIR] -- mkv_VERSION_ARCH.deb from the staging install
 # `make deb` made in WORK/debian/mkv (PREFIX=/usr; a source package's
 # layout, which dpkg-shlibdeps wants): the binaries stripped (bin/ keeps its
-# debug info), the copyright and changelog Debian wants, and the control
+# debug info), /etc/mkv, the copyright and changelog Debian wants, and the control
 # file with the version (tools/version.sh) and the libraries dpkg-shlibdeps
 # finds.  Prints the package's path.
 set -eu
@@ -25,7 +25,9 @@ install -m 644 "$here/copyright" "$doc/copyright"
 sed -e "s|@VERSION@|$version|" -e "s|@COMMIT@|$commit|" -e "s|@DATE@|$(date -R -u -d "@$when")|" \
 	"$here/changelog" | gzip -9n >"$doc/changelog.gz"
 
-install -d -m 755 "$root/DEBIAN"
+# /etc/mkv, for the keys and the volume secret (docs/deploy.md): shipped
+# root's 0755, made root:mkv 0750 by postinst once the user exists.
+install -d -m 755 "$root/etc/mkv" "$root/DEBIAN"
 printf 'Source: mkv\n\nPackage: mkv\nArchitecture: any\n' >"$work/debian/control"
 depends=$(cd "$work" && dpkg-shlibdeps -O debian/mkv/usr/bin/mkv debian/mkv/usr/bin/mkv-volume)
 depends=${depends#shlibs:Depends=}
