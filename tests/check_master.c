@@ -104,6 +104,8 @@ static long put(const char *key, const char *body, size_t len)
 	if (st >= 400)
 		ck_assert_msg(r.body.len > 0 && r.body.data[r.body.len - 1] == '\n',
 			      "%ld without a one-line reason", st);
+	if (st >= 500)   /* said, for a test that did not expect it */
+		fprintf(stderr, "PUT %s: %ld %.*s", key, st, (int)r.body.len, r.body.data);
 	h_resp_free(&r);
 	free(u);
 	return st;
