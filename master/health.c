@@ -66,8 +66,9 @@ static atomic_bool stopping;
 static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
 
-/* A subvolume seen for the first time: its id (volid.c), read or, on a
- * new disk, written with its marker.  False (logged) when it cannot be. */
+/* A subvolume seen for the first time: its id (volid.c), read, or
+ * written with its marker (a new disk, or an older master's marker).
+ * False (logged) when it cannot be. */
 static bool read_id(struct vol *v, int sv)
 {
 	char loc[600], id[VOL_ID_LEN + 1];
@@ -125,8 +126,9 @@ static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *m
 	if (st > 0)
 		note_server(v, a.server);
 	if ((st == 404 || st == 200) && !v->seen[sv]) {   /* first seen: its id */
-		if (!read_id(v, sv))
-			return 0;
+		if (!read_id(v, sv) && st == 404)
+			return 0;   /* a new disk that cannot be marked (a marker
+				     * with no id that cannot get one still serves) */
 		st = 200;
 	}
 	if (st == 200) {

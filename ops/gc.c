@@ -315,13 +315,10 @@ static int remove_unlinked(struct gc *g)
 }
 
 /* ---- the volumes' names ----
- *
- * Records name volumes as -volumes spelled them when the key was written.
- * Another spelling of the same server (localhost vs 127.0.0.1) is the
- * same disk, told by the id in its marker (vol_in, vol_among).  A record
- * naming a volume that is none of -volumes, or one whose id cannot be
- * read, may mean -volumes is not the master's: a sample of records is
- * read first, and such a record stops -delete. */
+ * Another spelling of a volume is the same disk (vol_in, vol_among).  A
+ * record naming a volume none of -volumes is (or one it cannot tell of)
+ * may mean -volumes is not the master's: a sample of records is read
+ * first, and such a record stops -delete. */
 
 /* The first of r's locations on no -volumes volume (or that cannot be
  * told of), as a heap copy, or NULL. */

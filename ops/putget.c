@@ -326,10 +326,8 @@ static int link_as(int fd, const char *path)
 {
 	char self[64];
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0)
-		return 0;
-	return errno == EEXIST && unlink(path) == 0 ?
-		linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) : -1;
+	unlink(path);
+	return linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
 }
 
 /* GET url into an unnamed file (following the master's redirect when

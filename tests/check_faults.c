@@ -779,6 +779,61 @@ START_TEST(test_read_only)
 }
 END_TEST
 
+/* A volume whose marker has no id yet (an older master's) and cannot get
+ * one (its filesystem read-only) still serves: only the deletes that need
+ * its id wait for it, and the master says why (it was marked down, and
+ * every read of its keys got 503). */
+START_TEST(test_read_only_old_marker)
+{
+	static const char *const flags[] = {"-replicas", "1", "-subvolumes", "1", NULL};
+	struct vol v;
+	struct master m = {0};
+	struct resp r;
+	char *u, *marker, *log;
+	long st = 0;
+	FILE *f;
+	h_vol_start(&v, VOL_MKV);
+	h_vol_down(&v);
+	if (mount(v.dir, v.dir, NULL, MS_BIND, NULL) < 0) {
+		fprintf(stderr, "read-only, old marker: SKIPPED: bind mount: %s\n", strerror(errno));
+		ck_assert_msg(geteuid() != 0, "cannot bind mount as root: %s", strerror(errno));
+		h_vol_stop(&v);
+		return;
+	}
+	h_vol_respawn(&v);
+	h_master_start(&m, &v, 1, flags);
+	wait_cluster(&m);
+	u = murl(&m, "/ro-old-marker");
+	ck_assert_int_eq(h_http("PUT", u, "kept", 4, NULL, false, &r), 201);
+	h_resp_free(&r);
+	h_master_down(&m);
+	marker = xasprintf("%s/.mkv", v.dir);   /* as masters before the id wrote it */
+	ck_assert((f = fopen(marker, "w")) != NULL);
+	fputs("mkv volume marker\n", f);
+	fclose(f);
+	ck_assert_msg(mount(NULL, v.dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) == 0,
+		      "remount %s read-only: %s", v.dir, strerror(errno));
+	h_master_restart(&m, &v, 1, flags);
+	for (uint64_t end = now_ms() + 20000; now_ms() < end; usleep(50000)) {
+		st = h_http("GET", u, NULL, 0, NULL, true, &r);
+		if (st == 200)
+			break;
+		h_resp_free(&r);
+	}
+	ck_assert_msg(st == 200, "GET of a key on a volume whose marker cannot get an id: %ld", st);
+	ck_assert(r.body.len == 4 && !memcmp(r.body.data, "kept", 4));
+	h_resp_free(&r);
+	log = h_read_file(m.log);
+	ck_assert_msg(log && strstr(log, "its id cannot be read"), "the master did not say why");
+	free(log);
+	h_master_stop(&m);
+	h_vol_down(&v);
+	umount2(v.dir, MNT_DETACH);
+	h_vol_stop(&v);
+	free(u), free(marker);
+}
+END_TEST
+
 /* ---- a DELETE that a volume refuses ---- */
 
 /* README: DELETE answers "500 if a volume refused (the key stays
@@ -1577,6 +1632,7 @@ int main(void)
 	tc = tcase_create("read-only");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_read_only);
+	tcase_add_test(tc, test_read_only_old_marker);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("failed DELETE");
 	tcase_set_timeout(tc, 30);
