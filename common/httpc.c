@@ -121,22 +121,23 @@ void httpc_unsigned(const char *prefix)
 	master_len = prefix ? strlen(prefix) : 0;
 }
 
-/* url, signed for method (NULL: never) when a volume secret is set (common/volsign.h):
- * this is where every volume request made with libcurl gets its
- * signature, so the callers, and their log lines, see the plain URL. */
+size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n)
+{
+	if (master_url && !strncmp(url, master_url, master_len) && strchr("/?", url[master_len]))
+		return strlen(url) < n ? (size_t)snprintf(out, n, "%s", url) : 0;
+	return volsign_url(url, method, VOLSIGN_SELF_TTL, out, n);
+}
+
+/* url as it goes (method NULL: never signed): the callers, and their log
+ * lines, see the plain URL. */
 static void set_url(CURL *h, const char *url, const char *method)
 {
 	char stack[2048], *big = NULL;
-	if (!method || !volsign_on() || (master_url && !strncmp(url, master_url, master_len) &&
-			      strchr("/?", url[master_len]))) {
-		curl_easy_setopt(h, CURLOPT_URL, url);
-		return;
-	}
-	if (!volsign_url(url, method, VOLSIGN_SELF_TTL, stack, sizeof(stack))) {
+	if (method && !httpc_volume_url(url, method, stack, sizeof(stack))) {
 		size_t n = strlen(url) + VOLSIGN_EXTRA;
-		volsign_url(url, method, VOLSIGN_SELF_TTL, big = xmalloc(n), n);
+		httpc_volume_url(url, method, big = xmalloc(n), n);
 	}
-	curl_easy_setopt(h, CURLOPT_URL, big ? big : stack);   /* libcurl copies it */
+	curl_easy_setopt(h, CURLOPT_URL, big ? big : method ? stack : url);   /* libcurl copies it */
 	free(big);
 }
 
@@ -259,52 +260,10 @@ static int turn(CURLM *m, void (*fin)(void *ctx, CURL *h, CURLcode rc), void *ct
 	return running;
 }
 
-static void fanout_done(void *ctx, CURL *h, CURLcode rc)
-{
-	struct httpc_req *r;
-	(void)ctx;
-	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
-	req_done(r, h, rc);
-}
-
-#define DOWN_ERR "its volume was marked down by the health check"
-
-/* httpc_fanout, but when down says a request's volume is down, that
- * request fails and the others stop; returns its index, or -1. */
-static int fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
-		  size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg)
-{
-	struct conns *c = conns(n);
-	int gone = -1;
-
-	for (int i = 0; i < n; i++) {
-		CURL *h = c->h[i];
-		reqs[i].status = -1;
-		reqs[i].timed_out = false;
-		base_opts(h, reqs[i].url, method, reqs[i].err, timeout_ms);
-		curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)&reqs[i]);
-		request_opts(h, method, body, bodylen, timeout_ms);
-		curl_multi_add_handle(c->multi, h);
-	}
-	while (gone < 0 && turn(c->multi, fanout_done, NULL)) {
-		curl_multi_poll(c->multi, NULL, 0, down ? 100 : 1000, NULL);
-		for (int i = 0; down && i < n && gone < 0; i++)
-			if (reqs[i].status < 0 && !reqs[i].err[0] && down(down_arg, i))
-				gone = i;
-	}
-	for (int i = 0; i < n; i++) {
-		if (gone >= 0 && reqs[i].status < 0 && !reqs[i].err[0])
-			snprintf(reqs[i].err, sizeof(reqs[i].err), "%s",
-				 i == gone ? DOWN_ERR : "stopped: another replica failed");
-		curl_multi_remove_handle(c->multi, c->h[i]);
-	}
-	return gone;
-}
-
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms)
 {
-	fanout(method, reqs, n, body, bodylen, timeout_ms, NULL, NULL);
+	vconn_wait(method, reqs, n, body, bodylen, timeout_ms, NULL, NULL, NULL, 0);
 }
 
 /* ---- one streamed request ---- */
@@ -784,7 +743,7 @@ static int movable(struct httpc_stream *s, CURL **un, bool *stalled)
 			r->active_ms = now;
 			un[nun++] = r->h;
 		} else if (s->cfg.down && s->cfg.down(s->cfg.down_arg, i)) {
-			snprintf(r->req->err, sizeof(r->req->err), DOWN_ERR);
+			snprintf(r->req->err, sizeof(r->req->err), HTTPC_DOWN_ERR);
 			*stalled = true;
 			if (s->first < 0)
 				s->first = i;
@@ -835,24 +794,39 @@ static void drive(struct httpc_stream *s, struct conns *c)
 	free(un);
 }
 
+/* All of the body is here already, and small: head and body go in one
+ * request per replica (vconn's). */
+static bool small(struct httpc_stream *s)
+{
+	bool yes;
+	pthread_mutex_lock(&s->mu);
+	yes = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
+	      s->head < s->cfg.cap;
+	pthread_mutex_unlock(&s->mu);
+	return yes;
+}
+
+/* A small body's fan-out ended: the replica down failed (gone), else the
+ * first that failed, or -1. */
+static int small_first(struct httpc_stream *s, int gone)
+{
+	for (int i = s->cfg.n - 1; i >= 0; i--)
+		if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
+			s->first = i;
+	return gone >= 0 ? gone : s->first;
+}
+
 int httpc_stream_run(struct httpc_stream *s)
 {
-	struct conns *c = conns(s->cfg.n + 1);
-	bool small;
-
+	struct conns *c;
+	if (small(s))
+		return small_first(s, vconn_wait("PUT", s->cfg.reqs, s->cfg.n, s->ring,
+						 (size_t)s->head, s->cfg.stall_ms, s->cfg.down,
+						 s->cfg.down_arg, NULL, 0));
+	c = conns(s->cfg.n + 1);
 	pthread_mutex_lock(&s->mu);
-	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
-		s->head < s->cfg.cap;
-	s->multi = small ? NULL : c->multi;
+	s->multi = c->multi;
 	pthread_mutex_unlock(&s->mu);
-	if (small) { /* all here already: head and body in one request per replica */
-		int gone = fanout("PUT", s->cfg.reqs, s->cfg.n, s->ring, (size_t)s->head,
-				  s->cfg.stall_ms, s->cfg.down, s->cfg.down_arg);
-		for (int i = s->cfg.n - 1; i >= 0; i--)
-			if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
-				s->first = i;
-		return gone >= 0 ? gone : s->first;
-	}
 	if (!s->src)
 		start_puts(s, c);
 	drive(s, c);
@@ -945,35 +919,35 @@ int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, 
 	return st;
 }
 
-int httpc_delete(const char *url, long timeout_ms, char *err)
+int httpc_outcome(const char *who, const char *method, const struct httpc_req *reqs, int n,
+		  bool *ok)
 {
-	int st = httpc_do("DELETE", url, NULL, 0, timeout_ms, NULL, 0, err);
-	if (st == 204 || st == 200 || st == 404)
-		return 0;
-	if (st > 0)
-		snprintf(err, 256, "status %d", st);
-	return -1;
+	int good = 0;
+	bool del = !strcmp(method, "DELETE");
+	for (int i = 0; i < n; i++) {
+		int st = reqs[i].status;
+		bool g = del ? httpc_gone(st) : st >= 200 && st < 300;
+		if (!g)
+			log_msg("%s%s %s failed (%d%s%s)", who, method, reqs[i].url, st,
+				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
+		if (ok)
+			ok[i] = g;
+		good += g;
+	}
+	return good;
 }
 
 int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms,
 		     const char *who, bool *gone)
 {
 	struct httpc_req *reqs = xcalloc((size_t)(n > 0 ? n : 1), sizeof(*reqs));
-	int ngone = 0;
+	int ngone;
 	for (int i = 0; i < n; i++)
 		reqs[i].url = httpc_url(locs[i], path);
 	httpc_fanout("DELETE", reqs, n, NULL, 0, timeout_ms);
-	for (int i = 0; i < n; i++) {
-		int st = reqs[i].status;
-		bool ok = (st >= 200 && st < 300) || st == 404;
-		if (!ok)
-			log_msg("%sDELETE %s failed (%d%s%s)", who, reqs[i].url, st,
-				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
-		if (gone)
-			gone[i] = ok;
-		ngone += ok;
+	ngone = httpc_outcome(who, "DELETE", reqs, n, gone);
+	for (int i = 0; i < n; i++)
 		free((char *)reqs[i].url);
-	}
 	free(reqs);
 	return ngone;
 }
@@ -1016,20 +990,12 @@ int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const ch
 static void stream_async_done(void *arg, int gone)
 {
 	struct httpc_stream *s = arg;
-	for (int i = s->cfg.n - 1; i >= 0; i--)
-		if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
-			s->first = i;
-	s->async_done(s->async_arg, gone >= 0 ? gone : s->first);
+	s->async_done(s->async_arg, small_first(s, gone));
 }
 
 int httpc_stream_run_async(struct httpc_stream *s, void (*done)(void *arg, int first), void *arg)
 {
-	bool small;
-	pthread_mutex_lock(&s->mu);
-	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
-		s->head < s->cfg.cap;
-	pthread_mutex_unlock(&s->mu);
-	if (!small || !loop_current())
+	if (!small(s) || !loop_current())
 		return -1;
 	s->async_done = done;
 	s->async_arg = arg;

@@ -32,6 +32,24 @@ void httpc_thread_cleanup(void);
  * start; prefix stays the caller's. */
 void httpc_unsigned(const char *prefix);
 
+/* url as every volume request goes, libcurl's or vconn's: signed for
+ * method (common/volsign.h, VOLSIGN_SELF_TTL) when a volume secret is
+ * set, as it is when it goes to the master (httpc_unsigned).  url is
+ * absolute, or a bare "/path[?query]".  Into out (n bytes): its length,
+ * 0 when it does not fit. */
+size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n);
+
+/* Why a request to a volume the health check marked down failed (at once,
+ * not at its deadline), the same from both clients. */
+#define HTTPC_DOWN_ERR "its volume was marked down by the health check"
+
+/* Is a blob gone after a DELETE answered status (2xx; 404: already)?  The
+ * one rule of every DELETE of a copy. */
+static inline bool httpc_gone(int status)
+{
+	return (status >= 200 && status < 300) || status == 404;
+}
+
 /* The URL of the blob at path (placement_path's) on volume loc
  * ("host:port" or "host:port/svNN"): a heap string. */
 char *httpc_url(const char *loc, const char *path);
@@ -53,13 +71,20 @@ struct httpc_req {
 	char err[256];           /* curl's reason when status is -1 */
 };
 
-/* Perform method on every reqs[i].url at once, the same body (NULL: none;
- * sent with the request head, no `Expect: 100-continue`) to each, over this
- * thread's keep-alive connections, and return when all have answered or
- * failed.  Each transfer is bounded by timeout_ms (0 = none).  For bodies
- * that fit in memory: a volume's answer body is read and dropped. */
+/* Perform method on every reqs[i].url at once, the same body (NULL: none)
+ * to each, and return when all have answered or failed, each within
+ * timeout_ms (0 = none): vconn_wait (the loops' client, on a loop
+ * of this thread's own; never on a loop's thread).  For bodies that fit
+ * in memory: a volume's answer body is read and dropped. */
 void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
 		  size_t bodylen, long timeout_ms);
+
+/* The outcome of a fan-out of method: how many of reqs[0..n) were gone
+ * (httpc_gone) or, for any other method, answered 2xx; ok[i] (ok may be
+ * NULL) says which.  Each other is logged as "<who><method> <url> failed
+ * (<status>[: <reason>])". */
+int httpc_outcome(const char *who, const char *method, const struct httpc_req *reqs, int n,
+		  bool *ok);
 
 /* ---- one streamed request: a GET (or HEAD), or a PUT from a reader ---- */
 struct httpc_call {
@@ -190,10 +215,6 @@ void httpc_stream_free(struct httpc_stream *s);
  * when src could not be read whole. */
 int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
 	       char *err);
-
-/* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
- * bytes) saying why. */
-int httpc_delete(const char *url, long timeout_ms, char *err);
 
 /* DELETE the blob at path (placement_path's) on each of locs[0..n) at
  * once, each within timeout_ms.  Returns how many are gone (2xx, or 404:

@@ -236,6 +236,14 @@ static void stop_checked(pid_t *pid, const char *what, int port, const char *log
 
 /* Start v's server and wait until it listens.  Returns false (the child
  * reaped) when it exits first, e.g. because its port is taken. */
+/* nginx's worker_connections for v: Debian's stock 768 unless v says. */
+static void nginx_conns(const struct vol *v)
+{
+	char n[16];
+	snprintf(n, sizeof(n), "%d", v->conns ? v->conns : 768);
+	setenv("MKV_NGINX_CONNECTIONS", n, 1);
+}
+
 static bool vol_try_spawn(struct vol *v, const char *log)
 {
 	char port[16];
@@ -259,6 +267,7 @@ static bool vol_try_spawn(struct vol *v, const char *log)
 	} else {
 		char *script = h_root("deploy/nginx/mkv-nginx-volume");
 		char *argv[] = {"/bin/sh", script, port, v->dir, NULL, NULL, NULL};
+		nginx_conns(v);
 		if (v->secret) {
 			argv[2] = "-volumesecret";
 			argv[3] = (char *)v->secret;
@@ -322,6 +331,7 @@ void h_vol_reload(struct vol *v)
 				port, v->dir, NULL};
 		int st;
 		snprintf(port, sizeof(port), "%d", v->port);
+		nginx_conns(v);
 		waitpid(h_spawn(argv, log), &st, 0);
 		if (!WIFEXITED(st) || WEXITSTATUS(st))
 			h_fail("mkv-nginx-volume -reload on port %d failed (see %s)", v->port, log);
@@ -335,9 +345,22 @@ void h_vol_start(struct vol *v, enum vol_kind kind)
 	h_vol_start_secret(v, kind, NULL);
 }
 
+static void vol_start(struct vol *v, enum vol_kind kind, const char *secret, int conns);
+
+void h_vol_start_conns(struct vol *v, int conns)
+{
+	vol_start(v, VOL_NGINX, NULL, conns);
+}
+
 void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret)
 {
+	vol_start(v, kind, secret, 0);
+}
+
+static void vol_start(struct vol *v, enum vol_kind kind, const char *secret, int conns)
+{
 	char *tmp = h_tmpdir();
+	v->conns = conns;
 	v->kind = kind;
 	v->peers = NULL;   /* a test sets it before a restart */
 	v->secret = secret;

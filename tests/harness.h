@@ -70,10 +70,15 @@ struct vol {
 	const char *peers;   /* mkv-volume's -peers, or NULL (h_vol_start's); set it
 				before h_vol_restart */
 	const char *secret;  /* -volumesecret FILE (either kind), or NULL */
+	int conns;           /* nginx's worker_connections; 0: Debian's stock 768 (its
+				keepalive limits are always nginx's own) */
 };
+/* h_vol_start: a volume of that kind (nginx: Debian's stock limits). */
 void h_vol_start(struct vol *v, enum vol_kind kind);
 /* h_vol_start with -volumesecret secret (a file; the caller keeps it). */
 void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret);
+/* An nginx volume with worker_connections conns. */
+void h_vol_start_conns(struct vol *v, int conns);
 /* Have v read its -volumesecret file again: mkv-volume on SIGHUP, nginx
  * by mkv-nginx-volume -reload (nginx -s reload).  Returns once asked;
  * the new secrets take over a moment later (poll for it). */
