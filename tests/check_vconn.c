@@ -1005,6 +1005,40 @@ START_TEST(pipelined_resigned)
 }
 END_TEST
 
+/* atk42: a refused signature on a pipelined connection while the volume's
+ * pool is full (32 connections).  The GET goes again "fresh" (never on an
+ * idle connection), so with the pool full it waits; once only such GETs
+ * wait and a connection goes idle, host_kick takes each from the queue,
+ * op_start queues it again (fresh: the idle one is not for it; 32 open),
+ * and the loop never ends: the thread spins and no GET is answered. */
+static const char *s_refuse_after_first(int conn, int nth, const char *path, int *after)
+{
+	(void)conn, (void)path, (void)after;
+	return nth >= 2 ? "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n" : CREATED;
+}
+
+START_TEST(resigned_at_pool_cap)
+{
+	struct mfake m;
+	struct gets g;
+	char *u, *secret = xasprintf("/tmp/check_vconn_secret.%d", (int)getpid()), err[256];
+	FILE *fp = fopen(secret, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("0123456789abcdef0123456789abcdef\n", fp);
+	fclose(fp);
+	ck_assert_int_eq(volsign_load(secret, err, sizeof(err)), 0);
+	unlink(secret);
+	mfake_start(&m, s_refuse_after_first);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/ab/");
+	get_n(&g, u, 600);   /* 32 x 16 pipelined, the rest wait */
+	ck_assert_int_eq(g.answered, 600);
+	vconn_thread_cleanup();
+	mfake_stop(&m);
+	free(u);
+	free(secret);
+}
+END_TEST
+
 /* A thread that ends with a request under way closes its connection. */
 static bool closed_all(struct mfake *m)
 {
@@ -1378,6 +1412,7 @@ int main(void)
 	tcase_add_test(tc, pipelined_over_once);
 	tcase_add_test(tc, pipelined_resigned);
 	tcase_add_test(tc, cleanup_closes_busy);
+	tcase_add_test(tc, resigned_at_pool_cap);
 	tcase_add_test(tc, slow_resolver);
 	tcase_add_loop_test(tc, fuzz_connection, 0, 64);
 	suite_add_tcase(s, tc);
