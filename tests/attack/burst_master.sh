@@ -30,5 +30,6 @@ kill -TERM $mpid; sleep 1
 for p in "${pids[@]}"; do kill -TERM -- -$p 2>/dev/null || kill -TERM $p; done
 wait 2>/dev/null
 echo "--- master.log (errors)"; grep -v " is up\| runs " "$t/master.log" | tail -8
+grep -l "AddressSanitizer\|runtime error\|LeakSanitizer" "$t"/*.log && { grep -h -A12 "AddressSanitizer\|runtime error\|LeakSanitizer" "$t"/*.log | head -40; rc=1; }
 rm -rf "$t"
 exit $rc

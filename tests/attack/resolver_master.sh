@@ -45,7 +45,8 @@ cleanup() {
 	for p in "${pids[@]}"; do kill -TERM -- -$p 2>/dev/null || kill -TERM $p; done
 	kill $dnspid 2>/dev/null
 	wait 2>/dev/null
-	echo "--- master.log (tail)"; tail -15 "$t/master.log"
+	echo "--- master.log (tail)"; grep -v " is up\| runs " "$t/master.log" | tail -8
+	grep -h -A12 "AddressSanitizer\\|runtime error\\|LeakSanitizer" "$t"/*.log | head -40
 	rm -rf "$t"
 }
 trap cleanup EXIT

@@ -32,5 +32,6 @@ cat "$t/put.out" "$t/del.out"
 curl -s -o /dev/null -w "DELETE after marked down: %{http_code} in %{time_total} s\n" -X DELETE "http://127.0.0.1:$pm/b"
 kill -CONT $v2; kill $m; sleep 1; kill $v1 $v2; wait 2>/dev/null
 grep -v " is up\| runs " "$t/master.log" | tail -6
+grep -l "AddressSanitizer\|runtime error\|LeakSanitizer" "$t"/*.log && { grep -h -A12 "AddressSanitizer\|runtime error\|LeakSanitizer" "$t"/*.log | head -40; rc=1; }
 rm -rf "$t"
 exit $rc
