@@ -1030,6 +1030,80 @@ START_TEST(pipelined_resigned)
 }
 END_TEST
 
+/* atk42: a refused signature on a pipelined connection while the volume's
+ * pool is full (32 connections).  The GET goes again "fresh" (never on an
+ * idle connection), so with the pool full it waits; once only such GETs
+ * wait and a connection goes idle, host_kick takes each from the queue,
+ * op_start queues it again (fresh: the idle one is not for it; 32 open),
+ * and the loop never ends: the thread spins and no GET is answered. */
+static const char *s_refuse_after_first(int conn, int nth, const char *path, int *after)
+{
+	(void)conn, (void)path, (void)after;
+	return nth >= 2 ? "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n" : CREATED;
+}
+
+START_TEST(resigned_at_pool_cap)
+{
+	struct mfake m;
+	struct gets g;
+	char *u, *secret = xasprintf("/tmp/check_vconn_secret.%d", (int)getpid()), err[256];
+	FILE *fp = fopen(secret, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("0123456789abcdef0123456789abcdef\n", fp);
+	fclose(fp);
+	ck_assert_int_eq(volsign_load(secret, err, sizeof(err)), 0);
+	unlink(secret);
+	mfake_start(&m, s_refuse_after_first);
+	u = url_of((struct fake *)&(struct fake){.port = m.port}, "/ab/");
+	get_n(&g, u, 600);   /* 32 x 16 pipelined, the rest wait */
+	ck_assert_int_eq(g.answered, 600);
+	vconn_thread_cleanup();
+	mfake_stop(&m);
+	free(u);
+	free(secret);
+}
+END_TEST
+
+/* atk42: two volumes on one host whose ports are such that one's digits
+ * begin the other's (127.0.0.1:P0 and 127.0.0.1:P, P0 = 10 P + d): the
+ * name cache (name_of) compares the port by the new name's length only,
+ * so once P0 is known a request for P connects to P0. */
+static bool port_free(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	bool ok;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+START_TEST(port_prefix_names)
+{
+	struct mfake longer, shorter;
+	struct call c;
+	char *ul, *us;
+	int p = 1024 + (int)(getpid() % 4000), tries = 0;
+	while ((!port_free(p) || !port_free(p * 10 + 1)) && tries++ < 4000)
+		p = p + 1 < 6553 ? p + 1 : 1024;
+	mfake_start_on(&longer, s_ok, p * 10 + 1);
+	mfake_start_on(&shorter, s_ok, p);
+	ul = xasprintf("http://127.0.0.1:%d/sv00/ab/cd/a2V5", p * 10 + 1);
+	us = xasprintf("http://127.0.0.1:%d/sv00/ab/cd/a2V5", p);
+	ck_assert_int_eq(run2(&c, "DELETE", ul, NULL, NULL, 10000), 201);
+	ck_assert_int_eq(run2(&c, "DELETE", us, NULL, NULL, 10000), 201);
+	ck_assert_msg(atomic_load(&shorter.reqs) == 1 && atomic_load(&longer.reqs) == 1,
+		      "port %d got %d requests, port %d got %d", p, atomic_load(&shorter.reqs),
+		      p * 10 + 1, atomic_load(&longer.reqs));
+	mfake_stop(&longer);
+	mfake_stop(&shorter);
+	free(ul);
+	free(us);
+}
+END_TEST
+
 /* A thread that ends with a request under way closes its connection. */
 static bool closed_all(struct mfake *m)
 {
@@ -1404,6 +1478,8 @@ int main(void)
 	tcase_add_test(tc, pipelined_over_once);
 	tcase_add_test(tc, pipelined_resigned);
 	tcase_add_test(tc, cleanup_closes_busy);
+	tcase_add_test(tc, resigned_at_pool_cap);
+	tcase_add_test(tc, port_prefix_names);
 	tcase_add_loop_test(tc, fuzz_connection, 0, 64);
 	suite_add_tcase(s, tc);
 	/* No loop thread of the fixture's: it forks a child of its own, and a
