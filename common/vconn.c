@@ -1145,6 +1145,12 @@ static void op_start(struct vop *op, bool fresh)
 	}
 	if (!fresh)
 		c = idle_pick(h);
+	else if (h->idle && h->nconn >= HOST_MAX) {   /* room for it: else it waits on forever */
+		c = h->idle;
+		idle_take(c);
+		conn_drop(c);
+		c = NULL;
+	}
 	if (!c && ((rc = host_ready(h, err, sizeof(err))) == 0 || (rc > 0 && h->nconn >= HOST_MAX))) {
 		if (f->pipe)
 			f->deadline = 0;   /* counts from its send */
