@@ -214,6 +214,14 @@ static void del_sent(void *arg, int gone)
 	del_write(d, true, del_refused_written);
 }
 
+/* A volume the checker marks down while its DELETE is under way answers
+ * nothing until -puttimeout: the DELETE ends now (its copy stays named). */
+static bool del_down(void *arg, int j)
+{
+	struct del *d = arg;
+	return !health_up(d->r.locs[d->up[j]], strlen(d->r.locs[d->up[j]]));
+}
+
 static void del_marked(struct del *d)
 {
 	if (d->rc < 0) {
@@ -234,8 +242,8 @@ static void del_marked(struct del *d)
 		d->up[d->nup] = i;
 		d->reqs[d->nup++].url = httpc_url(d->r.locs[i], d->path);
 	}
-	if (vconn_fanout("DELETE", d->reqs, d->nup, NULL, 0, (long)d->cfg->puttimeout_ms, NULL,
-			 NULL, del_sent, d) < 0) {   /* another thread's loop: none sent */
+	if (vconn_fanout("DELETE", d->reqs, d->nup, NULL, 0, (long)d->cfg->puttimeout_ms, del_down,
+			 d, del_sent, d) < 0) {   /* another thread's loop: none sent */
 		for (int i = 0; i < d->nup; i++)
 			d->reqs[i] = (struct httpc_req){d->reqs[i].url, -1, false, "not sent"};
 		del_sent(d, -1);
