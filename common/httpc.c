@@ -30,6 +30,10 @@ struct conns {
 	int nh;
 };
 static __thread struct conns *tl;
+/* The volume names this thread's transfers met, pinned to vconn's
+ * lookups (one entry a name and port, updated in place): libcurl looks
+ * none up itself, so a slow resolver never eats a request's time. */
+static __thread struct curl_slist *pins;
 static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct conns *idle[IDLE_MAX];
 static int nidle;
@@ -48,6 +52,8 @@ void httpc_thread_cleanup(void)
 {
 	struct conns *c = tl;
 	vconn_thread_cleanup();
+	curl_slist_free_all(pins);
+	pins = NULL;
 	tl = NULL;
 	if (!c)
 		return;
@@ -155,6 +161,25 @@ void httpc_sign(const char *prefix, const char *user)
 	sign_len = strlen(prefix);
 }
 
+static void pin(CURL *h, const char *url)
+{
+	char s[600];
+	size_t pre;
+	struct curl_slist *l;
+	if (!vconn_pin(url, s, sizeof(s)))
+		return;
+	pre = (size_t)(strchr(strchr(s, ':') + 1, ':') + 1 - s);
+	for (l = pins; l && strncmp(l->data, s, pre); l = l->next)
+		;
+	if (!l)
+		pins = curl_slist_append(pins, s);
+	else if (strcmp(l->data, s)) {
+		free(l->data);
+		l->data = xstrdup(s);
+	}
+	curl_easy_setopt(h, CURLOPT_RESOLVE, pins);
+}
+
 /* Reset h for a method request to url; its answer's body is dropped unless
  * the caller sets a writer. */
 static void base_opts(CURL *h, const char *url, const char *method, char *errbuf,
@@ -163,6 +188,7 @@ static void base_opts(CURL *h, const char *url, const char *method, char *errbuf
 	curl_easy_reset(h);
 	errbuf[0] = '\0';
 	set_url(h, url, method);
+	pin(h, url);
 	if (sign_len && !strncmp(url, sign_prefix, sign_len) &&
 	    (url[sign_len] == '/' || url[sign_len] == '?' || !url[sign_len])) {
 		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");

@@ -12,6 +12,7 @@
 #include "loop.h"
 #include "volsign.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <pthread.h>
 #include <errno.h>
@@ -267,7 +268,7 @@ void vresp_eof(struct vresp *r)
 					    : "the connection closed mid-answer");
 }
 
-/* ---- names: looked up on a thread of their own, never on a loop ---- */
+/* ---- names: each looked up on a thread of its own, never on a loop ---- */
 
 /* A name (not a literal address) is looked up at its first use, every
  * RESOLVE_MS after, and again when a connect to it fails (at most every
@@ -276,6 +277,7 @@ void vresp_eof(struct vresp *r)
 #define RESOLVE_MS 60000
 #define RETRY_MS 1000
 #define NADDR 8
+#define CONNECT_MS 10000      /* a connect that has not completed fails; a first lookup waited for */
 
 struct name {               /* a host: its volumes, whatever their ports, share it */
 	char host[256];
@@ -290,10 +292,8 @@ struct name {               /* a host: its volumes, whatever their ports, share 
 
 struct vstate;
 static pthread_mutex_t names_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t names_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t names_cv = PTHREAD_COND_INITIALIZER;   /* a lookup is due, or ended */
 static struct name *names;
-static bool resolving;            /* the resolver thread runs */
-
 
 /* Fill nm from ai (names_mu held). */
 static void name_set(struct name *nm, struct addrinfo *ai)
@@ -305,39 +305,33 @@ static void name_set(struct name *nm, struct addrinfo *ai)
 	nm->err[0] = '\0';
 }
 
+/* A name's own thread: one that never answers holds no other name. */
 static void *resolver(void *arg)
 {
-	(void)arg;
+	struct name *nm = arg;
 	pthread_mutex_lock(&names_mu);
 	for (;;) {
 		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-		struct name *nm, *todo = NULL;
-		char host[256];
-		uint64_t now = now_ms(), next = now + RESOLVE_MS;
+		uint64_t now = now_ms();
 		int rc;
-		for (nm = names; nm && !todo; nm = nm->next)
-			if (nm->due && now >= nm->due)
-				todo = nm;
-			else if (nm->due && nm->due < next)
-				next = nm->due;
-		if (!todo) {
-			cond_wait_ms(&names_cv, &names_mu, next - now);
+		if (now < nm->due) {
+			cond_wait_ms(&names_cv, &names_mu, nm->due - now);
 			continue;
 		}
-		memcpy(host, todo->host, sizeof(host));
 		pthread_mutex_unlock(&names_mu);
-		rc = getaddrinfo(host, NULL, &hints, &ai);
+		rc = getaddrinfo(nm->host, NULL, &hints, &ai);   /* host never changes */
 		pthread_mutex_lock(&names_mu);
 		if (rc == 0)
-			name_set(todo, ai);
+			name_set(nm, ai);
 		else
-			snprintf(todo->err, sizeof(todo->err), "could not resolve %.100s: %s", host,
+			snprintf(nm->err, sizeof(nm->err), "could not resolve %.100s: %s", nm->host,
 				 gai_strerror(rc));
 		if (ai)
 			freeaddrinfo(ai);
-		todo->gen++;
-		todo->at = now_ms();
-		todo->due = todo->at + (rc || !todo->naddr ? RETRY_MS : RESOLVE_MS);
+		nm->gen++;
+		nm->at = now_ms();
+		nm->due = nm->at + (rc || !nm->naddr ? RETRY_MS : RESOLVE_MS);
+		pthread_cond_broadcast(&names_cv);
 	}
 	return NULL;
 }
@@ -367,11 +361,8 @@ static struct name *name_of(const char *name, size_t n)
 		nm->gen = 1;
 	} else {
 		nm->due = 1;
-		if (!resolving && pthread_create(&t, NULL, resolver, NULL) == 0) {
+		if (pthread_create(&t, NULL, resolver, nm) == 0)
 			pthread_detach(t);
-			resolving = true;
-		}
-		pthread_cond_signal(&names_cv);
 	}
 	nm->next = names;
 	names = nm;
@@ -385,14 +376,44 @@ void vconn_resolve(const char *hostport)
 	name_of(hostport, strlen(hostport));
 }
 
+size_t vconn_pin(const char *url, char *out, size_t n)
+{
+	const char *hp = strstr(url, "://"), *colon;
+	size_t len, k = 0;
+	struct name *nm;
+	if (!hp || hp[3] == '[')
+		return 0;
+	hp += 3;
+	len = strcspn(hp, "/?#");
+	colon = memchr(hp, ':', len);
+	nm = name_of(hp, len);
+	pthread_mutex_lock(&names_mu);
+	for (uint64_t end = now_ms() + CONNECT_MS; !nm->gen && now_ms() < end;)
+		cond_wait_ms(&names_cv, &names_mu, 100);
+	if (nm->due && nm->naddr)
+		k = (size_t)snprintf(out, n, "%s:%.*s:", nm->host, colon ? (int)(hp + len - colon - 1) : 3,
+				     colon ? colon + 1 : strncmp(url, "https", 5) ? "80" : "443");
+	for (int i = 0; k && k < n && i < nm->naddr; i++) {
+		char a[INET6_ADDRSTRLEN];
+		struct sockaddr_storage *sa = &nm->addr[i];
+		bool v6 = sa->ss_family == AF_INET6;
+		inet_ntop(sa->ss_family, v6 ? (void *)&((struct sockaddr_in6 *)sa)->sin6_addr
+					  : (void *)&((struct sockaddr_in *)sa)->sin_addr, a, sizeof(a));
+		k += (size_t)snprintf(out + k, n - k, "%s%s%s%s", i ? "," : "", v6 ? "[" : "", a,
+				      v6 ? "]" : "");
+	}
+	pthread_mutex_unlock(&names_mu);
+	return k < n ? k : 0;
+}
+
 /* A connect to nm failed: look it up again soon (its address may have
- * changed), RETRY_MS after the last lookup. */
+ * changed), RETRY_MS after the last. */
 static void name_doubt(struct name *nm)
 {
 	pthread_mutex_lock(&names_mu);
 	if (nm->due > nm->at + RETRY_MS) {
 		nm->due = nm->at + RETRY_MS;
-		pthread_cond_signal(&names_cv);
+		pthread_cond_broadcast(&names_cv);
 	}
 	pthread_mutex_unlock(&names_mu);
 }
@@ -410,7 +431,6 @@ static void name_doubt(struct name *nm)
 #define HOST_MAX 32
 #define IDLE_MAX 16
 #define IDLE_MS 30000
-#define CONNECT_MS 10000      /* a connect that has not completed fails */
 /* Pipelined GETs (vconn_get): a connection carries up to PIPE at once, a
  * host up to HOST_CONNS such connections (another opens once each has
  * SPREAD); every GET a broken connection carried has used a send, and

@@ -72,6 +72,12 @@ struct loop *vconn_loop(void);
  * it later. */
 void vconn_resolve(const char *hostport);
 
+/* For libcurl's CURLOPT_RESOLVE: "host:port:addr[,addr...]" of url's
+ * host, a name, as its last good lookup found it (the first waited for,
+ * up to 10 s, on the caller's thread): its length, 0 for a literal
+ * address or a name with none (libcurl looks it up). */
+size_t vconn_pin(const char *url, char *out, size_t n);
+
 /* fn(url, status) for each request that ends (httpc_observe sets it). */
 void vconn_observe(void (*fn)(const char *url, int status));
 

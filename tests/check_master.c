@@ -1041,10 +1041,11 @@ END_TEST
 
 /* ---- volumes named by host name, and a resolver that stops answering ---- */
 
-static atomic_int dns_hold, dns_queries;
+static atomic_int dns_hold, dns_queries, dns_delay_ms;
 
 /* A DNS server on UDP fd: every A query answered 127.0.0.1 (AAAA:
- * nothing), held while dns_hold is set. */
+ * nothing), held while dns_hold is set, each after dns_delay_ms; names
+ * that begin "nx" never. */
 static void *dns_main(void *arg)
 {
 	int fd = *(int *)arg;
@@ -1061,6 +1062,9 @@ static void *dns_main(void *arg)
 		atomic_fetch_add(&dns_queries, 1);
 		while (atomic_load(&dns_hold))
 			usleep(10000);
+		if (n > 14 && !memcmp(q + 13, "nx", 2))
+			continue;
+		usleep((useconds_t)atomic_load(&dns_delay_ms) * 1000);
 		while (i < (size_t)n && q[i])
 			i += q[i] + 1u;
 		if ((i += 5) > (size_t)n)
@@ -1079,6 +1083,41 @@ static void *dns_main(void *arg)
 	return NULL;
 }
 
+/* This test's process in a mount namespace whose /etc/resolv.conf names
+ * dns_main (glibc waits timeout s for an answer), and n volumes named
+ * names[i]:port: false (skipped) when not root. */
+static bool names_ns(struct vol *v, int n, const char *const *names, int timeout, char **tmp)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
+	static int fd;
+	char *conf;
+	pthread_t t;
+	FILE *f;
+	if (geteuid() != 0) {
+		fprintf(stderr, "volume names: SKIPPED: not root (a mount namespace)\n");
+		return false;
+	}
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	a.sin_addr.s_addr = htonl(0x7f000000u | (((unsigned)getpid() & 0xffffu) << 8) | 78u);
+	ck_assert_msg(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
+	*tmp = h_tmpdir();
+	conf = xasprintf("%s/resolv.conf", *tmp);
+	ck_assert((f = fopen(conf, "w")) != NULL);
+	fprintf(f, "nameserver %s\noptions timeout:%d attempts:1\n", inet_ntoa(a.sin_addr), timeout);
+	fclose(f);
+	ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare: %s", strerror(errno));
+	ck_assert(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+	ck_assert(mount(conf, "/etc/resolv.conf", NULL, MS_BIND, NULL) == 0);
+	free(conf);
+	pthread_create(&t, NULL, dns_main, &fd);
+	for (int i = 0; i < n; i++) {
+		h_vol_start(&v[i], VOL_MKV);
+		free(v[i].name);
+		v[i].name = xasprintf("%s:%d", names[i], v[i].port);
+	}
+	return true;
+}
+
 /* Volumes named vol.mkv.test (a mount namespace whose /etc/resolv.conf
  * names the test's DNS server); once the name was looked up the server
  * stops answering: small PUTs on every loop are answered 201 with the
@@ -1091,33 +1130,12 @@ START_TEST(test_volume_names_resolver_stalls)
 	static const char *const flags[] = {"-replicas", "2", NULL};
 	struct vol v[3];
 	struct master hm = {0};
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	char *tmp, *conf, *u;
-	pthread_t t;
+	char *tmp, *u;
 	struct resp r;
 	long st = 0;
-	FILE *f;
-	if (geteuid() != 0) {
-		fprintf(stderr, "resolver stalls: SKIPPED: not root (a mount namespace)\n");
+	static const char *const names[] = {"vol.mkv.test", "vol.mkv.test", "vol.mkv.test"};
+	if (!names_ns(v, 3, names, 30, &tmp))
 		return;
-	}
-	a.sin_addr.s_addr = htonl(0x7f000000u | (((unsigned)getpid() & 0xffffu) << 8) | 78u);
-	ck_assert_msg(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
-	tmp = h_tmpdir();
-	conf = xasprintf("%s/resolv.conf", tmp);
-	ck_assert((f = fopen(conf, "w")) != NULL);
-	fprintf(f, "nameserver %s\noptions timeout:30 attempts:1\n", inet_ntoa(a.sin_addr));
-	fclose(f);
-	ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare: %s", strerror(errno));
-	ck_assert(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
-	ck_assert(mount(conf, "/etc/resolv.conf", NULL, MS_BIND, NULL) == 0);
-	pthread_create(&t, NULL, dns_main, &fd);
-	for (int i = 0; i < 3; i++) {
-		h_vol_start(&v[i], VOL_MKV);
-		free(v[i].name);
-		v[i].name = xasprintf("vol.mkv.test:%d", v[i].port);
-	}
 	h_master_start(&hm, v, 3, flags);
 	u = xasprintf("%s/stall-first", hm.base);
 	for (int i = 0; i < 200 && (st = h_http("PUT", u, "x", 1, NULL, false, &r)) != 201; i++) {
@@ -1143,7 +1161,57 @@ START_TEST(test_volume_names_resolver_stalls)
 	for (int i = 0; i < 3; i++)
 		h_vol_stop(&v[i]);
 	h_rmrf(tmp);
-	free(tmp), free(conf);
+	free(tmp);
+}
+END_TEST
+
+/* A resolver that answers 1.5 s late, -voltimeout 500ms, and a fourth
+ * volume whose name is never answered: the health checks wait for the
+ * names' lookups (each on a thread of its own), not within -voltimeout,
+ * and libcurl is given their addresses (it looked them up itself, within
+ * -voltimeout: every volume stayed down, every PUT 503).  As root only. */
+START_TEST(test_volume_names_resolver_slow)
+{
+	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "500ms", NULL};
+	static const char *const names[] = {"vol.mkv.test", "vol.mkv.test", "vol.mkv.test",
+					    "nx.mkv.test"};
+	struct vol v[4];
+	struct master hm = {0};
+	char *tmp, *u;
+	struct resp r;
+	long st = 0;
+	atomic_store(&dns_delay_ms, 1500);
+	if (!names_ns(v, 4, names, 3, &tmp))
+		return;
+	h_master_start(&hm, v, 4, flags);
+	u = xasprintf("%s/slow-first", hm.base);
+	for (uint64_t end = now_ms() + 30000;
+	     (st = h_http("PUT", u, "x", 1, NULL, false, &r)) != 201 && now_ms() < end;) {
+		h_resp_free(&r);   /* until the checks saw them up */
+		usleep(50000);
+	}
+	ck_assert_msg(st == 201, "first PUT: %ld %.*s", st, (int)r.body.len,
+		      r.body.data ? r.body.data : "");
+	h_resp_free(&r);
+	free(u);
+	for (int i = 0; i < 20; i++) {   /* and they stay up */
+		u = xasprintf("%s/slow-%d", hm.base, i);
+		st = h_http("PUT", u, "hello", 5, NULL, false, &r);
+		ck_assert_msg(st == 201, "PUT %s: %ld %.*s", u, st, (int)r.body.len,
+			      r.body.data ? r.body.data : "");
+		h_resp_free(&r);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+		h_resp_free(&r);
+		free(u);
+		usleep(100000);
+	}
+	ck_assert_msg(file_count(hm.log, "volume vol.mkv.test", "marked down") == 0,
+		      "a volume named vol.mkv.test was marked down");
+	h_master_stop(&hm);
+	for (int i = 0; i < 4; i++)
+		h_vol_stop(&v[i]);
+	h_rmrf(tmp);
+	free(tmp);
 }
 END_TEST
 
@@ -1847,6 +1915,7 @@ int main(void)
 	tcase_add_test(tc, test_health_one_head_a_volume);
 	tcase_add_test(tc, test_volume_name_first_address_refuses);
 	tcase_add_test(tc, test_volume_names_resolver_stalls);
+	tcase_add_test(tc, test_volume_names_resolver_slow);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("limits");
 	tcase_set_timeout(tc, 600);
