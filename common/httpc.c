@@ -266,32 +266,6 @@ int httpc_do(const char *method, const char *url, const void *body, size_t bodyl
 	return outcome(c, curl_easy_perform(c), errbuf, err);
 }
 
-/* Record a finished transfer of a multi in its httpc_req. */
-static void req_done(struct httpc_req *r, CURL *h, CURLcode rc)
-{
-	r->status = outcome(h, rc, r->err, r->err);
-	r->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
-}
-
-/* Move m's transfers along and hand each finished one to fin; returns how
- * many still run. */
-static int turn(CURLM *m, void (*fin)(void *ctx, CURL *h, CURLcode rc), void *ctx)
-{
-	CURLMsg *msg;
-	int running, left;
-	curl_multi_perform(m, &running);
-	while ((msg = curl_multi_info_read(m, &left)))
-		if (msg->msg == CURLMSG_DONE)
-			fin(ctx, msg->easy_handle, msg->data.result);
-	return running;
-}
-
-void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
-		  size_t bodylen, long timeout_ms)
-{
-	vconn_wait(method, reqs, n, body, bodylen, timeout_ms, NULL, NULL, NULL, 0);
-}
-
 /* ---- one streamed request ---- */
 
 struct get_state {
@@ -415,7 +389,7 @@ time_t httpc_parse_date(const char *s)
  *
  * Each reader (a replica's PUT, or the pull reader) reads the ring from its
  * own position; a PUT pauses when it has caught up with the producer.  The
- * producer (httpc_stream_feed on another thread, or httpc_copy's GET in
+ * producer (httpc_stream_feed on another thread, or httpc_copy_to's GET in
  * the same multi) writes at head and stops when the slowest reader is a
  * ring behind.  The run loop un-pauses whoever can move again. */
 
@@ -444,7 +418,7 @@ struct httpc_stream {
 	struct md5 *md;
 	char md5[33];
 	struct rep *rep;
-	/* httpc_copy's source */
+	/* httpc_copy_to's source */
 	CURL *src;
 	const char *want_md5;
 	long src_status;
@@ -724,9 +698,8 @@ static void start_puts(struct httpc_stream *s, struct conns *c)
 }
 
 /* A transfer of the multi finished. */
-static void xfer_done(void *ctx, CURL *h, CURLcode rc)
+static void xfer_done(struct httpc_stream *s, CURL *h, CURLcode rc)
 {
-	struct httpc_stream *s = ctx;
 	struct rep *r;
 	pthread_mutex_lock(&s->mu);
 	if (h == s->src) {
@@ -745,7 +718,8 @@ static void xfer_done(void *ctx, CURL *h, CURLcode rc)
 	} else {
 		curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
 		r->done = true;
-		req_done(r->req, h, rc);
+		r->req->status = outcome(h, rc, r->req->err, r->req->err);
+		r->req->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
 		freed(s);   /* a reader that is done holds nothing back */
 		if ((r->req->status < 200 || r->req->status > 299) && s->first < 0)
 			s->first = (int)(r - s->rep);
@@ -800,9 +774,13 @@ static void drive(struct httpc_stream *s, struct conns *c)
 
 	while (running && (s->first < 0 || s->cfg.all)) {
 		bool stalled = false;
-		int nun;
+		int nun, left;
+		CURLMsg *msg;
 
-		running = turn(c->multi, xfer_done, s);
+		curl_multi_perform(c->multi, &running);
+		while ((msg = curl_multi_info_read(c->multi, &left)))
+			if (msg->msg == CURLMSG_DONE)
+				xfer_done(s, msg->easy_handle, msg->data.result);
 		if (s->src && !s->started && s->src_status == 200 && !s->aborted) {
 			start_puts(s, c);
 			running = 1;
@@ -870,7 +848,7 @@ int httpc_stream_run(struct httpc_stream *s)
 	return s->first;
 }
 
-/* ---- httpc_copy: a GET as the stream's source ---- */
+/* ---- httpc_copy_to: a GET as the stream's source ---- */
 
 static size_t src_header(char *p, size_t size, size_t n, void *ud)
 {
@@ -916,8 +894,10 @@ static size_t src_write(char *p, size_t size, size_t n, void *ud)
 
 #define COPY_RING (256u << 10)
 
-int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
-	       char *err)
+/* httpc_copy_to's engine: 200 when src was read whole (and matched md5;
+ * the PUTs' outcomes in reqs), src's status, or -1 with err. */
+static int copy(const char *src, const char *md5, struct httpc_req *reqs, int n,
+		long connect_ms, char *err)
 {
 	struct httpc_stream_cfg cfg = {.reqs = reqs, .n = n, .clen = -1, .cap = COPY_RING,
 				       .connect_ms = connect_ms, .stall_ms = 60000, .all = true};
@@ -952,7 +932,7 @@ int httpc_outcome(const char *who, const char *method, const struct httpc_req *r
 	bool del = !strcmp(method, "DELETE");
 	for (int i = 0; i < n; i++) {
 		int st = reqs[i].status;
-		bool g = del ? httpc_gone(st) : st >= 200 && st < 300;
+		bool g = (st >= 200 && st < 300) || (del && st == 404);
 		if (!g)
 			log_msg("%s%s %s failed (%d%s%s)", who, method, reqs[i].url, st,
 				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
@@ -970,7 +950,7 @@ int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms
 	int ngone;
 	for (int i = 0; i < n; i++)
 		reqs[i].url = httpc_url(locs[i], path);
-	httpc_fanout("DELETE", reqs, n, NULL, 0, timeout_ms);
+	vconn_wait("DELETE", reqs, n, NULL, 0, timeout_ms, NULL, NULL, NULL, 0);
 	ngone = httpc_outcome(who, "DELETE", reqs, n, gone);
 	for (int i = 0; i < n; i++)
 		free((char *)reqs[i].url);
@@ -991,7 +971,7 @@ int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const ch
 	}
 	for (int i = 0; i < ndst; i++)
 		reqs[i].url = dst_urls[i];
-	st = httpc_copy(src_url, md5 && strlen(md5) == 32 ? md5 : NULL, reqs, ndst, timeout_ms,
+	st = copy(src_url, md5 && strlen(md5) == 32 ? md5 : NULL, reqs, ndst, timeout_ms,
 			why);
 	if (st != 200) {
 		if (st > 0)

@@ -371,11 +371,6 @@ out:
 	return nm;
 }
 
-void vconn_resolve(const char *hostport)
-{
-	name_of(hostport, strlen(hostport));
-}
-
 size_t vconn_pin(const char *url, char *out, size_t n)
 {
 	const char *hp = strstr(url, "://"), *colon;

@@ -1,7 +1,7 @@
 /* vconn.h -- the lean volume client on the event loops: requests whose
  * body is in memory or absent (a small PUT's replica writes, a DELETE's
  * fan-out; off the loops, on a loop of the thread's own, every other
- * fan-out: httpc_fanout, rebalance's small moves, rebuild's pipelined
+ * fan-out: gc's and rebalance's DELETEs, small moves, rebuild's pipelined
  * listings), on keep-alive connections of the loop's thread.
  *
  * Each loop thread keeps a bounded pool per volume (32 connections, more
@@ -66,11 +66,6 @@ int vconn_get(const char *url, size_t max,
  * runs with its requests (the caller must be on a thread of no loop). */
 void vconn_run(void);
 struct loop *vconn_loop(void);
-
-/* Look the host of hostport ("host:port") up now, on the client's
- * resolver thread (a volume's, at start): its requests need not wait for
- * it later. */
-void vconn_resolve(const char *hostport);
 
 /* For libcurl's CURLOPT_RESOLVE: "host:port:addr[,addr...]" of url's
  * host, a name, as its last good lookup found it (the first waited for,

@@ -4,7 +4,6 @@
 #include "../common/httpc.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
-#include "../common/vconn.h"
 #include "../common/volsign.h"
 
 #include <pthread.h>
@@ -286,7 +285,6 @@ void health_start(const struct config *cfg)
 		v->up = xcalloc((size_t)v->nsv, sizeof(*v->up));
 		v->seen = xcalloc((size_t)v->nsv, sizeof(*v->seen));
 		v->disk = xcalloc((size_t)v->nsv, sizeof(*v->disk));
-		vconn_resolve(v->name);   /* the loops' client: its lookups off the loops */
 		spawn_queue_push(checkers, v);
 	}
 	httpc_observe(observe);

@@ -23,7 +23,7 @@
 
 /* A move runs on a thread of its own (a worker of the command, the
  * server's thread for REBALANCE), never on an event loop, and waits for
- * each step: httpc_fanout and vconn_wait run the volume client on a loop
+ * each step: vconn_wait runs the volume client on a loop
  * of that thread's own, its connections kept alive. */
 
 /* DELETE each of urls[0..n) at once: how many are gone (httpc_outcome). */
@@ -32,7 +32,7 @@ static int delete_all(char *const *urls, int n)
 	struct httpc_req reqs[RECORD_MAX_LOCS];
 	for (int i = 0; i < n; i++)
 		reqs[i].url = urls[i];
-	httpc_fanout("DELETE", reqs, n, NULL, 0, VOL_MS);
+	vconn_wait("DELETE", reqs, n, NULL, 0, VOL_MS, NULL, NULL, NULL, 0);
 	return httpc_outcome("rebalance: ", "DELETE", reqs, n, NULL);
 }
 
@@ -407,7 +407,8 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 		} else {
 			for (int i = 0; i < ndst; i++)
 				reqs[i].url = dst[i];
-			httpc_fanout("PUT", reqs, ndst, body.data ? body.data : "", body.len, VOL_MS);
+			vconn_wait("PUT", reqs, ndst, body.data ? body.data : "", body.len, VOL_MS,
+				   NULL, NULL, NULL, 0);
 			got = httpc_outcome("rebalance: ", "PUT", reqs, ndst, NULL) == ndst ? 0 : -1;
 		}
 		free((char *)g.url);

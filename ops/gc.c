@@ -29,6 +29,7 @@
 #include "../master/store.h"
 #include "ops.h"
 #include "../common/httpc.h"
+#include "../common/vconn.h"
 #include "../common/placement.h"
 #include "../common/util.h"
 
@@ -137,7 +138,7 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 		   (key && named(g, key, (size_t)klen, loc) != 0)) {
 		g->rekept++;   /* changed since it was listed: kept */
 	} else {
-		httpc_fanout("DELETE", &d, 1, NULL, 0, TIMEOUT_MS);
+		vconn_wait("DELETE", &d, 1, NULL, 0, TIMEOUT_MS, NULL, NULL, NULL, 0);
 		if (httpc_outcome("gc: ", "DELETE", &d, 1, NULL))
 			g->deleted++;
 		else
