@@ -1165,14 +1165,14 @@ START_TEST(test_volume_names_resolver_stalls)
 }
 END_TEST
 
-/* A resolver that answers 1.5 s late, -voltimeout 500ms, and a fourth
+/* A resolver that answers 2.5 s late, -voltimeout 2s, and a fourth
  * volume whose name is never answered: the health checks wait for the
  * names' lookups (each on a thread of its own), not within -voltimeout,
  * and libcurl is given their addresses (it looked them up itself, within
  * -voltimeout: every volume stayed down, every PUT 503).  As root only. */
 START_TEST(test_volume_names_resolver_slow)
 {
-	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "500ms", NULL};
+	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "2s", NULL};
 	static const char *const names[] = {"vol.mkv.test", "vol.mkv.test", "vol.mkv.test",
 					    "nx.mkv.test"};
 	struct vol v[4];
@@ -1180,12 +1180,12 @@ START_TEST(test_volume_names_resolver_slow)
 	char *tmp, *u;
 	struct resp r;
 	long st = 0;
-	atomic_store(&dns_delay_ms, 1500);
-	if (!names_ns(v, 4, names, 3, &tmp))
+	atomic_store(&dns_delay_ms, 2500);
+	if (!names_ns(v, 4, names, 10, &tmp))
 		return;
 	h_master_start(&hm, v, 4, flags);
 	u = xasprintf("%s/slow-first", hm.base);
-	for (uint64_t end = now_ms() + 30000;
+	for (uint64_t end = now_ms() + 40000;
 	     (st = h_http("PUT", u, "x", 1, NULL, false, &r)) != 201 && now_ms() < end;) {
 		h_resp_free(&r);   /* until the checks saw them up */
 		usleep(50000);
