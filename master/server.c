@@ -376,8 +376,8 @@ static int req_answer(struct req *r)
 	if (!keylock_try(r->key, r->klen))
 		return send_conflict(r);
 	r->locked = true;
-	if ((r->op == OP_DELETE || r->op == OP_UNLINK) && !vol_tls_any())
-		return delete_start(r);   /* vol_tls_any: a worker's libcurl way */
+	if (r->op == OP_DELETE || r->op == OP_UNLINK)
+		return delete_start(r);
 	return run_async(r);
 }
 
