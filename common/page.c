@@ -33,8 +33,7 @@ void page_sample(struct page_series *s, uint64_t requests, uint64_t errors)
 			s->n[k][now % PAGE_SECONDS] += d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 		}
 	}
-	s->total[0] = requests;
-	s->total[1] = errors;
+	memcpy(s->total, cur, sizeof(cur));
 	s->at = now;
 	pthread_mutex_unlock(&mu);
 }
