@@ -336,14 +336,6 @@ struct list_signer {
 
 enum { LIST_KEYS = 0, LIST_LOCATIONS = 1, LIST_MD5S = 2, LIST_END = 4 };
 
-static char *memdup(const char *p, size_t n)
-{
-	char *d = xmalloc(n + 1);
-	memcpy(d, p, n);
-	d[n] = '\0';
-	return d;
-}
-
 /* A query flag or value percent-decoded into a fresh heap string (*n its
  * length), NULL when absent; false with a 400 answered when malformed. */
 static bool list_param(const char *query, const char *name, char **out, size_t *n,
@@ -430,13 +422,13 @@ static struct list_loc *list_loc(struct list_stream *s, const char *loc, size_t 
 	free(l->loc);
 	free(l->json);
 	free(l->uri);
-	l->loc = memdup(loc, len);
+	l->loc = xstrndup(loc, len);
 	l->len = len;
 	buf_puts(&u, VOL_PREFIX(loc, len));
 	buf_append(&u, loc, len);
 	json_append_string(&j, u.data, u.len);
 	l->jlen = j.len - 1;   /* without the closing quote */
-	l->json = memdup(j.data, l->jlen);
+	l->json = xstrndup(j.data, l->jlen);
 	buf_free(&u);
 	buf_free(&j);
 	p = memchr(loc, '/', len);
@@ -647,21 +639,21 @@ void handle_list(const struct config *cfg, struct index *idx, const char *prefix
 
 	if (!list_args(cfg, query, s, &limit, a))
 		goto fail;
-	s->prefix = memdup(prefix, plen);
+	s->prefix = xstrndup(prefix, plen);
 	s->plen = plen;
 	if (s->parts & LIST_LOCATIONS)
 		s->locs = xcalloc(LIST_LOCS, sizeof(*s->locs));
 	/* Start at start when it lies past the prefix's first key. */
 	if (!s->first || bytes_cmp(s->first, s->flen, prefix, plen) <= 0) {
 		free(s->first);
-		s->first = memdup(prefix, plen);
+		s->first = xstrndup(prefix, plen);
 		s->flen = plen;
 	}
 	s->it = index_iter_new(idx, s->first, s->flen);
 	for (; limit && (k = list_key(s->it, prefix, plen, s->unlinked, &klen));
 	     index_iter_next(s->it))
 		if (count++ == limit) {
-			s->next = memdup(k, klen);
+			s->next = xstrndup(k, klen);
 			s->nextlen = klen;
 			break;
 		}
