@@ -18,6 +18,7 @@
 #include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/keys.h"
+#include "../common/page.h"
 #include "../common/sigv4.h"
 #include "../common/placement.h"
 #include "../common/record.h"
@@ -619,7 +620,7 @@ int server_main(const struct config *c)
 	o.absolute_form = true;   /* as Go's server reads it */
 	o.verbose = cfg->verbose;
 	o.metrics = cfg->metrics;
-	o.pages = status_pages;
+	o.pages = page_pages;
 	o.accesslog = cfg->accesslog;
 	o.tls = cfg->tls;
 	ok = front_start(&o) == 0;

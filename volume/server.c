@@ -21,6 +21,7 @@
 
 #include "../common/front.h"
 #include "../common/httpc.h"
+#include "../common/page.h"
 #include "../common/range.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
@@ -714,7 +715,7 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 	o.metrics = metrics;
 	o.accesslog = accesslog;
 	o.tls = tls;
-	o.pages = vol_status_pages;
+	o.pages = page_pages;
 	vol_status_start(s->root.fd, s->dir, port, metrics != NULL);
 	if (front_start(&o) < 0) {
 		vol_free(s);

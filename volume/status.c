@@ -3,7 +3,6 @@
 #include "fs.h"
 #include "../common/metrics.h"
 #include "../common/page.h"
-#include "../common/reqstats.h"
 #include "../common/util.h"
 
 #include <dirent.h>
@@ -15,7 +14,6 @@
 #include <unistd.h>
 
 static int root;
-static uint64_t started_ms;
 
 bool vol_marker_disk(const char *path, int fd, char *out, size_t n)
 {
@@ -104,16 +102,7 @@ static void collect(struct buf *b)
 
 /* ---- /status and / ---- */
 
-static struct page_series own;   /* kept by page.c's sampler */
-static struct page_p99 p99;
 static char name[4400];
-
-static void sample(void)
-{
-	struct reqstats_sum sum;
-	reqstats_sum(&sum);
-	page_sample(&own, sum.requests, sum.errors);
-}
 
 struct rows {
 	struct page_row r[256];
@@ -134,45 +123,27 @@ static void dir_row(void *cls, const char *dname, uint64_t total, uint64_t avail
 
 static void render(struct buf *b, bool html)
 {
-	struct reqstats_sum sum;
 	struct vol_fs_stats fs;
 	struct rows *rs = xcalloc(1, sizeof(*rs));
 	struct page_fact tmp = {"tmp_files", "temporary files", 0, NULL, NULL};
-	struct page_view v = {.role = "volume", .name = name, .rows_are = "directory",
-			      .series = &own, .facts = &tmp, .nfacts = 1};
-	reqstats_sum(&sum);
 	vol_fs_stats(&fs);
 	each_dir(dir_row, rs);
 	tmp.num = fs.tmp_files > 0 ? (uint64_t)fs.tmp_files : 0;
-	v.uptime_s = (now_ms() - started_ms) / 1000;
-	v.requests = sum.requests;
-	v.p99_ms = page_p99(&p99, sum.hist);
-	v.in_flight = sum.in_flight;
-	v.rows = rs->r;
-	v.nrows = rs->n;
-	(html ? page_html : page_json)(b, &v);
+	page_write(b, html, &(struct page_view){.role = "volume", .name = name,
+						.rows_are = "directory", .facts = &tmp, .nfacts = 1,
+						.rows = rs->r, .nrows = rs->n});
 	free(rs);
 }
-
-static void status_html(struct buf *b) { render(b, true); }
-static void status_json(struct buf *b) { render(b, false); }
-
-const struct front_page vol_status_pages[] = {
-	{"/status", PAGE_JSON_CTYPE, status_json},
-	{"/", PAGE_CTYPE, status_html},
-	{NULL, NULL, NULL},
-};
 
 void vol_status_start(int root_fd, const char *dir, int port, bool pages)
 {
 	char host[300];
 	root = root_fd;
-	started_ms = now_ms();
 	page_name(host, sizeof(host), port);
 	snprintf(name, sizeof(name), "%s %s", host, dir);
 	metrics_register(collect);
 	if (pages)
-		page_start(sample);
+		page_start(render, NULL);
 }
 
 void vol_status_stop(void)
