@@ -563,32 +563,31 @@ static struct pending *pending_new(const char *key, size_t klen, const char *val
 	return p;
 }
 
-/* A put, or a delete when val is NULL. */
-static int write1(struct index *idx, bool sync, const char *key, size_t klen, const char *val,
-		  size_t vlen)
+int index_write(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen,
+		bool sync)
 {
 	return write_wait(idx, pending_new(key, klen, val, vlen, sync));
 }
 
 int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
 {
-	return write1(idx, true, key, klen, val, vlen);
+	return index_write(idx, key, klen, val, vlen, true);
 }
 
 int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
 		     size_t vlen)
 {
-	return write1(idx, false, key, klen, val, vlen);
+	return index_write(idx, key, klen, val, vlen, false);
 }
 
 int index_delete(struct index *idx, const char *key, size_t klen)
 {
-	return write1(idx, true, key, klen, NULL, 0);
+	return index_write(idx, key, klen, NULL, 0, true);
 }
 
 int index_delete_nosync(struct index *idx, const char *key, size_t klen)
 {
-	return write1(idx, false, key, klen, NULL, 0);
+	return index_write(idx, key, klen, NULL, 0, false);
 }
 
 /* An index_batch is LevelDB's. */
