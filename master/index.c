@@ -315,9 +315,8 @@ void index_close(struct index *idx)
 	 * MANIFEST records, which C++ LevelDB advances at each compaction
 	 * while its log still holds newer writes.  A compaction of a range
 	 * holding no key flushes the memtable into a table, and nothing else. */
-	if (idx->db)
-		leveldb_compact_range(idx->db, "", 0, "", 0);
 	if (idx->db) {
+		leveldb_compact_range(idx->db, "", 0, "", 0);
 		leveldb_close(idx->db);
 		keys_save(idx);
 	}
