@@ -207,7 +207,8 @@ static void canonical_query(struct buf *b, const char *q, const char *skip)
 		if (nl > len)
 			nl = len;
 		if (len && !(skip && nl == strlen(skip) && !memcmp(q, skip, nl))) {
-			if (!recode(&e, q, nl, false, false) || e.len != nl || memcmp(e.data, q, nl)) {
+			if (!recode(&e, q, nl, false, false) || e.len != nl ||
+			    (nl && memcmp(e.data, q, nl))) {   /* "=v": no name, e.data NULL */
 				e.len = 0;   /* not sent in its canonical form: as sent, '%' too */
 				buf_url_escape(&e, q, nl, false);
 			}
