@@ -146,22 +146,19 @@ static void render(struct buf *b, bool html)
 					 atomic_load(&handoffs), NULL, NULL};
 	facts[nf++] = (struct page_fact){"conflicts", NULL, atomic_load(&conflicts), NULL, NULL};
 	for (int i = 0; i < nv; i++) {
-		struct health_info *hp = &hs[i], h;
-		health_info(i, hp);
-		h = *hp;
+		struct health_info *h = &hs[i];
+		health_info(i, h);
 		/* an https volume shown as such; http is the default */
 		snprintf(shown[i], sizeof(shown[i]), "%s%s",
-			 vol_tls(h.name, strlen(h.name)) ? "https://" : "", h.name);
-		rows[i] = (struct page_row){.name = shown[i], .subvolumes = h.subvolumes,
-					    .subvolumes_up = h.up, .series = &vol_series[i],
-					    .requests = h.sent, .errors = h.errors,
-					    .check_ms = (double)h.check_ns / 1e6,
-					    .misconfigured = h.misconfig ? health_misconfig_name[h.misconfig] : NULL,
-					    .server = hp->server, .version_differs = h.version_differs};
-		if (h.disk_total) {
-			rows[i].disk_total = h.disk_total;
-			rows[i].disk_used = h.disk_total - h.disk_free;
-		}
+			 vol_tls(h->name, strlen(h->name)) ? "https://" : "", h->name);
+		rows[i] = (struct page_row){.name = shown[i], .subvolumes = h->subvolumes,
+					    .subvolumes_up = h->up, .series = &vol_series[i],
+					    .requests = h->sent, .errors = h->errors,
+					    .check_ms = (double)h->check_ns / 1e6,
+					    .misconfigured = h->misconfig ? health_misconfig_name[h->misconfig] : NULL,
+					    .server = h->server, .version_differs = h->version_differs,
+					    .disk_total = h->disk_total,
+					    .disk_used = h->disk_total ? h->disk_total - h->disk_free : 0};
 	}
 	page_write(b, html, &(struct page_view){.role = "master", .name = name, .rows_are = "volume",
 						.facts = facts, .nfacts = nf, .rows = rows, .nrows = nv});
