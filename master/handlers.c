@@ -60,34 +60,6 @@ static bool balanced(const struct config *cfg, const char *key, size_t klen,
 	return true;
 }
 
-static void not_found(const struct config *cfg, const char *raw_path, struct answer *a)
-{
-	if (cfg->fallback) {
-		a->status = 302;
-		a->body.len = 0;
-		snprintf(a->location, sizeof(a->location), "%s%s%s",   /* https://h:p as given */
-			 strstr(cfg->fallback, "://") ? "" : "http://", cfg->fallback, raw_path);
-		return;
-	}
-	answer_error(a, 404, "key not found");
-}
-
-/* key's record into r (*v holds its storage; caller frees it), else false
- * with 404 (*v NULL: there is none) or 500 (it is malformed) answered. */
-static bool load(struct index *idx, const char *key, size_t klen, char **v, struct record *r,
-		 struct answer *a)
-{
-	size_t vlen;
-	*v = index_get(idx, key, klen, &vlen);
-	if (!*v)
-		answer_error(a, 404, "key not found");
-	else if (record_parse(*v, vlen, r) < 0)
-		answer_error(a, 500, "index record is malformed");
-	else
-		return true;
-	return false;
-}
-
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		const char *raw_path, bool head, struct answer *a)
 {
@@ -96,14 +68,20 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 	int live[RECORD_MAX_LOCS], nlive = 0, pick = -1;
 	size_t vlen;
 
-	/* Not load(): an absent key's answer is not_found's (-fallback). */
 	v = index_get(idx, key, klen, &vlen);
 	if (v && record_parse(v, vlen, &r) < 0) {
 		answer_error(a, 500, "index record is malformed");
 		goto out;
 	}
 	if (!v || r.deleted || !r.nlocs) {
-		not_found(cfg, raw_path, a);
+		if (!cfg->fallback) {
+			answer_error(a, 404, "key not found");
+			goto out;
+		}
+		a->status = 302;   /* -fallback: the other master's */
+		a->body.len = 0;
+		snprintf(a->location, sizeof(a->location), "%s%s%s",   /* https://h:p as given */
+			 strstr(cfg->fallback, "://") ? "" : "http://", cfg->fallback, raw_path);
 		goto out;
 	}
 	placement_path(key, klen, path);
@@ -178,12 +156,15 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 		   struct answer *a)
 {
 	struct record r;
-	size_t elen;
+	size_t elen, vlen;
 	char *v, *enc = NULL, path[PATH_MAX_LEN];
 	int kept = 0;
 
-	if (!load(idx, key, klen, &v, &r, a))
+	v = index_get(idx, key, klen, &vlen);
+	if (!v || record_parse(v, vlen, &r) < 0) {
+		answer_error(a, v ? 500 : 404, v ? "index record is malformed" : "key not found");
 		goto out;
+	}
 	if (!r.deleted) {
 		a->status = 204;
 		goto out;
