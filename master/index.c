@@ -349,9 +349,7 @@ char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen)
 	v = leveldb_get(idx->db, idx->ropts, key, klen, vlen, &err);
 	if (failed("leveldb_get", err) || !v)
 		return NULL;
-	out = xmalloc(*vlen + 1);
-	memcpy(out, v, *vlen);
-	out[*vlen] = '\0';
+	out = xstrndup(v, *vlen);
 	leveldb_free(v);
 	return out;
 }
@@ -550,14 +548,10 @@ static struct pending *pending_new(const char *key, size_t klen, const char *val
 				   bool sync)
 {
 	struct pending *p = xcalloc(1, sizeof(*p));
-	p->key = xmalloc(klen ? klen : 1);
-	memcpy(p->key, key, klen);
+	p->key = xstrndup(key, klen);
 	p->klen = klen;
-	if (val) {
-		p->val = xmalloc(vlen ? vlen : 1);
-		memcpy(p->val, val, vlen);
-		p->vlen = vlen;
-	}
+	p->val = val ? xstrndup(val, vlen) : NULL;   /* NULL: a delete */
+	p->vlen = vlen;
 	p->sync = sync;
 	return p;
 }
