@@ -50,17 +50,22 @@ static char *name_of(char type, const char *name, size_t nlen)
 	return k;
 }
 
-int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
+/* A put, or a delete when val is NULL. */
+static int raw_write(char type, const char *name, size_t nlen, const char *val, bool sync)
 {
 	char *k;
 	int rc;
 	if (!db)
 		return 0;
 	k = name_of(type, name, nlen);
-	rc = sync ? index_put(db, k, nlen + 1, val, strlen(val))
-		  : index_put_nosync(db, k, nlen + 1, val, strlen(val));
+	rc = index_write(db, k, nlen + 1, val, val ? strlen(val) : 0, sync);
 	free(k);
 	return rc;
+}
+
+int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
+{
+	return raw_write(type, name, nlen, val, sync);
 }
 
 char *meta_raw_get(char type, const char *name, size_t nlen)
@@ -75,21 +80,9 @@ char *meta_raw_get(char type, const char *name, size_t nlen)
 	return v;
 }
 
-static int raw_delete(char type, const char *name, size_t nlen, bool sync)
-{
-	char *k;
-	int rc;
-	if (!db)
-		return 0;
-	k = name_of(type, name, nlen);
-	rc = sync ? index_delete(db, k, nlen + 1) : index_delete_nosync(db, k, nlen + 1);
-	free(k);
-	return rc;
-}
-
 int meta_raw_delete(char type, const char *name, size_t nlen)
 {
-	return raw_delete(type, name, nlen, true);
+	return raw_write(type, name, nlen, NULL, true);
 }
 
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m)
@@ -210,5 +203,5 @@ void meta_cursor_free(struct meta_cursor *c)
 
 void meta_delete(const char *key, size_t klen)
 {
-	raw_delete('m', key, klen, false); /* lost alone, it leaves a stale entry no listing reads */
+	raw_write('m', key, klen, NULL, false); /* lost alone, it leaves a stale entry no listing reads */
 }
