@@ -141,17 +141,6 @@ out:
 	free(v);
 }
 
-void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		   enum del_mode mode, struct answer *a)
-{
-	const char *why;
-	int st = store_delete(cfg, idx, key, klen, mode, &why);
-	if (st == 204)
-		a->status = 204;
-	else
-		answer_error(a, st, why);
-}
-
 void handle_relink(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   struct answer *a)
 {

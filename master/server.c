@@ -127,12 +127,6 @@ static void run_op(struct req *r)
 		else
 			handle_get(cfg, idx, r->key, r->klen, r->uri, r->op == OP_HEAD, &r->ans);
 		break;
-	case OP_DELETE:
-	case OP_UNLINK:
-		handle_delete(cfg, idx, r->key, r->klen,
-			      r->query ? DEL_UNLINKED : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
-			      &r->ans);
-		break;
 	case OP_RELINK:
 		handle_relink(cfg, idx, r->key, r->klen, &r->ans);
 		break;
