@@ -327,6 +327,10 @@ void s3_copy(struct s3req *s)
 	bool known;
 	uint64_t size;
 
+	if (s3_req_header(s, "X-Amz-Copy-Source-Range")) {   /* not the whole object, as asked */
+		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range is UploadPartCopy's");
+		return;
+	}
 	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
 		return;
 	if (klen == s->klen && !memcmp(key, s->key, klen)) {
@@ -471,8 +475,9 @@ void s3_mpu_complete(struct s3req *s)
 	int n = -1;
 
 	s->status = 0;   /* a NoSuchUpload, unless it completed() */
-	if (s->in_too_big)
-		s3_error(s, 400, "MalformedXML", "request body too large");
+	if (s->in_too_big || !memmem(s->in.data ? s->in.data : "", s->in.len,
+				     "</CompleteMultipartUpload>", 26))
+		s3_error(s, 400, "MalformedXML", "not a whole <CompleteMultipartUpload> document");
 	else if (!(n = complete_parts(s, up, keys, klens, sizes, md)))
 		s3_error(s, 400, "MalformedXML", "no parts listed");
 	if (n > 0) {

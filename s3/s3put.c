@@ -154,9 +154,6 @@ static bool put_prepare(struct s3req *s)
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
 		return true;
 	}
-	s->sum = s3sum_new(s);
-	if (s->status)
-		return true;
 	if (s->ring && s->sig.payload == PAYLOAD_SHA256)
 		s->sha = sha256_new();
 	if (s->op == S3_MPU_PART) {
@@ -227,13 +224,26 @@ static void bad_error(struct s3req *s)
 	else if (s->bad == BAD_CHUNK_SIG)
 		s3_error(s, 403, "SignatureDoesNotMatch",
 			 "The chunk signature we calculated does not match the one you provided.");
-	else if (s->bad == BAD_DIGEST)
-		s3sum_error(s, s->sum);
-	else
+	else if (s->bad == BAD_DIGEST) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "The %s you specified did not match the calculated "
+			 "checksum.", s3sum_failed(s->sum));
+		s3_error(s, 400, "BadDigest", msg);
+	} else
 		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
 }
 
-/* ---- a POST's XML body (DeleteObjects, CompleteMultipartUpload) ---- */
+/* ---- the digests of a body; a POST's XML body (DeleteObjects,
+ * CompleteMultipartUpload, CreateBucket) ---- */
+
+bool s3_body_sums(struct s3req *s)
+{
+	const char *code, *msg;
+	if (s3sum_new(s->sleep.conn, s->op == S3_MPU_COMPLETE, &s->sum, &code, &msg))
+		return true;
+	s3_error(s, strcmp(code, "NotImplemented") ? 400 : 501, code, msg);
+	return false;
+}
 
 void s3_body_take(struct s3req *s, const char *data, size_t n)
 {
@@ -255,10 +265,13 @@ bool s3_body_signed(struct s3req *s)
 	bool xml = s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE || s->op == S3_BUCKET_CREATE;
 	if (xml && (s->aws_chunked = chunked(s)) && !s->bad && s->dec.st != DEC_DONE)
 		s->bad = BAD_FRAMING;
-	if (!s->bad && !s->in_too_big && s->ring && s->sig.payload == PAYLOAD_SHA256) {
-		s->sha = sha256_new();
+	if (!s->bad && !s->in_too_big) {
+		if (s->ring && s->sig.payload == PAYLOAD_SHA256)
+			s->sha = sha256_new();
 		body_hash(s, s->in.data, s->in.len);
-		if (!sha_ok(s))
+		if (!s3sum_ok(s->sum))
+			s->bad = BAD_DIGEST;
+		else if (s->sha && !sha_ok(s))
 			s->bad = BAD_SHA256;
 	}
 	if (s->bad)
@@ -290,9 +303,12 @@ static int put_end(struct s3req *s)
 	else if (st != 201)
 		s3_error(s, st >= 500 ? st : 500, "InternalError", why);
 	else {
+		const char *name;
+		char b64[48];
 		s->status = 200;
 		s3_hdr(s, "ETag", "\"%s\"", put_md5(s->put));
-		s3sum_headers(s, s->sum);
+		for (int i = 0; s3sum_echo(s->sum, &i, &name, b64);)
+			s3_hdr(s, name, "%s", b64);
 	}
 	return s3_send(s);
 }
@@ -405,10 +421,10 @@ void s3_delete_many(struct s3req *s)
 		op = obj;
 		et = s3_xml_next(&op, obj + olen, "ETag", &el);
 		if (++n > 1000 || !k || memmem(obj, olen, "<Size>", 6) ||
-		    memmem(obj, olen, "<LastModifiedTime>", 18)) {
+		    memmem(obj, olen, "<LastModifiedTime>", 18) || memmem(obj, olen, "<VersionId>", 11)) {
 			s3_error(s, n > 1000 || !k ? 400 : 501, n > 1000 || !k ? "MalformedXML"
 				 : "NotImplemented", n > 1000 ? "more than 1000 keys" : !k ?
-				 "an Object without a Key" : "a Size or LastModifiedTime condition");
+				 "an Object without a Key" : "a Size, LastModifiedTime or VersionId");
 			free(k), free(et), free(obj);
 			return;
 		}

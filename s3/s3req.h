@@ -161,21 +161,28 @@ bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n);
  * is in: false with the error set when the framing or a chunk is bad or
  * the decoded body is not its x-amz-content-sha256. */
 void s3_body_take(struct s3req *s, const char *data, size_t n);
+/* Before a body (s3put.c): the digests its headers ask to be checked into
+ * s->sum; false with the error set. */
+bool s3_body_sums(struct s3req *s);
 bool s3_body_signed(struct s3req *s);
 
-/* ---- a body's digests (s3sum.c): Content-MD5, x-amz-checksum-* ---- */
-/* Those the request's headers (or its x-amz-trailer) ask for: NULL when
- * none, or when a value is malformed (then the error is set). */
-struct s3sum *s3sum_new(struct s3req *s);
+/* ---- a body's digests (s3sum.c, which answers nothing itself):
+ * Content-MD5, x-amz-checksum-* ---- */
+/* *out: those the headers (or x-amz-trailer) ask for, NULL when none.
+ * false when a value is malformed, x-amz-trailer names no digest checked
+ * here, or (md5_only) an x-amz-checksum-* is sent: *code and *msg are
+ * S3's error (NotImplemented: 501, else 400). */
+bool s3sum_new(struct MHD_Connection *conn, bool md5_only, struct s3sum **out, const char **code,
+	       const char **msg);
 void s3sum_update(struct s3sum *c, const void *p, size_t n);   /* c may be NULL */
 /* An aws-chunked trailer line ("x-amz-checksum-crc32:<base64>"). */
 void s3sum_trailer(struct s3sum *c, const char *line);
 /* At the body's end (once): every digest matches (true for NULL). */
 bool s3sum_ok(struct s3sum *c);
-/* After s3sum_ok: 400 BadDigest naming the one that failed. */
-void s3sum_error(struct s3req *s, struct s3sum *c);
-/* After s3sum_ok: the x-amz-checksum-* answer headers, as S3 sends them. */
-void s3sum_headers(struct s3req *s, struct s3sum *c);
+/* After s3sum_ok failed: the name of the digest that did not match. */
+const char *s3sum_failed(const struct s3sum *c);
+/* After s3sum_ok, from *i = 0: the next x-amz-checksum-* answer header. */
+bool s3sum_echo(const struct s3sum *c, int *i, const char **name, char b64[48]);
 void s3sum_free(struct s3sum *c);
 
 /* ---- GetObject / HeadObject (s3get.c) ---- */
