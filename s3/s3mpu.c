@@ -250,11 +250,12 @@ static bool write_from(struct s3req *s, const char *target, size_t tlen,
 	for (int i = 0; i < n; i++) {
 		f.got = 0;
 		if (copy_part(&f, keys[i], klens[i], sizes[i]) < 0) {
-			put_abort(f.p);
+			put_abort(f.p);   /* and not finished: that would end the body there */
 			break;
 		}
+		if (i == n - 1)
+			put_finish(f.p);
 	}
-	put_finish(f.p);
 	put_wait(f.p, &st, &why);
 	if (st == 201)
 		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", etag ? etag : put_md5(f.p));
@@ -467,13 +468,24 @@ static bool completed(struct s3req *s, const char *etag)
 
 void s3_mpu_complete(struct s3req *s)
 {
-	char *up = s3_upload(s);
+	char *id = s3_req_param(s, "uploadId"), lk[KEY_MAX + 1], *up = NULL;
+	size_t ll = 0;
 	char (*keys)[KEY_MAX + 1] = xmalloc(PARTS_MAX * sizeof(*keys)), etag[META_ETAG_MAX];
 	size_t *klens = xmalloc(PARTS_MAX * sizeof(size_t));
 	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t));
 	struct md5 *md = md5_new();
 	int n = -1;
 
+	/* One Complete of an upload at a time (a lock on its part 0, which no
+	 * part is): a retry racing the first waits, then finds it completed() */
+	if (id && strlen(id) == 32 && strspn(id, "0123456789abcdef") == 32)
+		s3_part_key(id, 0, lk, &ll);
+	if (ll && !s3_lock_key(lk, ll)) {
+		ll = 0;
+		s3_fail(s, 503, "another CompleteMultipartUpload of this upload is running");
+		goto out;
+	}
+	up = s3_upload(s);
 	s->status = 0;   /* a NoSuchUpload, unless it completed() */
 	if (s->in_too_big || !memmem(s->in.data ? s->in.data : "", s->in.len,
 				     "</CompleteMultipartUpload>", 26))
@@ -499,6 +511,9 @@ void s3_mpu_complete(struct s3req *s)
 	bucket_and_key(s);
 	buf_printf(&s->body, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);
 out:
+	if (ll)
+		keylock_release(lk, ll);
+	free(id);
 	md5_free(md);
 	free(keys);
 	free(klens);

@@ -200,7 +200,7 @@ def honest_tests(s3, b):
     k = "honest/k"
     s3.put_object(Bucket=b, Key=k, Body=b"kept")
     for fn in (honest_refusals, honest_checksums, honest_conditions, honest_buckets,
-               honest_v2, honest_unsigned, honest_edited):
+               honest_v2, honest_unsigned, honest_edited, honest_complete_race):
         fn(s3, b, k)
 
 
@@ -403,6 +403,30 @@ def honest_edited(s3, b, k):
     check(st[0] == 400 and b"MalformedXML" in st[1], "a Complete cut short: %s" % (st,))
     kept("a Complete cut short")
     s3.abort_multipart_upload(Bucket=b, Key=k, UploadId=up)
+
+
+def honest_complete_race(s3, b, k):
+    """a CompleteMultipartUpload retried while the first still runs (a
+    client that timed out): every answer 200 with one ETag, the object
+    whole (a racing retry once replaced it with an empty value)"""
+    import threading
+    up = s3.create_multipart_upload(Bucket=b, Key=k + "race")["UploadId"]
+    parts = [{"PartNumber": n, "ETag": s3.upload_part(Bucket=b, Key=k + "race", UploadId=up,
+                                                      PartNumber=n, Body=bytes([n]) * (5 << 20))["ETag"]}
+             for n in (1, 2, 3)]
+    out = []
+    def complete():
+        out.append(error_of(s3.complete_multipart_upload, Bucket=b, Key=k + "race", UploadId=up,
+                            MultipartUpload={"Parts": parts}))
+    threads = [threading.Thread(target=complete) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(all(st == (200, None) for st in out), "racing Completes: %s" % out)
+    body = s3.get_object(Bucket=b, Key=k + "race")["Body"].read()
+    check(body == b"".join(bytes([n]) * (5 << 20) for n in (1, 2, 3)),
+          "after racing Completes the object holds %d bytes" % len(body))
 
 
 def aws_tests():
