@@ -406,6 +406,7 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 		     const char *query)
 {
 	struct s3req *s;
+	const char *code, *msg;
 	if (!is_s3(c, method, query))
 		return NULL;
 	s = xcalloc(1, sizeof(*s));
@@ -421,8 +422,9 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 	s->ring = keys_current();
 	authorize(s);
 	if (!s->status && (s->op == S3_PUT || s->op == S3_MPU_PART || s->op == S3_DELETE_MANY ||
-			   s->op == S3_MPU_COMPLETE || s->op == S3_BUCKET_CREATE))
-		s3_body_sums(s);
+			   s->op == S3_MPU_COMPLETE || s->op == S3_BUCKET_CREATE) &&
+	    !s3sum_new(c, s->op == S3_MPU_COMPLETE, &s->sum, &code, &msg))   /* the body's digests */
+		s3_error(s, strcmp(code, "NotImplemented") ? 400 : 501, code, msg);
 	if (!s->status && strcmp(method, "GET") && strcmp(method, "HEAD")) {
 		char why[256];
 		if (!store_writable(why, sizeof(why)))

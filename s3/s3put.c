@@ -233,17 +233,8 @@ static void bad_error(struct s3req *s)
 		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
 }
 
-/* ---- the digests of a body; a POST's XML body (DeleteObjects,
- * CompleteMultipartUpload, CreateBucket) ---- */
-
-bool s3_body_sums(struct s3req *s)
-{
-	const char *code, *msg;
-	if (s3sum_new(s->sleep.conn, s->op == S3_MPU_COMPLETE, &s->sum, &code, &msg))
-		return true;
-	s3_error(s, strcmp(code, "NotImplemented") ? 400 : 501, code, msg);
-	return false;
-}
+/* ---- a POST's XML body (DeleteObjects, CompleteMultipartUpload,
+ * CreateBucket) ---- */
 
 void s3_body_take(struct s3req *s, const char *data, size_t n)
 {

@@ -161,9 +161,6 @@ bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n);
  * is in: false with the error set when the framing or a chunk is bad or
  * the decoded body is not its x-amz-content-sha256. */
 void s3_body_take(struct s3req *s, const char *data, size_t n);
-/* Before a body (s3put.c): the digests its headers ask to be checked into
- * s->sum; false with the error set. */
-bool s3_body_sums(struct s3req *s);
 bool s3_body_signed(struct s3req *s);
 
 /* ---- a body's digests (s3sum.c, which answers nothing itself):
