@@ -23,10 +23,11 @@
 
 /* ---- detection ---- */
 
+#define OP_PARAMS 6   /* the first six name an operation (route) */
 static const char *const s3_queries[] = {
-	"list-type", "uploads", "uploadId", "partNumber", "delete", "location", "prefix",
-	"delimiter", "marker", "max-keys", "continuation-token", "start-after", "encoding-type",
-	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm",
+	"uploads", "uploadId", "partNumber", "delete", "location", "versioning", "list-type",
+	"prefix", "delimiter", "marker", "max-keys", "continuation-token", "start-after",
+	"encoding-type", "acl", "X-Amz-Signature", "X-Amz-Algorithm",
 	"AWSAccessKeyId", "Signature",   /* a presigned URL of signature version 2 */
 	NULL,
 };
@@ -168,12 +169,9 @@ static void async_main(void *arg)
 /* ---- the request ---- */
 
 /* Which operation a method makes on /bucket or /bucket/key: the first row
- * whose query parameter (if any) is present.  takes: the parameters of
- * op_params it may carry; any other is refused (DELETE /b/k?uploads is
- * not a DeleteObject, nor PUT /b/k?location a PutObject). */
-static const char *const op_params[] = {
-	"uploads", "uploadId", "partNumber", "delete", "location", "versioning", NULL,
-};
+ * whose query parameter (if any) is present.  takes: the OP_PARAMS it may
+ * carry; any other is refused (DELETE /b/k?uploads is not a DeleteObject,
+ * nor PUT /b/k?location a PutObject). */
 
 static const struct route {
 	bool object;
@@ -221,11 +219,11 @@ static void route(struct s3req *s, bool object)
 			takes = r->takes;
 		}
 	}
-	for (int i = 0; takes && op_params[i]; i++) {
-		if (has_param(s->query, op_params[i]) && !strstr(takes, op_params[i])) {
+	for (int i = 0; takes && i < OP_PARAMS; i++) {
+		if (has_param(s->query, s3_queries[i]) && !strstr(takes, s3_queries[i])) {
 			char msg[80];
 			snprintf(msg, sizeof(msg), "?%s names another operation than this one",
-				 op_params[i]);
+				 s3_queries[i]);
 			s3_error(s, 400, "InvalidRequest", msg);
 			return;
 		}

@@ -150,6 +150,7 @@ static bool put_prepare(struct s3req *s)
 	s->aws_chunked = chunked(s);
 	cl = s3_req_header(s, s->aws_chunked ? "X-Amz-Decoded-Content-Length" : "Content-Length");
 	known = cl && parse_u64(cl, 0, INT64_MAX, &clen);
+	s->decoded = s->aws_chunked && known ? (int64_t)clen : -1;
 	if (known && store_cfg()->maxsize && clen > store_cfg()->maxsize) {
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
 		return true;
@@ -230,7 +231,7 @@ static void bad_error(struct s3req *s)
 			 "checksum.", s3sum_failed(s->sum));
 		s3_error(s, 400, "BadDigest", msg);
 	} else
-		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
+		s3_error(s, 400, "IncompleteBody", "aws-chunked body malformed, truncated, or not its decoded length");
 }
 
 /* ---- a POST's XML body (DeleteObjects, CompleteMultipartUpload,
@@ -275,8 +276,9 @@ static int put_end(struct s3req *s)
 {
 	int st;
 	const char *why;
-	if (s->aws_chunked && s->dec.st != DEC_DONE && s->bad != BAD_CHUNK_SIG)
-		put_refuse(s, BAD_FRAMING);
+	if (s->aws_chunked && s->bad != BAD_CHUNK_SIG &&
+	    (s->dec.st != DEC_DONE || (!s->bad && s->decoded >= 0 && s->fed != (uint64_t)s->decoded)))
+		put_refuse(s, BAD_FRAMING);   /* or not the length it said */
 	if (!s->bad && !s->put_finished && !s3sum_ok(s->sum))
 		put_refuse(s, BAD_DIGEST);
 	if (s->sha && !s->bad && !s->put_finished && !sha_ok(s))
@@ -365,6 +367,27 @@ void s3_delete_object(struct s3req *s)
 		s3_error(s, st, delete_code(st), why);
 }
 
+/* A key from XML (raw bytes, not percent-encoded) under the bucket, checked
+ * as key_decode checks a path.  0, or a status with *why. */
+static int xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *outlen,
+		   const char **why)
+{
+	struct buf enc = {0};
+	int st;
+	buf_puts(&enc, "/");
+	buf_append(&enc, s->bucket, s->blen);
+	buf_puts(&enc, "/");
+	buf_url_escape(&enc, name, n, true);   /* key_decode takes it back to name */
+	if (enc.len > KEY_MAX * 3) {
+		buf_free(&enc);
+		*why = "key longer than 189 bytes";
+		return 414;
+	}
+	st = key_decode(enc.data, enc.len, out, outlen, why);
+	buf_free(&enc);
+	return st;
+}
+
 /* One <Object> of a DeleteObjects document: deleted, or an <Error>. */
 static void delete_one(struct s3req *s, const char *k, size_t kl, const char *etag, bool quiet,
 		       struct buf *out)
@@ -372,7 +395,7 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, const char *et
 	char full[KEY_MAX * 3 + 8];
 	size_t fl;
 	const char *why;
-	int st = s3_xml_key(s, k, kl, full, &fl, &why);
+	int st = xml_key(s, k, kl, full, &fl, &why);
 	if (!st && !s3_may(s, PERM_DELETE, full, fl)) {
 		st = 403;
 		why = "Access Denied";

@@ -90,6 +90,7 @@ struct s3req {
 	struct buf pending;           /* decoded bytes the put has not taken yet */
 	size_t poff;
 	uint64_t fed;                 /* body bytes (decoded) so far */
+	int64_t decoded;              /* aws-chunked: x-amz-decoded-content-length (-1: none) */
 	int bad;                      /* BAD_*: the body is refused */
 	struct s3sum *sum;            /* the digests its headers ask to be checked */
 
@@ -133,8 +134,6 @@ char *s3_req_param(struct s3req *s, const char *name);
  * unchanged), -1 when it is not such a number. */
 int s3_num_param(struct s3req *s, const char *name, uint64_t min, uint64_t max, uint64_t *v);
 const char *s3_req_header(struct s3req *s, const char *name);
-int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *outlen,
-		   const char **why);
 char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen);
 /* <name>s[0..n), escaped</name> */
 void xml_tag(struct buf *b, const char *name, const char *s, size_t n);

@@ -386,6 +386,13 @@ def honest_edited(s3, b, k):
                     "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
         check(st[0] == code, "a PutObject whose trailer is %s: %s" % (trailer, st))
         kept("a PutObject whose trailer is " + trailer)
+    # an aws-chunked body that is not the length it declared
+    for declared in ("2", "10"):
+        st = signed("PUT", obj, "", b"3\r\nnew\r\n0\r\n\r\n", {"Content-Encoding": "aws-chunked",
+                    "x-amz-decoded-content-length": declared}, "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+        check(st[0] == 400 and b"IncompleteBody" in st[1],
+              "3 bytes sent as x-amz-decoded-content-length %s: %s" % (declared, st))
+        kept("a body not its declared length")
     # a copy of a range is UploadPartCopy's: CopyObject would copy it all
     st = signed("PUT", obj + "2", "", b"", {"x-amz-copy-source": obj, "x-amz-copy-source-range": "bytes=0-1"})
     check(st[0] == 400, "CopyObject with a range: %s" % (st,))
