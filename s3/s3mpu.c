@@ -16,12 +16,13 @@ void s3_list_uploads(struct s3req *s)
 	struct index_iter *it = meta_notes('u');
 	char *pre = s3_req_param(s, "prefix");
 	const char *px = pre ? pre : "";
-	size_t pl = strlen(px);
+	char *want = xasprintf("/%s/%s", s->bucket, px);   /* what the keys start with */
+	size_t pl = strlen(px), wl = strlen(want), name = s->blen + 2;
 	int n = 0;
 	s3_xml_start(s, "ListMultipartUploadsResult");
-	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
+	xml_tag(&s->body, "Bucket", s->bucket, s->blen, false);
 	buf_puts(&s->body, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>");
-	xml_tag(&s->body, "Prefix", px, pl);
+	xml_tag(&s->body, "Prefix", px, pl, false);
 	buf_puts(&s->body, "<MaxUploads>1000</MaxUploads>");
 	for (; it && index_iter_valid(it) && n < 1000; index_iter_next(it)) {
 		size_t kl, vl;
@@ -29,32 +30,27 @@ void s3_list_uploads(struct s3req *s)
 		char iso[32];
 		if (!kl || k[0] != 'u')
 			break;
-		sp = memchr(v, ' ', vl);
-		if (!sp || kl != 33)
-			continue;
-		/* the key must be /<bucket>/... */
-		if ((size_t)(v + vl - sp - 1) <= s->blen + 2 || sp[1] != '/' ||
-		    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
-			continue;
-		/* and its name must start with the prefix */
-		if ((size_t)(v + vl - sp - 3) - s->blen < pl || memcmp(sp + 3 + s->blen, px, pl))
+		sp = memchr(v, ' ', vl);   /* "<initiated> <key>" */
+		if (!sp || kl != 33 || (size_t)(v + vl - sp - 1) <= name ||
+		    (size_t)(v + vl - sp - 1) < wl || memcmp(sp + 1, want, wl))
 			continue;
 		s3_iso_time(strtoll(v, NULL, 10), iso);
 		buf_puts(&s->body, "<Upload>");
-		xml_tag(&s->body, "Key", sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
+		xml_tag(&s->body, "Key", sp + 1 + name, (size_t)(v + vl - sp - 1) - name, false);
 		buf_printf(&s->body, "<UploadId>%.32s</UploadId><Initiated>%s</Initiated>"
 				     "<StorageClass>STANDARD</StorageClass></Upload>", k + 1, iso);
 		n++;
 	}
 	index_iter_free(it);
 	free(pre);
+	free(want);
 	buf_puts(&s->body, "<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>");
 }
 
 static void bucket_and_key(struct s3req *s)
 {
-	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
-	xml_tag(&s->body, "Key", s->key + s->blen + 2, s->klen - s->blen - 2);
+	xml_tag(&s->body, "Bucket", s->bucket, s->blen, false);
+	xml_tag(&s->body, "Key", s->key + s->blen + 2, s->klen - s->blen - 2, false);
 }
 
 void s3_mpu_create(struct s3req *s)
@@ -507,7 +503,7 @@ void s3_mpu_complete(struct s3req *s)
 		each_part(up, drop_part, up);
 	}
 	s3_xml_start(s, "CompleteMultipartUploadResult");
-	xml_tag(&s->body, "Location", s->key, s->klen);
+	xml_tag(&s->body, "Location", s->key, s->klen, false);
 	bucket_and_key(s);
 	buf_printf(&s->body, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);
 out:

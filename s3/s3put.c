@@ -405,10 +405,10 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, const char *et
 	if (st == 204 && quiet)
 		return;
 	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
-	xml_tag(out, "Key", k, kl);
+	xml_tag(out, "Key", k, kl, false);
 	if (st != 204) {
 		buf_printf(out, "<Code>%s</Code>", delete_code(st));
-		xml_tag(out, "Message", why, strlen(why));
+		xml_tag(out, "Message", why, strlen(why), false);
 	}
 	buf_puts(out, st == 204 ? "</Deleted>" : "</Error>");
 }

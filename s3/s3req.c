@@ -43,8 +43,8 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 	if (s->head)
 		return;
 	buf_printf(&s->body, XML_HEAD "<Error><Code>%s</Code>", code);
-	xml_tag(&s->body, "Message", msg, strlen(msg));
-	xml_tag(&s->body, "Resource", s->path, strlen(s->path));
+	xml_tag(&s->body, "Message", msg, strlen(msg), false);
+	xml_tag(&s->body, "Resource", s->path, strlen(s->path), false);
 	buf_puts(&s->body, "<RequestId>mkv</RequestId></Error>");
 }
 
@@ -195,10 +195,13 @@ static void xml_escape(struct buf *b, const char *s, size_t n)
 	}
 }
 
-void xml_tag(struct buf *b, const char *name, const char *s, size_t n)
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n, bool url)
 {
 	buf_printf(b, "<%s>", name);
-	xml_escape(b, s, n);
+	if (url)
+		buf_url_escape(b, s, n, true);
+	else
+		xml_escape(b, s, n);
 	buf_printf(b, "</%s>", name);
 }
 

@@ -135,8 +135,8 @@ char *s3_req_param(struct s3req *s, const char *name);
 int s3_num_param(struct s3req *s, const char *name, uint64_t min, uint64_t max, uint64_t *v);
 const char *s3_req_header(struct s3req *s, const char *name);
 char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen);
-/* <name>s[0..n), escaped</name> */
-void xml_tag(struct buf *b, const char *name, const char *s, size_t n);
+/* <name>s[0..n), escaped (URL-encoded when url)</name> */
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n, bool url);
 /* ISO 8601 with milliseconds ("2026-11-30T17:00:00.000Z"). */
 void s3_iso_time(int64_t t, char out[32]);
 bool s3_lock_key(const char *key, size_t klen);
