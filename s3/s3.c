@@ -404,7 +404,7 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 		     const char *query)
 {
 	struct s3req *s;
-	const char *code, *msg;
+	const char *code, *msg, *h;
 	if (!is_s3(c, method, query))
 		return NULL;
 	s = xcalloc(1, sizeof(*s));
@@ -415,6 +415,12 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 	s->refs = 1;
 	pthread_mutex_init(&s->sleep.mu, NULL);
 	classify(s);
+	/* Is the body aws-chunked?  Content-Encoding says so (unsigned, as
+	 * boto3 sends it), or a STREAMING- payload mode.  What decides whether
+	 * the bytes are covered is x-amz-content-sha256: a hex hash is checked
+	 * against the decoded bytes, what is stored, whatever the framing. */
+	s->aws_chunked = ((h = front_header(c, "Content-Encoding")) && strstr(h, "aws-chunked")) ||
+			 ((h = front_header(c, "X-Amz-Content-Sha256")) && !strncmp(h, "STREAMING-", 10));
 	if (!s->status)
 		front_headers(c, refuse, s);
 	s->ring = keys_current();

@@ -110,17 +110,6 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 	return d->st != DEC_ERROR;
 }
 
-/* Is the body aws-chunked?  Content-Encoding says so (unsigned, as boto3
- * sends it), or a STREAMING- payload mode.  What decides whether the
- * bytes are covered is x-amz-content-sha256: a hex hash is checked
- * against the decoded bytes, what is stored, whatever the framing. */
-static bool chunked(struct s3req *s)
-{
-	const char *ce = s3_req_header(s, "Content-Encoding");
-	const char *sha = s3_req_header(s, "X-Amz-Content-Sha256");
-	return (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
-}
-
 /* The body's bytes as stored (decoded), into its digests. */
 static void body_hash(struct s3req *s, const char *p, size_t n)
 {
@@ -147,7 +136,6 @@ static bool put_prepare(struct s3req *s)
 	uint64_t clen = 0;
 	bool known;
 
-	s->aws_chunked = chunked(s);
 	cl = s3_req_header(s, s->aws_chunked ? "X-Amz-Decoded-Content-Length" : "Content-Length");
 	known = cl && parse_u64(cl, 0, INT64_MAX, &clen);
 	s->decoded = s->aws_chunked && known ? (int64_t)clen : -1;
@@ -239,7 +227,7 @@ static void bad_error(struct s3req *s)
 
 void s3_body_take(struct s3req *s, const char *data, size_t n)
 {
-	if ((s->aws_chunked = chunked(s))) {
+	if (s->aws_chunked) {
 		if (!dec_feed(s, data, n) && !s->bad)
 			s->bad = BAD_FRAMING;
 		data = s->pending.data;
@@ -255,7 +243,7 @@ void s3_body_take(struct s3req *s, const char *data, size_t n)
 bool s3_body_signed(struct s3req *s)
 {
 	bool xml = s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE || s->op == S3_BUCKET_CREATE;
-	if (xml && (s->aws_chunked = chunked(s)) && !s->bad && s->dec.st != DEC_DONE)
+	if (xml && s->aws_chunked && !s->bad && s->dec.st != DEC_DONE)
 		s->bad = BAD_FRAMING;
 	if (!s->bad && !s->in_too_big) {
 		if (s->ring && s->sig.payload == PAYLOAD_SHA256)

@@ -4,7 +4,6 @@
 #include "s3req.h"   /* its declarations; s3sum.c calls only front.h */
 
 #include <openssl/evp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,9 +32,8 @@ struct s3sum {
 
 /* CRC-32 (zlib's) and CRC-32C (Castagnoli): reflected, a table each. */
 static uint32_t crc_tab[2][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
-static void crc_init(void)
+__attribute__((constructor)) static void crc_init(void)   /* before any thread */
 {
 	static const uint32_t poly[2] = {0xedb88320u, 0x82f63b78u};
 	for (int t = 0; t < 2; t++)
@@ -64,7 +62,6 @@ bool s3sum_new(struct MHD_Connection *conn, bool md5_only, struct s3sum **out, c
 	const char *tr = front_header(conn, "x-amz-trailer"), *v;
 	bool named = !tr;   /* the trailer, if any, names a digest here */
 	c->failed = -1;
-	pthread_once(&crc_once, crc_init);
 	for (int a = 0; a < SUM_N; a++) {
 		bool trailer = tr && a && !strcasecmp(tr, algs[a].header);   /* its value comes last */
 		if (!trailer && !(v = front_header(conn, algs[a].header)))
