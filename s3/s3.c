@@ -23,10 +23,11 @@
 
 /* ---- detection ---- */
 
+#define OP_PARAMS 6   /* the first six name an operation (route) */
 static const char *const s3_queries[] = {
-	"list-type", "uploads", "uploadId", "partNumber", "delete", "location", "prefix",
-	"delimiter", "marker", "max-keys", "continuation-token", "start-after", "encoding-type",
-	"versioning", "acl", "X-Amz-Signature", "X-Amz-Algorithm",
+	"uploads", "uploadId", "partNumber", "delete", "location", "versioning", "list-type",
+	"prefix", "delimiter", "marker", "max-keys", "continuation-token", "start-after",
+	"encoding-type", "acl", "X-Amz-Signature", "X-Amz-Algorithm",
 	"AWSAccessKeyId", "Signature",   /* a presigned URL of signature version 2 */
 	NULL,
 };
@@ -168,54 +169,68 @@ static void async_main(void *arg)
 /* ---- the request ---- */
 
 /* Which operation a method makes on /bucket or /bucket/key: the first row
- * whose query parameter (if any) is present. */
+ * whose query parameter (if any) is present.  takes: the OP_PARAMS it may
+ * carry; any other is refused (DELETE /b/k?uploads is not a DeleteObject,
+ * nor PUT /b/k?location a PutObject). */
+
 static const struct route {
 	bool object;
 	const char *method, *param;
 	enum s3op op;
+	const char *takes;
 } op_routes[] = {
-	{false, "GET", "location", S3_BUCKET_LOCATION},
-	{false, "GET", "versioning", S3_BUCKET_VERSIONING},
-	{false, "GET", "uploads", S3_LIST_UPLOADS},
-	{false, "GET", NULL, S3_LIST},
-	{false, "HEAD", NULL, S3_BUCKET_HEAD},
-	{false, "PUT", NULL, S3_BUCKET_CREATE},
-	{false, "DELETE", NULL, S3_BUCKET_DELETE},
-	{false, "POST", "delete", S3_DELETE_MANY},
-	{true, "GET", "uploadId", S3_MPU_LIST_PARTS},
-	{true, "GET", NULL, S3_GET},
-	{true, "HEAD", NULL, S3_GET},
-	{true, "PUT", "partNumber", S3_MPU_PART},
-	{true, "PUT", "uploadId", S3_MPU_PART},
-	{true, "PUT", NULL, S3_PUT},
-	{true, "POST", "uploads", S3_MPU_CREATE},
-	{true, "POST", "uploadId", S3_MPU_COMPLETE},
-	{true, "DELETE", "uploadId", S3_MPU_ABORT},
-	{true, "DELETE", NULL, S3_DELETE},
+	{false, "GET", "location", S3_BUCKET_LOCATION, "location"},
+	{false, "GET", "versioning", S3_BUCKET_VERSIONING, "versioning"},
+	{false, "GET", "uploads", S3_LIST_UPLOADS, "uploads"},
+	{false, "GET", NULL, S3_LIST, ""},
+	{false, "HEAD", NULL, S3_BUCKET_HEAD, ""},
+	{false, "PUT", NULL, S3_BUCKET_CREATE, ""},
+	{false, "DELETE", NULL, S3_BUCKET_DELETE, ""},
+	{false, "POST", "delete", S3_DELETE_MANY, "delete"},
+	{true, "GET", "uploadId", S3_MPU_LIST_PARTS, "uploadId"},
+	{true, "GET", NULL, S3_GET, "partNumber"},
+	{true, "HEAD", NULL, S3_GET, "partNumber"},
+	{true, "PUT", "partNumber", S3_MPU_PART, "partNumber uploadId"},
+	{true, "PUT", "uploadId", S3_MPU_PART, "partNumber uploadId"},
+	{true, "PUT", NULL, S3_PUT, ""},
+	{true, "POST", "uploads", S3_MPU_CREATE, "uploads"},
+	{true, "POST", "uploadId", S3_MPU_COMPLETE, "uploadId"},
+	{true, "DELETE", "uploadId", S3_MPU_ABORT, "uploadId"},
+	{true, "DELETE", NULL, S3_DELETE, ""},
 };
 
 static void route(struct s3req *s, bool object)
 {
 	bool part = has_param(s->query, "partNumber") || has_param(s->query, "uploadId");
+	const char *takes = NULL;
 	if (object && !strcmp(s->method, "PUT") && s3_req_header(s, "X-Amz-Copy-Source")) {
 		s->op = part ? S3_MPU_PART_COPY : S3_COPY;
-		return;
-	}
-	if (!object && strcmp(s->method, "GET") && has_param(s->query, "versioning")) {
+		takes = part ? "partNumber uploadId" : "";
+	} else if (!object && strcmp(s->method, "GET") && has_param(s->query, "versioning")) {
 		/* not a CreateBucket: a 200 would say versioning is on */
 		s3_error(s, 501, "NotImplemented", "versioning is not supported");
 		return;
 	}
-	for (size_t i = 0; i < sizeof(op_routes) / sizeof(op_routes[0]); i++) {
+	for (size_t i = 0; !takes && i < sizeof(op_routes) / sizeof(op_routes[0]); i++) {
 		const struct route *r = &op_routes[i];
 		if (r->object == object && !strcmp(r->method, s->method) &&
 		    (!r->param || has_param(s->query, r->param))) {
 			s->op = r->op;
+			takes = r->takes;
+		}
+	}
+	for (int i = 0; takes && i < OP_PARAMS; i++) {
+		if (has_param(s->query, s3_queries[i]) && !strstr(takes, s3_queries[i])) {
+			char msg[80];
+			snprintf(msg, sizeof(msg), "?%s names another operation than this one",
+				 s3_queries[i]);
+			s3_error(s, 400, "InvalidRequest", msg);
 			return;
 		}
 	}
-	s3_error(s, 405, "MethodNotAllowed",
-		 object ? "not an object operation" : "not a bucket operation");
+	if (!takes)
+		s3_error(s, 405, "MethodNotAllowed",
+			 object ? "not an object operation" : "not a bucket operation");
 }
 
 /* Headers asking for what mkv does not do (docs/s3.md lists them): refused,
@@ -244,6 +259,8 @@ static void refuse(void *cls, const char *k, const char *v)
 {
 	struct s3req *s = cls;
 	char msg[160];
+	if (!strcasecmp(k, "x-amz-trailer"))   /* a trailer is refused as its header is */
+		refuse(cls, v, "");
 	for (size_t i = 0; !s->status && i < sizeof(refusal_table) / sizeof(refusal_table[0]); i++) {
 		const struct refusal *r = &refusal_table[i];
 		size_t n = strlen(r->name) - (r->name[strlen(r->name) - 1] == '*');
@@ -387,6 +404,7 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 		     const char *query)
 {
 	struct s3req *s;
+	const char *code, *msg, *h;
 	if (!is_s3(c, method, query))
 		return NULL;
 	s = xcalloc(1, sizeof(*s));
@@ -397,10 +415,20 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *pat
 	s->refs = 1;
 	pthread_mutex_init(&s->sleep.mu, NULL);
 	classify(s);
+	/* Is the body aws-chunked?  Content-Encoding says so (unsigned, as
+	 * boto3 sends it), or a STREAMING- payload mode.  What decides whether
+	 * the bytes are covered is x-amz-content-sha256: a hex hash is checked
+	 * against the decoded bytes, what is stored, whatever the framing. */
+	s->aws_chunked = ((h = front_header(c, "Content-Encoding")) && strstr(h, "aws-chunked")) ||
+			 ((h = front_header(c, "X-Amz-Content-Sha256")) && !strncmp(h, "STREAMING-", 10));
 	if (!s->status)
 		front_headers(c, refuse, s);
 	s->ring = keys_current();
 	authorize(s);
+	if (!s->status && (s->op == S3_PUT || s->op == S3_MPU_PART || s->op == S3_DELETE_MANY ||
+			   s->op == S3_MPU_COMPLETE || s->op == S3_BUCKET_CREATE) &&
+	    !s3sum_new(c, s->op == S3_MPU_COMPLETE, &s->sum, &code, &msg))   /* the body's digests */
+		s3_error(s, strcmp(code, "NotImplemented") ? 400 : 501, code, msg);
 	if (!s->status && strcmp(method, "GET") && strcmp(method, "HEAD")) {
 		char why[256];
 		if (!store_writable(why, sizeof(why)))

@@ -146,11 +146,9 @@ int s3_preconditions(struct s3req *s, const char *const names[4], const char *et
  * presigned links); Content-Type is binary/octet-stream otherwise. */
 static void object_headers(struct s3req *s)
 {
-	static const char *const set[][2] = {
-		{"response-content-type", "Content-Type"}, {"response-content-language", "Content-Language"},
-		{"response-expires", "Expires"}, {"response-cache-control", "Cache-Control"},
-		{"response-content-disposition", "Content-Disposition"},
-		{"response-content-encoding", "Content-Encoding"},
+	static const char *const set[] = {   /* the header is the name after "response-" */
+		"response-content-type", "response-content-language", "response-expires",
+		"response-cache-control", "response-content-disposition", "response-content-encoding",
 	};
 	char when[40], *v;
 	if (s->meta.etag[0])
@@ -163,8 +161,8 @@ static void object_headers(struct s3req *s)
 	}
 	s3_hdr(s, "Accept-Ranges", "bytes");
 	for (int i = 0; i < 6; i++, free(v))
-		if ((v = s3_req_param(s, set[i][0])) && !strpbrk(v, "\r\n"))
-			s3_hdr(s, set[i][1], "%s", v);
+		if ((v = s3_req_param(s, set[i])) && !strpbrk(v, "\r\n"))
+			s3_hdr(s, set[i] + 9, "%s", v);
 		else if (!i)
 			s3_hdr(s, "Content-Type", "binary/octet-stream");
 }

@@ -10,18 +10,6 @@
 #define BUCKETS_MAX 10000
 #define OWNER "<Owner><ID>mkv</ID><DisplayName>mkv</DisplayName></Owner>"
 
-/* A tag whose text is escaped, or URL-encoded when url. */
-static void tag(struct buf *b, const char *name, const char *s, size_t n, bool url)
-{
-	if (!url) {
-		xml_tag(b, name, s, n);
-		return;
-	}
-	buf_printf(b, "<%s>", name);
-	buf_url_escape(b, s, n, true);
-	buf_printf(b, "</%s>", name);
-}
-
 /* A new iterator at the first key after every key starting with x[0..n)
  * (NULL when there is none). */
 static struct index_iter *seek_past(struct index *idx, struct index_iter *old, const char *x,
@@ -92,7 +80,7 @@ static void contents(struct walk *w, struct meta_cursor *mc, const char *key, si
 	record_hash(val, vlen, hash);
 	s3_iso_time(known ? m.mtime : 0, when);
 	buf_puts(b, "<Contents>");
-	tag(b, "Key", rel, rlen, w->url);
+	xml_tag(b, "Key", rel, rlen, w->url);
 	buf_printf(b, "<LastModified>%s</LastModified>", when);
 	if ((known && m.etag[0]) || hash[0])
 		buf_printf(b, "<ETag>&quot;%s&quot;</ETag>", known && m.etag[0] ? m.etag : hash);
@@ -156,7 +144,7 @@ static void walk(struct index *idx, struct walk *w)
 			}
 			if (!seen) {
 				buf_puts(&w->prefixes, "<CommonPrefixes>");
-				tag(&w->prefixes, "Prefix", cp + blen, cplen, w->url);
+				xml_tag(&w->prefixes, "Prefix", cp + blen, cplen, w->url);
 				buf_puts(&w->prefixes, "</CommonPrefixes>");
 			}
 			it = seek_past(idx, it, cp, blen + cplen);
@@ -176,24 +164,24 @@ static void walk(struct index *idx, struct walk *w)
 static void list_xml(const struct walk *w, struct buf *out)
 {
 	bool next = w->truncated && w->count;
-	tag(out, "Name", w->bucket, strlen(w->bucket), false);
-	tag(out, "Prefix", w->pfx, w->plen, w->url && w->v2);   /* botocore decodes V2's only */
+	xml_tag(out, "Name", w->bucket, strlen(w->bucket), false);
+	xml_tag(out, "Prefix", w->pfx, w->plen, w->url && w->v2);   /* botocore decodes V2's only */
 	if (w->v2) {
 		buf_printf(out, "<KeyCount>%" PRIu64 "</KeyCount>", w->count);
 		if (w->token)
-			tag(out, "ContinuationToken", w->token, strlen(w->token), false);
+			xml_tag(out, "ContinuationToken", w->token, strlen(w->token), false);
 		if (w->start)
-			tag(out, "StartAfter", w->start, strlen(w->start), w->url);
+			xml_tag(out, "StartAfter", w->start, strlen(w->start), w->url);
 		if (next)
 			token_put(out, "NextContinuationToken", &w->last);
 	} else {
-		tag(out, "Marker", w->start ? w->start : "", w->start ? strlen(w->start) : 0, w->url);
+		xml_tag(out, "Marker", w->start ? w->start : "", w->start ? strlen(w->start) : 0, w->url);
 		if (next)
-			tag(out, "NextMarker", w->last.data, w->last.len, w->url);
+			xml_tag(out, "NextMarker", w->last.data, w->last.len, w->url);
 	}
 	buf_printf(out, "<MaxKeys>%" PRIu64 "</MaxKeys>", w->max);
 	if (w->dlen)
-		tag(out, "Delimiter", w->dl, w->dlen, w->url);
+		xml_tag(out, "Delimiter", w->dl, w->dlen, w->url);
 	if (w->url)
 		buf_puts(out, "<EncodingType>url</EncodingType>");
 	buf_printf(out, "<IsTruncated>%s</IsTruncated>", w->truncated ? "true" : "false");
@@ -349,7 +337,7 @@ void s3_list_buckets(struct s3req *s)
 			if (listed++ == max)
 				break;
 			buf_puts(out, "<Bucket>");
-			tag(out, "Name", kn, kl, false);
+			xml_tag(out, "Name", kn, kl, false);
 			buf_printf(out, "<CreationDate>%s</CreationDate></Bucket>", iso);
 			last.len = 0;
 			buf_append(&last, kn, kl);

@@ -16,12 +16,13 @@ void s3_list_uploads(struct s3req *s)
 	struct index_iter *it = meta_notes('u');
 	char *pre = s3_req_param(s, "prefix");
 	const char *px = pre ? pre : "";
-	size_t pl = strlen(px);
+	char *want = xasprintf("/%s/%s", s->bucket, px);   /* what the keys start with */
+	size_t pl = strlen(px), wl = strlen(want), name = s->blen + 2;
 	int n = 0;
 	s3_xml_start(s, "ListMultipartUploadsResult");
-	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
+	xml_tag(&s->body, "Bucket", s->bucket, s->blen, false);
 	buf_puts(&s->body, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>");
-	xml_tag(&s->body, "Prefix", px, pl);
+	xml_tag(&s->body, "Prefix", px, pl, false);
 	buf_puts(&s->body, "<MaxUploads>1000</MaxUploads>");
 	for (; it && index_iter_valid(it) && n < 1000; index_iter_next(it)) {
 		size_t kl, vl;
@@ -29,32 +30,27 @@ void s3_list_uploads(struct s3req *s)
 		char iso[32];
 		if (!kl || k[0] != 'u')
 			break;
-		sp = memchr(v, ' ', vl);
-		if (!sp || kl != 33)
-			continue;
-		/* the key must be /<bucket>/... */
-		if ((size_t)(v + vl - sp - 1) <= s->blen + 2 || sp[1] != '/' ||
-		    memcmp(sp + 2, s->bucket, s->blen) || sp[2 + s->blen] != '/')
-			continue;
-		/* and its name must start with the prefix */
-		if ((size_t)(v + vl - sp - 3) - s->blen < pl || memcmp(sp + 3 + s->blen, px, pl))
+		sp = memchr(v, ' ', vl);   /* "<initiated> <key>" */
+		if (!sp || kl != 33 || (size_t)(v + vl - sp - 1) <= name ||
+		    (size_t)(v + vl - sp - 1) < wl || memcmp(sp + 1, want, wl))
 			continue;
 		s3_iso_time(strtoll(v, NULL, 10), iso);
 		buf_puts(&s->body, "<Upload>");
-		xml_tag(&s->body, "Key", sp + 3 + s->blen, (size_t)(v + vl - sp - 3) - s->blen);
+		xml_tag(&s->body, "Key", sp + 1 + name, (size_t)(v + vl - sp - 1) - name, false);
 		buf_printf(&s->body, "<UploadId>%.32s</UploadId><Initiated>%s</Initiated>"
 				     "<StorageClass>STANDARD</StorageClass></Upload>", k + 1, iso);
 		n++;
 	}
 	index_iter_free(it);
 	free(pre);
+	free(want);
 	buf_puts(&s->body, "<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>");
 }
 
 static void bucket_and_key(struct s3req *s)
 {
-	xml_tag(&s->body, "Bucket", s->bucket, s->blen);
-	xml_tag(&s->body, "Key", s->key + s->blen + 2, s->klen - s->blen - 2);
+	xml_tag(&s->body, "Bucket", s->bucket, s->blen, false);
+	xml_tag(&s->body, "Key", s->key + s->blen + 2, s->klen - s->blen - 2, false);
 }
 
 void s3_mpu_create(struct s3req *s)
@@ -250,11 +246,12 @@ static bool write_from(struct s3req *s, const char *target, size_t tlen,
 	for (int i = 0; i < n; i++) {
 		f.got = 0;
 		if (copy_part(&f, keys[i], klens[i], sizes[i]) < 0) {
-			put_abort(f.p);
+			put_abort(f.p);   /* and not finished: that would end the body there */
 			break;
 		}
+		if (i == n - 1)
+			put_finish(f.p);
 	}
-	put_finish(f.p);
 	put_wait(f.p, &st, &why);
 	if (st == 201)
 		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", etag ? etag : put_md5(f.p));
@@ -327,6 +324,10 @@ void s3_copy(struct s3req *s)
 	bool known;
 	uint64_t size;
 
+	if (s3_req_header(s, "X-Amz-Copy-Source-Range")) {   /* not the whole object, as asked */
+		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range is UploadPartCopy's");
+		return;
+	}
 	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
 		return;
 	if (klen == s->klen && !memcmp(key, s->key, klen)) {
@@ -463,16 +464,28 @@ static bool completed(struct s3req *s, const char *etag)
 
 void s3_mpu_complete(struct s3req *s)
 {
-	char *up = s3_upload(s);
+	char *id = s3_req_param(s, "uploadId"), lk[KEY_MAX + 1], *up = NULL;
+	size_t ll = 0;
 	char (*keys)[KEY_MAX + 1] = xmalloc(PARTS_MAX * sizeof(*keys)), etag[META_ETAG_MAX];
 	size_t *klens = xmalloc(PARTS_MAX * sizeof(size_t));
 	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t));
 	struct md5 *md = md5_new();
 	int n = -1;
 
+	/* One Complete of an upload at a time (a lock on its part 0, which no
+	 * part is): a retry racing the first waits, then finds it completed() */
+	if (id && strlen(id) == 32 && strspn(id, "0123456789abcdef") == 32)
+		s3_part_key(id, 0, lk, &ll);
+	if (ll && !s3_lock_key(lk, ll)) {
+		ll = 0;
+		s3_fail(s, 503, "another CompleteMultipartUpload of this upload is running");
+		goto out;
+	}
+	up = s3_upload(s);
 	s->status = 0;   /* a NoSuchUpload, unless it completed() */
-	if (s->in_too_big)
-		s3_error(s, 400, "MalformedXML", "request body too large");
+	if (s->in_too_big || !memmem(s->in.data ? s->in.data : "", s->in.len,
+				     "</CompleteMultipartUpload>", 26))
+		s3_error(s, 400, "MalformedXML", "not a whole <CompleteMultipartUpload> document");
 	else if (!(n = complete_parts(s, up, keys, klens, sizes, md)))
 		s3_error(s, 400, "MalformedXML", "no parts listed");
 	if (n > 0) {
@@ -490,10 +503,13 @@ void s3_mpu_complete(struct s3req *s)
 		each_part(up, drop_part, up);
 	}
 	s3_xml_start(s, "CompleteMultipartUploadResult");
-	xml_tag(&s->body, "Location", s->key, s->klen);
+	xml_tag(&s->body, "Location", s->key, s->klen, false);
 	bucket_and_key(s);
 	buf_printf(&s->body, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", etag);
 out:
+	if (ll)
+		keylock_release(lk, ll);
+	free(id);
 	md5_free(md);
 	free(keys);
 	free(klens);

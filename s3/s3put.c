@@ -110,17 +110,6 @@ static bool dec_feed(struct s3req *s, const char *p, size_t n)
 	return d->st != DEC_ERROR;
 }
 
-/* Is the body aws-chunked?  Content-Encoding says so (unsigned, as boto3
- * sends it), or a STREAMING- payload mode.  What decides whether the
- * bytes are covered is x-amz-content-sha256: a hex hash is checked
- * against the decoded bytes, what is stored, whatever the framing. */
-static bool chunked(struct s3req *s)
-{
-	const char *ce = s3_req_header(s, "Content-Encoding");
-	const char *sha = s3_req_header(s, "X-Amz-Content-Sha256");
-	return (ce && strstr(ce, "aws-chunked")) || (sha && !strncmp(sha, "STREAMING-", 10));
-}
-
 /* The body's bytes as stored (decoded), into its digests. */
 static void body_hash(struct s3req *s, const char *p, size_t n)
 {
@@ -147,16 +136,13 @@ static bool put_prepare(struct s3req *s)
 	uint64_t clen = 0;
 	bool known;
 
-	s->aws_chunked = chunked(s);
 	cl = s3_req_header(s, s->aws_chunked ? "X-Amz-Decoded-Content-Length" : "Content-Length");
 	known = cl && parse_u64(cl, 0, INT64_MAX, &clen);
+	s->decoded = s->aws_chunked && known ? (int64_t)clen : -1;
 	if (known && store_cfg()->maxsize && clen > store_cfg()->maxsize) {
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
 		return true;
 	}
-	s->sum = s3sum_new(s);
-	if (s->status)
-		return true;
 	if (s->ring && s->sig.payload == PAYLOAD_SHA256)
 		s->sha = sha256_new();
 	if (s->op == S3_MPU_PART) {
@@ -227,17 +213,21 @@ static void bad_error(struct s3req *s)
 	else if (s->bad == BAD_CHUNK_SIG)
 		s3_error(s, 403, "SignatureDoesNotMatch",
 			 "The chunk signature we calculated does not match the one you provided.");
-	else if (s->bad == BAD_DIGEST)
-		s3sum_error(s, s->sum);
-	else
-		s3_error(s, 400, "IncompleteBody", "malformed or truncated aws-chunked body");
+	else if (s->bad == BAD_DIGEST) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "The %s you specified did not match the calculated "
+			 "checksum.", s3sum_failed(s->sum));
+		s3_error(s, 400, "BadDigest", msg);
+	} else
+		s3_error(s, 400, "IncompleteBody", "aws-chunked body malformed, truncated, or not its decoded length");
 }
 
-/* ---- a POST's XML body (DeleteObjects, CompleteMultipartUpload) ---- */
+/* ---- a POST's XML body (DeleteObjects, CompleteMultipartUpload,
+ * CreateBucket) ---- */
 
 void s3_body_take(struct s3req *s, const char *data, size_t n)
 {
-	if ((s->aws_chunked = chunked(s))) {
+	if (s->aws_chunked) {
 		if (!dec_feed(s, data, n) && !s->bad)
 			s->bad = BAD_FRAMING;
 		data = s->pending.data;
@@ -253,12 +243,15 @@ void s3_body_take(struct s3req *s, const char *data, size_t n)
 bool s3_body_signed(struct s3req *s)
 {
 	bool xml = s->op == S3_DELETE_MANY || s->op == S3_MPU_COMPLETE || s->op == S3_BUCKET_CREATE;
-	if (xml && (s->aws_chunked = chunked(s)) && !s->bad && s->dec.st != DEC_DONE)
+	if (xml && s->aws_chunked && !s->bad && s->dec.st != DEC_DONE)
 		s->bad = BAD_FRAMING;
-	if (!s->bad && !s->in_too_big && s->ring && s->sig.payload == PAYLOAD_SHA256) {
-		s->sha = sha256_new();
+	if (!s->bad && !s->in_too_big) {
+		if (s->ring && s->sig.payload == PAYLOAD_SHA256)
+			s->sha = sha256_new();
 		body_hash(s, s->in.data, s->in.len);
-		if (!sha_ok(s))
+		if (!s3sum_ok(s->sum))
+			s->bad = BAD_DIGEST;
+		else if (s->sha && !sha_ok(s))
 			s->bad = BAD_SHA256;
 	}
 	if (s->bad)
@@ -271,8 +264,9 @@ static int put_end(struct s3req *s)
 {
 	int st;
 	const char *why;
-	if (s->aws_chunked && s->dec.st != DEC_DONE && s->bad != BAD_CHUNK_SIG)
-		put_refuse(s, BAD_FRAMING);
+	if (s->aws_chunked && s->bad != BAD_CHUNK_SIG &&
+	    (s->dec.st != DEC_DONE || (!s->bad && s->decoded >= 0 && s->fed != (uint64_t)s->decoded)))
+		put_refuse(s, BAD_FRAMING);   /* or not the length it said */
 	if (!s->bad && !s->put_finished && !s3sum_ok(s->sum))
 		put_refuse(s, BAD_DIGEST);
 	if (s->sha && !s->bad && !s->put_finished && !sha_ok(s))
@@ -290,9 +284,12 @@ static int put_end(struct s3req *s)
 	else if (st != 201)
 		s3_error(s, st >= 500 ? st : 500, "InternalError", why);
 	else {
+		const char *name;
+		char b64[48];
 		s->status = 200;
 		s3_hdr(s, "ETag", "\"%s\"", put_md5(s->put));
-		s3sum_headers(s, s->sum);
+		for (int i = 0; s3sum_echo(s->sum, &i, &name, b64);)
+			s3_hdr(s, name, "%s", b64);
 	}
 	return s3_send(s);
 }
@@ -358,6 +355,27 @@ void s3_delete_object(struct s3req *s)
 		s3_error(s, st, delete_code(st), why);
 }
 
+/* A key from XML (raw bytes, not percent-encoded) under the bucket, checked
+ * as key_decode checks a path.  0, or a status with *why. */
+static int xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *outlen,
+		   const char **why)
+{
+	struct buf enc = {0};
+	int st;
+	buf_puts(&enc, "/");
+	buf_append(&enc, s->bucket, s->blen);
+	buf_puts(&enc, "/");
+	buf_url_escape(&enc, name, n, true);   /* key_decode takes it back to name */
+	if (enc.len > KEY_MAX * 3) {
+		buf_free(&enc);
+		*why = "key longer than 189 bytes";
+		return 414;
+	}
+	st = key_decode(enc.data, enc.len, out, outlen, why);
+	buf_free(&enc);
+	return st;
+}
+
 /* One <Object> of a DeleteObjects document: deleted, or an <Error>. */
 static void delete_one(struct s3req *s, const char *k, size_t kl, const char *etag, bool quiet,
 		       struct buf *out)
@@ -365,7 +383,7 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, const char *et
 	char full[KEY_MAX * 3 + 8];
 	size_t fl;
 	const char *why;
-	int st = s3_xml_key(s, k, kl, full, &fl, &why);
+	int st = xml_key(s, k, kl, full, &fl, &why);
 	if (!st && !s3_may(s, PERM_DELETE, full, fl)) {
 		st = 403;
 		why = "Access Denied";
@@ -375,10 +393,10 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, const char *et
 	if (st == 204 && quiet)
 		return;
 	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
-	xml_tag(out, "Key", k, kl);
+	xml_tag(out, "Key", k, kl, false);
 	if (st != 204) {
 		buf_printf(out, "<Code>%s</Code>", delete_code(st));
-		xml_tag(out, "Message", why, strlen(why));
+		xml_tag(out, "Message", why, strlen(why), false);
 	}
 	buf_puts(out, st == 204 ? "</Deleted>" : "</Error>");
 }
@@ -405,10 +423,10 @@ void s3_delete_many(struct s3req *s)
 		op = obj;
 		et = s3_xml_next(&op, obj + olen, "ETag", &el);
 		if (++n > 1000 || !k || memmem(obj, olen, "<Size>", 6) ||
-		    memmem(obj, olen, "<LastModifiedTime>", 18)) {
+		    memmem(obj, olen, "<LastModifiedTime>", 18) || memmem(obj, olen, "<VersionId>", 11)) {
 			s3_error(s, n > 1000 || !k ? 400 : 501, n > 1000 || !k ? "MalformedXML"
 				 : "NotImplemented", n > 1000 ? "more than 1000 keys" : !k ?
-				 "an Object without a Key" : "a Size or LastModifiedTime condition");
+				 "an Object without a Key" : "a Size, LastModifiedTime or VersionId");
 			free(k), free(et), free(obj);
 			return;
 		}

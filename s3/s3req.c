@@ -43,8 +43,8 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 	if (s->head)
 		return;
 	buf_printf(&s->body, XML_HEAD "<Error><Code>%s</Code>", code);
-	xml_tag(&s->body, "Message", msg, strlen(msg));
-	xml_tag(&s->body, "Resource", s->path, strlen(s->path));
+	xml_tag(&s->body, "Message", msg, strlen(msg), false);
+	xml_tag(&s->body, "Resource", s->path, strlen(s->path), false);
 	buf_puts(&s->body, "<RequestId>mkv</RequestId></Error>");
 }
 
@@ -176,27 +176,6 @@ const char *s3_req_header(struct s3req *s, const char *name)
 	return front_header(s->sleep.conn, name);
 }
 
-/* A key from XML (raw bytes, not percent-encoded) under the bucket, checked
- * as key_decode checks a path.  0, or a status with *why. */
-int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *outlen,
-		   const char **why)
-{
-	struct buf enc = {0};
-	int st;
-	buf_puts(&enc, "/");
-	buf_append(&enc, s->bucket, s->blen);
-	buf_puts(&enc, "/");
-	buf_url_escape(&enc, name, n, true);   /* key_decode takes it back to name */
-	if (enc.len > KEY_MAX * 3) {
-		buf_free(&enc);
-		*why = "key longer than 189 bytes";
-		return 414;
-	}
-	st = key_decode(enc.data, enc.len, out, outlen, why);
-	buf_free(&enc);
-	return st;
-}
-
 static void xml_escape(struct buf *b, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -216,10 +195,13 @@ static void xml_escape(struct buf *b, const char *s, size_t n)
 	}
 }
 
-void xml_tag(struct buf *b, const char *name, const char *s, size_t n)
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n, bool url)
 {
 	buf_printf(b, "<%s>", name);
-	xml_escape(b, s, n);
+	if (url)
+		buf_url_escape(b, s, n, true);
+	else
+		xml_escape(b, s, n);
 	buf_printf(b, "</%s>", name);
 }
 

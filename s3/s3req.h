@@ -90,6 +90,7 @@ struct s3req {
 	struct buf pending;           /* decoded bytes the put has not taken yet */
 	size_t poff;
 	uint64_t fed;                 /* body bytes (decoded) so far */
+	int64_t decoded;              /* aws-chunked: x-amz-decoded-content-length (-1: none) */
 	int bad;                      /* BAD_*: the body is refused */
 	struct s3sum *sum;            /* the digests its headers ask to be checked */
 
@@ -133,11 +134,9 @@ char *s3_req_param(struct s3req *s, const char *name);
  * unchanged), -1 when it is not such a number. */
 int s3_num_param(struct s3req *s, const char *name, uint64_t min, uint64_t max, uint64_t *v);
 const char *s3_req_header(struct s3req *s, const char *name);
-int s3_xml_key(struct s3req *s, const char *name, size_t n, char *out, size_t *outlen,
-		   const char **why);
 char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen);
-/* <name>s[0..n), escaped</name> */
-void xml_tag(struct buf *b, const char *name, const char *s, size_t n);
+/* <name>s[0..n), escaped (URL-encoded when url)</name> */
+void xml_tag(struct buf *b, const char *name, const char *s, size_t n, bool url);
 /* ISO 8601 with milliseconds ("2026-11-30T17:00:00.000Z"). */
 void s3_iso_time(int64_t t, char out[32]);
 bool s3_lock_key(const char *key, size_t klen);
@@ -163,19 +162,23 @@ bool s3_may(const struct s3req *s, unsigned perm, const char *key, size_t n);
 void s3_body_take(struct s3req *s, const char *data, size_t n);
 bool s3_body_signed(struct s3req *s);
 
-/* ---- a body's digests (s3sum.c): Content-MD5, x-amz-checksum-* ---- */
-/* Those the request's headers (or its x-amz-trailer) ask for: NULL when
- * none, or when a value is malformed (then the error is set). */
-struct s3sum *s3sum_new(struct s3req *s);
+/* ---- a body's digests (s3sum.c, which answers nothing itself):
+ * Content-MD5, x-amz-checksum-* ---- */
+/* *out: those the headers (or x-amz-trailer) ask for, NULL when none.
+ * false when a value is malformed, x-amz-trailer names no digest checked
+ * here, or (md5_only) an x-amz-checksum-* is sent: *code and *msg are
+ * S3's error (NotImplemented: 501, else 400). */
+bool s3sum_new(struct MHD_Connection *conn, bool md5_only, struct s3sum **out, const char **code,
+	       const char **msg);
 void s3sum_update(struct s3sum *c, const void *p, size_t n);   /* c may be NULL */
 /* An aws-chunked trailer line ("x-amz-checksum-crc32:<base64>"). */
 void s3sum_trailer(struct s3sum *c, const char *line);
 /* At the body's end (once): every digest matches (true for NULL). */
 bool s3sum_ok(struct s3sum *c);
-/* After s3sum_ok: 400 BadDigest naming the one that failed. */
-void s3sum_error(struct s3req *s, struct s3sum *c);
-/* After s3sum_ok: the x-amz-checksum-* answer headers, as S3 sends them. */
-void s3sum_headers(struct s3req *s, struct s3sum *c);
+/* After s3sum_ok failed: the name of the digest that did not match. */
+const char *s3sum_failed(const struct s3sum *c);
+/* After s3sum_ok, from *i = 0: the next x-amz-checksum-* answer header. */
+bool s3sum_echo(const struct s3sum *c, int *i, const char **name, char b64[48]);
 void s3sum_free(struct s3sum *c);
 
 /* ---- GetObject / HeadObject (s3get.c) ---- */

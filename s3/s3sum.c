@@ -1,10 +1,9 @@
 /* s3sum.c -- the digests a body's headers ask the server to check
  * (Content-MD5, x-amz-checksum-{crc32,crc32c,sha1,sha256}, in a header or
  * an aws-chunked trailer), fed the decoded bytes as they pass.  See s3req.h. */
-#include "s3req.h"
+#include "s3req.h"   /* its declarations; s3sum.c calls only front.h */
 
 #include <openssl/evp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,9 +32,8 @@ struct s3sum {
 
 /* CRC-32 (zlib's) and CRC-32C (Castagnoli): reflected, a table each. */
 static uint32_t crc_tab[2][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
-static void crc_init(void)
+__attribute__((constructor)) static void crc_init(void)   /* before any thread */
 {
 	static const uint32_t poly[2] = {0xedb88320u, 0x82f63b78u};
 	for (int t = 0; t < 2; t++)
@@ -57,33 +55,46 @@ static bool sum_value(struct s3sum *c, int a, const char *v)
 	return true;
 }
 
-struct s3sum *s3sum_new(struct s3req *s)
+bool s3sum_new(struct MHD_Connection *conn, bool md5_only, struct s3sum **out, const char **code,
+	       const char **msg)
 {
 	struct s3sum *c = xcalloc(1, sizeof(*c));
-	const char *tr = s3_req_header(s, "x-amz-trailer"), *v;
+	const char *tr = front_header(conn, "x-amz-trailer"), *v;
+	bool named = !tr;   /* the trailer, if any, names a digest here */
 	c->failed = -1;
-	pthread_once(&crc_once, crc_init);
 	for (int a = 0; a < SUM_N; a++) {
 		bool trailer = tr && a && !strcasecmp(tr, algs[a].header);   /* its value comes last */
-		if (!trailer && !(v = s3_req_header(s, algs[a].header)))
+		if (!trailer && !(v = front_header(conn, algs[a].header)))
 			continue;
+		named |= trailer;
 		c->asked |= 1u << a;
 		c->pending |= 1u << a;
 		if (algs[a].md && (!(c->md[a] = EVP_MD_CTX_new()) ||
 				   !EVP_DigestInit_ex(c->md[a], algs[a].md(), NULL)))
 			die("EVP_DigestInit_ex failed");
-		if (!trailer && !sum_value(c, a, v)) {
-			s3_error(s, 400, a ? "InvalidRequest" : "InvalidDigest",
-				 a ? "Value for x-amz-checksum header is invalid."
-				   : "The Content-MD5 you specified was invalid.");
-			c->asked = 0;
-			break;
+		if (a && md5_only) {
+			*code = "NotImplemented";
+			*msg = "x-amz-checksum-* here is a whole object's: mkv keeps none (docs/s3.md)";
+		} else if (!trailer && !sum_value(c, a, v)) {
+			*code = a ? "InvalidRequest" : "InvalidDigest";
+			*msg = a ? "Value for x-amz-checksum header is invalid."
+				 : "The Content-MD5 you specified was invalid.";
+		} else {
+			continue;
 		}
+		s3sum_free(c);
+		return false;
 	}
-	if (c->asked)
-		return c;
-	s3sum_free(c);
-	return NULL;
+	if (!named) {
+		*code = "InvalidRequest";
+		*msg = "x-amz-trailer names no checksum mkv checks (CRC32, CRC32C, SHA1, SHA256)";
+		s3sum_free(c);
+		return false;
+	}
+	*out = c->asked ? c : NULL;
+	if (!c->asked)
+		s3sum_free(c);
+	return true;
 }
 
 void s3sum_update(struct s3sum *c, const void *p, size_t n)
@@ -127,23 +138,20 @@ bool s3sum_ok(struct s3sum *c)
 	return !c || c->failed < 0;
 }
 
-void s3sum_error(struct s3req *s, struct s3sum *c)
+const char *s3sum_failed(const struct s3sum *c)
 {
-	char msg[96];
-	snprintf(msg, sizeof(msg), "The %s you specified did not match the calculated checksum.",
-		 algs[c->failed].name);
-	s3_error(s, 400, "BadDigest", msg);
+	return algs[c->failed].name;
 }
 
-void s3sum_headers(struct s3req *s, struct s3sum *c)
+bool s3sum_echo(const struct s3sum *c, int *i, const char **name, char b64[48])
 {
-	for (int a = 1; c && a < SUM_N; a++) {
-		char b64[48];
-		if (!(c->asked & 1u << a))
-			continue;
-		EVP_EncodeBlock((unsigned char *)b64, c->got[a], algs[a].len);
-		s3_hdr(s, algs[a].header, "%s", b64);
-	}
+	while (c && ++*i < SUM_N && !(c->asked & 1u << *i))
+		;
+	if (!c || *i >= SUM_N)
+		return false;
+	EVP_EncodeBlock((unsigned char *)b64, c->got[*i], algs[*i].len);
+	*name = algs[*i].header;
+	return true;
 }
 
 void s3sum_free(struct s3sum *c)

@@ -205,7 +205,7 @@ def honest_tests(s3, b):
     k = "honest/k"
     s3.put_object(Bucket=b, Key=k, Body=b"kept")
     for fn in (honest_refusals, honest_checksums, honest_conditions, honest_buckets,
-               honest_v2, honest_unsigned):
+               honest_v2, honest_unsigned, honest_edited, honest_complete_race):
         fn(s3, b, k)
 
 
@@ -330,6 +330,115 @@ def honest_unsigned(s3, b, k):
         check(st == (403, "AccessDenied") or b not in [x["Name"] for x in
                                                        anon.list_buckets()["Buckets"]],
               "unsigned list_buckets: %s" % (st,))
+
+
+def signed(method, path, query="", body=b"", headers=None, payload=None):
+    """A request signed with SigV4 as a client would, then sent as built
+    (query: its canonical form, sorted): (status, body)."""
+    import datetime, hmac, http.client, urllib.parse
+    u = urllib.parse.urlsplit(END)
+    amzdate = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
+    payload = payload or hashlib.sha256(body).hexdigest()
+    h = {k.lower(): v for k, v in (headers or {}).items()}
+    h.update({"host": u.netloc, "x-amz-date": amzdate, "x-amz-content-sha256": payload})
+    names = sorted(h)
+    canon = "\n".join([method, path, query, "".join("%s:%s\n" % (n, h[n]) for n in names),
+                       ";".join(names), payload])
+    scope = amzdate[:8] + "/us-east-1/s3/aws4_request"
+    key = ("AWS4" + SECRET).encode()
+    for m in (amzdate[:8], "us-east-1", "s3", "aws4_request"):
+        key = hmac.new(key, m.encode(), hashlib.sha256).digest()
+    sts = "AWS4-HMAC-SHA256\n%s\n%s\n%s" % (amzdate, scope,
+                                            hashlib.sha256(canon.encode()).hexdigest())
+    h["authorization"] = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (
+        KID, scope, ";".join(names), hmac.new(key, sts.encode(), hashlib.sha256).hexdigest())
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    c.request(method, path + ("?" + query if query else ""), body=body, headers=h)
+    r = c.getresponse()
+    out = (r.status, r.read())
+    c.close()
+    return out
+
+
+def honest_edited(s3, b, k):
+    """requests edited as a client could send them: each refused, nothing changed"""
+    import base64, zlib
+    def kept(what):
+        check(s3.get_object(Bucket=b, Key=k)["Body"].read() == b"kept", what + " changed the key")
+    s3.put_object(Bucket=b, Key=k, Body=b"kept")
+    obj = "/%s/%s" % (b, k)
+    # DeleteObjects' body checked against its digests, as a PUT's is
+    doc = ("<Delete><Object><Key>%s</Key></Object></Delete>" % k).encode()
+    for name, value in (("Content-MD5", base64.b64encode(hashlib.md5(b"x").digest()).decode()),
+                        ("x-amz-checksum-crc32", "AAAAAA==")):
+        st = signed("POST", "/" + b, "delete=", doc, {name: value})
+        check(st[0] == 400 and b"BadDigest" in st[1], "DeleteObjects, a wrong %s: %s" % (name, st))
+        kept("DeleteObjects with a wrong " + name)
+    st = signed("POST", "/" + b, "delete=", doc, {"x-amz-checksum-crc32": base64.b64encode(
+        zlib.crc32(doc).to_bytes(4, "big")).decode()})
+    check(st[0] == 200, "DeleteObjects, a right CRC32: %s" % (st,))
+    s3.put_object(Bucket=b, Key=k, Body=b"kept")
+    # a version named is not the object
+    st = signed("POST", "/" + b, "delete=", doc.replace(b"</Key>", b"</Key><VersionId>v1</VersionId>"))
+    check(st[0] == 501, "DeleteObjects of a version: %s" % (st,))
+    kept("DeleteObjects of a version")
+    # an aws-chunked body's trailer naming a checksum not checked here
+    for trailer, code in (("x-amz-checksum-crc64nvme", 501), ("x-amz-checksum-crc32,x-amz-checksum-sha1", 400),
+                          ("x-amz-checksum-md5", 400)):
+        body = b"3\r\nnew\r\n0\r\n" + trailer.split(",")[0].encode() + b":AAAAAAAAAAA=\r\n\r\n"
+        st = signed("PUT", obj, "", body, {"Content-Encoding": "aws-chunked", "x-amz-trailer": trailer,
+                                           "x-amz-decoded-content-length": "3"},
+                    "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+        check(st[0] == code, "a PutObject whose trailer is %s: %s" % (trailer, st))
+        kept("a PutObject whose trailer is " + trailer)
+    # an aws-chunked body that is not the length it declared
+    for declared in ("2", "10"):
+        st = signed("PUT", obj, "", b"3\r\nnew\r\n0\r\n\r\n", {"Content-Encoding": "aws-chunked",
+                    "x-amz-decoded-content-length": declared}, "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+        check(st[0] == 400 and b"IncompleteBody" in st[1],
+              "3 bytes sent as x-amz-decoded-content-length %s: %s" % (declared, st))
+        kept("a body not its declared length")
+    # a copy of a range is UploadPartCopy's: CopyObject would copy it all
+    st = signed("PUT", obj + "2", "", b"", {"x-amz-copy-source": obj, "x-amz-copy-source-range": "bytes=0-1"})
+    check(st[0] == 400, "CopyObject with a range: %s" % (st,))
+    check(error_of(s3.head_object, Bucket=b, Key=k + "2")[0] == 404, "CopyObject with a range wrote")
+    # a parameter naming another operation
+    for method, q in (("DELETE", "uploads="), ("DELETE", "partNumber=1"), ("PUT", "location=")):
+        st = signed(method, obj, q, b"new" if method == "PUT" else b"")
+        check(st[0] == 400, "%s ?%s: %s" % (method, q, st))
+        kept("%s ?%s" % (method, q))
+    # a CompleteMultipartUpload document cut short
+    up = s3.create_multipart_upload(Bucket=b, Key=k)["UploadId"]
+    e1 = s3.upload_part(Bucket=b, Key=k, UploadId=up, PartNumber=1, Body=b"p1")["ETag"]
+    doc = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>%s</ETag></Part><Part>" % e1
+    st = signed("POST", obj, "uploadId=" + up, doc.encode())
+    check(st[0] == 400 and b"MalformedXML" in st[1], "a Complete cut short: %s" % (st,))
+    kept("a Complete cut short")
+    s3.abort_multipart_upload(Bucket=b, Key=k, UploadId=up)
+
+
+def honest_complete_race(s3, b, k):
+    """a CompleteMultipartUpload retried while the first still runs (a
+    client that timed out): every answer 200 with one ETag, the object
+    whole (a racing retry once replaced it with an empty value)"""
+    import threading
+    up = s3.create_multipart_upload(Bucket=b, Key=k + "race")["UploadId"]
+    parts = [{"PartNumber": n, "ETag": s3.upload_part(Bucket=b, Key=k + "race", UploadId=up,
+                                                      PartNumber=n, Body=bytes([n]) * (5 << 20))["ETag"]}
+             for n in (1, 2, 3)]
+    out = []
+    def complete():
+        out.append(error_of(s3.complete_multipart_upload, Bucket=b, Key=k + "race", UploadId=up,
+                            MultipartUpload={"Parts": parts}))
+    threads = [threading.Thread(target=complete) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(all(st == (200, None) for st in out), "racing Completes: %s" % out)
+    body = s3.get_object(Bucket=b, Key=k + "race")["Body"].read()
+    check(body == b"".join(bytes([n]) * (5 << 20) for n in (1, 2, 3)),
+          "after racing Completes the object holds %d bytes" % len(body))
 
 
 def aws_tests():
