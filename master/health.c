@@ -65,9 +65,10 @@ static atomic_bool stopping;
 static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
 
-/* A subvolume seen for the first time: its id (volid.c), read, or
- * written with its marker (a new disk, or an older master's marker).
- * False (logged) when it cannot be. */
+/* A subvolume's id (volid.c), read (a disk swapped under its name, or an
+ * id another process wrote, is said and taken), or written with its
+ * marker (a new disk, an older master's marker).  False (logged) when it
+ * cannot be. */
 static bool read_id(struct vol *v, int sv)
 {
 	char loc[600], id[VOL_ID_LEN + 1];
@@ -124,7 +125,7 @@ static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *m
 	st = httpc_call(&head, err);
 	if (st > 0)
 		note_server(v, a.server);
-	if ((st == 404 || st == 200) && !v->seen[sv]) {   /* first seen: its id */
+	if (st == 200 || (st == 404 && !v->seen[sv])) {   /* its id, each round: volid.c */
 		if (!read_id(v, sv) && st == 404)
 			return 0;   /* a new disk that cannot be marked (a marker
 				     * with no id that cannot get one still serves) */
