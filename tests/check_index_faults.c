@@ -473,6 +473,60 @@ START_TEST(test_index_recover_without_new_log)
 }
 END_TEST
 
+/* A write under way when another one fails: it passed the front's check
+ * while the index was sound, and reaches the committer after the failed
+ * write.  It must be refused, as every write after the failed one is
+ * until a fresh log begins (none can here: faultfs "create" fails the
+ * probe of the disk), else it is acknowledged and a crash drops it with
+ * the rest of the cut log block. */
+START_TEST(test_index_write_under_way_at_failure)
+{
+	struct run r;
+	struct resp rs;
+	struct buf out = {0};
+	const char *head = "PUT /big HTTP/1.1\r\nHost: x\r\nContent-Length: 131072\r\n\r\n";
+	static char half[65536];
+	char *url, *list;
+	uint64_t end = now_ms() + 20000;
+	bool taken = false;
+	long st;
+	int fd;
+	start(&r, "");
+	ck_assert_int_eq(put(&r, "a00"), 201);
+	memset(half, 'z', sizeof(half));
+	fd = h_connect(r.m.port);   /* a streamed PUT: its first record written, then held */
+	ck_assert_int_ge(fd, 0);
+	ck_assert(h_send(fd, head, strlen(head)) && h_send(fd, half, sizeof(half)));
+	list = xasprintf("%s/?unlinked", r.m.base);
+	while (!taken && now_ms() < end) {
+		ck_assert_int_eq(h_http("GET", list, NULL, 0, NULL, false, &rs), 200);
+		taken = rs.body.data && memmem(rs.body.data, rs.body.len, "/big", 4);
+		h_resp_free(&rs);
+		if (!taken)
+			usleep(50000);
+	}
+	ck_assert_msg(taken, "the PUT of /big never wrote its first record");
+	arm(&r, "write");
+	ck_assert_int_ne(put(&r, "b00"), 201);
+	arm(&r, "create");
+	ck_assert(h_send(fd, half, sizeof(half)));
+	st = h_recv_resp(fd, &out, 30000, false);
+	buf_free(&out);
+	close(fd);
+	unlink(r.ctl);
+	crash_and_check(&r);
+	url = xasprintf("%s/big", r.m.base);
+	if (st == 201) {
+		long got = h_http("GET", url, NULL, 0, NULL, true, &rs);
+		ck_assert_msg(got == 200 && rs.body.len == 2 * sizeof(half), "/big was answered 201 "
+			      "after another write failed, and reads %ld after a crash", got);
+		h_resp_free(&rs);
+	}
+	free(url), free(list);
+	finish(&r);
+}
+END_TEST
+
 /* "reads go on" while the index's disk stalls.  claim()
  * asks store_writable on the poll thread, and index_writable takes wmu,
  * which the committer holds through leveldb_write's fdatasync (and
@@ -760,6 +814,7 @@ int main(void)
 	tcase_add_test(tc, test_index_write_fault_outlasts_recover);
 	tcase_add_test(tc, test_index_recover_without_new_log);
 	tcase_add_test(tc, test_index_stalled_sync_blocks_reads);
+	tcase_add_test(tc, test_index_write_under_way_at_failure);
 	tcase_add_test(tc, test_sidecar_fails_mid_upload_part);
 	tcase_add_test(tc, test_index_crash_inside_recover);
 	tcase_add_test(tc, test_index_failed_sync_put_comes_back);
