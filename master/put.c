@@ -721,6 +721,7 @@ void put_sweep_replaces(const struct config *cfg, struct index *idx)
 		char *v, *to;
 		struct record r;
 		size_t wlen;
+		bool done = true;   /* settled or unlinked: else the note stays for the next start */
 		if (!klen || k[0] != 'r')
 			break;
 		w = index_iter_value(it, &wlen);
@@ -732,7 +733,7 @@ void put_sweep_replaces(const struct config *cfg, struct index *idx)
 			char *enc;
 			r.deleted = true;
 			enc = record_encode(&r, &elen);
-			if (index_put(idx, k + 1, klen - 1, enc, elen) == 0)
+			if ((done = index_put(idx, k + 1, klen - 1, enc, elen) == 0))
 				log_msg("REPLACE of %.*s was cut short by a restart: its copies may "
 					"differ and none could be read, so it is unlinked (RELINK "
 					"after verify, or DELETE)", (int)klen - 1, k + 1);
@@ -740,7 +741,8 @@ void put_sweep_replaces(const struct config *cfg, struct index *idx)
 		}
 		free(v);
 		free(to);
-		meta_raw_delete('r', k + 1, klen - 1);
+		if (done)
+			meta_raw_delete('r', k + 1, klen - 1);
 	}
 	index_iter_free(it);
 }

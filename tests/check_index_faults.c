@@ -527,6 +527,58 @@ START_TEST(test_index_write_under_way_at_failure)
 }
 END_TEST
 
+/* A REPLACE cut short by a crash leaves its note ('r'), and the next
+ * start settles the key from its copies.  When it can neither settle
+ * (its volume hangs) nor unlink the key (the index fails that write),
+ * the note must stay for the start after: else the key is served as it
+ * is, its copies unchecked. */
+START_TEST(test_replace_note_kept_when_unsettled)
+{
+	struct run r;
+	static char half[65536];
+	const char *head = "REPLACE /rkey HTTP/1.1\r\nHost: x\r\nContent-Length: 131072\r\n\r\n";
+	char exe[4096] = "", *so, *cmd, *log, *vols;
+	char port[16], *argv[] = {h_bin("mkv"), "-volumes", NULL, "-db", NULL, "-port", port,
+				  "-replicas", "1", "server", NULL};
+	uint64_t end;
+	int fd;
+	start(&r, "");
+	argv[2] = vols = h_volumes_arg(&r.vol, 1);
+	argv[4] = r.m.db;
+	snprintf(port, sizeof(port), "%d", r.m.port);
+	ck_assert_int_eq(put(&r, "rkey"), 201);
+	memset(half, 'n', sizeof(half));
+	fd = h_connect(r.m.port);
+	ck_assert(fd >= 0 && h_send(fd, head, strlen(head)) && h_send(fd, half, sizeof(half)));
+	/* past its note: the volume writes the new bytes (to an O_TMPFILE) */
+	cmd = xasprintf("ls -l /proc/%d/fd | grep -q '(deleted)'", (int)r.vol.pid);
+	for (end = now_ms() + 20000; system(cmd) != 0 && now_ms() < end;)
+		usleep(50000);
+	ck_assert_msg(now_ms() < end, "the REPLACE sent no bytes to its volume");
+	h_stop(r.m.pid, SIGKILL);   /* cut short */
+	r.m.pid = 0;
+	close(fd);
+	kill(r.vol.pid, SIGSTOP);   /* its copy cannot be read */
+	ck_assert_int_gt(readlink("/proc/self/exe", exe, sizeof(exe) - 1), 0);
+	*strrchr(exe, '/') = '\0';
+	so = xasprintf("%s/faultfs.so", exe);
+	setenv("LD_PRELOAD", so, 1);
+	r.m.pid = h_spawn(argv, r.m.log);
+	unsetenv("LD_PRELOAD");
+	sleep(3);             /* the index open; the copy's read waits for 10 s */
+	arm(&r, "write");     /* and the unlink's write fails */
+	ck_assert_msg(h_wait_port(r.m.port, 60000), "the master did not start");
+	unlink(r.ctl);
+	kill(r.vol.pid, SIGCONT);
+	crash_and_check(&r);   /* the next start: the note is still there */
+	log = h_read_file(r.m.log);
+	ck_assert_msg(log && strstr(log, "was cut short by a restart: 1 of its 1 copies"),
+		      "the REPLACE's note was dropped unsettled: the next start did not settle /rkey");
+	free(log), free(so), free(cmd), free(vols), free(argv[0]);
+	finish(&r);
+}
+END_TEST
+
 /* "reads go on" while the index's disk stalls.  claim()
  * asks store_writable on the poll thread, and index_writable takes wmu,
  * which the committer holds through leveldb_write's fdatasync (and
@@ -815,6 +867,7 @@ int main(void)
 	tcase_add_test(tc, test_index_recover_without_new_log);
 	tcase_add_test(tc, test_index_stalled_sync_blocks_reads);
 	tcase_add_test(tc, test_index_write_under_way_at_failure);
+	tcase_add_test(tc, test_replace_note_kept_when_unsettled);
 	tcase_add_test(tc, test_sidecar_fails_mid_upload_part);
 	tcase_add_test(tc, test_index_crash_inside_recover);
 	tcase_add_test(tc, test_index_failed_sync_put_comes_back);
