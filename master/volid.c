@@ -204,6 +204,16 @@ int vol_among(char *const *locs, int n, const char *loc)
 	return rc;
 }
 
+int vol_named(struct index *idx, const char *key, size_t klen, const char *loc)
+{
+	struct record r;
+	size_t vlen;
+	char *v = index_get(idx, key, klen, &vlen);
+	int rc = !v ? 0 : record_parse(v, vlen, &r) < 0 ? -1 : vol_among(r.locs, r.nlocs, loc);
+	free(v);
+	return rc;
+}
+
 int vol_in(const struct config *cfg, const char *loc)
 {
 	size_t n = strcspn(loc, "/");

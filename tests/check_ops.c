@@ -2035,7 +2035,9 @@ END_TEST
  * copy that it "moved" onto the very same file. */
 START_TEST(test_respelled_late_id)
 {
-	static const char *const flags[] = {"-replicas", "2", "-subvolumes", "1", NULL};
+	/* a check round each 30 s: none reads the new ids before the moves */
+	static const char *const flags[] = {"-replicas", "2", "-subvolumes", "1", "-voltimeout",
+					    "30s", NULL};
 	struct vol W[SPELL_VOLS];
 	struct master m = {0};
 	int fd[SPELL_VOLS];
