@@ -75,21 +75,17 @@ char *meta_raw_get(char type, const char *name, size_t nlen)
 	return v;
 }
 
-static int raw_delete(char type, const char *name, size_t nlen, bool sync)
+int meta_raw_delete(char type, const char *name, size_t nlen)
 {
 	char *k;
 	int rc;
 	if (!db)
 		return 0;
 	k = name_of(type, name, nlen);
-	rc = sync ? index_delete(db, k, nlen + 1) : index_delete_nosync(db, k, nlen + 1);
+	/* an attribute ('m') lost alone leaves a stale entry no listing reads */
+	rc = type != 'm' ? index_delete(db, k, nlen + 1) : index_delete_nosync(db, k, nlen + 1);
 	free(k);
 	return rc;
-}
-
-int meta_raw_delete(char type, const char *name, size_t nlen)
-{
-	return raw_delete(type, name, nlen, true);
 }
 
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m)
@@ -210,5 +206,5 @@ void meta_cursor_free(struct meta_cursor *c)
 
 void meta_delete(const char *key, size_t klen)
 {
-	raw_delete('m', key, klen, false); /* lost alone, it leaves a stale entry no listing reads */
+	meta_raw_delete('m', key, klen);
 }

@@ -85,15 +85,13 @@ static char *note_get(const char *key, size_t klen, struct record *r)
 void move_note(const char *key, size_t klen, char *const *locs, int n)
 {
 	struct record r;
-	char *v = note_get(key, klen, &r), *all[RECORD_MAX_LOCS];
-	int na = 0;
-	for (int i = 0; i < r.nlocs; i++)
-		all[na++] = r.locs[i];
-	for (int i = 0; i < n && na < RECORD_MAX_LOCS; i++)
-		if (!record_has_loc(all, na, locs[i]))
-			all[na++] = locs[i];
-	if (na > r.nlocs)
-		note_set(key, klen, all, na);
+	char *v = note_get(key, klen, &r);
+	int was = r.nlocs;
+	for (int i = 0; i < n && r.nlocs < RECORD_MAX_LOCS; i++)
+		if (!record_has_loc(r.locs, r.nlocs, locs[i]))
+			r.locs[r.nlocs++] = locs[i];
+	if (r.nlocs > was)
+		note_set(key, klen, r.locs, r.nlocs);
 	free(v);
 }
 

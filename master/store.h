@@ -131,7 +131,7 @@ void meta_cursor_free(struct meta_cursor *c);
 int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync);
 /* Heap string (caller frees) or NULL. */
 char *meta_raw_get(char type, const char *name, size_t nlen);
-int meta_raw_delete(char type, const char *name, size_t nlen);   /* 0, or -1 */
+int meta_raw_delete(char type, const char *name, size_t nlen);   /* 0, -1; 'm' unsynced */
 
 /* The notes of one type, in name order: an index iterator whose keys are
  * the type byte and the name (NULL without a sidecar). */

@@ -133,8 +133,7 @@ int vol_id(const char *loc, bool fresh, char *id)
 	return rc;
 }
 
-/* Were a and b read apart as two disks (and, with mark, they are now)?
- * Under ids.mu. */
+/* Were a and b read apart as two disks (with mark: they are now)?  Under ids.mu. */
 static bool two_disks(const char *a, const char *b, bool mark)
 {
 	size_t x = (size_t)(entry(a) - ids.v), y = (size_t)(entry(b) - ids.v);
