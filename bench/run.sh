@@ -1048,6 +1048,36 @@ if want 16 && [ $HAVE_MKV = 1 ] && [ $HAVE_VOL = 1 ]; then
 	for p in $M14OFFPID $M14ONPID $V14OFFPID $V14ONPID $N14OFFPID $N14ONPID; do stop "$p"; done
 fi
 
+# ------------------------------------------------------ row 18: over TLS
+# mkv-volume -tls vs nginx by mkv-nginx-volume -tls (listen ... ssl), the
+# same certificate (tests/tls_certs.sh makes one now), wrk keeping its
+# connections (the handshakes are not counted).  Under TLS libmicrohttpd
+# cannot sendfile: each body goes through GnuTLS, nginx's through OpenSSL.
+if want 18 && [ $HAVE_VOL = 1 ]; then
+	log "row 18: volume GET 1 MiB and 4 KiB over TLS, mkv-volume vs nginx, $RUNS x ${DUR}s each side"
+	sh tests/tls_certs.sh "$T/tls18" || exit 1
+	TLS18="$T/tls18/srv.pem,$T/tls18/srv.key"
+	free_port; V18=$FREE; free_port; N18=$FREE
+	VOL_FLAGS="-tls $TLS18" volume_start v18 "$V18" && V18PID=$LAST
+	spawn n18 sh deploy/nginx/mkv-nginx-volume -tls "$TLS18" "$N18" "$T/n18" && N18PID=$LAST
+	wait_port "$N18"
+	head -c 4096 /dev/urandom >"$T/f4k18"
+	head -c 1048576 /dev/urandom >"$T/f1m18"
+	for p in $V18 $N18; do
+		for f in f4k18 f1m18; do
+			curl -s --cacert "$T/tls18/ca.pem" -o /dev/null -T "$T/$f" "https://127.0.0.1:$p/bench/$f"
+		done
+	done
+	for r in $(seq "$RUNS"); do
+		record r18a ours "$(wrk_rate "https://127.0.0.1:$V18/bench/f1m18")"
+		record r18a ref "$(wrk_rate "https://127.0.0.1:$N18/bench/f1m18")"
+		record r18b ours "$(wrk_rate "https://127.0.0.1:$V18/bench/f4k18")"
+		record r18b ref "$(wrk_rate "https://127.0.0.1:$N18/bench/f4k18")"
+	done
+	stop "$V18PID"
+	stop "$N18PID"
+fi
+
 # ------------------------ row 13: rebuild and rebalance vs the Go original
 # GO_KEYS keys x 3 replicas of 1 KiB, populated straight on disk for five
 # volumes (-subvolumes 10, the Go default); each round, on the same
@@ -1328,6 +1358,8 @@ row 16b "row 6a's GET 4 KiB on mkv-volume: signed URLs (with \`-volumesecret\`) 
 row 16c "row 6b's GET 1 MiB on mkv-volume: signed vs plain" "req/s" r16c r16c ge 0.95
 row 16d "row 6a's GET 4 KiB on nginx (mkv-nginx-volume): \`secure_link\` and signed URLs vs plain" "req/s" r16d r16d ge 0.95
 row 16e "row 6b's GET 1 MiB on nginx: signed vs plain" "req/s" r16e r16e ge 0.95
+row 18a "volume alone over TLS (\`-tls\`), GET 1 MiB: mkv-volume vs nginx \`ssl\`, same certificate, kept alive" "req/s" r18a r18a - -
+row 18b "the same, GET 4 KiB" "req/s" r18b r18b - -
 row 16f "row 7a's rebuild on mkv-volumes: signed (every listing) vs plain" "keys/s" r16f r16f ge 0.9
 row 16g "row 7b's rebalance on mkv-volumes: signed (every GET, pull, PUT, DELETE) vs plain" "moved keys/s" r16g r16g ge 0.9
 row 16h "row 16a: the master's CPU per GET → 302, signed vs not" "µs" r16a.cpu r16a.cpu le 1.05

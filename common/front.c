@@ -18,6 +18,8 @@
 #include "spawn.h"
 #include "util.h"
 
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -412,20 +414,21 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* libmicrohttpd closes a connection whose first line it cannot split into
- * method, target and version (GARBAGE, a TLS ClientHello's bytes) without
- * a word, before any handler runs, and has no option to answer; nginx
- * answers 400.  So, as it closes (the socket is still open): a client
- * that sent bytes, got none back, and was not cut off for being slow is
- * told, in the 400 nginx would send.  Only on a connection's first request
- * (a later one's bytes cannot be told from the earlier requests'). */
+ * method, target and version (GARBAGE, a TLS ClientHello's bytes), or,
+ * under -tls, whose handshake fails (plain HTTP), without a word, before
+ * any handler runs, and has no option to answer; nginx answers 400.  So,
+ * as it closes (the socket is still open): a client that sent bytes, got
+ * none back, and was not cut off for being slow is told, in the 400 nginx
+ * would send.  Only on a connection's first request (a later one's bytes
+ * cannot be told from the earlier requests'). */
 static void answer_unparsed(struct conn *k)
 {
-	static const char body[] = "not an HTTP request line\n";
+	static const char plain[] = "not an HTTP request line\n",
+			  tls[] = "The plain HTTP request was sent to HTTPS port\n";
+	const char *body = opts.tls ? tls : plain;
 	struct tcp_info ti;
 	socklen_t tl = sizeof(ti);
-	char head[256], date[64], drain[4096];
-	time_t now = time(NULL);
-	struct tm tm;
+	char head[256], date[HTTP_DATE_LEN], drain[4096];
 	int n;
 	if (getsockopt(k->reap.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) || tl < sizeof(ti) ||
 	    !ti.tcpi_bytes_received || ti.tcpi_bytes_sent ||
@@ -435,10 +438,10 @@ static void answer_unparsed(struct conn *k)
 	 * destroy the answer before the client reads it */
 	for (int i = 0; i < 16 && recv(k->reap.fd, drain, sizeof(drain), MSG_DONTWAIT) > 0; i++)
 		;
-	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
+	http_date(time(NULL), date);
 	n = snprintf(head, sizeof(head), "HTTP/1.1 400 Bad Request\r\nDate: %s\r\nConnection: close\r\n"
 		     "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s", date,
-		     sizeof(body) - 1, body);
+		     strlen(body), body);
 	if (sendto(k->reap.fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) == n)
 		shutdown(k->reap.fd, SHUT_WR);
 }
@@ -479,7 +482,93 @@ static void on_log(void *cls, const char *fmt, va_list ap)
 	(void)cls;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	line[strcspn(line, "\n")] = '\0';
+	if (strstr(line, "handshake message out of context"))
+		return;   /* a failed TLS handshake: the client's to report, as nginx's "info" */
 	log_msg("libmicrohttpd: %s", line);
+}
+
+/* ---- TLS (-tls CERT,KEY) ----
+ * libmicrohttpd asks tls_pick for the certificate at each handshake, so
+ * SIGHUP swaps in a renewed one between two handshakes, none failing.
+ * A session may point at the one it took until it ends: the old ones are
+ * kept (a few KiB a reload) and freed at front_stop. */
+#define TLS_CHAIN_MAX 8
+struct tls_cert {
+	gnutls_pcert_st pc[TLS_CHAIN_MAX];
+	unsigned n;
+	gnutls_privkey_t key;
+	struct tls_cert *older;
+};
+static _Atomic(struct tls_cert *) tls_cur;
+
+static void tls_free(struct tls_cert *t)
+{
+	for (unsigned i = 0; i < t->n; i++)
+		gnutls_pcert_deinit(&t->pc[i]);
+	if (t->key)
+		gnutls_privkey_deinit(t->key);
+	free(t);
+}
+
+/* spec "CERT,KEY" (PEM; CERT may hold the chain), or NULL (logged). */
+static struct tls_cert *tls_load(const char *spec)
+{
+	struct tls_cert *t = xcalloc(1, sizeof(*t));
+	char *cert = xstrdup(spec), *key = strchr(cert, ',');
+	gnutls_certificate_credentials_t cr = NULL;
+	gnutls_datum_t d = {0};
+	unsigned n = TLS_CHAIN_MAX;
+	int rc = GNUTLS_E_INVALID_REQUEST;
+	if (key)
+		*key++ = '\0';
+	/* the credentials check that the key is the certificate's */
+	if (!key || (rc = gnutls_certificate_allocate_credentials(&cr)) < 0 ||
+	    (rc = gnutls_certificate_set_x509_key_file(cr, cert, key, GNUTLS_X509_FMT_PEM)) < 0 ||
+	    (rc = gnutls_pcert_list_import_x509_file(t->pc, &n, cert, GNUTLS_X509_FMT_PEM, NULL,
+						     NULL, 0)) < 0 ||
+	    (t->n = n, rc = gnutls_load_file(key, &d)) < 0 ||
+	    (rc = gnutls_privkey_init(&t->key)) < 0 ||
+	    (rc = gnutls_privkey_import_x509_raw(t->key, &d, GNUTLS_X509_FMT_PEM, NULL, 0)) < 0) {
+		log_msg("-tls %s: %s", spec, key ? gnutls_strerror(rc) : "give CERT,KEY");
+		tls_free(t);
+		t = NULL;
+	}
+	gnutls_free(d.data);
+	if (cr)
+		gnutls_certificate_free_credentials(cr);
+	free(cert);
+	return t;
+}
+
+static int tls_pick(gnutls_session_t s, const gnutls_datum_t *dn, int ndn,
+		    const gnutls_pk_algorithm_t *pk, int npk, gnutls_pcert_st **pc,
+		    unsigned *n, gnutls_privkey_t *key)
+{
+	struct tls_cert *t = atomic_load(&tls_cur);
+	(void)s, (void)dn, (void)ndn, (void)pk, (void)npk;
+	*pc = t->pc;
+	*n = t->n;
+	*key = t->key;
+	return 0;
+}
+
+/* Load opts.tls's files: 0, or -1 (logged), the certificate in use staying. */
+static int tls_reload(void)
+{
+	struct tls_cert *t = tls_load(opts.tls);
+	if (!t && atomic_load(&tls_cur))
+		log_msg("-tls: still serving the certificate loaded before");
+	if (t)
+		t->older = atomic_exchange(&tls_cur, t);
+	return t ? 0 : -1;
+}
+
+static void tls_stop(void)
+{
+	for (struct tls_cert *t = atomic_exchange(&tls_cur, NULL), *o; t; t = o) {
+		o = t->older;
+		tls_free(t);
+	}
 }
 
 /* ---- answers ---- */
@@ -743,9 +832,11 @@ static int inflight_now(void)
 	return atomic_load(&inflight);
 }
 
-void front_reopen_logs(void)
+void front_reload(void)
 {
 	accesslog_reopen();
+	if (opts.tls && tls_reload() == 0)
+		log_msg("-tls %s: loaded", opts.tls);
 }
 
 /* ---- start and stop ---- */
@@ -841,6 +932,29 @@ static void loops_free(void)
 	nloops = 0;
 }
 
+/* A daemon of the front on opts.port, at most limit connections, the
+ * options more besides the ones all take. */
+static struct MHD_Daemon *daemon_start(unsigned flags, unsigned limit,
+				       const struct MHD_OptionItem *more)
+{
+	struct MHD_OptionItem o[] = {
+		{MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_log, NULL},
+		{MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, NULL},
+		{MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)no_unescape, NULL},
+		{MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_done, NULL},
+		{MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, NULL},
+		{MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)(opts.idle_ms / 1000), NULL},
+		{MHD_OPTION_CONNECTION_LIMIT, limit, NULL},
+		{MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)opts.conn_memory, NULL},
+		{MHD_OPTION_ARRAY, 0, (void *)more},
+		{opts.tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, 0, (void *)tls_pick},
+		{MHD_OPTION_END, 0, NULL}};
+	return MHD_start_daemon(flags | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+					MHD_USE_ERROR_LOG | (opts.tls ? MHD_USE_TLS : 0),
+				(uint16_t)opts.port, NULL, NULL, handler, NULL, MHD_OPTION_ARRAY, o,
+				MHD_OPTION_END);
+}
+
 /* Start n loops, each with its daemon: the first binds the port (as
  * libmicrohttpd binds it: IPv4, every address, SO_REUSEADDR), the others
  * take its socket.  0 or -1. */
@@ -857,20 +971,7 @@ static int loops_start(const struct front_opts *o, int n)
 				      : (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL},
 			{MHD_OPTION_END, 0, NULL}};
 		fl->loop = loop_new();
-		fl->d = MHD_start_daemon(
-			MHD_USE_EPOLL | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-				MHD_USE_ERROR_LOG,
-			(uint16_t)o->port, NULL, NULL, handler, NULL,
-			MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
-			MHD_OPTION_ARRAY, listen,
-			MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-			MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-			MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-			MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-			MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_ms / 1000),
-			MHD_OPTION_CONNECTION_LIMIT, limit ? limit : 1u,
-			MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
-			MHD_OPTION_END);
+		fl->d = daemon_start(MHD_USE_EPOLL, limit ? limit : 1u, listen);
 		di = fl->d ? MHD_get_daemon_info(fl->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
 		if (!di) {
 			nloops++;
@@ -893,6 +994,25 @@ static int loops_start(const struct front_opts *o, int n)
 	return 0;
 }
 
+/* Undo what front_start made (no loop thread running). */
+static void teardown(void)
+{
+	loops_free();
+	if (pool)
+		MHD_stop_daemon(pool);
+	pool = NULL;
+	if (listen_fd >= 0)
+		close(listen_fd);
+	listen_fd = -1;
+	reaper_stop(reaper);   /* after: the daemons' last closes leave its ring */
+	reaper = NULL;
+	if (admin)
+		MHD_stop_daemon(admin);
+	admin = NULL;
+	accesslog_close();
+	tls_stop();
+}
+
 int front_start(const struct front_opts *o)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -903,42 +1023,25 @@ int front_start(const struct front_opts *o)
 	atomic_store(&refusing, false);
 	atomic_store(&no_sleep, false);
 	reqstats_init(inflight_now);
-	if (o->accesslog && accesslog_open(o->accesslog) < 0)
+	if (o->tls && tls_reload() < 0)
 		return -1;
-	if (o->metrics && admin_start(o->metrics) < 0) {
-		accesslog_close();
+	if ((o->accesslog && accesslog_open(o->accesslog) < 0) ||
+	    (o->metrics && admin_start(o->metrics) < 0)) {
+		teardown();
 		return -1;
 	}
 	reaper = reaper_start(o->idle_ms);
 	listen_fd = -1;
-	if (o->threads)
-		pool = MHD_start_daemon(
-			MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
-				MHD_USE_ITC | MHD_USE_ERROR_LOG,
-			(uint16_t)o->port, NULL, NULL, handler, NULL,
-			MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
-			MHD_OPTION_THREAD_POOL_SIZE, ncpu > 2 ? (unsigned)ncpu : 2u,
-			MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-			MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-			MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-			MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-			MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_ms / 1000),
-			MHD_OPTION_CONNECTION_LIMIT, o->max_conns,
-			MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
-			MHD_OPTION_LISTEN_BACKLOG_SIZE, o->backlog ? o->backlog : (unsigned)SOMAXCONN,
-			MHD_OPTION_END);
+	if (o->threads) {
+		struct MHD_OptionItem more[] = {
+			{MHD_OPTION_THREAD_POOL_SIZE, ncpu > 2 ? ncpu : 2, NULL},
+			{MHD_OPTION_LISTEN_BACKLOG_SIZE, o->backlog ? o->backlog : SOMAXCONN, NULL},
+			{MHD_OPTION_END, 0, NULL}};
+		pool = daemon_start(MHD_USE_EPOLL_INTERNAL_THREAD, o->max_conns, more);
+	}
 	if (o->threads ? !pool : loops_start(o, ncpu > 2 ? (int)ncpu : 2) < 0) {
 		log_msg("cannot listen on port %d", o->port);
-		loops_free();
-		if (listen_fd >= 0)
-			close(listen_fd);
-		listen_fd = -1;
-		reaper_stop(reaper);
-		reaper = NULL;
-		if (admin)
-			MHD_stop_daemon(admin);
-		admin = NULL;
-		accesslog_close();
+		teardown();
 		return -1;
 	}
 	sd_notify(0, "READY=1");
@@ -974,16 +1077,7 @@ void front_stop(void)
 		loop_stop(loops[i].loop);
 	for (int i = 0; i < nloops; i++)
 		pthread_join(loops[i].th, NULL);
-	loops_free();
-	if (pool)
-		MHD_stop_daemon(pool);
-	pool = NULL;
-	reaper_stop(reaper);   /* after: the daemons' last closes leave its ring */
-	reaper = NULL;
-	if (admin)
-		MHD_stop_daemon(admin);
-	admin = NULL;
-	accesslog_close();
+	teardown();
 }
 
 const char *front_version(void)

@@ -74,6 +74,7 @@ struct front_opts {
 	void (*opened)(int fd);  /* a connection on socket fd starts (may be NULL) */
 	const char *accesslog;   /* -accesslog FILE ("-": stderr), or NULL */
 	const char *metrics;     /* -metrics HOST:PORT, or NULL: the listener below */
+	const char *tls;         /* -tls CERT,KEY (PEM): the port speaks HTTPS; NULL: HTTP */
 	const struct front_page *pages;   /* its pages besides /metrics; path NULL ends */
 };
 /* A page of the metrics listener (GET or HEAD): render appends the body. */
@@ -93,8 +94,9 @@ unsigned front_nofile(unsigned conns, unsigned per);
  * without $NOTIFY_SOCKET).  0, or -1 (logged: the address that cannot be
  * bound, the log that cannot be opened). */
 int front_start(const struct front_opts *o);
-/* SIGHUP: reopen the access log by its name (logrotate). */
-void front_reopen_logs(void);
+/* SIGHUP: reopen the access log by its name (logrotate), and load -tls's
+ * files again (a renewed certificate; a bad one keeps the old, logged). */
+void front_reload(void);
 /* Tells systemd STOPPING=1.  Stop accepting; let the requests in flight finish for up to drain_ms
  * (their answers close their connections); then refuse new requests and
  * put no connection to sleep.  drain_ms 0: no drain, only no more sleep

@@ -168,6 +168,8 @@ static void base_opts(CURL *h, const char *url, const char *method, char *errbuf
 		curl_easy_setopt(h, CURLOPT_USERPWD, sign_user);
 	}
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	if (vol_cacert)
+		curl_easy_setopt(h, CURLOPT_CAINFO, vol_cacert);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms > 0 ? connect_ms : 10000L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
@@ -221,9 +223,39 @@ static void request_opts(CURL *h, const char *method, const void *body, size_t l
 	}
 }
 
+const char *vol_cacert;
+static const char **tls_vols;
+static int ntls;
+
+const char *vol_scheme(const char *entry)
+{
+	if (!strncmp(entry, "http://", 7))
+		return entry + 7;
+	if (strncmp(entry, "https://", 8))
+		return entry;
+	tls_vols = xrealloc(tls_vols, sizeof(*tls_vols) * (size_t)(ntls + 1));
+	tls_vols[ntls++] = entry + 8;
+	return entry + 8;
+}
+
+bool vol_tls(const char *loc, size_t len)
+{
+	for (int i = 0; i < ntls; i++) {
+		size_t n = strlen(tls_vols[i]);
+		if (n <= len && !memcmp(loc, tls_vols[i], n) && (n == len || loc[n] == '/'))
+			return true;
+	}
+	return false;
+}
+
+bool vol_tls_any(void)
+{
+	return ntls > 0;
+}
+
 char *httpc_url(const char *loc, const char *path)
 {
-	return xasprintf("http://%s%s", loc, path);
+	return xasprintf("%s%s%s", VOL_PREFIX(loc, strlen(loc)), loc, path);
 }
 
 int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
@@ -1029,7 +1061,7 @@ int httpc_stream_run_async(struct httpc_stream *s, void (*done)(void *arg, int f
 	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
 		s->head < s->cfg.cap;
 	pthread_mutex_unlock(&s->mu);
-	if (!small || !loop_current())
+	if (!small || !loop_current() || vol_tls_any())
 		return -1;
 	s->async_done = done;
 	s->async_arg = arg;

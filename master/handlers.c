@@ -65,7 +65,8 @@ static void not_found(const struct config *cfg, const char *raw_path, struct ans
 	if (cfg->fallback) {
 		a->status = 302;
 		a->body.len = 0;
-		snprintf(a->location, sizeof(a->location), "http://%s%s", cfg->fallback, raw_path);
+		snprintf(a->location, sizeof(a->location), "%s%s%s",   /* https://h:p as given */
+			 strstr(cfg->fallback, "://") ? "" : "http://", cfg->fallback, raw_path);
 		return;
 	}
 	answer_error(a, 404, "key not found");
@@ -136,13 +137,15 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 	a->status = 302;
 	{
 		size_t ll = strlen(r.locs[pick]), pl = strlen(path);
-		if (7 + ll + pl >= sizeof(a->location)) {
+		const char *pre = VOL_PREFIX(r.locs[pick], ll);
+		size_t sl = strlen(pre);
+		if (sl + ll + pl >= sizeof(a->location)) {
 			answer_error(a, 500, "index record is malformed");
 			goto out;
 		}
-		memcpy(a->location, "http://", 7);
-		memcpy(a->location + 7, r.locs[pick], ll);
-		memcpy(a->location + 7 + ll, path, pl + 1);
+		memcpy(a->location, pre, sl);
+		memcpy(a->location + sl, r.locs[pick], ll);
+		memcpy(a->location + sl + ll, path, pl + 1);
 	}
 	if (volsign_on()) {   /* one md5 of ~100 bytes, on the stack */
 		char plain[sizeof(a->location)];
@@ -429,7 +432,7 @@ static struct list_loc *list_loc(struct list_stream *s, const char *loc, size_t 
 	free(l->uri);
 	l->loc = memdup(loc, len);
 	l->len = len;
-	buf_puts(&u, "http://");
+	buf_puts(&u, VOL_PREFIX(loc, len));
 	buf_append(&u, loc, len);
 	json_append_string(&j, u.data, u.len);
 	l->jlen = j.len - 1;   /* without the closing quote */
@@ -497,7 +500,7 @@ static void list_url(struct list_stream *s, const struct list_loc *l, const char
  * read where the index holds it: ["HASH" 32 hex] loc,loc,.. (a live key). */
 static void list_locations(struct list_stream *s, const char *k, size_t klen)
 {
-	char hash[33], path[PATH_MAX_LEN], url[7 + LOC_MAX + PATH_MAX_LEN];
+	char hash[33], path[PATH_MAX_LEN], url[8 + LOC_MAX + PATH_MAX_LEN];
 	char signd[sizeof(url) + VOLSIGN_EXTRA], sig[RECORD_MAX_LOCS][VOLSIGN_HASH_LEN + 1];
 	struct list_signer signer[RECORD_MAX_LOCS];
 	size_t vlen, pl;
@@ -528,9 +531,8 @@ static void list_locations(struct list_stream *s, const char *k, size_t klen)
 			if (plain && l->plain) {
 				list_url(s, l, path, pl, sig, signer, n);
 			} else {   /* a ? in the location, // in the path: the URL whole */
-				memcpy(url, "http://", 7);
-				memcpy(url + 7, p, ll);
-				memcpy(url + 7 + ll, path, pl + 1);
+				snprintf(url, sizeof(url), "%s%.*s%s", VOL_PREFIX(p, ll), (int)ll, p,
+					 path);
 				ll = volsign_url(url, "GET", s->ttl, signd, sizeof(signd));
 				json_append_string(&s->out, ll ? signd : url, ll ? ll : strlen(url));
 				signer[n].len = SIZE_MAX;   /* its signature is for no other */

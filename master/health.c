@@ -68,7 +68,8 @@ static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
 /* Subvolume sv's marker into url[600]. */
 static void marker_url(const struct vol *v, int sv, char *url)
 {
-	snprintf(url, 600, subvols > 1 ? "http://%s/sv%02X/.mkv" : "http://%s/.mkv", v->name, sv);
+	snprintf(url, 600, subvols > 1 ? "%s%s/sv%02X/.mkv" : "%s%s/.mkv",
+		 VOL_PREFIX(v->name, v->len), v->name, sv);
 }
 
 static bool on_header(void *ctx, int status, const char *line, size_t len)
@@ -120,7 +121,7 @@ static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *m
 	/* Its id, each round (a disk swapped under the name, or an id another
 	 * process wrote, is said), written with the marker when it has none. */
 	if (st == 200 || (st == 404 && !v->seen[sv])) {
-		snprintf(loc, sizeof(loc), "%.*s", (int)strlen(url) - 12, url + 7);  /* h:p[/svNN] */
+		snprintf(loc, sizeof(loc), subvols > 1 ? "%s/sv%02X" : "%s", v->name, sv);
 		if (vol_id(loc, true, id) < 0 && st == 404)
 			return 0;   /* a new disk that cannot be marked (a marker
 				     * with no id that cannot get one still serves) */
@@ -193,7 +194,9 @@ static void checker(void *ctx, void *item)
 			}
 			if (r == 1 && !was && atomic_load(&v->rounds))
 				log_msg("volume %s subvolume %d is up", v->name, sv);
-			else if (r != 1 && was && why[0])   /* after the flags: a signal */
+			else if (r != 1 && (was || !atomic_load(&v->rounds)) && why[0])
+				/* after the flags: a signal; at start, why it is not up
+				 * (a certificate refused) */
 				log_msg("volume %s: %s marked down", v->name, why);
 			if (r < 0)
 				break;
@@ -229,7 +232,7 @@ static void checker(void *ctx, void *item)
 /* Every request the master sends a volume ends here (httpc's observer). */
 static void observe(const char *url, int status)
 {
-	const char *host = strncmp(url, "http://", 7) ? url : url + 7;
+	const char *host = strstr(url, "://") ? strstr(url, "://") + 3 : url;
 	size_t len = strcspn(host, "/?");
 	for (int i = 0; i < nvols; i++)
 		if (vols[i].len == len && !memcmp(vols[i].name, host, len)) {

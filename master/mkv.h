@@ -36,6 +36,7 @@ struct config {
 	bool unlinked;            /* -unlinked (gc) */
 	uint64_t rate;            /* -rate MB/s (verify), as bytes/s; 0 = no cap */
 	const char *volumesecret; /* -volumesecret FILE: sign volume requests, or NULL */
+	const char *tls;          /* -tls CERT,KEY: serve HTTPS, or NULL */
 	uint64_t linkttl_ms;      /* -linkttl: how long a redirect's signature holds */
 	uint64_t maxlinkttl_ms;   /* -maxlinkttl: the longest &ttl= ?list&locations grants */
 	const char *args[2];      /* put DIR PREFIX, get PREFIX DIR */

@@ -27,7 +27,9 @@
 static void vol_all(const char *method, struct httpc_req *reqs, int n, const void *body,
 		    size_t len)
 {
-	if (n && vconn_wait(method, reqs, n, body, len, VOL_MS, NULL, 0) < 0)
+	if (n && vol_tls_any())
+		httpc_fanout(method, reqs, n, body, len, VOL_MS);
+	else if (n && vconn_wait(method, reqs, n, body, len, VOL_MS, NULL, 0) < 0)
 		for (int i = 0; i < n; i++)   /* a move is never on a loop: not reached */
 			reqs[i] = (struct httpc_req){reqs[i].url, -1, false, "on an event loop"};
 }
@@ -362,7 +364,8 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 	for (int j = 0; j < no && got > 0 && !*big; j++) {
 		struct httpc_req g = {.url = httpc_url(m->r.locs[order[j]], m->path)};
 		char md5[33];
-		int rc = vconn_wait("GET", &g, 1, NULL, 0, VOL_MS, &body, HTTPC_SMALL_MAX);
+		int rc = vol_tls_any() ? -1   /* streamed by libcurl */
+			 : vconn_wait("GET", &g, 1, NULL, 0, VOL_MS, &body, HTTPC_SMALL_MAX);
 		if (rc == VCONN_OVER || rc < 0) {
 			*big = true;
 		} else if (g.status != 200) {

@@ -376,8 +376,8 @@ static int req_answer(struct req *r)
 	if (!keylock_try(r->key, r->klen))
 		return send_conflict(r);
 	r->locked = true;
-	if (r->op == OP_DELETE || r->op == OP_UNLINK)
-		return delete_start(r);
+	if ((r->op == OP_DELETE || r->op == OP_UNLINK) && !vol_tls_any())
+		return delete_start(r);   /* vol_tls_any: a worker's libcurl way */
 	return run_async(r);
 }
 
@@ -621,6 +621,7 @@ int server_main(const struct config *c)
 	o.metrics = cfg->metrics;
 	o.pages = status_pages;
 	o.accesslog = cfg->accesslog;
+	o.tls = cfg->tls;
 	ok = front_start(&o) == 0;
 	if (ok) {
 		if (cfg->verbose)
@@ -628,7 +629,7 @@ int server_main(const struct config *c)
 				cfg->port, cfg->nvol, cfg->replicas, cfg->subvolumes);
 		sigdelset(&set, SIGPIPE);
 		while (!sigwait(&set, &sig) && sig == SIGHUP) {
-			front_reopen_logs();   /* logrotate */
+			front_reload();        /* logrotate, a renewed -tls */
 			volsign_reload();      /* a rotated -volumesecret */
 			keys_reload();
 		}

@@ -1,6 +1,7 @@
 /* status.c -- see status.h. */
 #include "status.h"
 #include "health.h"
+#include "../common/httpc.h"
 #include "../common/metrics.h"
 #include "../common/page.h"
 #include "../common/reqstats.h"
@@ -44,6 +45,8 @@ static void *count_keys(void *arg)
 
 /* ---- /metrics ---- */
 
+/* A sample a volume (labels volume, scheme; and reason, for
+ * mkv_volume_misconfigured). */
 static void volume_family(struct buf *b, const char *name, const char *type, const char *help,
 			  double (*get)(const struct health_info *))
 {
@@ -54,6 +57,9 @@ static void volume_family(struct buf *b, const char *name, const char *type, con
 		health_info(i, &h);
 		l.len = 0;
 		metrics_label(&l, "volume", h.name);
+		metrics_label(&l, "scheme", vol_tls(h.name, strlen(h.name)) ? "https" : "http");
+		if (!strcmp(name, "mkv_volume_misconfigured"))
+			metrics_label(&l, "reason", health_misconfig_name[h.misconfig]);
 		metrics_sample(b, name, l.data, get(&h));
 	}
 	buf_free(&l);
@@ -64,6 +70,7 @@ static double v_svup(const struct health_info *h) { return h->up; }
 static double v_check(const struct health_info *h) { return (double)h->check_ns / 1e9; }
 static double v_sent(const struct health_info *h) { return (double)h->sent; }
 static double v_errors(const struct health_info *h) { return (double)h->errors; }
+static double v_mis(const struct health_info *h) { return h->misconfig != MISCONFIG_NONE; }
 
 static void collect(struct buf *b)
 {
@@ -71,18 +78,9 @@ static void collect(struct buf *b)
 		      "1 when the last health check found every subvolume of the volume up.", v_up);
 	volume_family(b, "mkv_volume_subvolumes_up", "gauge",
 		      "Subvolumes the last health check found up.", v_svup);
-	metrics_family(b, "mkv_volume_misconfigured", "gauge",
-		       "1 when the volume disagrees with the master's -volumesecret; reason: "
-		       "signature_refused, signature_expired or unsigned_accepted.");
-	for (int i = 0; i < health_volumes(); i++) {
-		struct health_info h;
-		struct buf l = {0};
-		health_info(i, &h);
-		metrics_label(&l, "volume", h.name);
-		metrics_label(&l, "reason", health_misconfig_name[h.misconfig]);
-		metrics_sample(b, "mkv_volume_misconfigured", l.data, h.misconfig != MISCONFIG_NONE);
-		buf_free(&l);
-	}
+	volume_family(b, "mkv_volume_misconfigured", "gauge",
+		      "1 when the volume disagrees with the master's -volumesecret; reason: "
+		      "signature_refused, signature_expired or unsigned_accepted.", v_mis);
 	volume_family(b, "mkv_volume_check_seconds", "gauge",
 		      "How long the last round of health checks of the volume took.", v_check);
 	volume_family(b, "mkv_volume_requests_total", "counter",
@@ -142,6 +140,7 @@ static void render(struct buf *b, bool html)
 	int nv = health_volumes(), nf = 0;
 	struct page_row *rows = xcalloc((size_t)nv + 1, sizeof(*rows));
 	struct health_info *hs = xcalloc((size_t)nv + 1, sizeof(*hs));   /* the rows point into it */
+	char (*shown)[300] = xcalloc((size_t)nv + 1, sizeof(*shown));   /* the rows' names */
 	struct page_fact facts[5];
 	uint64_t n;
 	reqstats_sum(&sum);
@@ -158,7 +157,10 @@ static void render(struct buf *b, bool html)
 		struct health_info *hp = &hs[i], h;
 		health_info(i, hp);
 		h = *hp;
-		rows[i] = (struct page_row){.name = h.name, .subvolumes = h.subvolumes,
+		/* an https volume shown as such; http is the default */
+		snprintf(shown[i], sizeof(shown[i]), "%s%s",
+			 vol_tls(h.name, strlen(h.name)) ? "https://" : "", h.name);
+		rows[i] = (struct page_row){.name = shown[i], .subvolumes = h.subvolumes,
 					    .subvolumes_up = h.up, .series = &vol_series[i],
 					    .requests = h.sent, .errors = h.errors,
 					    .check_ms = (double)h.check_ns / 1e6,
@@ -177,6 +179,7 @@ static void render(struct buf *b, bool html)
 				      .facts = facts, .nfacts = nf, .rows = rows, .nrows = nv};
 		(html ? page_html : page_json)(b, &v);
 	}
+	free(shown);
 	free(rows);
 	free(hs);
 }

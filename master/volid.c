@@ -33,6 +33,7 @@ static struct {
 	struct { size_t a, b; } *two;   /* entries read apart as two disks (vol_same) */
 	size_t ntwo, captwo;
 } ids = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, NULL, 0, 0};
+static bool refused_told;   /* a 4xx (no secret, a skewed clock) is every directory's: said once */
 
 /* GET url (a marker): 1 with its id, 0 when it has none (or is missing),
  * -1 with err when the volume did not say. */
@@ -127,7 +128,8 @@ int vol_id(const char *loc, bool fresh, char *id)
 	if (was[0])
 		log_msg("volume %s: its marker's id is now %s, was %s (its disk swapped, or "
 			"another process wrote the marker when it had none)", loc, id, was);
-	if (rc < 0 && !failed)
+	if (rc < 0 && !failed && !(strstr(err, " answered 4") &&
+				   __atomic_exchange_n(&refused_told, true, __ATOMIC_RELAXED)))
 		log_msg("volume %s: its id cannot be read (%s): no copy there is deleted for "
 			"another until it can", loc, err);
 	return rc;

@@ -99,7 +99,7 @@ static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 {
 	struct ops_head_info h;
 	struct record r;
-	char err[256];
+	char err[OPS_ERR];
 	int st;
 	if (!g->master)
 		return vol_named(g->idx, key, klen, loc);
@@ -121,7 +121,7 @@ static bool old_enough(struct gc *g, time_t mtime)
 static void remove_file(struct gc *g, const char *loc, const char *path, const char *key,
 			long klen)
 {
-	char *url = ops_url(loc, path, strlen(path), ""), err[256];
+	char *url = ops_url(loc, path, strlen(path), ""), err[OPS_ERR];
 	struct ops_head_info h;
 	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
 	if (st == 404) {
@@ -172,7 +172,7 @@ static void consider(struct gc *g, const char *loc, const char *path, json_t *e)
  * can); NULL on 404 or failure (logged, counted). */
 static json_t *list(struct gc *g, const char *loc, const char *path, const char *args)
 {
-	char *url = ops_url(loc, path, strlen(path), args), err[256] = "";
+	char *url = ops_url(loc, path, strlen(path), args), err[OPS_ERR] = "";
 	struct buf b = {0};
 	int st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, OPS_LIST_MAX, err);
 	json_t *doc = ops_listing(st, b.data, b.len, err);
@@ -257,7 +257,7 @@ static void unit_one(void *ctx, size_t i)
 static void unlinked_online_one(void *ctx, size_t i)
 {
 	struct gc *g = ctx;
-	char *url = ops_url(g->master, g->b.keys[i], g->b.klens[i], "?unlinked"), err[256];
+	char *url = ops_url(g->master, g->b.keys[i], g->b.klens[i], "?unlinked"), err[OPS_ERR];
 	struct buf b = {0};
 	int st = g->cfg->delete_ ? httpc_do("DELETE", url, NULL, 0, 0, &b, 0, err) : 0;
 	g->unlinked++;
@@ -343,7 +343,7 @@ static char *sample_offline(struct gc *g, bool *empty)
 static char *sample_online(struct gc *g, bool *empty)
 {
 	struct ops_page pg;
-	char *start = xstrdup(""), *found = NULL, err[256];
+	char *start = xstrdup(""), *found = NULL, err[OPS_ERR];
 	*empty = false;
 	if (ops_list_page(g->master, "", false, &start, &pg, "gc") < 0) {
 		free(start);

@@ -19,8 +19,9 @@
 #define GC "mkv -volumes host:port,... -master H:P|-db DIR [-delete] [-unlinked] gc\n"
 #define PUT "mkv -master H:P [-workers N] put DIR /prefix\n"
 #define GET "mkv -master H:P [-workers N] get /prefix DIR\n"
-static const char head[] = "usage: " SERVER "       " VERIFY "       " GC "       " PUT
-			   "       " GET "       mkv -version\n";
+static const char head[] = "usage: mkv [flags] server|rebuild|rebalance|verify|gc|put|get ... "
+			   "(mkv -help: each command's)\n       " SERVER "       " VERIFY
+			   "       " GC "       " PUT "       " GET "       mkv -version\n";
 
 static struct config c = {
 	.port = 3000, .replicas = 3, .subvolumes = 10, .md5sum = true,
@@ -53,6 +54,8 @@ static const struct flag flags[] = {
 	STR("volumesecret", &c.volumesecret, "FILE", "sign every volume request with the first secret of FILE (docs/security.md)"),
 	{"linkttl", FLAG_DURATION, &c.linkttl_ms, 1000, 0, "D", "how long a redirect's signature holds (default 60s)"},
 	{"maxlinkttl", FLAG_DURATION, &c.maxlinkttl_ms, 1000, 0, "D", "the longest &ttl= a ?list&locations may ask (default 24h)"},
+	STR("tls", &c.tls, "CERT,KEY", "serve HTTPS with this certificate (PEM; SIGHUP reloads it)"),
+	STR("cacert", &vol_cacert, "FILE", "verify https:// volumes and -master by these CAs (default: the system's)"),
 	STR("keys", &c.keys, "FILE", "keys and what each may do; requests must be signed (default: off)"),
 	BOOL("headcheck", &c.headcheck, "HEAD the blob before each redirect (minikeyvalue's behaviour)"),
 	{"workers", FLAG_INT, &c.workers, 1, 1024, "N", "parallel requests of the commands but server (default 16)"},
@@ -84,12 +87,13 @@ static const struct command {
 	{"put", put_main, true, "usage: " PUT}, {"get", get_main, true, "usage: " GET},
 };
 
-/* usage becomes the synopsis of the command named cmd, if one is. */
-static void usage_of(const char *cmd)
+/* The command named name, or NULL. */
+static const struct command *find(const char *name)
 {
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(cmd, commands[i].name))
-			usage = commands[i].usage;
+	for (size_t i = 0; name && i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(name, commands[i].name))
+			return &commands[i];
+	return NULL;
 }
 
 /* Returns the buffer the volume names point into (caller frees it and
@@ -100,6 +104,7 @@ static char *split_volumes(struct config *c, const char *list)
 	c->nvol = 0;
 	c->volumes = xcalloc(strlen(list) + 1, sizeof(char *));
 	for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		tok = (char *)vol_scheme(tok);   /* https:// marks it */
 		for (int i = 0; i < c->nvol; i++)
 			if (!strcmp(c->volumes[i], tok))
 				bad("volume %s given twice", tok);
@@ -108,32 +113,30 @@ static char *split_volumes(struct config *c, const char *list)
 	return s;
 }
 
-/* The command named on the command line, after checking its operands. */
+/* The command named on the command line, then its operands checked. */
 static const struct command *command(const char *cmd, int npos, char **pos)
 {
-	bool putget = cmd && (!strcmp(cmd, "put") || !strcmp(cmd, "get"));
-	if (npos > 1 && !putget)
-		bad("unexpected argument %s", pos[1]);
+	const struct command *k = find(cmd);
+	usage = k ? k->usage : head;
 	if (!cmd)
-		bad("missing command (server, rebuild, rebalance, verify, gc, put or get)");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(cmd, commands[i].name)) {
-			usage_of(cmd);
-			return &commands[i];
-		}
-	bad("unknown command %s", cmd);
+		bad("missing command");
+	if (!k)
+		bad("unknown command %s", cmd);
+	if (npos > 1 && k->run != put_main && k->run != get_main)
+		bad("unexpected argument %s", pos[1]);
+	return k;
 }
 
 int main(int argc, char **argv)
 {
 	static char *master_url;
-	char *pos[3], *volbuf, err[300];
+	char *pos[3], *volbuf, err[OPS_ERR];
 	const struct command *cmd;
 	int rc, npos;
 
 	log_init("mkv");
-	for (int i = argc - 1; i > 0 && usage == head; i--)
-		usage_of(argv[i]);   /* for a bad flag, before the command is known */
+	for (int i = argc - 1; i > 0 && usage == head; i--)   /* for a bad flag, before */
+		usage = find(argv[i]) ? find(argv[i])->usage : head;   /* the command is known */
 	/* the command, then (put, get) two operands, after which no flags */
 	npos = flags_parse(flags, argc, argv, "mkv", usage, pos, 3, 2);
 	cmd = command(npos ? pos[0] : NULL, npos, pos);

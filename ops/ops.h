@@ -62,10 +62,7 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 char *ops_url(const char *host, const char *path, size_t n, const char *query);
 
 /* At most 20 problems logged as "<who>: <text>", then one "<who>: more
- * problems: counted, not logged"; *logged counts them.  But one whose
- * text ops_why just gave its run's hint (ops_hinted, this thread's) is
- * logged whatever the count. */
-extern _Thread_local bool ops_hinted;
+ * problems: counted, not logged"; *logged counts them. */
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -85,7 +82,7 @@ bool ops_subvolume_dir(const char *name);
  * waiting on a volume's fsync, so one per worker leaves the volumes idle. */
 #define OPS_MOVES_PER_WORKER 4
 /* A JSON directory listing's array from a volume's answer to a GET, or
- * NULL with err (256 bytes) saying why (ops_why; 404 included). */
+ * NULL with err (OPS_ERR bytes) saying why (ops_why; 404 included). */
 struct json_t *ops_listing(int status, const char *body, size_t len, char *err);
 /* A listing entry's name (NULL when it has none), and its *type: 'd' for a
  * directory, 'f' for a file, else 0. */
@@ -124,7 +121,7 @@ struct ops_head_info {
 	char lastmod[64];        /* Last-Modified, "" when absent */
 	char balance[32];        /* Key-Balance (the master), "" when absent */
 };
-/* Returns the status, or -1 with err (256 bytes) when no answer came;
+/* Returns the status, or -1 with err (OPS_ERR bytes) when no answer came;
  * err (ops_why, from a GET's answer) says why a status >= 400 but 404. */
 int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err);
 
@@ -132,7 +129,7 @@ int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, 
  * answer is 503 (no replica up, for now) or none, `tries` in all.  On
  * a 302, r (when not NULL) gets the record the master tells: Key-Volumes
  * as locations (pointing into h->volumes) and Content-Md5 as HASH.
- * Returns the status, or -1 with err (256 bytes). */
+ * Returns the status, or -1 with err (OPS_ERR bytes). */
 struct record;
 int ops_master_head(const char *master, const char *key, size_t klen, int tries,
 		    struct ops_head_info *h, struct record *r, char *err);
@@ -141,7 +138,7 @@ int ops_master_head(const char *master, const char *key, size_t klen, int tries,
  * nowhere) through a small buffer; md5 and *size of the body of a 200.
  * hdr_md5 gets the Content-Md5 of the first response (the master's, when
  * following), "" when none.  rate: the bytes count against -rate.
- * Returns the final status, or -1; err (256 bytes) says why when not 200. */
+ * Returns the final status, or -1; err (OPS_ERR bytes) says why when not 200. */
 int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33],
 		   uint64_t *size, char hdr_md5[33], char *err);
 
@@ -186,15 +183,17 @@ int ops_list_each(const char *master, const char *prefix, int what, const char *
  * NULL (offline).  Caller frees. */
 char *ops_master_url(const char *master);
 
-/* Why a request to url failed, into err (256 bytes), for every command's
- * "<what failed>: <err>": "<status> <the server's one-line reason>", then,
- * the first time in a run, what the command lacks: a key (401/403 from
- * the master), the volumes' secret or clock (403/410 from a volume).
+/* Why a request to url failed, into err (OPS_ERR bytes), for every command's
+ * "<what failed>: <err>": "<status> <the server's one-line reason, whole>".
+ * The first time in a run it logs what the command lacks: a key (401/403
+ * from the master), the volumes' secret or clock (403/410 from a volume).
  * status -1: err keeps the client's.  ops_why_body (httpc_call's body
  * callback, ctx a struct ops_why) keeps an answer's first bytes. */
+#define OPS_REASON 1024
+#define OPS_ERR (OPS_REASON + 256)   /* every err buffer of the commands */
 struct ops_why {
 	size_t n;
-	char text[256];
+	char text[OPS_REASON + 1];
 };
 bool ops_why_body(void *ctx, const char *p, size_t n);
 void ops_why(char *err, int status, const char *url, const char *body, size_t len);

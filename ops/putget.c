@@ -88,17 +88,15 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 		ops_pool_run(g->cfg->workers, g->n, fn, g);
 	} else {
 		char *start = xstrdup("");
-		size_t listed = 0;
 		do {
 			if ((rc = ops_list_page(g->master, lp, OPS_LIST_LOCATIONS, &start, &g->page,
 						"get")) < 0)
 				break;
-			listed += g->page.n;
 			ops_pool_run(g->cfg->workers, g->page.n, fn, g);
 			ops_page_free(&g->page);
 		} while (*start);
 		free(start);
-		if (!rc && !listed && (rc = -1))
+		if (!rc && !(g->files + g->skipped + g->differ + g->failed) && (rc = -1))
 			log_msg("get: no keys under %s", lp);
 	}
 	ops_progress_stop(p);
@@ -197,7 +195,7 @@ static int send_file(const char *url, int fd, uint64_t size, char *err)
 static void compare(struct pg *g, const char *key, const char *path)
 {
 	struct ops_head_info h;
-	char md5[33], err[256] = "";
+	char md5[33], err[OPS_ERR] = "";
 	int status = ops_master_head(g->master, key, strlen(key), 4, &h, NULL, err);
 	if (status != 302 || !file_md5(path, md5)) {
 		fail(g, "%s: exists, and its md5 cannot be compared (%s)", path, err);
@@ -216,7 +214,7 @@ static void put_one(void *ctx, size_t i)
 	struct pg *g = ctx;
 	char *key = xasprintf("%s/%s", g->prefix, g->names[i]);
 	char *path = xasprintf("%s/%s", g->dir, g->names[i]);
-	char *url = ops_url(g->master, key, strlen(key), ""), err[256] = "";
+	char *url = ops_url(g->master, key, strlen(key), ""), err[OPS_ERR] = "";
 	struct ops_head_info h;
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), status = -1;
@@ -339,7 +337,7 @@ static int link_as(int fd, const char *path)
 static int64_t fetch_file(struct pg *g, const char *key, const char *url, bool follow,
 			  const char *want, char *path, bool quiet)
 {
-	char md5[33], hdr[33], err[256] = "";
+	char md5[33], hdr[33], err[OPS_ERR] = "";
 	uint64_t size;
 	int fd = tmpfile_for(path), status = -1;
 	if (fd < 0) {
@@ -394,12 +392,9 @@ static bool of_volumes(const struct config *cfg, const char *url)
 	size_t n;
 	h = h ? h + 3 : url;
 	n = strcspn(h, "/");
-	for (int i = 0; i < cfg->nvol; i++) {
-		const char *v = strstr(cfg->volumes[i], "://");
-		v = v ? v + 3 : cfg->volumes[i];
-		if (strlen(v) == n && !memcmp(v, h, n))
+	for (int i = 0; i < cfg->nvol; i++)   /* host:port, the scheme taken off */
+		if (strlen(cfg->volumes[i]) == n && !memcmp(cfg->volumes[i], h, n))
 			return true;
-	}
 	return false;
 }
 
@@ -465,10 +460,8 @@ static void get_one(void *ctx, size_t i)
 /* The files written under dir to disk: 0, or -1 (logged). */
 static int get_sync(const char *dir)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = -1;
-	if (fd >= 0 && syncfs(fd) == 0)
-		rc = 0;
-	else
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = fd >= 0 ? syncfs(fd) : -1;
+	if (rc < 0)
 		log_msg("get: syncfs %s failed (%s): the files may not be on disk yet", dir,
 			strerror(errno));
 	if (fd >= 0)

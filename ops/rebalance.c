@@ -116,7 +116,7 @@ static void online_one(void *ctx, size_t i)
 {
 	struct run *r = ctx;
 	char *url = ops_url(r->master, r->b.keys[i], r->b.klens[i], r->unlinked ? "?unlinked" : "");
-	char err[256];
+	char err[OPS_ERR];
 	struct ops_head_info h;
 	bool moved = true;
 	int st, tries = 0;
@@ -196,6 +196,7 @@ int rebalance_main(const struct config *cfg)
 				"offline", r.skipped);
 	}
 	if (rc == 0 && r.failed)
-		log_msg("rebalance: run it again to retry the failed keys (moving is idempotent)");
+		log_msg("rebalance: fix what the lines above say, then run it again to retry the "
+			"failed keys (moving is idempotent)");
 	return rc || r.failed ? 1 : 0;
 }

@@ -134,7 +134,8 @@ static void lreq_new(struct rb *rb, int ri, struct leaf *lf, const char *fmt, ..
 static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *body, size_t len,
 		       const char *err, bool *retry)
 {
-	char why[256];
+	char why[OPS_ERR];
+	const char *loc = rb->roots[q->root]->loc;
 	json_t *doc = ops_listing(status, body, len, why);
 	*retry = false;
 	if (doc || status == 404) {
@@ -148,7 +149,7 @@ static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *bo
 		lreq_add(rb, q);
 		return NULL;
 	}
-	log_msg("rebuild: GET http://%s%s failed: %s", rb->roots[q->root]->loc, q->path, why);
+	log_msg("rebuild: GET %s%s%s failed: %s", VOL_PREFIX(loc, strlen(loc)), loc, q->path, why);
 	rb->failed++;
 	rb->dirs_done++;
 	return NULL;
@@ -589,8 +590,8 @@ static void report(struct rb *rb, bool was_empty)
 	if (rb->conflicts)
 		buf_printf(&notes, "; %lu keys whose copies differ", rb->conflicts);
 	if (rb->failed)
-		buf_printf(&notes, "; %lu listings or writes FAILED: the index is incomplete, "
-				   "run rebuild again", rb->failed);
+		buf_printf(&notes, "; %lu listings or writes FAILED: the index is incomplete; "
+				   "fix what the lines above say, then rebuild again", rb->failed);
 	log_msg("rebuild: %lu keys (%lu with md5) from %lu dirs on %d volumes (%lu subvolumes) "
 		"in %s (%.0f keys/s)%s", keys, with_md5, rb->dirs_done, rb->cfg->nvol, nsub, dur,
 		ops_per_s(keys, ms), notes.data);

@@ -168,7 +168,7 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
 	if (st == 200 && s.held && !write_all(&s, s.hold, s.held))
 		st = -1;
 	if (st < 0 && s.werr)
-		snprintf(err, 256, "write failed (%s)", strerror(s.werr));
+		snprintf(err, OPS_ERR, "write failed (%s)", strerror(s.werr));
 	else if (st > 0 && st != 200)
 		ops_why(err, st, url, s.why.text, s.why.n);
 	if (st != 200)
@@ -202,7 +202,7 @@ int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *e
 			      .md5 = md5, .ctx = &s, .body = ops_why_body};
 	int st = httpc_call(&c, err);
 	if (st < 0 && s.rerr)
-		snprintf(err, 256, "read failed (%s)", strerror(s.rerr));
+		snprintf(err, OPS_ERR, "read failed (%s)", strerror(s.rerr));
 	else if (st >= 300)
 		ops_why(err, st, url, s.why.text, s.why.n);
 	return st;
@@ -212,18 +212,22 @@ static char master_prefix[256];   /* ops_why: who answered */
 
 char *ops_master_url(const char *m)
 {
+	const char *id = getenv("AWS_ACCESS_KEY_ID"), *secret = getenv("AWS_SECRET_ACCESS_KEY");
 	char *u;
 	if (!m)
 		return NULL;
+	/* a master with -keys: sign with the key the environment names, as
+	 * the aws CLI reads it, and as it refuses half of one */
+	if (!id != !secret)
+		die("%s is set but %s is not: set both (a key of the master's -keys), or neither",
+		    id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+		    id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
 	u = strstr(m, "://") ? xstrdup(m) : xasprintf("http://%s", m);
 	if (u[strlen(u) - 1] == '/')
 		u[strlen(u) - 1] = '\0';
 	snprintf(master_prefix, sizeof(master_prefix), "%s/", u);
-	/* a master with -keys: sign with the key the environment names, as
-	 * the aws CLI reads it */
-	if (getenv("AWS_ACCESS_KEY_ID") && getenv("AWS_SECRET_ACCESS_KEY")) {
-		char *user = xasprintf("%s:%s", getenv("AWS_ACCESS_KEY_ID"),
-				       getenv("AWS_SECRET_ACCESS_KEY"));
+	if (id) {
+		char *user = xasprintf("%s:%s", id, secret);
 		httpc_sign(u, user);
 		free(user);
 	}
@@ -242,10 +246,11 @@ bool ops_why_body(void *ctx, const char *p, size_t n)
 void ops_why(char *err, int status, const char *url, const char *body, size_t len)
 {
 	static const char *const hints[] = {
-		"the key is AWS_ACCESS_KEY_ID's and AWS_SECRET_ACCESS_KEY's: one of the master's "
-		"-keys, with the permission",
-		"the volumes take what is signed with their secret: give this command -volumesecret FILE",
-		"expired on arrival: the hosts' clocks must agree within 30 s (NTP)",
+		"the master refused the key: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are one of "
+		"its -keys, with the permission",
+		"a volume refused: the volumes take what is signed with their secret: give this "
+		"command -volumesecret FILE",
+		"a volume's link expired on arrival: the hosts' clocks must agree within 30 s (NTP)",
 	};
 	static bool told[3];
 	bool master = url && *master_prefix && !strncmp(url, master_prefix, strlen(master_prefix));
@@ -253,7 +258,7 @@ void ops_why(char *err, int status, const char *url, const char *body, size_t le
 	int h = -1;
 	if (status < 0)
 		return;
-	while (n < len && body[n] != '\r' && body[n] != '\n')
+	while (n < len && n < OPS_REASON && body[n] != '\r' && body[n] != '\n')
 		n++;
 	if (n && (*body == '<' || *body == '{'))
 		n = 0;   /* an HTML page (nginx), XML or JSON: no one-line reason */
@@ -261,11 +266,9 @@ void ops_why(char *err, int status, const char *url, const char *body, size_t le
 		h = !master ? 1 : status == 401 || (n && memmem(body, n, " may not ", 9)) ? 0 : -1;
 	else if (status == 410 && !master)
 		h = 2;
-	if (h >= 0 && __atomic_exchange_n(&told[h], true, __ATOMIC_RELAXED))
-		h = -1;   /* said once in this run */
-	ops_hinted = h >= 0;
-	snprintf(err, 256, "%d%s%.*s%s%s%s", status, n ? " " : "", (int)(n > 150 ? 150 : n),
-		 n ? body : "", h >= 0 ? " (" : "", h >= 0 ? hints[h] : "", h >= 0 ? ")" : "");
+	if (h >= 0 && !__atomic_exchange_n(&told[h], true, __ATOMIC_RELAXED))
+		log_msg("%s", hints[h]);   /* once in a run, whatever the lines capped */
+	snprintf(err, OPS_ERR, "%d%s%.*s", status, n ? " " : "", (int)n, n ? body : "");
 }
 
 /* ---- the master's key listing ---- */
@@ -278,7 +281,7 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 	bool unlinked = what & OPS_LIST_UNLINKED, located = what & OPS_LIST_LOCATIONS;
 	json_t *locs = NULL, *md5s = NULL;
 	struct buf b = {0};
-	char err[256], *url, *es = url_escape(*start, strlen(*start), false);
+	char err[OPS_ERR], *url, *es = url_escape(*start, strlen(*start), false);
 	char *ep = url_escape(prefix, strlen(prefix), true);
 	json_error_t je;
 	json_t *doc = NULL, *keys, *next;
@@ -422,6 +425,6 @@ json_t *ops_listing(int status, const char *body, size_t len, char *err)
 	if (json_is_array(doc))
 		return doc;
 	json_decref(doc);
-	snprintf(err, 256, "not a JSON listing (autoindex_format json?)");
+	snprintf(err, OPS_ERR, "not a JSON listing (autoindex_format json?)");
 	return NULL;
 }

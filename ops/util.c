@@ -261,19 +261,17 @@ bool ops_subvolume_dir(const char *s)
 char *ops_url(const char *host, const char *path, size_t n, const char *query)
 {
 	char *enc = url_escape(path, n, true);
-	char *url = xasprintf("%s%s%s%s", strstr(host, "://") ? "" : "http://", host, enc, query);
+	char *url = xasprintf("%s%s%s%s", strstr(host, "://") ? "" : VOL_PREFIX(host, strlen(host)),
+			      host, enc, query);
 	free(enc);
 	return url;
 }
 
-_Thread_local bool ops_hinted;
-
 void ops_note(unsigned long *logged, const char *who, const char *fmt, ...)
 {
-	char line[1024];
+	char line[4 * OPS_ERR];
 	va_list ap;
-	unsigned long n = ops_hinted ? 0 : __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
-	ops_hinted = false;
+	unsigned long n = __atomic_fetch_add(logged, 1, __ATOMIC_RELAXED);
 	if (n > MAX_LOGS)
 		return;
 	if (n == MAX_LOGS) {

@@ -91,7 +91,7 @@ static int replica_md5(struct vr *v, const char *url, char md5[33], char *err)
 static int master_record(struct vr *v, const char *key, size_t klen, struct ops_head_info *h,
 			 struct record *r)
 {
-	char err[256];
+	char err[OPS_ERR];
 	int st = ops_master_head(v->master, key, klen, 4, h, r, err);
 	if (st == 404)
 		return 404;
@@ -127,7 +127,7 @@ static void majority(struct vr *v, struct key *k)
  * volumes hold now, not what the copy said. */
 static void fix(struct vr *v, struct key *k, char **bad, int nbad)
 {
-	char err[256];
+	char err[OPS_ERR];
 	/* ops_copy feeds at most HTTPC_COPY_MAXDST destinations at once */
 	for (int d = 0; d < nbad; d += HTTPC_COPY_MAXDST) {
 		int nd = nbad - d < HTTPC_COPY_MAXDST ? nbad - d : HTTPC_COPY_MAXDST, got = 1;
@@ -168,7 +168,7 @@ static bool changed(struct vr *v, struct key *k)
 static bool verify_key(struct vr *v, const char *key, size_t klen, struct record *r, bool retry)
 {
 	struct key k = {.key = key, .klen = (int)klen, .r = r};
-	char path[PATH_MAX_LEN], errs[RECORD_MAX_LOCS][256], *bad[RECORD_MAX_LOCS];
+	char path[PATH_MAX_LEN], errs[RECORD_MAX_LOCS][OPS_ERR], *bad[RECORD_MAX_LOCS];
 	int nbad = 0, ngood = 0;
 	bool suspect = false;
 

@@ -347,17 +347,43 @@ def check_refs():
         for ref in sorted(set(re.findall(r"\bdocs/[a-z0-9][\w.-]*?\.md\b", text))):
             if not os.path.exists(os.path.join(ROOT, ref)):
                 bad.append("%s names %s" % (name, ref))
+        # in its prose (not code), a document names no page but others
+        prose = re.sub(r"`[^`\n]*`", "", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+        if name in prose:
+            bad.append("%s names itself: say which section" % name)
         for ref in sorted(set(re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", text))):
             if not os.path.exists(os.path.join(ROOT, os.path.dirname(name), ref)):
                 bad.append("%s links to %s" % (name, ref))
     if bad:
-        fail("documents name files that do not exist", "\n".join(bad))
+        fail("documents name files that do not exist, or themselves", "\n".join(bad))
     else:
         ok("every docs/X.md the README, docs/ and man pages name exists, and every link resolves")
 
 
+def check_environment():
+    """Every variable the code reads (getenv) is in its man page's
+    ENVIRONMENT: volume/'s in mkv-volume.1, the rest's in mkv.1."""
+    bad = []
+    for page, dirs in (("mkv.1", ("master", "common", "ops", "s3")), ("mkv-volume.1", ("volume",))):
+        text = open(os.path.join(ROOT, "man", page), encoding="utf-8").read()
+        m = re.search(r"^\.SH ENVIRONMENT\n(.*?)^\.SH ", text, re.M | re.S)
+        env = m.group(1) if m else ""
+        for d in dirs:
+            for name in sorted(os.listdir(os.path.join(ROOT, d))):
+                if name.endswith((".c", ".h")):
+                    src = open(os.path.join(ROOT, d, name), encoding="utf-8").read()
+                    for var in sorted(set(re.findall(r'getenv\("(\w+)"\)', src))):
+                        if not re.search(r"\b%s\b" % var, env):
+                            bad.append("%s/%s reads %s: not in man/%s's ENVIRONMENT" % (d, name, var, page))
+    if bad:
+        fail("the man pages' ENVIRONMENT sections", "\n".join(bad))
+    else:
+        ok("every variable the code reads is in its man page's ENVIRONMENT")
+
+
 def main():
     check_refs()
+    check_environment()
     tmp = tempfile.mkdtemp(prefix="mkvdocs.")
     os.chmod(tmp, 0o755)
     work = os.path.join(tmp, "work")

@@ -204,6 +204,10 @@ if dpkgr -i "$deb" >"$tmp/log" 2>&1; then
 	check "/etc/mkv in the root: root, group mkv ($gid), 0750" \
 		test "$(stat -c '%u %g %a' "$r/etc/mkv")" = "0 $gid 750"
 	check "dpkg -s: installed" sh -c "dpkg --root='$r' -s mkv | grep -q '^Status: install ok installed'"
+	# the user made, or there (a reinstall): postinst says nothing of it
+	dpkgr -i "$deb" >>"$tmp/log" 2>&1
+	check "postinst is quiet, first install and reinstall (no useradd lines)" \
+		sh -c "! grep useradd '$tmp/log'"
 else
 	fail "dpkg --root -i:" && sed 's/^/     /' "$tmp/log"
 fi

@@ -631,7 +631,8 @@ static int count_of(const char *s, const char *what)
 START_TEST(test_ops)
 {
 	char *src = h_tmpdir(), *dst = h_tmpdir(), *f = xasprintf("%s/file", src);
-	char *back = xasprintf("%s/file", dst), *got, *out, *f2 = xasprintf("%s/file2", src);
+	char *back = xasprintf("%s/file", dst), *got, *out, *name2 = xasprintf("file2-%0150d", 2);
+	char *f2 = xasprintf("%s/%s", src, name2), *said;
 	char *log = xasprintf("%s.log", dst);
 	write_file(f, "a file", 0644);
 	setenv("AWS_ACCESS_KEY_ID", "admin", 1);
@@ -645,20 +646,33 @@ START_TEST(test_ops)
 	ck_assert_int_eq(mkv_run((char *[]){"gc", NULL}), 0);
 	ck_assert_int_eq(mkv_run((char *[]){"rebalance", NULL}), 0);
 	unlink(back);
-	unsetenv("AWS_ACCESS_KEY_ID");   /* unsigned: 401, exit 1 */
+	unsetenv("AWS_ACCESS_KEY_ID");   /* half a key: which half is missing, exit 1 */
 	run_log = log;
 	ck_assert_int_eq(mkv_run((char *[]){"get", "/ops", dst, NULL}), 1);
+	out = h_read_file(log);
+	ck_assert_msg(strstr(out, "mkv: AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not"),
+		      "%s", out);
+	free(out);
+	unlink(log);
+	unsetenv("AWS_SECRET_ACCESS_KEY");   /* unsigned: 401, exit 1 */
+	ck_assert_int_eq(mkv_run((char *[]){"get", "/ops", dst, NULL}), 1);
 	ck_assert_int_eq(access(back, F_OK), -1);
-	/* each refusal carries the master's reason, and once what to set */
+	/* each refusal carries the master's reason, whole (here near 300
+	 * bytes), and once what to set */
 	write_file(f2, "another", 0644);
 	ck_assert_int_eq(mkv_run((char *[]){"put", src, "/ops2", NULL}), 1);
 	run_log = NULL;
 	out = h_read_file(log);
+	said = xasprintf("/%s: PUT /ops2/%s failed: 401 unsigned requests may not write /ops2/%s: "
+			 "sign with AWS Signature Version 4 (curl --aws-sigv4 \"aws:amz:us-east-1:s3\" "
+			 "--user ID:SECRET)", name2, name2, name2);
 	ck_assert_msg(strstr(out, "get: GET ") && strstr(out, " failed: 401 unsigned requests may not list and read /ops/") &&
 		      strstr(out, "/file: PUT /ops2/file failed: 401 unsigned requests may not write /ops2/file") &&
-		      strstr(out, "/file2: PUT /ops2/file2 failed: 401 unsigned requests may not write") &&
-		      count_of(out, "one of the master's -keys, with the permission)") == 2, "%s", out);
+		      strstr(out, said) &&
+		      count_of(out, "mkv: the master refused the key: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are one of its -keys, with the permission\n") == 2, "%s", out);
 	free(out);
+	free(said);
+	free(name2);
 	h_rmrf(src), h_rmrf(dst);
 	unlink(log);
 	free(src), free(dst), free(f), free(back), free(f2), free(log);

@@ -1013,6 +1013,25 @@ START_TEST(test_usage)
 				      "server|rebuild|rebalance\n"), "-nosuchflag: %s", out);
 		free(out);
 	}
+	{   /* a misspelt command, whatever follows it: unknown, and the usage's
+	     * first line names every command, not one of them */
+		char *argv[][6] = {{bin, "rebuidl", "-db", "x", NULL},
+				   {bin, "-master", "b:1", "gett", "/", "x"}};
+		for (int i = 0; i < 2; i++) {
+			char *want = xasprintf("mkv: unknown command %s\nusage: mkv [flags] "
+					       "server|rebuild|rebalance|verify|gc|put|get ... "
+					       "(mkv -help: each command's)\n", i ? "gett" : "rebuidl");
+			char *args[7] = {0};
+			memcpy(args, argv[i], sizeof(argv[i]));
+			unlink(log);
+			waitpid(h_spawn(args, log), &st, 0);
+			out = h_read_file(log);
+			ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2 && !strcmp(out, want),
+				      "%s %s: status %d:\n%s", args[1], args[2], st, out);
+			free(out);
+			free(want);
+		}
+	}
 	{
 		char *argv[] = {bin, "-volumes", "a:1", "server", NULL};
 		unlink(log);

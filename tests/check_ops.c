@@ -1333,7 +1333,8 @@ START_TEST(test_rebuild_failed_listing)
 END_TEST
 
 /* A move whose new location refuses the PUT (a volume that answers 500
- * to everything) fails that key: rebalance exits 1 and says so, and the
+ * to everything) fails that key: rebalance exits 1 and says so (fix the
+ * cause, then run again), and the
  * record and the old copies stay as they were. */
 START_TEST(test_rebalance_put_fails)
 {
@@ -1370,6 +1371,7 @@ START_TEST(test_rebalance_put_fails)
 	show_log(log);
 	ck_assert(file_has(log, "a new location refused the copy"));
 	ck_assert(file_has(log, "rebalance: PUT http://127.0.0.1"));
+	ck_assert(file_has(log, "rebalance: fix what the lines above say, then run it again"));
 	idx = index_open(db, &why);
 	ck_assert_msg(idx != NULL, "%s", why);
 	val = index_get(idx, key, strlen(key), &vlen);

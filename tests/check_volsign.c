@@ -374,10 +374,13 @@ START_TEST(cluster)
 	free(cmd);
 	/* without the secret, verify and rebuild say each refusal's reason (the
 	 * volume's, mkv-volume's one line; nginx's page is HTML) and, once,
-	 * what to pass; they exit 1 */
+	 * what to pass, and once that the volumes' ids cannot be read (not
+	 * for each subvolume); they exit 1, rebuild saying to fix that first */
 	cmd = xasprintf("cd '%s' && { '%s' -volumes %s -master %s verify; test $? = 1; } >nosec.log 2>&1 &&"
 			" { '%s' -volumes %s -db nosec.db rebuild; test $? = 1; } >>nosec.log 2>&1 &&"
-			" test \"$(grep -c 'give this command -volumesecret FILE)' nosec.log)\" = 2 &&"
+			" test \"$(grep -cx 'mkv: a volume refused: the volumes take what is signed with their secret: give this command -volumesecret FILE' nosec.log)\" = 2 &&"
+			" test \"$(grep -c 'its id cannot be read' nosec.log)\" = 2 &&"
+			" grep -q 'FAILED: the index is incomplete; fix what the lines above say, then rebuild again' nosec.log &&"
 			" grep -q 'verify: .*: 403%s' nosec.log && grep -q 'rebuild: GET .* failed: 403%s' nosec.log",
 			tmp, bin, va, m.base + 7, bin, va, kind == VOL_MKV ? " the link is not signed" : "",
 			kind == VOL_MKV ? " the link is not signed" : "");
@@ -509,15 +512,16 @@ START_TEST(misconfigured)
 	ck_assert(!strstr(log, S_OLD));
 	free(log);
 	ck_assert_int_eq(h_http("GET", mu, NULL, 0, NULL, false, &r), 200);
-	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",reason=\"signature_refused\"} 1",
+	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",scheme=\"http\",reason=\"signature_refused\"} 1",
 			 v[1].name);
 	ck_assert_msg(strstr(r.body.data, want), "%s", r.body.data);
 	free(want);
-	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",reason=\"unsigned_accepted\"} 1",
+	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",scheme=\"http\",reason=\"unsigned_accepted\"} 1",
 			 v[2].name);
 	ck_assert(strstr(r.body.data, want));
 	free(want);
-	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",reason=\"\"} 0", v[0].name);
+	want = xasprintf("mkv_volume_misconfigured{volume=\"%s\",scheme=\"http\",reason=\"\"} 0",
+			 v[0].name);
 	ck_assert(strstr(r.body.data, want));
 	free(want);
 	ck_assert(!strstr(r.body.data, S_OLD) && !strstr(r.body.data, S_BAD));

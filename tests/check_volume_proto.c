@@ -1289,7 +1289,7 @@ static void inproc_start(void)
 	free(tmp);
 	inproc_port = h_free_port();
 	snprintf(inproc_base, sizeof(inproc_base), "http://127.0.0.1:%d", inproc_port);
-	inproc = vol_server_start(inproc_port, inproc_dir, 60000, NULL, NULL);
+	inproc = vol_server_start(inproc_port, inproc_dir, 60000, NULL, NULL, NULL);
 	ck_assert_ptr_nonnull(inproc);
 }
 

@@ -243,7 +243,7 @@ static bool vol_try_spawn(struct vol *v, const char *log)
 	snprintf(port, sizeof(port), "%d", v->port);
 	if (v->kind == VOL_MKV) {
 		char *bin = h_bin("mkv-volume");
-		char *argv[9] = {bin, "-port", port};
+		char *argv[11] = {bin, "-port", port};
 		int n = 3;
 		if (v->peers) {   /* -peers LIST before the directory */
 			argv[n++] = "-peers";
@@ -253,18 +253,27 @@ static bool vol_try_spawn(struct vol *v, const char *log)
 			argv[n++] = "-volumesecret";
 			argv[n++] = (char *)v->secret;
 		}
+		if (v->tls) {
+			argv[n++] = "-tls";
+			argv[n++] = (char *)v->tls;
+		}
 		argv[n++] = v->dir;
 		v->pid = h_spawn(argv, log);
 		free(bin);
 	} else {
 		char *script = h_root("deploy/nginx/mkv-nginx-volume");
-		char *argv[] = {"/bin/sh", script, port, v->dir, NULL, NULL, NULL};
+		char *argv[9] = {"/bin/sh", script};
+		int n = 2;
 		if (v->secret) {
-			argv[2] = "-volumesecret";
-			argv[3] = (char *)v->secret;
-			argv[4] = port;
-			argv[5] = v->dir;
+			argv[n++] = "-volumesecret";
+			argv[n++] = (char *)v->secret;
 		}
+		if (v->tls) {
+			argv[n++] = "-tls";
+			argv[n++] = (char *)v->tls;
+		}
+		argv[n++] = port;
+		argv[n++] = v->dir;
 		v->pid = h_spawn(argv, log);
 		free(script);
 	}
@@ -318,9 +327,18 @@ void h_vol_reload(struct vol *v)
 	} else {
 		char port[16], *script = h_root("deploy/nginx/mkv-nginx-volume"), *log =
 			xasprintf("%s.log", v->dir);
-		char *argv[] = {"/bin/sh", script, "-volumesecret", (char *)v->secret, "-reload",
-				port, v->dir, NULL};
-		int st;
+		char *argv[10] = {"/bin/sh", script, "-reload"};
+		int st, n = 3;
+		if (v->secret) {
+			argv[n++] = "-volumesecret";
+			argv[n++] = (char *)v->secret;
+		}
+		if (v->tls) {
+			argv[n++] = "-tls";
+			argv[n++] = (char *)v->tls;
+		}
+		argv[n++] = port;
+		argv[n++] = v->dir;
 		snprintf(port, sizeof(port), "%d", v->port);
 		waitpid(h_spawn(argv, log), &st, 0);
 		if (!WIFEXITED(st) || WEXITSTATUS(st))
@@ -330,14 +348,10 @@ void h_vol_reload(struct vol *v)
 	}
 }
 
-void h_vol_start(struct vol *v, enum vol_kind kind)
-{
-	h_vol_start_secret(v, kind, NULL);
-}
-
-void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret)
+static void vol_start(struct vol *v, enum vol_kind kind, const char *secret, const char *tls)
 {
 	char *tmp = h_tmpdir();
+	v->tls = tls;
 	v->kind = kind;
 	v->peers = NULL;   /* a test sets it before a restart */
 	v->secret = secret;
@@ -347,6 +361,21 @@ void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret)
 	free(tmp);
 	v->name = xasprintf("127.0.0.1:%d", v->port);
 	vol_spawn(v);
+}
+
+void h_vol_start(struct vol *v, enum vol_kind kind)
+{
+	vol_start(v, kind, NULL, NULL);
+}
+
+void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret)
+{
+	vol_start(v, kind, secret, NULL);
+}
+
+void h_vol_start_tls(struct vol *v, enum vol_kind kind, const char *tls)
+{
+	vol_start(v, kind, NULL, tls);
 }
 
 void h_vol_restart(struct vol *v)
@@ -375,7 +404,7 @@ char *h_volumes_arg(struct vol *vols, int nvol)
 	struct buf b = {0};
 	buf_puts(&b, "");
 	for (int i = 0; i < nvol; i++)
-		buf_printf(&b, "%s%s", i ? "," : "", vols[i].name);
+		buf_printf(&b, "%s%s%s", i ? "," : "", vols[i].tls ? "https://" : "", vols[i].name);
 	return b.data;
 }
 

@@ -70,10 +70,14 @@ struct vol {
 	const char *peers;   /* mkv-volume's -peers, or NULL (h_vol_start's); set it
 				before h_vol_restart */
 	const char *secret;  /* -volumesecret FILE (either kind), or NULL */
+	const char *tls;     /* -tls CERT,KEY (either kind), or NULL: then the
+				master's -volumes names it https:// */
 };
 void h_vol_start(struct vol *v, enum vol_kind kind);
 /* h_vol_start with -volumesecret secret (a file; the caller keeps it). */
 void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret);
+/* h_vol_start with -tls tls ("CERT,KEY"; the caller keeps the files). */
+void h_vol_start_tls(struct vol *v, enum vol_kind kind, const char *tls);
 /* Have v read its -volumesecret file again: mkv-volume on SIGHUP, nginx
  * by mkv-nginx-volume -reload (nginx -s reload).  Returns once asked;
  * the new secrets take over a moment later (poll for it). */

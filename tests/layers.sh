@@ -68,6 +68,7 @@ lib() {
 	case "$2" in
 	microhttpd.h) only="common/front.c" ;;
 	curl/curl.h) only="common/httpc.c tools/*.c" ;;
+	gnutls/*) only="common/front.c" ;;
 	leveldb/c.h) only="master/index.c tools/mkindex.c" ;;
 	*) return 0 ;;
 	esac

@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """Real S3 clients against a running mkv master: boto3, the aws CLI, rclone
 and s3cmd.  Usage: s3_clients.py http://127.0.0.1:PORT [WORKDIR]
+(https://: S3_CA=FILE is the CA each client verifies the master by, with
+its own option: boto3 verify=, aws --ca-bundle, rclone --ca-cert, s3cmd
+--ca-certs; tests/tls_clients.py)
 Exits non-zero on the first failure, naming it.  Run by tests/check_s3.c
 (on mkv-volumes and on nginx volumes)."""
 import hashlib, os, shutil, subprocess, sys, tempfile
@@ -22,6 +25,8 @@ ENV = dict(os.environ, AWS_ACCESS_KEY_ID=KID, AWS_SECRET_ACCESS_KEY=SECRET,
            HOME=WORK)
 ENV.pop("AWS_CA_BUNDLE", None)   # rclone refuses plain http with it (NOTES.md)
 ENV.pop("AWS_PROFILE", None)
+CA = os.environ.get("S3_CA")
+VERIFY = {"verify": CA} if CA else {}
 
 
 def check(cond, what):
@@ -59,7 +64,7 @@ def boto3_tests():
     import boto3
     from botocore.config import Config
     from botocore.exceptions import ClientError
-    s3 = boto3.client("s3", endpoint_url=END, aws_access_key_id=KID,
+    s3 = boto3.client("s3", endpoint_url=END, **VERIFY, aws_access_key_id=KID,
                       aws_secret_access_key=SECRET, region_name="us-east-1",
                       config=Config(s3={"addressing_style": "path"},
                                     retries={"max_attempts": 2}))
@@ -294,7 +299,7 @@ def honest_v2(s3, b, k):
     """signature version 2 on bucket URLs"""
     import boto3
     from botocore.config import Config
-    v2 = boto3.client("s3", endpoint_url=END, aws_access_key_id=KID, aws_secret_access_key=SECRET,
+    v2 = boto3.client("s3", endpoint_url=END, **VERIFY, aws_access_key_id=KID, aws_secret_access_key=SECRET,
                       region_name="us-east-1", config=Config(signature_version="s3",
                                                              s3={"addressing_style": "path"}))
     v2.create_bucket(Bucket="honest-v2")
@@ -309,7 +314,7 @@ def honest_unsigned(s3, b, k):
     import boto3
     from botocore import UNSIGNED
     from botocore.config import Config
-    anon = boto3.client("s3", endpoint_url=END, region_name="us-east-1",
+    anon = boto3.client("s3", endpoint_url=END, **VERIFY, region_name="us-east-1",
                         config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
                                       retries={"max_attempts": 1}))
     if KID == "mkv":   # any signature, or none, is accepted
@@ -328,7 +333,7 @@ def honest_unsigned(s3, b, k):
 
 
 def aws_tests():
-    a = ["aws", "--endpoint-url", END, "s3"]
+    a = ["aws", "--endpoint-url", END] + (["--ca-bundle", CA] if CA else []) + ["s3"]
     src = os.path.join(WORK, "aws-src")
     tree(12, src)
     write(os.path.join(src, "big"), os.urandom(9 << 20))    # multipart (8 MiB parts)
@@ -360,6 +365,7 @@ def rclone_tests():
         f.write("[mkv]\ntype = s3\nprovider = Other\naccess_key_id = %s\n"
                 "secret_access_key = %s\nendpoint = %s\nregion = us-east-1\n" % (KID, SECRET, END))
     r = ["rclone", "--config", conf, "--retries", "1", "--low-level-retries", "2"]
+    r += ["--ca-cert", CA] if CA else []
     src = os.path.join(WORK, "rc-src")
     tree(10, src)
     run(r + ["copy", src, "mkv:rcb/copy"])
@@ -378,7 +384,7 @@ def rclone_tests():
 
 def s3cmd_tests():
     host = END.split("://", 1)[1]
-    c = ["s3cmd", "--no-ssl", "--host", host, "--host-bucket", host, "--access_key", KID,
+    c = ["s3cmd"] + (["--ssl", "--ca-certs", CA] if CA else ["--no-ssl"]) + ["--host", host, "--host-bucket", host, "--access_key", KID,
          "--secret_key", SECRET, "--config", "/dev/null", "--multipart-chunk-size-mb", "5"]
     f = os.path.join(WORK, "s3cmd-f")
     write(f, os.urandom(12 << 20))                  # multipart with 5 MiB chunks

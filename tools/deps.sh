@@ -2,7 +2,7 @@
 # Install the Debian packages mkv needs to build, test and run, when missing.
 set -e
 PKGS="build-essential pkg-config libmicrohttpd-dev libleveldb-dev libcurl4-openssl-dev
-      libssl-dev libjansson-dev check libsystemd-dev nginx curl wrk valgrind strace
+      libssl-dev libgnutls28-dev libjansson-dev check libsystemd-dev nginx curl wrk valgrind strace
       python3-boto3 awscli rclone s3cmd python3-requests iproute2
       systemd prometheus python3-prometheus-client chromium chromium-driver python3-selenium
       dpkg-dev lintian"

@@ -37,7 +37,10 @@ or Reader(..., credentials=(id, secret)); the key needs read and list
 on the prefix (docs/security.md).  The volume URLs need no key: the
 master signs them itself when it has -volumesecret.
 
-CLI: mkvread.py [-threads N] [-ttl D] MASTER_URL /prefix DIR writes
+https:// (the master's URL, and volumes the listing names so) is verified
+against the system's CAs, or Reader(..., cafile=PATH) (CLI: -cafile).
+
+CLI: mkvread.py [-threads N] [-ttl D] [-cafile F] MASTER_URL /prefix DIR writes
 each key PREFIX/rest to DIR/rest (as `mkv get` does: names with "",
 "." or ".." segments are refused), through a temporary file renamed
 into place.  Exit status 1 when any key failed.
@@ -50,6 +53,7 @@ import itertools
 import json
 import os
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -130,6 +134,38 @@ def _recv_exact(sock, n):
     return b"".join(parts)
 
 
+class _TLS:
+    """An SSL socket with the recv flags the functions above use (an SSL
+    socket takes none): MSG_PEEK from a buffer of its own, MSG_WAITALL as
+    reads into one bytearray."""
+
+    def __init__(self, s):
+        self.s, self.buf = s, b""
+
+    def recv(self, n, flags=0):
+        if not self.buf:
+            self.buf = self.s.recv(max(n, 1 << 16))
+        if flags & socket.MSG_PEEK:
+            return self.buf[:n]
+        out, self.buf = self.buf[:n], self.buf[n:]
+        if flags & socket.MSG_WAITALL and 0 < len(out) < n:
+            b, got = bytearray(n), len(out)
+            b[:got] = out
+            while got < n:
+                k = self.s.recv_into(memoryview(b)[got:], n - got)
+                if not k:
+                    break
+                got += k
+            out = bytes(memoryview(b)[:got])
+        return out
+
+    def sendall(self, data):
+        self.s.sendall(data)
+
+    def close(self):
+        self.s.close()
+
+
 def _recv_until(sock, sep, limit=65536):
     """The bytes up to the next sep (taken, without it): peeked, then
     taken to sep's end, so nothing after it is read."""
@@ -202,8 +238,11 @@ class _Pool:
     back, the timeout the socket's own (SO_RCVTIMEO), so the thread
     waits in the kernel with the GIL let go."""
 
-    def __init__(self, netloc, timeout, credentials=None):
-        self.netloc, self.timeout, self.credentials = netloc, timeout, credentials
+    def __init__(self, netloc, timeout, credentials=None, cafile=None):
+        # "https://host:port" (_split's): TLS, verified by cafile or the system's CAs
+        self.ctx = ssl.create_default_context(cafile=cafile) if netloc[:8] == "https://" else None
+        self.netloc = netloc[8:] if self.ctx else netloc
+        self.timeout, self.credentials = timeout, credentials
         self.idle = []
         self.lock = threading.Lock()
         self.pid = os.getpid()
@@ -211,10 +250,12 @@ class _Pool:
     def _connect(self):
         host, _, port = self.netloc.rpartition(":")
         if not host or not port.isdigit():
-            host, port = self.netloc, "80"
+            host, port = self.netloc, "443" if self.ctx else "80"
         sock = socket.create_connection((host.strip("[]"), int(port)), self.timeout)
+        if self.ctx:
+            sock = self.ctx.wrap_socket(sock, server_hostname=host.strip("[]"))
         if self.timeout is None:
-            return sock
+            return _TLS(sock) if self.ctx else sock
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             tv = struct.pack("ll", int(self.timeout), int(self.timeout % 1 * 1e6))
@@ -223,7 +264,7 @@ class _Pool:
             sock.settimeout(None)   # blocking: MSG_WAITALL waits for the whole body
         except (OSError, AttributeError, struct.error):
             sock.settimeout(self.timeout)   # no SO_RCVTIMEO here: Python's own timeout
-        return sock
+        return _TLS(sock) if self.ctx else sock
 
     def _exchange(self, sock, target):
         """One GET on sock: (status, body, keep the connection?)."""
@@ -297,17 +338,19 @@ class _Pool:
 
 
 def _split(url):
-    """ "http://host:port/path?query" -> ("host:port", "/path?query") """
-    rest = url.partition("://")[2]
+    """ "http://host:port/path?query" -> ("host:port", "/path?query");
+    https keeps its scheme: ("https://host:port", ...) """
+    scheme, _, rest = url.partition("://")
     i = rest.find("/")
-    return (rest, "/") if i < 0 else (rest[:i], rest[i:])
+    loc, target = (rest, "/") if i < 0 else (rest[:i], rest[i:])
+    return ("https://" + loc if scheme == "https" else loc), target
 
 
 class Reader:
     """The keys under prefix on the master at master_url, and their values."""
 
     def __init__(self, master_url, prefix, threads=8, ttl=None, md5=False, timeout=60,
-                 errors="raise", credentials=None):
+                 errors="raise", credentials=None, cafile=None):
         if errors not in ("raise", "yield"):
             raise ValueError('errors is "raise" or "yield"')
         if credentials is None and os.environ.get("AWS_ACCESS_KEY_ID") and \
@@ -315,9 +358,9 @@ class Reader:
             credentials = (os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"])
         netloc, path = _split(master_url)
         self.prefix, self.threads, self.ttl, self.md5 = prefix, threads, ttl, md5
-        self.timeout, self.errors = timeout, errors
+        self.timeout, self.errors, self.cafile = timeout, errors, cafile
         self._base = path.rstrip("/")
-        self._master = _Pool(netloc, timeout, credentials)
+        self._master = _Pool(netloc, timeout, credentials, cafile)
         self._pools = {}
         self._pools_lock = threading.Lock()
         self._relist_lock = threading.Lock()
@@ -401,7 +444,7 @@ class Reader:
         p = self._pools.get(netloc)
         if p is None:
             with self._pools_lock:
-                p = self._pools.setdefault(netloc, _Pool(netloc, self.timeout))
+                p = self._pools.setdefault(netloc, _Pool(netloc, self.timeout, cafile=self.cafile))
         return p
 
     def _order(self, urls):
@@ -508,19 +551,22 @@ def safe_rel(rel):
 
 
 def main(argv):
-    args, threads, ttl = list(argv), 8, None
-    while args and args[0] in ("-threads", "-ttl") and len(args) > 1:
+    args, threads, ttl, cafile = list(argv), 8, None, None
+    while args and args[0] in ("-threads", "-ttl", "-cafile") and len(args) > 1:
         if args[0] == "-threads":
             threads = int(args[1])
-        else:
+        elif args[0] == "-ttl":
             ttl = args[1]
+        else:
+            cafile = args[1]
         args = args[2:]
     if len(args) != 3 or not args[1].startswith("/"):
-        sys.stderr.write("usage: mkvread.py [-threads N] [-ttl D] MASTER_URL /prefix DIR\n")
+        sys.stderr.write("usage: mkvread.py [-threads N] [-ttl D] [-cafile F] MASTER_URL /prefix DIR\n")
         return 2
     master, prefix, top = args[0], args[1].rstrip("/"), args[2]
     failed = files = 0
-    with Reader(master, prefix + "/", threads=threads, ttl=ttl, errors="yield") as r:
+    with Reader(master, prefix + "/", threads=threads, ttl=ttl, errors="yield",
+                cafile=cafile) as r:
         for key, value in r:
             rel = key[len(prefix) + 1:]
             if isinstance(value, Exception):

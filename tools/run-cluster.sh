@@ -11,7 +11,7 @@ mkdir -p data
 pids=""
 cleanup() {
 	trap - INT TERM EXIT
-	[ -n "$pids" ] && kill $pids 2>/dev/null
+	kill $pids 2>/dev/null || true   # gone already when Ctrl-C reached them too
 	wait 2>/dev/null
 	exit "$1"
 }

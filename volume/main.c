@@ -13,7 +13,7 @@
 
 static const char head[] =
 	"usage: mkv-volume [-port N] [-idletimeout D] [-peers LIST] [-volumesecret FILE] [-metrics H:P]\n"
-	"                  [-accesslog FILE] DIR\n"
+	"                  [-accesslog FILE] [-tls CERT,KEY] DIR\n"
 	"       mkv-volume -version\n"
 	"  Serve the blobs in DIR (created if missing) over HTTP: GET, HEAD,\n"
 	"  PUT, DELETE and JSON listings of directories, as nginx does.\n";
@@ -22,7 +22,7 @@ int main(int argc, char **argv)
 {
 	const char *port_s = getenv("PORT"), *peers = NULL;
 	uint64_t idle_ms = 60000;
-	const char *metrics = NULL, *accesslog = NULL, *secret = NULL;
+	const char *metrics = NULL, *accesslog = NULL, *secret = NULL, *tls = NULL;
 	char err[300];
 	const struct flag flags[] = {
 		{"port", FLAG_STR, &port_s, 0, 0, "N", "port to listen on (default: $PORT, else 3001)"},
@@ -38,6 +38,8 @@ int main(int argc, char **argv)
 		{"volumesecret", FLAG_STR, &secret, 0, 0, "FILE",
 		 "answer only requests signed with a secret of FILE (one or two, one a line), "
 		 "else 403, 410 once expired (default: off)"},
+		{"tls", FLAG_STR, &tls, 0, 0, "CERT,KEY",
+		 "serve HTTPS with this certificate (PEM; SIGHUP reloads it; default: HTTP)"},
 		{NULL, 0, NULL, 0, 0, NULL, NULL},
 	};
 	char *dir[2];
@@ -69,11 +71,11 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	vol_server_peers(peers);
-	s = vol_server_start((int)port, dir[0], idle_ms, metrics, accesslog);
+	s = vol_server_start((int)port, dir[0], idle_ms, metrics, accesslog, tls);
 	if (!s)
 		return 1;
 	while (!sigwait(&sigs, &sig) && sig == SIGHUP) {
-		front_reopen_logs();   /* logrotate */
+		front_reload();        /* logrotate, a renewed -tls */
 		volsign_reload();      /* a rotated -volumesecret */
 	}
 	log_msg("signal %d: stopping", sig);

@@ -69,6 +69,7 @@ struct vol_server {
 	struct vol_root root;
 	char *dir;
 	int port;
+	bool tls;
 	/* PUT and DELETE wait for their fsyncs in sync.  HEAD ?md5 (mkv
 	 * verify) reads whole files: hash has threads of its own, so a
 	 * verify never holds up the fsyncs of writes. */
@@ -191,7 +192,7 @@ static int send_dir_redirect(struct vol_server *s, struct MHD_Connection *c, con
 	if (s->port != 80)
 		snprintf(port, sizeof(port), ":%d", s->port);
 	front_args(c, arg_append, &query);
-	buf_printf(&path, "http://%.*s%s", (int)hlen, host, port);
+	buf_printf(&path, "%s://%.*s%s", s->tls ? "https" : "http", (int)hlen, host, port);
 	/* The path as it came (still encoded), but for bytes a URL must not
 	 * hold raw: those are escaped, as nginx escapes them. */
 	for (const unsigned char *u = (const unsigned char *)url; *u; u++) {
@@ -678,7 +679,7 @@ static void vol_free(struct vol_server *s)
 }
 
 struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
-				   const char *metrics, const char *accesslog)
+				   const char *metrics, const char *accesslog, const char *tls)
 {
 	struct vol_server *s;
 	struct front_opts o = {0};
@@ -688,11 +689,13 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 		return NULL;                 /* one front per process */
 	o.max_conns = front_nofile(MAX_CONNECTIONS, 2);   /* a socket and a file each */
 	getrlimit(RLIMIT_NOFILE, &nofile);
-	wire_init((unsigned long)nofile.rlim_cur, front_version());
+	if (!tls)   /* TLS bodies are not sendfile's: nothing for wire.c to tune */
+		wire_init((unsigned long)nofile.rlim_cur, front_version());
 
 	s = xcalloc(1, sizeof(*s));
 	s->dir = xstrdup(dir);
 	s->port = port;
+	s->tls = tls != NULL;
 	if (vol_root_open(&s->root, s->dir) < 0) {
 		free(s->dir);
 		free(s);
@@ -710,6 +713,7 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 	o.opened = wire_reset;   /* a new connection may have a closed one's socket number */
 	o.metrics = metrics;
 	o.accesslog = accesslog;
+	o.tls = tls;
 	o.pages = vol_status_pages;
 	vol_status_start(s->root.fd, s->dir, port, metrics != NULL);
 	if (front_start(&o) < 0) {

@@ -1,0 +1,313 @@
+/* check_tls.c -- TLS on every hop (docs/security.md): certificates made
+ * by openssl at test time (tests/tls_certs.sh), a master with -tls over
+ * volumes with -tls of either kind, named https:// in -volumes.
+ *  - clients: curl, mkvread, mkv put/get, boto3, aws, rclone, s3cmd, each
+ *    with its own CA option, and failing without it (tests/tls_clients.py);
+ *  - plain HTTP sent to a TLS port: 400, never a hang; stalled handshakes
+ *    hold no loop;
+ *  - SIGHUP under load: a renewed certificate, then a bad file, and no
+ *    failed request;
+ *  - the master refuses a volume it cannot verify (another CA, another
+ *    name): the volume is down, the log names it, nothing is written. */
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "harness.h"
+
+static char *certs, *srv_tls, *ca;
+
+static void certs_make(void)
+{
+	char *dir = h_tmpdir(), *script = h_root("tests/tls_certs.sh");
+	char *argv[] = {"/bin/sh", script, dir, NULL};
+	int st;
+	waitpid(h_spawn(argv, NULL), &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		die("tests/tls_certs.sh failed");
+	certs = dir;
+	srv_tls = xasprintf("%s/srv.pem,%s/srv.key", dir, dir);
+	ca = xasprintf("%s/ca.pem", dir);
+	free(script);
+}
+
+static void certs_remove(void)
+{
+	h_rmrf(certs);
+	free(certs), free(srv_tls), free(ca);
+}
+
+/* script (tests/tls_clients.py) with args; fails the test with its log's end. */
+static void python(char *const *args)
+{
+	char *script = h_root("tests/tls_clients.py"), *log = xasprintf("%s/py.log", certs);
+	char *argv[16] = {"/usr/bin/python3", script};
+	int st, n = 2;
+	while (*args && n < 15)
+		argv[n++] = *args++;
+	waitpid(h_spawn(argv, log), &st, 0);
+	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+		char *out = h_read_file(log);
+		size_t len = strlen(out);
+		ck_abort_msg("tls_clients.py failed:\n%s", out + (len > 3000 ? len - 3000 : 0));
+	}
+	unlink(log);
+	free(script), free(log);
+}
+
+static void master_tls(struct master *m, struct vol *v, int n, const char *tls, const char *cacert)
+{
+	char replicas[8];
+	const char *flags[] = {"-tls", tls, "-cacert", cacert, "-replicas", replicas, NULL};
+	snprintf(replicas, sizeof(replicas), "%d", n < 3 ? n : 3);
+	h_master_start(m, v, n, flags);
+	snprintf(m->base, sizeof(m->base), "https://127.0.0.1:%d", m->port);
+}
+
+START_TEST(test_clients)
+{
+	enum vol_kind kind = _i ? VOL_NGINX : VOL_MKV;
+	struct vol v[3] = {0};
+	struct master m = {0};
+	char *work = xasprintf("%s/work", certs), *bin = h_bin(""), *root = h_root(""), *volumes;
+	for (int i = 0; i < 3; i++)
+		h_vol_start_tls(&v[i], kind, srv_tls);
+	master_tls(&m, v, 3, srv_tls, ca);
+	volumes = h_volumes_arg(v, 3);
+	python((char *[]){m.base, ca, work, bin, root, volumes, NULL});
+	h_master_stop(&m);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&v[i]);
+	h_rmrf(work);
+	free(work), free(bin), free(root), free(volumes);
+}
+END_TEST
+
+/* A plain request to a TLS port: nginx's 400, at once. */
+static void plain_to(int port)
+{
+	static const char req[] = "GET /k HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct buf out = {0};
+	long st = h_raw(port, req, sizeof(req) - 1, &out, 10000);
+	ck_assert_msg(st == 400, "plain HTTP to TLS port %d: %ld", port, st);
+	ck_assert(out.data && strstr(out.data, "The plain HTTP request was sent to HTTPS port"));
+	buf_free(&out);
+}
+
+START_TEST(test_plain_http)
+{
+	struct vol v[2] = {0};
+	struct master m = {0};
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	h_vol_start_tls(&v[1], VOL_NGINX, srv_tls);
+	master_tls(&m, v, 2, srv_tls, ca);
+	plain_to(m.port);
+	plain_to(v[0].port);
+	plain_to(v[1].port);
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	h_vol_stop(&v[1]);
+}
+END_TEST
+
+START_TEST(test_reload)
+{
+	struct vol v[1] = {0};
+	struct master m = {0};
+	char *live = xasprintf("%s/live.pem,%s/live.key", certs, certs), pid[16];
+	char *cp = xasprintf("cp %s/srv.pem %s/live.pem && cp %s/srv.key %s/live.key", certs, certs,
+			     certs, certs);
+	ck_assert_int_eq(system(cp), 0);
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	master_tls(&m, v, 1, live, ca);
+	snprintf(pid, sizeof(pid), "%d", (int)m.pid);
+	python((char *[]){"reload", m.base, ca, certs, pid, m.log, NULL});
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	free(live), free(cp);
+}
+END_TEST
+
+/* Handshakes that stall halfway (a ClientHello's first bytes, then
+ * nothing) hold no loop: a whole request over TLS is answered meanwhile
+ * (within curl's --max-time: a liveness bound, not a speed). */
+START_TEST(test_stalled_handshakes)
+{
+	static const char half[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+	enum { N = 200 };
+	struct vol v[1] = {0};
+	struct master m = {0};
+	int fds[2 * N];
+	char *cmd;
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	master_tls(&m, v, 1, srv_tls, ca);
+	for (int i = 0; i < 2 * N; i++) {   /* on the master's port and the volume's */
+		ck_assert((fds[i] = h_connect(i < N ? m.port : v[0].port)) >= 0);
+		ck_assert(h_send(fds[i], half, sizeof(half) - 1));
+	}
+	cmd = xasprintf("curl -s -o /dev/null -w '%%{http_code}' --max-time 10 --cacert %s -X PUT "
+			"-d x %s/stalled | grep -qx 201", ca, m.base);
+	ck_assert_msg(system(cmd) == 0, "a PUT over TLS beside %d stalled handshakes", 2 * N);
+	for (int i = 0; i < 2 * N; i++)
+		close(fds[i]);
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	free(cmd);
+}
+END_TEST
+
+/* Mixed schemes (a migration): one https volume, one http; the master
+ * (plain here) writes both, redirects to each by its scheme, and the
+ * metrics and the status page show each volume's. */
+START_TEST(test_mixed)
+{
+	struct vol v[2] = {0};
+	struct master m = {0};
+	struct resp r = {0};
+	int mp = h_free_port();
+	char maddr[32], *want[4], *url, *page;
+	bool seen[2] = {false, false};
+	const char *flags[] = {"-replicas", "2", "-cacert", ca, "-metrics", maddr, NULL};
+	uint64_t end = now_ms() + 30000;
+	snprintf(maddr, sizeof(maddr), "127.0.0.1:%d", mp);
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	h_vol_start(&v[1], VOL_NGINX);
+	h_master_start(&m, v, 2, flags);
+	url = xasprintf("%s/mixed", m.base);
+	while (h_http("PUT", url, "both", 4, NULL, false, &r) != 201 && now_ms() < end) {
+		h_resp_free(&r);
+		usleep(100000);
+	}
+	ck_assert_int_eq(r.status, 201);
+	h_resp_free(&r);
+	for (int i = 0; i < 40; i++) {   /* a random replica each: both show up */
+		bool tls;
+		ck_assert_int_eq(h_http("GET", url, NULL, 0, NULL, false, &r), 302);
+		tls = strstr(r.location, v[0].name) != NULL;
+		seen[tls] = true;
+		ck_assert_msg(!strncmp(r.location, tls ? "https://" : "http://", tls ? 8 : 7), "%s",
+			      r.location);
+		h_resp_free(&r);
+	}
+	ck_assert(seen[0] && seen[1]);
+	want[0] = xasprintf("mkv_volume_up{volume=\"%s\",scheme=\"https\"} 1", v[0].name);
+	want[1] = xasprintf("mkv_volume_up{volume=\"%s\",scheme=\"http\"} 1", v[1].name);
+	want[2] = xasprintf("\"name\":\"https://%s\"", v[0].name);   /* the status page's JSON */
+	want[3] = xasprintf("\"name\":\"%s\"", v[1].name);
+	free(url);
+	url = xasprintf("http://%s/metrics", maddr);
+	ck_assert_int_eq(h_http("GET", url, NULL, 0, NULL, false, &r), 200);
+	page = xstrndup(r.body.data, r.body.len);
+	h_resp_free(&r);
+	ck_assert_msg(strstr(page, want[0]) && strstr(page, want[1]), "%s", page);
+	free(page), free(url);
+	url = xasprintf("http://%s/status", maddr);
+	ck_assert_int_eq(h_http("GET", url, NULL, 0, NULL, false, &r), 200);
+	page = xstrndup(r.body.data, r.body.len);
+	h_resp_free(&r);
+	ck_assert_msg(strstr(page, want[2]) && strstr(page, want[3]), "%s", page);
+	free(page), free(url);
+	for (int i = 0; i < 4; i++)
+		free(want[i]);
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	h_vol_stop(&v[1]);
+}
+END_TEST
+
+/* -fallback https://host:port: a missing key's 302 keeps its scheme. */
+START_TEST(test_fallback)
+{
+	const char *flags[] = {"-fallback", "https://other.example:8443", "-replicas", "1", NULL};
+	struct vol v[1] = {0};
+	struct master m = {0};
+	struct resp r = {0};
+	char *url;
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	h_master_start(&m, v, 1, flags);
+	url = xasprintf("%s/missing", m.base);
+	ck_assert_int_eq(h_http("GET", url, NULL, 0, NULL, false, &r), 302);
+	ck_assert_str_eq(r.location, "https://other.example:8443/missing");
+	h_resp_free(&r);
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	free(url);
+}
+END_TEST
+
+/* Does dir hold a file (blobs are files; the volume's own are dotfiles)? */
+static bool holds_blob(const char *dir)
+{
+	char *cmd = xasprintf("find '%s' -type f ! -name '.*' | grep -q .", dir);
+	bool yes = system(cmd) == 0;
+	free(cmd);
+	return yes;
+}
+
+/* The master cannot verify the volume: another CA (_i 0), or a
+ * certificate for another name (_i 1). */
+START_TEST(test_refused)
+{
+	char *other = xasprintf("%s/other.pem,%s/other.key", certs, certs);
+	char *wrong = xasprintf("%s/wrongca.pem", certs), *put, *log;
+	const char *why = _i ? "no alternative certificate subject name matches" : "certificate";
+	struct vol v[1] = {0};
+	struct master m = {0};
+	uint64_t end = now_ms() + 30000;
+	h_vol_start_tls(&v[0], VOL_MKV, _i ? other : srv_tls);
+	master_tls(&m, v, 1, srv_tls, _i ? ca : wrong);
+	/* the log names the volume and why */
+	for (log = h_read_file(m.log); !(strstr(log, v[0].name) && strstr(log, why)) &&
+					now_ms() < end;
+	     log = h_read_file(m.log)) {
+		free(log);
+		usleep(50000);
+	}
+	ck_assert_msg(strstr(log, v[0].name) && strstr(log, why), "master log:\n%s", log);
+	free(log);
+	/* nothing is written (curl: h_http has no CA of ours) */
+	put = xasprintf("curl -s -o /dev/null -w '%%{http_code}' --cacert %s -X PUT -d x "
+			"%s/refused | grep -qx 503", ca, m.base);
+	ck_assert_int_eq(system(put), 0);
+	ck_assert(!holds_blob(v[0].dir));
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	free(other), free(wrong), free(put);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("tls");
+	TCase *tc = tcase_create("clients"), *hup = tcase_create("reload"),
+	      *plain = tcase_create("plain"), *bad = tcase_create("refused");
+	SRunner *sr;
+	int failed;
+	certs_make();
+	tcase_add_loop_test(tc, test_clients, 0, 2);
+	tcase_set_timeout(tc, 600);
+	suite_add_tcase(s, tc);
+	tcase_add_test(plain, test_plain_http);
+	tcase_add_test(plain, test_fallback);
+	tcase_add_test(plain, test_mixed);
+	tcase_add_test(plain, test_stalled_handshakes);
+	tcase_set_timeout(plain, 120);
+	suite_add_tcase(s, plain);
+	tcase_add_test(hup, test_reload);
+	tcase_set_timeout(hup, 300);
+	suite_add_tcase(s, hup);
+	tcase_add_loop_test(bad, test_refused, 0, 2);
+	tcase_set_timeout(bad, 120);
+	suite_add_tcase(s, bad);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	certs_remove();
+	return failed ? 1 : 0;
+}
