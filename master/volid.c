@@ -135,21 +135,25 @@ int vol_id(const char *loc, bool fresh, char *id)
 	return rc;
 }
 
-/* Were a and b read apart as two disks (with mark: they are now)?  Under ids.mu. */
+/* Were a and b read apart as two disks (with mark: they are now)? */
 static bool two_disks(const char *a, const char *b, bool mark)
 {
-	size_t x = (size_t)(entry(a) - ids.v), y = (size_t)(entry(b) - ids.v);
-	for (size_t i = 0; i < ids.ntwo; i++)
+	size_t x, y, i;
+	bool yes;
+	pthread_mutex_lock(&ids.mu);
+	x = (size_t)(entry(a) - ids.v), y = (size_t)(entry(b) - ids.v);
+	for (i = 0; i < ids.ntwo; i++)
 		if ((ids.two[i].a == x && ids.two[i].b == y) || (ids.two[i].a == y && ids.two[i].b == x))
-			return true;
-	if (mark) {
+			break;
+	if ((yes = i < ids.ntwo || mark) && i == ids.ntwo) {
 		if (ids.ntwo == ids.captwo)
 			ids.two = xrealloc(ids.two, (ids.captwo = ids.captwo ? 2 * ids.captwo : 64) *
 							    sizeof(*ids.two));
 		ids.two[ids.ntwo].a = x;
 		ids.two[ids.ntwo++].b = y;
 	}
-	return mark;
+	pthread_mutex_unlock(&ids.mu);
+	return yes;
 }
 
 static int one_disk(const char *a, const char *b, const char *id)
@@ -168,17 +172,13 @@ static int one_disk(const char *a, const char *b, const char *id)
 int vol_same(const char *a, const char *b)
 {
 	char ia[VOL_ID_LEN + 1], ib[VOL_ID_LEN + 1], again[VOL_ID_LEN + 1];
-	bool known;
 	if (!strcmp(a, b))
 		return 1;
 	if (vol_id(a, false, ia) < 0 || vol_id(b, false, ib) < 0)
 		return -1;
 	if (!strcmp(ia, ib))
 		return one_disk(a, b, ia);
-	pthread_mutex_lock(&ids.mu);
-	known = two_disks(a, b, false);
-	pthread_mutex_unlock(&ids.mu);
-	if (known)
+	if (two_disks(a, b, false))
 		return 0;
 	/* Either id may be stale: a, b and a again, read now.  A file holds
 	 * one id at a time, and an id is replaced only by a new random one:
@@ -189,9 +189,7 @@ int vol_same(const char *a, const char *b)
 		return one_disk(a, b, ib);
 	if (strcmp(ia, again))
 		return -1;   /* its marker is being written now */
-	pthread_mutex_lock(&ids.mu);
 	two_disks(a, b, true);
-	pthread_mutex_unlock(&ids.mu);
 	return 0;
 }
 
