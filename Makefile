@@ -6,7 +6,7 @@
 #   make install  PREFIX=/usr/local, DESTDIR= (staging); make uninstall
 #   make deb      mkv_VERSION_ARCH.deb (deploy/debian/); make dist: a tarball
 
-PKGS    := libmicrohttpd gnutls libcurl jansson libcrypto check libsystemd
+PKGS    := libmicrohttpd gnutls libcurl jansson libssl libcrypto check libsystemd
 CC      ?= cc
 OPT     ?= -O2
 # Deferred (=, not :=): on a fresh machine pkg-config and the libraries
@@ -16,9 +16,9 @@ CFLAGS   = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP \
 # Each program links what it calls: the master all of it, mkv-volume no
 # LevelDB or jansson, the tools no LevelDB or libmicrohttpd.
 libs     = $(shell pkg-config --libs $(1) 2>/dev/null) -lpthread -lm
-LDLIBS   = $(call libs,libmicrohttpd gnutls libcurl jansson libcrypto libsystemd) -lleveldb
-VOL_LIBS = $(call libs,libmicrohttpd gnutls libcurl libcrypto libsystemd)
-TOOL_LIBS = $(call libs,libcurl libcrypto jansson)
+LDLIBS   = $(call libs,libmicrohttpd gnutls libcurl jansson libssl libcrypto libsystemd) -lleveldb
+VOL_LIBS = $(call libs,libmicrohttpd gnutls libcurl libssl libcrypto libsystemd)
+TOOL_LIBS = $(call libs,libcurl libssl libcrypto jansson)
 TESTLIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 ifeq ($(SANITIZE),1)

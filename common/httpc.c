@@ -275,11 +275,6 @@ bool vol_tls(const char *loc, size_t len)
 	return false;
 }
 
-bool vol_tls_any(void)
-{
-	return ntls > 0;
-}
-
 char *httpc_url(const char *loc, const char *path)
 {
 	return xasprintf("%s%s%s", VOL_PREFIX(loc, strlen(loc)), loc, path);
@@ -837,7 +832,7 @@ static bool small(struct httpc_stream *s)
 	bool yes;
 	pthread_mutex_lock(&s->mu);
 	yes = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
-	      s->head < s->cfg.cap && !vol_tls_any();   /* vconn: http:// only, for now */
+	      s->head < s->cfg.cap;
 	pthread_mutex_unlock(&s->mu);
 	return yes;
 }

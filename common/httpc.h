@@ -49,16 +49,12 @@ size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n
  * marks an https one (at start, before threads): returns what follows it.
  * vol_tls: is loc[0..len) ("host:port", "host:port/svNN") a marked one?
  * libcurl verifies every https peer (volumes and -master) by vol_cacert
- * (-cacert FILE), else by the system's CAs.  The loops' client is to read
- * the same two. */
+ * (-cacert FILE), else by the system's CAs; vconn.c (OpenSSL) by the
+ * same two. */
 extern const char *vol_cacert;
 const char *vol_scheme(const char *entry);
 bool vol_tls(const char *loc, size_t len);
 #define VOL_PREFIX(loc, len) (vol_tls(loc, len) ? "https://" : "http://")
-/* Interim, until the loops' client (vconn.c) speaks TLS: while any
- * volume is https, every request vconn would carry takes libcurl's way
- * instead.  Each caller of vconn_* asks this first. */
-bool vol_tls_any(void);
 
 /* The URL of the blob at path (placement_path's) on volume loc
  * ("host:port" or "host:port/svNN"): a heap string. */

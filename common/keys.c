@@ -195,40 +195,38 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct keyring *_Atomic cur;
 static const char *cur_path;
 
-int keys_start(const char *path)
+/* cur_path's keys in force: 0, or -1 (logged; those in force stay). */
+static int load(const char *again)
 {
 	char *why = NULL;
-	struct keyring *k = keyring_load(path, &why);
+	struct keyring *k = keyring_load(cur_path, &why), *old;
 	if (!k) {
-		log_msg("%s", why);
+		log_msg("%s%s", why, again ? "; the keys loaded before stay in force" : "");
 		free(why);
 		return -1;
-	}
-	cur_path = path;
-	atomic_store(&cur, k);
-	log_msg("-keys %s: %d keys%s", path, k->n - (k->anonymous != NULL),
-		k->anonymous ? " and an anonymous line" : "");
-	return 0;
-}
-
-void keys_reload(void)
-{
-	char *why = NULL;
-	struct keyring *k, *old;
-	if (!cur_path)
-		return;
-	k = keyring_load(cur_path, &why);
-	if (!k) {
-		log_msg("%s; the keys loaded before stay in force", why);
-		free(why);
-		return;
 	}
 	pthread_mutex_lock(&mu);
 	old = atomic_exchange(&cur, k);
 	pthread_mutex_unlock(&mu);
 	keyring_put(old);
-	log_msg("-keys %s reloaded: %d keys%s", cur_path, k->n - (k->anonymous != NULL),
+	log_msg("-keys %s%s: %d keys%s", cur_path, again ? again : "", k->n - (k->anonymous != NULL),
 		k->anonymous ? " and an anonymous line" : "");
+	return 0;
+}
+
+int keys_start(const char *path)
+{
+	cur_path = path;
+	if (load(NULL) == 0)
+		return 0;
+	cur_path = NULL;
+	return -1;
+}
+
+void keys_reload(void)
+{
+	if (cur_path)
+		load(" reloaded");
 }
 
 struct keyring *keys_current(void)

@@ -1,6 +1,7 @@
 /* page.c -- see page.h. */
 #include "page.h"
 #include "flags.h"
+#include "reqstats.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,7 +14,9 @@
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t sampler;
-static void (*sample_fn)(void);
+static void (*sample_fn)(void), (*render_fn)(struct buf *, bool);
+static struct page_series own;   /* the daemon's own requests */
+static uint64_t started_ms;
 static atomic_bool sampling, stopping;
 static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
@@ -33,8 +36,7 @@ void page_sample(struct page_series *s, uint64_t requests, uint64_t errors)
 			s->n[k][now % PAGE_SECONDS] += d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 		}
 	}
-	s->total[0] = requests;
-	s->total[1] = errors;
+	memcpy(s->total, cur, sizeof(cur));
 	s->at = now;
 	pthread_mutex_unlock(&mu);
 }
@@ -44,7 +46,11 @@ static void *sampler_main(void *arg)
 	(void)arg;
 	while (!atomic_load(&stopping)) {
 		uint64_t next = (now_ms() / 1000 + 1) * 1000;
-		sample_fn();
+		struct reqstats_sum sum;
+		reqstats_sum(&sum);
+		page_sample(&own, sum.requests, sum.errors);
+		if (sample_fn)
+			sample_fn();
 		/* asleep until the next second (page_stop wakes it): on a VM a
 		 * wakeup of a process with a big index mapped is dear */
 		pthread_mutex_lock(&stop_mu);
@@ -55,9 +61,11 @@ static void *sampler_main(void *arg)
 	return NULL;
 }
 
-void page_start(void (*sample)(void))
+void page_start(void (*render)(struct buf *b, bool html), void (*sample)(void))
 {
+	render_fn = render;
 	sample_fn = sample;
+	started_ms = now_ms();
 	atomic_store(&stopping, false);
 	if (pthread_create(&sampler, NULL, sampler_main, NULL))
 		die("pthread_create failed");
@@ -101,18 +109,22 @@ static void recent(const struct page_series *s, double out[2])
 	pthread_mutex_unlock(&mu);
 }
 
-double page_p99(struct page_p99 *p, const uint64_t hist[METRICS_NLE + 1])
+/* The p99 (ms) of the requests since the previous call at least 1 s
+ * before; the last one in between. */
+static double p99(const uint64_t hist[METRICS_NLE + 1])
 {
-	if (now_ms() - p->at_ms >= 1000) {
+	static uint64_t prev[METRICS_NLE + 1], at_ms;
+	static double ms;
+	if (now_ms() - at_ms >= 1000) {
 		uint64_t d[METRICS_NLE + 1];
 		struct metrics_hist h = {metrics_le, METRICS_NLE, d, 0};
 		for (int i = 0; i <= METRICS_NLE; i++)
-			d[i] = hist[i] - p->prev[i];
-		p->ms = metrics_quantile(&h, 0.99) * 1000;
-		memcpy(p->prev, hist, sizeof(p->prev));
-		p->at_ms = now_ms();
+			d[i] = hist[i] - prev[i];
+		ms = metrics_quantile(&h, 0.99) * 1000;
+		memcpy(prev, hist, sizeof(prev));
+		at_ms = now_ms();
 	}
-	return p->ms;
+	return ms;
 }
 
 void page_name(char *out, size_t n, int port)
@@ -303,7 +315,7 @@ static void row_html(struct buf *b, const struct page_row *r)
 	buf_puts(b, "</tr>\n");
 }
 
-void page_html(struct buf *b, const struct page_view *v)
+static void page_html(struct buf *b, const struct page_view *v)
 {
 	double rt[2];
 	bool rates_cols = v->nrows && v->rows[0].series;
@@ -362,7 +374,7 @@ void page_html(struct buf *b, const struct page_view *v)
 	buf_puts(b, "</body></html>\n");
 }
 
-void page_json(struct buf *b, const struct page_view *v)
+static void page_json(struct buf *b, const struct page_view *v)
 {
 	double rt[2];
 	recent(v->series, rt);
@@ -421,3 +433,24 @@ void page_json(struct buf *b, const struct page_view *v)
 	}
 	buf_puts(b, "]}\n");
 }
+
+void page_write(struct buf *b, bool html, struct page_view *v)
+{
+	struct reqstats_sum sum;
+	reqstats_sum(&sum);
+	v->uptime_s = (now_ms() - started_ms) / 1000;
+	v->requests = sum.requests;
+	v->series = &own;
+	v->p99_ms = p99(sum.hist);
+	v->in_flight = sum.in_flight;
+	(html ? page_html : page_json)(b, v);
+}
+
+static void html(struct buf *b) { render_fn(b, true); }
+static void json(struct buf *b) { render_fn(b, false); }
+
+const struct front_page page_pages[] = {
+	{"/status", "application/json", json},
+	{"/", "text/html; charset=utf-8", html},
+	{NULL, NULL, NULL},
+};

@@ -9,11 +9,9 @@
 #define MKV_PAGE_H
 
 #include <stdbool.h>
+#include "front.h"
 #include "metrics.h"
 #include "util.h"
-
-#define PAGE_CTYPE "text/html; charset=utf-8"
-#define PAGE_JSON_CTYPE "application/json"
 
 /* ---- ten minutes of a counter pair ----
  *
@@ -30,19 +28,6 @@ struct page_series {
 };
 /* Book the counters' totals now (the sampler's callback calls it). */
 void page_sample(struct page_series *s, uint64_t requests, uint64_t errors);
-/* Every second, sample() (which calls page_sample for each series) on a
- * thread of page.c's, until page_stop. */
-void page_start(void (*sample)(void));
-void page_stop(void);
-
-/* The p99 (ms) of the requests in a latency histogram (metrics_le's
- * buckets) since the previous call at least 1 s before; the last one in
- * between. */
-struct page_p99 {
-	uint64_t prev[METRICS_NLE + 1], at_ms;
-	double ms;
-};
-double page_p99(struct page_p99 *p, const uint64_t hist[METRICS_NLE + 1]);
 
 /* ---- the view ---- */
 
@@ -69,8 +54,9 @@ struct page_row {
 
 struct page_view {
 	const char *role, *name, *rows_are;  /* "master", "host:3000", "volume" */
+	/* the daemon's own, page_write's */
 	uint64_t uptime_s, requests;
-	const struct page_series *series;    /* the daemon's own requests */
+	const struct page_series *series;
 	double p99_ms;
 	int in_flight;
 	const struct page_fact *facts;
@@ -78,8 +64,17 @@ struct page_view {
 	const struct page_row *rows;
 	int nrows;
 };
-void page_html(struct buf *b, const struct page_view *v);
-void page_json(struct buf *b, const struct page_view *v);
+
+/* The pages / (HTML) and /status (JSON) of the metrics listener: each
+ * calls render, which makes the daemon's view of now and hands it to
+ * page_write; the daemon's own requests (reqstats.h), their rates, p99
+ * and its uptime are page.c's.  page_start also starts the sampler, which
+ * books those requests every second, then calls sample (may be NULL; it
+ * calls page_sample for the rows' series), until page_stop. */
+extern const struct front_page page_pages[];
+void page_start(void (*render)(struct buf *b, bool html), void (*sample)(void));
+void page_stop(void);
+void page_write(struct buf *b, bool html, struct page_view *v);
 
 /* "host:port": the machine's name and port. */
 void page_name(char *out, size_t n, int port);

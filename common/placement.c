@@ -19,10 +19,8 @@ int pct_decode(const char *src, size_t n, char *out, size_t *outlen, int plus_sp
 				return -1;
 			out[o++] = (char)c;
 			i += 2;
-		} else if (plus_space && src[i] == '+') {
-			out[o++] = ' ';
 		} else {
-			out[o++] = src[i];
+			out[o++] = plus_space && src[i] == '+' ? ' ' : src[i];
 		}
 	}
 	out[o] = '\0';

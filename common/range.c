@@ -2,13 +2,9 @@
  * etag_listed, ngx_http_test_if_match(). */
 #include "range.h"
 
+#include <ctype.h>
 #include <string.h>
 #include <strings.h>
-
-static bool digit(char c)
-{
-	return c >= '0' && c <= '9';
-}
 
 static void spaces(const char **p)
 {
@@ -20,7 +16,7 @@ static void spaces(const char **p)
 static uint64_t number(const char **p)
 {
 	uint64_t v = 0;
-	for (; digit(**p); (*p)++) {
+	for (; isdigit((unsigned char)**p); (*p)++) {
 		unsigned d = (unsigned)(**p - '0');
 		v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
 	}
@@ -39,7 +35,7 @@ static bool spec(const char **pp, bool s3, struct range_spec *r)
 		r->suffix = true;
 		p++;
 	} else {
-		if (!digit(*p))
+		if (!isdigit((unsigned char)*p))
 			return false;
 		r->first = number(&p);
 		if (!s3)
@@ -50,7 +46,7 @@ static bool spec(const char **pp, bool s3, struct range_spec *r)
 		r->open = *p == ',' || *p == '\0';
 	}
 	if (!r->open) {
-		if (!digit(*p))
+		if (!isdigit((unsigned char)*p))
 			return false;
 		r->last = number(&p);
 		spaces(&p);

@@ -48,11 +48,8 @@ int record_parse(char *val, size_t n, struct record *r)
 static void put_locs(struct buf *b, char *const *locs, int n)
 {
 	buf_puts(b, "");            /* b->data is a string even with no locations */
-	for (int i = 0; i < n; i++) {
-		if (i)
-			buf_append(b, ",", 1);
-		buf_puts(b, locs[i]);
-	}
+	for (int i = 0; i < n; i++)
+		buf_printf(b, "%s%s", i ? "," : "", locs[i]);
 }
 
 char *record_join_locs(char *const *locs, int n)

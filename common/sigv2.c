@@ -106,20 +106,17 @@ static char *v2_string(const struct sig_req *r, const char *date, size_t *len)
 	return b.data;
 }
 
-static void v2_verify(const struct keyring *ring, const struct sig_req *r, const char *id,
-		      size_t idl, const char *sig, size_t sigl, const char *date, bool query,
-		      struct sig_result *out)
+static int v2_verify(const struct keyring *ring, const struct sig_req *r, const char *id,
+		     size_t idl, const char *sig, size_t sigl, const char *date, bool query,
+		     struct sig_result *out)
 {
 	const struct key *key = keyring_find(ring, id, idl);
 	unsigned char mac[20];
 	unsigned int ml = 20;
 	char want[32], got[64], *sts;
 	size_t stl;
-	if (!key) {
-		out->st = SIG_UNKNOWN_KEY;
-		out->why = "The AWS Access Key Id you provided does not exist in our records.";
-		return;
-	}
+	if (!key)
+		return sig_refuse(out, SIG_UNKNOWN_KEY, SIG_NO_KEY);
 	sts = v2_string(r, date, &stl);
 	HMAC(EVP_sha1(), key->secret, (int)strlen(key->secret), (unsigned char *)sts, stl,
 	     mac, &ml);
@@ -127,40 +124,33 @@ static void v2_verify(const struct keyring *ring, const struct sig_req *r, const
 	EVP_EncodeBlock((unsigned char *)want, mac, 20);   /* 28 characters */
 	if (query && (sigl >= sizeof(got) || path_decode(sig, sigl, got, &sigl) < 0))
 		sigl = 0;   /* the query's comes percent-encoded */
-	out->st = sigl == 28 && !CRYPTO_memcmp(want, query ? got : sig, 28) ? SIG_OK : SIG_MISMATCH;
-	if (out->st == SIG_OK) {
-		out->key = key;
-		out->is_signed = true;
-	} else {
-		out->why = "The request signature we calculated does not match the signature you "
-			   "provided. Check your key and signing method.";
-	}
+	if (sigl != 28 || CRYPTO_memcmp(want, query ? got : sig, 28))
+		return sig_refuse(out, SIG_MISMATCH, SIG_NO_MATCH);
+	out->st = SIG_OK;
+	out->key = key;
+	out->is_signed = true;
+	return 0;
 }
 
 /* Authorization: AWS id:signature */
-void sigv2_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
-		      struct sig_result *out)
+int sigv2_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
+		 struct sig_result *out)
 {
 	const char *id = auth + 4, *colon = strrchr(id, ':');
 	const char *amz = r->header(r->cls, "x-amz-date"), *date = r->header(r->cls, "Date");
 	time_t t = amz ? httpc_parse_date(amz) : date ? httpc_parse_date(date) : -1;
-	if (!colon || colon == id) {
-		out->st = SIG_MALFORMED;
-		out->why = "The authorization header is malformed; want AWS ID:SIGNATURE";
-		return;
-	}
-	if (t < 0 || t > r->now + SIG_SKEW_S || t < r->now - SIG_SKEW_S) {
-		out->st = SIG_SKEWED;
-		out->why = "The difference between the request time and the current time is too large.";
-		return;
-	}
+	if (!colon || colon == id)
+		return sig_refuse(out, SIG_MALFORMED,
+				  "The authorization header is malformed; want AWS ID:SIGNATURE");
+	if (t < 0 || t > r->now + SIG_SKEW_S || t < r->now - SIG_SKEW_S)
+		return sig_refuse(out, SIG_SKEWED, SIG_TOO_SKEWED);
 	/* with x-amz-date, the Date line is empty (it is among the x-amz- headers) */
-	v2_verify(ring, r, id, (size_t)(colon - id), colon + 1, strlen(colon + 1),
+	return v2_verify(ring, r, id, (size_t)(colon - id), colon + 1, strlen(colon + 1),
 		  amz ? "" : date, false, out);
 }
 
 /* ?AWSAccessKeyId=...&Expires=...&Signature=... (s3cmd signurl) */
-void sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig_result *out)
+int sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig_result *out)
 {
 	size_t il, el, sl;
 	const char *id = query_param(r->query, "AWSAccessKeyId", &il);
@@ -169,21 +159,13 @@ void sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig
 	char ebuf[24];
 	uint64_t e;
 	snprintf(ebuf, sizeof(ebuf), "%.*s", (int)(exp && el < 23 ? el : 0), exp ? exp : "");
-	if (!id || !sig || !exp || !parse_u64(ebuf, 0, INT64_MAX, &e)) {
-		out->st = SIG_QUERY_MALFORMED;
-		out->why = "Query-string authentication requires the Signature, Expires and "
-			   "AWSAccessKeyId parameters";
-		return;
-	}
-	if ((int64_t)e < r->now) {
-		out->st = SIG_EXPIRED;
-		out->why = "Request has expired";
-		return;
-	}
-	if ((int64_t)e > r->now + SIG_PRESIGN_MAX_S) {   /* as SigV4's X-Amz-Expires */
-		out->st = SIG_QUERY_MALFORMED;
-		out->why = "Expires must be at most 604800 seconds (7 days) from now";
-		return;
-	}
-	v2_verify(ring, r, id, il, sig, sl, ebuf, true, out);
+	if (!id || !sig || !exp || !parse_u64(ebuf, 0, INT64_MAX, &e))
+		return sig_refuse(out, SIG_QUERY_MALFORMED, "Query-string authentication requires "
+				  "the Signature, Expires and AWSAccessKeyId parameters");
+	if ((int64_t)e < r->now)
+		return sig_refuse(out, SIG_EXPIRED, "Request has expired");
+	if ((int64_t)e > r->now + SIG_PRESIGN_MAX_S)   /* as SigV4's X-Amz-Expires */
+		return sig_refuse(out, SIG_QUERY_MALFORMED,
+				  "Expires must be at most 604800 seconds (7 days) from now");
+	return v2_verify(ring, r, id, il, sig, sl, ebuf, true, out);
 }

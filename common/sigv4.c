@@ -207,7 +207,8 @@ static void canonical_query(struct buf *b, const char *q, const char *skip)
 		if (nl > len)
 			nl = len;
 		if (len && !(skip && nl == strlen(skip) && !memcmp(q, skip, nl))) {
-			if (!recode(&e, q, nl, false, false) || e.len != nl || memcmp(e.data, q, nl)) {
+			if (!recode(&e, q, nl, false, false) || e.len != nl ||
+			    (nl && memcmp(e.data, q, nl))) {   /* "=v": no name, e.data NULL */
 				e.len = 0;   /* not sent in its canonical form: as sent, '%' too */
 				buf_url_escape(&e, q, nl, false);
 			}
@@ -305,6 +306,13 @@ static int64_t amz_time(const char *s)
 	return (int64_t)timegm(&tm);
 }
 
+int sig_refuse(struct sig_result *out, enum sig_status st, const char *why)
+{
+	out->st = st;
+	out->why = why;
+	return -1;
+}
+
 /* The canonical request of r with v's signed headers; uri_raw/query_raw:
  * the path and query as sent (curl 7.88 signs them so) instead of
  * canonical.  NULL when SignedHeaders is malformed. */
@@ -379,38 +387,30 @@ static void scan_amz(void *arg, const char *k, const char *val)
  * the header that dated it (v->date_hdr, the header form's) and every
  * x-amz-* header it carries must be signed; a presigned link signs only
  * host, so an x-amz-* header added to it is refused. */
-static bool all_signed(const struct sig_req *r, const struct v4 *v, struct sig_result *out)
+static bool all_signed(const struct sig_req *r, const struct v4 *v)
 {
 	struct unsigned_scan u = {v, false};
 	if (r->each_header)
 		r->each_header(r->cls, scan_amz, &u);
-	if (!u.bad && is_signed(v, "host") && (!v->date_hdr || is_signed(v, v->date_hdr)))
-		return true;
-	out->st = SIG_UNSIGNED;
-	out->why = "There were headers present in the request which were not signed";
-	return false;
+	return !u.bad && is_signed(v, "host") && (!v->date_hdr || is_signed(v, v->date_hdr));
 }
 
 /* Check v's signature over r by the key it names. */
-static void v4_verify(const struct keyring *ring, const struct sig_req *r, struct v4 *v,
-		      bool presigned, struct sig_result *out)
+static int v4_verify(const struct keyring *ring, const struct sig_req *r, struct v4 *v,
+		     bool presigned, struct sig_result *out)
 {
 	unsigned char k[32];
 	char scope[160], want[65];
 	const struct key *key = keyring_find(ring, v->id, v->idl);
 	bool ok = false;
-	if (!all_signed(r, v, out))
-		return;
-	if (!key) {
-		out->st = SIG_UNKNOWN_KEY;
-		out->why = "The AWS Access Key Id you provided does not exist in our records.";
-		return;
-	}
-	if (v->sigl != 64) {
-		out->st = presigned ? SIG_QUERY_MALFORMED : SIG_MALFORMED;
-		out->why = "the signature is not 64 hex digits";
-		return;
-	}
+	if (!all_signed(r, v))
+		return sig_refuse(out, SIG_UNSIGNED,
+				  "There were headers present in the request which were not signed");
+	if (!key)
+		return sig_refuse(out, SIG_UNKNOWN_KEY, SIG_NO_KEY);
+	if (v->sigl != 64)
+		return sig_refuse(out, presigned ? SIG_QUERY_MALFORMED : SIG_MALFORMED,
+				  "the signature is not 64 hex digits");
 	snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", v->date, v->region, v->service);
 	signing_key(key->secret, v->date, v->region, v->service, k);
 	/* the canonical forms, then (curl 7.88) the path and query as sent ('+', '(' raw) */
@@ -422,12 +422,8 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 		free(creq);
 		ok = !CRYPTO_memcmp(want, v->sig, 64);
 	}
-	if (!ok) {
-		out->st = SIG_MISMATCH;
-		out->why = "The request signature we calculated does not match the signature you "
-			   "provided. Check your key and signing method.";
-		return;
-	}
+	if (!ok)
+		return sig_refuse(out, SIG_MISMATCH, SIG_NO_MATCH);
 	out->st = SIG_OK;
 	out->key = key;
 	out->is_signed = true;
@@ -438,17 +434,17 @@ static void v4_verify(const struct keyring *ring, const struct sig_req *r, struc
 		memcpy(out->prev, want, 65);
 	}
 	OPENSSL_cleanse(k, sizeof(k));
+	return 0;
 }
 
 /* Authorization: AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=... */
-static void v4_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
-		      struct sig_result *out)
+static int v4_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
+		     struct sig_result *out)
 {
 	struct v4 v = {0};
 	const char *p = auth + strlen(ALGO), *cred = NULL, *date;
 	size_t credl = 0;
 	int64_t t;
-	out->st = SIG_MALFORMED;
 	while (*p) {
 		size_t n, vl;
 		const char *val;
@@ -466,25 +462,19 @@ static void v4_header(const struct keyring *ring, const struct sig_req *r, const
 			v.sig = val, v.sigl = vl;
 		p = val + vl;
 	}
-	if (!cred || !v.signed_headers || !v.sig || !parse_credential(cred, credl, &v)) {
-		out->why = "The authorization header is malformed; want Credential=ID/DATE/REGION/"
-			   "SERVICE/aws4_request, SignedHeaders=..., Signature=...";
-		return;
-	}
+	if (!cred || !v.signed_headers || !v.sig || !parse_credential(cred, credl, &v))
+		return sig_refuse(out, SIG_MALFORMED, "The authorization header is malformed; want "
+				  "Credential=ID/DATE/REGION/SERVICE/aws4_request, SignedHeaders=..., "
+				  "Signature=...");
 	v.date_hdr = "x-amz-date";
 	if (!(date = r->header(r->cls, "x-amz-date")))
 		date = r->header(r->cls, v.date_hdr = "date");
-	if ((t = amz_time(date)) < 0 || strncmp(date, v.date, 8)) {
-		out->why = "The authorization header is malformed; x-amz-date is missing, or "
-			   "not the credential's date";
-		return;
-	}
+	if ((t = amz_time(date)) < 0 || strncmp(date, v.date, 8))
+		return sig_refuse(out, SIG_MALFORMED, "The authorization header is malformed; "
+				  "x-amz-date is missing, or not the credential's date");
 	memcpy(v.amzdate, date, 17);
-	if (t > r->now + SIG_SKEW_S || t < r->now - SIG_SKEW_S) {
-		out->st = SIG_SKEWED;
-		out->why = "The difference between the request time and the current time is too large.";
-		return;
-	}
+	if (t > r->now + SIG_SKEW_S || t < r->now - SIG_SKEW_S)
+		return sig_refuse(out, SIG_SKEWED, SIG_TOO_SKEWED);
 	/* curl 7.88 sends no x-amz-content-sha256 and signs the empty hash:
 	 * its body is unsigned, as with UNSIGNED-PAYLOAD (MinIO does the same). */
 	v.payload = r->header(r->cls, "x-amz-content-sha256");
@@ -502,14 +492,14 @@ static void v4_header(const struct keyring *ring, const struct sig_req *r, const
 		for (int i = 0; i < 65; i++)
 			out->sha256[i] = (char)tolower((unsigned char)v.payload[i]);
 	} else {
-		out->why = "x-amz-content-sha256 is neither a hex SHA-256 nor a payload mode";
-		return;
+		return sig_refuse(out, SIG_MALFORMED,
+				  "x-amz-content-sha256 is neither a hex SHA-256 nor a payload mode");
 	}
-	v4_verify(ring, r, &v, false, out);
+	return v4_verify(ring, r, &v, false, out);
 }
 
 /* A presigned URL's X-Amz-* query. */
-static void v4_query(const struct keyring *ring, const struct sig_req *r, struct sig_result *out)
+static int v4_query(const struct keyring *ring, const struct sig_req *r, struct sig_result *out)
 {
 	struct v4 v = {0};
 	const char *alg, *cred, *date, *exp, *sh, *sig;
@@ -518,10 +508,7 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 	size_t n;
 	uint64_t expires;
 	int64_t t;
-	out->st = SIG_QUERY_MALFORMED;
-	out->why = "Query-string authentication version 4 requires the X-Amz-Algorithm, "
-		   "X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and "
-		   "X-Amz-Expires parameters.";
+	int rc;
 	alg = query_param(r->query, "X-Amz-Algorithm", &al);
 	cred = query_param(r->query, "X-Amz-Credential", &cl);
 	date = query_param(r->query, "X-Amz-Date", &dl);
@@ -529,49 +516,43 @@ static void v4_query(const struct keyring *ring, const struct sig_req *r, struct
 	sh = query_param(r->query, "X-Amz-SignedHeaders", &sl);
 	sig = query_param(r->query, "X-Amz-Signature", &gl);
 	if (!alg || !cred || !date || !exp || !sh || !sig)
-		return;
-	if (al != strlen(ALGO) || memcmp(alg, ALGO, al)) {
-		out->why = "X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"";
-		return;
-	}
+		return sig_refuse(out, SIG_QUERY_MALFORMED, "Query-string authentication version 4 "
+				  "requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, "
+				  "X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.");
+	if (al != strlen(ALGO) || memcmp(alg, ALGO, al))
+		return sig_refuse(out, SIG_QUERY_MALFORMED,
+				  "X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"");
 	/* the credential's '/' and SignedHeaders' ';' come as %2F and %3B */
 	if (cl >= sizeof(cbuf) || path_decode(cred, cl, cbuf, &n) < 0 ||
-	    !parse_credential(cbuf, n, &v)) {
-		out->why = "X-Amz-Credential: want ID/DATE/REGION/SERVICE/aws4_request";
-		return;
-	}
+	    !parse_credential(cbuf, n, &v))
+		return sig_refuse(out, SIG_QUERY_MALFORMED,
+				  "X-Amz-Credential: want ID/DATE/REGION/SERVICE/aws4_request");
 	snprintf(dbuf, sizeof(dbuf), "%.*s", (int)(dl < 16 ? dl : 16), date);
 	snprintf(ebuf, sizeof(ebuf), "%.*s", (int)(el < 15 ? el : 15), exp);
-	if (dl != 16 || (t = amz_time(dbuf)) < 0 || strncmp(dbuf, v.date, 8)) {
-		out->why = "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\" "
-			   "and the credential's date";
-		return;
-	}
-	if (!parse_u64(ebuf, 1, SIG_PRESIGN_MAX_S, &expires)) {
-		out->why = "X-Amz-Expires must be a number of seconds from 1 to 604800 (7 days)";
-		return;
-	}
+	if (dl != 16 || (t = amz_time(dbuf)) < 0 || strncmp(dbuf, v.date, 8))
+		return sig_refuse(out, SIG_QUERY_MALFORMED, "X-Amz-Date must be in the ISO8601 Long "
+				  "Format \"yyyyMMdd'T'HHmmss'Z'\" and the credential's date");
+	if (!parse_u64(ebuf, 1, SIG_PRESIGN_MAX_S, &expires))
+		return sig_refuse(out, SIG_QUERY_MALFORMED, "X-Amz-Expires must be a number of "
+				  "seconds from 1 to 604800 (7 days)");
 	memcpy(v.amzdate, dbuf, 17);
 	if (path_decode(sh, sl, shd = xmalloc(sl + 1), &v.shl) < 0) {
-		out->why = "X-Amz-SignedHeaders is malformed";
 		free(shd);
-		return;
+		return sig_refuse(out, SIG_QUERY_MALFORMED, "X-Amz-SignedHeaders is malformed");
 	}
 	v.signed_headers = shd;
 	v.sig = sig;
 	v.sigl = gl;
 	v.payload = "UNSIGNED-PAYLOAD";
 	out->payload = PAYLOAD_UNSIGNED;
-	if (t > r->now + SIG_SKEW_S) {
-		out->st = SIG_EXPIRED;
-		out->why = "Request is not valid yet";
-	} else if (t + (int64_t)expires < r->now) {
-		out->st = SIG_EXPIRED;
-		out->why = "Request has expired";
-	} else {
-		v4_verify(ring, r, &v, true, out);
-	}
+	if (t > r->now + SIG_SKEW_S)
+		rc = sig_refuse(out, SIG_EXPIRED, "Request is not valid yet");
+	else if (t + (int64_t)expires < r->now)
+		rc = sig_refuse(out, SIG_EXPIRED, "Request has expired");
+	else
+		rc = v4_verify(ring, r, &v, true, out);
 	free(shd);
+	return rc;
 }
 
 void sig_check(const struct keyring *ring, const struct sig_req *r, struct sig_result *out)
@@ -583,10 +564,10 @@ void sig_check(const struct keyring *ring, const struct sig_req *r, struct sig_r
 		v4_header(ring, r, auth, out);
 	else if (auth && !strncmp(auth, "AWS ", 4))
 		sigv2_header(ring, r, auth, out);
-	else if (auth) {
-		out->st = SIG_MALFORMED;
-		out->why = "unsupported Authorization: sign with AWS Signature Version 4";
-	} else if (r->query && (query_param(r->query, "X-Amz-Signature", &n) ||
+	else if (auth)
+		sig_refuse(out, SIG_MALFORMED,
+			   "unsupported Authorization: sign with AWS Signature Version 4");
+	else if (r->query && (query_param(r->query, "X-Amz-Signature", &n) ||
 				query_param(r->query, "X-Amz-Credential", &n) ||
 				query_param(r->query, "X-Amz-Algorithm", &n)))
 		v4_query(ring, r, out);

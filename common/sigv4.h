@@ -59,6 +59,12 @@ struct sig_result {
 	char amzdate[17], scope[160], prev[65];
 };
 
+/* The whys S3 words alike for both versions. */
+#define SIG_NO_KEY "The AWS Access Key Id you provided does not exist in our records."
+#define SIG_NO_MATCH "The request signature we calculated does not match the signature you " \
+	"provided. Check your key and signing method."
+#define SIG_TOO_SKEWED "The difference between the request time and the current time is too large."
+
 /* Who signed r, by the keys of ring (not NULL). */
 void sig_check(const struct keyring *ring, const struct sig_req *r, struct sig_result *out);
 /* The next aws-chunked chunk: data's SHA-256 (hash) and the signature its
@@ -66,10 +72,12 @@ void sig_check(const struct keyring *ring, const struct sig_req *r, struct sig_r
  * then moves on. */
 bool sig_chunk(struct sig_result *s, const unsigned char hash[32], const char *sig, size_t siglen);
 
-/* SigV2's header ("AWS id:sig", auth) and query (sigv2.c), for sig_check. */
-void sigv2_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
-		  struct sig_result *out);
-void sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig_result *out);
+/* SigV2's header ("AWS id:sig", auth) and query (sigv2.c), for sig_check:
+ * 0, or -1 refused.  sig_refuse: out refused (st, why), -1. */
+int sigv2_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
+		 struct sig_result *out);
+int sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig_result *out);
+int sig_refuse(struct sig_result *out, enum sig_status st, const char *why);
 
 /* ---- a running SHA-256 (a body as it passes) ---- */
 struct sha256;

@@ -119,18 +119,16 @@ void die(const char *fmt, ...)
 	exit(1);
 }
 
-uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t now_ms(void)
+{
+	return now_ns() / 1000000;
 }
 
 bool retry_wait(struct retry p, int n)
@@ -146,12 +144,9 @@ void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	uint64_t ns = (uint64_t)ts.tv_nsec + ms % 1000 * 1000000u;
+	ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000u);
+	ts.tv_nsec = (long)(ns % 1000000000u);
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 

@@ -19,6 +19,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,6 +445,7 @@ struct vop;
 struct vc {
 	struct loop_fd w;
 	int fd;
+	SSL *ssl;                 /* an https:// volume's (vol_tls), or NULL */
 	struct vhost *h;
 	struct vop *op;           /* the request on it; NULL: idle */
 	bool connecting, reused, refused;
@@ -466,6 +470,7 @@ struct vc {
 struct vhost {
 	char *name;               /* "host:port" */
 	uint16_t port;
+	bool tls;                 /* https:// (its URLs say) */
 	struct name *nm;
 	unsigned gen;             /* nm's addresses as of this lookup are below */
 	struct sockaddr_storage addr[NADDR];
@@ -574,6 +579,7 @@ static void conn_drop(struct vc *c)
 	c->dirty = false;
 	c->op = NULL;
 	c->w.dead = true;
+	SSL_free(c->ssl);
 	close(c->fd);   /* leaves the epoll set with it */
 	buf_free(&c->in);
 	loop_defer_free(vs->loop, c);
@@ -693,6 +699,95 @@ static int host_ready(struct vhost *h, char *err, size_t en)
 	return rc;
 }
 
+/* ---- https:// volumes: OpenSSL on the connection's non-blocking socket,
+ * verified by vol_cacert or the system's CAs, for the name or address in
+ * the volume's host:port ---- */
+static SSL_CTX *tls_ctx;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static __thread char tls_err[200];
+
+static void tls_init(void)
+{
+	tls_ctx = SSL_CTX_new(TLS_client_method());
+	if (tls_ctx && !(vol_cacert ? SSL_CTX_load_verify_locations(tls_ctx, vol_cacert, NULL)
+				    : SSL_CTX_set_default_verify_paths(tls_ctx))) {
+		SSL_CTX_free(tls_ctx);
+		tls_ctx = NULL;
+	}
+	if (tls_ctx) {
+		SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_PEER, NULL);
+		SSL_CTX_set_options(tls_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);   /* a close is a close */
+		SSL_CTX_set_mode(tls_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+				 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	}
+}
+
+/* Why the last TLS call failed: the certificate's verdict, else OpenSSL's. */
+static const char *tls_why(void)
+{
+	unsigned long e = ERR_peek_last_error();
+	if (!tls_err[0])
+		ERR_error_string_n(e ? e : ERR_PACK(ERR_LIB_SSL, 0, 0), tls_err, sizeof(tls_err));
+	ERR_clear_error();
+	return tls_err;
+}
+
+static SSL *tls_new(const char *name, int fd)
+{
+	char host[256];
+	const char *colon = strrchr(name, ':');
+	size_t n = colon ? (size_t)(colon - name) : strlen(name);
+	unsigned char a[16];
+	SSL *ssl;
+	pthread_once(&tls_once, tls_init);
+	if (n >= 2 && name[0] == '[')   /* [v6]:port */
+		name++, n -= 2;
+	snprintf(host, sizeof(host), "%.*s", (int)n, name);
+	if (!tls_ctx || !(ssl = SSL_new(tls_ctx)))
+		return NULL;
+	SSL_set_fd(ssl, fd);
+	SSL_set_connect_state(ssl);
+	if (inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1) {
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host);
+	} else {
+		SSL_set_tlsext_host_name(ssl, host);
+		SSL_set1_host(ssl, host);
+	}
+	return ssl;
+}
+
+/* SSL_write or SSL_read as send or recv answer: bytes, 0 (closed), or -1
+ * with errno (EAGAIN: the socket's next edge; EPROTO: tls_why). */
+static ssize_t tls_io(SSL *ssl, void *p, size_t n, bool out)
+{
+	size_t k = 0;
+	int e;
+	ERR_clear_error();
+	if (out ? SSL_write_ex(ssl, p, n, &k) : SSL_read_ex(ssl, p, n, &k))
+		return (ssize_t)k;
+	switch ((e = SSL_get_error(ssl, 0))) {
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_SYSCALL:
+		if (!ERR_peek_error()) {   /* the socket's own error */
+			errno = errno ? errno : ECONNRESET;
+			return -1;
+		}
+		/* fall through */
+	default:
+		tls_err[0] = 0;
+		if (SSL_get_verify_result(ssl) != X509_V_OK)
+			snprintf(tls_err, sizeof(tls_err), "certificate: %s",
+				 X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
+		errno = EPROTO;
+		return -1;
+	}
+}
+
 static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 {
 	int fd = -1, e = 0, k;
@@ -720,6 +815,12 @@ static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 	c = xcalloc(1, sizeof(*c));
 	c->fd = fd;
 	c->h = h;
+	if (h->tls && !(c->ssl = tls_new(h->name, fd))) {
+		snprintf(err, en, "TLS to %.100s: %.120s", h->name, tls_why());
+		close(fd);
+		free(c);
+		return NULL;
+	}
 	c->addr = (h->first + k) % h->naddr;
 	c->connecting = true;
 	c->since = now_ms();
@@ -830,17 +931,18 @@ static void conn_write(struct vc *c)
 			iov[m.msg_iovlen++] = (struct iovec){(char *)f->body + (c->off - c->headlen),
 							     total - c->off};
 		}
-		k = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+		k = c->ssl ? tls_io(c->ssl, iov[0].iov_base, iov[0].iov_len, true)
+			   : sendmsg(c->fd, &m, MSG_NOSIGNAL);
 		if (k < 0) {
-			char why[160];
+			char why[260];
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return;   /* EPOLLOUT's edge brings us back */
 			c->refused = c->off == 0 && (errno == ECONNREFUSED || errno == ENETUNREACH ||
 						     errno == EHOSTUNREACH || errno == EADDRNOTAVAIL);
-			snprintf(why, sizeof(why), "sending to %.100s: %s", c->h->name,
-				 strerror(errno));
+			snprintf(why, sizeof(why), "sending to %.100s: %.140s", c->h->name,
+				 errno == EPROTO && c->ssl ? tls_why() : strerror(errno));
 			conn_lost(c, why);
 			return;
 		}
@@ -938,7 +1040,8 @@ static void conn_read(struct vc *c, bool hup)
 			}
 		}
 		room = c->in.cap - c->in.len;
-		k = recv(c->fd, c->in.data + c->in.len, room, 0);
+		k = c->ssl ? tls_io(c->ssl, c->in.data + c->in.len, room, false)
+			   : recv(c->fd, c->in.data + c->in.len, room, 0);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -946,8 +1049,8 @@ static void conn_read(struct vc *c, bool hup)
 		if (k <= 0) {
 			char why[300];
 			if (k < 0) {
-				snprintf(why, sizeof(why), "reading from %.100s: %s", c->h->name,
-					 strerror(errno));
+				snprintf(why, sizeof(why), "reading from %.100s: %.120s", c->h->name,
+					 errno == EPROTO && c->ssl ? tls_why() : strerror(errno));
 				conn_lost(c, why);
 				return;
 			}
@@ -986,8 +1089,9 @@ static void conn_read(struct vc *c, bool hup)
 			}
 			break;
 		}
-		if ((size_t)k < room && !hup)
-			return;   /* drained: more bytes bring a new edge */
+		if ((size_t)k < room && !hup && !c->ssl)
+			return;   /* drained: more bytes bring a new edge (TLS: a record
+				     is read at a time, so on to EAGAIN) */
 	}
 }
 
@@ -1353,18 +1457,20 @@ static void fan_go(struct vfan *f)
 		vs->tick = now_ms() + 100;
 	for (int i = 0; i < n; i++) {
 		struct vop *op = &f->ops[i];
-		const char *hp = reqs[i].url + 7;
+		bool tls = !strncmp(reqs[i].url, "https://", 8);
+		const char *hp = reqs[i].url + 7 + tls;
 		op->f = f;
 		op->i = i;
 		reqs[i].status = -1;
 		reqs[i].timed_out = false;
 		reqs[i].err[0] = '\0';
 		op->path = hp + strcspn(hp, "/");
-		if (strncmp(reqs[i].url, "http://", 7) || strlen(op->path) >= TARGET_MAX) {
-			op_end(op, -1, "a volume URL too long or not http://", false);
+		if ((!tls && strncmp(reqs[i].url, "http://", 7)) || strlen(op->path) >= TARGET_MAX) {
+			op_end(op, -1, "a volume URL too long or not http(s)://", false);
 			continue;
 		}
 		op->h = host(hp, (size_t)(op->path - hp));
+		op->h->tls = tls;
 		if (!*op->path)
 			op->path = "/";
 	}
@@ -1496,6 +1602,7 @@ void vconn_thread_cleanup(void)
 	while (s->all) {
 		struct vc *c = s->all;
 		s->all = c->next_all;
+		SSL_free(c->ssl);
 		close(c->fd);
 		buf_free(&c->in);
 		free(c);

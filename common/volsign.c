@@ -129,14 +129,16 @@ static size_t normalise(const char *p, size_t n, bool decode, char *out)
 	return o;
 }
 
-/* The hash of expires + uri[0..ulen) (already normalised) + method + " " + secret. */
+/* The hash of expires + uri[0..ulen) as nginx's $uri (%XX decoded when
+ * decode) + method + " " + secret. */
 static void hash(const char *secret, size_t slen, const char *expires, const char *uri,
-		 size_t ulen, const char *method, char out[VOLSIGN_HASH_LEN + 1])
+		 size_t ulen, bool decode, const char *method, char out[VOLSIGN_HASH_LEN + 1])
 {
 	size_t el = strlen(expires), ml = strlen(method), n = el + ulen + ml + 1 + slen;
-	char stack[STACK_MAX + 256], *b = n <= sizeof(stack) ? stack : xmalloc(n);
+	char stack[STACK_MAX + 256], *b = n < sizeof(stack) ? stack : xmalloc(n + 1);
 	memcpy(b, expires, el);
-	memcpy(b + el, uri, ulen);
+	ulen = normalise(uri, ulen, decode, b + el);   /* never longer */
+	n = el + ulen + ml + 1 + slen;
 	memcpy(b + el + ulen, method, ml);
 	b[el + ulen + ml] = ' ';
 	memcpy(b + el + ulen + ml + 1, secret, slen);
@@ -149,19 +151,15 @@ static void hash(const char *secret, size_t slen, const char *expires, const cha
 void volsign_hash(const char *secret, const char *expires, const char *uri, size_t ulen,
 		  const char *method, char out[VOLSIGN_HASH_LEN + 1])
 {
-	char stack[STACK_MAX], *u = ulen < sizeof(stack) ? stack : xmalloc(ulen + 1);
-	size_t n = normalise(uri, ulen, false, u);
-	hash(secret, strlen(secret), expires, u, n, method, out);
-	if (u != stack)
-		free(u);
+	hash(secret, strlen(secret), expires, uri, ulen, false, method, out);
 }
 
 size_t volsign_url(const char *url, const char *method, long ttl, char *out, size_t n)
 {
 	const struct secrets *s = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
-	size_t len = strlen(url), plen, ulen;
-	const char *p = url, *q;
-	char expires[24], h[VOLSIGN_HASH_LEN + 1], stack[STACK_MAX], *u;
+	size_t len = strlen(url);
+	const char *p = url;
+	char expires[24], h[VOLSIGN_HASH_LEN + 1];
 	int w;
 
 	if (!s || len + VOLSIGN_EXTRA > n) {
@@ -174,14 +172,8 @@ size_t volsign_url(const char *url, const char *method, long ttl, char *out, siz
 		p = strchr(strstr(url, "://") + 3, '/');
 	if (!p)
 		p = "/";
-	q = p + strcspn(p, "?#");
-	plen = (size_t)(q - p);
-	u = plen < sizeof(stack) ? stack : xmalloc(plen + 1);
-	ulen = normalise(p, plen, true, u);
 	snprintf(expires, sizeof(expires), "%lld", (long long)time(NULL) + ttl);
-	hash(s->s[0], s->len[0], expires, u, ulen, method, h);
-	if (u != stack)
-		free(u);
+	hash(s->s[0], s->len[0], expires, p, strcspn(p, "?#"), true, method, h);
 	memcpy(out, url, len);
 	w = snprintf(out + len, n - len, "%cmd5=%s&expires=%s", strchr(url, '?') ? '&' : '?', h,
 		     expires);
@@ -205,15 +197,15 @@ void volsign_batch_hash(const struct volsign_batch *b, const char *uri, size_t n
 			const char *method, char out[VOLSIGN_HASH_LEN + 1])
 {
 	const struct secrets *s = b->secrets;
-	hash(s->s[0], s->len[0], b->expires, uri, n, method, out);
+	hash(s->s[0], s->len[0], b->expires, uri, n, false, method, out);
 }
 
 int volsign_check(const char *uri, const char *method, const char *md5, const char *expires,
 		  const char **why)
 {
 	const struct secrets *s = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
-	size_t el = expires ? strlen(expires) : 0, ulen = strlen(uri);
-	char h[VOLSIGN_HASH_LEN + 1], stack[STACK_MAX], *u;
+	size_t el = expires ? strlen(expires) : 0;
+	char h[VOLSIGN_HASH_LEN + 1];
 	bool good = false;
 
 	if (!s)
@@ -228,14 +220,10 @@ int volsign_check(const char *uri, const char *method, const char *md5, const ch
 		*why = "the link's signature is malformed";
 		return 403;
 	}
-	u = ulen < sizeof(stack) ? stack : xmalloc(ulen + 1);
-	ulen = normalise(uri, ulen, false, u);
 	for (int i = 0; i < s->n; i++) {
-		hash(s->s[i], s->len[i], expires, u, ulen, method, h);
+		hash(s->s[i], s->len[i], expires, uri, strlen(uri), false, method, h);
 		good |= same_bytes(h, md5, VOLSIGN_HASH_LEN);
 	}
-	if (u != stack)
-		free(u);
 	if (!good) {
 		*why = "the link's signature does not match (secret, path or method)";
 		return 403;

@@ -60,34 +60,6 @@ static bool balanced(const struct config *cfg, const char *key, size_t klen,
 	return true;
 }
 
-static void not_found(const struct config *cfg, const char *raw_path, struct answer *a)
-{
-	if (cfg->fallback) {
-		a->status = 302;
-		a->body.len = 0;
-		snprintf(a->location, sizeof(a->location), "%s%s%s",   /* https://h:p as given */
-			 strstr(cfg->fallback, "://") ? "" : "http://", cfg->fallback, raw_path);
-		return;
-	}
-	answer_error(a, 404, "key not found");
-}
-
-/* key's record into r (*v holds its storage; caller frees it), else false
- * with 404 (*v NULL: there is none) or 500 (it is malformed) answered. */
-static bool load(struct index *idx, const char *key, size_t klen, char **v, struct record *r,
-		 struct answer *a)
-{
-	size_t vlen;
-	*v = index_get(idx, key, klen, &vlen);
-	if (!*v)
-		answer_error(a, 404, "key not found");
-	else if (record_parse(*v, vlen, r) < 0)
-		answer_error(a, 500, "index record is malformed");
-	else
-		return true;
-	return false;
-}
-
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		const char *raw_path, bool head, struct answer *a)
 {
@@ -96,14 +68,20 @@ void handle_get(const struct config *cfg, struct index *idx, const char *key, si
 	int live[RECORD_MAX_LOCS], nlive = 0, pick = -1;
 	size_t vlen;
 
-	/* Not load(): an absent key's answer is not_found's (-fallback). */
 	v = index_get(idx, key, klen, &vlen);
 	if (v && record_parse(v, vlen, &r) < 0) {
 		answer_error(a, 500, "index record is malformed");
 		goto out;
 	}
 	if (!v || r.deleted || !r.nlocs) {
-		not_found(cfg, raw_path, a);
+		if (!cfg->fallback) {
+			answer_error(a, 404, "key not found");
+			goto out;
+		}
+		a->status = 302;   /* -fallback: the other master's */
+		a->body.len = 0;
+		snprintf(a->location, sizeof(a->location), "%s%s%s",   /* https://h:p as given */
+			 strstr(cfg->fallback, "://") ? "" : "http://", cfg->fallback, raw_path);
 		goto out;
 	}
 	placement_path(key, klen, path);
@@ -163,27 +141,19 @@ out:
 	free(v);
 }
 
-void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		   enum del_mode mode, struct answer *a)
-{
-	const char *why;
-	int st = store_delete(cfg, idx, key, klen, mode, &why);
-	if (st == 204)
-		a->status = 204;
-	else
-		answer_error(a, st, why);
-}
-
 void handle_relink(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		   struct answer *a)
 {
 	struct record r;
-	size_t elen;
+	size_t elen, vlen;
 	char *v, *enc = NULL, path[PATH_MAX_LEN];
 	int kept = 0;
 
-	if (!load(idx, key, klen, &v, &r, a))
+	v = index_get(idx, key, klen, &vlen);
+	if (!v || record_parse(v, vlen, &r) < 0) {
+		answer_error(a, v ? 500 : 404, v ? "index record is malformed" : "key not found");
 		goto out;
+	}
 	if (!r.deleted) {
 		a->status = 204;
 		goto out;
@@ -336,14 +306,6 @@ struct list_signer {
 
 enum { LIST_KEYS = 0, LIST_LOCATIONS = 1, LIST_MD5S = 2, LIST_END = 4 };
 
-static char *memdup(const char *p, size_t n)
-{
-	char *d = xmalloc(n + 1);
-	memcpy(d, p, n);
-	d[n] = '\0';
-	return d;
-}
-
 /* A query flag or value percent-decoded into a fresh heap string (*n its
  * length), NULL when absent; false with a 400 answered when malformed. */
 static bool list_param(const char *query, const char *name, char **out, size_t *n,
@@ -430,13 +392,13 @@ static struct list_loc *list_loc(struct list_stream *s, const char *loc, size_t 
 	free(l->loc);
 	free(l->json);
 	free(l->uri);
-	l->loc = memdup(loc, len);
+	l->loc = xstrndup(loc, len);
 	l->len = len;
 	buf_puts(&u, VOL_PREFIX(loc, len));
 	buf_append(&u, loc, len);
 	json_append_string(&j, u.data, u.len);
 	l->jlen = j.len - 1;   /* without the closing quote */
-	l->json = memdup(j.data, l->jlen);
+	l->json = xstrndup(j.data, l->jlen);
 	buf_free(&u);
 	buf_free(&j);
 	p = memchr(loc, '/', len);
@@ -647,21 +609,21 @@ void handle_list(const struct config *cfg, struct index *idx, const char *prefix
 
 	if (!list_args(cfg, query, s, &limit, a))
 		goto fail;
-	s->prefix = memdup(prefix, plen);
+	s->prefix = xstrndup(prefix, plen);
 	s->plen = plen;
 	if (s->parts & LIST_LOCATIONS)
 		s->locs = xcalloc(LIST_LOCS, sizeof(*s->locs));
 	/* Start at start when it lies past the prefix's first key. */
 	if (!s->first || bytes_cmp(s->first, s->flen, prefix, plen) <= 0) {
 		free(s->first);
-		s->first = memdup(prefix, plen);
+		s->first = xstrndup(prefix, plen);
 		s->flen = plen;
 	}
 	s->it = index_iter_new(idx, s->first, s->flen);
 	for (; limit && (k = list_key(s->it, prefix, plen, s->unlinked, &klen));
 	     index_iter_next(s->it))
 		if (count++ == limit) {
-			s->next = memdup(k, klen);
+			s->next = xstrndup(k, klen);
 			s->nextlen = klen;
 			break;
 		}

@@ -36,9 +36,6 @@ void answer_free(struct answer *a);
  * -linkttl.  raw_path is the request path as sent (for -fallback). */
 void handle_get(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		const char *raw_path, bool head, struct answer *a);
-/* DELETE, UNLINK, or DELETE ?unlinked (mkv gc: only a key already unlinked). */
-void handle_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		   enum del_mode mode, struct answer *a);
 /* RELINK: an unlinked key live again (204; 204 when already live; 404
  * when absent; 409 when the record has no HASH -- an interrupted PUT's --
  * and a replica is missing). */

@@ -118,8 +118,7 @@ static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *m
 	st = httpc_call(&head, err);
 	if (st > 0)
 		note_server(v, a.server);
-	/* Its id, each round (a disk swapped under the name, or an id another
-	 * process wrote, is said), written with the marker when it has none. */
+	/* its id, each round (volid.c): written with the marker when it has none */
 	if (st == 200 || (st == 404 && !v->seen[sv])) {
 		snprintf(loc, sizeof(loc), subvols > 1 ? "%s/sv%02X" : "%s", v->name, sv);
 		if (vol_id(loc, true, id) < 0 && st == 404)

@@ -315,9 +315,8 @@ void index_close(struct index *idx)
 	 * MANIFEST records, which C++ LevelDB advances at each compaction
 	 * while its log still holds newer writes.  A compaction of a range
 	 * holding no key flushes the memtable into a table, and nothing else. */
-	if (idx->db)
-		leveldb_compact_range(idx->db, "", 0, "", 0);
 	if (idx->db) {
+		leveldb_compact_range(idx->db, "", 0, "", 0);
 		leveldb_close(idx->db);
 		keys_save(idx);
 	}
@@ -350,9 +349,7 @@ char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen)
 	v = leveldb_get(idx->db, idx->ropts, key, klen, vlen, &err);
 	if (failed("leveldb_get", err) || !v)
 		return NULL;
-	out = xmalloc(*vlen + 1);
-	memcpy(out, v, *vlen);
-	out[*vlen] = '\0';
+	out = xstrndup(v, *vlen);
 	leveldb_free(v);
 	return out;
 }
@@ -551,44 +548,39 @@ static struct pending *pending_new(const char *key, size_t klen, const char *val
 				   bool sync)
 {
 	struct pending *p = xcalloc(1, sizeof(*p));
-	p->key = xmalloc(klen ? klen : 1);
-	memcpy(p->key, key, klen);
+	p->key = xstrndup(key, klen);
 	p->klen = klen;
-	if (val) {
-		p->val = xmalloc(vlen ? vlen : 1);
-		memcpy(p->val, val, vlen);
-		p->vlen = vlen;
-	}
+	p->val = val ? xstrndup(val, vlen) : NULL;   /* NULL: a delete */
+	p->vlen = vlen;
 	p->sync = sync;
 	return p;
 }
 
-/* A put, or a delete when val is NULL. */
-static int write1(struct index *idx, bool sync, const char *key, size_t klen, const char *val,
-		  size_t vlen)
+int index_write(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen,
+		bool sync)
 {
 	return write_wait(idx, pending_new(key, klen, val, vlen, sync));
 }
 
 int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
 {
-	return write1(idx, true, key, klen, val, vlen);
+	return index_write(idx, key, klen, val, vlen, true);
 }
 
 int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
 		     size_t vlen)
 {
-	return write1(idx, false, key, klen, val, vlen);
+	return index_write(idx, key, klen, val, vlen, false);
 }
 
 int index_delete(struct index *idx, const char *key, size_t klen)
 {
-	return write1(idx, true, key, klen, NULL, 0);
+	return index_write(idx, key, klen, NULL, 0, true);
 }
 
 int index_delete_nosync(struct index *idx, const char *key, size_t klen)
 {
-	return write1(idx, false, key, klen, NULL, 0);
+	return index_write(idx, key, klen, NULL, 0, false);
 }
 
 /* An index_batch is LevelDB's. */

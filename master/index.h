@@ -36,6 +36,9 @@ int index_delete_nosync(struct index *idx, const char *key, size_t klen);
  * makes every earlier one durable too) and that is harmless to lose alone. */
 int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
 		     size_t vlen);
+/* Any of the four: a put, or a delete when val is NULL. */
+int index_write(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen,
+		bool sync);
 
 /* Puts written together as one LevelDB write, not synced (as
  * index_put_nosync), their count kept as a put's: a key at most once in

@@ -50,17 +50,22 @@ static char *name_of(char type, const char *name, size_t nlen)
 	return k;
 }
 
-int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
+/* A put, or a delete when val is NULL. */
+static int raw_write(char type, const char *name, size_t nlen, const char *val, bool sync)
 {
 	char *k;
 	int rc;
 	if (!db)
 		return 0;
 	k = name_of(type, name, nlen);
-	rc = sync ? index_put(db, k, nlen + 1, val, strlen(val))
-		  : index_put_nosync(db, k, nlen + 1, val, strlen(val));
+	rc = index_write(db, k, nlen + 1, val, val ? strlen(val) : 0, sync);
 	free(k);
 	return rc;
+}
+
+int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
+{
+	return raw_write(type, name, nlen, val, sync);
 }
 
 char *meta_raw_get(char type, const char *name, size_t nlen)
@@ -77,15 +82,7 @@ char *meta_raw_get(char type, const char *name, size_t nlen)
 
 int meta_raw_delete(char type, const char *name, size_t nlen)
 {
-	char *k;
-	int rc;
-	if (!db)
-		return 0;
-	k = name_of(type, name, nlen);
-	/* an attribute ('m') lost alone leaves a stale entry no listing reads */
-	rc = type != 'm' ? index_delete(db, k, nlen + 1) : index_delete_nosync(db, k, nlen + 1);
-	free(k);
-	return rc;
+	return raw_write(type, name, nlen, NULL, true);
 }
 
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m)
@@ -206,5 +203,5 @@ void meta_cursor_free(struct meta_cursor *c)
 
 void meta_delete(const char *key, size_t klen)
 {
-	meta_raw_delete('m', key, klen);
+	raw_write('m', key, klen, NULL, false); /* lost alone, it leaves a stale entry no listing reads */
 }

@@ -18,6 +18,7 @@
 #include "../common/spawn.h"
 #include "../common/httpc.h"
 #include "../common/keys.h"
+#include "../common/page.h"
 #include "../common/sigv4.h"
 #include "../common/placement.h"
 #include "../common/record.h"
@@ -125,12 +126,6 @@ static void run_op(struct req *r)
 			handle_list(cfg, idx, r->key, r->klen, r->query, r->op == OP_HEAD, &r->ans);
 		else
 			handle_get(cfg, idx, r->key, r->klen, r->uri, r->op == OP_HEAD, &r->ans);
-		break;
-	case OP_DELETE:
-	case OP_UNLINK:
-		handle_delete(cfg, idx, r->key, r->klen,
-			      r->query ? DEL_UNLINKED : r->op == OP_UNLINK ? DEL_UNLINK : DEL_DELETE,
-			      &r->ans);
 		break;
 	case OP_RELINK:
 		handle_relink(cfg, idx, r->key, r->klen, &r->ans);
@@ -376,8 +371,8 @@ static int req_answer(struct req *r)
 	if (!keylock_try(r->key, r->klen))
 		return send_conflict(r);
 	r->locked = true;
-	if ((r->op == OP_DELETE || r->op == OP_UNLINK) && !vol_tls_any())
-		return delete_start(r);   /* vol_tls_any: a worker's libcurl way */
+	if (r->op == OP_DELETE || r->op == OP_UNLINK)
+		return delete_start(r);
 	return run_async(r);
 }
 
@@ -451,46 +446,35 @@ static bool refused(struct req *r, const char *method)
 	return r->answered;
 }
 
+/* What the front found wrong with a request's head (as nginx and Go). */
+static const char *const head_why[FRONT_HEAD_TARGET + 1] = {
+	[FRONT_HEAD_CODING] = "unsupported Transfer-Encoding: only chunked",
+	[FRONT_HEAD_LENGTHS] = "Content-Length headers disagree",
+	[FRONT_HEAD_BOTH] = "both Transfer-Encoding and Content-Length: the body's end is in doubt",
+	[FRONT_HEAD_HOST] = "an HTTP/1.1 request needs a Host header",
+	[FRONT_HEAD_TARGET] = "the request target must be a path starting with /",
+};
+
 /* The first call: the request's head is in (the front found it sound,
  * or says what is wrong with it). */
 static void *claim(struct MHD_Connection *c, const char *method, const char *path,
 		   const char *query)
 {
 	struct req *r = xcalloc(1, sizeof(*r));
+	enum front_head bad = front_head_error(c);
+	char why[256];
 	r->sl.conn = c;
 	pthread_mutex_init(&r->sl.mu, NULL);
 	r->uri = path;
 	r->query = query;
 	req_parse(r, method);
-	switch (front_head_error(c)) {
-	case FRONT_HEAD_CODING:   /* as nginx and Go */
-		send_error(r, 400, "unsupported Transfer-Encoding: only chunked");
-		break;
-	case FRONT_HEAD_LENGTHS:
-		send_error(r, 400, "Content-Length headers disagree");
-		break;
-	case FRONT_HEAD_BOTH:
-		send_error(r, 400, "both Transfer-Encoding and Content-Length: the body's end is in doubt");
-		break;
-	case FRONT_HEAD_HOST:
-		send_error(r, 400, "an HTTP/1.1 request needs a Host header");
-		break;
-	case FRONT_HEAD_TARGET:
-		send_error(r, 400, "the request target must be a path starting with /");
-		break;
-	case FRONT_HEAD_OK:
-		if (refused(r, method))
-			break;
-		if (r->op != OP_GET && r->op != OP_HEAD && r->op != OP_OTHER) {
-			char why[256];
-			if (!store_writable(why, sizeof(why))) {
-				send_error(r, 503, why);
-				break;
-			}
-		}
-		if (r->op == OP_PUT)
+	if (bad)
+		send_error(r, 400, head_why[bad]);
+	else if (!refused(r, method) && r->op != OP_GET && r->op != OP_HEAD && r->op != OP_OTHER) {
+		if (!store_writable(why, sizeof(why)))
+			send_error(r, 503, why);
+		else if (r->op == OP_PUT)
 			put_begin(r);
-		break;
 	}
 	return r;
 }
@@ -619,7 +603,7 @@ int server_main(const struct config *c)
 	o.absolute_form = true;   /* as Go's server reads it */
 	o.verbose = cfg->verbose;
 	o.metrics = cfg->metrics;
-	o.pages = status_pages;
+	o.pages = page_pages;
 	o.accesslog = cfg->accesslog;
 	o.tls = cfg->tls;
 	ok = front_start(&o) == 0;

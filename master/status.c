@@ -4,7 +4,6 @@
 #include "../common/httpc.h"
 #include "../common/metrics.h"
 #include "../common/page.h"
-#include "../common/reqstats.h"
 #include "../common/util.h"
 
 #include <pthread.h>
@@ -19,7 +18,6 @@ static struct index *idx;
 static _Atomic uint64_t handoffs, conflicts;
 static atomic_bool stopping;
 static pthread_t counter;
-static uint64_t started_ms;
 
 void status_count_handoff(void)
 {
@@ -115,17 +113,13 @@ static void collect(struct buf *b)
 
 /* ---- /status and / ---- */
 
-/* Ten minutes of requests and errors: the master's own and, per volume,
- * the requests it sent; kept by page.c's sampler. */
-static struct page_series own, *vol_series;
-static struct page_p99 p99;
+/* Ten minutes of the requests the master sent each volume, kept by
+ * page.c's sampler. */
+static struct page_series *vol_series;
 static char name[300];
 
 static void sample(void)
 {
-	struct reqstats_sum sum;
-	reqstats_sum(&sum);
-	page_sample(&own, sum.requests, sum.errors);
 	for (int i = 0; i < health_volumes(); i++) {
 		struct health_info h;
 		health_info(i, &h);
@@ -136,14 +130,12 @@ static void sample(void)
 /* The view of now, written one way or the other. */
 static void render(struct buf *b, bool html)
 {
-	struct reqstats_sum sum;
 	int nv = health_volumes(), nf = 0;
 	struct page_row *rows = xcalloc((size_t)nv + 1, sizeof(*rows));
 	struct health_info *hs = xcalloc((size_t)nv + 1, sizeof(*hs));   /* the rows point into it */
 	char (*shown)[300] = xcalloc((size_t)nv + 1, sizeof(*shown));   /* the rows' names */
 	struct page_fact facts[5];
 	uint64_t n;
-	reqstats_sum(&sum);
 	if (!index_keys(idx, &n)) {
 		facts[nf++] = (struct page_fact){NULL, "keys", 0, "counting\u2026", NULL};
 	} else {
@@ -154,50 +146,31 @@ static void render(struct buf *b, bool html)
 					 atomic_load(&handoffs), NULL, NULL};
 	facts[nf++] = (struct page_fact){"conflicts", NULL, atomic_load(&conflicts), NULL, NULL};
 	for (int i = 0; i < nv; i++) {
-		struct health_info *hp = &hs[i], h;
-		health_info(i, hp);
-		h = *hp;
+		struct health_info *h = &hs[i];
+		health_info(i, h);
 		/* an https volume shown as such; http is the default */
 		snprintf(shown[i], sizeof(shown[i]), "%s%s",
-			 vol_tls(h.name, strlen(h.name)) ? "https://" : "", h.name);
-		rows[i] = (struct page_row){.name = shown[i], .subvolumes = h.subvolumes,
-					    .subvolumes_up = h.up, .series = &vol_series[i],
-					    .requests = h.sent, .errors = h.errors,
-					    .check_ms = (double)h.check_ns / 1e6,
-					    .misconfigured = h.misconfig ? health_misconfig_name[h.misconfig] : NULL,
-					    .server = hp->server, .version_differs = h.version_differs};
-		if (h.disk_total) {
-			rows[i].disk_total = h.disk_total;
-			rows[i].disk_used = h.disk_total - h.disk_free;
-		}
+			 vol_tls(h->name, strlen(h->name)) ? "https://" : "", h->name);
+		rows[i] = (struct page_row){.name = shown[i], .subvolumes = h->subvolumes,
+					    .subvolumes_up = h->up, .series = &vol_series[i],
+					    .requests = h->sent, .errors = h->errors,
+					    .check_ms = (double)h->check_ns / 1e6,
+					    .misconfigured = h->misconfig ? health_misconfig_name[h->misconfig] : NULL,
+					    .server = h->server, .version_differs = h->version_differs,
+					    .disk_total = h->disk_total,
+					    .disk_used = h->disk_total ? h->disk_total - h->disk_free : 0};
 	}
-	{
-		struct page_view v = {.role = "master", .name = name, .rows_are = "volume",
-				      .uptime_s = (now_ms() - started_ms) / 1000,
-				      .requests = sum.requests, .series = &own,
-				      .p99_ms = page_p99(&p99, sum.hist), .in_flight = sum.in_flight,
-				      .facts = facts, .nfacts = nf, .rows = rows, .nrows = nv};
-		(html ? page_html : page_json)(b, &v);
-	}
+	page_write(b, html, &(struct page_view){.role = "master", .name = name, .rows_are = "volume",
+						.facts = facts, .nfacts = nf, .rows = rows, .nrows = nv});
 	free(shown);
 	free(rows);
 	free(hs);
 }
 
-static void status_html(struct buf *b) { render(b, true); }
-static void status_json(struct buf *b) { render(b, false); }
-
-const struct front_page status_pages[] = {
-	{"/status", PAGE_JSON_CTYPE, status_json},
-	{"/", PAGE_CTYPE, status_html},
-	{NULL, NULL, NULL},
-};
-
 void status_start(const struct config *c, struct index *i)
 {
 	cfg = c;
 	idx = i;
-	started_ms = now_ms();
 	page_name(name, sizeof(name), c->port);
 	metrics_register(collect);
 	if (!c->metrics)
@@ -205,7 +178,7 @@ void status_start(const struct config *c, struct index *i)
 	if (pthread_create(&counter, NULL, count_keys, NULL))
 		die("pthread_create failed");
 	vol_series = xcalloc((size_t)c->nvol, sizeof(*vol_series));
-	page_start(sample);
+	page_start(render, sample);
 }
 
 void status_stop(void)

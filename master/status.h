@@ -7,15 +7,12 @@
 
 #include "index.h"
 #include "mkv.h"
-#include "../common/front.h"
 
 /* Register the collector; with -metrics, start counting the index's keys
  * (a thread that walks it after writes) and the status page's sampler;
  * status_stop ends both before the index closes. */
 void status_start(const struct config *cfg, struct index *idx);
 void status_stop(void);
-/* The listener's pages besides /metrics. */
-extern const struct front_page status_pages[];
 
 /* Counted where they happen. */
 void status_count_handoff(void);   /* a write placed on a volume not its home */

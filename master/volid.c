@@ -187,10 +187,8 @@ int vol_same(const char *a, const char *b)
 		return -1;
 	if (!strcmp(ia, ib) || !strcmp(again, ib))
 		return one_disk(a, b, ib);
-	if (strcmp(ia, again))
-		return -1;   /* its marker is being written now */
-	two_disks(a, b, true);
-	return 0;
+	/* -1: its marker is being written now; else two disks from now on (0) */
+	return strcmp(ia, again) ? -1 : !two_disks(a, b, true);
 }
 
 int vol_among(char *const *locs, int n, const char *loc)
@@ -217,10 +215,7 @@ int vol_in(const struct config *cfg, const char *loc)
 {
 	size_t n = strcspn(loc, "/");
 	int rc = 0;
-	for (int i = 0; i < cfg->nvol; i++)   /* by name first: no request */
-		if (strlen(cfg->volumes[i]) == n && !memcmp(cfg->volumes[i], loc, n))
-			return 1;
-	for (int i = 0; i < cfg->nvol && rc < 1; i++) {
+	for (int i = 0; i < cfg->nvol && rc < 1; i++) {   /* the same name: no request */
 		char name[LOC_MAX];
 		int s;
 		snprintf(name, sizeof(name), "%s%s", cfg->volumes[i], loc + n);

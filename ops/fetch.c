@@ -85,13 +85,7 @@ static void dispatch(struct ops_fetch *f)
 		f->queued--;
 		f->inflight++;
 		h->inflight++;
-		if (vol_tls_any()) {   /* interim (httpc.h): libcurl, one at a time */
-			struct buf b = {0};
-			char err[OPS_ERR] = "";
-			int st = httpc_do("GET", g->url, NULL, 0, 120000, &b, f->max, err);
-			fetched(g, st, b.data ? b.data : "", b.len, err);
-			buf_free(&b);
-		} else if (vconn_get(g->url, f->max, fetched, g) < 0) {
+		if (vconn_get(g->url, f->max, fetched, g) < 0) {
 			char err[OPS_ERR];
 			snprintf(err, sizeof(err), "%.200s: not a GET this thread can make", g->url);
 			fetched(g, -1, "", 0, err);

@@ -112,8 +112,7 @@ static void lreq_add(struct rb *rb, struct lreq *q)
 }
 
 /* Queue a listing of path (printf'd) on root ri. */
-static void lreq_new(struct rb *rb, int ri, struct leaf *lf, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+__attribute__((format(printf, 4, 5)))
 static void lreq_new(struct rb *rb, int ri, struct leaf *lf, const char *fmt, ...)
 {
 	struct lreq *q = xcalloc(1, sizeof(*q));
@@ -358,11 +357,7 @@ static void done(void *ctx, void *req, int status, const char *body, size_t len,
 static int by_key(const void *a, const void *b)
 {
 	const struct entry *x = a, *y = b;
-	size_t n = x->klen < y->klen ? x->klen : y->klen;
-	int c = memcmp(x->key, y->key, n);
-	if (c)
-		return c;
-	return x->klen < y->klen ? -1 : x->klen > y->klen;
+	return bytes_cmp(x->key, x->klen, y->key, y->klen);
 }
 
 static int by_rank(const void *a, const void *b)

@@ -145,32 +145,21 @@ END_TEST
 
 START_TEST(test_unlink_states)
 {
-	struct answer a = {0};
+	const char *why;
 	size_t n;
 	char *v;
 	/* every location survives an UNLINK */
 	ck_assert_int_eq(index_put(idx, "/m", 2, "HASH5d41402abc4b2a76b9719d911017c592a:1,b:2,c:3", 47), 0);
-	handle_delete(&cfg, idx, "/m", 2, true, &a);
-	ck_assert_int_eq(a.status, 204);
-	answer_free(&a);
-	memset(&a, 0, sizeof(a));
+	ck_assert_int_eq(store_delete(&cfg, idx, "/m", 2, DEL_UNLINK, &why), 204);
 	v = index_get(idx, "/m", 2, &n);
 	ck_assert_str_eq(v, "DELETEDHASH5d41402abc4b2a76b9719d911017c592a:1,b:2,c:3");
 	free(v);
-	handle_delete(&cfg, idx, "/a", 2, true, &a);
-	ck_assert_int_eq(a.status, 204);
-	answer_free(&a);
+	ck_assert_int_eq(store_delete(&cfg, idx, "/a", 2, DEL_UNLINK, &why), 204);
 	v = index_get(idx, "/a", 2, &n);
 	ck_assert_str_eq(v, "DELETEDHASH5d41402abc4b2a76b9719d911017c592v:1");
 	free(v);
-	memset(&a, 0, sizeof(a));
-	handle_delete(&cfg, idx, "/a", 2, true, &a);
-	ck_assert_int_eq(a.status, 404);
-	answer_free(&a);
-	memset(&a, 0, sizeof(a));
-	handle_delete(&cfg, idx, "/nope", 5, false, &a);
-	ck_assert_int_eq(a.status, 404);
-	answer_free(&a);
+	ck_assert_int_eq(store_delete(&cfg, idx, "/a", 2, DEL_UNLINK, &why), 404);
+	ck_assert_int_eq(store_delete(&cfg, idx, "/nope", 5, DEL_DELETE, &why), 404);
 }
 END_TEST
 

@@ -275,6 +275,17 @@ START_TEST(test_refused)
 			"%s/refused | grep -qx 503", ca, m.base);
 	ck_assert_int_eq(system(put), 0);
 	ck_assert(!holds_blob(v[0].dir));
+	free(put);
+	/* the loops' client (rebuild's pipelined listings) refuses it too,
+	 * and says why */
+	{
+		char *mkv = h_bin("mkv"), *tmp = h_tmpdir();
+		put = xasprintf("%s -volumes https://%s -replicas 1 -cacert %s -db %s/db rebuild "
+				"2>&1 | tee /dev/stderr | grep -q 'failed: .*certificate: '", mkv,
+				v[0].name, _i ? ca : wrong, tmp);
+		ck_assert_int_eq(system(put), 0);
+		free(mkv), free(tmp);
+	}
 	h_master_stop(&m);
 	h_vol_stop(&v[0]);
 	free(other), free(wrong), free(put);

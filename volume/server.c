@@ -21,6 +21,7 @@
 
 #include "../common/front.h"
 #include "../common/httpc.h"
+#include "../common/page.h"
 #include "../common/range.h"
 #include "../common/spawn.h"
 #include "../common/util.h"
@@ -547,25 +548,19 @@ static void *claim(struct MHD_Connection *c, const char *method, const char *url
 	struct req *r;
 	int st;
 	(void)query;
-	switch (front_head_error(c)) {
-	case FRONT_HEAD_CODING:
-		/* libmicrohttpd takes a body of any other coding to run until the
-		 * client closes: as nginx, 501 at once (and, answered before the
-		 * body, the connection closes). */
-		send_error_to(c, head, 501, "Transfer-Encoding other than chunked is not supported");
+	/* As nginx: 400 and close (where the body ends is in doubt); 501 for
+	 * another coding, whose body libmicrohttpd would take to run until
+	 * the client closes. */
+	static const char *const head_why[FRONT_HEAD_TARGET + 1] = {
+		[FRONT_HEAD_CODING] = "Transfer-Encoding other than chunked is not supported",
+		[FRONT_HEAD_LENGTHS] = "Content-Length given twice, differently",
+		[FRONT_HEAD_BOTH] = "both Transfer-Encoding and Content-Length",
+		[FRONT_HEAD_HOST] = "an HTTP/1.1 request needs a Host header",
+	};
+	enum front_head bad = front_head_error(c);
+	if (head_why[bad]) {
+		send_error_to(c, head, bad == FRONT_HEAD_CODING ? 501 : 400, head_why[bad]);
 		return &refused;
-	case FRONT_HEAD_LENGTHS:
-		/* where the body ends is in doubt: 400 and close, as nginx */
-		send_error_to(c, head, 400, "Content-Length given twice, differently");
-		return &refused;
-	case FRONT_HEAD_BOTH:   /* as nginx */
-		send_error_to(c, head, 400, "both Transfer-Encoding and Content-Length");
-		return &refused;
-	case FRONT_HEAD_HOST:   /* as nginx */
-		send_error_to(c, head, 400, "an HTTP/1.1 request needs a Host header");
-		return &refused;
-	default:
-		break;
 	}
 	/* before anything is looked at: signed by the master, or refused */
 	if (volsign_on() && (st = signature(c, method, url, &sg, &why))) {
@@ -714,7 +709,7 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 	o.metrics = metrics;
 	o.accesslog = accesslog;
 	o.tls = tls;
-	o.pages = vol_status_pages;
+	o.pages = page_pages;
 	vol_status_start(s->root.fd, s->dir, port, metrics != NULL);
 	if (front_start(&o) < 0) {
 		vol_free(s);

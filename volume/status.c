@@ -3,7 +3,6 @@
 #include "fs.h"
 #include "../common/metrics.h"
 #include "../common/page.h"
-#include "../common/reqstats.h"
 #include "../common/util.h"
 
 #include <dirent.h>
@@ -15,7 +14,6 @@
 #include <unistd.h>
 
 static int root;
-static uint64_t started_ms;
 
 bool vol_marker_disk(const char *path, int fd, char *out, size_t n)
 {
@@ -33,15 +31,21 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(a, b);
 }
 
-/* The subvolume directories (sv00.., as the master names them), or the
- * data directory itself ("."), each with its disk: fn(name, total, free). */
-static void each_dir(void (*fn)(void *, const char *, uint64_t, uint64_t), void *cls)
+/* The disks' rows: the subvolume directories (sv00.., as the master names
+ * them), or the data directory itself ("."). */
+struct rows {
+	struct page_row r[256];
+	char names[256][8];
+	int n;
+};
+
+static void each_dir(struct rows *rs)
 {
 	int fd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
 	struct statvfs sv;
-	char names[256][8];
+	char (*names)[8] = rs->names;
 	while (d && (e = readdir(d)) && n < 256)
 		if (strlen(e->d_name) == 4 && !strncmp(e->d_name, "sv", 2) &&
 		    hex_value(e->d_name[2]) >= 0 && hex_value(e->d_name[3]) >= 0)
@@ -58,121 +62,76 @@ static void each_dir(void (*fn)(void *, const char *, uint64_t, uint64_t), void 
 		if (sfd < 0)
 			continue;
 		if (!fstatvfs(sfd, &sv))
-			fn(cls, names[i], (uint64_t)sv.f_blocks * sv.f_frsize,
-			   (uint64_t)sv.f_bavail * sv.f_frsize);
+			rs->r[rs->n++] = (struct page_row){
+				.name = names[i], .disk_total = (uint64_t)sv.f_blocks * sv.f_frsize,
+				.disk_used = (uint64_t)(sv.f_blocks - sv.f_bavail) * sv.f_frsize,
+				.check_ms = -1};
 		close(sfd);
 	}
 }
 
 /* ---- /metrics ---- */
 
-struct two {
-	struct buf *b;
-	bool total;
-};
-
-static void disk_sample(void *cls, const char *name, uint64_t total, uint64_t avail)
-{
-	struct two *t = cls;
-	struct buf l = {0};
-	metrics_label(&l, "dir", name);
-	metrics_sample_u64(t->b, t->total ? "mkv_volume_disk_bytes" : "mkv_volume_disk_free_bytes",
-			   l.data, t->total ? total : avail);
-	buf_free(&l);
-}
-
 static void collect(struct buf *b)
 {
+	static const char *const fam[2][2] = {
+		{"mkv_volume_disk_bytes", "Size of the filesystem under each subvolume directory "
+					  "(dir \".\": the data directory, when it has none)."},
+		{"mkv_volume_disk_free_bytes", "Bytes free to mkv-volume on the filesystem under "
+					       "each subvolume directory."},
+	};
 	struct vol_fs_stats s;
 	struct metrics_hist h = {metrics_le, METRICS_NLE, s.fsync_hist, 0};
+	struct rows *rs = xcalloc(1, sizeof(*rs));
+	struct buf l = {0};
 	vol_fs_stats(&s);
 	h.sum = (double)s.fsync_ns / 1e9;
 	metrics_family(b, "mkv_volume_fsync_duration_seconds", "histogram",
 		       "fsync calls that make PUTs and DELETEs durable (files and directories).");
 	metrics_histogram(b, "mkv_volume_fsync_duration_seconds", NULL, &h);
-	metrics_family(b, "mkv_volume_disk_bytes", "gauge",
-		       "Size of the filesystem under each subvolume directory (dir \".\": the "
-		       "data directory, when it has none).");
-	each_dir(disk_sample, &(struct two){b, true});
-	metrics_family(b, "mkv_volume_disk_free_bytes", "gauge",
-		       "Bytes free to mkv-volume on the filesystem under each subvolume directory.");
-	each_dir(disk_sample, &(struct two){b, false});
+	each_dir(rs);
+	for (int k = 0; k < 2; k++) {
+		metrics_family(b, fam[k][0], "gauge", fam[k][1]);
+		for (int i = 0; i < rs->n; i++, l.len = 0) {
+			metrics_label(&l, "dir", rs->r[i].name);
+			metrics_sample_u64(b, fam[k][0], l.data,
+					   rs->r[i].disk_total - (k ? rs->r[i].disk_used : 0));
+		}
+	}
 	metrics_family(b, "mkv_volume_tmp_files", "gauge",
 		       "PUTs' temporary files open now (uploads in flight).");
 	metrics_sample(b, "mkv_volume_tmp_files", NULL, (double)s.tmp_files);
+	buf_free(&l);
+	free(rs);
 }
 
 /* ---- /status and / ---- */
 
-static struct page_series own;   /* kept by page.c's sampler */
-static struct page_p99 p99;
 static char name[4400];
-
-static void sample(void)
-{
-	struct reqstats_sum sum;
-	reqstats_sum(&sum);
-	page_sample(&own, sum.requests, sum.errors);
-}
-
-struct rows {
-	struct page_row r[256];
-	char names[256][8];
-	int n;
-};
-
-static void dir_row(void *cls, const char *dname, uint64_t total, uint64_t avail)
-{
-	struct rows *rs = cls;
-	if (rs->n == 256)
-		return;
-	snprintf(rs->names[rs->n], sizeof(rs->names[0]), "%s", dname);
-	rs->r[rs->n] = (struct page_row){.name = rs->names[rs->n], .disk_total = total,
-					 .disk_used = total - avail, .check_ms = -1};
-	rs->n++;
-}
 
 static void render(struct buf *b, bool html)
 {
-	struct reqstats_sum sum;
 	struct vol_fs_stats fs;
 	struct rows *rs = xcalloc(1, sizeof(*rs));
 	struct page_fact tmp = {"tmp_files", "temporary files", 0, NULL, NULL};
-	struct page_view v = {.role = "volume", .name = name, .rows_are = "directory",
-			      .series = &own, .facts = &tmp, .nfacts = 1};
-	reqstats_sum(&sum);
 	vol_fs_stats(&fs);
-	each_dir(dir_row, rs);
+	each_dir(rs);
 	tmp.num = fs.tmp_files > 0 ? (uint64_t)fs.tmp_files : 0;
-	v.uptime_s = (now_ms() - started_ms) / 1000;
-	v.requests = sum.requests;
-	v.p99_ms = page_p99(&p99, sum.hist);
-	v.in_flight = sum.in_flight;
-	v.rows = rs->r;
-	v.nrows = rs->n;
-	(html ? page_html : page_json)(b, &v);
+	page_write(b, html, &(struct page_view){.role = "volume", .name = name,
+						.rows_are = "directory", .facts = &tmp, .nfacts = 1,
+						.rows = rs->r, .nrows = rs->n});
 	free(rs);
 }
-
-static void status_html(struct buf *b) { render(b, true); }
-static void status_json(struct buf *b) { render(b, false); }
-
-const struct front_page vol_status_pages[] = {
-	{"/status", PAGE_JSON_CTYPE, status_json},
-	{"/", PAGE_CTYPE, status_html},
-	{NULL, NULL, NULL},
-};
 
 void vol_status_start(int root_fd, const char *dir, int port, bool pages)
 {
 	char host[300];
 	root = root_fd;
-	started_ms = now_ms();
 	page_name(host, sizeof(host), port);
 	snprintf(name, sizeof(name), "%s %s", host, dir);
 	metrics_register(collect);
 	if (pages)
-		page_start(sample);
+		page_start(render, NULL);
 }
 
 void vol_status_stop(void)

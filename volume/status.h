@@ -13,7 +13,6 @@
  * vol_status_stop ends. */
 void vol_status_start(int root_fd, const char *dir, int port, bool pages);
 void vol_status_stop(void);
-extern const struct front_page vol_status_pages[];
 
 /* For a HEAD of a health check's marker (".mkv", the master's), the disk
  * under it as "TOTAL FREE" bytes, the Mkv-Disk header's value: false for
