@@ -65,14 +65,11 @@ static atomic_bool stopping;
 static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
 
-/* A subvolume seen for the first time: its id (volid.c), read, or
- * written with its marker (a new disk, or an older master's marker).
- * False (logged) when it cannot be. */
-static bool read_id(struct vol *v, int sv)
+/* Subvolume sv's marker into url[600]. */
+static void marker_url(const struct vol *v, int sv, char *url)
 {
-	char loc[600], id[VOL_ID_LEN + 1];
-	snprintf(loc, sizeof(loc), subvols > 1 ? "%s/sv%02X" : "%s", v->name, sv);
-	return vol_id(loc, true, id) == 0;
+	snprintf(url, 600, subvols > 1 ? "%s%s/sv%02X/.mkv" : "%s%s/.mkv",
+		 VOL_PREFIX(v->name, v->len), v->name, sv);
 }
 
 static bool on_header(void *ctx, int status, const char *line, size_t len)
@@ -112,20 +109,19 @@ static void note_server(struct vol *v, const char *server)
  * say so, so that the log line can be waited for). */
 static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *mis)
 {
-	char url[600], err[256];
+	char url[600], err[256], id[VOL_ID_LEN + 1], loc[600];
 	struct answer a = {.disk = disk};
 	struct httpc_call head = {.url = url, .head = true, .connect_ms = (long)timeout_ms,
 				  .timeout_ms = (long)timeout_ms, .header = on_header, .ctx = &a};
 	int st;
-	if (subvols > 1)
-		snprintf(url, sizeof(url), "%s%s/sv%02X/.mkv", VOL_PREFIX(v->name, v->len), v->name, sv);
-	else
-		snprintf(url, sizeof(url), "%s%s/.mkv", VOL_PREFIX(v->name, v->len), v->name);
+	marker_url(v, sv, url);
 	st = httpc_call(&head, err);
 	if (st > 0)
 		note_server(v, a.server);
-	if ((st == 404 || st == 200) && !v->seen[sv]) {   /* first seen: its id */
-		if (!read_id(v, sv) && st == 404)
+	/* its id, each round (volid.c): written with the marker when it has none */
+	if (st == 200 || (st == 404 && !v->seen[sv])) {
+		snprintf(loc, sizeof(loc), subvols > 1 ? "%s/sv%02X" : "%s", v->name, sv);
+		if (vol_id(loc, true, id) < 0 && st == 404)
 			return 0;   /* a new disk that cannot be marked (a marker
 				     * with no id that cannot get one still serves) */
 		st = 200;
@@ -156,8 +152,7 @@ static bool unsigned_accepted(struct vol *v)
 	struct httpc_call head = {.url = url, .head = true, .connect_ms = (long)timeout_ms,
 				  .timeout_ms = (long)timeout_ms, .nosign = true};
 	int st;
-	snprintf(url, sizeof(url), subvols > 1 ? "%s%s/sv00/.mkv" : "%s%s/.mkv",
-		 VOL_PREFIX(v->name, v->len), v->name);
+	marker_url(v, 0, url);
 	st = httpc_call(&head, NULL);
 	return st > 0 && st != 403 && st != 410;
 }

@@ -21,12 +21,9 @@
 #define DELETERS 4
 #define VOL_MS 30000           /* a small copy's GET, PUTs or DELETEs, each */
 
-/* A move runs on a thread of its own (a worker of the command, the
- * server's thread for REBALANCE), never on an event loop, and waits for
- * each step: vconn_wait runs the volume client on a loop
- * of that thread's own, its connections kept alive. */
-
-/* DELETE each of urls[0..n) at once: how many are gone (httpc_outcome). */
+/* DELETE each of urls[0..n) at once: how many are gone (httpc_outcome).  A
+ * move runs on a thread of its own, never on an event loop, and waits for
+ * each step: vconn_wait runs the volume client on a loop of that thread's. */
 static int delete_all(char *const *urls, int n)
 {
 	struct httpc_req reqs[RECORD_MAX_LOCS];
@@ -68,15 +65,13 @@ static char *note_get(const char *key, size_t klen, struct record *r)
 void move_note(const char *key, size_t klen, char *const *locs, int n)
 {
 	struct record r;
-	char *v = note_get(key, klen, &r), *all[RECORD_MAX_LOCS];
-	int na = 0;
-	for (int i = 0; i < r.nlocs; i++)
-		all[na++] = r.locs[i];
-	for (int i = 0; i < n && na < RECORD_MAX_LOCS; i++)
-		if (!record_has_loc(all, na, locs[i]))
-			all[na++] = locs[i];
-	if (na > r.nlocs)
-		note_set(key, klen, all, na);
+	char *v = note_get(key, klen, &r);
+	int was = r.nlocs;
+	for (int i = 0; i < n && r.nlocs < RECORD_MAX_LOCS; i++)
+		if (!record_has_loc(r.locs, r.nlocs, locs[i]))
+			r.locs[r.nlocs++] = locs[i];
+	if (r.nlocs > was)
+		note_set(key, klen, r.locs, r.nlocs);
 	free(v);
 }
 
@@ -99,21 +94,18 @@ int move_sweep_notes(struct index *idx)
 	struct index_iter *it = meta_notes('o');
 	int left = 0;
 	for (; it && index_iter_valid(it); index_iter_next(it)) {
-		size_t klen, vlen;
+		size_t klen;
 		const char *k = index_iter_key(it, &klen);
-		char path[PATH_MAX_LEN], *v, *rv, *url, *keep[RECORD_MAX_LOCS];
-		struct record note, rec = {0};
+		char path[PATH_MAX_LEN], *v, *url, *keep[RECORD_MAX_LOCS];
+		struct record note;
 		int nkeep = 0;
 		if (!klen || k[0] != 'o')
 			break;
 		v = note_get(k + 1, klen - 1, &note);
-		rv = index_get(idx, k + 1, klen - 1, &vlen);
-		if (rv && record_parse(rv, vlen, &rec) < 0)
-			rec.nlocs = -1;   /* malformed: keep every copy */
 		placement_path(k + 1, klen - 1, path);
 		for (int i = 0; i < note.nlocs; i++) {
-			if (rec.nlocs < 0 || vol_among(rec.locs, rec.nlocs, note.locs[i]))
-				continue;   /* the key's again (on that disk, or cannot tell) */
+			if (vol_named(idx, k + 1, klen - 1, note.locs[i]))
+				continue;   /* the key's again (or cannot tell) */
 			url = httpc_url(note.locs[i], path);
 			if (delete_all(&url, 1) < 1)
 				keep[nkeep++] = note.locs[i];   /* for the next start */
@@ -122,7 +114,6 @@ int move_sweep_notes(struct index *idx)
 		note_set(k + 1, klen - 1, keep, nkeep);
 		left += nkeep;
 		free(v);
-		free(rv);
 	}
 	index_iter_free(it);
 	return left;
@@ -149,18 +140,6 @@ static struct {
 	int n;
 	bool hurry;
 } dq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, false};
-
-/* Does key's record name loc (again), or a place on loc's disk (or one it
- * cannot tell of)?  A malformed record: yes, keep. */
-static bool named(struct index *idx, const char *key, size_t klen, const char *loc)
-{
-	struct record r;
-	size_t vlen;
-	char *v = index_get(idx, key, klen, &vlen);
-	bool yes = v && (record_parse(v, vlen, &r) < 0 || vol_among(r.locs, r.nlocs, loc));
-	free(v);
-	return yes;
-}
 
 static void delete_due(void *ctx, void *item)
 {
@@ -190,7 +169,7 @@ static void delete_due(void *ctx, void *item)
 		spawn_queue_push(dq.q, p);
 		return;
 	}
-	if (!locked || named(p->idx, p->key, p->klen, p->loc))
+	if (!locked || vol_named(p->idx, p->key, p->klen, p->loc))
 		log_msg("rebalance: %s is the key's again (or on its disk)%s: kept", p->url,
 			down ? " or its volume is down" : locked ? "" : " or being written");
 	else if (delete_all(&p->url, 1) < 1)
@@ -257,15 +236,9 @@ struct move {
 };
 
 /* ---- the pull: the new location's volume reads the blob from an old one ----
- *
- * `PUT` with `Mkv-Pull: <source URL>` and no body (docs/protocol.md): an
- * mkv-volume whose -peers names the source's volume GETs it, checks the
- * md5 (Mkv-Pull-Md5, the record's HASH), fsyncs and renames as for any
- * PUT, and answers with `Mkv-Pull: done`.  No byte passes through here.
- * A volume that answers without Mkv-Pull (nginx: 500 to a PUT without a
- * length, nothing stored) or with `Mkv-Pull: refused` (no -peers, or not
- * this source's volume) is not asked again by this process: its copies
- * are streamed through here, as before. */
+ * (`PUT` with `Mkv-Pull: <source URL>`, docs/protocol.md).  A volume that
+ * answers without Mkv-Pull (nginx) or `Mkv-Pull: refused` (no -peers) is
+ * not asked again by this process: its copies stream through here. */
 
 #define NOPULL_MAX 256
 
@@ -285,45 +258,24 @@ static struct {
 	int n;
 } nopull = {PTHREAD_MUTEX_INITIALIZER, {{0}}, 0};
 
-/* loc's volume: "host:port", without a "/svNN". */
-static void loc_volume(const char *loc, char out[LOC_MAX])
+/* May loc's volume pull?  With why: no longer (said once, why). */
+static bool may_pull(const char *loc, const char *why)
 {
-	snprintf(out, LOC_MAX, "%.*s", (int)strcspn(loc, "/"), loc);
-}
-
-static bool may_pull_locked(const char *v)
-{
-	for (int i = 0; i < nopull.n; i++)
-		if (!strcmp(nopull.vol[i], v))
-			return false;
-	return true;
-}
-
-static bool may_pull(const char *loc)
-{
-	char v[LOC_MAX];
-	bool yes;
-	loc_volume(loc, v);
+	size_t n = strcspn(loc, "/");
+	int i;
+	bool yes, added = false;
 	pthread_mutex_lock(&nopull.mu);
-	yes = may_pull_locked(v);
-	pthread_mutex_unlock(&nopull.mu);
-	return yes;
-}
-
-static void no_pull(const char *loc, const char *why)
-{
-	char v[LOC_MAX];
-	bool added = false;
-	loc_volume(loc, v);
-	pthread_mutex_lock(&nopull.mu);
-	if (nopull.n < NOPULL_MAX && may_pull_locked(v)) {
-		snprintf(nopull.vol[nopull.n++], LOC_MAX, "%s", v);
-		added = true;
-	}
+	for (i = 0; i < nopull.n; i++)
+		if (strlen(nopull.vol[i]) == n && !memcmp(nopull.vol[i], loc, n))
+			break;
+	yes = i == nopull.n;
+	if (why && yes && (added = nopull.n < NOPULL_MAX))
+		snprintf(nopull.vol[nopull.n++], LOC_MAX, "%.*s", (int)n, loc);
 	pthread_mutex_unlock(&nopull.mu);
 	if (added)
-		log_msg("rebalance: volume %s does not pull (%s): its copies stream through here", v,
-			why);
+		log_msg("rebalance: volume %.*s does not pull (%s): its copies stream through here",
+			(int)n, loc, why);
+	return yes && !why;
 }
 
 struct pull_answer {
@@ -346,7 +298,7 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 	char src_h[LOC_MAX + PATH_MAX_LEN + 32 + VOLSIGN_EXTRA], md5_h[64], err[256];
 	const char *hdrs[3] = {src_h, m->r.hash[0] ? md5_h : NULL, NULL};
 	snprintf(md5_h, sizeof(md5_h), "Mkv-Pull-Md5: %s", m->r.hash);
-	for (int j = 0; j < no && may_pull(loc); j++) {
+	for (int j = 0; j < no && may_pull(loc, NULL); j++) {
 		char *src = httpc_url(m->r.locs[order[j]], m->path);
 		struct pull_answer a = {""};
 		struct httpc_call c = {.url = dst, .method = "PUT", .headers = hdrs,
@@ -366,9 +318,9 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 		if (st < 0)
 			return false;    /* the destination is unreachable: the stream says so */
 		if (!a.outcome[0])
-			no_pull(loc, "it answers a pull without Mkv-Pull");
+			may_pull(loc, "it answers a pull without Mkv-Pull");
 		else if (!strcmp(a.outcome, "refused"))
-			no_pull(loc, "it refuses pulls: start it with -peers naming the volumes");
+			may_pull(loc, "it refuses pulls: start it with -peers naming the volumes");
 		/* else "failed": this source did not give the blob, the next may */
 	}
 	return false;

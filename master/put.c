@@ -262,8 +262,8 @@ static bool count_body(void *ctx, const char *p, size_t n)
  * bodies into place).  Read them all and name only the copies that agree:
  * the old value's (HASH) where one still holds it, else the value most of
  * them hold.  Returns 0, or -1 when no copy could be read. */
-int put_settle_replace(const struct config *cfg, struct index *idx, const char *key,
-		       size_t klen, const struct record *r, const char *to)
+static int settle_replace(const struct config *cfg, struct index *idx, const char *key,
+			  size_t klen, const struct record *r, const char *to)
 {
 	char path[PATH_MAX_LEN], md5[2 * RECORD_MAX_LOCS][33], err[256], *v;
 	char *locs[2 * RECORD_MAX_LOCS], *differ[2 * RECORD_MAX_LOCS];
@@ -354,7 +354,7 @@ static void worker(void *arg)
 
 	/* First the DELETED record (put.h) or, for a REPLACE, the marker that
 	 * lets a master that crashes mid-REPLACE settle the key at its next
-	 * start (put_settle_replace) instead of serving copies that may differ. */
+	 * start (settle_replace) instead of serving copies that may differ. */
 	char *where = p->replace ? record_join_locs(p->locs, p->nlocs) : NULL;
 	if (p->replace ? meta_raw_put('r', p->key, p->klen, where, true) < 0
 		       : write_record(p, true, "", p->locs, p->nlocs) < 0)
@@ -721,18 +721,19 @@ void put_sweep_replaces(const struct config *cfg, struct index *idx)
 		char *v, *to;
 		struct record r;
 		size_t wlen;
+		bool done = true;   /* settled or unlinked: else the note stays for the next start */
 		if (!klen || k[0] != 'r')
 			break;
 		w = index_iter_value(it, &wlen);
 		to = xstrndup(w, wlen);
 		v = index_get(idx, k + 1, klen - 1, &vlen);
 		if (v && record_parse(v, vlen, &r) == 0 && !r.deleted &&
-		    put_settle_replace(cfg, idx, k + 1, klen - 1, &r, to) < 0) {
+		    settle_replace(cfg, idx, k + 1, klen - 1, &r, to) < 0) {
 			size_t elen;
 			char *enc;
 			r.deleted = true;
 			enc = record_encode(&r, &elen);
-			if (index_put(idx, k + 1, klen - 1, enc, elen) == 0)
+			if ((done = index_put(idx, k + 1, klen - 1, enc, elen) == 0))
 				log_msg("REPLACE of %.*s was cut short by a restart: its copies may "
 					"differ and none could be read, so it is unlinked (RELINK "
 					"after verify, or DELETE)", (int)klen - 1, k + 1);
@@ -740,7 +741,8 @@ void put_sweep_replaces(const struct config *cfg, struct index *idx)
 		}
 		free(v);
 		free(to);
-		meta_raw_delete('r', k + 1, klen - 1);
+		if (done)
+			meta_raw_delete('r', k + 1, klen - 1);
 	}
 	index_iter_free(it);
 }

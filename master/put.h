@@ -27,13 +27,6 @@ struct put *put_start(const struct config *cfg, struct index *idx, const char *k
 struct put *put_start_replace(const struct config *cfg, struct index *idx, const char *key,
 			      size_t klen, char *const *locs, int nlocs, int64_t clen,
 			      void (*wake)(void *), void *arg, size_t ring);
-/* A REPLACE of key that a crash cut short, r its live record, to where it
- * wrote (joined by ','): the record (synced) names the copies holding the
- * old value, else those holding the majority's, and the others are
- * deleted.  0, or -1 when no copy could be read (the caller unlinks). */
-struct record;
-int put_settle_replace(const struct config *cfg, struct index *idx, const char *key,
-		       size_t klen, const struct record *r, const char *to);
 
 
 

@@ -55,6 +55,9 @@ int vol_same(const char *a, const char *b);
  * (vol_in: 1), however spelled?  Else -1 when one cannot tell, else 0. */
 int vol_among(char *const *locs, int n, const char *loc);
 int vol_in(const struct config *cfg, const char *loc);
+/* Does key's record in idx name loc, however spelled (vol_among)?  0 too
+ * when there is no record; -1 when malformed or one cannot tell. */
+int vol_named(struct index *idx, const char *key, size_t klen, const char *loc);
 /* -1 (logged, naming both) when two -volumes names are one volume, by
  * the ids read now (ask) or known (the master's: its first health round). */
 int vol_check_names(const struct config *cfg, bool ask);
@@ -128,7 +131,7 @@ void meta_cursor_free(struct meta_cursor *c);
 int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync);
 /* Heap string (caller frees) or NULL. */
 char *meta_raw_get(char type, const char *name, size_t nlen);
-int meta_raw_delete(char type, const char *name, size_t nlen);   /* 0, or -1 */
+int meta_raw_delete(char type, const char *name, size_t nlen);   /* 0, -1; 'm' unsynced */
 
 /* The notes of one type, in name order: an index iterator whose keys are
  * the type byte and the name (NULL without a sidecar). */

@@ -100,20 +100,14 @@ static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 {
 	struct ops_head_info h;
 	struct record r;
-	char *v, err[OPS_ERR];
-	size_t vlen;
-	int st, rc;
-	if (g->master) {
-		st = ops_master_head(g->master, key, klen, 4, &h, &r, err);
-		if (st == 302 && h.volumes[0])
-			return vol_among(r.locs, r.nlocs, loc);
-		return st == 404 ? unlinked_online(g, key, klen) : -1;
-	}
-	if (!(v = index_get(g->idx, key, klen, &vlen)))
-		return 0;
-	rc = record_parse(v, vlen, &r) < 0 ? -1 : vol_among(r.locs, r.nlocs, loc);
-	free(v);
-	return rc;
+	char err[OPS_ERR];
+	int st;
+	if (!g->master)
+		return vol_named(g->idx, key, klen, loc);
+	st = ops_master_head(g->master, key, klen, 4, &h, &r, err);
+	if (st == 302 && h.volumes[0])
+		return vol_among(r.locs, r.nlocs, loc);
+	return st == 404 ? unlinked_online(g, key, klen) : -1;
 }
 
 /* ---- the walk ---- */

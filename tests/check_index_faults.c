@@ -473,6 +473,112 @@ START_TEST(test_index_recover_without_new_log)
 }
 END_TEST
 
+/* A write under way when another one fails: it passed the front's check
+ * while the index was sound, and reaches the committer after the failed
+ * write.  It must be refused, as every write after the failed one is
+ * until a fresh log begins (none can here: faultfs "create" fails the
+ * probe of the disk), else it is acknowledged and a crash drops it with
+ * the rest of the cut log block. */
+START_TEST(test_index_write_under_way_at_failure)
+{
+	struct run r;
+	struct resp rs;
+	struct buf out = {0};
+	const char *head = "PUT /big HTTP/1.1\r\nHost: x\r\nContent-Length: 131072\r\n\r\n";
+	static char half[65536];
+	char *url, *list;
+	uint64_t end = now_ms() + 20000;
+	bool taken = false;
+	long st;
+	int fd;
+	start(&r, "");
+	ck_assert_int_eq(put(&r, "a00"), 201);
+	memset(half, 'z', sizeof(half));
+	fd = h_connect(r.m.port);   /* a streamed PUT: its first record written, then held */
+	ck_assert_int_ge(fd, 0);
+	ck_assert(h_send(fd, head, strlen(head)) && h_send(fd, half, sizeof(half)));
+	list = xasprintf("%s/?unlinked", r.m.base);
+	while (!taken && now_ms() < end) {
+		ck_assert_int_eq(h_http("GET", list, NULL, 0, NULL, false, &rs), 200);
+		taken = rs.body.data && memmem(rs.body.data, rs.body.len, "/big", 4);
+		h_resp_free(&rs);
+		if (!taken)
+			usleep(50000);
+	}
+	ck_assert_msg(taken, "the PUT of /big never wrote its first record");
+	arm(&r, "write");
+	ck_assert_int_ne(put(&r, "b00"), 201);
+	arm(&r, "create");
+	ck_assert(h_send(fd, half, sizeof(half)));
+	st = h_recv_resp(fd, &out, 30000, false);
+	buf_free(&out);
+	close(fd);
+	unlink(r.ctl);
+	crash_and_check(&r);
+	url = xasprintf("%s/big", r.m.base);
+	if (st == 201) {
+		long got = h_http("GET", url, NULL, 0, NULL, true, &rs);
+		ck_assert_msg(got == 200 && rs.body.len == 2 * sizeof(half), "/big was answered 201 "
+			      "after another write failed, and reads %ld after a crash", got);
+		h_resp_free(&rs);
+	}
+	free(url), free(list);
+	finish(&r);
+}
+END_TEST
+
+/* A REPLACE cut short by a crash leaves its note ('r'), and the next
+ * start settles the key from its copies.  When it can neither settle
+ * (its volume hangs) nor unlink the key (the index fails that write),
+ * the note must stay for the start after: else the key is served as it
+ * is, its copies unchecked. */
+START_TEST(test_replace_note_kept_when_unsettled)
+{
+	struct run r;
+	static char half[65536];
+	const char *head = "REPLACE /rkey HTTP/1.1\r\nHost: x\r\nContent-Length: 131072\r\n\r\n";
+	char exe[4096] = "", *so, *cmd, *log, *vols;
+	char port[16], *argv[] = {h_bin("mkv"), "-volumes", NULL, "-db", NULL, "-port", port,
+				  "-replicas", "1", "server", NULL};
+	uint64_t end;
+	int fd;
+	start(&r, "");
+	argv[2] = vols = h_volumes_arg(&r.vol, 1);
+	argv[4] = r.m.db;
+	snprintf(port, sizeof(port), "%d", r.m.port);
+	ck_assert_int_eq(put(&r, "rkey"), 201);
+	memset(half, 'n', sizeof(half));
+	fd = h_connect(r.m.port);
+	ck_assert(fd >= 0 && h_send(fd, head, strlen(head)) && h_send(fd, half, sizeof(half)));
+	/* past its note: the volume writes the new bytes (to an O_TMPFILE) */
+	cmd = xasprintf("ls -l /proc/%d/fd | grep -q '(deleted)'", (int)r.vol.pid);
+	for (end = now_ms() + 20000; system(cmd) != 0 && now_ms() < end;)
+		usleep(50000);
+	ck_assert_msg(now_ms() < end, "the REPLACE sent no bytes to its volume");
+	h_stop(r.m.pid, SIGKILL);   /* cut short */
+	r.m.pid = 0;
+	close(fd);
+	kill(r.vol.pid, SIGSTOP);   /* its copy cannot be read */
+	ck_assert_int_gt(readlink("/proc/self/exe", exe, sizeof(exe) - 1), 0);
+	*strrchr(exe, '/') = '\0';
+	so = xasprintf("%s/faultfs.so", exe);
+	setenv("LD_PRELOAD", so, 1);
+	r.m.pid = h_spawn(argv, r.m.log);
+	unsetenv("LD_PRELOAD");
+	sleep(3);             /* the index open; the copy's read waits for 10 s */
+	arm(&r, "write");     /* and the unlink's write fails */
+	ck_assert_msg(h_wait_port(r.m.port, 60000), "the master did not start");
+	unlink(r.ctl);
+	kill(r.vol.pid, SIGCONT);
+	crash_and_check(&r);   /* the next start: the note is still there */
+	log = h_read_file(r.m.log);
+	ck_assert_msg(log && strstr(log, "was cut short by a restart: 1 of its 1 copies"),
+		      "the REPLACE's note was dropped unsettled: the next start did not settle /rkey");
+	free(log), free(so), free(cmd), free(vols), free(argv[0]);
+	finish(&r);
+}
+END_TEST
+
 /* "reads go on" while the index's disk stalls.  claim()
  * asks store_writable on the poll thread, and index_writable takes wmu,
  * which the committer holds through leveldb_write's fdatasync (and
@@ -760,6 +866,8 @@ int main(void)
 	tcase_add_test(tc, test_index_write_fault_outlasts_recover);
 	tcase_add_test(tc, test_index_recover_without_new_log);
 	tcase_add_test(tc, test_index_stalled_sync_blocks_reads);
+	tcase_add_test(tc, test_index_write_under_way_at_failure);
+	tcase_add_test(tc, test_replace_note_kept_when_unsettled);
 	tcase_add_test(tc, test_sidecar_fails_mid_upload_part);
 	tcase_add_test(tc, test_index_crash_inside_recover);
 	tcase_add_test(tc, test_index_failed_sync_put_comes_back);

@@ -2028,6 +2028,114 @@ START_TEST(test_respelled)
 }
 END_TEST
 
+/* A marker's id written late by another process: the master wrote its
+ * own into an id-less marker (an older mkv's volumes), then another
+ * writer's PUT -- a command or a second master that read the marker
+ * before, taken by a volume only now -- replaced it.  The master's id of
+ * one spelling is then stale and the other spelling's fresh: they must
+ * still be one disk, so REBALANCE under the other spelling deletes no
+ * copy that it "moved" onto the very same file. */
+START_TEST(test_respelled_late_id)
+{
+	/* a check round each 30 s: none reads the new ids before the moves */
+	static const char *const flags[] = {"-replicas", "2", "-subvolumes", "1", "-voltimeout",
+					    "30s", NULL};
+	struct vol W[SPELL_VOLS];
+	struct master m = {0};
+	int fd[SPELL_VOLS];
+	replicas = 2;
+	subvolumes = 1;
+	memcpy(W, V, sizeof(W));
+	for (int v = 0; v < SPELL_VOLS; v++)
+		W[v].name = xasprintf("localhost:%d", V[v].port);
+	h_master_start(&m, W, SPELL_VOLS, flags);
+	for (int i = 0; i < SPELL_KEYS; i++) {
+		char *u = xasprintf("%s/spelled/%d", m.base, i);
+		char *val = xasprintf("old %d of a key named twice", i);
+		ck_assert_int_eq(spell_write("PUT", u, val), 201);
+		free(u), free(val);
+	}
+	h_master_down(&m);
+	for (int v = 0; v < SPELL_VOLS; v++) {   /* id-less; another writer's PUT under way */
+		char *f = xasprintf("%s/.mkv", V[v].dir), *req;
+		ck_assert_int_eq(unlink(f), 0);
+		free(f);
+		fd[v] = h_connect(V[v].port);
+		ck_assert_int_ge(fd[v], 0);
+		req = xasprintf("PUT /.mkv HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n",
+				18 + 3 + 32 + 1);
+		ck_assert(h_send(fd[v], req, strlen(req)));
+		free(req);
+		free(W[v].name);
+		W[v].name = xasprintf("127.0.0.1:%d", V[v].port);
+	}
+	h_master_restart(&m, W, SPELL_VOLS, flags);   /* its checks wrote ids */
+	for (int v = 0; v < SPELL_VOLS; v++) {   /* the other writer's ids land */
+		char *body = xasprintf("mkv volume marker\nid %031x%d\n", 0, v);
+		struct buf out = {0};
+		ck_assert(h_send(fd[v], body, strlen(body)));
+		ck_assert_int_eq(h_recv_resp(fd[v], &out, 20000, false) / 100, 2);
+		buf_free(&out);
+		close(fd[v]);
+		free(body);
+	}
+	for (int i = 0; i < SPELL_KEYS; i++) {
+		char *u = xasprintf("%s/spelled/%d", m.base, i);
+		ck_assert_int_eq(h_status("REBALANCE", u), 204);
+		free(u);
+	}
+	h_master_down(&m);   /* its background deletes done */
+	spell_check(m.db, false);
+	h_master_stop(&m);
+	for (int v = 0; v < SPELL_VOLS; v++)
+		free(W[v].name);
+}
+END_TEST
+
+/* A marker whose first line is its id (written by hand, or by another
+ * tool): the id is read, not replaced by a new one. */
+START_TEST(test_marker_id_first_line)
+{
+	static const char *const flags[] = {"-replicas", "1", "-subvolumes", "1", NULL};
+	const char id[] = "id 0123456789abcdef0123456789abcdef\n";
+	char *f = xasprintf("%s/.mkv", V[0].dir), *got;
+	struct master m = {0};
+	FILE *w = fopen(f, "w");
+	ck_assert(w != NULL);
+	fputs(id, w);
+	fclose(w);
+	h_master_start(&m, V, 1, flags);
+	got = h_read_file(f);
+	ck_assert_msg(got && !strcmp(got, id), "the marker \"%s\" became \"%s\"", id,
+		      got ? got : "(none)");
+	h_master_stop(&m);
+	free(got), free(f);
+}
+END_TEST
+
+/* A marker's id changed while the master runs (its disk swapped, or an
+ * id another process wrote): the master reads it again and says so. */
+START_TEST(test_marker_id_changed)
+{
+	static const char *const flags[] = {"-replicas", "1", "-subvolumes", "1", NULL};
+	char *f = xasprintf("%s/.mkv", V[0].dir);
+	struct master m = {0};
+	uint64_t end;
+	FILE *w;
+	h_master_start(&m, V, 1, flags);
+	w = fopen(f, "w");
+	ck_assert(w != NULL);
+	fputs("mkv volume marker\nid 00000000000000000000000000000abc\n", w);
+	fclose(w);
+	for (end = now_ms() + 30000; now_ms() < end && !file_has(m.log, "id is now"); )
+		usleep(100000);
+	ck_assert_msg(file_has(m.log, "its marker's id is now 00000000000000000000000000000abc"),
+		      "the master did not read the marker's new id");
+	h_master_stop(&m);
+	free(f);
+}
+END_TEST
+
 /* Two names of one volume in -volumes: the master and every command
  * refuse to start, naming both (they would put two copies on one disk). */
 START_TEST(test_respelled_twice)
@@ -2127,6 +2235,13 @@ Suite *ops_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_respelled, 0, 10);
 	tcase_add_test(tc, test_respelled_twice);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("markers");
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_respelled_late_id);
+	tcase_add_test(tc, test_marker_id_first_line);
+	tcase_add_test(tc, test_marker_id_changed);
 	suite_add_tcase(s, tc);
 	return s;
 }
