@@ -571,6 +571,12 @@ START_TEST(test_all_down)
 	for (int i = 0; i < 300 && req("GET", key) != 302; i++)
 		usleep(100000);
 	ck_assert_int_eq(req("GET", key), 302);
+	/* every volume up again (a PUT places all its copies) before the
+	 * next test: one is enough for the GET */
+	free(key);
+	key = fresh("alldown-up");
+	for (int i = 0; i < 300 && put(key, "v", 1) != 201; i++)
+		usleep(100000);
 	free(key);
 }
 END_TEST
