@@ -11,6 +11,7 @@
  *    name): the volume is down, the log names it, nothing is written. */
 #include <check.h>
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,43 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* -cacert naming no CA (a missing file, an empty one, a key) is a usage
+ * error at start, as curl --cacert's and nginx's: not a master that runs
+ * with every https volume down, nor a command that fails each request.
+ * _i: the file; the server, then a command (verify -master). */
+START_TEST(test_cacert_bad)
+{
+	char *dir = h_tmpdir(), *db = xasprintf("%s/db", dir), *bin = h_bin("mkv");
+	char *files[] = {xasprintf("%s/missing.pem", dir), xasprintf("%s/empty.pem", dir),
+			 xasprintf("%s/srv.key", certs)};
+	char *log = xasprintf("%s/log", dir), *out;
+	fclose(fopen(files[1], "w"));
+	for (int cmd = 0; cmd < 2; cmd++) {
+		char port[8];
+		snprintf(port, sizeof(port), "%d", h_free_port());
+		char *argv[] = {bin, "-volumes", "https://127.0.0.1:1", cmd ? "-master" : "-db",
+				cmd ? "https://127.0.0.1:1" : db, "-cacert", files[_i],
+				"-replicas", "1", "-port", port, cmd ? "verify" : "server", NULL};
+		pid_t pid = h_spawn(argv, log);
+		int st;
+		if (!h_wait_gone(pid, 30000)) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			ck_abort_msg("mkv %s -cacert %s: still running", argv[11], files[_i]);
+		}
+		waitpid(pid, &st, 0);
+		out = h_read_file(log);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(out, "-cacert"),
+			      "mkv %s -cacert %s: status %d, said:\n%s", argv[11], files[_i], st, out);
+		free(out);
+	}
+	h_rmrf(dir);
+	for (int i = 0; i < 3; i++)
+		free(files[i]);
+	free(dir), free(db), free(bin), free(log);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tls");
@@ -302,6 +340,7 @@ int main(void)
 	tcase_set_timeout(hup, 300);
 	suite_add_tcase(s, hup);
 	tcase_add_loop_test(bad, test_refused, 0, 2);
+	tcase_add_loop_test(bad, test_cacert_bad, 0, 3);
 	tcase_set_timeout(bad, 120);
 	suite_add_tcase(s, bad);
 	sr = srunner_create(s);
