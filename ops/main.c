@@ -143,6 +143,8 @@ int main(int argc, char **argv)
 	httpc_global_init();
 	if (c.volumesecret && volsign_load(c.volumesecret, err, sizeof(err)) < 0)
 		bad("-volumesecret: %s", err);
+	if (!vol_cacert_ok())
+		bad("-cacert %s: no CA certificate there (PEM)", vol_cacert);
 	/* the commands talk to the master too: those requests go unsigned */
 	httpc_unsigned(master_url = ops_master_url(c.master));
 	if (c.fallback && !*c.fallback)
