@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -282,6 +283,34 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* SIGHUP with the same files (logrotate's, for -accesslog) keeps what it
+ * loaded: the memory of 1000 reloads stays bounded (each reload kept a
+ * copy, ~8 KiB, until the master stopped). */
+START_TEST(test_reload_same)
+{
+	struct vol v[1] = {0};
+	struct master m = {0};
+	struct stat st;
+	long before;
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	master_tls(&m, v, 1, srv_tls, ca);
+	for (int i = 0; i < 1100; i++) {
+		uint64_t end = now_ms() + 30000;
+		off_t was = stat(m.log, &st) ? 0 : st.st_size;
+		if (i == 100)
+			before = h_rss_kib(m.pid);   /* the allocator's arenas made */
+		kill(m.pid, SIGHUP);
+		while (!stat(m.log, &st) && st.st_size == was && now_ms() < end)
+			usleep(1000);   /* each reload logs a line */
+		ck_assert_msg(st.st_size > was, "SIGHUP %d: no reload logged", i);
+	}
+	ck_assert_msg(h_rss_kib(m.pid) - before < 4096, "RSS %ld KiB, then %ld after 1000 SIGHUPs",
+		      before, h_rss_kib(m.pid));
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+}
+END_TEST
+
 /* -cacert naming no CA (a missing file, an empty one, a key) is a usage
  * error at start, as curl --cacert's and nginx's: not a master that runs
  * with every https volume down, nor a command that fails each request.
@@ -337,6 +366,7 @@ int main(void)
 	tcase_set_timeout(plain, 120);
 	suite_add_tcase(s, plain);
 	tcase_add_test(hup, test_reload);
+	tcase_add_test(hup, test_reload_same);
 	tcase_set_timeout(hup, 300);
 	suite_add_tcase(s, hup);
 	tcase_add_loop_test(bad, test_refused, 0, 2);
