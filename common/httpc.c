@@ -31,6 +31,10 @@ struct conns {
 	int nh;
 };
 static __thread struct conns *tl;
+/* The volume names this thread's transfers met, pinned to vconn's
+ * lookups (one entry a name and port, updated in place): libcurl looks
+ * none up itself, so a slow resolver never eats a request's time. */
+static __thread struct curl_slist *pins;
 static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct conns *idle[IDLE_MAX];
 static int nidle;
@@ -49,6 +53,8 @@ void httpc_thread_cleanup(void)
 {
 	struct conns *c = tl;
 	vconn_thread_cleanup();
+	curl_slist_free_all(pins);
+	pins = NULL;
 	tl = NULL;
 	if (!c)
 		return;
@@ -122,22 +128,23 @@ void httpc_unsigned(const char *prefix)
 	master_len = prefix ? strlen(prefix) : 0;
 }
 
-/* url, signed for method (NULL: never) when a volume secret is set (common/volsign.h):
- * this is where every volume request made with libcurl gets its
- * signature, so the callers, and their log lines, see the plain URL. */
+size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n)
+{
+	if (master_url && !strncmp(url, master_url, master_len) && strchr("/?", url[master_len]))
+		return strlen(url) < n ? (size_t)snprintf(out, n, "%s", url) : 0;
+	return volsign_url(url, method, VOLSIGN_SELF_TTL, out, n);
+}
+
+/* url as it goes (method NULL: never signed): the callers, and their log
+ * lines, see the plain URL. */
 static void set_url(CURL *h, const char *url, const char *method)
 {
 	char stack[2048], *big = NULL;
-	if (!method || !volsign_on() || (master_url && !strncmp(url, master_url, master_len) &&
-			      strchr("/?", url[master_len]))) {
-		curl_easy_setopt(h, CURLOPT_URL, url);
-		return;
-	}
-	if (!volsign_url(url, method, VOLSIGN_SELF_TTL, stack, sizeof(stack))) {
+	if (method && !httpc_volume_url(url, method, stack, sizeof(stack))) {
 		size_t n = strlen(url) + VOLSIGN_EXTRA;
-		volsign_url(url, method, VOLSIGN_SELF_TTL, big = xmalloc(n), n);
+		httpc_volume_url(url, method, big = xmalloc(n), n);
 	}
-	curl_easy_setopt(h, CURLOPT_URL, big ? big : stack);   /* libcurl copies it */
+	curl_easy_setopt(h, CURLOPT_URL, big ? big : method ? stack : url);   /* libcurl copies it */
 	free(big);
 }
 
@@ -155,6 +162,25 @@ void httpc_sign(const char *prefix, const char *user)
 	sign_len = strlen(prefix);
 }
 
+static void pin(CURL *h, const char *url)
+{
+	char s[600];
+	size_t pre;
+	struct curl_slist *l;
+	if (!vconn_pin(url, s, sizeof(s)))
+		return;
+	pre = (size_t)(strchr(strchr(s, ':') + 1, ':') + 1 - s);
+	for (l = pins; l && strncmp(l->data, s, pre); l = l->next)
+		;
+	if (!l)
+		pins = curl_slist_append(pins, s);
+	else if (strcmp(l->data, s)) {
+		free(l->data);
+		l->data = xstrdup(s);
+	}
+	curl_easy_setopt(h, CURLOPT_RESOLVE, pins);
+}
+
 /* Reset h for a method request to url; its answer's body is dropped unless
  * the caller sets a writer. */
 static void base_opts(CURL *h, const char *url, const char *method, char *errbuf,
@@ -163,6 +189,7 @@ static void base_opts(CURL *h, const char *url, const char *method, char *errbuf
 	curl_easy_reset(h);
 	errbuf[0] = '\0';
 	set_url(h, url, method);
+	pin(h, url);
 	if (sign_len && !strncmp(url, sign_prefix, sign_len) &&
 	    (url[sign_len] == '/' || url[sign_len] == '?' || !url[sign_len])) {
 		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
@@ -278,74 +305,6 @@ int httpc_do(const char *method, const char *url, const void *body, size_t bodyl
 	request_opts(c, method, body, bodylen, timeout_ms);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
 	return outcome(c, curl_easy_perform(c), errbuf, err);
-}
-
-/* Record a finished transfer of a multi in its httpc_req. */
-static void req_done(struct httpc_req *r, CURL *h, CURLcode rc)
-{
-	r->status = outcome(h, rc, r->err, r->err);
-	r->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
-}
-
-/* Move m's transfers along and hand each finished one to fin; returns how
- * many still run. */
-static int turn(CURLM *m, void (*fin)(void *ctx, CURL *h, CURLcode rc), void *ctx)
-{
-	CURLMsg *msg;
-	int running, left;
-	curl_multi_perform(m, &running);
-	while ((msg = curl_multi_info_read(m, &left)))
-		if (msg->msg == CURLMSG_DONE)
-			fin(ctx, msg->easy_handle, msg->data.result);
-	return running;
-}
-
-static void fanout_done(void *ctx, CURL *h, CURLcode rc)
-{
-	struct httpc_req *r;
-	(void)ctx;
-	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
-	req_done(r, h, rc);
-}
-
-#define DOWN_ERR "its volume was marked down by the health check"
-
-/* httpc_fanout, but when down says a request's volume is down, that
- * request fails and the others stop; returns its index, or -1. */
-static int fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
-		  size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg)
-{
-	struct conns *c = conns(n);
-	int gone = -1;
-
-	for (int i = 0; i < n; i++) {
-		CURL *h = c->h[i];
-		reqs[i].status = -1;
-		reqs[i].timed_out = false;
-		base_opts(h, reqs[i].url, method, reqs[i].err, timeout_ms);
-		curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)&reqs[i]);
-		request_opts(h, method, body, bodylen, timeout_ms);
-		curl_multi_add_handle(c->multi, h);
-	}
-	while (gone < 0 && turn(c->multi, fanout_done, NULL)) {
-		curl_multi_poll(c->multi, NULL, 0, down ? 100 : 1000, NULL);
-		for (int i = 0; down && i < n && gone < 0; i++)
-			if (reqs[i].status < 0 && !reqs[i].err[0] && down(down_arg, i))
-				gone = i;
-	}
-	for (int i = 0; i < n; i++) {
-		if (gone >= 0 && reqs[i].status < 0 && !reqs[i].err[0])
-			snprintf(reqs[i].err, sizeof(reqs[i].err), "%s",
-				 i == gone ? DOWN_ERR : "stopped: another replica failed");
-		curl_multi_remove_handle(c->multi, c->h[i]);
-	}
-	return gone;
-}
-
-void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
-		  size_t bodylen, long timeout_ms)
-{
-	fanout(method, reqs, n, body, bodylen, timeout_ms, NULL, NULL);
 }
 
 /* ---- one streamed request ---- */
@@ -471,7 +430,7 @@ time_t httpc_parse_date(const char *s)
  *
  * Each reader (a replica's PUT, or the pull reader) reads the ring from its
  * own position; a PUT pauses when it has caught up with the producer.  The
- * producer (httpc_stream_feed on another thread, or httpc_copy's GET in
+ * producer (httpc_stream_feed on another thread, or httpc_copy_to's GET in
  * the same multi) writes at head and stops when the slowest reader is a
  * ring behind.  The run loop un-pauses whoever can move again. */
 
@@ -500,7 +459,7 @@ struct httpc_stream {
 	struct md5 *md;
 	char md5[33];
 	struct rep *rep;
-	/* httpc_copy's source */
+	/* httpc_copy_to's source */
 	CURL *src;
 	const char *want_md5;
 	long src_status;
@@ -780,9 +739,8 @@ static void start_puts(struct httpc_stream *s, struct conns *c)
 }
 
 /* A transfer of the multi finished. */
-static void xfer_done(void *ctx, CURL *h, CURLcode rc)
+static void xfer_done(struct httpc_stream *s, CURL *h, CURLcode rc)
 {
-	struct httpc_stream *s = ctx;
 	struct rep *r;
 	pthread_mutex_lock(&s->mu);
 	if (h == s->src) {
@@ -801,7 +759,8 @@ static void xfer_done(void *ctx, CURL *h, CURLcode rc)
 	} else {
 		curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
 		r->done = true;
-		req_done(r->req, h, rc);
+		r->req->status = outcome(h, rc, r->req->err, r->req->err);
+		r->req->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
 		freed(s);   /* a reader that is done holds nothing back */
 		if ((r->req->status < 200 || r->req->status > 299) && s->first < 0)
 			s->first = (int)(r - s->rep);
@@ -825,7 +784,7 @@ static int movable(struct httpc_stream *s, CURL **un, bool *stalled)
 			r->active_ms = now;
 			un[nun++] = r->h;
 		} else if (s->cfg.down && s->cfg.down(s->cfg.down_arg, i)) {
-			snprintf(r->req->err, sizeof(r->req->err), DOWN_ERR);
+			snprintf(r->req->err, sizeof(r->req->err), HTTPC_DOWN_ERR);
 			*stalled = true;
 			if (s->first < 0)
 				s->first = i;
@@ -856,9 +815,13 @@ static void drive(struct httpc_stream *s, struct conns *c)
 
 	while (running && (s->first < 0 || s->cfg.all)) {
 		bool stalled = false;
-		int nun;
+		int nun, left;
+		CURLMsg *msg;
 
-		running = turn(c->multi, xfer_done, s);
+		curl_multi_perform(c->multi, &running);
+		while ((msg = curl_multi_info_read(c->multi, &left)))
+			if (msg->msg == CURLMSG_DONE)
+				xfer_done(s, msg->easy_handle, msg->data.result);
 		if (s->src && !s->started && s->src_status == 200 && !s->aborted) {
 			start_puts(s, c);
 			running = 1;
@@ -876,24 +839,39 @@ static void drive(struct httpc_stream *s, struct conns *c)
 	free(un);
 }
 
+/* All of the body is here already, and small: head and body go in one
+ * request per replica (vconn's). */
+static bool small(struct httpc_stream *s)
+{
+	bool yes;
+	pthread_mutex_lock(&s->mu);
+	yes = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
+	      s->head < s->cfg.cap && !vol_tls_any();   /* vconn: http:// only, for now */
+	pthread_mutex_unlock(&s->mu);
+	return yes;
+}
+
+/* A small body's fan-out ended: the replica down failed (gone), else the
+ * first that failed, or -1. */
+static int small_first(struct httpc_stream *s, int gone)
+{
+	for (int i = s->cfg.n - 1; i >= 0; i--)
+		if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
+			s->first = i;
+	return gone >= 0 ? gone : s->first;
+}
+
 int httpc_stream_run(struct httpc_stream *s)
 {
-	struct conns *c = conns(s->cfg.n + 1);
-	bool small;
-
+	struct conns *c;
+	if (small(s))
+		return small_first(s, vconn_wait("PUT", s->cfg.reqs, s->cfg.n, s->ring,
+						 (size_t)s->head, s->cfg.stall_ms, s->cfg.down,
+						 s->cfg.down_arg, NULL, 0));
+	c = conns(s->cfg.n + 1);
 	pthread_mutex_lock(&s->mu);
-	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
-		s->head < s->cfg.cap;
-	s->multi = small ? NULL : c->multi;
+	s->multi = c->multi;
 	pthread_mutex_unlock(&s->mu);
-	if (small) { /* all here already: head and body in one request per replica */
-		int gone = fanout("PUT", s->cfg.reqs, s->cfg.n, s->ring, (size_t)s->head,
-				  s->cfg.stall_ms, s->cfg.down, s->cfg.down_arg);
-		for (int i = s->cfg.n - 1; i >= 0; i--)
-			if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
-				s->first = i;
-		return gone >= 0 ? gone : s->first;
-	}
 	if (!s->src)
 		start_puts(s, c);
 	drive(s, c);
@@ -911,7 +889,7 @@ int httpc_stream_run(struct httpc_stream *s)
 	return s->first;
 }
 
-/* ---- httpc_copy: a GET as the stream's source ---- */
+/* ---- httpc_copy_to: a GET as the stream's source ---- */
 
 static size_t src_header(char *p, size_t size, size_t n, void *ud)
 {
@@ -957,8 +935,10 @@ static size_t src_write(char *p, size_t size, size_t n, void *ud)
 
 #define COPY_RING (256u << 10)
 
-int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
-	       char *err)
+/* httpc_copy_to's engine: 200 when src was read whole (and matched md5;
+ * the PUTs' outcomes in reqs), src's status, or -1 with err. */
+static int copy(const char *src, const char *md5, struct httpc_req *reqs, int n,
+		long connect_ms, char *err)
 {
 	struct httpc_stream_cfg cfg = {.reqs = reqs, .n = n, .clen = -1, .cap = COPY_RING,
 				       .connect_ms = connect_ms, .stall_ms = 60000, .all = true};
@@ -986,35 +966,35 @@ int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, 
 	return st;
 }
 
-int httpc_delete(const char *url, long timeout_ms, char *err)
+int httpc_outcome(const char *who, const char *method, const struct httpc_req *reqs, int n,
+		  bool *ok)
 {
-	int st = httpc_do("DELETE", url, NULL, 0, timeout_ms, NULL, 0, err);
-	if (st == 204 || st == 200 || st == 404)
-		return 0;
-	if (st > 0)
-		snprintf(err, 256, "status %d", st);
-	return -1;
+	int good = 0;
+	bool del = !strcmp(method, "DELETE");
+	for (int i = 0; i < n; i++) {
+		int st = reqs[i].status;
+		bool g = (st >= 200 && st < 300) || (del && st == 404);
+		if (!g)
+			log_msg("%s%s %s failed (%d%s%s)", who, method, reqs[i].url, st,
+				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
+		if (ok)
+			ok[i] = g;
+		good += g;
+	}
+	return good;
 }
 
 int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms,
 		     const char *who, bool *gone)
 {
 	struct httpc_req *reqs = xcalloc((size_t)(n > 0 ? n : 1), sizeof(*reqs));
-	int ngone = 0;
+	int ngone;
 	for (int i = 0; i < n; i++)
 		reqs[i].url = httpc_url(locs[i], path);
-	httpc_fanout("DELETE", reqs, n, NULL, 0, timeout_ms);
-	for (int i = 0; i < n; i++) {
-		int st = reqs[i].status;
-		bool ok = (st >= 200 && st < 300) || st == 404;
-		if (!ok)
-			log_msg("%sDELETE %s failed (%d%s%s)", who, reqs[i].url, st,
-				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
-		if (gone)
-			gone[i] = ok;
-		ngone += ok;
+	vconn_wait("DELETE", reqs, n, NULL, 0, timeout_ms, NULL, NULL, NULL, 0);
+	ngone = httpc_outcome(who, "DELETE", reqs, n, gone);
+	for (int i = 0; i < n; i++)
 		free((char *)reqs[i].url);
-	}
 	free(reqs);
 	return ngone;
 }
@@ -1032,7 +1012,7 @@ int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const ch
 	}
 	for (int i = 0; i < ndst; i++)
 		reqs[i].url = dst_urls[i];
-	st = httpc_copy(src_url, md5 && strlen(md5) == 32 ? md5 : NULL, reqs, ndst, timeout_ms,
+	st = copy(src_url, md5 && strlen(md5) == 32 ? md5 : NULL, reqs, ndst, timeout_ms,
 			why);
 	if (st != 200) {
 		if (st > 0)
@@ -1057,20 +1037,12 @@ int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const ch
 static void stream_async_done(void *arg, int gone)
 {
 	struct httpc_stream *s = arg;
-	for (int i = s->cfg.n - 1; i >= 0; i--)
-		if (s->cfg.reqs[i].status < 200 || s->cfg.reqs[i].status > 299)
-			s->first = i;
-	s->async_done(s->async_arg, gone >= 0 ? gone : s->first);
+	s->async_done(s->async_arg, small_first(s, gone));
 }
 
 int httpc_stream_run_async(struct httpc_stream *s, void (*done)(void *arg, int first), void *arg)
 {
-	bool small;
-	pthread_mutex_lock(&s->mu);
-	small = s->eof && !s->src && s->cfg.clen > 0 && s->head <= HTTPC_SMALL_MAX &&
-		s->head < s->cfg.cap;
-	pthread_mutex_unlock(&s->mu);
-	if (!small || !loop_current() || vol_tls_any())
+	if (!small(s) || !loop_current())
 		return -1;
 	s->async_done = done;
 	s->async_arg = arg;

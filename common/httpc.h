@@ -32,6 +32,17 @@ void httpc_thread_cleanup(void);
  * start; prefix stays the caller's. */
 void httpc_unsigned(const char *prefix);
 
+/* url as every volume request goes, libcurl's or vconn's: signed for
+ * method (common/volsign.h, VOLSIGN_SELF_TTL) when a volume secret is
+ * set, as it is when it goes to the master (httpc_unsigned).  url is
+ * absolute, or a bare "/path[?query]".  Into out (n bytes): its length,
+ * 0 when it does not fit. */
+size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n);
+
+/* Why a request to a volume the health check marked down failed (at once,
+ * not at its deadline), the same from both clients. */
+#define HTTPC_DOWN_ERR "its volume was marked down by the health check"
+
 /* ---- volumes over TLS ----
  * A -volumes entry written https://host:port is reached over TLS; records
  * and names keep host:port.  vol_scheme strips an entry's scheme and
@@ -72,13 +83,13 @@ struct httpc_req {
 	char err[256];           /* curl's reason when status is -1 */
 };
 
-/* Perform method on every reqs[i].url at once, the same body (NULL: none;
- * sent with the request head, no `Expect: 100-continue`) to each, over this
- * thread's keep-alive connections, and return when all have answered or
- * failed.  Each transfer is bounded by timeout_ms (0 = none).  For bodies
- * that fit in memory: a volume's answer body is read and dropped. */
-void httpc_fanout(const char *method, struct httpc_req *reqs, int n, const void *body,
-		  size_t bodylen, long timeout_ms);
+/* The outcome of a fan-out of method (vconn_wait's, vconn_fanout's): how
+ * many of reqs[0..n) answered 2xx, or for a DELETE were gone (2xx, or 404:
+ * already: the one rule of every DELETE of a copy); ok[i] (ok may be
+ * NULL) says which.  Each other is logged as "<who><method> <url> failed
+ * (<status>[: <reason>])". */
+int httpc_outcome(const char *who, const char *method, const struct httpc_req *reqs, int n,
+		  bool *ok);
 
 /* ---- one streamed request: a GET (or HEAD), or a PUT from a reader ---- */
 struct httpc_call {
@@ -136,7 +147,7 @@ time_t httpc_parse_date(const char *s);
  * passes through one of these: a ring of cap bytes, so memory does not
  * depend on the body's size.  Its source is a producer on another thread
  * (httpc_stream_feed, or httpc_stream_feed_wait that blocks while the ring
- * is full), or a GET (httpc_copy).  Its readers are one PUT per reqs[i].url,
+ * is full), or a GET (httpc_copy_to).  Its readers are one PUT per reqs[i].url,
  * driven by httpc_stream_run on the calling thread (the outcome lands in
  * reqs[i]), or one pull reader (cfg.readable set: httpc_stream_read).  A
  * body of at most HTTPC_SMALL_MAX bytes that is complete (and of length
@@ -201,19 +212,6 @@ int httpc_stream_run_async(struct httpc_stream *s, void (*done)(void *arg, int f
 bool httpc_stream_wait_end(struct httpc_stream *s, uint64_t *fed);
 void httpc_stream_free(struct httpc_stream *s);
 
-/* The stream's engine with a GET as its source: the bytes at src go to
- * reqs[0..n) (PUTs start once src answered 200); when md5 is given the
- * bytes must match it, and a PUT gets its last byte only after they did.
- * Returns 200 when src was read whole (and matched; the PUTs' outcomes are
- * in reqs), src's status when it was not 200, or -1 with err (256 bytes)
- * when src could not be read whole. */
-int httpc_copy(const char *src, const char *md5, struct httpc_req *reqs, int n, long connect_ms,
-	       char *err);
-
-/* DELETE url: 0 when it is gone (204, 200, 404), else -1 with err (256
- * bytes) saying why. */
-int httpc_delete(const char *url, long timeout_ms, char *err);
-
 /* DELETE the blob at path (placement_path's) on each of locs[0..n) at
  * once, each within timeout_ms.  Returns how many are gone (2xx, or 404:
  * already); gone[i] (gone may be NULL) says which.  Each failure is logged
@@ -222,7 +220,7 @@ int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms
 		     const char *who, bool *gone);
 
 /* Copy the blob at src_url to each of dst_urls[0..ndst), streamed
- * (httpc_copy: a ring, never whole in memory).  When md5 is a 32-hex
+ * (httpc_copy_to: a ring, never whole in memory).  When md5 is a 32-hex
  * string the bytes read must match it, and a PUT gets its last bytes only
  * once they did: a volume renames only a complete body into place, so a
  * truncated or corrupt source leaves no copy.  Returns 0, 1 when the

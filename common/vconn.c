@@ -12,7 +12,9 @@
 #include "loop.h"
 #include "volsign.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -58,6 +60,27 @@ static const char *value(const char *p, size_t n, const char *name, size_t *vn)
 		end--;
 	*vn = (size_t)(end - v);
 	return v;
+}
+
+/* Does the list v[0..n) ("a, b") hold the token t, in any case? */
+static bool token(const char *v, size_t n, const char *t)
+{
+	const char *end = v + n, *e;
+	size_t k = strlen(t);
+	for (; v < end; v = e + 1) {
+		if (!(e = memchr(v, ',', (size_t)(end - v))))
+			e = end;
+		while (v < e && (*v == ' ' || *v == '\t'))
+			v++;
+		if ((size_t)(e - v) >= k && !strncasecmp(v, t, k)) {
+			const char *w = v + k;
+			while (w < e && (*w == ' ' || *w == '\t'))
+				w++;
+			if (w == e)
+				return true;
+		}
+	}
+	return false;
 }
 
 /* A head p[0..n), its empty line included. */
@@ -113,16 +136,17 @@ static void parse_head(struct vresp *r, const char *p, size_t n)
 				return (void)fail(r, "a Transfer-Encoding other than chunked");
 			chunked = true;
 		} else if ((v = value(line, ln, "Connection", &vn))) {
-			if (memmem(v, vn, "close", 5) || memmem(v, vn, "Close", 5))
+			if (token(v, vn, "close"))
 				r->close = true;
-			else if (http10 && (memmem(v, vn, "keep-alive", 10) ||
-					    memmem(v, vn, "Keep-Alive", 10)))
+			else if (http10 && token(v, vn, "keep-alive"))
 				r->close = false;
 		}
 	}
 	if (r->status < 200) {
 		if (r->status == 101)
 			fail(r, "101 Switching Protocols");
+		else if (++r->interim > VRESP_INTERIM_MAX)
+			fail(r, "more than 8 interim (1xx) answers");
 		return;   /* an interim answer (100 Continue...): the final one follows */
 	}
 	if (chunked && has_len)
@@ -165,7 +189,12 @@ static size_t step(struct vresp *r, const char *p, size_t n)
 	case VR_HEAD:
 		if (memcmp(p, "HTTP/", n < 5 ? n : 5))
 			return fail(r, "not an HTTP answer");
-		if (!(e = memmem(p, n < VRESP_HEAD_MAX ? n : VRESP_HEAD_MAX, "\r\n\r\n", 4)))
+		e = memmem(p, n < VRESP_HEAD_MAX ? n : VRESP_HEAD_MAX, "\r\n\r\n", 4);
+		k = e ? (size_t)(e - p) : n;
+		for (const char *lf = p; (lf = memchr(lf, '\n', k - (size_t)(lf - p))); lf++)
+			if (lf == p || lf[-1] != '\r')   /* it would wait for a CRLF CRLF */
+				return fail(r, "a bare LF in an answer's head");
+		if (!e)
 			return n >= VRESP_HEAD_MAX ? fail(r, "an answer head over 16 KiB") : 0;
 		parse_head(r, p, (size_t)(e + 4 - p));
 		return (size_t)(e + 4 - p);
@@ -239,20 +268,174 @@ void vresp_eof(struct vresp *r)
 					    : "the connection closed mid-answer");
 }
 
+/* ---- names: each looked up on a thread of its own, never on a loop ---- */
+
+/* A name (not a literal address) is looked up at its first use, every
+ * RESOLVE_MS after, and again when a connect to it fails (at most every
+ * RETRY_MS).  A failed lookup keeps the addresses of the last good one;
+ * requests wait for a name's first lookup, never a loop. */
+#define RESOLVE_MS 60000
+#define RETRY_MS 1000
+#define NADDR 8
+#define CONNECT_MS 10000      /* a connect that has not completed fails; a first lookup waited for */
+
+struct name {               /* a host: its volumes, whatever their ports, share it */
+	char host[256];
+	struct sockaddr_storage addr[NADDR];
+	socklen_t alen[NADDR];
+	int naddr;
+	unsigned gen;             /* lookups ended; 0: none yet */
+	uint64_t at, due;         /* the last lookup's end, the next (due 0: literal) */
+	char err[200];            /* the last lookup failed: why */
+	struct name *next;
+};
+
+struct vstate;
+static pthread_mutex_t names_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t names_cv = PTHREAD_COND_INITIALIZER;   /* a lookup is due, or ended */
+static struct name *names;
+
+/* Fill nm from ai (names_mu held). */
+static void name_set(struct name *nm, struct addrinfo *ai)
+{
+	for (nm->naddr = 0; ai && nm->naddr < NADDR; ai = ai->ai_next) {
+		memcpy(&nm->addr[nm->naddr], ai->ai_addr, ai->ai_addrlen);
+		nm->alen[nm->naddr++] = ai->ai_addrlen;
+	}
+	nm->err[0] = '\0';
+}
+
+/* A name's own thread: one that never answers holds no other name. */
+static void *resolver(void *arg)
+{
+	struct name *nm = arg;
+	pthread_mutex_lock(&names_mu);
+	for (;;) {
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+		uint64_t now = now_ms();
+		int rc;
+		if (now < nm->due) {
+			cond_wait_ms(&names_cv, &names_mu, nm->due - now);
+			continue;
+		}
+		pthread_mutex_unlock(&names_mu);
+		rc = getaddrinfo(nm->host, NULL, &hints, &ai);   /* host never changes */
+		pthread_mutex_lock(&names_mu);
+		if (rc == 0)
+			name_set(nm, ai);
+		else
+			snprintf(nm->err, sizeof(nm->err), "could not resolve %.100s: %s", nm->host,
+				 gai_strerror(rc));
+		if (ai)
+			freeaddrinfo(ai);
+		nm->gen++;
+		nm->at = now_ms();
+		nm->due = nm->at + (rc || !nm->naddr ? RETRY_MS : RESOLVE_MS);
+		pthread_cond_broadcast(&names_cv);
+	}
+	return NULL;
+}
+
+/* The process's entry for the host of "host:port" name[0..n): made, and
+ * its lookup started, at first use. */
+static struct name *name_of(const char *name, size_t n)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai;
+	const char *colon = memrchr(name, ':', n), *h = name;
+	size_t hn = colon ? (size_t)(colon - name) : n;
+	struct name *nm;
+	pthread_t t;
+	if (hn >= 2 && h[0] == '[' && h[hn - 1] == ']') {
+		h++;
+		hn -= 2;
+	}
+	pthread_mutex_lock(&names_mu);
+	for (nm = names; nm; nm = nm->next)
+		if (!strncmp(nm->host, h, hn) && !nm->host[hn])
+			goto out;
+	nm = xcalloc(1, sizeof(*nm));
+	snprintf(nm->host, sizeof(nm->host), "%.*s", (int)(hn < 255 ? hn : 255), h);
+	if (getaddrinfo(nm->host, NULL, &hints, &ai) == 0) {   /* no lookup: never waits */
+		name_set(nm, ai);
+		freeaddrinfo(ai);
+		nm->gen = 1;
+	} else {
+		nm->due = 1;
+		if (pthread_create(&t, NULL, resolver, nm) == 0)
+			pthread_detach(t);
+	}
+	nm->next = names;
+	names = nm;
+out:
+	pthread_mutex_unlock(&names_mu);
+	return nm;
+}
+
+size_t vconn_pin(const char *url, char *out, size_t n)
+{
+	const char *hp = strstr(url, "://"), *colon;
+	size_t len, k = 0;
+	struct name *nm;
+	if (!hp || hp[3] == '[')
+		return 0;
+	hp += 3;
+	len = strcspn(hp, "/?#");
+	colon = memchr(hp, ':', len);
+	nm = name_of(hp, len);
+	pthread_mutex_lock(&names_mu);
+	for (uint64_t end = now_ms() + CONNECT_MS; !nm->gen && now_ms() < end;)
+		cond_wait_ms(&names_cv, &names_mu, 100);
+	if (nm->due && nm->naddr)
+		k = (size_t)snprintf(out, n, "%s:%.*s:", nm->host, colon ? (int)(hp + len - colon - 1) : 3,
+				     colon ? colon + 1 : strncmp(url, "https", 5) ? "80" : "443");
+	for (int i = 0; k && k < n && i < nm->naddr; i++) {
+		char a[INET6_ADDRSTRLEN];
+		struct sockaddr_storage *sa = &nm->addr[i];
+		bool v6 = sa->ss_family == AF_INET6;
+		inet_ntop(sa->ss_family, v6 ? (void *)&((struct sockaddr_in6 *)sa)->sin6_addr
+					  : (void *)&((struct sockaddr_in *)sa)->sin_addr, a, sizeof(a));
+		k += (size_t)snprintf(out + k, n - k, "%s%s%s%s", i ? "," : "", v6 ? "[" : "", a,
+				      v6 ? "]" : "");
+	}
+	pthread_mutex_unlock(&names_mu);
+	return k < n ? k : 0;
+}
+
+/* A connect to nm failed: look it up again soon (its address may have
+ * changed), RETRY_MS after the last. */
+static void name_doubt(struct name *nm)
+{
+	pthread_mutex_lock(&names_mu);
+	if (nm->due > nm->at + RETRY_MS) {
+		nm->due = nm->at + RETRY_MS;
+		pthread_cond_broadcast(&names_cv);
+	}
+	pthread_mutex_unlock(&names_mu);
+}
+
 /* ---- connections ---- */
 
-#define RESOLVE_MS 60000      /* a host's addresses are looked up again after this */
 #define READ_ROOM 16384
-#define DOWN_ERR "its volume was marked down by the health check"
+/* The pool, per volume on each loop thread (libcurl's and nginx's
+ * upstream keepalive shape): at most HOST_MAX connections, requests past
+ * that wait for one; at most IDLE_MAX idle, each closed after IDLE_MS.
+ * Against stock Debian nginx (worker_connections 768 a worker, shared with
+ * the clients the master redirects there; keepalive_timeout 75 s): a
+ * master of 8 loops holds at most 256 of a volume's connections, and
+ * closes an idle one well before nginx would (docs/deploy.md). */
+#define HOST_MAX 32
+#define IDLE_MAX 16
+#define IDLE_MS 30000
 /* Pipelined GETs (vconn_get): a connection carries up to PIPE at once, a
  * host up to HOST_CONNS such connections (another opens once each has
- * SPREAD); a GET whose connection failed before its answer goes again, up
- * to TRIES sends, and one that waited behind it goes again uncounted. */
+ * SPREAD); every GET a broken connection carried has used a send, and
+ * fails after TRIES. */
 #define HOST_CONNS 4
 #define PIPE 16
 #define SPREAD 4
 #define TRIES 4
 #define PIPE_MS 120000        /* a pipelined GET's answer within this of its send */
+#define TARGET_MAX 2048
 
 struct vop;
 
@@ -263,12 +446,15 @@ struct vc {
 	struct vop *op;           /* the request on it; NULL: idle */
 	bool connecting, reused, refused;
 	int addr;                 /* which of h's addresses it connected to */
-	char head[2048 + VOLSIGN_EXTRA + 512];
+	int answers;              /* answers read on it */
+	uint64_t since;           /* connecting: since; idle: since */
+	char head[TARGET_MAX + VOLSIGN_EXTRA + 512];
 	size_t headlen, off;      /* the request: head, then the body; off sent */
 	struct buf in;            /* bytes read, not yet parsed, from in_off */
 	size_t in_off;
 	struct vresp resp;
 	struct vc *next;          /* the host's idle ones */
+	struct vc *prev_all, *next_all;   /* this thread's, all */
 	/* Pipelined GETs: op is the one whose answer is read, those behind
 	 * it were sent after it; depth counts them all. */
 	bool pipe, dirty;          /* dirty: pipelined GETs to write at the turn's end */
@@ -279,12 +465,16 @@ struct vc {
 
 struct vhost {
 	char *name;               /* "host:port" */
-	struct addrinfo *ai;
+	uint16_t port;
+	struct name *nm;
+	unsigned gen;             /* nm's addresses as of this lookup are below */
+	struct sockaddr_storage addr[NADDR];
+	socklen_t alen[NADDR];
 	int first, naddr;         /* the address tried first (one refused before it), of naddr */
-	uint64_t resolved;
-	char err[200];            /* ai is NULL: why */
+	int nconn, nidle;
 	struct vc *idle;
 	struct vc *pipes;         /* connections carrying pipelined GETs */
+	struct vop *wait, **wait_tail;   /* waiting for a connection or the name's lookup */
 	struct vhost *next;
 };
 
@@ -294,11 +484,11 @@ struct vop {
 	int i;
 	struct vhost *h;
 	struct vc *c;
-	char target[2048 + VOLSIGN_EXTRA];
-	bool done, retried;
-	int tries;                /* pipelined: sends that failed */
+	const char *path;         /* the request's target, unsigned (in its URL) */
+	bool done, retried, fresh, waiting;
+	int tries;                /* pipelined: sends on connections that broke */
 	int refused;              /* fresh connections refused: the name's next address */
-	struct vop *next;         /* pipelined: the one sent after it */
+	struct vop *next;         /* pipelined: the one sent after it; waiting: the next */
 };
 
 struct vfan {
@@ -324,23 +514,34 @@ struct vstate {
 	struct loop *loop;
 	struct vhost *hosts;
 	struct vfan *fans;
-	struct loop_timer timer;
+	struct vc *all;
 	uint64_t tick;            /* the next down check */
+	bool kick;                /* a host's waiting requests may go: at the turn's end */
+	bool ending;              /* vconn_thread_cleanup: nothing starts again */
 	/* Connections with pipelined GETs to write: written together before
 	 * the loop sleeps, so the GETs asked for in one turn go out in one
 	 * send a connection. */
 	struct vc **dirty;
 	int ndirty, cdirty;
-	bool flushing;            /* loop_before(flush) is set */
 };
 
 static __thread struct vstate *vs;
 static __thread struct loop *own;   /* vconn_wait's and vconn_run's loop */
+/* The timer and the hook live with the thread, so the loop never holds
+ * freed memory after vconn_thread_cleanup. */
+static __thread struct loop_timer timer;
+static __thread struct loop *hooked;
 static void (*observer)(const char *url, int status);
 
 void vconn_observe(void (*fn)(const char *url, int status))
 {
 	observer = fn;
+}
+
+static void timer_near(uint64_t at)
+{
+	if (!timer.at || at < timer.at)
+		timer.at = at;
 }
 
 /* c carries no pipelined GET any more. */
@@ -362,6 +563,14 @@ static void conn_drop(struct vc *c)
 	for (int i = 0; c->dirty && i < vs->ndirty; i++)
 		if (vs->dirty[i] == c)
 			vs->dirty[i] = vs->dirty[--vs->ndirty];
+	if (c->prev_all)
+		c->prev_all->next_all = c->next_all;
+	else
+		vs->all = c->next_all;
+	if (c->next_all)
+		c->next_all->prev_all = c->prev_all;
+	if (--c->h->nconn < HOST_MAX && c->h->wait)
+		vs->kick = true;
 	c->dirty = false;
 	c->op = NULL;
 	c->w.dead = true;
@@ -370,15 +579,36 @@ static void conn_drop(struct vc *c)
 	loop_defer_free(vs->loop, c);
 }
 
-/* An idle connection the volume closed. */
-static void conn_close(struct vc *c)
+/* Take c off its host's idle list. */
+static void idle_take(struct vc *c)
 {
 	struct vc **pp = &c->h->idle;
 	while (*pp && *pp != c)
 		pp = &(*pp)->next;
-	if (*pp)
+	if (*pp) {
 		*pp = c->next;
-	conn_drop(c);
+		c->h->nidle--;
+	}
+}
+
+/* c's exchange ended with the connection reusable: idle, or closed past
+ * IDLE_MAX. */
+static void conn_idle(struct vc *c)
+{
+	struct vhost *h = c->h;
+	c->op = NULL;
+	c->in.len = c->in_off = 0;
+	if (h->nidle >= IDLE_MAX && !h->wait) {   /* one that waits takes it (host_kick) */
+		conn_drop(c);
+		return;
+	}
+	c->since = now_ms();
+	c->next = h->idle;
+	h->idle = c;
+	h->nidle++;
+	if (h->wait)
+		vs->kick = true;
+	timer_near(c->since + IDLE_MS);
 }
 
 static void fan_end(struct vfan *f)
@@ -395,11 +625,25 @@ static void fan_end(struct vfan *f)
 	free(f);
 }
 
+/* op waits no more for a connection. */
+static void unwait(struct vop *op)
+{
+	struct vop **pp = &op->h->wait;
+	while (*pp && *pp != op)
+		pp = &(*pp)->next;
+	if (*pp && !(*pp = op->next))
+		op->h->wait_tail = pp;
+	op->next = NULL;
+	op->waiting = false;
+}
+
 /* op ended with status (-1: why); its connection is the caller's. */
 static void op_end(struct vop *op, int status, const char *why, bool timed_out)
 {
 	struct vfan *f = op->f;
 	struct httpc_req *r = &f->reqs[op->i];
+	if (op->waiting)
+		unwait(op);
 	op->done = true;
 	op->c = NULL;
 	r->status = status;
@@ -426,53 +670,50 @@ static void op_fail(struct vop *op, const char *why, bool timed_out)
 
 static void on_event(void *arg, uint32_t ev);
 
+/* h's addresses, as its name's last good lookup found them: 1, 0 while
+ * the first lookup is to come, or -1 with err when it failed. */
+static int host_ready(struct vhost *h, char *err, size_t en)
+{
+	struct name *nm = h->nm;
+	int rc;
+	pthread_mutex_lock(&names_mu);
+	if (h->gen != nm->gen) {
+		h->gen = nm->gen;
+		h->naddr = nm->naddr;
+		memcpy(h->addr, nm->addr, sizeof(h->addr));
+		memcpy(h->alen, nm->alen, sizeof(h->alen));
+		for (int i = 0; i < h->naddr; i++)   /* the same port in either family */
+			((struct sockaddr_in *)&h->addr[i])->sin_port = htons(h->port);
+		h->first = h->naddr ? h->first % h->naddr : 0;
+	}
+	rc = h->naddr ? 1 : nm->gen ? -1 : 0;
+	if (rc < 0)
+		snprintf(err, en, "%s", nm->err);
+	pthread_mutex_unlock(&names_mu);
+	return rc;
+}
+
 static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 {
 	int fd = -1, e = 0, k;
 	struct vc *c;
-	if (!h->ai || now_ms() - h->resolved > RESOLVE_MS) {
-		char host[256], port[32];
-		const char *colon = strrchr(h->name, ':');
-		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
-		int rc;
-		snprintf(host, sizeof(host), "%.*s",
-			 (int)(colon ? (size_t)(colon - h->name) : strlen(h->name)), h->name);
-		snprintf(port, sizeof(port), "%s", colon ? colon + 1 : "80");
-		if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-			memmove(host, host + 1, strlen(host));
-			host[strlen(host) - 1] = '\0';
-		}
-		if ((rc = getaddrinfo(host, port, &hints, &ai)) != 0) {
-			snprintf(err, en, "could not resolve %.100s: %s", host, gai_strerror(rc));
-			return NULL;
-		}
-		if (h->ai)
-			freeaddrinfo(h->ai);
-		h->ai = ai;
-		h->resolved = now_ms();
-		h->naddr = 0;
-		for (; ai; ai = ai->ai_next)
-			h->naddr++;
-		h->first %= h->naddr;
-	}
 	for (k = 0; k < h->naddr; k++) {
-		struct addrinfo *a = h->ai;
-		int one = 1;
-		for (int j = (h->first + k) % h->naddr; j > 0; j--)
-			a = a->ai_next;
-		fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		int j = (h->first + k) % h->naddr, one = 1;
+		fd = socket(h->addr[j].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
 			e = errno;
 			continue;
 		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS)
+		if (connect(fd, (struct sockaddr *)&h->addr[j], h->alen[j]) == 0 ||
+		    errno == EINPROGRESS)
 			break;
 		e = errno;
 		close(fd);
 		fd = -1;
 	}
 	if (fd < 0) {
+		name_doubt(h->nm);
 		snprintf(err, en, "could not connect to %.100s: %s", h->name, strerror(e));
 		return NULL;
 	}
@@ -481,6 +722,13 @@ static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 	c->h = h;
 	c->addr = (h->first + k) % h->naddr;
 	c->connecting = true;
+	c->since = now_ms();
+	h->nconn++;
+	c->next_all = vs->all;
+	if (vs->all)
+		vs->all->prev_all = c;
+	vs->all = c;
+	timer_near(c->since + CONNECT_MS);
 	c->w = (struct loop_fd){.fn = on_event, .arg = c};
 	loop_watch(vs->loop, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->w);
 	return c;
@@ -492,6 +740,14 @@ static void op_start(struct vop *op, bool fresh);
 static bool answer_came(const struct vc *c)
 {
 	return c->resp.state != VR_HEAD || c->resp.status || c->in.len > c->in_off;
+}
+
+/* op goes again on a fresh connection (c, its last, dropped). */
+static void op_again(struct vop *op, struct vc *c)
+{
+	op->c = NULL;
+	conn_drop(c);
+	op_start(op, true);
 }
 
 /* The connection ended before op's answer did (closed, reset, refused):
@@ -509,60 +765,54 @@ static void conn_lost(struct vc *c, const char *why)
 	 * first from now on, and a request goes there at once -- "localhost"
 	 * is ::1 first on many systems, and a volume may listen on 127.0.0.1
 	 * alone. */
-	if (c->refused && h->naddr > 1) {
-		if (h->first == c->addr)
+	if (c->refused) {
+		name_doubt(h->nm);
+		if (h->naddr > 1 && h->first == c->addr)
 			h->first = (c->addr + 1) % h->naddr;
-		if (!c->pipe && op->refused++ < h->naddr - 1) {
-			op->c = NULL;
-			conn_drop(c);
-			op_start(op, true);
-			return;
-		}
+		if (h->naddr > 1 && !c->pipe && op->refused++ < h->naddr - 1)
+			return op_again(op, c);
 	}
 	if (c->pipe)
 		return pipe_broken(c, why, false);
 	if (c->reused && !answer_came(c) && !op->retried) {
 		op->retried = true;
-		op->c = NULL;
-		conn_drop(c);
-		op_start(op, true);
-		return;
+		return op_again(op, c);
 	}
 	op_fail(op, why, false);
 }
 
-/* Pipelined GETs go again on other connections, in the order sent. */
-static void pipe_again(struct vop *op)
+/* Pipelined GETs go again on other connections, in the order sent; when
+ * their connection broke (counted), each has used a send. */
+static void pipe_again(struct vop *op, bool counted, const char *why, bool timed_out)
 {
 	while (op) {
 		struct vop *next = op->next;
 		op->next = NULL;
 		op->c = NULL;
-		op_start(op, false);
+		if (counted && (++op->tries >= TRIES || op->f->over))
+			op_end(op, -1, why, timed_out);
+		else
+			op_start(op, false);
 		op = next;
 	}
 }
 
 /* c, carrying pipelined GETs, failed (closed, reset, a malformed answer,
- * no answer in time): the GET whose answer was due has used a send and
- * goes again (failed after TRIES: a volume that
- * answers no GET on any connection); those sent behind it may never have
- * been read, and go again uncounted. */
+ * no answer in time): each GET on it has used a send and goes again, up
+ * to TRIES sends (a volume that answers no GET on any connection); one
+ * whose answer was too big fails at once. */
 static void pipe_broken(struct vc *c, const char *why, bool timed_out)
 {
-	struct vop *op = c->op, *rest = c->behind;
+	struct vop *op = c->op;
+	if (op)
+		op->next = c->behind;
 	c->op = c->behind = NULL;
 	c->depth = 0;
 	conn_drop(c);
-	if (op) {
-		op->c = NULL;
-		if (++op->tries < TRIES)
-			op_start(op, false);
-		else
-			op_end(op, -1, why, timed_out);
-	}
-	pipe_again(rest);
+	pipe_again(op, true, why, timed_out);
 }
+
+static bool put_head(struct vc *c, struct vop *op);
 
 static void conn_write(struct vc *c)
 {
@@ -598,11 +848,25 @@ static void conn_write(struct vc *c)
 	}
 }
 
+/* A refused signature on a connection that served before goes once more
+ * on a fresh one, signed anew: a volume that took a new -volumesecret may
+ * still serve the connections it had with the old one (nginx's old
+ * workers do, after a reload).  A refusal touched nothing on the volume. */
+static bool resign(struct vc *c, struct vop *op, int status)
+{
+	if ((status != 403 && status != 410) || (!c->reused && c->answers < 2) || op->retried ||
+	    !volsign_on())
+		return false;
+	op->retried = true;
+	return true;
+}
+
 /* A pipelined connection's answer to op is complete: true when c reads
  * on, for the GET sent after it. */
 static bool pipe_answered(struct vc *c, struct vop *op, int status, bool keep)
 {
 	struct vop *next = c->behind;
+	bool again = resign(c, op, status);
 	c->depth--;
 	if (next && !c->resp.close) {
 		if (!(c->behind = next->next))
@@ -610,21 +874,24 @@ static bool pipe_answered(struct vc *c, struct vop *op, int status, bool keep)
 		next->next = NULL;
 		c->op = next;
 		vresp_init(&c->resp, false, next->f->resp, next->f->resp_max);
-		op_end(op, status, NULL, false);
+		if (again)
+			op_start(op, true);
+		else
+			op_end(op, status, NULL, false);
 		return !c->w.dead && c->op;
 	}
 	if (!next && keep) {
 		pipe_off(c);
-		c->op = NULL;
-		c->in.len = c->in_off = 0;
-		c->next = c->h->idle;
-		c->h->idle = c;
-	} else {   /* it closes after this answer: those behind go again */
+		conn_idle(c);
+	} else {   /* it closes after this answer: those behind go again, uncounted */
 		c->op = c->behind = NULL;
 		conn_drop(c);
-		pipe_again(next);
+		pipe_again(next, false, NULL, false);
 	}
-	op_end(op, status, NULL, false);
+	if (again)
+		op_start(op, true);
+	else
+		op_end(op, status, NULL, false);
 	return false;
 }
 
@@ -634,27 +901,17 @@ static bool answered(struct vc *c)
 	struct vop *op = c->op;
 	int status = c->resp.status;
 	bool keep = !c->resp.close && c->in_off == c->in.len && c->off == c->headlen + op->f->bodylen;
+	c->answers++;
 	if (c->pipe)
 		return pipe_answered(c, op, status, keep);
-	/* A volume that took a new -volumesecret may still serve the
-	 * connections it had with the old one (nginx's old workers do, after a
-	 * reload): a refused signature on a reused connection goes once more on
-	 * a fresh one.  A refusal touched nothing on the volume. */
-	if ((status == 403 || status == 410) && c->reused && !op->retried && volsign_on()) {
-		op->retried = true;
-		op->c = NULL;
-		conn_drop(c);
-		op_start(op, true);
+	if (resign(c, op, status)) {
+		op_again(op, c);
 		return false;
 	}
-	if (keep) {
-		c->op = NULL;
-		c->in.len = c->in_off = 0;
-		c->next = c->h->idle;
-		c->h->idle = c;
-	} else {
+	if (keep)
+		conn_idle(c);
+	else
 		conn_drop(c);
-	}
 	op_end(op, status, NULL, false);
 	return false;
 }
@@ -738,8 +995,10 @@ static void on_event(void *arg, uint32_t ev)
 {
 	struct vc *c = arg;
 	if (!c->op) {   /* idle: the volume closed it (or said something unasked) */
-		if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-			conn_close(c);
+		if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+			idle_take(c);
+			conn_drop(c);
+		}
 		return;
 	}
 	if (c->connecting && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
@@ -753,19 +1012,23 @@ static void on_event(void *arg, uint32_t ev)
 		conn_read(c, ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
 }
 
-/* op's request head after what c has still to send: false when it does
- * not fit (a pipelined GET then takes another connection). */
+/* op's request head after what c has still to send, signed as it goes
+ * (httpc_volume_url): false when it does not fit (a pipelined GET then
+ * takes another connection). */
 static bool put_head(struct vc *c, struct vop *op)
 {
 	struct vfan *f = op->f;
+	char target[TARGET_MAX + VOLSIGN_EXTRA];
 	size_t room;
 	int n;
+	if (!httpc_volume_url(op->path, f->method, target, sizeof(target)))
+		return false;
 	memmove(c->head, c->head + c->off, c->headlen - c->off);
 	c->headlen -= c->off;
 	c->off = 0;
 	room = sizeof(c->head) - c->headlen;
 	n = snprintf(c->head + c->headlen, room, "%s %s HTTP/1.1\r\nHost: %s\r\n", f->method,
-		     op->target, op->h->name);
+		     target, op->h->name);
 	if (n >= 0 && (size_t)n < room && (f->body || !strcmp(f->method, "PUT")))
 		n += snprintf(c->head + c->headlen + n, room - (size_t)n,
 			      "Content-Length: %zu\r\n", f->bodylen);
@@ -777,9 +1040,36 @@ static bool put_head(struct vc *c, struct vop *op)
 	return true;
 }
 
-static void conn_write(struct vc *c);
+/* Start what waits for a connection of h, as far as the pool allows. */
+static void host_kick(struct vhost *h)
+{
+	char err[256];
+	int rc = h->wait ? host_ready(h, err, sizeof(err)) : 0;
+	while (h->wait && rc && (rc < 0 || h->idle || h->nconn < HOST_MAX)) {
+		struct vop *op = h->wait;
+		unwait(op);
+		if (rc < 0)
+			op_end(op, -1, err, false);
+		else
+			op_start(op, op->fresh);
+	}
+	while (!h->wait && h->nidle > IDLE_MAX) {
+		struct vc *c = h->idle;
+		idle_take(c);
+		conn_drop(c);
+	}
+}
 
-/* Before the loop sleeps: what the turn's pipelined GETs have to send. */
+/* Start what may go: a connection freed, a lookup ended (the timer asks
+ * every 100 ms while requests wait). */
+static void kick_all(void)
+{
+	for (struct vhost *h = vs->hosts; h; h = h->next)
+		host_kick(h);
+}
+
+/* Before the loop sleeps: what the turn's pipelined GETs have to send,
+ * and the requests a freed connection lets go. */
 static void flush(void *arg)
 {
 	(void)arg;
@@ -789,6 +1079,10 @@ static void flush(void *arg)
 		if (!c->connecting && c->op)
 			conn_write(c);   /* may drop c (and others: off the list) */
 	}
+	while (vs && vs->kick) {
+		vs->kick = false;
+		kick_all();
+	}
 }
 
 /* c's requests go out before the loop sleeps. */
@@ -796,10 +1090,6 @@ static void mark_dirty(struct vc *c)
 {
 	if (c->dirty)
 		return;
-	if (!vs->flushing) {
-		loop_before(vs->loop, flush, NULL);
-		vs->flushing = true;
-	}
 	if (vs->ndirty == vs->cdirty) {
 		vs->cdirty = vs->cdirty ? 2 * vs->cdirty : 16;
 		vs->dirty = xrealloc(vs->dirty, sizeof(*vs->dirty) * (size_t)vs->cdirty);
@@ -818,20 +1108,47 @@ static struct vc *pipe_pick(struct vhost *h)
 	for (struct vc *c = h->pipes; c; c = c->pnext, n++)
 		if (c->depth < PIPE && (!best || c->depth < best->depth))
 			best = c;
-	return best && (best->depth < SPREAD || n >= HOST_CONNS) ? best : NULL;
+	return best && (best->depth < SPREAD || n >= HOST_CONNS || h->nconn >= HOST_MAX) ? best
+											     : NULL;
+}
+
+/* An idle connection of h that the volume has not closed (its close, or
+ * bytes it was not asked for, may wait unread: a loop of the thread's own
+ * does not run between calls), or NULL. */
+static struct vc *idle_pick(struct vhost *h)
+{
+	struct vc *c;
+	while ((c = h->idle)) {
+		char b;
+		h->idle = c->next;
+		h->nidle--;
+		if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+		    (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			c->reused = true;
+			return c;
+		}
+		conn_drop(c);
+	}
+	return NULL;
 }
 
 static void op_start(struct vop *op, bool fresh)
 {
 	struct vfan *f = op->f;
+	struct vhost *h = op->h;
 	struct vc *c = NULL;
 	char err[256];
+	int rc;
+	if (vs->ending)
+		return op_end(op, -1, "its thread ended", false);
 	if (f->resp)
 		f->resp->len = 0;
+	op->fresh = fresh;
 	if (f->pipe) {
 		f->deadline = now_ms() + PIPE_MS;
+		timer_near(f->deadline);
 		/* an idle connection first: the least loaded */
-		if (!fresh && !op->h->idle && (c = pipe_pick(op->h)) && put_head(c, op)) {
+		if (!fresh && !h->idle && (c = pipe_pick(h)) && put_head(c, op)) {
 			*c->behind_tail = op;   /* sent after the others, answered so */
 			c->behind_tail = &op->next;
 			c->depth++;
@@ -841,11 +1158,24 @@ static void op_start(struct vop *op, bool fresh)
 		}
 		c = NULL;
 	}
-	if (!fresh && (c = op->h->idle)) {   /* as it is: once more if it was closed */
-		op->h->idle = c->next;
-		c->reused = true;
+	if (!fresh)
+		c = idle_pick(h);
+	else if (h->idle && h->nconn >= HOST_MAX) {   /* room for it: else it waits on forever */
+		c = h->idle;
+		idle_take(c);
+		conn_drop(c);
+		c = NULL;
 	}
-	if (!c && !(c = conn_new(op->h, err, sizeof(err)))) {
+	if (!c && ((rc = host_ready(h, err, sizeof(err))) == 0 || (rc > 0 && h->nconn >= HOST_MAX))) {
+		if (f->pipe)
+			f->deadline = 0;   /* counts from its send */
+		op->waiting = true;
+		*h->wait_tail = op;
+		h->wait_tail = &op->next;
+		timer_near(now_ms() + 100);
+		return;
+	}
+	if (!c && (rc < 0 || !(c = conn_new(h, err, sizeof(err))))) {
 		op_end(op, -1, err, false);
 		return;
 	}
@@ -857,19 +1187,21 @@ static void op_start(struct vop *op, bool fresh)
 		c->depth = 1;
 		c->behind = NULL;
 		c->behind_tail = &c->behind;
-		c->pnext = op->h->pipes;
-		op->h->pipes = c;
+		c->pnext = h->pipes;
+		h->pipes = c;
 	}
 	vresp_init(&c->resp, !strcmp(f->method, "HEAD"), f->resp, f->resp_max);
 	c->headlen = c->off = 0;
-	put_head(c, op);
+	if (!put_head(c, op))
+		return op_fail(op, "a volume URL too long", false);
 	if (f->pipe)
 		mark_dirty(c);
 	else if (!c->connecting)
 		conn_write(c);
 }
 
-/* The down checks and the deadlines. */
+/* The next deadline: a fan's, a down check, a connect's, an idle
+ * connection's. */
 static void rearm(void)
 {
 	uint64_t at = 0;
@@ -879,7 +1211,13 @@ static void rearm(void)
 		if (f->down && (!at || vs->tick < at))
 			at = vs->tick;
 	}
-	vs->timer.at = at;
+	timer.at = at;
+	for (struct vc *c = vs->all; c; c = c->next_all)
+		if (c->connecting || !c->op)
+			timer_near(c->since + (c->connecting ? CONNECT_MS : IDLE_MS));
+	for (struct vhost *h = vs->hosts; h; h = h->next)
+		if (h->wait)
+			timer_near(now_ms() + 100);
 }
 
 static void stop_fan(struct vfan *f, int gone, const char *why, bool timed_out)
@@ -887,10 +1225,32 @@ static void stop_fan(struct vfan *f, int gone, const char *why, bool timed_out)
 	f->left++;   /* f lives until the last op ended */
 	for (int i = 0; i < f->n; i++)
 		if (!f->ops[i].done)
-			op_fail(&f->ops[i], i == gone ? why : "stopped: another replica failed",
-				timed_out && i == gone);
+			op_fail(&f->ops[i], i == gone || gone < 0 ? why : "stopped: another replica failed",
+				timed_out && (i == gone || gone < 0));
 	if (--f->left == 0)
 		fan_end(f);
+}
+
+/* Connects that took too long fail, idle connections past IDLE_MS close. */
+static void sweep(uint64_t now)
+{
+	struct vc *c;
+again:
+	for (c = vs->all; c; c = c->next_all) {
+		char why[200];
+		if (!c->op && now >= c->since + IDLE_MS) {
+			idle_take(c);
+			conn_drop(c);
+			goto again;
+		}
+		if (c->connecting && now >= c->since + CONNECT_MS) {
+			snprintf(why, sizeof(why), "could not connect to %.100s within %d s",
+				 c->h->name, CONNECT_MS / 1000);
+			c->refused = true;   /* the next address, if any */
+			conn_lost(c, why);
+			goto again;
+		}
+	}
 }
 
 static void on_timer(void *arg)
@@ -901,6 +1261,8 @@ static void on_timer(void *arg)
 	(void)arg;
 	if (tick)
 		vs->tick = now + 100;
+	sweep(now);
+	kick_all();
 again:
 	for (f = vs->fans; f; f = next) {
 		next = f->next;
@@ -911,12 +1273,7 @@ again:
 			goto again;
 		}
 		if (f->deadline && now >= f->deadline) {
-			f->left++;
-			for (int i = 0; i < f->n; i++)
-				if (!f->ops[i].done)
-					op_fail(&f->ops[i], "no answer within the time allowed", true);
-			if (--f->left == 0)
-				fan_end(f);
+			stop_fan(f, -1, "no answer within the time allowed", true);
 			continue;
 		}
 		if (!tick || !f->down)
@@ -924,7 +1281,7 @@ again:
 		for (int i = 0; i < f->n; i++)
 			if (!f->ops[i].done && f->down(f->down_arg, i)) {
 				f->gone = i;
-				stop_fan(f, i, DOWN_ERR, false);
+				stop_fan(f, i, HTTPC_DOWN_ERR, false);
 				break;
 			}
 	}
@@ -939,20 +1296,28 @@ static struct vstate *state(struct loop *l)
 	if (!vs) {
 		vs = xcalloc(1, sizeof(*vs));
 		vs->loop = l;
-		vs->timer = (struct loop_timer){0, on_timer, NULL};
-		loop_timer_add(l, &vs->timer);
+	}
+	if (hooked != l) {
+		timer = (struct loop_timer){0, on_timer, NULL};
+		loop_timer_add(l, &timer);
+		loop_before(l, flush, NULL);
+		hooked = l;
 	}
 	return vs;
 }
 
 static struct vhost *host(const char *name, size_t n)
 {
+	const char *colon = memrchr(name, ':', n);
 	struct vhost *h;
 	for (h = vs->hosts; h; h = h->next)
 		if (!strncmp(h->name, name, n) && !h->name[n])
 			return h;
 	h = xcalloc(1, sizeof(*h));
 	h->name = xstrndup(name, n);
+	h->nm = name_of(name, n);
+	h->port = (uint16_t)(colon ? strtoul(colon + 1, NULL, 10) : 80);
+	h->wait_tail = &h->wait;
 	h->next = vs->hosts;
 	vs->hosts = h;
 	return h;
@@ -977,7 +1342,6 @@ static struct vfan *fan_new(struct loop *l, const char *method, struct httpc_req
 
 static void fan_go(struct vfan *f)
 {
-	const char *method = f->method;
 	struct httpc_req *reqs = f->reqs;
 	int n = f->n;
 	f->next = vs->fans;
@@ -989,31 +1353,29 @@ static void fan_go(struct vfan *f)
 		vs->tick = now_ms() + 100;
 	for (int i = 0; i < n; i++) {
 		struct vop *op = &f->ops[i];
-		const char *url = reqs[i].url, *hp, *slash;
-		char signed_url[sizeof(op->target) + 256];
+		const char *hp = reqs[i].url + 7;
 		op->f = f;
 		op->i = i;
 		reqs[i].status = -1;
 		reqs[i].timed_out = false;
 		reqs[i].err[0] = '\0';
-		hp = signed_url + 7;
-		if (!volsign_url(url, method, VOLSIGN_SELF_TTL, signed_url, sizeof(signed_url)) ||
-		    strncmp(signed_url, "http://", 7) ||
-		    strlen(slash = hp + strcspn(hp, "/")) >= sizeof(op->target)) {
+		op->path = hp + strcspn(hp, "/");
+		if (strncmp(reqs[i].url, "http://", 7) || strlen(op->path) >= TARGET_MAX) {
 			op_end(op, -1, "a volume URL too long or not http://", false);
 			continue;
 		}
-		snprintf(op->target, sizeof(op->target), "%s", *slash ? slash : "/");
-		op->h = host(hp, (size_t)(slash - hp));
+		op->h = host(hp, (size_t)(op->path - hp));
+		if (!*op->path)
+			op->path = "/";
 	}
 	for (int i = 0; i < n; i++)
 		if (!f->ops[i].done)
 			op_start(&f->ops[i], false);
 	/* f can only bring the timer nearer (on_timer scans them all) */
-	if (f->deadline && (!vs->timer.at || f->deadline < vs->timer.at))
-		vs->timer.at = f->deadline;
-	if (f->down && (!vs->timer.at || vs->tick < vs->timer.at))
-		vs->timer.at = vs->tick;
+	if (f->deadline)
+		timer_near(f->deadline);
+	if (f->down)
+		timer_near(vs->tick);
 	if (--f->left == 0)
 		fan_end(f);
 }
@@ -1034,7 +1396,7 @@ int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *
 
 /* ---- on a thread of no loop: a loop of its own, run while it waits ---- */
 
-static struct loop *own_loop(void)
+struct loop *vconn_loop(void)
 {
 	if (!own) {
 		own = loop_new();
@@ -1051,30 +1413,36 @@ void vconn_run(void)
 
 struct waiter {
 	struct vfan *f;
-	bool done, over;
+	bool done;
+	int gone;
 };
 
 static void waited(void *arg, int gone)
 {
 	struct waiter *w = arg;
-	(void)gone;
 	w->done = true;
-	w->over = w->f->over;   /* f is freed after this */
+	w->gone = w->f->over ? VCONN_OVER : gone;   /* f is freed after this */
 }
 
 int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
-	       size_t bodylen, long timeout_ms, struct buf *resp, size_t resp_max)
+	       size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
+	       struct buf *resp, size_t resp_max)
 {
 	struct waiter w = {0};
-	if (loop_current() || !(w.f = fan_new(own_loop(), method, reqs, n, body, bodylen,
-					     timeout_ms, waited, &w)))
+	if (loop_current()) {
+		for (int i = 0; i < n; i++)
+			reqs[i] = (struct httpc_req){reqs[i].url, -1, false, "on an event loop"};
 		return -1;
+	}
+	w.f = fan_new(vconn_loop(), method, reqs, n, body, bodylen, timeout_ms, waited, &w);
+	w.f->down = down;
+	w.f->down_arg = down_arg;
 	w.f->resp = n == 1 ? resp : NULL;
 	w.f->resp_max = resp_max;
 	fan_go(w.f);
 	while (!w.done)
 		loop_run(own);
-	return w.over ? VCONN_OVER : 0;
+	return w.gone;
 }
 
 /* vconn_get's: the answer handed on, then forgotten. */
@@ -1099,7 +1467,7 @@ int vconn_get(const char *url, size_t max,
 	      void (*done)(void *arg, int status, const char *body, size_t len, const char *err),
 	      void *arg)
 {
-	struct loop *l = loop_current() ? loop_current() : own_loop();
+	struct loop *l = loop_current() ? loop_current() : vconn_loop();
 	struct vget *g = xcalloc(1, sizeof(*g));
 	struct vfan *f;
 	g->req.url = xstrdup(url);
@@ -1122,25 +1490,29 @@ void vconn_thread_cleanup(void)
 	struct vstate *s = vs;
 	if (!s)
 		return;
+	s->ending = true;
+	while (s->fans)   /* what is under way fails */
+		stop_fan(s->fans, -1, "its thread ended", false);
+	while (s->all) {
+		struct vc *c = s->all;
+		s->all = c->next_all;
+		close(c->fd);
+		buf_free(&c->in);
+		free(c);
+	}
 	while (s->hosts) {
 		struct vhost *h = s->hosts;
 		s->hosts = h->next;
-		while (h->idle) {
-			struct vc *c = h->idle;
-			h->idle = c->next;
-			close(c->fd);
-			buf_free(&c->in);
-			free(c);
-		}
-		if (h->ai)
-			freeaddrinfo(h->ai);
 		free(h->name);
 		free(h);
 	}
+	timer.at = 0;
 	vs = NULL;
 	free(s->dirty);
 	free(s);
-	if (own)
+	if (own) {
 		loop_free(own);   /* what was dropped in its last turn with it */
+		hooked = NULL;
+	}
 	own = NULL;
 }

@@ -1,19 +1,18 @@
 /* vconn.h -- the lean volume client on the event loops: requests whose
  * body is in memory or absent (a small PUT's replica writes, a DELETE's
- * fan-out; off the loops, on a loop of the thread's own, rebalance's small
- * moves and rebuild's pipelined listings), on keep-alive connections of
- * the loop's thread.
+ * fan-out; off the loops, on a loop of the thread's own, every other
+ * fan-out: gc's and rebalance's DELETEs, small moves, rebuild's pipelined
+ * listings), on keep-alive connections of the loop's thread.
  *
- * Each loop thread keeps its connections per volume, each registered with
- * the loop's epoll once (edge triggered) and reused as it is: no liveness
- * poll.  A connection the volume closed is noticed on its next read; a
- * request whose reused connection closed before any byte of its answer is
- * sent once more on a fresh one (a PUT too: see conn_lost); on a fresh
- * connection it fails.  Answers are
- * parsed strictly (vresp_feed); a malformed one fails its request with a
- * reason.  Each request is signed for its method (common/volsign.h) and
- * ends in httpc's observer.  libcurl (httpc.h) keeps the streamed bodies
- * and the blocking calls.  docs/architecture.md. */
+ * Each loop thread keeps a bounded pool per volume (32 connections, more
+ * requests wait; 16 idle, closed after 30 s), each connection registered
+ * with the loop's epoll once (edge triggered) and peeked before reuse; a
+ * request whose reused connection closed before any byte of its answer
+ * is sent once more on a fresh one (a PUT too: see conn_lost).  Names are
+ * looked up on a thread of their own, the last good addresses kept.
+ * Answers are parsed strictly (vresp_feed).  Each request is signed as it
+ * is sent (httpc_volume_url) and ends in httpc's observer.  libcurl
+ * (httpc.h) keeps the streamed bodies.  docs/architecture.md. */
 #ifndef MKV_VCONN_H
 #define MKV_VCONN_H
 
@@ -39,13 +38,15 @@ int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *
 /* On a thread that runs no loop (a worker's, a command's): what
  * vconn_fanout does, on a loop of the thread's own (kept, with its
  * connections, until vconn_thread_cleanup), and return once every request
- * answered or failed.  resp (NULL: dropped) gets the answer's body when n
- * is 1, up to resp_max bytes (0: any): past that, or a Content-Length past
- * it, the request fails and VCONN_OVER is returned.  0, or -1 (nothing
- * done) on a loop's thread. */
-#define VCONN_OVER 1
+ * answered or failed: the index down failed, or -1.  resp (NULL: dropped)
+ * gets the answer's body when n is 1, up to resp_max bytes (0: any): past
+ * that, or a Content-Length past it, the request fails and VCONN_OVER is
+ * returned.  On a loop's thread every request fails ("on an event
+ * loop"). */
+#define VCONN_OVER (-2)
 int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *body,
-	       size_t bodylen, long timeout_ms, struct buf *resp, size_t resp_max);
+	       size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
+	       struct buf *resp, size_t resp_max);
 
 /* A GET of url (http://), pipelined: sent on a kept-alive connection of
  * its volume while the answers to those sent before are still to come
@@ -60,18 +61,28 @@ int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *bo
 int vconn_get(const char *url, size_t max,
 	      void (*done)(void *arg, int status, const char *body, size_t len, const char *err),
 	      void *arg);
-/* On a thread of no loop: run its own until no GET is left (a done may
- * start more). */
+/* On a thread of no loop: run its own until nothing is left (a done may
+ * start more).  vconn_loop: that loop, for other work vconn_run then
+ * runs with its requests (the caller must be on a thread of no loop). */
 void vconn_run(void);
+struct loop *vconn_loop(void);
+
+/* For libcurl's CURLOPT_RESOLVE: "host:port:addr[,addr...]" of url's
+ * host, a name, as its last good lookup found it (the first waited for,
+ * up to 10 s, on the caller's thread): its length, 0 for a literal
+ * address or a name with none (libcurl looks it up). */
+size_t vconn_pin(const char *url, char *out, size_t n);
 
 /* fn(url, status) for each request that ends (httpc_observe sets it). */
 void vconn_observe(void (*fn)(const char *url, int status));
 
-/* Close this thread's connections (at the loop thread's end). */
+/* Close this thread's connections (at the loop thread's end); requests
+ * still under way fail ("its thread ended"), their done called. */
 void vconn_thread_cleanup(void);
 
 /* ---- the answer parser (fuzz/targets_master.c fuzzes it) ---- */
 #define VRESP_HEAD_MAX (16u << 10)   /* a head, or a chunked body's trailers */
+#define VRESP_INTERIM_MAX 8          /* 1xx answers before the final one */
 enum vresp_state { VR_HEAD, VR_LEN, VR_CSIZE, VR_CDATA, VR_CCRLF, VR_TRAILER, VR_EOF, VR_DONE,
 		   VR_ERR };
 struct vresp {
@@ -79,6 +90,7 @@ struct vresp {
 	int status;              /* the final answer's */
 	bool head;               /* the request was a HEAD: no body */
 	bool close;              /* the server closes after this answer */
+	int interim;             /* 1xx answers so far */
 	uint64_t rem;            /* VR_LEN, VR_CDATA: bytes to come */
 	size_t trailers;         /* VR_TRAILER: bytes of trailers so far */
 	struct buf *body;        /* the body goes here (NULL: dropped) */

@@ -21,44 +21,19 @@
 #define DELETERS 4
 #define VOL_MS 30000           /* a small copy's GET, PUTs or DELETEs, each */
 
-/* ---- the volume requests of a move: on this thread's own loop ----
- *
- * A move runs on a thread of its own (a worker of the command, the
+/* A move runs on a thread of its own (a worker of the command, the
  * server's thread for REBALANCE), never on an event loop, and waits for
- * each step: the volume client's blocking calls (vconn_wait), kept-alive
- * connections of that thread, no libcurl handle per request. */
+ * each step: vconn_wait runs the volume client on a loop
+ * of that thread's own, its connections kept alive. */
 
-/* method on each of reqs[0..n).url at once (body: PUT's), each within
- * VOL_MS: the outcomes in reqs. */
-static void vol_all(const char *method, struct httpc_req *reqs, int n, const void *body,
-		    size_t len)
-{
-	if (n && vol_tls_any())
-		httpc_fanout(method, reqs, n, body, len, VOL_MS);
-	else if (n && vconn_wait(method, reqs, n, body, len, VOL_MS, NULL, 0) < 0)
-		for (int i = 0; i < n; i++)   /* a move is never on a loop: not reached */
-			reqs[i] = (struct httpc_req){reqs[i].url, -1, false, "on an event loop"};
-}
-
-/* DELETE each of urls[0..n) at once: how many are gone (2xx, or 404:
- * already).  Each failure is logged "rebalance: DELETE <url> failed
- * (<status>[: <reason>])". */
+/* DELETE each of urls[0..n) at once: how many are gone (httpc_outcome). */
 static int delete_all(char *const *urls, int n)
 {
 	struct httpc_req reqs[RECORD_MAX_LOCS];
-	int gone = 0;
 	for (int i = 0; i < n; i++)
 		reqs[i].url = urls[i];
-	vol_all("DELETE", reqs, n, NULL, 0);
-	for (int i = 0; i < n; i++) {
-		int st = reqs[i].status;
-		if ((st >= 200 && st < 300) || st == 404)
-			gone++;
-		else
-			log_msg("rebalance: DELETE %s failed (%d%s%s)", urls[i], st,
-				st < 0 ? ": " : "", st < 0 ? reqs[i].err : "");
-	}
-	return gone;
+	vconn_wait("DELETE", reqs, n, NULL, 0, VOL_MS, NULL, NULL, NULL, 0);
+	return httpc_outcome("rebalance: ", "DELETE", reqs, n, NULL);
 }
 
 /* ---- notes of old copies not yet deleted ----
@@ -415,9 +390,9 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 	for (int j = 0; j < no && got > 0 && !*big; j++) {
 		struct httpc_req g = {.url = httpc_url(m->r.locs[order[j]], m->path)};
 		char md5[33];
-		int rc = vol_tls_any() ? -1   /* streamed by libcurl */
-			 : vconn_wait("GET", &g, 1, NULL, 0, VOL_MS, &body, HTTPC_SMALL_MAX);
-		if (rc == VCONN_OVER || rc < 0) {
+		int rc = vconn_wait("GET", &g, 1, NULL, 0, VOL_MS, NULL, NULL, &body,
+				    HTTPC_SMALL_MAX);
+		if (rc == VCONN_OVER) {
 			*big = true;
 		} else if (g.status != 200) {
 			gone += g.status == 404;
@@ -432,15 +407,9 @@ static int copy_small(const struct move *m, const int *order, int no, char *cons
 		} else {
 			for (int i = 0; i < ndst; i++)
 				reqs[i].url = dst[i];
-			vol_all("PUT", reqs, ndst, body.data ? body.data : "", body.len);
-			got = 0;
-			for (int i = 0; i < ndst; i++)
-				if (reqs[i].status < 200 || reqs[i].status >= 300) {
-					log_msg("rebalance: PUT %s failed (%d%s%s)", dst[i],
-						reqs[i].status, reqs[i].status < 0 ? ": " : "",
-						reqs[i].status < 0 ? reqs[i].err : "");
-					got = -1;
-				}
+			vconn_wait("PUT", reqs, ndst, body.data ? body.data : "", body.len, VOL_MS,
+				   NULL, NULL, NULL, 0);
+			got = httpc_outcome("rebalance: ", "PUT", reqs, ndst, NULL) == ndst ? 0 : -1;
 		}
 		free((char *)g.url);
 	}

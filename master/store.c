@@ -115,102 +115,17 @@ struct put *store_write(const struct config *cfg, struct index *idx, const char 
 	return put_start_replace(cfg, idx, key, klen, lp, n, clen, wake, arg, ring);
 }
 
-/* DELETE every replica at once: 0, or -1 when a volume refused; then
- * r names only the replicas that may still hold the bytes (the refusers).
- * A volume the checker marks down is not asked (on a silent host the
- * DELETE would wait -puttimeout): its copy stays named, as a refuser's. */
-static int delete_replicas(const struct config *cfg, const char *key, size_t klen,
-			   struct record *r)
-{
-	char path[PATH_MAX_LEN], *up[RECORD_MAX_LOCS];
-	bool gone[RECORD_MAX_LOCS], isup[RECORD_MAX_LOCS];
-	int nup = 0, kept = 0, j = 0;
-	placement_path(key, klen, path);
-	for (int i = 0; i < r->nlocs; i++) {
-		isup[i] = health_up(r->locs[i], strlen(r->locs[i]));
-		if (isup[i])
-			up[nup++] = r->locs[i];
-		else
-			log_msg("DELETE %s%s not sent: its volume is marked down", r->locs[i], path);
-	}
-	if (httpc_delete_all(up, nup, path, (long)cfg->puttimeout_ms, "", gone) == r->nlocs)
-		return 0;
-	for (int i = 0; i < r->nlocs; i++)
-		if (!isup[i] || !gone[j++])
-			r->locs[kept++] = r->locs[i];
-	r->nlocs = kept;
-	return -1;
-}
-
-int store_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		 enum del_mode mode, const char **why)
-{
-	bool unlink = mode == DEL_UNLINK;
-	struct record r;
-	size_t elen, vlen;
-	char *v, *enc = NULL;
-	int st = 204;
-
-	v = index_get(idx, key, klen, &vlen);
-	if (!v || record_parse(v, vlen, &r) < 0) {
-		*why = v ? "index record is malformed" : "key not found";
-		st = v ? 500 : 404;
-		goto out;
-	}
-	if (unlink && r.deleted) {
-		*why = "key already unlinked";
-		st = 404;
-		goto out;
-	}
-	if (mode == DEL_UNLINKED && !r.deleted) {
-		*why = "DELETE ?unlinked: the key is live";
-		st = 403;
-		goto out;
-	}
-	if (!unlink && cfg->protect && !r.deleted) {
-		*why = "-protect is set: UNLINK the key before DELETE";
-		st = 403;
-		goto out;
-	}
-	/* Soft-delete first: from here on nothing is served, whatever fails.
-	 * Synced: UNLINK is answered on this write, and DELETE removes the
-	 * blobs next, durably -- a power loss before its final delete would
-	 * otherwise bring back a live record naming blobs that are gone.  That
-	 * final delete need not wait for the disk: lost, it leaves the key
-	 * unlinked, never served, for gc -unlinked (one fsync per DELETE). */
-	r.deleted = true;
-	enc = record_encode(&r, &elen);
-	if (index_put(idx, key, klen, enc, elen) < 0) {
-		*why = "index write failed";
-		st = 500;
-		goto out;
-	}
-	if (unlink)
-		st = 204;
-	else if (delete_replicas(cfg, key, klen, &r) < 0) {
-		/* naming only the copies the delete did not remove: a RELINK
-		 * serves the key from those */
-		free(enc);
-		enc = record_encode(&r, &elen);
-		index_put(idx, key, klen, enc, elen);
-		*why = "a volume refused the delete; the key stays unlinked";
-		st = 500;
-	} else if (index_delete_nosync(idx, key, klen) < 0) {
-		*why = "index delete failed; the key stays unlinked";
-		st = 500;
-	} else {
-		meta_delete(key, klen);
-	}
-out:
-	free(enc);
-	free(v);
-	return st;
-}
-
-/* ---- DELETE on the event loop ----
- * store_delete's steps, none of which blocks the loop: the synced DELETED
- * mark and the final delete go to the index's committer, the volume
- * DELETEs run on the loop's transfers. */
+/* ---- DELETE, on the event loop ----
+ * None of its steps blocks the loop.  Soft-delete first: from then on
+ * nothing is served, whatever fails.  Synced: UNLINK is answered on this
+ * write, and DELETE removes the blobs next, durably -- a power loss before
+ * its final delete would otherwise bring back a live record naming blobs
+ * that are gone.  That final delete need not wait for the disk: lost, it
+ * leaves the key unlinked, never served, for gc -unlinked (one fsync per
+ * DELETE).  The writes go to the index's committer, the volume DELETEs
+ * (a volume the checker marks down is not asked: on a silent host the
+ * DELETE would wait -puttimeout; its copy stays named, as a refuser's)
+ * run on the loop's transfers. */
 struct del {
 	const struct config *cfg;
 	struct index *idx;
@@ -280,17 +195,10 @@ static void del_gone(struct del *d)
 static void del_sent(void *arg, int gone)
 {
 	struct del *d = arg;
-	int kept = 0, j = 0, ngone = 0;
+	int kept = 0, j = 0;
+	bool ok[RECORD_MAX_LOCS];
 	(void)gone;
-	for (int i = 0; i < d->nup; i++) {
-		int st = d->reqs[i].status;
-		bool ok = (st >= 200 && st < 300) || st == 404;
-		if (!ok)
-			log_msg("DELETE %s failed (%d%s%s)", d->reqs[i].url, st, st < 0 ? ": " : "",
-				st < 0 ? d->reqs[i].err : "");
-		ngone += ok;
-	}
-	if (ngone == d->r.nlocs) {
+	if (httpc_outcome("", "DELETE", d->reqs, d->nup, ok) == d->r.nlocs) {
 		d->next = del_gone;
 		index_write_async(d->idx, d->key, d->klen, NULL, 0, false, del_written, d);
 		return;
@@ -299,13 +207,19 @@ static void del_sent(void *arg, int gone)
 	 * the key from those (as delete_replicas) */
 	for (int i = 0; i < d->r.nlocs; i++) {
 		bool asked = j < d->nup && d->up[j] == i;
-		int st = asked ? d->reqs[j].status : 0;
-		j += asked;
-		if (!asked || !((st >= 200 && st < 300) || st == 404))
+		if (!asked || !ok[j++])
 			d->r.locs[kept++] = d->r.locs[i];
 	}
 	d->r.nlocs = kept;
 	del_write(d, true, del_refused_written);
+}
+
+/* A volume the checker marks down while its DELETE is under way answers
+ * nothing until -puttimeout: the DELETE ends now (its copy stays named). */
+static bool del_down(void *arg, int j)
+{
+	struct del *d = arg;
+	return !health_up(d->r.locs[d->up[j]], strlen(d->r.locs[d->up[j]]));
 }
 
 static void del_marked(struct del *d)
@@ -328,21 +242,21 @@ static void del_marked(struct del *d)
 		d->up[d->nup] = i;
 		d->reqs[d->nup++].url = httpc_url(d->r.locs[i], d->path);
 	}
-	vconn_fanout("DELETE", d->reqs, d->nup, NULL, 0, (long)d->cfg->puttimeout_ms, NULL,
-			   NULL, del_sent, d);
+	if (vconn_fanout("DELETE", d->reqs, d->nup, NULL, 0, (long)d->cfg->puttimeout_ms, del_down,
+			 d, del_sent, d) < 0) {   /* another thread's loop: none sent */
+		for (int i = 0; i < d->nup; i++)
+			d->reqs[i] = (struct httpc_req){d->reqs[i].url, -1, false, "not sent"};
+		del_sent(d, -1);
+	}
 }
 
-int store_delete_start(const struct config *cfg, struct index *idx, const char *key,
-		       size_t klen, enum del_mode mode, const char **why,
-		       void (*done)(void *arg, int status, const char *why), void *arg)
+static int del_start(struct loop *l, const struct config *cfg, struct index *idx,
+		     const char *key, size_t klen, enum del_mode mode, const char **why,
+		     void (*done)(void *arg, int status, const char *why), void *arg)
 {
-	struct loop *l = loop_current();
 	struct del *d;
 	size_t vlen;
-	char *v;
-	if (!l)
-		return store_delete(cfg, idx, key, klen, mode, why);
-	v = index_get(idx, key, klen, &vlen);
+	char *v = index_get(idx, key, klen, &vlen);
 	d = xcalloc(1, sizeof(*d));
 	d->v = v;
 	if (!v || record_parse(v, vlen, &d->r) < 0) {
@@ -378,11 +292,43 @@ int store_delete_start(const struct config *cfg, struct index *idx, const char *
 	d->arg = arg;
 	d->r.deleted = true;
 	loop_hold(l);
-	/* Synced, as store_delete's (see there). */
 	del_write(d, true, del_marked);
 	return 0;
 refuse404:
 	free(v);
 	free(d);
 	return 404;
+}
+
+int store_delete_start(const struct config *cfg, struct index *idx, const char *key,
+		       size_t klen, enum del_mode mode, const char **why,
+		       void (*done)(void *arg, int status, const char *why), void *arg)
+{
+	if (!loop_current())
+		return store_delete(cfg, idx, key, klen, mode, why);
+	return del_start(loop_current(), cfg, idx, key, klen, mode, why, done, arg);
+}
+
+struct del_wait {
+	int st;
+	const char *why;
+};
+
+static void del_waited(void *arg, int st, const char *why)
+{
+	struct del_wait *w = arg;
+	w->st = st;
+	w->why = why;
+}
+
+int store_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		 enum del_mode mode, const char **why)
+{
+	struct del_wait w = {0};
+	int st = del_start(vconn_loop(), cfg, idx, key, klen, mode, why, del_waited, &w);
+	if (st)
+		return st;
+	vconn_run();   /* until it ended */
+	*why = w.why;
+	return w.st;
 }

@@ -184,7 +184,9 @@ void put_done(struct put *p);
 
 /* DELETE (the bytes and the record), UNLINK (the record only, kept for
  * RELINK), or DELETE ?unlinked (only a key already unlinked).  The caller
- * holds key's lock.  204, or a status with *why (static). */
+ * holds key's lock.  204, or a status with *why (static).  On a thread
+ * of no loop: store_delete_start's steps on the volume client's loop of
+ * the thread's own (common/vconn.h), waited for. */
 enum del_mode { DEL_DELETE, DEL_UNLINK, DEL_UNLINKED };
 int store_delete(const struct config *cfg, struct index *idx, const char *key, size_t klen,
 		 enum del_mode mode, const char **why);

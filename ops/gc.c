@@ -29,6 +29,7 @@
 #include "../master/store.h"
 #include "ops.h"
 #include "../common/httpc.h"
+#include "../common/vconn.h"
 #include "../common/placement.h"
 #include "../common/util.h"
 
@@ -128,6 +129,7 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 			long klen)
 {
 	char *url = ops_url(loc, path, strlen(path), ""), err[OPS_ERR];
+	struct httpc_req d = {.url = url};
 	struct ops_head_info h;
 	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
 	if (st == 404) {
@@ -135,11 +137,12 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 	} else if (st != 200 || !old_enough(g, httpc_parse_date(h.lastmod)) ||
 		   (key && named(g, key, (size_t)klen, loc) != 0)) {
 		g->rekept++;   /* changed since it was listed: kept */
-	} else if (httpc_delete(url, TIMEOUT_MS, err) == 0) {
-		g->deleted++;
 	} else {
-		log_msg("gc: DELETE %s failed: %s", url, err);
-		g->failed++;
+		vconn_wait("DELETE", &d, 1, NULL, 0, TIMEOUT_MS, NULL, NULL, NULL, 0);
+		if (httpc_outcome("gc: ", "DELETE", &d, 1, NULL))
+			g->deleted++;
+		else
+			g->failed++;
 	}
 	free(url);
 }

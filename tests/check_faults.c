@@ -1562,6 +1562,45 @@ START_TEST(test_slow_put_progresses)
 }
 END_TEST
 
+/* A DELETE sent to a volume that then stops (it accepts, never answers)
+ * before the checker marks it down ends once it is marked down, 500 with
+ * its copy still named, not at -puttimeout (600 s: h_http gives up after
+ * 60 s) with the key locked; once the volume is back a DELETE finishes. */
+START_TEST(test_delete_marked_down)
+{
+	static const char *const flags[] = {"-replicas", "2", "-puttimeout", "600s",
+					    "-voltimeout", "500ms", NULL};
+	struct vol vols[2];
+	struct master m = {0};
+	struct resp r;
+	char *u;
+	long st;
+
+	h_vol_start(&vols[0], VOL_MKV);
+	h_vol_start(&vols[1], VOL_MKV);
+	h_master_start(&m, vols, 2, flags);
+	wait_cluster(&m);
+	u = murl(&m, "/delete-marked-down");
+	ck_assert_int_eq(h_http("PUT", u, "value", 5, NULL, false, &r), 201);
+	h_resp_free(&r);
+	stop_group(vols[0].pid);
+	st = h_http("DELETE", u, NULL, 0, NULL, false, &r);
+	ck_assert_msg(st == 500, "DELETE with a copy on a stopped volume: %ld (-1: no answer in "
+		      "60 s) %s", st, r.body.data ? r.body.data : "");
+	h_resp_free(&r);
+	ck_assert_int_eq(h_status("GET", u), 404);
+	kill(-vols[0].pid, SIGCONT);
+	for (uint64_t end = now_ms() + 30000; (st = h_status("DELETE", u)) != 204 &&
+					      now_ms() < end;)
+		usleep(100000);
+	ck_assert_msg(st == 204, "DELETE once the volume is back: %ld", st);
+	free(u);
+	h_master_stop(&m);
+	for (int i = 0; i < 2; i++)
+		h_vol_stop(&vols[i]);
+}
+END_TEST
+
 /* docs/testing.md, scenario 2: "a write in flight to a volume the checker
  * marks down fails at once with a 503 naming it".  A chunked PUT homed
  * on volume 0 is taken, its first chunk sent; the volume is SIGSTOPped
@@ -1676,6 +1715,7 @@ int main(void)
 	tc = tcase_create("put marked down");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_put_marked_down, 0, 2);
+	tcase_add_test(tc, test_delete_marked_down);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rebalance hung source");
 	tcase_set_timeout(tc, 120);

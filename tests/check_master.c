@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,8 @@ static long put(const char *key, const char *body, size_t len)
 	if (st >= 400)
 		ck_assert_msg(r.body.len > 0 && r.body.data[r.body.len - 1] == '\n',
 			      "%ld without a one-line reason", st);
+	if (st >= 500)   /* said, for a test that did not expect it */
+		fprintf(stderr, "PUT %s: %ld %.*s", key, st, (int)r.body.len, r.body.data);
 	h_resp_free(&r);
 	free(u);
 	return st;
@@ -931,6 +934,287 @@ START_TEST(test_volume_name_first_address_refuses)
 }
 END_TEST
 
+/* ---- a burst against volumes with ordinary limits ---- */
+
+#define BURST 1000
+
+struct bjob {
+	char key[64];
+	long status;
+};
+
+static size_t bjob_discard(char *p, size_t s, size_t n, void *ud)
+{
+	(void)p, (void)ud;
+	return s * n;
+}
+
+/* method on every key at once, each on a connection of its own: the
+ * statuses in jobs. */
+static void burst(const char *method, struct bjob *jobs, int n)
+{
+	CURLM *multi = curl_multi_init();
+	int running = 1;
+	for (int i = 0; i < n; i++) {
+		CURL *c = curl_easy_init();
+		char *u = xasprintf("%s%s", m.base, jobs[i].key);
+		curl_easy_setopt(c, CURLOPT_URL, u);
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+		if (!strcmp(method, "PUT")) {
+			curl_easy_setopt(c, CURLOPT_POSTFIELDS, jobs[i].key);
+			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(jobs[i].key));
+		}
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, bjob_discard);
+		curl_easy_setopt(c, CURLOPT_PRIVATE, &jobs[i]);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+		curl_multi_add_handle(multi, c);
+		jobs[i].status = -1;
+		free(u);
+	}
+	while (running) {
+		CURLMsg *msg;
+		int q;
+		curl_multi_perform(multi, &running);
+		while ((msg = curl_multi_info_read(multi, &q))) {
+			struct bjob *j;
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&j);
+			if (msg->data.result == CURLE_OK)
+				curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &j->status);
+			curl_multi_remove_handle(multi, msg->easy_handle);
+			curl_easy_cleanup(msg->easy_handle);
+		}
+		curl_multi_poll(multi, NULL, 0, 100, NULL);
+	}
+	curl_multi_cleanup(multi);
+}
+
+/* Stock nginx volumes (Debian's limits: keepalive_requests 1000), one of
+ * them with worker_connections 256, and 1,000 small PUTs at once through
+ * the master, then their DELETEs: every one gets its normal answer, and
+ * every acknowledged write is there.  (The volume client opened a
+ * connection per request: past 256 nginx dropped them, and those
+ * requests failed.) */
+START_TEST(test_burst_small_volume_limits)
+{
+	static const char *const flags[] = {"-replicas", "3", NULL};
+	struct bjob *jobs = xcalloc(BURST, sizeof(*jobs));
+	kind = VOL_NGINX;
+	h_vol_start_conns(&vols[0], 256);
+	for (int i = 1; i < 3; i++)
+		h_vol_start(&vols[i], VOL_NGINX);
+	memset(&m, 0, sizeof(m));
+	h_master_start(&m, vols, 3, flags);
+	for (int i = 0; i < BURST; i++)
+		snprintf(jobs[i].key, sizeof(jobs[i].key), "/burst/%d-%d", (int)getpid(), i);
+	for (int t = 0; t < 100 && h_status("PUT", url("/burst/ready")) == 503; t++)
+		usleep(50000);   /* until the first check has seen them up */
+	burst("PUT", jobs, BURST);
+	for (int i = 0; i < BURST; i++)
+		ck_assert_msg(jobs[i].status == 201, "PUT %s: %ld (see %s)", jobs[i].key,
+			      jobs[i].status, m.log);
+	for (int i = 0; i < BURST; i++) {
+		struct resp r;
+		char *u = url(jobs[i].key);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, true, &r), 200);
+		ck_assert(r.body.len == strlen(jobs[i].key) &&
+			  !memcmp(r.body.data, jobs[i].key, r.body.len));
+		h_resp_free(&r);
+		free(u);
+	}
+	burst("DELETE", jobs, BURST);
+	for (int i = 0; i < BURST; i++)
+		ck_assert_msg(jobs[i].status == 204, "DELETE %s: %ld (see %s)", jobs[i].key,
+			      jobs[i].status, m.log);
+	for (int i = 0; i < BURST; i += 97) {
+		char *u = url(jobs[i].key);
+		ck_assert_int_eq(h_status("GET", u), 404);
+		free(u);
+	}
+	cluster_down();
+	free(jobs);
+}
+END_TEST
+
+/* ---- volumes named by host name, and a resolver that stops answering ---- */
+
+static atomic_int dns_hold, dns_queries, dns_delay_ms;
+
+/* A DNS server on UDP fd: every A query answered 127.0.0.1 (AAAA:
+ * nothing), held while dns_hold is set, each after dns_delay_ms; names
+ * that begin "nx" never. */
+static void *dns_main(void *arg)
+{
+	int fd = *(int *)arg;
+	for (;;) {
+		unsigned char q[512], a[600];
+		static const unsigned char rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4,
+						   127, 0, 0, 1};
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
+		size_t i = 12, len;
+		if (n < 12)
+			continue;
+		atomic_fetch_add(&dns_queries, 1);
+		while (atomic_load(&dns_hold))
+			usleep(10000);
+		if (n > 14 && !memcmp(q + 13, "nx", 2))
+			continue;
+		usleep((useconds_t)atomic_load(&dns_delay_ms) * 1000);
+		while (i < (size_t)n && q[i])
+			i += q[i] + 1u;
+		if ((i += 5) > (size_t)n)
+			continue;
+		memcpy(a, q, len = i);
+		a[2] = 0x81;
+		a[3] = 0x80;
+		memset(a + 6, 0, 6);
+		if (q[i - 4] == 0 && q[i - 3] == 1) {
+			a[7] = 1;
+			memcpy(a + len, rr, sizeof(rr));
+			len += sizeof(rr);
+		}
+		sendto(fd, a, len, 0, (struct sockaddr *)&from, fl);
+	}
+	return NULL;
+}
+
+/* This test's process in a mount namespace whose /etc/resolv.conf names
+ * dns_main (glibc waits timeout s for an answer), and n volumes named
+ * names[i]:port: false (skipped) when not root. */
+static bool names_ns(struct vol *v, int n, const char *const *names, int timeout, char **tmp)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
+	static int fd;
+	char *conf;
+	pthread_t t;
+	FILE *f;
+	if (geteuid() != 0) {
+		fprintf(stderr, "volume names: SKIPPED: not root (a mount namespace)\n");
+		return false;
+	}
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	a.sin_addr.s_addr = htonl(0x7f000000u | (((unsigned)getpid() & 0xffffu) << 8) | 78u);
+	ck_assert_msg(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
+	*tmp = h_tmpdir();
+	conf = xasprintf("%s/resolv.conf", *tmp);
+	ck_assert((f = fopen(conf, "w")) != NULL);
+	fprintf(f, "nameserver %s\noptions timeout:%d attempts:1\n", inet_ntoa(a.sin_addr), timeout);
+	fclose(f);
+	ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare: %s", strerror(errno));
+	ck_assert(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+	ck_assert(mount(conf, "/etc/resolv.conf", NULL, MS_BIND, NULL) == 0);
+	free(conf);
+	pthread_create(&t, NULL, dns_main, &fd);
+	for (int i = 0; i < n; i++) {
+		h_vol_start(&v[i], VOL_MKV);
+		free(v[i].name);
+		v[i].name = xasprintf("%s:%d", names[i], v[i].port);
+	}
+	return true;
+}
+
+/* Volumes named vol.mkv.test (a mount namespace whose /etc/resolv.conf
+ * names the test's DNS server); once the name was looked up the server
+ * stops answering: small PUTs on every loop are answered 201 with the
+ * address found, and GETs are redirected, while the lookups hang.  (A
+ * loop looked the name up itself on its first connection to a volume,
+ * and waited: glibc's timeout, 30 s here, for every client on it.)  As
+ * root only. */
+START_TEST(test_volume_names_resolver_stalls)
+{
+	static const char *const flags[] = {"-replicas", "2", NULL};
+	struct vol v[3];
+	struct master hm = {0};
+	char *tmp, *u;
+	struct resp r;
+	long st = 0;
+	static const char *const names[] = {"vol.mkv.test", "vol.mkv.test", "vol.mkv.test"};
+	if (!names_ns(v, 3, names, 30, &tmp))
+		return;
+	h_master_start(&hm, v, 3, flags);
+	u = xasprintf("%s/stall-first", hm.base);
+	for (int i = 0; i < 200 && (st = h_http("PUT", u, "x", 1, NULL, false, &r)) != 201; i++) {
+		h_resp_free(&r);   /* until the checks saw them up */
+		usleep(50000);
+	}
+	ck_assert_msg(st == 201, "first PUT: %ld", st);
+	h_resp_free(&r);
+	free(u);
+	atomic_store(&dns_hold, 1);
+	for (int i = 0; i < 40; i++) {   /* new connections each: every loop */
+		u = xasprintf("%s/stall-%d", hm.base, i);
+		st = h_http("PUT", u, "hello", 5, NULL, false, &r);
+		ck_assert_msg(st == 201, "PUT %s while lookups hang: %ld %.*s", u, st,
+			      (int)r.body.len, r.body.data ? r.body.data : "");
+		h_resp_free(&r);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+		h_resp_free(&r);
+		free(u);
+	}
+	atomic_store(&dns_hold, 0);
+	h_master_stop(&hm);
+	for (int i = 0; i < 3; i++)
+		h_vol_stop(&v[i]);
+	h_rmrf(tmp);
+	free(tmp);
+}
+END_TEST
+
+/* A resolver that answers 2.5 s late, -voltimeout 2s, and a fourth
+ * volume whose name is never answered: the health checks wait for the
+ * names' lookups (each on a thread of its own), not within -voltimeout,
+ * and libcurl is given their addresses (it looked them up itself, within
+ * -voltimeout: every volume stayed down, every PUT 503).  As root only. */
+START_TEST(test_volume_names_resolver_slow)
+{
+	static const char *const flags[] = {"-replicas", "2", "-voltimeout", "2s", NULL};
+	static const char *const names[] = {"vol.mkv.test", "vol.mkv.test", "vol.mkv.test",
+					    "nx.mkv.test"};
+	struct vol v[4];
+	struct master hm = {0};
+	char *tmp, *u;
+	struct resp r;
+	long st = 0;
+	atomic_store(&dns_delay_ms, 2500);
+	if (!names_ns(v, 4, names, 10, &tmp))
+		return;
+	h_master_start(&hm, v, 4, flags);
+	u = xasprintf("%s/slow-first", hm.base);
+	for (uint64_t end = now_ms() + 40000;
+	     (st = h_http("PUT", u, "x", 1, NULL, false, &r)) != 201 && now_ms() < end;) {
+		h_resp_free(&r);   /* until the checks saw them up */
+		usleep(50000);
+	}
+	ck_assert_msg(st == 201, "first PUT: %ld %.*s", st, (int)r.body.len,
+		      r.body.data ? r.body.data : "");
+	h_resp_free(&r);
+	free(u);
+	for (int i = 0; i < 20; i++) {   /* and they stay up */
+		u = xasprintf("%s/slow-%d", hm.base, i);
+		st = h_http("PUT", u, "hello", 5, NULL, false, &r);
+		ck_assert_msg(st == 201, "PUT %s: %ld %.*s", u, st, (int)r.body.len,
+			      r.body.data ? r.body.data : "");
+		h_resp_free(&r);
+		ck_assert_int_eq(h_http("GET", u, NULL, 0, NULL, false, &r), 302);
+		h_resp_free(&r);
+		free(u);
+		usleep(100000);
+	}
+	ck_assert_msg(file_count(hm.log, "volume vol.mkv.test", "marked down") == 0,
+		      "a volume named vol.mkv.test was marked down");
+	h_master_stop(&hm);
+	for (int i = 0; i < 4; i++)
+		h_vol_stop(&v[i]);
+	h_rmrf(tmp);
+	free(tmp);
+}
+END_TEST
+
 START_TEST(test_health_one_head_a_volume)
 {
 	static const char *const flags[] = {"-replicas", "1", "-subvolumes", "10",
@@ -1630,6 +1914,12 @@ int main(void)
 	tcase_add_test(tc, test_usage);
 	tcase_add_test(tc, test_health_one_head_a_volume);
 	tcase_add_test(tc, test_volume_name_first_address_refuses);
+	tcase_add_test(tc, test_volume_names_resolver_stalls);
+	tcase_add_test(tc, test_volume_names_resolver_slow);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("limits");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_burst_small_volume_limits);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sigterm");
 	tcase_set_timeout(tc, 120);

@@ -236,6 +236,14 @@ static void stop_checked(pid_t *pid, const char *what, int port, const char *log
 
 /* Start v's server and wait until it listens.  Returns false (the child
  * reaped) when it exits first, e.g. because its port is taken. */
+/* nginx's worker_connections for v: Debian's stock 768 unless v says. */
+static void nginx_conns(const struct vol *v)
+{
+	char n[16];
+	snprintf(n, sizeof(n), "%d", v->conns ? v->conns : 768);
+	setenv("MKV_NGINX_CONNECTIONS", n, 1);
+}
+
 static bool vol_try_spawn(struct vol *v, const char *log)
 {
 	char port[16];
@@ -264,6 +272,7 @@ static bool vol_try_spawn(struct vol *v, const char *log)
 		char *script = h_root("deploy/nginx/mkv-nginx-volume");
 		char *argv[9] = {"/bin/sh", script};
 		int n = 2;
+		nginx_conns(v);
 		if (v->secret) {
 			argv[n++] = "-volumesecret";
 			argv[n++] = (char *)v->secret;
@@ -340,6 +349,7 @@ void h_vol_reload(struct vol *v)
 		argv[n++] = port;
 		argv[n++] = v->dir;
 		snprintf(port, sizeof(port), "%d", v->port);
+		nginx_conns(v);
 		waitpid(h_spawn(argv, log), &st, 0);
 		if (!WIFEXITED(st) || WEXITSTATUS(st))
 			h_fail("mkv-nginx-volume -reload on port %d failed (see %s)", v->port, log);
@@ -348,9 +358,11 @@ void h_vol_reload(struct vol *v)
 	}
 }
 
-static void vol_start(struct vol *v, enum vol_kind kind, const char *secret, const char *tls)
+static void vol_start(struct vol *v, enum vol_kind kind, const char *secret, const char *tls,
+		      int conns)
 {
 	char *tmp = h_tmpdir();
+	v->conns = conns;
 	v->tls = tls;
 	v->kind = kind;
 	v->peers = NULL;   /* a test sets it before a restart */
@@ -363,19 +375,24 @@ static void vol_start(struct vol *v, enum vol_kind kind, const char *secret, con
 	vol_spawn(v);
 }
 
+void h_vol_start_conns(struct vol *v, int conns)
+{
+	vol_start(v, VOL_NGINX, NULL, NULL, conns);
+}
+
 void h_vol_start(struct vol *v, enum vol_kind kind)
 {
-	vol_start(v, kind, NULL, NULL);
+	vol_start(v, kind, NULL, NULL, 0);
 }
 
 void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret)
 {
-	vol_start(v, kind, secret, NULL);
+	vol_start(v, kind, secret, NULL, 0);
 }
 
 void h_vol_start_tls(struct vol *v, enum vol_kind kind, const char *tls)
 {
-	vol_start(v, kind, NULL, tls);
+	vol_start(v, kind, NULL, tls, 0);
 }
 
 void h_vol_restart(struct vol *v)

@@ -70,12 +70,17 @@ struct vol {
 	const char *peers;   /* mkv-volume's -peers, or NULL (h_vol_start's); set it
 				before h_vol_restart */
 	const char *secret;  /* -volumesecret FILE (either kind), or NULL */
+	int conns;           /* nginx's worker_connections; 0: Debian's stock 768 (its
+				keepalive limits are always nginx's own) */
 	const char *tls;     /* -tls CERT,KEY (either kind), or NULL: then the
 				master's -volumes names it https:// */
 };
+/* h_vol_start: a volume of that kind (nginx: Debian's stock limits). */
 void h_vol_start(struct vol *v, enum vol_kind kind);
 /* h_vol_start with -volumesecret secret (a file; the caller keeps it). */
 void h_vol_start_secret(struct vol *v, enum vol_kind kind, const char *secret);
+/* An nginx volume with worker_connections conns. */
+void h_vol_start_conns(struct vol *v, int conns);
 /* h_vol_start with -tls tls ("CERT,KEY"; the caller keeps the files). */
 void h_vol_start_tls(struct vol *v, enum vol_kind kind, const char *tls);
 /* Have v read its -volumesecret file again: mkv-volume on SIGHUP, nginx
