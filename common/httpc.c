@@ -6,7 +6,6 @@
 #include "volsign.h"
 
 #include <curl/curl.h>
-#include <openssl/x509_vfy.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,14 +273,6 @@ bool vol_tls(const char *loc, size_t len)
 			return true;
 	}
 	return false;
-}
-
-bool vol_cacert_ok(void)
-{
-	X509_STORE *s = vol_cacert ? X509_STORE_new() : NULL;
-	bool ok = !vol_cacert || (s && X509_STORE_load_file(s, vol_cacert) == 1);
-	X509_STORE_free(s);
-	return ok;
 }
 
 bool vol_tls_any(void)

@@ -50,10 +50,8 @@ size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n
  * vol_tls: is loc[0..len) ("host:port", "host:port/svNN") a marked one?
  * libcurl verifies every https peer (volumes and -master) by vol_cacert
  * (-cacert FILE), else by the system's CAs.  The loops' client is to read
- * the same two.  vol_cacert_ok: does vol_cacert (if set) hold a CA
- * certificate, read as libcurl's OpenSSL reads it? */
+ * the same two. */
 extern const char *vol_cacert;
-bool vol_cacert_ok(void);
 const char *vol_scheme(const char *entry);
 bool vol_tls(const char *loc, size_t len);
 #define VOL_PREFIX(loc, len) (vol_tls(loc, len) ? "https://" : "http://")

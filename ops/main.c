@@ -10,6 +10,7 @@
 #include "../common/volsign.h"
 #include "../common/util.h"
 
+#include <openssl/x509_vfy.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,8 +144,10 @@ int main(int argc, char **argv)
 	httpc_global_init();
 	if (c.volumesecret && volsign_load(c.volumesecret, err, sizeof(err)) < 0)
 		bad("-volumesecret: %s", err);
-	if (!vol_cacert_ok())
+	X509_STORE *cas = X509_STORE_new();   /* as libcurl's OpenSSL reads it */
+	if (vol_cacert && (!cas || X509_STORE_load_file(cas, vol_cacert) != 1))
 		bad("-cacert %s: no CA certificate there (PEM)", vol_cacert);
+	X509_STORE_free(cas);
 	/* the commands talk to the master too: those requests go unsigned */
 	httpc_unsigned(master_url = ops_master_url(c.master));
 	if (c.fallback && !*c.fallback)
