@@ -311,34 +311,43 @@ START_TEST(test_reload_same)
 }
 END_TEST
 
-/* -cacert naming no CA (a missing file, an empty one, a key) is a usage
- * error at start, as curl --cacert's and nginx's: not a master that runs
- * with every https volume down, nor a command that fails each request.
- * _i: the file; the server, then a command (verify -master). */
-START_TEST(test_cacert_bad)
+/* Flags that cannot work are usage errors at start (exit 2, naming the
+ * flag's value), not a master that runs with every volume down, nor a
+ * command that fails each request; the server, then a command (verify
+ * -master).  _i 0-2: -cacert naming no CA (a missing file, an empty one, a
+ * key), as curl --cacert's and nginx's; 3-: a -volumes entry that is not
+ * [http://|https://]host:port (another scheme, a path). */
+static const char *const bad_vols[] = {"ftp://127.0.0.1:1", "https://127.0.0.1:1/",
+				       "127.0.0.1:1/sv00"};
+
+START_TEST(test_bad_flags)
 {
 	char *dir = h_tmpdir(), *db = xasprintf("%s/db", dir), *bin = h_bin("mkv");
 	char *files[] = {xasprintf("%s/missing.pem", dir), xasprintf("%s/empty.pem", dir),
 			 xasprintf("%s/srv.key", certs)};
 	char *log = xasprintf("%s/log", dir), *out;
+	const char *vols = _i < 3 ? "https://127.0.0.1:1" : bad_vols[_i - 3];
+	const char *cafile = _i < 3 ? files[_i] : ca, *says = _i < 3 ? files[_i] : vols;
 	fclose(fopen(files[1], "w"));
 	for (int cmd = 0; cmd < 2; cmd++) {
 		char port[8];
 		snprintf(port, sizeof(port), "%d", h_free_port());
-		char *argv[] = {bin, "-volumes", "https://127.0.0.1:1", cmd ? "-master" : "-db",
-				cmd ? "https://127.0.0.1:1" : db, "-cacert", files[_i],
+		char *argv[] = {bin, "-volumes", (char *)vols, cmd ? "-master" : "-db",
+				cmd ? "https://127.0.0.1:1" : db, "-cacert", (char *)cafile,
 				"-replicas", "1", "-port", port, cmd ? "verify" : "server", NULL};
 		pid_t pid = h_spawn(argv, log);
 		int st;
 		if (!h_wait_gone(pid, 30000)) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);
-			ck_abort_msg("mkv %s -cacert %s: still running", argv[11], files[_i]);
+			ck_abort_msg("mkv -volumes %s -cacert %s %s: still running", vols, cafile,
+				     argv[11]);
 		}
 		waitpid(pid, &st, 0);
 		out = h_read_file(log);
-		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(out, "-cacert"),
-			      "mkv %s -cacert %s: status %d, said:\n%s", argv[11], files[_i], st, out);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(out, says),
+			      "mkv -volumes %s -cacert %s %s: status %d, said:\n%s", vols, cafile,
+			      argv[11], st, out);
 		free(out);
 	}
 	h_rmrf(dir);
@@ -370,7 +379,7 @@ int main(void)
 	tcase_set_timeout(hup, 300);
 	suite_add_tcase(s, hup);
 	tcase_add_loop_test(bad, test_refused, 0, 2);
-	tcase_add_loop_test(bad, test_cacert_bad, 0, 3);
+	tcase_add_loop_test(bad, test_bad_flags, 0, 6);
 	tcase_set_timeout(bad, 120);
 	suite_add_tcase(s, bad);
 	sr = srunner_create(s);
