@@ -105,11 +105,13 @@ static char *split_volumes(struct config *c, const char *list)
 	c->nvol = 0;
 	c->volumes = xcalloc(strlen(list) + 1, sizeof(char *));
 	for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		tok = (char *)vol_scheme(tok);   /* https:// marks it */
+		char *name = (char *)vol_scheme(tok);   /* https:// marks it */
+		if (strchr(name, '/'))
+			bad("volume %s: give host:port, http://host:port or https://host:port", tok);
 		for (int i = 0; i < c->nvol; i++)
-			if (!strcmp(c->volumes[i], tok))
-				bad("volume %s given twice", tok);
-		c->volumes[c->nvol++] = tok;
+			if (!strcmp(c->volumes[i], name))
+				bad("volume %s given twice", name);
+		c->volumes[c->nvol++] = name;
 	}
 	return s;
 }
