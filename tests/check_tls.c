@@ -312,6 +312,61 @@ START_TEST(test_reload_same)
 }
 END_TEST
 
+/* curl --cacert over https to the master: method on path, its status. */
+static int tls_status(const struct master *m, const char *method, const char *path)
+{
+	char *cmd = xasprintf("curl -s -o /dev/null -w '%%{http_code}' --cacert %s -X %s%s '%s%s'",
+			      ca, method, strcmp(method, "PUT") ? "" : " -d x", m->base, path);
+	FILE *f = popen(cmd, "r");
+	int st = 0;
+	ck_assert(f && fscanf(f, "%d", &st) == 1);
+	pclose(f);
+	free(cmd);
+	return st;
+}
+
+/* The master's small requests to https volumes (the loops' client's, or
+ * libcurl's while that speaks plain HTTP only): a DELETE's fan-out, an
+ * UNLINKed key's DELETE, a rebalance's moves, all answered as with plain
+ * volumes. */
+START_TEST(test_small_requests)
+{
+	struct vol v[2] = {0};
+	struct master m = {0};
+	const char *flags[] = {"-tls", srv_tls, "-cacert", ca, "-replicas", "1", NULL};
+	char path[32], *volumes, *cmd;
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	h_vol_start_tls(&v[1], VOL_MKV, srv_tls);
+	master_tls(&m, v, 1, srv_tls, ca);
+	for (int i = 0; i < 8; i++) {
+		snprintf(path, sizeof(path), "/small%d", i);
+		ck_assert_int_eq(tls_status(&m, "PUT", path), 201);
+	}
+	ck_assert_int_eq(tls_status(&m, "DELETE", "/small0"), 204);
+	ck_assert_int_eq(tls_status(&m, "UNLINK", "/small1"), 204);
+	ck_assert_int_eq(tls_status(&m, "DELETE", "/small1?unlinked"), 204);
+	ck_assert_int_eq(tls_status(&m, "GET", "/small0"), 404);
+	/* a second volume: rebalance moves about half the keys to it */
+	h_master_restart(&m, v, 2, flags);
+	snprintf(m.base, sizeof(m.base), "https://127.0.0.1:%d", m.port);
+	volumes = h_volumes_arg(v, 2);
+	cmd = xasprintf("%s -volumes %s -master %s -cacert %s rebalance >%s/rebalance.log 2>&1",
+			h_bin("mkv"), volumes, m.base, ca, certs);
+	ck_assert_msg(system(cmd) == 0, "%s", cmd);
+	for (int i = 2; i < 8; i++) {
+		snprintf(path, sizeof(path), "/small%d", i);
+		free(cmd);
+		cmd = xasprintf("curl -sf -L --cacert %s %s%s | grep -qx x", ca, m.base, path);
+		ck_assert_msg(system(cmd) == 0, "%s after rebalance", path);
+	}
+	ck_assert(holds_blob(v[1].dir));
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+	h_vol_stop(&v[1]);
+	free(volumes), free(cmd);
+}
+END_TEST
+
 /* Flags that cannot work are usage errors at start (exit 2, naming the
  * flag's value), not a master that runs with every volume down, nor a
  * command that fails each request; the server, then a command (verify
@@ -380,6 +435,7 @@ int main(void)
 	tcase_set_timeout(hup, 300);
 	suite_add_tcase(s, hup);
 	tcase_add_loop_test(bad, test_refused, 0, 2);
+	tcase_add_test(bad, test_small_requests);
 	tcase_add_loop_test(bad, test_bad_flags, 0, 6);
 	tcase_set_timeout(bad, 120);
 	suite_add_tcase(s, bad);
