@@ -350,7 +350,7 @@ START_TEST(test_small_requests)
 	h_master_restart(&m, v, 2, flags);
 	snprintf(m.base, sizeof(m.base), "https://127.0.0.1:%d", m.port);
 	volumes = h_volumes_arg(v, 2);
-	cmd = xasprintf("%s -volumes %s -master %s -cacert %s rebalance >%s/rebalance.log 2>&1",
+	cmd = xasprintf("%s -volumes %s -master %s -replicas 1 -cacert %s rebalance >%s/reb.log 2>&1",
 			h_bin("mkv"), volumes, m.base, ca, certs);
 	ck_assert_msg(system(cmd) == 0, "%s", cmd);
 	for (int i = 2; i < 8; i++) {
