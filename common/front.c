@@ -552,13 +552,20 @@ static int tls_pick(gnutls_session_t s, const gnutls_datum_t *dn, int ndn,
 	return 0;
 }
 
-/* Load opts.tls's files: 0, or -1 (logged), the certificate in use staying. */
+/* Load opts.tls's files: 0, or -1 (logged), the certificate in use staying.
+ * The same chain again (a SIGHUP for the access log) keeps the one in use. */
 static int tls_reload(void)
 {
-	struct tls_cert *t = tls_load(opts.tls);
-	if (!t && atomic_load(&tls_cur))
+	struct tls_cert *t = tls_load(opts.tls), *cur = atomic_load(&tls_cur);
+	bool same = t && cur && t->n == cur->n;
+	for (unsigned i = 0; same && i < t->n; i++)
+		same = t->pc[i].cert.size == cur->pc[i].cert.size &&
+		       !memcmp(t->pc[i].cert.data, cur->pc[i].cert.data, t->pc[i].cert.size);
+	if (!t && cur)
 		log_msg("-tls: still serving the certificate loaded before");
-	if (t)
+	if (same)
+		tls_free(t);
+	else if (t)
 		t->older = atomic_exchange(&tls_cur, t);
 	return t ? 0 : -1;
 }

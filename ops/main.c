@@ -10,6 +10,7 @@
 #include "../common/volsign.h"
 #include "../common/util.h"
 
+#include <openssl/x509_vfy.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,11 +105,13 @@ static char *split_volumes(struct config *c, const char *list)
 	c->nvol = 0;
 	c->volumes = xcalloc(strlen(list) + 1, sizeof(char *));
 	for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		tok = (char *)vol_scheme(tok);   /* https:// marks it */
+		char *name = (char *)vol_scheme(tok);   /* https:// marks it */
+		if (strchr(name, '/'))
+			bad("volume %s: give host:port, http://host:port or https://host:port", tok);
 		for (int i = 0; i < c->nvol; i++)
-			if (!strcmp(c->volumes[i], tok))
-				bad("volume %s given twice", tok);
-		c->volumes[c->nvol++] = tok;
+			if (!strcmp(c->volumes[i], name))
+				bad("volume %s given twice", name);
+		c->volumes[c->nvol++] = name;
 	}
 	return s;
 }
@@ -143,6 +146,10 @@ int main(int argc, char **argv)
 	httpc_global_init();
 	if (c.volumesecret && volsign_load(c.volumesecret, err, sizeof(err)) < 0)
 		bad("-volumesecret: %s", err);
+	X509_STORE *cas = X509_STORE_new();   /* as libcurl's OpenSSL reads it */
+	if (vol_cacert && (!cas || X509_STORE_load_file(cas, vol_cacert) != 1))
+		bad("-cacert %s: no CA certificate there (PEM)", vol_cacert);
+	X509_STORE_free(cas);
 	/* the commands talk to the master too: those requests go unsigned */
 	httpc_unsigned(master_url = ops_master_url(c.master));
 	if (c.fallback && !*c.fallback)
