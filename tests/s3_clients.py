@@ -352,7 +352,12 @@ def signed(method, path, query="", body=b"", headers=None, payload=None):
                                             hashlib.sha256(canon.encode()).hexdigest())
     h["authorization"] = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (
         KID, scope, ";".join(names), hmac.new(key, sts.encode(), hashlib.sha256).hexdigest())
-    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    if u.scheme == "https":
+        import ssl
+        c = http.client.HTTPSConnection(u.hostname, u.port, timeout=60,
+                                         context=ssl.create_default_context(cafile=CA))
+    else:
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
     c.request(method, path + ("?" + query if query else ""), body=body, headers=h)
     r = c.getresponse()
     out = (r.status, r.read())
