@@ -1076,6 +1076,37 @@ if want 18 && [ $HAVE_VOL = 1 ]; then
 	done
 	stop "$V18PID"
 	stop "$N18PID"
+	# 18c-e: the master over three TLS mkv-volumes vs over the same three
+	# kinds plain, in turn: row 3's small-value cycle (the loops' client,
+	# OpenSSL in the loop) and row 4's big PUT (libcurl), fresh masters
+	# for the big PUT's peak RSS.
+	[ -f "$T/big" ] || head -c "$((BIG_MB * 1048576))" /dev/urandom >"$T/big"
+	P18="" S18="" L18=""
+	for i in 1 2 3; do
+		free_port; VOL_FLAGS="-tls $TLS18" volume_start "v18s$i" "$FREE" && P18="$P18 $LAST"
+		S18="$S18,https://127.0.0.1:$FREE"
+		free_port; volume_start "v18p$i" "$FREE" && P18="$P18 $LAST"
+		L18="$L18,127.0.0.1:$FREE"
+	done
+	M18=""
+	for m in "m18s $S18" "m18p $L18" "m18sb $S18" "m18pb $L18"; do
+		set -- $m
+		free_port
+		MASTER_FLAGS="-cacert $T/tls18/ca.pem" master_start "$1" "$FREE" "${2#,}" 3 || { M18=""; break; }
+		M18="$M18 http://127.0.0.1:$FREE $LAST"
+		P18="$P18 $LAST"
+	done
+	[ -n "$M18" ] && set -- $M18 && for r in $(seq "$RUNS"); do
+		record r18c ours "$(LG_CACERT="$T/tls18/ca.pem" LG_TAG=18c lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$1")"
+		record r18c ref "$(LG_TAG=18c-plain lg_field rate cycle -c $CONC -d $DUR -s $SMALL "$3")"
+	done
+	[ -n "$M18" ] && set -- $M18 && for r in $(seq "$RUNS_BIG"); do
+		big_master "$5" "$6" r18d ours
+		big_master "$7" "$8" r18d ref
+		curl -s -o /dev/null -X DELETE "$5/bench/large"
+		curl -s -o /dev/null -X DELETE "$7/bench/large"
+	done
+	for p in $P18; do stop "$p"; done
 fi
 
 # ------------------------ row 13: rebuild and rebalance vs the Go original
@@ -1358,8 +1389,11 @@ row 16b "row 6a's GET 4 KiB on mkv-volume: signed URLs (with \`-volumesecret\`) 
 row 16c "row 6b's GET 1 MiB on mkv-volume: signed vs plain" "req/s" r16c r16c ge 0.95
 row 16d "row 6a's GET 4 KiB on nginx (mkv-nginx-volume): \`secure_link\` and signed URLs vs plain" "req/s" r16d r16d ge 0.95
 row 16e "row 6b's GET 1 MiB on nginx: signed vs plain" "req/s" r16e r16e ge 0.95
-row 18a "volume alone over TLS (\`-tls\`), GET 1 MiB: mkv-volume vs nginx \`ssl\`, same certificate, kept alive" "req/s" r18a r18a - -
+row 18a "volume alone over TLS (\`-tls\`), GET 1 MiB: mkv-volume vs nginx \`ssl\`, same certificate, kept alive" "req/s" r18a r18a ge 0.9
 row 18b "the same, GET 4 KiB" "req/s" r18b r18b - -
+row 18c "row 3's cycle on 3 mkv-volumes over TLS (\`https://\` volumes) vs the same plain" "cycles/s" r18c r18c ge 0.7
+row 18d "PUT $BIGH, 3 replicas on mkv-volumes over TLS vs plain, wall" "s" r18d r18d le 1.25
+row 18e "PUT $BIGH, 3 TLS replicas: master peak RSS vs plain" "MiB" r18d.rss r18d.rss lt 64
 row 16f "row 7a's rebuild on mkv-volumes: signed (every listing) vs plain" "keys/s" r16f r16f ge 0.9
 row 16g "row 7b's rebalance on mkv-volumes: signed (every GET, pull, PUT, DELETE) vs plain" "moved keys/s" r16g r16g ge 0.9
 row 16h "row 16a: the master's CPU per GET → 302, signed vs not" "µs" r16a.cpu r16a.cpu le 1.05
