@@ -811,7 +811,7 @@ START_TEST(test_sidecar_fails_mid_s3_overwrite)
 	} else {
 		fprintf(stderr, "test_sidecar_fails_mid_s3_overwrite: answered %ld\n", st);
 		ck_assert_int_eq(h_http("GET", url, NULL, 0, s3hdr, false, &rs), 200);
-		fprintf(stderr, "then GET: %.*s\n", (int)rs.body.len, rs.body.data);
+		fprintf(stderr, "then GET: %ld, %zu bytes: %.40s\n", rs.status, rs.body.len, rs.body.data ? rs.body.data : "");
 		h_resp_free(&rs);
 	}
 	free(url);
