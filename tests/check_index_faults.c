@@ -565,7 +565,13 @@ START_TEST(test_replace_note_kept_when_unsettled)
 	setenv("LD_PRELOAD", so, 1);
 	r.m.pid = h_spawn(argv, r.m.log);
 	unsetenv("LD_PRELOAD");
-	sleep(3);             /* the index open; the copy's read waits for 10 s */
+	/* the index open (LevelDB holds its LOCK file); the copy's read then
+	 * waits 10 s on the stopped volume */
+	free(cmd);
+	cmd = xasprintf("ls -l /proc/%d/fd 2>/dev/null | grep -q '/LOCK$'", (int)r.m.pid);
+	for (end = now_ms() + 60000; system(cmd) != 0 && now_ms() < end;)
+		usleep(20000);
+	ck_assert_msg(now_ms() < end, "the master did not open its index");
 	arm(&r, "write");     /* and the unlink's write fails */
 	ck_assert_msg(h_wait_port(r.m.port, 60000), "the master did not start");
 	unlink(r.ctl);
