@@ -629,10 +629,41 @@ int front_stream(struct MHD_Connection *c, int status, const struct front_hdr *h
 	return front_stream_ex(c, status, h, nh, size, 256 * 1024, reader, NULL, cls, false);
 }
 
+/* Under -tls there is no sendfile, and libmicrohttpd reads an fd's
+ * response 4 KiB at a time (a TLS record and a send each): read it in
+ * blocks of FILE_BLOCK instead. */
+#define FILE_BLOCK (64 * 1024)
+struct file_part {
+	int fd;
+	uint64_t off;
+};
+
+static ssize_t file_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct file_part *f = cls;
+	ssize_t n = pread(f->fd, buf, max, (off_t)(f->off + pos));
+	return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void file_close(void *cls)
+{
+	struct file_part *f = cls;
+	close(f->fd);
+	free(f);
+}
+
 int front_file(struct MHD_Connection *c, int status, const struct front_hdr *h, int nh, int fd,
 	       uint64_t off, uint64_t len)
 {
-	struct MHD_Response *r = MHD_create_response_from_fd_at_offset64(len, fd, (int64_t)off);
+	struct MHD_Response *r;
+	if (opts.tls) {
+		struct file_part *f = xmalloc(sizeof(*f));
+		*f = (struct file_part){fd, off};
+		if (!(r = MHD_create_response_from_callback(len, FILE_BLOCK, file_read, f, file_close)))
+			free(f);
+	} else {
+		r = MHD_create_response_from_fd_at_offset64(len, fd, (int64_t)off);
+	}
 	return r ? queue(c, status, h, nh, r, len) : -1;
 }
 

@@ -137,6 +137,8 @@ out, _, tail = p.stdout.rpartition(b"\n")
 code, redirs, url = tail.decode().split()
 check(out == body and code == "200" and redirs == "1" and url.startswith("https://"),
       "curl -L through the 302: %s %s %s" % (code, redirs, url))
+p = curl("-r", "70000-150099", "-L", END + P + "/big")   # a Range, read from the file's middle
+check(p.stdout == body[70000:150100], "curl -r through the 302: %d bytes" % len(p.stdout))
 p = curl("-I", END + P + "/big")
 loc = [l for l in p.stdout.decode().splitlines() if l.lower().startswith("location:")]
 check(loc and loc[0].split(None, 1)[1].startswith("https://"), "the 302 names https: %r" % loc)
