@@ -1106,6 +1106,32 @@ if want 18 && [ $HAVE_VOL = 1 ]; then
 		curl -s -o /dev/null -X DELETE "$5/bench/large"
 		curl -s -o /dev/null -X DELETE "$7/bench/large"
 	done
+	# 18f: GET -> 302 over TLS (rows 1's), the master under -tls vs nginx's
+	# `return 302` under ssl, the same certificate and headers.
+	free_port; M18T=$FREE
+	rm -rf "$T/m18t.db"
+	spawn m18t "$BIN/mkv" -volumes "${L18#,}" -db "$T/m18t.db" -port "$M18T" -replicas 3 \
+		-subvolumes 10 -tls "$TLS18" server && P18="$P18 $LAST"
+	wait_port "$M18T"
+	M18T=https://127.0.0.1:$M18T
+	for i in $(seq 100); do
+		curl -sf -o /dev/null --cacert "$T/tls18/ca.pem" -X PUT --data-binary hello "$M18T/bench/hot" &&
+			break
+		sleep 0.1
+	done
+	hdr=$(curl -s --cacert "$T/tls18/ca.pem" -D - -o /dev/null "$M18T/bench/hot" | tr -d '\r')
+	free_port; R18=$FREE
+	nginx_start nginx-302.conf.in n18t "$R18" \
+		-e "s|@LOCATION@|$(echo "$hdr" | sed -n 's/^[Ll]ocation: //p')|" \
+		-e "s|@MD5@|$(echo "$hdr" | sed -n 's/^[Cc]ontent-[Mm]d5: //p')|" \
+		-e "s|@VOLUMES@|$(echo "$hdr" | sed -n 's/^[Kk]ey-[Vv]olumes: //p')|" \
+		-e "s|listen \(127.0.0.1:[0-9]*\);|listen \1 ssl; ssl_certificate $T/tls18/srv.pem; ssl_certificate_key $T/tls18/srv.key;|" &&
+		P18="$P18 $LAST"
+	echo "$hdr" | head -1 | grep -q ' 302' || log "row 18f: the master's GET /bench/hot: $(echo "$hdr" | head -1)"
+	for r in $(seq "$RUNS"); do
+		record r18f ours "$(wrk_rate "$M18T/bench/hot")"
+		record r18f ref "$(wrk_rate "https://127.0.0.1:$R18/bench/hot")"
+	done
 	for p in $P18; do stop "$p"; done
 fi
 
@@ -1394,6 +1420,7 @@ row 18b "the same, GET 4 KiB" "req/s" r18b r18b - -
 row 18c "row 3's cycle on 3 mkv-volumes over TLS (\`https://\` volumes) vs the same plain" "cycles/s" r18c r18c ge 0.7
 row 18d "PUT $BIGH, 3 replicas on mkv-volumes over TLS vs plain, wall" "s" r18d r18d le 1.25
 row 18e "PUT $BIGH, 3 TLS replicas: master peak RSS vs plain" "MiB" r18d.rss r18d.rss lt 64
+row 18f "GET → 302 over TLS, existing key: the master under \`-tls\` vs nginx \`return 302\` with \`ssl\`, kept alive" "req/s" r18f r18f ge 0.8
 row 16f "row 7a's rebuild on mkv-volumes: signed (every listing) vs plain" "keys/s" r16f r16f ge 0.9
 row 16g "row 7b's rebalance on mkv-volumes: signed (every GET, pull, PUT, DELETE) vs plain" "moved keys/s" r16g r16g ge 0.9
 row 16h "row 16a: the master's CPU per GET → 302, signed vs not" "µs" r16a.cpu r16a.cpu le 1.05
