@@ -252,16 +252,18 @@ static bool holds_blob(const char *dir)
 }
 
 /* The master cannot verify the volume: another CA (_i 0), or a
- * certificate for another name (_i 1). */
+ * certificate for another name (_i 1), or one that expired (_i 2). */
 START_TEST(test_refused)
 {
-	char *other = xasprintf("%s/other.pem,%s/other.key", certs, certs);
+	char *other = xasprintf("%s/other.pem,%s/other.key", certs, certs),
+	     *expired = xasprintf("%s/expired.pem,%s/expired.key", certs, certs);
 	char *wrong = xasprintf("%s/wrongca.pem", certs), *put, *log;
-	const char *why = _i ? "no alternative certificate subject name matches" : "certificate";
+	const char *why = _i == 2 ? "certificate has expired"
+			  : _i ? "no alternative certificate subject name matches" : "certificate";
 	struct vol v[1] = {0};
 	struct master m = {0};
 	uint64_t end = now_ms() + 30000;
-	h_vol_start_tls(&v[0], VOL_MKV, _i ? other : srv_tls);
+	h_vol_start_tls(&v[0], VOL_MKV, _i == 2 ? expired : _i ? other : srv_tls);
 	master_tls(&m, v, 1, srv_tls, _i ? ca : wrong);
 	/* the log names the volume and why */
 	for (log = h_read_file(m.log); !(strstr(log, v[0].name) && strstr(log, why)) &&
@@ -290,7 +292,7 @@ START_TEST(test_refused)
 	}
 	h_master_stop(&m);
 	h_vol_stop(&v[0]);
-	free(other), free(wrong), free(put);
+	free(other), free(expired), free(wrong), free(put);
 }
 END_TEST
 
@@ -445,7 +447,7 @@ int main(void)
 	tcase_add_test(hup, test_reload_same);
 	tcase_set_timeout(hup, 300);
 	suite_add_tcase(s, hup);
-	tcase_add_loop_test(bad, test_refused, 0, 2);
+	tcase_add_loop_test(bad, test_refused, 0, 3);
 	tcase_add_test(bad, test_small_requests);
 	tcase_add_loop_test(bad, test_bad_flags, 0, 6);
 	tcase_set_timeout(bad, 120);
