@@ -306,13 +306,6 @@ static int64_t amz_time(const char *s)
 	return (int64_t)timegm(&tm);
 }
 
-int sig_refuse(struct sig_result *out, enum sig_status st, const char *why)
-{
-	out->st = st;
-	out->why = why;
-	return -1;
-}
-
 /* The canonical request of r with v's signed headers; uri_raw/query_raw:
  * the path and query as sent (curl 7.88 signs them so) instead of
  * canonical.  NULL when SignedHeaders is malformed. */

@@ -77,7 +77,12 @@ bool sig_chunk(struct sig_result *s, const unsigned char hash[32], const char *s
 int sigv2_header(const struct keyring *ring, const struct sig_req *r, const char *auth,
 		 struct sig_result *out);
 int sigv2_query(const struct keyring *ring, const struct sig_req *r, struct sig_result *out);
-int sig_refuse(struct sig_result *out, enum sig_status st, const char *why);
+static inline int sig_refuse(struct sig_result *out, enum sig_status st, const char *why)
+{
+	out->st = st;
+	out->why = why;
+	return -1;
+}
 
 /* ---- a running SHA-256 (a body as it passes) ---- */
 struct sha256;
