@@ -250,7 +250,6 @@ static void request_opts(CURL *h, const char *method, const void *body, size_t l
 	}
 }
 
-const char *vol_cacert;
 static const char **tls_vols;
 static int ntls;
 

@@ -49,9 +49,7 @@ size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n
  * marks an https one (at start, before threads): returns what follows it.
  * vol_tls: is loc[0..len) ("host:port", "host:port/svNN") a marked one?
  * libcurl verifies every https peer (volumes and -master) by vol_cacert
- * (-cacert FILE), else by the system's CAs; vconn.c (OpenSSL) by the
- * same two. */
-extern const char *vol_cacert;
+ * (vconn.h: -cacert FILE), else by the system's CAs, as vconn.c does. */
 const char *vol_scheme(const char *entry);
 bool vol_tls(const char *loc, size_t len);
 #define VOL_PREFIX(loc, len) (vol_tls(loc, len) ? "https://" : "http://")

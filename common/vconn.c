@@ -445,7 +445,7 @@ struct vop;
 struct vc {
 	struct loop_fd w;
 	int fd;
-	SSL *ssl;                 /* an https:// volume's (vol_tls), or NULL */
+	SSL *ssl;                 /* an https:// volume's, or NULL */
 	struct vhost *h;
 	struct vop *op;           /* the request on it; NULL: idle */
 	bool connecting, reused, refused;
@@ -702,6 +702,7 @@ static int host_ready(struct vhost *h, char *err, size_t en)
 /* ---- https:// volumes: OpenSSL on the connection's non-blocking socket,
  * verified by vol_cacert or the system's CAs, for the name or address in
  * the volume's host:port ---- */
+const char *vol_cacert;
 static SSL_CTX *tls_ctx;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static __thread char tls_err[200];
@@ -1117,7 +1118,7 @@ static void on_event(void *arg, uint32_t ev)
 }
 
 /* op's request head after what c has still to send, signed as it goes
- * (httpc_volume_url): false when it does not fit (a pipelined GET then
+ * (volsign_url): false when it does not fit (a pipelined GET then
  * takes another connection). */
 static bool put_head(struct vc *c, struct vop *op)
 {
@@ -1125,7 +1126,7 @@ static bool put_head(struct vc *c, struct vop *op)
 	char target[TARGET_MAX + VOLSIGN_EXTRA];
 	size_t room;
 	int n;
-	if (!httpc_volume_url(op->path, f->method, target, sizeof(target)))
+	if (!volsign_url(op->path, f->method, VOLSIGN_SELF_TTL, target, sizeof(target)))
 		return false;
 	memmove(c->head, c->head + c->off, c->headlen - c->off);
 	c->headlen -= c->off;

@@ -23,6 +23,10 @@
 
 struct httpc_req;
 
+/* -cacert FILE: the CAs every https:// peer is verified by, this client's
+ * (OpenSSL) and libcurl's (httpc.c); NULL: the system's. */
+extern const char *vol_cacert;
+
 /* Perform method on every reqs[i].url at once on this thread's event loop,
  * the same body (NULL: none) to each: returns at once, and done(arg, gone)
  * is called on the loop once all have answered or failed (reqs[i].status,

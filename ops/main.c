@@ -7,6 +7,7 @@
 #include "../s3/s3.h"
 #include "../common/flags.h"
 #include "../common/httpc.h"
+#include "../common/vconn.h"
 #include "../common/volsign.h"
 #include "../common/util.h"
 
