@@ -18,10 +18,12 @@
 #include "spawn.h"
 #include "util.h"
 
+#include <errno.h>
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,6 +32,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
@@ -55,7 +58,11 @@ struct conn {
 	bool served;                       /* a request line was parsed on it */
 	bool held;                         /* holds fl->loop: woken, its answer not out yet */
 	bool slept;                        /* slept since its last bytes were read */
+	bool tls_up;                       /* its TLS handshake read its last message */
+	bool parked;                       /* its handshake waits for bytes (hs_park) */
 	struct front_loop *fl;             /* the loop it runs on */
+	struct MHD_Connection *c;
+	struct conn *hs_prev, *hs_next;    /* hs_parked's list */
 };
 
 /* A loop thread and its daemon. */
@@ -413,6 +420,138 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 	atomic_fetch_sub(&inflight, 1);
 }
 
+/* ---- TLS handshakes that wait for the client ----
+ * libmicrohttpd (0.9.75) keeps a connection whose handshake waits for the
+ * client's next bytes on its list of ready ones, and so runs that
+ * handshake again and again until they come: a few hundred half-done
+ * handshakes held a core.  Each session reads through hs_pull instead, and
+ * a handshake read that would wait parks its connection: suspended, its
+ * socket watched by one thread (the loops' daemons and libmicrohttpd's own
+ * threads alike), which resumes it when bytes come (or the reaper's cut). */
+static int hs_ep = -1, hs_stop_fd = -1;
+static pthread_t hs_th;
+static pthread_mutex_t hs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct conn *hs_parked;
+
+static void mhd_fire(void *arg);
+
+/* k runs on (hs_mu held). */
+static void hs_resume(struct conn *k)
+{
+	epoll_ctl(hs_ep, EPOLL_CTL_DEL, k->reap.fd, NULL);
+	if (k->hs_prev)
+		k->hs_prev->hs_next = k->hs_next;
+	else
+		hs_parked = k->hs_next;
+	if (k->hs_next)
+		k->hs_next->hs_prev = k->hs_prev;
+	k->parked = false;
+	MHD_resume_connection(k->c);
+	if (k->fl)   /* an external-epoll daemon is told of a resume by a run */
+		loop_post(k->fl->loop, mhd_fire, k->fl);
+}
+
+static void hs_park(struct conn *k)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = k};
+	pthread_mutex_lock(&hs_mu);
+	MHD_suspend_connection(k->c);
+	k->parked = true;
+	k->hs_prev = NULL;
+	if ((k->hs_next = hs_parked))
+		hs_parked->hs_prev = k;
+	hs_parked = k;
+	if (epoll_ctl(hs_ep, EPOLL_CTL_ADD, k->reap.fd, &ev))
+		hs_resume(k);
+	pthread_mutex_unlock(&hs_mu);
+}
+
+static ssize_t hs_pull(gnutls_transport_ptr_t p, void *buf, size_t len)
+{
+	struct conn *k = p;
+	ssize_t n = recv(k->reap.fd, buf, len, 0);
+	if (n < 0 && errno == EAGAIN && !k->tls_up) {
+		hs_park(k);
+		errno = EAGAIN;
+	}
+	return n;
+}
+
+static int hs_finished(gnutls_session_t s, unsigned type, unsigned when, unsigned incoming,
+		       const gnutls_datum_t *msg)
+{
+	void *k, *fd;
+	(void)type, (void)when, (void)msg;
+	gnutls_transport_get_ptr2(s, &k, &fd);
+	if (incoming)   /* the client's Finished: the handshake reads no more */
+		((struct conn *)k)->tls_up = true;
+	return 0;
+}
+
+static void hs_watch(struct conn *k, struct MHD_Connection *c, int fd)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	if (!ci || hs_ep < 0)
+		return;
+	gnutls_transport_set_ptr2(ci->tls_session, k, (gnutls_transport_ptr_t)(intptr_t)fd);
+	gnutls_transport_set_pull_function(ci->tls_session, hs_pull);
+	gnutls_handshake_set_hook_function(ci->tls_session, GNUTLS_HANDSHAKE_FINISHED,
+					   GNUTLS_HOOK_POST, hs_finished);
+}
+
+static void *hs_main(void *arg)
+{
+	struct epoll_event ev[64];
+	(void)arg;
+	for (;;) {
+		int n = epoll_wait(hs_ep, ev, 64, -1);
+		pthread_mutex_lock(&hs_mu);
+		for (int i = 0; i < n; i++) {
+			struct conn *k = ev[i].data.ptr;
+			if (!k) {
+				pthread_mutex_unlock(&hs_mu);
+				return NULL;
+			}
+			if (k->parked)
+				hs_resume(k);
+		}
+		pthread_mutex_unlock(&hs_mu);
+	}
+}
+
+static int hs_start(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	if ((hs_ep = epoll_create1(EPOLL_CLOEXEC)) >= 0 &&
+	    (hs_stop_fd = eventfd(0, EFD_CLOEXEC)) >= 0 &&
+	    !epoll_ctl(hs_ep, EPOLL_CTL_ADD, hs_stop_fd, &ev) &&
+	    !pthread_create(&hs_th, NULL, hs_main, NULL))
+		return 0;
+	log_msg("-tls: no thread for waiting handshakes: %s", strerror(errno));
+	if (hs_stop_fd >= 0)
+		close(hs_stop_fd);
+	if (hs_ep >= 0)
+		close(hs_ep);
+	hs_ep = hs_stop_fd = -1;
+	return -1;
+}
+
+/* Before the daemons stop (they refuse to with a connection suspended). */
+static void hs_stop(void)
+{
+	if (hs_ep < 0)
+		return;
+	eventfd_write(hs_stop_fd, 1);
+	pthread_join(hs_th, NULL);
+	pthread_mutex_lock(&hs_mu);
+	while (hs_parked)
+		hs_resume(hs_parked);
+	pthread_mutex_unlock(&hs_mu);
+	close(hs_stop_fd);
+	close(hs_ep);
+	hs_ep = hs_stop_fd = -1;
+}
+
 /* libmicrohttpd closes a connection whose first line it cannot split into
  * method, target and version (GARBAGE, a TLS ClientHello's bytes), or,
  * under -tls, whose handshake fails (plain HTTP), without a word, before
@@ -455,10 +594,13 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		int fd = front_fd(c);
 		k = xcalloc(1, sizeof(*k));
 		k->fl = this_loop;
+		k->c = c;
 		if (opts.opened)
 			opts.opened(fd);
 		reaper_add(reaper, &k->reap, fd);
 		*socket_context = k;
+		if (opts.tls)
+			hs_watch(k, c, fd);
 	} else if (k) {
 		/* At the connection limit libmicrohttpd stops accepting, and
 		 * takes the listening socket back only at the start of a run:
@@ -689,8 +831,6 @@ void front_sleep_locked(struct front_sleep *z)
 	}
 	suspend(z);
 }
-
-static void mhd_fire(void *arg);
 
 void front_wake_locked(struct front_sleep *z)
 {
@@ -1035,6 +1175,7 @@ static int loops_start(const struct front_opts *o, int n)
 /* Undo what front_start made (no loop thread running). */
 static void teardown(void)
 {
+	hs_stop();
 	loops_free();
 	if (pool)
 		MHD_stop_daemon(pool);
@@ -1061,7 +1202,7 @@ int front_start(const struct front_opts *o)
 	atomic_store(&refusing, false);
 	atomic_store(&no_sleep, false);
 	reqstats_init(inflight_now);
-	if (o->tls && tls_reload() < 0)
+	if (o->tls && (tls_reload() < 0 || hs_start() < 0))
 		return -1;
 	if ((o->accesslog && accesslog_open(o->accesslog) < 0) ||
 	    (o->metrics && admin_start(o->metrics) < 0)) {

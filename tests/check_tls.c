@@ -163,6 +163,25 @@ START_TEST(test_stalled_handshakes)
 }
 END_TEST
 
+/* Handshakes that wait for the client (a whole ClientHello, answered,
+ * then nothing) cost no CPU while they wait, on the master's loops and
+ * mkv-volume's threads alike: libmicrohttpd alone would run them again and
+ * again (tls_clients.py waiting). */
+START_TEST(test_waiting_handshakes)
+{
+	struct vol v[1] = {0};
+	struct master m = {0};
+	char mp[32], vp[32];
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	master_tls(&m, v, 1, srv_tls, ca);
+	snprintf(mp, sizeof(mp), "%d:%d", (int)m.pid, m.port);
+	snprintf(vp, sizeof(vp), "%d:%d", (int)v[0].pid, v[0].port);
+	python((char *[]){"waiting", m.base, ca, mp, vp, NULL});
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+}
+END_TEST
+
 /* Mixed schemes (a migration): one https volume, one http; the master
  * (plain here) writes both, redirects to each by its scheme, and the
  * metrics and the status page show each volume's. */
@@ -441,6 +460,7 @@ int main(void)
 	tcase_add_test(plain, test_fallback);
 	tcase_add_test(plain, test_mixed);
 	tcase_add_test(plain, test_stalled_handshakes);
+	tcase_add_test(plain, test_waiting_handshakes);
 	tcase_set_timeout(plain, 120);
 	suite_add_tcase(s, plain);
 	tcase_add_test(hup, test_reload);

@@ -13,6 +13,12 @@ Usage: tls_clients.py https://127.0.0.1:PORT CA WORKDIR MKV_BIN ROOT [VOLUMES]
   new handshake each, and kept-alive ones); then a bad file, which the
   server must refuse, keeping the last good certificate.  No request may
   fail.
+       tls_clients.py waiting https://127.0.0.1:PORT CA PID:PORT...
+  Handshakes that wait for the client: 200 connections to each server PORT
+  send a whole ClientHello (the server answers and waits for the client's
+  Finished), then nothing.  Over the next 3 s each server (PID) may use at
+  most 0.15 s of CPU (a loop that runs waiting handshakes again and again
+  uses a core), and a request through the master still gets its 302.
 Exits non-zero on the first failure, naming it."""
 import json, os, subprocess, sys
 
@@ -93,6 +99,46 @@ if sys.argv[1] == "reload":
               (len(failed), failed[:3], served() == der("renewed")), flush=True)
         sys.exit(1)
     print("reload: %d requests, none failed" % done[0], flush=True)
+    sys.exit(0)
+
+if sys.argv[1] == "waiting":
+    import http.client, socket, ssl, time
+    END, CA = sys.argv[2:4]
+    servers = [a.split(":") for a in sys.argv[4:]]
+    plain = ssl.create_default_context()
+    plain.check_hostname, plain.verify_mode = False, ssl.CERT_NONE
+    bio_in, bio_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    try:
+        plain.wrap_bio(bio_in, bio_out, server_hostname="127.0.0.1").do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    hello, held = bio_out.read(), []
+    for _, port in servers:
+        for _ in range(200):
+            s = socket.create_connection(("127.0.0.1", int(port)))
+            s.sendall(hello)
+            held.append(s)
+    for s in held:   # each answered (the server's work for it done): nothing more should run
+        s.settimeout(60)
+        s.recv(1)
+    time.sleep(0.5)
+
+    def cpu(pid):   # utime + stime, in seconds
+        f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    before = [cpu(pid) for pid, _ in servers]
+    time.sleep(3)
+    used = [cpu(pid) - b for (pid, _), b in zip(servers, before)]
+    host, port = END.split("://")[1].split(":")
+    c = http.client.HTTPSConnection(host, int(port), timeout=30,
+                                    context=ssl.create_default_context(cafile=CA))
+    c.request("GET", "/waiting/key")
+    status = c.getresponse().status
+    if max(used) > 0.15 or status != 404:
+        print("FAIL: CPU used in 3 s beside %d waiting handshakes: %s; GET answered %d" %
+              (len(held), ", ".join("%.2f s" % u for u in used), status), flush=True)
+        sys.exit(1)
+    print("waiting: %s s of CPU in 3 s" % used, flush=True)
     sys.exit(0)
 
 END, CA, WORK, BIN, ROOT = sys.argv[1:6]
