@@ -60,6 +60,7 @@ struct conn {
 	bool slept;                        /* slept since its last bytes were read */
 	bool tls_up;                       /* its TLS handshake read its last message */
 	bool parked;                       /* its handshake waits for bytes (hs_park) */
+	bool began;                        /* its handshake read its first bytes */
 	struct front_loop *fl;             /* the loop it runs on */
 	struct MHD_Connection *c;
 	struct conn *hs_prev, *hs_next;    /* hs_parked's list */
@@ -74,6 +75,8 @@ struct front_loop {
 	struct loop_timer t;     /* libmicrohttpd's next deadline */
 	bool kick;               /* run it at once: a connection was resumed */
 	bool quiesced;
+	int handshakes;          /* TLS handshakes begun this turn */
+	struct conn *later, *later_end;   /* handshakes put off to the next turns */
 };
 
 static __thread struct front_loop *this_loop;
@@ -466,15 +469,53 @@ static void hs_park(struct conn *k)
 	pthread_mutex_unlock(&hs_mu);
 }
 
+/* A handshake's first message costs the server a signature (milliseconds
+ * with RSA), and libmicrohttpd runs every connection that is ready in one
+ * go: a burst of ClientHellos held a loop's requests for seconds.  A loop
+ * begins at most HS_TURN handshakes a turn; the others wait, suspended, in
+ * its queue (later), and begin in the turns that follow, in order. */
+#define HS_TURN 4
+
 static ssize_t hs_pull(gnutls_transport_ptr_t p, void *buf, size_t len)
 {
 	struct conn *k = p;
-	ssize_t n = recv(k->reap.fd, buf, len, 0);
+	struct front_loop *fl = k->fl;
+	ssize_t n;
+	if (fl && !k->began && fl->handshakes >= HS_TURN) {
+		MHD_suspend_connection(k->c);
+		k->hs_next = NULL;
+		*(fl->later ? &fl->later_end->hs_next : &fl->later) = k;
+		fl->later_end = k;
+		errno = EAGAIN;
+		return -1;
+	}
+	n = recv(k->reap.fd, buf, len, 0);
+	if (n > 0 && !k->began && (*(unsigned char *)buf & 0x80)) {
+		errno = EPROTO;   /* gnutls would wait for an SSLv2 hello's length: no client sends one */
+		return -1;
+	}
+	if (n > 0 && !k->began) {
+		k->began = true;
+		if (fl)
+			fl->handshakes++;
+	}
 	if (n < 0 && errno == EAGAIN && !k->tls_up) {
 		hs_park(k);
 		errno = EAGAIN;
 	}
 	return n;
+}
+
+/* The loop's next turn: the handshakes put off first. */
+static void hs_turn(struct front_loop *fl)
+{
+	fl->handshakes = 0;
+	for (int i = 0; i < HS_TURN && fl->later; i++) {
+		struct conn *k = fl->later;
+		fl->later = k->hs_next;
+		MHD_resume_connection(k->c);
+		fl->kick = true;
+	}
 }
 
 static int hs_finished(gnutls_session_t s, unsigned type, unsigned when, unsigned incoming,
@@ -547,6 +588,9 @@ static void hs_stop(void)
 	while (hs_parked)
 		hs_resume(hs_parked);
 	pthread_mutex_unlock(&hs_mu);
+	for (int i = 0; i < nloops; i++)
+		while (loops[i].later)
+			hs_turn(&loops[i]);
 	close(hs_stop_fd);
 	close(hs_ep);
 	hs_ep = hs_stop_fd = -1;
@@ -1054,6 +1098,7 @@ static void mhd_before(void *arg)
 {
 	struct front_loop *fl = arg;
 	MHD_UNSIGNED_LONG_LONG ms;
+	hs_turn(fl);
 	if (fl->kick)
 		ms = 0;
 	else if (MHD_get_timeout(fl->d, &ms) == MHD_NO) {

@@ -90,12 +90,17 @@ START_TEST(test_clients)
 }
 END_TEST
 
-/* A plain request to a TLS port: nginx's 400, at once. */
-static void plain_to(int port)
+/* A plain request to a TLS port: nginx's 400, at once.  On mkv's ports
+ * (ours), bytes no TLS client sends first (0x80 and up: an SSLv2 hello's
+ * length, which gnutls, and nginx, would wait for): a 400 or a close,
+ * never a wait for -idletimeout. */
+static void plain_to(int port, bool ours)
 {
-	static const char req[] = "GET /k HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char req[] = "GET /k HTTP/1.1\r\nHost: x\r\n\r\n", bin[] = "\x80\x40\x01";
 	struct buf out = {0};
-	long st = h_raw(port, req, sizeof(req) - 1, &out, 10000);
+	long st = ours ? h_raw(port, bin, sizeof(bin) - 1, NULL, 10000) : 0;
+	ck_assert_msg(st == 400 || st == 0, "bytes 0x80 0x40 0x01 to TLS port %d: %ld", port, st);
+	st = h_raw(port, req, sizeof(req) - 1, &out, 10000);
 	ck_assert_msg(st == 400, "plain HTTP to TLS port %d: %ld", port, st);
 	ck_assert(out.data && strstr(out.data, "The plain HTTP request was sent to HTTPS port"));
 	buf_free(&out);
@@ -108,9 +113,9 @@ START_TEST(test_plain_http)
 	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
 	h_vol_start_tls(&v[1], VOL_NGINX, srv_tls);
 	master_tls(&m, v, 2, srv_tls, ca);
-	plain_to(m.port);
-	plain_to(v[0].port);
-	plain_to(v[1].port);
+	plain_to(m.port, true);
+	plain_to(v[0].port, true);
+	plain_to(v[1].port, false);
 	h_master_stop(&m);
 	h_vol_stop(&v[0]);
 	h_vol_stop(&v[1]);
@@ -177,6 +182,21 @@ START_TEST(test_waiting_handshakes)
 	snprintf(mp, sizeof(mp), "%d:%d", (int)m.pid, m.port);
 	snprintf(vp, sizeof(vp), "%d:%d", (int)v[0].pid, v[0].port);
 	python((char *[]){"waiting", m.base, ca, mp, vp, NULL});
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+}
+END_TEST
+
+/* A burst of ClientHellos (a signature each) does not hold the requests
+ * of connections already open: a loop begins a few handshakes a turn
+ * (tls_clients.py burst). */
+START_TEST(test_handshake_burst)
+{
+	struct vol v[1] = {0};
+	struct master m = {0};
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	master_tls(&m, v, 1, srv_tls, ca);
+	python((char *[]){"burst", m.base, ca, NULL});
 	h_master_stop(&m);
 	h_vol_stop(&v[0]);
 }
@@ -461,6 +481,7 @@ int main(void)
 	tcase_add_test(plain, test_mixed);
 	tcase_add_test(plain, test_stalled_handshakes);
 	tcase_add_test(plain, test_waiting_handshakes);
+	tcase_add_test(plain, test_handshake_burst);
 	tcase_set_timeout(plain, 120);
 	suite_add_tcase(s, plain);
 	tcase_add_test(hup, test_reload);
