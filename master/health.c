@@ -104,7 +104,7 @@ static void note_server(struct vol *v, const char *server)
 		log_msg("volume %s runs %s", v->name, server[0] ? server : "(no Server header)");
 }
 
-/* One subvolume: 1 up, 0 down, -1 the volume unreachable; why (300
+/* One subvolume: 1 up, 0 down, -1 the volume unreachable; why (512
  * bytes) says why when it is not up (logged by the caller once the flags
  * say so, so that the log line can be waited for). */
 static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *mis)
@@ -132,14 +132,14 @@ static int check_one(struct vol *v, int sv, char *why, struct disk *disk, int *m
 	}
 	if ((st == 403 || st == 410) && volsign_on()) {
 		*mis = st == 403 ? MISCONFIG_REFUSED : MISCONFIG_EXPIRED;
-		snprintf(why, 300, "configuration error: %s; volume", misconfig_why[*mis]);
+		snprintf(why, 512, "configuration error: %s; volume", misconfig_why[*mis]);
 		return -1;     /* no request of the master's would pass */
 	}
 	if (st == 404) {
-		snprintf(why, 300, "marker %.200s is gone (disk replaced?); subvolume", url);
+		snprintf(why, 512, "marker %.200s is gone (disk replaced?); subvolume", url);
 		return 0;
 	}
-	snprintf(why, 300, "%.200s answered %d%s%.80s;", url, st, st < 0 ? ": " : "",
+	snprintf(why, 512, "%.200s answered %d%s%s;", url, st, st < 0 ? ": " : "",
 		 st < 0 ? err : "");
 	return -1; /* unreachable: the whole volume likely is */
 }
@@ -178,7 +178,7 @@ static void checker(void *ctx, void *item)
 		bool every = all;
 		all = false;
 		for (int i = 0; i < (every ? v->nsv : 1); i++) {
-			char why[300] = "";
+			char why[512] = "";
 			int sv = every ? i : next;
 			bool was = atomic_load(&v->up[sv]);
 			v->disk[sv] = (struct disk){0, 0};

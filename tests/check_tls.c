@@ -297,8 +297,9 @@ START_TEST(test_refused)
 	char *other = xasprintf("%s/other.pem,%s/other.key", certs, certs),
 	     *expired = xasprintf("%s/expired.pem,%s/expired.key", certs, certs);
 	char *wrong = xasprintf("%s/wrongca.pem", certs), *put, *log;
-	const char *why = _i == 2 ? "certificate has expired"
-			  : _i ? "no alternative certificate subject name matches" : "certificate";
+	const char *why = _i == 2 ? "certificate has expired"   /* _i 1: the health check's line, whole */
+			  : _i ? "subject name matches target host name '127.0.0.1'; marked down"
+			       : "certificate";
 	struct vol v[1] = {0};
 	struct master m = {0};
 	uint64_t end = now_ms() + 30000;
