@@ -262,6 +262,10 @@ try:
     check(False, "mkvread with another CA listed the keys")
 except OSError as e:
     check("CERTIFICATE_VERIFY_FAILED" in str(e), "mkvread with another CA: %s" % e)
+p = run([sys.executable, os.path.join(ROOT, "tools/mkvread.py"), "-cafile", WRONG, END, P,
+         os.path.join(WORK, "mkvread")], ok=False)
+check(p.returncode == 1 and b"CERTIFICATE_VERIFY_FAILED" in p.stderr and b"Traceback" not in p.stderr,
+      "mkvread.py -cafile of another CA: exit %d, %s" % (p.returncode, p.stderr))
 print("mkvread: ok", flush=True)
 
 # ---- mkv put/get ----

@@ -564,6 +564,19 @@ def main(argv):
         sys.stderr.write("usage: mkvread.py [-threads N] [-ttl D] [-cafile F] MASTER_URL /prefix DIR\n")
         return 2
     master, prefix, top = args[0], args[1].rstrip("/"), args[2]
+    if cafile and not os.path.isfile(cafile):
+        sys.stderr.write("mkvread: -cafile %s: no such file\n" % cafile)
+        return 2
+    try:
+        files, failed = _fetch_all(master, prefix, top, threads, ttl, cafile)
+    except OSError as e:   # the master: unreachable, or refused (a certificate, a CA file)
+        sys.stderr.write("mkvread: %s\n" % e if e.filename else "mkvread: %s: %s\n" % (master, e))
+        return 1
+    sys.stderr.write("mkvread: %d files, %d failed\n" % (files, failed))
+    return 1 if failed else 0
+
+
+def _fetch_all(master, prefix, top, threads, ttl, cafile):
     failed = files = 0
     with Reader(master, prefix + "/", threads=threads, ttl=ttl, errors="yield",
                 cafile=cafile) as r:
@@ -585,8 +598,7 @@ def main(argv):
                 f.write(value)
             os.replace(tmp, path)
             files += 1
-    sys.stderr.write("mkvread: %d files, %d failed\n" % (files, failed))
-    return 1 if failed else 0
+    return files, failed
 
 
 if __name__ == "__main__":
