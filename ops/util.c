@@ -204,7 +204,7 @@ struct index *ops_index_open(const char *db, bool create, const char *who, const
 	return NULL;
 }
 
-void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
+void ops_index_each(struct index *idx, int workers, struct ops_keys *b,
 		    void (*fn)(void *ctx, size_t i), void *ctx)
 {
 	struct index_iter *it = index_iter_new(idx, "", 0);
@@ -220,7 +220,7 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 			b->keys[n] = xstrndup(k, b->klens[n]);
 			b->vals[n] = xstrndup(v, b->vlens[n]);
 		}
-		ops_pool_run(workers, n, fn, ctx);
+		ops_pool_run(workers, b->n = n, fn, ctx);
 		for (size_t i = 0; i < n; i++) {
 			free(b->keys[i]);
 			free(b->vals[i]);
