@@ -395,7 +395,6 @@ static int report(struct gc *g, int rc)
 
 static int gc_run(struct gc *g)
 {
-	struct ops_progress *p;
 	struct config dry;
 	int rc = 0, names = check_names(g);
 	if (names == -2 && g->cfg->delete_) {
@@ -411,12 +410,12 @@ static int gc_run(struct gc *g)
 		}
 		log_msg("gc: what this dry run calls orphans may not be");
 	}
-	p = ops_progress_start(progress_line, g);
+	ops_progress_start(progress_line, g);
 	if (g->cfg->unlinked)
 		rc = remove_unlinked(g);
 	ops_pool_run(g->cfg->workers, (size_t)g->cfg->nvol, root_one, g);
 	ops_pool_run(g->cfg->workers, g->nunits, unit_one, g);
-	ops_progress_stop(p);
+	ops_progress_stop();
 	return report(g, rc);
 }
 

@@ -25,19 +25,18 @@ struct ops_why {              /* an answer's first bytes (ops_ask) */
  * (common/spawn.h); returns when all are done. */
 void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 
-/* A progress line on stderr, redrawn every 250 ms while stderr is a
- * terminal (and never otherwise).  line(ctx, out, n) formats the text. */
-struct ops_progress;
-struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_t n),
-					void *ctx);
-void ops_progress_stop(struct ops_progress *p);   /* clears the line */
-
 /* For the commands (not the server), before any thread starts: SIGINT,
  * SIGTERM and SIGHUP end the process at once, as they would by default
  * (every command is safe to kill and rerun), but first log where it was
  * -- the current progress line, terminal or not -- as its last line.
- * Exit status 128 + the signal. */
+ * Exit status 128 + the signal.  The thread that takes them also draws
+ * the progress line. */
 void ops_signals_init(void);
+/* The progress line on stderr, one at a time: redrawn every 250 ms while
+ * stderr is a terminal (and never otherwise).  line(ctx, out, n) formats
+ * the text; after stop (which clears it) line is not called again. */
+void ops_progress_start(void (*line)(void *ctx, char *out, size_t n), void *ctx);
+void ops_progress_stop(void);
 
 /* n per second over ms milliseconds (0 when ms is 0). */
 double ops_per_s(double n, uint64_t ms);

@@ -77,11 +77,11 @@ static void progress_line(void *ctx, char *out, size_t n)
  * summary.  Returns the exit status. */
 static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 {
-	struct ops_progress *p = ops_progress_start(progress_line, g);
 	char *lp = xasprintf("%s/", g->prefix), dur[32];
 	int rc = 0;
 	uint64_t ms;
 	unsigned long bytes;
+	ops_progress_start(progress_line, g);
 	if (!listing) {
 		ops_pool_run(g->cfg->workers, g->n, fn, g);
 	} else if (!(rc = ops_list_each(g->cfg->master, lp, OPS_LIST_LOCATIONS, "get",
@@ -89,7 +89,7 @@ static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 		   !(g->files + g->skipped + g->differ + g->failed) && (rc = -1)) {
 		log_msg("get: no keys under %s", lp);
 	}
-	ops_progress_stop(p);
+	ops_progress_stop();
 	free(lp);
 	ms = ops_elapsed(g->t0, dur);
 	bytes = g->bytes;

@@ -131,14 +131,13 @@ static int run_online(struct run *r)
 int rebalance_main(const struct config *cfg)
 {
 	struct run r = {.cfg = cfg, .t0 = now_ms()};
-	struct ops_progress *p;
 	char dur[32];
 	uint64_t ms;
 	int rc;
 
-	p = ops_progress_start(progress_line, &r);
+	ops_progress_start(progress_line, &r);
 	rc = cfg->master ? run_online(&r) : run_offline(&r);
-	ops_progress_stop(p);
+	ops_progress_stop();
 	ms = ops_elapsed(r.t0, dur);
 	if (rc == 0 || r.seen) {
 		log_msg("rebalance: %lu keys seen, %lu moved, %lu failed in %s (%.0f moved keys/s)%s",

@@ -524,7 +524,7 @@ static int rebuild_open(struct rb *rb, bool *was_empty)
 /* The listings on this thread, the writers on the pool. */
 static void rebuild_walk(struct rb *rb)
 {
-	struct ops_progress *prog = ops_progress_start(progress_line, rb);
+	ops_progress_start(progress_line, rb);
 	/* Listings are small and cost the volume little each: -workers of
 	 * them is too few to keep 5 nginx busy (16: 17.7 s, 128: 7.5 s for the
 	 * same 72,249 listings), so LISTINGS_PER_WORKER times as many fly,
@@ -537,7 +537,7 @@ static void rebuild_walk(struct rb *rb)
 	ops_fetch_run(rb->fetch, more_leaf, done, rb);
 	spawn_queue_end(rb->writers);
 	ops_fetch_free(rb->fetch);
-	ops_progress_stop(prog);
+	ops_progress_stop();
 }
 
 /* The one-line summary, with what the run could not do. */

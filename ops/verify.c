@@ -294,16 +294,15 @@ static void progress_line(void *ctx, char *out, size_t n)
 int verify_main(const struct config *cfg)
 {
 	struct vr v = {.cfg = cfg, .t0 = now_ms()};
-	struct ops_progress *p;
 	unsigned long bad;
 	uint64_t ms;
 	char dur[32];
 	int rc;
 
 	ops_rate_init(cfg->rate);
-	p = ops_progress_start(progress_line, &v);
+	ops_progress_start(progress_line, &v);
 	rc = run(&v);
-	ops_progress_stop(p);
+	ops_progress_stop();
 	ms = ops_elapsed(v.t0, dur);
 	bad = v.missing + v.corrupt;
 	log_msg("verify: %lu keys, %lu replicas checked, %lu missing, %lu corrupt, %lu fixed, "
