@@ -167,16 +167,9 @@ void ops_fetch_run(struct ops_fetch *f, int (*more)(void *ctx),
 
 void ops_fetch_free(struct ops_fetch *f)
 {
-	if (!f)
-		return;
-	while (f->hosts) {
+	while (f->hosts) {   /* their queues are empty: ops_fetch_run returned */
 		struct fhost *h = f->hosts;
 		f->hosts = h->next;
-		for (struct fget *g = h->head, *n; g; g = n) {
-			n = g->next;
-			free(g->url);
-			free(g);
-		}
 		free(h->name);
 		free(h);
 	}

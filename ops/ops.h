@@ -1,6 +1,6 @@
 /* ops.h -- the operator commands' shared parts: the worker pool,
- * progress line, streaming copy, streamed transfers and key listing that
- * rebuild, rebalance, verify, gc, put and get share.
+ * progress line, streamed transfers and key listing that rebuild,
+ * rebalance, verify, gc, put and get share.
  */
 #ifndef MKV_OPS_H
 #define MKV_OPS_H

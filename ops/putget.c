@@ -121,12 +121,6 @@ static int pg_init(struct pg *g, const char *prefix, const char *dir)
 	return 0;
 }
 
-static void pg_free(struct pg *g)
-{
-	free(g->prefix);
-	free(g->dir);
-}
-
 /* md5 of a file by path, into out; false when it cannot be read. */
 static bool file_md5(const char *path, char out[33])
 {
@@ -254,7 +248,8 @@ int put_main(const struct config *cfg)
 	for (size_t i = 0; i < g.n; i++)
 		free(g.names[i]);
 	free(g.names);
-	pg_free(&g);
+	free(g.prefix);
+	free(g.dir);
 	return rc;
 }
 
@@ -471,6 +466,7 @@ int get_main(const struct config *cfg)
 	rc = run(&g, get_one, true);
 	if (g.files || g.skipped)
 		rc |= get_sync(g.dir) < 0;
-	pg_free(&g);
+	free(g.prefix);
+	free(g.dir);
 	return rc;
 }

@@ -274,7 +274,8 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 	char err[OPS_ERR], *url, *es = url_escape(from, strlen(from), false);
 	char *ep = url_escape(prefix, strlen(prefix), true);
 	json_error_t je;
-	json_t *doc = NULL, *keys, *next;
+	json_t *doc = NULL, *keys;
+	const char *next;
 	int st, rc = -1;
 
 	memset(pg, 0, sizeof(*pg));
@@ -290,10 +291,13 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 		goto out;
 	}
 	doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-	keys = doc ? json_object_get(doc, "keys") : NULL;
-	next = doc ? json_object_get(doc, "next") : NULL;
-	if (!json_is_array(keys) || !json_is_string(next)) {
+	if (json_unpack(doc, "{s:o, s:s}", "keys", &keys, "next", &next) < 0 ||
+	    !json_is_array(keys)) {
 		log_msg("%s: the master's key listing is not {\"next\":..,\"keys\":[..]}", who);
+		goto out;
+	}
+	if (*from && !strcmp(from, next)) {
+		log_msg("%s: the master's listing does not advance past %s", who, from);
 		goto out;
 	}
 	if (located) {
@@ -307,10 +311,6 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 		}
 		pg->locs = xcalloc(json_array_size(keys) + 1, sizeof(*pg->locs));
 		pg->md5s = xcalloc(json_array_size(keys) + 1, sizeof(*pg->md5s));
-	}
-	if (*from && !strcmp(from, json_string_value(next))) {
-		log_msg("%s: the master's listing does not advance past %s", who, from);
-		goto out;
 	}
 	pg->keys = xcalloc(json_array_size(keys) + 1, sizeof(*pg->keys));
 	pg->klens = xcalloc(json_array_size(keys) + 1, sizeof(*pg->klens));
@@ -335,7 +335,7 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 	}
 	if (start) {
 		free(*start);
-		*start = xstrdup(json_string_value(next));
+		*start = xstrdup(next);
 	}
 	rc = 0;
 out:
