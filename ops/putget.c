@@ -258,17 +258,10 @@ int put_main(const struct config *cfg)
 /* Is rel a relative path that stays inside DIR (no "", ".", ".." segment)? */
 static bool safe_rel(const char *rel)
 {
-	const char *s = rel;
-	if (!*s)
-		return false;
-	for (;;) {
-		size_t n = strcspn(s, "/");
-		if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
-			return false;
-		if (!s[n])
-			return true;
-		s += n + 1;
-	}
+	char *s = xasprintf("/%s/", rel);   /* each segment between slashes */
+	bool ok = !strstr(s, "//") && !strstr(s, "/./") && !strstr(s, "/../");
+	free(s);
+	return ok;
 }
 
 /* mkdir -p of path's parent directories. */
