@@ -11,7 +11,6 @@
  * HOST_MAX a volume (what its connections pipeline: vconn.h), the volumes
  * served in turn, and asking the caller for more. */
 #include "ops.h"
-#include "../common/httpc.h"
 #include "../common/util.h"
 #include "../common/vconn.h"
 
@@ -41,7 +40,6 @@ struct fhost {
 
 struct ops_fetch {
 	int concurrency, inflight, queued;
-	size_t max;
 	struct fhost *hosts, *turn;   /* turn: the volume served next */
 	int nhosts;
 	bool finished;            /* more() said -1 */
@@ -52,11 +50,10 @@ struct ops_fetch {
 	void *ctx;
 };
 
-struct ops_fetch *ops_fetch_new(int concurrency, size_t max)
+struct ops_fetch *ops_fetch_new(int concurrency)
 {
 	struct ops_fetch *f = xcalloc(1, sizeof(*f));
 	f->concurrency = concurrency < 1 ? 1 : concurrency;
-	f->max = max;
 	return f;
 }
 
@@ -85,7 +82,7 @@ static void dispatch(struct ops_fetch *f)
 		f->queued--;
 		f->inflight++;
 		h->inflight++;
-		if (vconn_get(g->url, f->max, fetched, g) < 0) {
+		if (vconn_get(g->url, OPS_LIST_MAX, fetched, g) < 0) {
 			char err[OPS_ERR];
 			snprintf(err, sizeof(err), "%.200s: not a GET this thread can make", g->url);
 			fetched(g, -1, "", 0, err);
@@ -170,16 +167,9 @@ void ops_fetch_run(struct ops_fetch *f, int (*more)(void *ctx),
 
 void ops_fetch_free(struct ops_fetch *f)
 {
-	if (!f)
-		return;
-	while (f->hosts) {
+	while (f->hosts) {   /* their queues are empty: ops_fetch_run returned */
 		struct fhost *h = f->hosts;
 		f->hosts = h->next;
-		for (struct fget *g = h->head, *n; g; g = n) {
-			n = g->next;
-			free(g->url);
-			free(g);
-		}
 		free(h->name);
 		free(h);
 	}

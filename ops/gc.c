@@ -53,13 +53,12 @@ struct unit {
 
 struct gc {
 	const struct config *cfg;
-	char *master;             /* online */
 	struct index *idx;        /* offline */
 	uint64_t grace_s;
 	pthread_mutex_t mu;
 	struct unit *units;
 	size_t nunits, cap;
-	struct ops_batch b;       /* -unlinked: the keys at hand */
+	struct ops_keys b;        /* -unlinked: the keys at hand */
 	atomic_ulong files, orphans, tmps, young, rekept, deleted, failed, unlinked,
 		unlinked_gone, unlinked_busy, examples, dirs;
 	atomic_ullong orphan_bytes, tmp_bytes;
@@ -84,12 +83,11 @@ static void add_unit(struct gc *g, const char *loc, int xx)
  * 1 yes, 0 no, -1 cannot tell. */
 static int unlinked_online(struct gc *g, const char *key, size_t klen)
 {
-	char *start = xstrdup(""), *prefix = xstrndup(key, klen);
-	struct ops_page pg;   /* the key sorts first of those it begins */
-	int rc = ops_list_page(g->master, prefix, OPS_LIST_UNLINKED, &start, &pg, "gc") < 0 ? -1
+	char *prefix = xstrndup(key, klen);
+	struct ops_keys pg;   /* the key sorts first of those it begins */
+	int rc = ops_list_page(g->cfg->master, prefix, OPS_LIST_UNLINKED, NULL, &pg, "gc") < 0 ? -1
 		 : pg.n && pg.klens[0] == klen && !memcmp(pg.keys[0], key, klen);
-	ops_page_free(&pg);
-	free(start);
+	ops_keys_free(&pg);
 	free(prefix);
 	return rc;
 }
@@ -102,9 +100,9 @@ static int named(struct gc *g, const char *key, size_t klen, const char *loc)
 	struct record r;
 	char err[OPS_ERR];
 	int st;
-	if (!g->master)
+	if (!g->cfg->master)
 		return vol_named(g->idx, key, klen, loc);
-	st = ops_master_head(g->master, key, klen, 4, &h, &r, err);
+	st = ops_master_head(g->cfg->master, key, klen, 4, &h, &r, err);
 	if (st == 302 && h.volumes[0])
 		return vol_among(r.locs, r.nlocs, loc);
 	return st == 404 ? unlinked_online(g, key, klen) : -1;
@@ -125,7 +123,7 @@ static void remove_file(struct gc *g, const char *loc, const char *path, const c
 	char *url = ops_url(loc, path, strlen(path), ""), err[OPS_ERR];
 	struct httpc_req d = {.url = url};
 	struct ops_head_info h;
-	int st = ops_head_info(url, TIMEOUT_MS, &h, err);
+	int st = ops_ask(NULL, url, TIMEOUT_MS, &h, err);
 	if (st == 404) {
 		/* gone already */
 	} else if (st != 200 || !old_enough(g, httpc_parse_date(h.lastmod)) ||
@@ -171,14 +169,20 @@ static void consider(struct gc *g, const char *loc, const char *path, json_t *e)
 		remove_file(g, loc, path, klen > 0 ? key : NULL, klen);
 }
 
-/* GET a listing (recursive and with temporary files, where the volume
- * can); NULL on 404 or failure (logged, counted). */
-static json_t *list(struct gc *g, const char *loc, const char *path, const char *args)
+/* What is at path on loc (404: nothing; a failure is logged, counted).
+ * At a root ("/"): its /xx/ become units, its svNN/ roots in turn (a
+ * volume's); a file there is no blob (none sits at a root).  Below: the
+ * files, listed recursively and with temporary files where the volume can
+ * (nginx cannot: its directories are listed in turn). */
+static void walk(struct gc *g, const char *loc, const char *path, int depth)
 {
-	char *url = ops_url(loc, path, strlen(path), args), err[OPS_ERR] = "";
+	bool root = !strcmp(path, "/");
+	char *url = ops_url(loc, path, strlen(path), root ? "" : "?recursive&tmp");
+	char err[OPS_ERR] = "", type;
 	struct buf b = {0};
 	int st = httpc_do("GET", url, NULL, 0, TIMEOUT_MS, &b, OPS_LIST_MAX, err);
-	json_t *doc = ops_listing(st, b.data, b.len, err);
+	json_t *doc = ops_listing(st, b.data, b.len, err), *e;
+	size_t i;
 	g->dirs++;
 	if (!doc && st != 404) {
 		log_msg("gc: GET %s failed: %s: not looked at", url, err);
@@ -186,54 +190,26 @@ static json_t *list(struct gc *g, const char *loc, const char *path, const char 
 	}
 	buf_free(&b);
 	free(url);
-	return doc;
-}
-
-static void walk(struct gc *g, const char *loc, const char *path, int depth)
-{
-	json_t *doc = list(g, loc, path, "?recursive&tmp"), *e;
-	size_t i;
-	char type;
 	json_array_foreach(doc, i, e) {
 		const char *name = ops_entry(e, &type);
 		char *sub;
-		if (!name)
+		if (!name || !type)
 			continue;
 		sub = xasprintf("%s%s", path, name);
-		if (type == 'd' && depth < 64) {
-			char *d = xasprintf("%s/", sub);
-			walk(g, loc, d, depth + 1);   /* nginx: no recursive listings */
-			free(d);
-		} else if (type == 'f') {
+		if (type == 'f') {
 			consider(g, loc, sub, e);
-		}
-		free(sub);
-	}
-	json_decref(doc);
-}
-
-/* A root: its /xx/ become units, its svNN/ roots in turn (a volume's);
- * a file there is no blob (none sits at a root). */
-static void walk_root(struct gc *g, const char *loc, bool volume)
-{
-	json_t *doc = list(g, loc, "/", ""), *e;
-	size_t i;
-	char type;
-	json_array_foreach(doc, i, e) {
-		const char *name = ops_entry(e, &type);
-		if (name && type == 'f') {
-			char *path = xasprintf("/%s", name);
-			consider(g, loc, path, e);
-			free(path);
-		} else if (!name || type != 'd') {
-			continue;
-		} else if (ops_hash_dir(name) >= 0) {
+		} else if (!root && depth < 64) {
+			char *d = xasprintf("%s/", sub);
+			walk(g, loc, d, depth + 1);
+			free(d);
+		} else if (root && ops_hash_dir(name) >= 0) {
 			add_unit(g, loc, ops_hash_dir(name));
-		} else if (volume && ops_subvolume_dir(name)) {
+		} else if (root && !strchr(loc, '/') && ops_subvolume_dir(name)) {
 			char *sv = xasprintf("%s/%s", loc, name);
-			walk_root(g, sv, false);
+			walk(g, sv, "/", 0);
 			free(sv);
 		}
+		free(sub);
 	}
 	json_decref(doc);
 }
@@ -241,7 +217,7 @@ static void walk_root(struct gc *g, const char *loc, bool volume)
 static void root_one(void *ctx, size_t i)
 {
 	struct gc *g = ctx;
-	walk_root(g, g->cfg->volumes[i], true);
+	walk(g, g->cfg->volumes[i], "/", 0);
 }
 
 static void unit_one(void *ctx, size_t i)
@@ -260,9 +236,10 @@ static void unit_one(void *ctx, size_t i)
 static void unlinked_online_one(void *ctx, size_t i)
 {
 	struct gc *g = ctx;
-	char *url = ops_url(g->master, g->b.keys[i], g->b.klens[i], "?unlinked"), err[OPS_ERR];
-	struct buf b = {0};
-	int st = g->cfg->delete_ ? httpc_do("DELETE", url, NULL, 0, 0, &b, 0, err) : 0;
+	char *url = ops_url(g->cfg->master, g->b.keys[i], g->b.klens[i], "?unlinked");
+	char err[OPS_ERR];
+	struct ops_head_info h;
+	int st = g->cfg->delete_ ? ops_ask("DELETE", url, 0, &h, err) : 0;
 	g->unlinked++;
 	if (st == 404 && ops_unreachable("gc", g->b.keys[i], g->b.klens[i])) {
 		g->failed++;
@@ -271,11 +248,10 @@ static void unlinked_online_one(void *ctx, size_t i)
 	} else if (st == 403 || st == 409) {
 		g->unlinked_busy++;
 	} else if (st != 0) {
-		ops_why(err, st, url, b.data, b.len);
+		ops_why(err, st, url, h.why.text, h.why.n);
 		log_msg("gc: DELETE %.*s?unlinked failed: %s", (int)g->b.klens[i], g->b.keys[i], err);
 		g->failed++;
 	}
-	buf_free(&b);
 	free(url);
 }
 
@@ -300,9 +276,9 @@ static void unlinked_offline_one(void *ctx, size_t i)
 
 static int remove_unlinked(struct gc *g)
 {
-	if (g->master)
-		return ops_list_each(g->master, "", true, "gc", g->cfg->workers, &g->b.keys,
-				     &g->b.klens, unlinked_online_one, g);
+	if (g->cfg->master)
+		return ops_list_each(g->cfg->master, "", OPS_LIST_UNLINKED, "gc", g->cfg->workers,
+				     &g->b, unlinked_online_one, g);
 	ops_index_each(g->idx, g->cfg->workers, &g->b, unlinked_offline_one, g);
 	if (g->cfg->delete_)
 		index_sync(g->idx);
@@ -345,30 +321,24 @@ static char *sample_offline(struct gc *g, bool *empty)
 
 static char *sample_online(struct gc *g, bool *empty)
 {
-	struct ops_page pg;
-	char *start = xstrdup(""), *found = NULL, err[OPS_ERR];
+	const char *m = g->cfg->master;
+	struct ops_keys pg, ul;
+	char *found = NULL, err[OPS_ERR];
 	*empty = false;
-	if (ops_list_page(g->master, "", false, &start, &pg, "gc") < 0) {
-		free(start);
+	if (ops_list_page(m, "", OPS_LIST_LIVE, NULL, &pg, "gc") < 0)
 		return NULL;
-	}
-	if (pg.n == 0) {      /* no live key: an unlinked one, then? */
-		struct ops_page ul;
-		char *s2 = xstrdup("");
-		if (ops_list_page(g->master, "", true, &s2, &ul, "gc") == 0) {
-			*empty = ul.n == 0;
-			ops_page_free(&ul);
-		}
-		free(s2);
+	/* no live key: an unlinked one, then? */
+	if (pg.n == 0 && ops_list_page(m, "", OPS_LIST_UNLINKED, NULL, &ul, "gc") == 0) {
+		*empty = ul.n == 0;
+		ops_keys_free(&ul);
 	}
 	for (size_t i = 0; i < pg.n && i < SAMPLE && !found; i++) {
 		struct ops_head_info h;
 		struct record r;
-		if (ops_master_head(g->master, pg.keys[i], pg.klens[i], 1, &h, &r, err) == 302)
+		if (ops_master_head(m, pg.keys[i], pg.klens[i], 1, &h, &r, err) == 302)
 			found = stranger(g->cfg, &r);
 	}
-	ops_page_free(&pg);
-	free(start);
+	ops_keys_free(&pg);
 	return found;
 }
 
@@ -378,7 +348,7 @@ static char *sample_online(struct gc *g, bool *empty)
 static int check_names(struct gc *g)
 {
 	bool empty = false;
-	char *found = g->master ? sample_online(g, &empty) : sample_offline(g, &empty);
+	char *found = g->cfg->master ? sample_online(g, &empty) : sample_offline(g, &empty);
 	if (empty) {
 		log_msg("gc: the index holds no key, live or unlinked: every file would look "
 			"unnamed (a wrong -db, or a master serving another index?)");
@@ -425,7 +395,6 @@ static int report(struct gc *g, int rc)
 
 static int gc_run(struct gc *g)
 {
-	struct ops_progress *p;
 	struct config dry;
 	int rc = 0, names = check_names(g);
 	if (names == -2 && g->cfg->delete_) {
@@ -441,12 +410,12 @@ static int gc_run(struct gc *g)
 		}
 		log_msg("gc: what this dry run calls orphans may not be");
 	}
-	p = ops_progress_start(progress_line, g);
+	ops_progress_start(progress_line, g);
 	if (g->cfg->unlinked)
 		rc = remove_unlinked(g);
 	ops_pool_run(g->cfg->workers, (size_t)g->cfg->nvol, root_one, g);
 	ops_pool_run(g->cfg->workers, g->nunits, unit_one, g);
-	ops_progress_stop(p);
+	ops_progress_stop();
 	return report(g, rc);
 }
 
@@ -459,13 +428,12 @@ int gc_main(const struct config *cfg)
 	g.grace_s = 2 * cfg->puttimeout_ms / 1000;
 	if (g.grace_s < 2)
 		g.grace_s = 2;
-	g.master = ops_master_url(cfg->master);
-	if (g.master || (g.idx = ops_index_open(cfg->db, false, "gc", "run gc online with -master host:port")))
+	if (cfg->master ||
+	    (g.idx = ops_index_open(cfg->db, false, "gc", "run gc online with -master host:port")))
 		rc = gc_run(&g);
 	for (size_t i = 0; i < g.nunits; i++)
 		free(g.units[i].loc);
 	free(g.units);
-	free(g.master);
 	if (g.idx)
 		index_close(g.idx);
 	pthread_mutex_destroy(&g.mu);

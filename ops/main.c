@@ -133,10 +133,10 @@ static const struct command *command(const char *cmd, int npos, char **pos)
 
 int main(int argc, char **argv)
 {
-	static char *master_url;
 	char *pos[3], *volbuf, err[OPS_ERR];
 	const struct command *cmd;
 	int rc, npos;
+	bool putget;
 
 	log_init("mkv");
 	for (int i = argc - 1; i > 0 && usage == head; i--)   /* for a bad flag, before */
@@ -151,39 +151,36 @@ int main(int argc, char **argv)
 	if (vol_cacert && (!cas || X509_STORE_load_file(cas, vol_cacert) != 1))
 		bad("-cacert %s: no CA certificate there (PEM)", vol_cacert);
 	X509_STORE_free(cas);
-	/* the commands talk to the master too: those requests go unsigned */
-	httpc_unsigned(master_url = ops_master_url(c.master));
+	/* the commands talk to the master too, by this URL: those requests go
+	 * unsigned */
+	httpc_unsigned(c.master = ops_master_url(c.master));
 	if (c.fallback && !*c.fallback)
 		c.fallback = NULL;
 	for (int i = 1; i < npos; i++)
 		c.args[i - 1] = pos[i];
-	if (cmd->run == put_main || cmd->run == get_main) {
-		/* the master knows the volumes: put and get need only it */
-		if (!c.master)
-			bad("%s needs -master host:port", cmd->name);
-		if (npos != 3)
-			bad("%s takes two operands", cmd->name);
-		/* get -volumesecret signs for these hosts only */
-		volbuf = volumes ? split_volumes(&c, volumes) : NULL;
-		ops_signals_init();
-		rc = cmd->run(&c);
-		free(volbuf);
-		free(c.volumes);
-		return rc;
-	}
+	/* put and get: the master knows the volumes (get -volumesecret signs
+	 * for those of -volumes only) */
+	putget = cmd->run == put_main || cmd->run == get_main;
+	if (putget && !c.master)
+		bad("%s needs -master host:port", cmd->name);
+	if (putget && npos != 3)
+		bad("%s takes two operands", cmd->name);
 	volbuf = split_volumes(&c, volumes ? volumes : "");
-	if (!c.nvol)
-		bad("-volumes is required");
-	if (!c.db && !(c.master && cmd->online))
-		bad("-db is required");
-	if (c.db && c.master && (cmd->run == verify_main || cmd->run == gc_main))
-		bad("give -master (online) or -db (offline), not both");
-	if (c.nvol < c.replicas)
-		bad("need at least as many volumes as -replicas");
-	index_cache_size((size_t)c.blockcache << 20);
+	if (!putget) {
+		if (!c.nvol)
+			bad("-volumes is required");
+		if (!c.db && !(c.master && cmd->online))
+			bad("-db is required");
+		if (c.db && c.master && (cmd->run == verify_main || cmd->run == gc_main))
+			bad("give -master (online) or -db (offline), not both");
+		if (c.nvol < c.replicas)
+			bad("need at least as many volumes as -replicas");
+		index_cache_size((size_t)c.blockcache << 20);
+	}
 	if (cmd->run != server_main) {
 		ops_signals_init();
-		if (vol_check_names(&c, true) < 0)   /* the server's, once its signals are set */
+		/* the server's, once its signals are set */
+		if (!putget && vol_check_names(&c, true) < 0)
 			return 2;
 	} else {
 		front_route_add(&s3_route);   /* S3 on the master's port (docs/s3.md) */

@@ -23,7 +23,6 @@
  * and the rerun's md5 check fetches it again. */
 #include "../master/mkv.h"
 #include "ops.h"
-#include "../common/httpc.h"
 #include "../common/placement.h"
 #include "../common/util.h"
 #include "../common/volsign.h"
@@ -44,12 +43,11 @@
 
 struct pg {
 	const struct config *cfg;
-	char *master;            /* "http://host:port" */
 	char *prefix;            /* the key prefix, no trailing '/' ("" for "/") */
 	char *dir;               /* the local directory, no trailing '/' */
 	char **names;            /* put: relative paths */
 	size_t n;
-	struct ops_page page;    /* get: the page being read */
+	struct ops_keys page;    /* get: the page being read */
 	atomic_ulong files, bytes, skipped, differ, failed;
 	unsigned long not_regular;   /* put: symlinks and special files, not sent */
 	unsigned long logged;
@@ -79,27 +77,19 @@ static void progress_line(void *ctx, char *out, size_t n)
  * summary.  Returns the exit status. */
 static int run(struct pg *g, void (*fn)(void *ctx, size_t i), bool listing)
 {
-	struct ops_progress *p = ops_progress_start(progress_line, g);
 	char *lp = xasprintf("%s/", g->prefix), dur[32];
 	int rc = 0;
 	uint64_t ms;
 	unsigned long bytes;
+	ops_progress_start(progress_line, g);
 	if (!listing) {
 		ops_pool_run(g->cfg->workers, g->n, fn, g);
-	} else {
-		char *start = xstrdup("");
-		do {
-			if ((rc = ops_list_page(g->master, lp, OPS_LIST_LOCATIONS, &start, &g->page,
-						"get")) < 0)
-				break;
-			ops_pool_run(g->cfg->workers, g->page.n, fn, g);
-			ops_page_free(&g->page);
-		} while (*start);
-		free(start);
-		if (!rc && !(g->files + g->skipped + g->differ + g->failed) && (rc = -1))
-			log_msg("get: no keys under %s", lp);
+	} else if (!(rc = ops_list_each(g->cfg->master, lp, OPS_LIST_LOCATIONS, "get",
+					g->cfg->workers, &g->page, fn, g)) &&
+		   !(g->files + g->skipped + g->differ + g->failed) && (rc = -1)) {
+		log_msg("get: no keys under %s", lp);
 	}
-	ops_progress_stop(p);
+	ops_progress_stop();
 	free(lp);
 	ms = ops_elapsed(g->t0, dur);
 	bytes = g->bytes;
@@ -128,15 +118,7 @@ static int pg_init(struct pg *g, const char *prefix, const char *dir)
 	for (n = strlen(prefix); n > 0 && prefix[n - 1] == '/';)
 		n--;
 	g->prefix = xstrndup(prefix, n);
-	g->master = ops_master_url(g->cfg->master);
 	return 0;
-}
-
-static void pg_free(struct pg *g)
-{
-	free(g->master);
-	free(g->prefix);
-	free(g->dir);
 }
 
 /* md5 of a file by path, into out; false when it cannot be read. */
@@ -196,7 +178,7 @@ static void compare(struct pg *g, const char *key, const char *path)
 {
 	struct ops_head_info h;
 	char md5[33], err[OPS_ERR] = "";
-	int status = ops_master_head(g->master, key, strlen(key), 4, &h, NULL, err);
+	int status = ops_master_head(g->cfg->master, key, strlen(key), 4, &h, NULL, err);
 	if (status != 302 || !file_md5(path, md5)) {
 		fail(g, "%s: exists, and its md5 cannot be compared (%s)", path, err);
 	} else if (!h.md5[0]) {
@@ -214,7 +196,7 @@ static void put_one(void *ctx, size_t i)
 	struct pg *g = ctx;
 	char *key = xasprintf("%s/%s", g->prefix, g->names[i]);
 	char *path = xasprintf("%s/%s", g->dir, g->names[i]);
-	char *url = ops_url(g->master, key, strlen(key), ""), err[OPS_ERR] = "";
+	char *url = ops_url(g->cfg->master, key, strlen(key), ""), err[OPS_ERR] = "";
 	struct ops_head_info h;
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), status = -1;
@@ -223,7 +205,7 @@ static void put_one(void *ctx, size_t i)
 		fail(g, "%s: %s", path, strerror(errno));
 	} else if (st.st_size == 0) {
 		fail(g, "%s: empty file: the store keeps no empty values", path);
-	} else if (st.st_size >= ASK_FIRST && ops_head_info(url, TIMEOUT_MS, &h, err) == 302) {
+	} else if (st.st_size >= ASK_FIRST && ops_ask(NULL, url, TIMEOUT_MS, &h, err) == 302) {
 		/* A big file is sent only when the key is absent: asking first costs a
 		 * round trip, sending it in vain costs the whole file (the master
 		 * answers 403 only after the body). */
@@ -266,7 +248,8 @@ int put_main(const struct config *cfg)
 	for (size_t i = 0; i < g.n; i++)
 		free(g.names[i]);
 	free(g.names);
-	pg_free(&g);
+	free(g.prefix);
+	free(g.dir);
 	return rc;
 }
 
@@ -275,17 +258,10 @@ int put_main(const struct config *cfg)
 /* Is rel a relative path that stays inside DIR (no "", ".", ".." segment)? */
 static bool safe_rel(const char *rel)
 {
-	const char *s = rel;
-	if (!*s)
-		return false;
-	for (;;) {
-		size_t n = strcspn(s, "/");
-		if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
-			return false;
-		if (!s[n])
-			return true;
-		s += n + 1;
-	}
+	char *s = xasprintf("/%s/", rel);   /* each segment between slashes */
+	bool ok = !strstr(s, "//") && !strstr(s, "/./") && !strstr(s, "/../");
+	free(s);
+	return ok;
 }
 
 /* mkdir -p of path's parent directories. */
@@ -430,7 +406,7 @@ static int64_t get_key(struct pg *g, size_t i, char *path)
 	for (int k = 0; k < n && size < 0; k++)
 		size = fetch_file(g, key, u[(i + (size_t)k) % (size_t)n], false, want, path, true);
 	if (size < 0) {
-		master = ops_url(g->master, key, strlen(key), "");
+		master = ops_url(g->cfg->master, key, strlen(key), "");
 		size = fetch_file(g, key, master, true, "", path, false);
 		free(master);
 	}
@@ -483,6 +459,7 @@ int get_main(const struct config *cfg)
 	rc = run(&g, get_one, true);
 	if (g.files || g.skipped)
 		rc |= get_sync(g.dir) < 0;
-	pg_free(&g);
+	free(g.prefix);
+	free(g.dir);
 	return rc;
 }

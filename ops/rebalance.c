@@ -2,26 +2,19 @@
  * where key2volume puts them now.  See ops.h for the order of a move. */
 #include "../master/mkv.h"
 #include "../master/store.h"
-#include "../common/spawn.h"
 #include "ops.h"
-#include "../common/httpc.h"
-#include "../common/placement.h"
 #include "../common/util.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* ---- the command ---- */
-
 struct run {
 	const struct config *cfg;
 	struct index *idx;          /* offline */
-	char *master;               /* online: "http://host:port" */
-	struct ops_batch b;         /* the keys at hand */
+	struct ops_keys b;          /* the keys at hand */
 	bool unlinked;              /* online: they came from ?unlinked */
 	atomic_ulong seen, moved, failed, skipped, left;
 	uint64_t total;             /* 0 when unknown */
@@ -86,42 +79,17 @@ static int run_offline(struct run *r)
 	return 0;
 }
 
-struct answer {
-	struct ops_why why;   /* first: ops_why_body's ctx */
-	char balance[32];
-};
-
-static bool balance_header(void *ctx, int status, const char *line, size_t len)
-{
-	(void)status;
-	httpc_header(line, len, "Key-Balance", ((struct answer *)ctx)->balance, 32);
-	return true;
-}
-
-/* REBALANCE url; *moved: the master moved it (Key-Balance: rebalanced;
- * a master that does not say is taken to have). */
-static int rebalance_request(const char *url, bool *moved, char *err)
-{
-	struct answer a = {0};
-	struct httpc_call c = {.url = url, .method = "REBALANCE", .header = balance_header,
-			       .body = ops_why_body, .ctx = &a};
-	int st = httpc_call(&c, err);
-	*moved = strcmp(a.balance, "balanced") != 0;
-	ops_why(err, st, url, a.why.text, a.why.n);
-	return st;
-}
-
 /* Online: each key goes through the master, which holds its lock. */
 static void online_one(void *ctx, size_t i)
 {
 	struct run *r = ctx;
-	char *url = ops_url(r->master, r->b.keys[i], r->b.klens[i], r->unlinked ? "?unlinked" : "");
+	char *url = ops_url(r->cfg->master, r->b.keys[i], r->b.klens[i],
+			    r->unlinked ? "?unlinked" : "");
 	char err[OPS_ERR];
 	struct ops_head_info h;
-	bool moved = true;
 	int st, tries = 0;
 	/* A key already where it belongs (or deleted meanwhile) is left alone. */
-	if (!r->unlinked && ((st = ops_head_info(url, 30000, &h, err)) == 404 ||
+	if (!r->unlinked && ((st = ops_ask(NULL, url, 30000, &h, err)) == 404 ||
 			     !strcmp(h.balance, "balanced"))) {
 		if (st == 404 && ops_unreachable("rebalance", r->b.keys[i], r->b.klens[i]))
 			r->failed++;
@@ -129,10 +97,11 @@ static void online_one(void *ctx, size_t i)
 	}
 	/* 409: a PUT or DELETE of the key is running; it ends soon */
 	do
-		st = rebalance_request(url, &moved, err);
+		st = ops_ask("REBALANCE", url, 0, &h, err);
 	while (st == 409 && retry_wait(RETRY_LOCKED, ++tries));
-	if (st == 204) {
-		r->moved += moved;
+	ops_why(err, st, url, h.why.text, h.why.n);
+	if (st == 204) {   /* Key-Balance: rebalanced (a master that does not say has) */
+		r->moved += strcmp(h.balance, "balanced") != 0;
 	} else if (st == 404 && ops_unreachable("rebalance", r->b.keys[i], r->b.klens[i])) {
 		r->failed++;
 	} else if (r->unlinked && st >= 400 && st < 500) {
@@ -151,27 +120,24 @@ done:
 static int run_online(struct run *r)
 {
 	int rc = 0;
-	r->master = ops_master_url(r->cfg->master);
 	for (int pass = 0; pass < 2 && rc == 0; pass++) {
 		r->unlinked = pass;
-		rc = ops_list_each(r->master, "", r->unlinked, "rebalance", r->cfg->workers,
-				   &r->b.keys, &r->b.klens, online_one, r);
+		rc = ops_list_each(r->cfg->master, "", r->unlinked, "rebalance", r->cfg->workers,
+				   &r->b, online_one, r);
 	}
-	free(r->master);
 	return rc;
 }
 
 int rebalance_main(const struct config *cfg)
 {
 	struct run r = {.cfg = cfg, .t0 = now_ms()};
-	struct ops_progress *p;
 	char dur[32];
 	uint64_t ms;
 	int rc;
 
-	p = ops_progress_start(progress_line, &r);
+	ops_progress_start(progress_line, &r);
 	rc = cfg->master ? run_online(&r) : run_offline(&r);
-	ops_progress_stop(p);
+	ops_progress_stop();
 	ms = ops_elapsed(r.t0, dur);
 	if (rc == 0 || r.seen) {
 		log_msg("rebalance: %lu keys seen, %lu moved, %lu failed in %s (%.0f moved keys/s)%s",

@@ -127,33 +127,6 @@ static void lreq_new(struct rb *rb, int ri, struct leaf *lf, const char *fmt, ..
 	lreq_add(rb, q);
 }
 
-/* The JSON array of a listing's answer, or NULL: gone (404), or failed for
- * good (logged, counted).  *retry: it was asked again (no answer, or a
- * 5xx; a refusal would say the same again). */
-static json_t *listing(struct rb *rb, struct lreq *q, int status, const char *body, size_t len,
-		       const char *err, bool *retry)
-{
-	char why[OPS_ERR];
-	const char *loc = rb->roots[q->root]->loc;
-	json_t *doc = ops_listing(status, body, len, why);
-	*retry = false;
-	if (doc || status == 404) {
-		rb->dirs_done++;
-		return doc;
-	}
-	if (status <= 0)
-		snprintf(why, sizeof(why), "%s", err);
-	if ((status <= 0 || status >= 500) && ++q->tries < TRIES) {
-		*retry = true;
-		lreq_add(rb, q);
-		return NULL;
-	}
-	log_msg("rebuild: GET %s%s%s failed: %s", VOL_PREFIX(loc, strlen(loc)), loc, q->path, why);
-	rb->failed++;
-	rb->dirs_done++;
-	return NULL;
-}
-
 /* A root (loc: heap, taken), its top listed in turn. */
 static void root_add(struct rb *rb, char *loc, int vol)
 {
@@ -327,18 +300,29 @@ static void leaf_entry(struct rb *rb, struct lreq *q, const char *name, char typ
 	}
 }
 
+/* A listing's answer: gone (404), or failed for good (logged, counted)
+ * -- asked again when no answer came, or a 5xx (a refusal would say the
+ * same again) -- or its entries. */
 static void done(void *ctx, void *req, int status, const char *body, size_t len,
 		 const char *err)
 {
 	struct rb *rb = ctx;
 	struct lreq *q = req;
 	struct leaf *lf = q->leaf;
-	bool retry;
-	json_t *doc = listing(rb, q, status, body, len, err, &retry), *e;
+	const char *loc = rb->roots[q->root]->loc;
+	char why[OPS_ERR], type;
+	json_t *doc = ops_listing(status, body, len, why), *e;
 	size_t j;
-	char type;
-	if (retry)
+	if (!doc && status != 404 && (status <= 0 || status >= 500) && ++q->tries < TRIES) {
+		lreq_add(rb, q);
 		return;
+	}
+	if (!doc && status != 404) {
+		log_msg("rebuild: GET %s%s%s failed: %s", VOL_PREFIX(loc, strlen(loc)), loc, q->path,
+			status <= 0 ? err : why);
+		rb->failed++;
+	}
+	rb->dirs_done++;
 	json_array_foreach(doc, j, e) {
 		const char *name = ops_entry(e, &type);
 		if (!name || name[0] == '.')
@@ -540,12 +524,12 @@ static int rebuild_open(struct rb *rb, bool *was_empty)
 /* The listings on this thread, the writers on the pool. */
 static void rebuild_walk(struct rb *rb)
 {
-	struct ops_progress *prog = ops_progress_start(progress_line, rb);
+	ops_progress_start(progress_line, rb);
 	/* Listings are small and cost the volume little each: -workers of
 	 * them is too few to keep 5 nginx busy (16: 17.7 s, 128: 7.5 s for the
 	 * same 72,249 listings), so LISTINGS_PER_WORKER times as many fly,
 	 * pipelined (fetch.c). */
-	rb->fetch = ops_fetch_new(rb->cfg->workers * LISTINGS_PER_WORKER, OPS_LIST_MAX);
+	rb->fetch = ops_fetch_new(rb->cfg->workers * LISTINGS_PER_WORKER);
 	ops_fetch_run(rb->fetch, more_root, done, rb);
 	plan_units(rb);
 	rb->t_leaves = now_ms();
@@ -553,7 +537,7 @@ static void rebuild_walk(struct rb *rb)
 	ops_fetch_run(rb->fetch, more_leaf, done, rb);
 	spawn_queue_end(rb->writers);
 	ops_fetch_free(rb->fetch);
-	ops_progress_stop(prog);
+	ops_progress_stop();
 }
 
 /* The one-line summary, with what the run could not do. */

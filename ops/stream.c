@@ -8,6 +8,7 @@
 #include "../common/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -54,6 +55,16 @@ static void keep_md5(char md5[33])
 		md5[0] = '\0';
 }
 
+/* A body's first bytes, into a struct ops_why (httpc_call's body callback). */
+static bool why_body(void *ctx, const char *p, size_t n)
+{
+	struct ops_why *w = ctx;
+	size_t k = n < sizeof(w->text) - 1 - w->n ? n : sizeof(w->text) - 1 - w->n;
+	memcpy(w->text + w->n, p, k);
+	w->text[w->n += k] = '\0';
+	return true;
+}
+
 static bool head_header(void *ctx, int status, const char *p, size_t len)
 {
 	struct ops_head_info *i = ctx;
@@ -68,16 +79,18 @@ static bool head_header(void *ctx, int status, const char *p, size_t len)
 	return true;
 }
 
-int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, char *err)
+int ops_ask(const char *method, const char *url, long timeout_ms, struct ops_head_info *info,
+	    char *err)
 {
-	struct httpc_call g = {.url = url, .head = true, .timeout_ms = timeout_ms,
-			      .header = head_header, .ctx = info};
+	struct httpc_call g = {.url = url, .head = !method, .method = method,
+			      .timeout_ms = timeout_ms, .header = head_header,
+			      .body = why_body, .ctx = info};   /* info->why first */
 	int st;
 	memset(info, 0, sizeof(*info));
 	info->size = -1;
 	st = httpc_call(&g, err);
 	keep_md5(info->md5);
-	if (st >= 400 && st != 404) {   /* the reason is in a GET's answer */
+	if (!method && st >= 400 && st != 404) {   /* the reason is in a GET's answer */
 		struct buf b = {0};
 		bool same = httpc_do("GET", url, NULL, 0, timeout_ms, &b, 4096, NULL) == st;
 		ops_why(err, st, url, b.data, same ? b.len : 0);
@@ -87,21 +100,19 @@ int ops_head_info(const char *url, long timeout_ms, struct ops_head_info *info, 
 }
 
 /* The body's pieces come from libcurl 16 KiB at a time, whatever its
- * buffer: they are written SINK_HOLD at a time (one write for a 64 KiB
+ * buffer: stdio holds them, SINK_HOLD at a time (one write for a 64 KiB
  * file, not four). */
 #define SINK_HOLD (64 * 1024)
 
 struct sink {
-	int fd;
+	FILE *f;                    /* the fd's, buffered; NULL: nowhere */
 	bool rate;
 	bool first_done;            /* the first response's headers are over */
 	int status;                 /* of the response whose body arrives */
 	uint64_t size;
 	int werr;                   /* errno of a failed write */
 	char *hdr_md5;
-	size_t held;                /* bytes in hold, not yet written */
 	struct ops_why why;         /* an error answer's body */
-	char hold[SINK_HOLD];
 };
 
 static bool get_header(void *ctx, int status, const char *p, size_t len)
@@ -115,58 +126,45 @@ static bool get_header(void *ctx, int status, const char *p, size_t len)
 	return true;
 }
 
-static bool write_all(struct sink *s, const char *p, size_t len)
-{
-	for (size_t off = 0; off < len;) {
-		ssize_t w = write(s->fd, p + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			s->werr = errno;
-			return false;
-		}
-		off += (size_t)w;
-	}
-	return true;
-}
-
 static bool get_body(void *ctx, const char *p, size_t len)
 {
 	struct sink *s = ctx;
 	if (s->status != 200)
-		return ops_why_body(&s->why, p, len);   /* an error page */
+		return why_body(&s->why, p, len);   /* an error page */
 	if (s->rate)
 		ops_rate_take(len);
 	s->size += len;
-	if (s->fd < 0)
-		return true;
-	if (s->held + len > SINK_HOLD) {
-		if (!write_all(s, s->hold, s->held))
-			return false;
-		s->held = 0;
-		if (len >= SINK_HOLD)
-			return write_all(s, p, len);
-	}
-	memcpy(s->hold + s->held, p, len);
-	s->held += len;
-	return true;
+	if (s->f && fwrite(p, 1, len, s->f) != len)
+		s->werr = errno;
+	return !s->werr;
 }
 
 int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33],
 		   uint64_t *size, char hdr_md5[33], char *err)
 {
-	struct sink s = {.fd = fd, .rate = rate, .hdr_md5 = hdr_md5};
+	struct sink s = {.rate = rate, .hdr_md5 = hdr_md5};
 	/* A volume that stops sending for a minute fails the read.  libcurl
 	 * reads up to 256 KiB a recv (its 16 KiB made four of a 64 KiB file). */
 	struct httpc_call g = {.url = url, .follow = follow, .stall_s = 60, .md5 = md5,
 			      .header = get_header, .body = get_body, .ctx = &s,
 			      .bufsize = 256L * 1024};
-	int st;
+	char hold[SINK_HOLD];
+	int st = -1;
 
 	hdr_md5[0] = '\0';
-	st = httpc_call(&g, err);
-	if (st == 200 && s.held && !write_all(&s, s.hold, s.held))
+	if (fd >= 0 && ((fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0 || !(s.f = fdopen(fd, "w")))) {
+		s.werr = errno;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (s.f)
+		setvbuf(s.f, hold, _IOFBF, SINK_HOLD);
+	if (!s.werr)
+		st = httpc_call(&g, err);
+	if (s.f && fclose(s.f) != 0 && st == 200) {   /* the last bytes written */
+		s.werr = errno;
 		st = -1;
+	}
 	if (st < 0 && s.werr)
 		snprintf(err, OPS_ERR, "write failed (%s)", strerror(s.werr));
 	else if (st > 0 && st != 200)
@@ -179,7 +177,7 @@ int ops_stream_get(const char *url, bool follow, int fd, bool rate, char md5[33]
 }
 
 struct source {
-	struct ops_why why;   /* first: ops_why_body's ctx */
+	struct ops_why why;   /* first: why_body's ctx */
 	int fd;
 	int rerr;
 };
@@ -199,7 +197,7 @@ int ops_stream_put(const char *url, int fd, uint64_t size, char md5[33], char *e
 {
 	struct source s = {.fd = fd};
 	struct httpc_call c = {.url = url, .stall_s = 60, .read = put_read, .size = size,
-			      .md5 = md5, .ctx = &s, .body = ops_why_body};
+			      .md5 = md5, .ctx = &s, .body = why_body};
 	int st = httpc_call(&c, err);
 	if (st < 0 && s.rerr)
 		snprintf(err, OPS_ERR, "read failed (%s)", strerror(s.rerr));
@@ -232,15 +230,6 @@ char *ops_master_url(const char *m)
 		free(user);
 	}
 	return u;
-}
-
-bool ops_why_body(void *ctx, const char *p, size_t n)
-{
-	struct ops_why *w = ctx;
-	size_t k = n < sizeof(w->text) - 1 - w->n ? n : sizeof(w->text) - 1 - w->n;
-	memcpy(w->text + w->n, p, k);
-	w->text[w->n += k] = '\0';
-	return true;
 }
 
 void ops_why(char *err, int status, const char *url, const char *body, size_t len)
@@ -276,21 +265,23 @@ void ops_why(char *err, int status, const char *url, const char *body, size_t le
 #define PAGE 1000
 
 int ops_list_page(const char *master, const char *prefix, int what, char **start,
-		  struct ops_page *pg, const char *who)
+		  struct ops_keys *pg, const char *who)
 {
 	bool unlinked = what & OPS_LIST_UNLINKED, located = what & OPS_LIST_LOCATIONS;
+	const char *from = start ? *start : "";
 	json_t *locs = NULL, *md5s = NULL;
 	struct buf b = {0};
-	char err[OPS_ERR], *url, *es = url_escape(*start, strlen(*start), false);
+	char err[OPS_ERR], *url, *es = url_escape(from, strlen(from), false);
 	char *ep = url_escape(prefix, strlen(prefix), true);
 	json_error_t je;
-	json_t *doc = NULL, *keys, *next;
+	json_t *doc = NULL, *keys;
+	const char *next;
 	int st, rc = -1;
 
 	memset(pg, 0, sizeof(*pg));
 	url = xasprintf("%s%s?%s&limit=%d%s%s", master, *ep ? ep : "/",
 			unlinked ? "unlinked" : located ? "list&locations&md5s" : "list", PAGE,
-			**start ? "&start=" : "", es);
+			*from ? "&start=" : "", es);
 	free(es);
 	free(ep);
 	st = httpc_do("GET", url, NULL, 0, 60000, &b, 0, err);
@@ -300,10 +291,13 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 		goto out;
 	}
 	doc = json_loadb(b.data ? b.data : "", b.len, 0, &je);
-	keys = doc ? json_object_get(doc, "keys") : NULL;
-	next = doc ? json_object_get(doc, "next") : NULL;
-	if (!json_is_array(keys) || !json_is_string(next)) {
+	if (json_unpack(doc, "{s:o, s:s}", "keys", &keys, "next", &next) < 0 ||
+	    !json_is_array(keys)) {
 		log_msg("%s: the master's key listing is not {\"next\":..,\"keys\":[..]}", who);
+		goto out;
+	}
+	if (*from && !strcmp(from, next)) {
+		log_msg("%s: the master's listing does not advance past %s", who, from);
 		goto out;
 	}
 	if (located) {
@@ -317,10 +311,6 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 		}
 		pg->locs = xcalloc(json_array_size(keys) + 1, sizeof(*pg->locs));
 		pg->md5s = xcalloc(json_array_size(keys) + 1, sizeof(*pg->md5s));
-	}
-	if (**start && !strcmp(*start, json_string_value(next))) {
-		log_msg("%s: the master's listing does not advance past %s", who, *start);
-		goto out;
 	}
 	pg->keys = xcalloc(json_array_size(keys) + 1, sizeof(*pg->keys));
 	pg->klens = xcalloc(json_array_size(keys) + 1, sizeof(*pg->klens));
@@ -343,8 +333,10 @@ int ops_list_page(const char *master, const char *prefix, int what, char **start
 		}
 		pg->keys[pg->n++] = xstrndup(json_string_value(k), json_string_length(k));
 	}
-	free(*start);
-	*start = xstrdup(json_string_value(next));
+	if (start) {
+		free(*start);
+		*start = xstrdup(next);
+	}
 	rc = 0;
 out:
 	json_decref(doc);
@@ -353,7 +345,7 @@ out:
 	return rc;
 }
 
-void ops_page_free(struct ops_page *pg)
+void ops_keys_free(struct ops_keys *pg)
 {
 	for (size_t i = 0; i < pg->n; i++) {
 		free(pg->keys[i]);
@@ -368,23 +360,15 @@ void ops_page_free(struct ops_page *pg)
 }
 
 int ops_list_each(const char *master, const char *prefix, int what, const char *who,
-		  int workers, char ***keys, size_t **klens, void (*fn)(void *ctx, size_t i),
-		  void *ctx)
+		  int workers, struct ops_keys *pg, void (*fn)(void *ctx, size_t i), void *ctx)
 {
 	char *start = xstrdup("");
-	struct ops_page pg;
 	int rc = 0;
 	do {
-		if (ops_list_page(master, prefix, what, &start, &pg, who) < 0) {
-			rc = -1;
+		if ((rc = ops_list_page(master, prefix, what, &start, pg, who)) < 0)
 			break;
-		}
-		*keys = pg.keys;
-		*klens = pg.klens;
-		ops_pool_run(workers, pg.n, fn, ctx);
-		*keys = NULL;
-		*klens = NULL;
-		ops_page_free(&pg);
+		ops_pool_run(workers, pg->n, fn, ctx);
+		ops_keys_free(pg);
 	} while (*start);
 	free(start);
 	return rc;
@@ -398,7 +382,7 @@ int ops_master_head(const char *master, const char *key, size_t klen, int tries,
 	int st = -1;
 	busy.tries = tries;
 	for (int t = 0; retry_wait(busy, t); t++) {
-		st = ops_head_info(url, 60000, h, err);
+		st = ops_ask(NULL, url, 60000, h, err);
 		if (st != 503 && st >= 0)
 			break;
 	}

@@ -46,86 +46,57 @@ void ops_pool_run(int workers, size_t n, void (*fn)(void *ctx, size_t i), void *
 	spawn_queue_end(q);
 }
 
-/* ---- progress line ---- */
+/* ---- progress line, and the signals ---- */
 
-struct ops_progress {
-	void (*line)(void *ctx, char *out, size_t n);
-	void *ctx;
-	struct spawn_queue *drawer;   /* NULL when stderr is no terminal */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool stop;
-};
-
-static void progress_job(void *ctx, void *item)
-{
-	struct ops_progress *p = item;
-	(void)ctx;
-	pthread_mutex_lock(&p->mu);
-	while (!p->stop) {
-		char text[256];
-		cond_wait_ms(&p->cv, &p->mu, 250);
-		if (p->stop)
-			break;
-		p->line(p->ctx, text, sizeof(text));
-		fprintf(stderr, "\r\033[K%s", text);
-		fflush(stderr);
-	}
-	pthread_mutex_unlock(&p->mu);
-}
-
-/* The progress line a signal reports (ops_signals_init). */
+/* The progress line (NULL: none), held while it is drawn, and by a signal
+ * to the end: the line stays still. */
 static pthread_mutex_t current_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct ops_progress *current;
+static void (*current)(void *ctx, char *out, size_t n);
+static void *current_ctx;
 
-struct ops_progress *ops_progress_start(void (*line)(void *ctx, char *out, size_t n), void *ctx)
+void ops_progress_start(void (*line)(void *ctx, char *out, size_t n), void *ctx)
 {
-	struct ops_progress *p = xcalloc(1, sizeof(*p));
-	p->line = line;
-	p->ctx = ctx;
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
-	if (isatty(2)) {
-		p->drawer = spawn_queue(1, progress_job, NULL);
-		spawn_queue_push(p->drawer, p);
-	}
 	pthread_mutex_lock(&current_mu);
-	current = p;
+	current = line;
+	current_ctx = ctx;
 	pthread_mutex_unlock(&current_mu);
-	return p;
 }
 
-void ops_progress_stop(struct ops_progress *p)
+void ops_progress_stop(void)
 {
 	pthread_mutex_lock(&current_mu);
-	if (current == p)
-		current = NULL;
-	pthread_mutex_unlock(&current_mu);
-	if (p->drawer) {
-		pthread_mutex_lock(&p->mu);
-		p->stop = true;
-		pthread_cond_signal(&p->cv);
-		pthread_mutex_unlock(&p->mu);
-		spawn_queue_end(p->drawer);
+	current = NULL;
+	if (isatty(2)) {
 		fprintf(stderr, "\r\033[K");
 		fflush(stderr);
 	}
-	pthread_mutex_destroy(&p->mu);
-	pthread_cond_destroy(&p->cv);
-	free(p);
+	pthread_mutex_unlock(&current_mu);
 }
 
+/* Every 250 ms the progress line (on a terminal); at a signal, the end. */
 static void *signal_main(void *arg)
 {
 	sigset_t *set = arg;
-	char text[256] = "";
-	int sig = 0;
-	while (sigwait(set, &sig) != 0)
-		;
-	pthread_mutex_lock(&current_mu);   /* held to the end: the line stays still */
+	struct timespec tick = {0, 250 * 1000 * 1000};
+	bool tty = isatty(2);
+	char text[256];
+	int sig;
+	for (;;) {
+		sig = sigtimedwait(set, NULL, &tick);
+		pthread_mutex_lock(&current_mu);
+		if (sig > 0)
+			break;
+		if (current && tty) {
+			current(current_ctx, text, sizeof(text));
+			fprintf(stderr, "\r\033[K%s", text);
+			fflush(stderr);
+		}
+		pthread_mutex_unlock(&current_mu);
+	}
+	text[0] = '\0';
 	if (current)
-		current->line(current->ctx, text, sizeof(text));
-	if (isatty(2))
+		current(current_ctx, text, sizeof(text));
+	if (tty)
 		fprintf(stderr, "\r\033[K");
 	log_msg("%s%sinterrupted (%s): run it again to finish (that is safe)", text,
 		*text ? "; " : "", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
@@ -204,7 +175,7 @@ struct index *ops_index_open(const char *db, bool create, const char *who, const
 	return NULL;
 }
 
-void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
+void ops_index_each(struct index *idx, int workers, struct ops_keys *b,
 		    void (*fn)(void *ctx, size_t i), void *ctx)
 {
 	struct index_iter *it = index_iter_new(idx, "", 0);
@@ -220,7 +191,7 @@ void ops_index_each(struct index *idx, int workers, struct ops_batch *b,
 			b->keys[n] = xstrndup(k, b->klens[n]);
 			b->vals[n] = xstrndup(v, b->vlens[n]);
 		}
-		ops_pool_run(workers, n, fn, ctx);
+		ops_pool_run(workers, b->n = n, fn, ctx);
 		for (size_t i = 0; i < n; i++) {
 			free(b->keys[i]);
 			free(b->vals[i]);

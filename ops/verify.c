@@ -38,8 +38,7 @@
 
 struct vr {
 	const struct config *cfg;
-	char *master;             /* online */
-	struct ops_batch b;       /* the keys at hand (and, offline, their records) */
+	struct ops_keys b;        /* the keys at hand (and, offline, their records) */
 	atomic_ulong keys_done, replicas, missing, corrupt, fixed, failed, skipped;
 	unsigned long logged;
 	atomic_ullong bytes;
@@ -68,7 +67,7 @@ static int replica_md5(struct vr *v, const char *url, char md5[33], char *err)
 	struct ops_head_info h;
 	char *q = xasprintf("%s?md5", url), hdr[33];
 	uint64_t size;
-	int st = ops_head_info(q, HASH_TIMEOUT_MS, &h, err);
+	int st = ops_ask(NULL, q, HASH_TIMEOUT_MS, &h, err);
 	free(q);
 	if (st == 200 && h.md5[0]) {              /* an mkv-volume hashed it */
 		if (h.size > 0)
@@ -92,7 +91,7 @@ static int master_record(struct vr *v, const char *key, size_t klen, struct ops_
 			 struct record *r)
 {
 	char err[OPS_ERR];
-	int st = ops_master_head(v->master, key, klen, 4, h, r, err);
+	int st = ops_master_head(v->cfg->master, key, klen, 4, h, r, err);
 	if (st == 404)
 		return 404;
 	if (st != 302 || !h->volumes[0]) {
@@ -155,7 +154,7 @@ static bool changed(struct vr *v, struct key *k)
 {
 	struct ops_head_info h;
 	struct record now;
-	return v->master && (master_record(v, k->key, (size_t)k->klen, &h, &now) != 200 ||
+	return v->cfg->master && (master_record(v, k->key, (size_t)k->klen, &h, &now) != 200 ||
 			     strcmp(k->r->hash, now.hash) ||
 			     !record_same_locs(k->r->locs, k->r->nlocs, now.locs, now.nlocs));
 }
@@ -181,9 +180,9 @@ static bool verify_key(struct vr *v, const char *key, size_t klen, struct record
 		suspect |= k.st[i] == ST_MISSING ||
 			   (k.st[i] == ST_GOOD && r->hash[0] && strcmp(k.md5[i], r->hash));
 	}
-	if (v->master && suspect && !retry)
+	if (v->cfg->master && suspect && !retry)
 		usleep(200000);   /* a write whose copies are in place, its record not yet */
-	if (v->master && suspect && (retry || changed(v, &k))) {
+	if (v->cfg->master && suspect && (retry || changed(v, &k))) {
 		if (!retry)
 			v->skipped++;
 		for (int i = 0; i < r->nlocs; i++)
@@ -271,9 +270,9 @@ static void online_one(void *ctx, size_t i)
 static int run(struct vr *v)
 {
 	struct index *idx;
-	if (v->master)
-		return ops_list_each(v->master, "", false, "verify", v->cfg->workers, &v->b.keys,
-				     &v->b.klens, online_one, v);
+	if (v->cfg->master)
+		return ops_list_each(v->cfg->master, "", OPS_LIST_LIVE, "verify", v->cfg->workers,
+				     &v->b, online_one, v);
 	idx = ops_index_open(v->cfg->db, false, "verify", "verify online with -master host:port");
 	if (!idx)
 		return -1;
@@ -295,17 +294,15 @@ static void progress_line(void *ctx, char *out, size_t n)
 int verify_main(const struct config *cfg)
 {
 	struct vr v = {.cfg = cfg, .t0 = now_ms()};
-	struct ops_progress *p;
 	unsigned long bad;
 	uint64_t ms;
 	char dur[32];
 	int rc;
 
 	ops_rate_init(cfg->rate);
-	v.master = ops_master_url(cfg->master);
-	p = ops_progress_start(progress_line, &v);
+	ops_progress_start(progress_line, &v);
 	rc = run(&v);
-	ops_progress_stop(p);
+	ops_progress_stop();
 	ms = ops_elapsed(v.t0, dur);
 	bad = v.missing + v.corrupt;
 	log_msg("verify: %lu keys, %lu replicas checked, %lu missing, %lu corrupt, %lu fixed, "
@@ -314,10 +311,9 @@ int verify_main(const struct config *cfg)
 		ops_per_s(v.bytes, ms) / 1e6, rc ? "; stopped early, see above" : "");
 	if (v.skipped)
 		log_msg("verify: %lu keys skipped: %s", v.skipped,
-			v.master ? "changed while being verified (run verify again)"
-				 : "interrupted PUTs (DELETED, no HASH: see gc -unlinked)");
+			cfg->master ? "changed while being verified (run verify again)"
+				    : "interrupted PUTs (DELETED, no HASH: see gc -unlinked)");
 	if (bad > v.fixed && !cfg->fix)
 		log_msg("verify: run it with -fix to copy good replicas over the bad ones");
-	free(v.master);
 	return rc || v.failed || bad > v.fixed ? 1 : 0;
 }
