@@ -19,6 +19,8 @@ void answer_error(struct answer *a, int status, const char *why)
 	a->status = status;
 	a->ctype = NULL;
 	a->body.len = 0;
+	if (status < 300)
+		return;
 	buf_puts(&a->body, why);
 	buf_puts(&a->body, "\n");
 }
@@ -194,7 +196,7 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 	}
 	r.deleted = false;
 	enc = record_encode(&r, &elen);
-	if (index_put(idx, key, klen, enc, elen) < 0) {
+	if (index_write(idx, key, klen, enc, elen, true) < 0) {
 		answer_error(a, 500, "index write failed");
 		goto out;
 	}

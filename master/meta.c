@@ -50,8 +50,8 @@ static char *name_of(char type, const char *name, size_t nlen)
 	return k;
 }
 
-/* A put, or a delete when val is NULL. */
-static int raw_write(char type, const char *name, size_t nlen, const char *val, bool sync)
+/* val NULL: a delete. */
+int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
 {
 	char *k;
 	int rc;
@@ -61,11 +61,6 @@ static int raw_write(char type, const char *name, size_t nlen, const char *val, 
 	rc = index_write(db, k, nlen + 1, val, val ? strlen(val) : 0, sync);
 	free(k);
 	return rc;
-}
-
-int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
-{
-	return raw_write(type, name, nlen, val, sync);
 }
 
 char *meta_raw_get(char type, const char *name, size_t nlen)
@@ -82,7 +77,7 @@ char *meta_raw_get(char type, const char *name, size_t nlen)
 
 int meta_raw_delete(char type, const char *name, size_t nlen)
 {
-	return raw_write(type, name, nlen, NULL, true);
+	return meta_raw_put(type, name, nlen, NULL, true);
 }
 
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m)
@@ -203,5 +198,5 @@ void meta_cursor_free(struct meta_cursor *c)
 
 void meta_delete(const char *key, size_t klen)
 {
-	raw_write('m', key, klen, NULL, false); /* lost alone, it leaves a stale entry no listing reads */
+	meta_raw_put('m', key, klen, NULL, false); /* lost alone, it leaves a stale entry no listing reads */
 }

@@ -278,15 +278,13 @@ static bool may_pull(const char *loc, const char *why)
 	return yes && !why;
 }
 
-struct pull_answer {
-	char outcome[16];        /* Mkv-Pull, "" when absent */
-};
+#define OUTCOME_MAX 16
 
+/* The answer's Mkv-Pull into ctx (OUTCOME_MAX bytes; "" when absent). */
 static bool pull_header(void *ctx, int status, const char *line, size_t len)
 {
-	struct pull_answer *a = ctx;
 	(void)status;
-	httpc_header(line, len, "Mkv-Pull", a->outcome, sizeof(a->outcome));
+	httpc_header(line, len, "Mkv-Pull", ctx, OUTCOME_MAX);
 	return true;
 }
 
@@ -300,10 +298,10 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 	snprintf(md5_h, sizeof(md5_h), "Mkv-Pull-Md5: %s", m->r.hash);
 	for (int j = 0; j < no && may_pull(loc, NULL); j++) {
 		char *src = httpc_url(m->r.locs[order[j]], m->path);
-		struct pull_answer a = {""};
+		char outcome[OUTCOME_MAX] = "";
 		struct httpc_call c = {.url = dst, .method = "PUT", .headers = hdrs,
 				       .connect_ms = m->tmo, .stall_s = PULL_STALL_S,
-				       .header = pull_header, .ctx = &a};
+				       .header = pull_header, .ctx = outcome};
 		int st;
 		/* the volume reads src as given: signed here for its GET */
 		memcpy(src_h, "Mkv-Pull: ", 10);
@@ -311,15 +309,15 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 			snprintf(src_h, sizeof(src_h), "Mkv-Pull: %s", src);
 		st = httpc_call(&c, err);
 		free(src);
-		if (st >= 200 && st < 300 && !strcmp(a.outcome, "done")) {
+		if (st >= 200 && st < 300 && !strcmp(outcome, "done")) {
 			copies_pulled++;
 			return true;
 		}
 		if (st < 0)
 			return false;    /* the destination is unreachable: the stream says so */
-		if (!a.outcome[0])
+		if (!outcome[0])
 			may_pull(loc, "it answers a pull without Mkv-Pull");
-		else if (!strcmp(a.outcome, "refused"))
+		else if (!strcmp(outcome, "refused"))
 			may_pull(loc, "it refuses pulls: start it with -peers naming the volumes");
 		/* else "failed": this source did not give the blob, the next may */
 	}
@@ -528,7 +526,7 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 	nr.nlocs = m.nwant;
 	memcpy(nr.locs, m.wantp, sizeof(m.wantp));
 	nv = record_encode(&nr, &nlen);
-	rc = index_put(idx, key, klen, nv, nlen);
+	rc = index_write(idx, key, klen, nv, nlen, true);
 	free(nv);
 	if (rc < 0) {
 		*why = "index write failed";

@@ -127,7 +127,8 @@ struct meta_cursor *meta_cursor_new(void);
 bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct meta *m);
 void meta_cursor_free(struct meta_cursor *c);
 
-/* Any entry under one type byte (names as raw bytes).  val may be "". */
+/* Any entry under one type byte (names as raw bytes).  val may be "";
+ * NULL deletes the entry. */
 int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync);
 /* Heap string (caller frees) or NULL. */
 char *meta_raw_get(char type, const char *name, size_t nlen);
