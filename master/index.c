@@ -80,51 +80,39 @@ struct index {
 /* The size of new tables and of the memtable, in MiB (index_open). */
 #define TABLE_MB 32
 
-static int by_str(const void *a, const void *b)
+/* LevelDB's files, as scandir picks them. */
+static int leveldb_file(const struct dirent *e)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	const char *nm = e->d_name, *dot = strrchr(nm, '.');
+	return !strcmp(nm, "CURRENT") || !strncmp(nm, "MANIFEST-", 9) ||
+	       (dot && (!strcmp(dot, ".ldb") || !strcmp(dot, ".sst") || !strcmp(dot, ".log")));
 }
 
-/* The state of the LevelDB files in dir as 32 hex digits; false when
- * there is no index there yet (no CURRENT). */
+/* The state of the LevelDB files in dir as 32 hex digits: the md5 of a
+ * line per file (name, size, time) in name order (the process never calls
+ * setlocale: alphasort is strcmp's).  false when there is no index there
+ * yet (no CURRENT). */
 static bool files_state(const char *dir, char out[33])
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char **lines = NULL;
-	size_t n = 0, cap = 0;
+	struct dirent **e;
+	int n = scandir(dir, &e, leveldb_file, alphasort);
 	bool current = false;
-	struct md5 *m;
-	if (!d)
-		return false;
-	while ((e = readdir(d))) {
-		const char *nm = e->d_name, *dot = strrchr(nm, '.');
+	struct md5 *m = md5_new();
+	for (int i = 0; i < n; i++) {
+		char *p = xasprintf("%s/%s", dir, e[i]->d_name), *line;
 		struct stat st;
-		char *p;
-		bool ours = !strcmp(nm, "CURRENT") || !strncmp(nm, "MANIFEST-", 9) ||
-			    (dot && (!strcmp(dot, ".ldb") || !strcmp(dot, ".sst") ||
-				     !strcmp(dot, ".log")));
-		if (!ours)
-			continue;
-		current |= !strcmp(nm, "CURRENT");
-		p = xasprintf("%s/%s", dir, nm);
+		current |= !strcmp(e[i]->d_name, "CURRENT");
 		if (stat(p, &st) == 0) {
-			if (n == cap)
-				lines = xrealloc(lines, (cap = cap ? 2 * cap : 64) * sizeof(*lines));
-			lines[n++] = xasprintf("%s %lld %lld.%09ld\n", nm, (long long)st.st_size,
-					       (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+			line = xasprintf("%s %lld %lld.%09ld\n", e[i]->d_name, (long long)st.st_size,
+					 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+			md5_update(m, line, strlen(line));
+			free(line);
 		}
 		free(p);
+		free(e[i]);
 	}
-	closedir(d);
-	if (n)
-		qsort(lines, n, sizeof(*lines), by_str);
-	m = md5_new();
-	for (size_t i = 0; i < n; i++) {
-		md5_update(m, lines[i], strlen(lines[i]));
-		free(lines[i]);
-	}
-	free(lines);
+	if (n >= 0)
+		free(e);
 	md5_final_hex(m, out);
 	md5_free(m);
 	return current;
@@ -327,21 +315,15 @@ void index_close(struct index *idx)
 	free(idx);
 }
 
-/* LevelDB's error, if any, logged and freed: -1, else 0. */
-static int failed(const char *call, char *err)
-{
-	if (!err)
-		return 0;
-	log_msg("%s failed: %s", call, err);
-	leveldb_free(err);
-	return -1;
-}
-
 char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen)
 {
 	char *err = NULL, *v, *out;
 	v = leveldb_get(idx->db, idx->ropts, key, klen, vlen, &err);
-	if (failed("leveldb_get", err) || !v)
+	if (err) {
+		log_msg("leveldb_get failed: %s", err);
+		leveldb_free(err);
+	}
+	if (!v)
 		return NULL;
 	out = xstrndup(v, *vlen);
 	leveldb_free(v);

@@ -195,8 +195,3 @@ void meta_cursor_free(struct meta_cursor *c)
 	free(c->want);
 	free(c);
 }
-
-void meta_delete(const char *key, size_t klen)
-{
-	meta_raw_put('m', key, klen, NULL, false); /* lost alone, it leaves a stale entry no listing reads */
-}

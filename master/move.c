@@ -194,8 +194,7 @@ void move_delete_later(struct index *idx, const char *key, size_t klen, const ch
 	p->url = httpc_url(loc, path);
 	p->due = now_ms() + GRACE_MS;
 	p->idx = idx;
-	p->key = xmalloc(klen + 1);
-	memcpy(p->key, key, klen);
+	p->key = xstrndup(key, klen);
 	p->klen = klen;
 	snprintf(p->loc, sizeof(p->loc), "%s", loc);
 	pthread_mutex_lock(&dq.mu);
@@ -488,8 +487,7 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 	char *val = index_get(idx, key, klen, &vlen), *nv;
 	int rc = 204;
 
-	if (moved)
-		*moved = false;
+	*moved = false;
 	if (!val) {
 		*why = "key not found";
 		return 404;
@@ -533,8 +531,7 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 		rc = 500;
 		goto out;
 	}
-	if (moved)
-		*moved = true;
+	*moved = true;
 	rc = drop_old(&m, flags, idx, key, klen, why);
 out:
 	free(val);

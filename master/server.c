@@ -97,8 +97,9 @@ static void unlock_key(struct req *r)
 	r->locked = false;
 }
 
-/* An error ends the request's write, if it took the key's lock: the key is
- * freed before the client hears back, so its next request finds it free. */
+/* An answer that ends the request's write (an error, a PUT's outcome): a
+ * key it locked is freed before the client hears back, so its next
+ * request finds it free. */
 static int send_error(struct req *r, int status, const char *why)
 {
 	unlock_key(r);

@@ -184,7 +184,8 @@ static void del_gone(struct del *d)
 		del_end(d, 500, "index delete failed; the key stays unlinked");
 		return;
 	}
-	meta_delete(d->key, d->klen);
+	/* unsynced: lost alone, it leaves a stale entry no listing reads */
+	meta_raw_put('m', d->key, d->klen, NULL, false);
 	del_end(d, 204, NULL);
 }
 
