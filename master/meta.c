@@ -7,14 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static struct index *db;
 
 int meta_open(const char *dir)
 {
 	char *path = xasprintf("%s/mkv-meta", dir), *why = NULL;
-	mkdir(dir, 0755); /* the index may not exist yet either */
 	db = index_open(path, &why);
 	if (!db) {
 		log_msg("sidecar index: %s", why);
