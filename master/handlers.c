@@ -19,6 +19,8 @@ void answer_error(struct answer *a, int status, const char *why)
 	a->status = status;
 	a->ctype = NULL;
 	a->body.len = 0;
+	if (status < 300)
+		return;
 	buf_puts(&a->body, why);
 	buf_puts(&a->body, "\n");
 }
@@ -34,13 +36,10 @@ void answer_free(struct answer *a)
 
 static unsigned rand_below(unsigned n)
 {
-	static __thread uint64_t s;
+	static __thread unsigned s;
 	if (!s)
-		s = now_ms() ^ (uint64_t)(uintptr_t)&s;
-	s ^= s << 13;
-	s ^= s >> 7;
-	s ^= s << 17;
-	return (unsigned)(s % n);
+		s = (unsigned)(now_ms() ^ (uintptr_t)&s);
+	return (unsigned)rand_r(&s) % n;
 }
 
 /* Does the record sit exactly where key2volume puts it now? */
@@ -164,29 +163,24 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 	 * cut short) are no longer named: a GET must not be sent to them. */
 	placement_path(key, klen, path);
 	for (int i = 0; i < r.nlocs; i++) {
-		char *url;
-		int st;
-		if (!health_up(r.locs[i], strlen(r.locs[i]))) {
-			if (r.hash[0])
-				continue;   /* down: its copy stays named, as any down replica's */
+		int st = 0;   /* down: its copy stays named, as any down replica's */
+		if (health_up(r.locs[i], strlen(r.locs[i]))) {
+			char *url = httpc_url(r.locs[i], path);
+			st = httpc_do("HEAD", url, NULL, 0, (long)cfg->puttimeout_ms, NULL, 0, NULL);
+			free(url);
+		} else if (!r.hash[0]) {
 			answer_error(a, 503, "a replica's volume is down: whether the PUT "
 					     "finished cannot be told");
 			goto out;
 		}
-		url = httpc_url(r.locs[i], path);
-		st = httpc_do("HEAD", url, NULL, 0, (long)cfg->puttimeout_ms, NULL, 0, NULL);
-		free(url);
 		if (!r.hash[0] && st != 200) {
 			answer_error(a, 409, "a replica is missing: the record is an "
 					     "interrupted PUT's, not an UNLINK's");
 			goto out;
 		}
-		if (st == 404)
-			r.locs[i] = NULL;
-	}
-	for (int i = 0; i < r.nlocs; i++)
-		if (r.locs[i])
+		if (st != 404)
 			r.locs[kept++] = r.locs[i];
+	}
 	r.nlocs = kept;
 	if (!kept) {
 		answer_error(a, 409, "no replica holds the value any more: DELETE the key");
@@ -194,7 +188,7 @@ void handle_relink(const struct config *cfg, struct index *idx, const char *key,
 	}
 	r.deleted = false;
 	enc = record_encode(&r, &elen);
-	if (index_put(idx, key, klen, enc, elen) < 0) {
+	if (index_write(idx, key, klen, enc, elen, true) < 0) {
 		answer_error(a, 500, "index write failed");
 		goto out;
 	}

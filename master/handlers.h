@@ -27,7 +27,7 @@ struct answer {
 	int64_t stream_len;
 };
 
-/* Status plus a one-line text/plain reason. */
+/* Status plus, for an error (300 or more), a one-line text/plain reason. */
 void answer_error(struct answer *a, int status, const char *why);
 void answer_free(struct answer *a);
 

@@ -18,11 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A write queued for the committer. */
+/* A write queued for the committer: a batch (of one put or delete, of
+ * index_batch_write's puts, or empty: index_sync). */
 struct pending {
-	char *key, *val;         /* val NULL: a delete */
-	size_t klen, vlen;
-	leveldb_writebatch_t *batch;   /* instead of key and val: a batch's writes */
+	leveldb_writebatch_t *batch;
 	bool sync;
 	void (*done)(void *, int);
 	void *arg;
@@ -81,51 +80,39 @@ struct index {
 /* The size of new tables and of the memtable, in MiB (index_open). */
 #define TABLE_MB 32
 
-static int by_str(const void *a, const void *b)
+/* LevelDB's files, as scandir picks them. */
+static int leveldb_file(const struct dirent *e)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	const char *nm = e->d_name, *dot = strrchr(nm, '.');
+	return !strcmp(nm, "CURRENT") || !strncmp(nm, "MANIFEST-", 9) ||
+	       (dot && (!strcmp(dot, ".ldb") || !strcmp(dot, ".sst") || !strcmp(dot, ".log")));
 }
 
-/* The state of the LevelDB files in dir as 32 hex digits; false when
- * there is no index there yet (no CURRENT). */
+/* The state of the LevelDB files in dir as 32 hex digits: the md5 of a
+ * line per file (name, size, time) in name order (the process never calls
+ * setlocale: alphasort is strcmp's).  false when there is no index there
+ * yet (no CURRENT). */
 static bool files_state(const char *dir, char out[33])
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char **lines = NULL;
-	size_t n = 0, cap = 0;
+	struct dirent **e;
+	int n = scandir(dir, &e, leveldb_file, alphasort);
 	bool current = false;
-	struct md5 *m;
-	if (!d)
-		return false;
-	while ((e = readdir(d))) {
-		const char *nm = e->d_name, *dot = strrchr(nm, '.');
+	struct md5 *m = md5_new();
+	for (int i = 0; i < n; i++) {
+		char *p = xasprintf("%s/%s", dir, e[i]->d_name), *line;
 		struct stat st;
-		char *p;
-		bool ours = !strcmp(nm, "CURRENT") || !strncmp(nm, "MANIFEST-", 9) ||
-			    (dot && (!strcmp(dot, ".ldb") || !strcmp(dot, ".sst") ||
-				     !strcmp(dot, ".log")));
-		if (!ours)
-			continue;
-		current |= !strcmp(nm, "CURRENT");
-		p = xasprintf("%s/%s", dir, nm);
+		current |= !strcmp(e[i]->d_name, "CURRENT");
 		if (stat(p, &st) == 0) {
-			if (n == cap)
-				lines = xrealloc(lines, (cap = cap ? 2 * cap : 64) * sizeof(*lines));
-			lines[n++] = xasprintf("%s %lld %lld.%09ld\n", nm, (long long)st.st_size,
-					       (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+			line = xasprintf("%s %lld %lld.%09ld\n", e[i]->d_name, (long long)st.st_size,
+					 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+			md5_update(m, line, strlen(line));
+			free(line);
 		}
 		free(p);
+		free(e[i]);
 	}
-	closedir(d);
-	if (n)
-		qsort(lines, n, sizeof(*lines), by_str);
-	m = md5_new();
-	for (size_t i = 0; i < n; i++) {
-		md5_update(m, lines[i], strlen(lines[i]));
-		free(lines[i]);
-	}
-	free(lines);
+	if (n >= 0)
+		free(e);
 	md5_final_hex(m, out);
 	md5_free(m);
 	return current;
@@ -233,6 +220,8 @@ static void make_parents(const char *path)
 	free(p);
 }
 
+static void enqueue(struct index *idx, struct pending *p);
+
 struct index *index_open(const char *path, char **why)
 {
 	struct index *idx = xcalloc(1, sizeof(*idx));
@@ -298,14 +287,7 @@ void index_close(struct index *idx)
 	if (!idx)
 		return;
 	if (idx->running) {   /* what is queued is written first */
-		bool wake;
-		pthread_mutex_lock(&idx->mu);
-		idx->stopping = true;
-		wake = idx->idle;
-		idx->idle = false;
-		pthread_mutex_unlock(&idx->mu);
-		if (wake)
-			sem_post(&idx->wake);
+		enqueue(idx, NULL);
 		pthread_join(idx->committer, NULL);
 	}
 	pthread_mutex_destroy(&idx->mu);
@@ -333,21 +315,15 @@ void index_close(struct index *idx)
 	free(idx);
 }
 
-/* LevelDB's error, if any, logged and freed: -1, else 0. */
-static int failed(const char *call, char *err)
-{
-	if (!err)
-		return 0;
-	log_msg("%s failed: %s", call, err);
-	leveldb_free(err);
-	return -1;
-}
-
 char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen)
 {
 	char *err = NULL, *v, *out;
 	v = leveldb_get(idx->db, idx->ropts, key, klen, vlen, &err);
-	if (failed("leveldb_get", err) || !v)
+	if (err) {
+		log_msg("leveldb_get failed: %s", err);
+		leveldb_free(err);
+	}
+	if (!v)
 		return NULL;
 	out = xstrndup(v, *vlen);
 	leveldb_free(v);
@@ -392,12 +368,11 @@ static void delta_delete(void *s, const char *key, size_t klen)
 	x->d += keys_delta(x->idx, key, klen, false);
 }
 
-static void set_why(struct index *idx, const char *what, const char *err)
+static void set_why(struct index *idx, const char *err)
 {
 	pthread_mutex_lock(&idx->why_mu);
-	snprintf(idx->why, sizeof(idx->why), "index %s refuses writes after a failed one (%s%s): "
-		 "they resume once its disk is sound, else restart the master", idx->path, what,
-		 err);
+	snprintf(idx->why, sizeof(idx->why), "index %s refuses writes after a failed one (%s): "
+		 "they resume once its disk is sound, else restart the master", idx->path, err);
 	pthread_mutex_unlock(&idx->why_mu);
 }
 
@@ -461,7 +436,7 @@ static void recover(struct index *idx)
 	leveldb_write(idx->db, idx->wopts, b, &err);
 	leveldb_writebatch_destroy(b);
 	if (err) {
-		set_why(idx, "", err);
+		set_why(idx, err);
 		leveldb_free(err);
 		return;
 	}
@@ -504,7 +479,7 @@ static int commit(struct index *idx, leveldb_writebatch_t *b, bool sync)
 	pthread_rwlock_unlock(&idx->count_lock);
 	if (!err)
 		return 0;
-	set_why(idx, "", err);
+	set_why(idx, err);
 	idx->tried_ns = now_ns();
 	atomic_fetch_add(&idx->write_errors, 1);
 	atomic_store(&idx->broken, true);
@@ -529,8 +504,6 @@ static void woken(void *arg, int rc)
 	sem_post(&w->done);
 }
 
-static void enqueue(struct index *idx, struct pending *p);
-
 static int write_wait(struct index *idx, struct pending *p)
 {
 	struct waiter w;
@@ -544,43 +517,29 @@ static int write_wait(struct index *idx, struct pending *p)
 	return w.rc;
 }
 
-static struct pending *pending_new(const char *key, size_t klen, const char *val, size_t vlen,
-				   bool sync)
+static struct pending *pending_new(leveldb_writebatch_t *b, bool sync)
 {
 	struct pending *p = xcalloc(1, sizeof(*p));
-	p->key = xstrndup(key, klen);
-	p->klen = klen;
-	p->val = val ? xstrndup(val, vlen) : NULL;   /* NULL: a delete */
-	p->vlen = vlen;
+	p->batch = b;
 	p->sync = sync;
 	return p;
+}
+
+/* A put of val, or a delete of key when val is NULL, as a batch. */
+static leveldb_writebatch_t *one_write(const char *key, size_t klen, const char *val, size_t vlen)
+{
+	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	if (val)
+		leveldb_writebatch_put(b, key, klen, val, vlen);
+	else
+		leveldb_writebatch_delete(b, key, klen);
+	return b;
 }
 
 int index_write(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen,
 		bool sync)
 {
-	return write_wait(idx, pending_new(key, klen, val, vlen, sync));
-}
-
-int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen)
-{
-	return index_write(idx, key, klen, val, vlen, true);
-}
-
-int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
-		     size_t vlen)
-{
-	return index_write(idx, key, klen, val, vlen, false);
-}
-
-int index_delete(struct index *idx, const char *key, size_t klen)
-{
-	return index_write(idx, key, klen, NULL, 0, true);
-}
-
-int index_delete_nosync(struct index *idx, const char *key, size_t klen)
-{
-	return index_write(idx, key, klen, NULL, 0, false);
+	return write_wait(idx, pending_new(one_write(key, klen, val, vlen), sync));
 }
 
 /* An index_batch is LevelDB's. */
@@ -603,9 +562,7 @@ void index_batch_free(struct index_batch *b)
 
 int index_batch_write(struct index *idx, struct index_batch *b)
 {
-	struct pending *p = xcalloc(1, sizeof(*p));
-	p->batch = (leveldb_writebatch_t *)b;
-	return write_wait(idx, p);
+	return write_wait(idx, pending_new((leveldb_writebatch_t *)b, false));
 }
 
 bool index_keys(struct index *idx, uint64_t *n)
@@ -638,10 +595,8 @@ int index_count(struct index *idx, const atomic_bool *stop)
 
 int index_sync(struct index *idx)
 {
-	struct pending *p = xcalloc(1, sizeof(*p));
-	p->batch = leveldb_writebatch_create();  /* an empty synced write syncs the log */
-	p->sync = true;
-	return write_wait(idx, p);
+	/* an empty synced write syncs the log */
+	return write_wait(idx, pending_new(leveldb_writebatch_create(), true));
 }
 
 /* Write the items of list p whose sync is sync, as one batch; then tell
@@ -659,12 +614,7 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 			rt = &p->next;
 			continue;
 		}
-		if (p->batch)
-			leveldb_writebatch_append(b, p->batch);
-		else if (p->val)
-			leveldb_writebatch_put(b, p->key, p->klen, p->val, p->vlen);
-		else
-			leveldb_writebatch_delete(b, p->key, p->klen);
+		leveldb_writebatch_append(b, p->batch);
 		*mt = p;
 		mt = &p->next;
 	}
@@ -675,10 +625,7 @@ static struct pending *write_batch(struct index *idx, struct pending *p, bool sy
 		next = p->next;
 		if (p->done)
 			p->done(p->arg, rc);
-		if (p->batch)
-			leveldb_writebatch_destroy(p->batch);
-		free(p->key);
-		free(p->val);
+		leveldb_writebatch_destroy(p->batch);
 		free(p);
 	}
 	return rest;
@@ -719,6 +666,8 @@ static void *committer(void *arg)
 	}
 }
 
+/* Queue p for the committer (started at the first), or with p NULL have
+ * it stop once the queue is written; wake it if it sleeps. */
 static void enqueue(struct index *idx, struct pending *p)
 {
 	bool wake;
@@ -728,8 +677,12 @@ static void enqueue(struct index *idx, struct pending *p)
 			die("pthread_create failed: out of threads");
 		idx->running = true;
 	}
-	*idx->tail = p;
-	idx->tail = &p->next;
+	if (p) {
+		*idx->tail = p;
+		idx->tail = &p->next;
+	} else {
+		idx->stopping = true;
+	}
 	wake = idx->idle;
 	idx->idle = false;
 	pthread_mutex_unlock(&idx->mu);
@@ -740,7 +693,7 @@ static void enqueue(struct index *idx, struct pending *p)
 void index_write_async(struct index *idx, const char *key, size_t klen, const char *val,
 		       size_t vlen, bool sync, void (*done)(void *arg, int rc), void *arg)
 {
-	struct pending *p = pending_new(key, klen, val, vlen, sync);
+	struct pending *p = pending_new(one_write(key, klen, val, vlen), sync);
 	p->done = done;
 	p->arg = arg;
 	enqueue(idx, p);

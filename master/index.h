@@ -26,22 +26,16 @@ void index_close(struct index *idx);
  * record_parse can NUL-terminate in place); caller frees.  NULL when
  * absent (or on a read error, which is logged). */
 char *index_get(struct index *idx, const char *key, size_t klen, size_t *vlen);
-/* 0 or -1 (logged).  Writes are synced to disk before returning. */
-int index_put(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen);
-int index_delete(struct index *idx, const char *key, size_t klen);
-/* index_delete without waiting for the disk (see index_put_nosync). */
-int index_delete_nosync(struct index *idx, const char *key, size_t klen);
-/* index_put without waiting for the disk: for a write that a later synced
- * write will cover (LevelDB's log is sequential, so syncing a later write
- * makes every earlier one durable too) and that is harmless to lose alone. */
-int index_put_nosync(struct index *idx, const char *key, size_t klen, const char *val,
-		     size_t vlen);
-/* Any of the four: a put, or a delete when val is NULL. */
+/* A put of val, or a delete of key when val is NULL: 0 or -1 (logged).
+ * sync: durable before it returns.  Else not waiting for the disk: for a
+ * write that a later synced write will cover (LevelDB's log is
+ * sequential, so syncing a later write makes every earlier one durable
+ * too) and that is harmless to lose alone. */
 int index_write(struct index *idx, const char *key, size_t klen, const char *val, size_t vlen,
 		bool sync);
 
 /* Puts written together as one LevelDB write, not synced (as
- * index_put_nosync), their count kept as a put's: a key at most once in
+ * index_write unsynced), their count kept as a put's: a key at most once in
  * a batch.  index_batch_write writes and frees b: 0 or -1 (logged, none
  * of it written). */
 struct index_batch;
@@ -72,7 +66,7 @@ bool index_writable(struct index *idx, char *why, size_t n);
 uint64_t index_write_errors(struct index *idx);
 
 /* Make every write so far durable (one fsync for any number of
- * index_put_nosync).  0 or -1 (logged). */
+ * unsynced index_write).  0 or -1 (logged). */
 int index_sync(struct index *idx);
 
 /* The writes of the event loops, which must not wait on the disk: queued

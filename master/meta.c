@@ -7,14 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static struct index *db;
 
 int meta_open(const char *dir)
 {
 	char *path = xasprintf("%s/mkv-meta", dir), *why = NULL;
-	mkdir(dir, 0755); /* the index may not exist yet either */
 	db = index_open(path, &why);
 	if (!db) {
 		log_msg("sidecar index: %s", why);
@@ -50,8 +48,8 @@ static char *name_of(char type, const char *name, size_t nlen)
 	return k;
 }
 
-/* A put, or a delete when val is NULL. */
-static int raw_write(char type, const char *name, size_t nlen, const char *val, bool sync)
+/* val NULL: a delete. */
+int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
 {
 	char *k;
 	int rc;
@@ -61,11 +59,6 @@ static int raw_write(char type, const char *name, size_t nlen, const char *val, 
 	rc = index_write(db, k, nlen + 1, val, val ? strlen(val) : 0, sync);
 	free(k);
 	return rc;
-}
-
-int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync)
-{
-	return raw_write(type, name, nlen, val, sync);
 }
 
 char *meta_raw_get(char type, const char *name, size_t nlen)
@@ -82,7 +75,7 @@ char *meta_raw_get(char type, const char *name, size_t nlen)
 
 int meta_raw_delete(char type, const char *name, size_t nlen)
 {
-	return raw_write(type, name, nlen, NULL, true);
+	return meta_raw_put(type, name, nlen, NULL, true);
 }
 
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m)
@@ -199,9 +192,4 @@ void meta_cursor_free(struct meta_cursor *c)
 	index_iter_free(c->it);
 	free(c->want);
 	free(c);
-}
-
-void meta_delete(const char *key, size_t klen)
-{
-	raw_write('m', key, klen, NULL, false); /* lost alone, it leaves a stale entry no listing reads */
 }

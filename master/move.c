@@ -194,8 +194,7 @@ void move_delete_later(struct index *idx, const char *key, size_t klen, const ch
 	p->url = httpc_url(loc, path);
 	p->due = now_ms() + GRACE_MS;
 	p->idx = idx;
-	p->key = xmalloc(klen + 1);
-	memcpy(p->key, key, klen);
+	p->key = xstrndup(key, klen);
 	p->klen = klen;
 	snprintf(p->loc, sizeof(p->loc), "%s", loc);
 	pthread_mutex_lock(&dq.mu);
@@ -278,15 +277,13 @@ static bool may_pull(const char *loc, const char *why)
 	return yes && !why;
 }
 
-struct pull_answer {
-	char outcome[16];        /* Mkv-Pull, "" when absent */
-};
+#define OUTCOME_MAX 16
 
+/* The answer's Mkv-Pull into ctx (OUTCOME_MAX bytes; "" when absent). */
 static bool pull_header(void *ctx, int status, const char *line, size_t len)
 {
-	struct pull_answer *a = ctx;
 	(void)status;
-	httpc_header(line, len, "Mkv-Pull", a->outcome, sizeof(a->outcome));
+	httpc_header(line, len, "Mkv-Pull", ctx, OUTCOME_MAX);
 	return true;
 }
 
@@ -300,10 +297,10 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 	snprintf(md5_h, sizeof(md5_h), "Mkv-Pull-Md5: %s", m->r.hash);
 	for (int j = 0; j < no && may_pull(loc, NULL); j++) {
 		char *src = httpc_url(m->r.locs[order[j]], m->path);
-		struct pull_answer a = {""};
+		char outcome[OUTCOME_MAX] = "";
 		struct httpc_call c = {.url = dst, .method = "PUT", .headers = hdrs,
 				       .connect_ms = m->tmo, .stall_s = PULL_STALL_S,
-				       .header = pull_header, .ctx = &a};
+				       .header = pull_header, .ctx = outcome};
 		int st;
 		/* the volume reads src as given: signed here for its GET */
 		memcpy(src_h, "Mkv-Pull: ", 10);
@@ -311,15 +308,15 @@ static bool pulled(const struct move *m, const int *order, int no, const char *d
 			snprintf(src_h, sizeof(src_h), "Mkv-Pull: %s", src);
 		st = httpc_call(&c, err);
 		free(src);
-		if (st >= 200 && st < 300 && !strcmp(a.outcome, "done")) {
+		if (st >= 200 && st < 300 && !strcmp(outcome, "done")) {
 			copies_pulled++;
 			return true;
 		}
 		if (st < 0)
 			return false;    /* the destination is unreachable: the stream says so */
-		if (!a.outcome[0])
+		if (!outcome[0])
 			may_pull(loc, "it answers a pull without Mkv-Pull");
-		else if (!strcmp(a.outcome, "refused"))
+		else if (!strcmp(outcome, "refused"))
 			may_pull(loc, "it refuses pulls: start it with -peers naming the volumes");
 		/* else "failed": this source did not give the blob, the next may */
 	}
@@ -490,8 +487,7 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 	char *val = index_get(idx, key, klen, &vlen), *nv;
 	int rc = 204;
 
-	if (moved)
-		*moved = false;
+	*moved = false;
 	if (!val) {
 		*why = "key not found";
 		return 404;
@@ -528,15 +524,14 @@ int move_key(const struct config *cfg, struct index *idx, const char *key, size_
 	nr.nlocs = m.nwant;
 	memcpy(nr.locs, m.wantp, sizeof(m.wantp));
 	nv = record_encode(&nr, &nlen);
-	rc = index_put(idx, key, klen, nv, nlen);
+	rc = index_write(idx, key, klen, nv, nlen, true);
 	free(nv);
 	if (rc < 0) {
 		*why = "index write failed";
 		rc = 500;
 		goto out;
 	}
-	if (moved)
-		*moved = true;
+	*moved = true;
 	rc = drop_old(&m, flags, idx, key, klen, why);
 out:
 	free(val);

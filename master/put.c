@@ -98,11 +98,9 @@ static int write_record(struct put *p, bool deleted, const char *hash, char *con
 {
 	size_t len;
 	char *v = encode(p, deleted, hash, locs, n, &len);
-	int rc;
 	/* The DELETED record needs no sync of its own: the live record's sync
 	 * covers it, and lost alone it only leaves unreferenced bytes. */
-	rc = deleted ? index_put_nosync(p->idx, p->key, p->klen, v, len)
-		     : index_put(p->idx, p->key, p->klen, v, len);
+	int rc = index_write(p->idx, p->key, p->klen, v, len, !deleted);
 	free(v);
 	return rc;
 }
@@ -189,7 +187,7 @@ static void cleanup_failed(struct put *p)
 		log_msg("PUT %s: the index failed; its copies are kept", p->key);
 	else if (httpc_delete_all(p->locs, p->nlocs, p->path, (long)p->cfg->voltimeout_ms * 5,
 			     "PUT cleanup (the record stays DELETED): ", NULL) == p->nlocs)
-		index_delete(p->idx, p->key, p->klen);
+		index_write(p->idx, p->key, p->klen, NULL, 0, true);
 }
 
 /* ---- REPLACE ---- */
@@ -312,7 +310,7 @@ static int settle_replace(const struct config *cfg, struct index *idx, const cha
 		if (!strcmp(md5[i], md5[pick]))
 			n.locs[n.nlocs++] = r->locs[i];
 	v = record_encode(&n, &len);
-	if (index_put(idx, key, klen, v, len) < 0) {
+	if (index_write(idx, key, klen, v, len, true) < 0) {
 		free(v);
 		free(tocopy);
 		return -1;
@@ -511,17 +509,16 @@ static void start_worker(struct put *p)
 	p->started = true;
 	if (spawn(worker, p) < 0) {
 		log_msg("pthread_create failed: out of threads");
-		p->status = 503;
-		snprintf(p->why, sizeof(p->why), "server busy: no thread for this write");
+		fail(p, 503, "server busy: no thread for this write");
 		p->finished = true;
 		p->refs--;
 		keylock_release(p->key, p->klen);
 	}
 }
 
-static struct put *start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-			 char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg,
-			 bool replace, size_t ring)
+struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
+		      char (*locs)[LOC_MAX], int nlocs, int64_t clen, void (*wake)(void *), void *arg,
+		      bool replace, size_t ring)
 {
 	struct put *p = xcalloc(1, sizeof(*p));
 	struct httpc_stream_cfg sc = {.n = nlocs, .clen = clen, .wake = wake, .arg = arg,
@@ -565,19 +562,6 @@ static struct put *start(const struct config *cfg, struct index *idx, const char
 	return p;
 }
 
-struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg)
-{
-	return start(cfg, idx, key, klen, locs, nlocs, clen, wake, arg, false, 0);
-}
-
-struct put *put_start_replace(const struct config *cfg, struct index *idx, const char *key,
-			      size_t klen, char *const *locs, int nlocs, int64_t clen,
-			      void (*wake)(void *), void *arg, size_t ring)
-{
-	return start(cfg, idx, key, klen, locs, nlocs, clen, wake, arg, true, ring);
-}
-
 void put_set_etag(struct put *p, const char *etag)
 {
 	pthread_mutex_lock(&p->mu);
@@ -602,8 +586,7 @@ static void stop(struct put *p, int status, const char *why)
 	p->aborted = true;
 	unstarted = !p->started && !p->finished;
 	if (unstarted) {   /* nothing was written: just free the key */
-		p->status = status;
-		snprintf(p->why, sizeof(p->why), "%s", why);
+		fail(p, status, "%s", why);
 		p->finished = true;
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -733,7 +716,7 @@ void put_sweep_replaces(const struct config *cfg, struct index *idx)
 			char *enc;
 			r.deleted = true;
 			enc = record_encode(&r, &elen);
-			if ((done = index_put(idx, k + 1, klen - 1, enc, elen) == 0))
+			if ((done = index_write(idx, k + 1, klen - 1, enc, elen, true) == 0))
 				log_msg("REPLACE of %.*s was cut short by a restart: its copies may "
 					"differ and none could be read, so it is unlinked (RELINK "
 					"after verify, or DELETE)", (int)klen - 1, k + 1);

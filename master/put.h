@@ -15,19 +15,15 @@
 
 struct put;
 
-/* Write key to locs[0..nlocs) (copied).  The caller's keylock is handed
+/* Write key to locs[0..nlocs) (copied): a PUT, or with replace a REPLACE
+ * (docs/s3.md): a live record stays served until the new bytes are on
+ * every replica; a sidecar marker lets a crash be settled at the next
+ * start (without a live record, a PUT).  The caller's keylock is handed
  * over and released once all is written or cleaned up.  clen: the body's
- * length, -1 unknown.  Errors surface in put_result. */
+ * length, -1 unknown; ring: the most body bytes held in memory (0: 4 MiB).
+ * Errors surface in put_result. */
 struct put *put_start(const struct config *cfg, struct index *idx, const char *key, size_t klen,
-		      char *const *locs, int nlocs, int64_t clen, void (*wake)(void *), void *arg);
-/* REPLACE (docs/s3.md): a live record stays served until the new bytes
- * are on every replica; a sidecar marker lets a crash be settled at the
- * next start.  Without a live record, a put_start.  ring: the most body
- * bytes held in memory (0: 4 MiB). */
-struct put *put_start_replace(const struct config *cfg, struct index *idx, const char *key,
-			      size_t klen, char *const *locs, int nlocs, int64_t clen,
-			      void (*wake)(void *), void *arg, size_t ring);
-
-
+		      char (*locs)[LOC_MAX], int nlocs, int64_t clen, void (*wake)(void *), void *arg,
+		      bool replace, size_t ring);
 
 #endif

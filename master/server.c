@@ -97,8 +97,9 @@ static void unlock_key(struct req *r)
 	r->locked = false;
 }
 
-/* An error ends the request's write, if it took the key's lock: the key is
- * freed before the client hears back, so its next request finds it free. */
+/* An answer that ends the request's write (an error, a PUT's outcome): a
+ * key it locked is freed before the client hears back, so its next
+ * request finds it free. */
 static int send_error(struct req *r, int status, const char *why)
 {
 	unlock_key(r);
@@ -134,12 +135,9 @@ static void run_op(struct req *r)
 		/* ?unlinked: move an unlinked key's blob too (online rebalance) */
 		st = move_key(cfg, idx, r->key, r->klen, r->query ? MOVE_UNLINKED : 0,
 				   &moved, &why);
-		if (st == 204) {
-			r->ans.status = 204;
-			/* what this request did: nothing (already home), or a move */
+		answer_error(&r->ans, st, why ? why : "rebalance failed");
+		if (st == 204)   /* what this request did: nothing (already home), or a move */
 			r->ans.balance = moved ? "rebalanced" : "balanced";
-		} else
-			answer_error(&r->ans, st, why ? why : "rebalance failed");
 		break;
 	default:
 		break;
@@ -168,10 +166,7 @@ static int run_async(struct req *r)
 static void deleted(void *arg, int st, const char *why)
 {
 	struct req *r = arg;
-	if (st == 204)
-		r->ans.status = 204;
-	else
-		answer_error(&r->ans, st, why);
+	answer_error(&r->ans, st, why);
 	unlock_key(r);          /* free the key before the client hears back */
 	front_finish(&r->sl);
 }
@@ -236,15 +231,11 @@ static int put_body(struct req *r, const char *data, size_t *size)
 	const char *why;
 
 	if (*size && !r->put) {
-		char *lp[RECORD_MAX_LOCS];
 		const char *cl = front_header(r->sl.conn, "Content-Length");
 		uint64_t clen = 0;
-		for (int i = 0; i < r->nlocs; i++)
-			lp[i] = r->locs[i];
 		int64_t len = cl && parse_u64(cl, 0, INT64_MAX, &clen) ? (int64_t)clen : -1;
-		r->put = r->replace ? put_start_replace(cfg, idx, r->key, r->klen, lp, r->nlocs, len,
-							front_wake, &r->sl, 0)
-				    : put_start(cfg, idx, r->key, r->klen, lp, r->nlocs, len, front_wake, &r->sl);
+		r->put = put_start(cfg, idx, r->key, r->klen, r->locs, r->nlocs, len, front_wake, &r->sl,
+				   r->replace, 0);
 		r->locked = false; /* the put owns the key's lock now */
 	}
 	if (*size && cfg->maxsize && r->bytes + *size > cfg->maxsize) {
@@ -278,13 +269,8 @@ static int put_body(struct req *r, const char *data, size_t *size)
 		put_finish(r->put);
 		r->put_finished = true;
 	}
-	if (put_result(r->put, &st, &why)) {
-		if (st == 201) {
-			r->ans.status = 201;
-			return send_answer(r);
-		}
+	if (put_result(r->put, &st, &why))
 		return send_error(r, st, why);
-	}
 	front_wait(&r->sl);   /* woken by the put's end (put.c's finish), on every path */
 	return FRONT_YES;
 }

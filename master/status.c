@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const struct config *cfg;
 static struct index *idx;
 static _Atomic uint64_t handoffs, conflicts;
 static atomic_bool stopping;
@@ -169,7 +168,6 @@ static void render(struct buf *b, bool html)
 
 void status_start(const struct config *c, struct index *i)
 {
-	cfg = c;
 	idx = i;
 	page_name(name, sizeof(name), c->port);
 	metrics_register(collect);

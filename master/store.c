@@ -102,17 +102,13 @@ struct put *store_write(const struct config *cfg, struct index *idx, const char 
 			size_t klen, bool replace, int64_t clen, void (*wake)(void *), void *arg,
 			size_t ring, const char **why)
 {
-	char locs[RECORD_MAX_LOCS][LOC_MAX], *lp[RECORD_MAX_LOCS];
+	char locs[RECORD_MAX_LOCS][LOC_MAX];
 	int n = store_locations(cfg, key, klen, locs, why);
 	if (n < 0) {
 		keylock_release(key, klen);
 		return NULL;
 	}
-	for (int i = 0; i < n; i++)
-		lp[i] = locs[i];
-	if (!replace)
-		return put_start(cfg, idx, key, klen, lp, n, clen, wake, arg);
-	return put_start_replace(cfg, idx, key, klen, lp, n, clen, wake, arg, ring);
+	return put_start(cfg, idx, key, klen, locs, n, clen, wake, arg, replace, ring);
 }
 
 /* ---- DELETE, on the event loop ----
@@ -188,7 +184,8 @@ static void del_gone(struct del *d)
 		del_end(d, 500, "index delete failed; the key stays unlinked");
 		return;
 	}
-	meta_delete(d->key, d->klen);
+	/* unsynced: lost alone, it leaves a stale entry no listing reads */
+	meta_raw_put('m', d->key, d->klen, NULL, false);
 	del_end(d, 204, NULL);
 }
 
@@ -254,35 +251,32 @@ static int del_start(struct loop *l, const struct config *cfg, struct index *idx
 		     const char *key, size_t klen, enum del_mode mode, const char **why,
 		     void (*done)(void *arg, int status, const char *why), void *arg)
 {
-	struct del *d;
+	struct del *d = xcalloc(1, sizeof(*d));
 	size_t vlen;
-	char *v = index_get(idx, key, klen, &vlen);
-	d = xcalloc(1, sizeof(*d));
-	d->v = v;
-	if (!v || record_parse(v, vlen, &d->r) < 0) {
-		int st = v ? 500 : 404;
-		*why = v ? "index record is malformed" : "key not found";
-		free(v);
+	int st = 0;
+	d->v = index_get(idx, key, klen, &vlen);
+	if (!d->v) {
+		*why = "key not found";
+		st = 404;
+	} else if (record_parse(d->v, vlen, &d->r) < 0) {
+		*why = "index record is malformed";
+		st = 500;
+	} else if (mode == DEL_UNLINK && d->r.deleted) {
+		*why = "key already unlinked";
+		st = 404;
+	} else if (mode == DEL_UNLINKED && !d->r.deleted) {
+		*why = "DELETE ?unlinked: the key is live";
+		st = 403;
+	} else if (mode == DEL_DELETE && cfg->protect && !d->r.deleted) {
+		*why = "-protect is set: UNLINK the key before DELETE";
+		st = 403;
+	}
+	if (st) {
+		free(d->v);
 		free(d);
 		return st;
 	}
 	d->unlink = mode == DEL_UNLINK;
-	if (d->unlink && d->r.deleted) {
-		*why = "key already unlinked";
-		goto refuse404;
-	}
-	if (mode == DEL_UNLINKED && !d->r.deleted) {
-		*why = "DELETE ?unlinked: the key is live";
-		free(v);
-		free(d);
-		return 403;
-	}
-	if (!d->unlink && cfg->protect && !d->r.deleted) {
-		*why = "-protect is set: UNLINK the key before DELETE";
-		free(v);
-		free(d);
-		return 403;
-	}
 	d->cfg = cfg;
 	d->idx = idx;
 	d->loop = l;
@@ -294,10 +288,6 @@ static int del_start(struct loop *l, const struct config *cfg, struct index *idx
 	loop_hold(l);
 	del_write(d, true, del_marked);
 	return 0;
-refuse404:
-	free(v);
-	free(d);
-	return 404;
 }
 
 int store_delete_start(const struct config *cfg, struct index *idx, const char *key,

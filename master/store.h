@@ -115,7 +115,6 @@ uint64_t meta_write_errors(void);
  * and written together by meta_write, which frees b. */
 void meta_batch_put(struct index_batch *b, const char *key, size_t klen, const struct meta *m);
 int meta_write(struct index_batch *b);    /* 0, or -1 (logged) */
-void meta_delete(const char *key, size_t klen);
 
 /* A key's attributes; false (and m zeroed but for what is known) when none. */
 bool meta_get(const char *key, size_t klen, struct meta *m);
@@ -127,7 +126,8 @@ struct meta_cursor *meta_cursor_new(void);
 bool meta_cursor_get(struct meta_cursor *c, const char *key, size_t klen, struct meta *m);
 void meta_cursor_free(struct meta_cursor *c);
 
-/* Any entry under one type byte (names as raw bytes).  val may be "". */
+/* Any entry under one type byte (names as raw bytes).  val may be "";
+ * NULL deletes the entry. */
 int meta_raw_put(char type, const char *name, size_t nlen, const char *val, bool sync);
 /* Heap string (caller frees) or NULL. */
 char *meta_raw_get(char type, const char *name, size_t nlen);
@@ -216,8 +216,8 @@ int store_delete_start(const struct config *cfg, struct index *idx, const char *
 /* Move key onto key2volume(cfg) locations (docs/protocol.md §4
  * REBALANCE, and `mkv rebalance`).  Returns 204 (moved, or already in
  * place), 404 (absent, or unlinked without MOVE_UNLINKED), or 500/503
- * with *why a static one-line reason (details are logged); *moved (may be
- * NULL) tells whether any blob or record changed.  Thread-safe; the caller
+ * with *why a static one-line reason (details are logged); *moved tells
+ * whether any blob or record changed.  Thread-safe; the caller
  * serialises writers of the same key (the server holds the key's lock).
  * It blocks: never on an event loop's thread (its small copies and
  * deletes run on a loop of the calling thread's own, common/vconn.h).

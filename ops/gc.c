@@ -268,7 +268,7 @@ static void unlinked_offline_one(void *ctx, size_t i)
 		return;
 	placement_path(g->b.keys[i], g->b.klens[i], path);
 	if (httpc_delete_all(r.locs, r.nlocs, path, TIMEOUT_MS, "gc: ", NULL) == r.nlocs &&
-	    index_delete(g->idx, g->b.keys[i], g->b.klens[i]) == 0)
+	    index_write(g->idx, g->b.keys[i], g->b.klens[i], NULL, 0, true) == 0)
 		g->unlinked_gone++;
 	else
 		g->failed++;

@@ -33,8 +33,8 @@ static void setup(void)
 	idx = index_open(db, &why);
 	ck_assert_msg(idx != NULL, "%s", why);
 	for (size_t i = 0; i < sizeof(recs) / sizeof(recs[0]); i++)
-		ck_assert_int_eq(index_put(idx, recs[i][0], strlen(recs[i][0]), recs[i][1],
-					   strlen(recs[i][1])), 0);
+		ck_assert_int_eq(index_write(idx, recs[i][0], strlen(recs[i][0]), recs[i][1],
+					   strlen(recs[i][1]), true), 0);
 	free(db);
 }
 
@@ -149,7 +149,7 @@ START_TEST(test_unlink_states)
 	size_t n;
 	char *v;
 	/* every location survives an UNLINK */
-	ck_assert_int_eq(index_put(idx, "/m", 2, "HASH5d41402abc4b2a76b9719d911017c592a:1,b:2,c:3", 47), 0);
+	ck_assert_int_eq(index_write(idx, "/m", 2, "HASH5d41402abc4b2a76b9719d911017c592a:1,b:2,c:3", 47, true), 0);
 	ck_assert_int_eq(store_delete(&cfg, idx, "/m", 2, DEL_UNLINK, &why), 204);
 	v = index_get(idx, "/m", 2, &n);
 	ck_assert_str_eq(v, "DELETEDHASH5d41402abc4b2a76b9719d911017c592a:1,b:2,c:3");
@@ -288,13 +288,13 @@ START_TEST(test_put_body_not_its_length)
 	} cases[] = {{5, "body longer than its Content-Length"},
 		     {100, "body shorter than its Content-Length"}};
 	static const char body[] = "hello world!";
-	char loc[] = "127.0.0.1:9", *locs[] = {loc};
+	char locs[1][LOC_MAX] = {"127.0.0.1:9"};
 	int st;
 	const char *why;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct put *p;
 		ck_assert(keylock_try("/k", 2));
-		p = put_start(&cfg, idx, "/k", 2, locs, 1, cases[i].clen, nowake, NULL);
+		p = put_start(&cfg, idx, "/k", 2, locs, 1, cases[i].clen, nowake, NULL, false, 0);
 		ck_assert_int_eq(put_feed(p, body, sizeof(body) - 1), sizeof(body) - 1);
 		put_finish(p);
 		ck_assert(put_result(p, &st, &why));
@@ -349,7 +349,7 @@ START_TEST(test_locations_shapes)
 			kl = snprintf(key, sizeof(key), "/l/\xff\xff\xff\xff");   /* base64 "//" */
 			buf_puts(&v, "v:1/sv01");
 		}
-		ck_assert_int_eq(index_put(idx, key, (size_t)kl, v.data, v.len), 0);
+		ck_assert_int_eq(index_write(idx, key, (size_t)kl, v.data, v.len, true), 0);
 		buf_free(&v);
 	}
 	for (int tries = 0; tries < 5; tries++) {
@@ -409,12 +409,12 @@ START_TEST(test_list_many)
 {
 	char key[32];
 	/* keys just outside the prefix, on both sides */
-	ck_assert_int_eq(index_put_nosync(idx, "/many", 5, "v:1", 3), 0);
-	ck_assert_int_eq(index_put_nosync(idx, "/many0", 6, "v:1", 3), 0);
+	ck_assert_int_eq(index_write(idx, "/many", 5, "v:1", 3, false), 0);
+	ck_assert_int_eq(index_write(idx, "/many0", 6, "v:1", 3, false), 0);
 	for (int i = 0; i < MANY; i++) {
 		int n = snprintf(key, sizeof(key), "/many/%07d", i);
 		const char *v = many_unlinked(i) ? "DELETEDv:1" : "v:1";
-		ck_assert_int_eq(index_put_nosync(idx, key, (size_t)n, v, strlen(v)), 0);
+		ck_assert_int_eq(index_write(idx, key, (size_t)n, v, strlen(v), false), 0);
 	}
 	many_list(false, 0, 0, true);             /* 1,000,001 keys */
 	many_list(false, 0, 3, false);

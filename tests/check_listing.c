@@ -55,7 +55,7 @@ static void start(void)
 	ck_assert_msg(idx != NULL, "%s", why);
 	for (int i = 0; i < md.n; i++) {
 		const char *v = md.unlinked[i] ? "DELETEDv:1" : "v:1";
-		ck_assert_int_eq(index_put_nosync(idx, md.key[i], md.klen[i], v, strlen(v)), 0);
+		ck_assert_int_eq(index_write(idx, md.key[i], md.klen[i], v, strlen(v), false), 0);
 	}
 	ck_assert_int_eq(index_sync(idx), 0);
 	index_close(idx);

@@ -247,7 +247,7 @@ static void put_one(void *ctx, size_t i)
 	}
 	memcpy(r.hash, K[i].md5, 33);
 	val = record_encode(&r, &vlen);
-	if (index_put(pop_idx, K[i].key, K[i].klen, val, vlen) < 0)
+	if (index_write(pop_idx, K[i].key, K[i].klen, val, vlen, true) < 0)
 		atomic_fetch_add(&put_fail, 1);
 	free(val);
 }
@@ -938,7 +938,7 @@ static int put_direct(struct index *idx, const char *key, const char *val, int n
 	}
 	md5_hex(val, strlen(val), r.hash);
 	enc = record_encode(&r, &elen);
-	ck_assert_int_eq(index_put(idx, key, strlen(key), enc, elen), 0);
+	ck_assert_int_eq(index_write(idx, key, strlen(key), enc, elen, true), 0);
 	free(enc);
 	return n;
 }

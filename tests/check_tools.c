@@ -320,7 +320,7 @@ START_TEST(test_relink)
 		size_t vlen;
 		ck_assert_msg(idx != NULL, "%s", why);
 		v = xasprintf("DELETED%s,%s", V[0].name, V[1].name);
-		ck_assert_int_eq(index_put(idx, "/crashed", 8, v, strlen(v)), 0);
+		ck_assert_int_eq(index_write(idx, "/crashed", 8, v, strlen(v), true), 0);
 		free(v);
 		index_close(idx);
 		(void)vlen;
