@@ -133,7 +133,6 @@ static const struct command *command(const char *cmd, int npos, char **pos)
 
 int main(int argc, char **argv)
 {
-	static char *master_url;
 	char *pos[3], *volbuf, err[OPS_ERR];
 	const struct command *cmd;
 	int rc, npos;
@@ -151,8 +150,8 @@ int main(int argc, char **argv)
 	if (vol_cacert && (!cas || X509_STORE_load_file(cas, vol_cacert) != 1))
 		bad("-cacert %s: no CA certificate there (PEM)", vol_cacert);
 	X509_STORE_free(cas);
-	/* the commands talk to the master too: those requests go unsigned */
-	httpc_unsigned(master_url = ops_master_url(c.master));
+	/* the commands talk to the master too: httpc_master */
+	free(ops_master_url(c.master));
 	if (c.fallback && !*c.fallback)
 		c.fallback = NULL;
 	for (int i = 1; i < npos; i++)
