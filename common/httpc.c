@@ -10,9 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #define IDLE_MAX 64
 #define WAKE_BYTES (256u << 10)
@@ -98,67 +95,45 @@ static struct conns *conns(int n)
 	return c;
 }
 
-struct sink {
-	struct buf *b;
-	size_t max;
-	bool over;
-};
-
-static size_t on_write(char *p, size_t size, size_t n, void *ud)
+/* An answer's body nobody reads. */
+static size_t drop(char *p, size_t size, size_t n, void *ud)
 {
-	struct sink *s = ud;
-	size_t len = size * n;
-	if (!s || !s->b)
-		return len;
-	if (s->max && s->b->len + len > s->max) {
-		s->over = true;
-		return 0;
-	}
-	buf_append(s->b, p, len);
-	return len;
+	(void)p, (void)ud;
+	return size * n;
 }
 
-static const char *master_url;   /* httpc_unsigned */
-static size_t master_len;
+/* httpc_master's: each command sets them again, to the same */
+static char master[1024], master_user[1024];
 
-void httpc_unsigned(const char *prefix)
+void httpc_master(const char *prefix, const char *user)
 {
-	master_url = prefix;
-	master_len = prefix ? strlen(prefix) : 0;
+	snprintf(master, sizeof(master), "%s", prefix ? prefix : "");
+	snprintf(master_user, sizeof(master_user), "%s", user ? user : "");
 }
 
-size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n)
+/* Is url under the master's prefix? */
+static bool to_master(const char *url)
 {
-	if (master_url && !strncmp(url, master_url, master_len) && strchr("/?", url[master_len]))
-		return strlen(url) < n ? (size_t)snprintf(out, n, "%s", url) : 0;
-	return volsign_url(url, method, VOLSIGN_SELF_TTL, out, n);
+	size_t n = strlen(master);
+	return n && !strncmp(url, master, n) && strchr("/?", url[n]);
 }
 
-/* url as it goes (method NULL: never signed): the callers, and their log
- * lines, see the plain URL. */
+/* url as it goes, signed for method (method NULL: never signed): the
+ * callers, and their log lines, see the plain URL. */
 static void set_url(CURL *h, const char *url, const char *method)
 {
 	char stack[2048], *big = NULL;
-	if (method && !httpc_volume_url(url, method, stack, sizeof(stack))) {
-		size_t n = strlen(url) + VOLSIGN_EXTRA;
-		httpc_volume_url(url, method, big = xmalloc(n), n);
+	const char *u = url;
+	if (method && !to_master(url)) {
+		u = stack;
+		if (!volsign_url(url, method, VOLSIGN_SELF_TTL, stack, sizeof(stack))) {
+			size_t n = strlen(url) + VOLSIGN_EXTRA;
+			volsign_url(url, method, VOLSIGN_SELF_TTL, big = xmalloc(n), n);
+			u = big;
+		}
 	}
-	curl_easy_setopt(h, CURLOPT_URL, big ? big : method ? stack : url);   /* libcurl copies it */
-	free(big);
-}
-
-static char sign_prefix[256], sign_user[512];
-static size_t sign_len;
-
-void httpc_sign(const char *prefix, const char *user)
-{
-	sign_len = 0;
-	if (!prefix || !user || strlen(prefix) >= sizeof(sign_prefix) ||
-	    strlen(user) >= sizeof(sign_user))
-		return;
-	snprintf(sign_prefix, sizeof(sign_prefix), "%s", prefix);
-	snprintf(sign_user, sizeof(sign_user), "%s", user);
-	sign_len = strlen(prefix);
+	curl_easy_setopt(h, CURLOPT_URL, u);
+	free(big);   /* libcurl copied it */
 }
 
 static void pin(CURL *h, const char *url)
@@ -189,65 +164,38 @@ static void base_opts(CURL *h, const char *url, const char *method, char *errbuf
 	errbuf[0] = '\0';
 	set_url(h, url, method);
 	pin(h, url);
-	if (sign_len && !strncmp(url, sign_prefix, sign_len) &&
-	    (url[sign_len] == '/' || url[sign_len] == '?' || !url[sign_len])) {
+	if (master_user[0] && to_master(url)) {
 		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
-		curl_easy_setopt(h, CURLOPT_USERPWD, sign_user);
+		curl_easy_setopt(h, CURLOPT_USERPWD, master_user);
 	}
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	if (vol_cacert)
 		curl_easy_setopt(h, CURLOPT_CAINFO, vol_cacert);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms > 0 ? connect_ms : 10000L);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, drop);
 }
-
-static void (*observer)(const char *url, int status);
 
 void httpc_observe(void (*fn)(const char *url, int status))
 {
-	observer = fn;
-	vconn_observe(fn);
+	vconn_observer = fn;
 }
 
-/* The status of a finished transfer, or -1 with err (256 bytes, may be NULL). */
+/* The status of a finished transfer, or -1 with err (256 bytes, may be
+ * NULL; may be errbuf itself). */
 static int outcome(CURL *h, CURLcode rc, const char *errbuf, char *err)
 {
 	long st = -1;
-	if (observer) {
-		char *url = NULL;
-		if (rc == CURLE_OK)
-			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-		curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &url);
-		if (url)
-			observer(url, (int)st);
-	}
-	if (rc == CURLE_OK) {
+	char *url = NULL;
+	if (rc == CURLE_OK)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-		return (int)st;
-	}
-	if (err && !errbuf[0])
+	else if (err && !errbuf[0])
 		snprintf(err, 256, "%s", curl_easy_strerror(rc));
 	else if (err && err != errbuf)
 		snprintf(err, 256, "%s", errbuf);
-	return -1;
-}
-
-/* method with body (NULL: none) and the head, no 100-continue round trip;
- * the answer's body is dropped unless the caller sets a writer. */
-static void request_opts(CURL *h, const char *method, const void *body, size_t len,
-			 long timeout_ms)
-{
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, bare_hdrs);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	if (!strcmp(method, "HEAD"))
-		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-	if (body || !strcmp(method, "PUT")) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-	}
+	if (vconn_observer && curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK && url)
+		vconn_observer(url, (int)st);
+	return (int)st;
 }
 
 static const char **tls_vols;
@@ -277,19 +225,6 @@ bool vol_tls(const char *loc, size_t len)
 char *httpc_url(const char *loc, const char *path)
 {
 	return xasprintf("%s%s%s", VOL_PREFIX(loc, strlen(loc)), loc, path);
-}
-
-int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
-	     long timeout_ms, struct buf *resp, size_t resp_max, char *err)
-{
-	struct sink sink = {resp, resp_max, false};
-	char errbuf[CURL_ERROR_SIZE];
-	CURL *c = conns(1)->h[0];
-
-	base_opts(c, url, method, errbuf, timeout_ms);
-	request_opts(c, method, body, bodylen, timeout_ms);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-	return outcome(c, curl_easy_perform(c), errbuf, err);
 }
 
 /* ---- one streamed request ---- */
@@ -350,26 +285,20 @@ int httpc_call(const struct httpc_call *g, char *err)
 	}
 	for (int i = 0; g->headers && g->headers[i]; i++)
 		hl = curl_slist_append(hl, g->headers[i]);
-	if (hl)
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	if (hl && g->read)   /* bare_hdrs' two, after the caller's */
+		hl = curl_slist_append(curl_slist_append(hl, "Expect:"), "Content-Type:");
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl ? hl : g->read ? bare_hdrs : NULL);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, get_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &s);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, get_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
 	curl_easy_setopt(c, CURLOPT_NOBODY, g->head ? 1L : 0L);
-	if (g->method)
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, g->method);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, g->method);
 	if (g->read) {
 		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(c, CURLOPT_READFUNCTION, put_body);
 		curl_easy_setopt(c, CURLOPT_READDATA, &s);
 		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)g->size);
-		if (hl) {   /* bare_hdrs' two, after the caller's */
-			hl = curl_slist_append(curl_slist_append(hl, "Expect:"), "Content-Type:");
-			curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-		} else {
-			curl_easy_setopt(c, CURLOPT_HTTPHEADER, bare_hdrs);
-		}
 	}
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, g->follow ? 1L : 0L);
 	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 4L);
@@ -391,19 +320,55 @@ int httpc_call(const struct httpc_call *g, char *err)
 	return st;
 }
 
+/* httpc_do's body: in from memory, the answer's out to a buf. */
+struct mem {
+	const char *p;
+	size_t n;
+	struct buf *b;
+	size_t max;
+};
+
+static ssize_t mem_read(void *ctx, char *p, size_t n)
+{
+	struct mem *m = ctx;
+	n = n < m->n ? n : m->n;
+	memcpy(p, m->p, n);
+	m->p += n;
+	m->n -= n;
+	return (ssize_t)n;
+}
+
+static bool mem_write(void *ctx, const char *p, size_t n)
+{
+	struct mem *m = ctx;
+	if (m->b && m->max && m->b->len + n > m->max)
+		return false;
+	if (m->b)
+		buf_append(m->b, p, n);
+	return true;
+}
+
+int httpc_do(const char *method, const char *url, const void *body, size_t bodylen,
+	     long timeout_ms, struct buf *resp, size_t resp_max, char *err)
+{
+	struct mem m = {body ? body : "", bodylen, resp, resp_max};
+	struct httpc_call c = {.url = url, .method = method, .head = !strcmp(method, "HEAD"),
+			       .connect_ms = timeout_ms, .timeout_ms = timeout_ms,
+			       .body = mem_write, .ctx = &m};
+	if (body || !strcmp(method, "PUT")) {
+		c.read = mem_read;
+		c.size = bodylen;
+	}
+	return httpc_call(&c, err);
+}
+
 bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t n)
 {
-	size_t nl = strlen(name);
-	const char *v, *end = p + len;
-	if (len <= nl || strncasecmp(p, name, nl) || p[nl] != ':')
-		return false;
-	v = p + nl + 1;
-	while (v < end && (*v == ' ' || *v == '\t'))
-		v++;
-	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-		end--;
-	snprintf(out, n, "%.*s", (int)(end - v), v);
-	return true;
+	size_t vn;
+	const char *v = vresp_value(p, len, name, &vn);
+	if (v)
+		snprintf(out, n, "%.*s", (int)vn, v);
+	return v != NULL;
 }
 
 time_t httpc_parse_date(const char *s)
@@ -467,9 +432,7 @@ struct httpc_stream *httpc_stream_new(const struct httpc_stream_cfg *cfg)
 	s->md = cfg->readable ? NULL : md5_new();  /* a pull reader has no use for it */
 	for (int i = 0; i < cfg->n; i++) {
 		s->rep[i] = (struct rep){.s = s, .req = &cfg->reqs[i]};
-		cfg->reqs[i].status = -1;
-		cfg->reqs[i].timed_out = false;
-		cfg->reqs[i].err[0] = '\0';
+		cfg->reqs[i] = (struct httpc_req){cfg->reqs[i].url, -1, false, ""};
 	}
 	return s;
 }
@@ -920,37 +883,6 @@ static size_t src_write(char *p, size_t size, size_t n, void *ud)
 
 #define COPY_RING (256u << 10)
 
-/* httpc_copy_to's engine: 200 when src was read whole (and matched md5;
- * the PUTs' outcomes in reqs), src's status, or -1 with err. */
-static int copy(const char *src, const char *md5, struct httpc_req *reqs, int n,
-		long connect_ms, char *err)
-{
-	struct httpc_stream_cfg cfg = {.reqs = reqs, .n = n, .clen = -1, .cap = COPY_RING,
-				       .connect_ms = connect_ms, .stall_ms = 60000, .all = true};
-	struct httpc_stream *s = httpc_stream_new(&cfg);
-	int st = 200;
-
-	s->src = conns(n + 1)->h[n];
-	s->want_md5 = md5;
-	base_opts(s->src, src, "GET", s->src_err, connect_ms);
-	curl_easy_setopt(s->src, CURLOPT_HEADERFUNCTION, src_header);
-	curl_easy_setopt(s->src, CURLOPT_HEADERDATA, s);
-	curl_easy_setopt(s->src, CURLOPT_WRITEFUNCTION, src_write);
-	curl_easy_setopt(s->src, CURLOPT_WRITEDATA, s);
-	/* A volume that stops sending for a minute fails the copy. */
-	curl_easy_setopt(s->src, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(s->src, CURLOPT_LOW_SPEED_TIME, 60L);
-	curl_multi_add_handle(tl->multi, s->src);
-	httpc_stream_run(s);
-	/* The source's failure first: the PUTs fail with it. */
-	if (s->src_status != 200 || s->why[0]) {
-		st = s->src_status > 0 && s->src_status != 200 ? (int)s->src_status : -1;
-		snprintf(err, 256, "%s", s->why[0] ? s->why : "no answer");
-	}
-	httpc_stream_free(s);
-	return st;
-}
-
 int httpc_outcome(const char *who, const char *method, const struct httpc_req *reqs, int n,
 		  bool *ok)
 {
@@ -970,14 +902,14 @@ int httpc_outcome(const char *who, const char *method, const struct httpc_req *r
 }
 
 int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms,
-		     const char *who, bool *gone)
+		     const char *who)
 {
 	struct httpc_req *reqs = xcalloc((size_t)(n > 0 ? n : 1), sizeof(*reqs));
 	int ngone;
 	for (int i = 0; i < n; i++)
 		reqs[i].url = httpc_url(locs[i], path);
 	vconn_wait("DELETE", reqs, n, NULL, 0, timeout_ms, NULL, NULL, NULL, 0);
-	ngone = httpc_outcome(who, "DELETE", reqs, n, gone);
+	ngone = httpc_outcome(who, "DELETE", reqs, n, NULL);
 	for (int i = 0; i < n; i++)
 		free((char *)reqs[i].url);
 	free(reqs);
@@ -988,8 +920,10 @@ int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const ch
 	     long timeout_ms, char *err)
 {
 	struct httpc_req reqs[HTTPC_COPY_MAXDST];
-	char why[256];
-	int st;
+	struct httpc_stream_cfg cfg = {.reqs = reqs, .n = ndst, .clen = -1, .cap = COPY_RING,
+				       .connect_ms = timeout_ms, .stall_ms = 60000, .all = true};
+	struct httpc_stream *s;
+	int rc = 0;
 
 	if (ndst > HTTPC_COPY_MAXDST) {
 		snprintf(err, 256, "more than %d destinations", HTTPC_COPY_MAXDST);
@@ -997,26 +931,38 @@ int httpc_copy_to(const char *src_url, char *const *dst_urls, int ndst, const ch
 	}
 	for (int i = 0; i < ndst; i++)
 		reqs[i].url = dst_urls[i];
-	st = copy(src_url, md5 && strlen(md5) == 32 ? md5 : NULL, reqs, ndst, timeout_ms,
-			why);
-	if (st != 200) {
-		if (st > 0)
-			snprintf(err, 256, "GET %s: status %d", src_url, st);
+	s = httpc_stream_new(&cfg);
+	s->src = conns(ndst + 1)->h[ndst];
+	s->want_md5 = md5 && strlen(md5) == 32 ? md5 : NULL;
+	base_opts(s->src, src_url, "GET", s->src_err, timeout_ms);
+	curl_easy_setopt(s->src, CURLOPT_HEADERFUNCTION, src_header);
+	curl_easy_setopt(s->src, CURLOPT_HEADERDATA, s);
+	curl_easy_setopt(s->src, CURLOPT_WRITEFUNCTION, src_write);
+	curl_easy_setopt(s->src, CURLOPT_WRITEDATA, s);
+	/* A volume that stops sending for a minute fails the copy. */
+	curl_easy_setopt(s->src, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(s->src, CURLOPT_LOW_SPEED_TIME, 60L);
+	curl_multi_add_handle(tl->multi, s->src);
+	httpc_stream_run(s);
+	/* The source's failure first: the PUTs fail with it. */
+	if (s->src_status != 200 || s->why[0]) {
+		if (s->src_status > 0 && s->src_status != 200)
+			snprintf(err, 256, "GET %s: status %ld", src_url, s->src_status);
 		else
-			snprintf(err, 256, "GET %s: %.160s", src_url, why);
-		return 1;
+			snprintf(err, 256, "GET %s: %.160s", src_url, s->why[0] ? s->why : "no answer");
+		rc = 1;
 	}
-	for (int i = 0; i < ndst; i++) {
-		if (reqs[i].status < 0) {
+	for (int i = 0; i < ndst && !rc; i++) {
+		if (reqs[i].status < 0)
 			snprintf(err, 256, "PUT %s: %.160s", dst_urls[i], reqs[i].err);
-			return -1;
-		}
-		if (reqs[i].status != 200 && reqs[i].status != 201 && reqs[i].status != 204) {
+		else if (reqs[i].status != 200 && reqs[i].status != 201 && reqs[i].status != 204)
 			snprintf(err, 256, "PUT %s: status %d", dst_urls[i], reqs[i].status);
-			return -1;
-		}
+		else
+			continue;
+		rc = -1;
 	}
-	return 0;
+	httpc_stream_free(s);
+	return rc;
 }
 
 static void stream_async_done(void *arg, int gone)

@@ -26,18 +26,13 @@ void httpc_observe(void (*fn)(const char *url, int status));
  * connections and all, for the next thread that needs them. */
 void httpc_thread_cleanup(void);
 
-/* With a volume secret (common/volsign.h), every request is signed for
- * its method as it starts, but those to URLs under prefix (the master's:
- * the commands talk to it too; NULL: none).  Set once, before threads
- * start; prefix stays the caller's. */
-void httpc_unsigned(const char *prefix);
-
-/* url as every volume request goes, libcurl's or vconn's: signed for
- * method (common/volsign.h, VOLSIGN_SELF_TTL) when a volume secret is
- * set, as it is when it goes to the master (httpc_unsigned).  url is
- * absolute, or a bare "/path[?query]".  Into out (n bytes): its length,
- * 0 when it does not fit. */
-size_t httpc_volume_url(const char *url, const char *method, char *out, size_t n);
+/* The master's URL prefix ("http://host:port"; NULL: none): the commands
+ * talk to it too.  With a volume secret (common/volsign.h), every request
+ * is signed for its method as it starts (VOLSIGN_SELF_TTL), but those to
+ * URLs under prefix; with user ("ID:SECRET"), those are signed as curl
+ * --aws-sigv4 "aws:amz:us-east-1:s3" --user user does, for a master with
+ * -keys.  Both are copied (up to 1023 bytes).  Before any transfer. */
+void httpc_master(const char *prefix, const char *user);
 
 /* Why a request to a volume the health check marked down failed (at once,
  * not at its deadline), the same from both clients. */
@@ -120,11 +115,6 @@ struct httpc_call {
  * failed or a callback stopped it. */
 int httpc_call(const struct httpc_call *c, char *err);
 
-/* Sign every later request to prefix ("http://host:port", the master) as
- * curl --aws-sigv4 "aws:amz:us-east-1:s3" --user user ("ID:SECRET") does,
- * for a master with -keys; NULL: sign nothing.  Before any transfer. */
-void httpc_sign(const char *prefix, const char *user);
-
 /* Copy the value of header line p[0..len) into out (n bytes) when the
  * line is `name: value`. */
 bool httpc_header(const char *p, size_t len, const char *name, char *out, size_t n);
@@ -206,10 +196,10 @@ void httpc_stream_free(struct httpc_stream *s);
 
 /* DELETE the blob at path (placement_path's) on each of locs[0..n) at
  * once, each within timeout_ms.  Returns how many are gone (2xx, or 404:
- * already); gone[i] (gone may be NULL) says which.  Each failure is logged
- * as "<who>DELETE <url> failed (<status>[: <reason>])". */
+ * already).  Each failure is logged as "<who>DELETE <url> failed
+ * (<status>[: <reason>])". */
 int httpc_delete_all(char *const *locs, int n, const char *path, long timeout_ms,
-		     const char *who, bool *gone);
+		     const char *who);
 
 /* Copy the blob at src_url to each of dst_urls[0..ndst), streamed
  * (httpc_copy_to: a ring, never whole in memory).  When md5 is a 32-hex

@@ -49,9 +49,7 @@ static bool tchar(int c)
 	return c > 0 && c < 127 && (isalnum(c) || strchr("!#$%&'*+-.^_`|~", c));
 }
 
-/* The value of a header line p[0..n) named name (its length into *vn),
- * OWS trimmed; NULL when the line has another name. */
-static const char *value(const char *p, size_t n, const char *name, size_t *vn)
+const char *vresp_value(const char *p, size_t n, const char *name, size_t *vn)
 {
 	size_t k = strlen(name);
 	const char *v, *end = p + n;
@@ -59,7 +57,7 @@ static const char *value(const char *p, size_t n, const char *name, size_t *vn)
 		return NULL;
 	for (v = p + k + 1; v < end && (*v == ' ' || *v == '\t'); v++)
 		;
-	while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+	while (end > v && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n'))
 		end--;
 	*vn = (size_t)(end - v);
 	return v;
@@ -121,7 +119,7 @@ static void parse_head(struct vresp *r, const char *p, size_t n)
 		for (; q < eol; q++)
 			if (((unsigned char)*q < ' ' && *q != '\t') || *q == 127)
 				return (void)fail(r, "a control character in a header");
-		if ((v = value(line, ln, "Content-Length", &vn))) {
+		if ((v = vresp_value(line, ln, "Content-Length", &vn))) {
 			uint64_t x = 0;
 			if (!vn || vn > 18)
 				return (void)fail(r, "a malformed Content-Length");
@@ -134,11 +132,11 @@ static void parse_head(struct vresp *r, const char *p, size_t n)
 				return (void)fail(r, "Content-Length headers that disagree");
 			has_len = true;
 			len = x;
-		} else if ((v = value(line, ln, "Transfer-Encoding", &vn))) {
+		} else if ((v = vresp_value(line, ln, "Transfer-Encoding", &vn))) {
 			if (vn != 7 || strncasecmp(v, "chunked", 7) || chunked)
 				return (void)fail(r, "a Transfer-Encoding other than chunked");
 			chunked = true;
-		} else if ((v = value(line, ln, "Connection", &vn))) {
+		} else if ((v = vresp_value(line, ln, "Connection", &vn))) {
 			if (token(v, vn, "close"))
 				r->close = true;
 			else if (http10 && token(v, vn, "keep-alive"))
@@ -536,12 +534,7 @@ static __thread struct loop *own;   /* vconn_wait's and vconn_run's loop */
  * freed memory after vconn_thread_cleanup. */
 static __thread struct loop_timer timer;
 static __thread struct loop *hooked;
-static void (*observer)(const char *url, int status);
-
-void vconn_observe(void (*fn)(const char *url, int status))
-{
-	observer = fn;
-}
+void (*vconn_observer)(const char *url, int status);
 
 static void timer_near(uint64_t at)
 {
@@ -560,9 +553,23 @@ static void pipe_off(struct vc *c)
 	c->pipe = false;
 }
 
-/* c, not on its host's idle list, is done with. */
+/* Take c off its host's idle list. */
+static void idle_take(struct vc *c)
+{
+	struct vc **pp = &c->h->idle;
+	while (*pp && *pp != c)
+		pp = &(*pp)->next;
+	if (*pp) {
+		*pp = c->next;
+		c->h->nidle--;
+	}
+}
+
+/* c is done with. */
 static void conn_drop(struct vc *c)
 {
+	if (!c->op)
+		idle_take(c);   /* an idle one */
 	if (c->pipe)
 		pipe_off(c);
 	for (int i = 0; c->dirty && i < vs->ndirty; i++)
@@ -583,18 +590,6 @@ static void conn_drop(struct vc *c)
 	close(c->fd);   /* leaves the epoll set with it */
 	buf_free(&c->in);
 	loop_defer_free(vs->loop, c);
-}
-
-/* Take c off its host's idle list. */
-static void idle_take(struct vc *c)
-{
-	struct vc **pp = &c->h->idle;
-	while (*pp && *pp != c)
-		pp = &(*pp)->next;
-	if (*pp) {
-		*pp = c->next;
-		c->h->nidle--;
-	}
 }
 
 /* c's exchange ended with the connection reusable: idle, or closed past
@@ -656,8 +651,8 @@ static void op_end(struct vop *op, int status, const char *why, bool timed_out)
 	r->timed_out = timed_out;
 	if (why)
 		snprintf(r->err, sizeof(r->err), "%s", why);
-	if (observer)
-		observer(r->url, status);
+	if (vconn_observer)
+		vconn_observer(r->url, status);
 	if (--f->left == 0)
 		fan_end(f);
 }
@@ -733,17 +728,12 @@ static const char *tls_why(void)
 	return tls_err;
 }
 
-static SSL *tls_new(const char *name, int fd)
+/* host: the name's (never changes once made). */
+static SSL *tls_new(const char *host, int fd)
 {
-	char host[256];
-	const char *colon = strrchr(name, ':');
-	size_t n = colon ? (size_t)(colon - name) : strlen(name);
 	unsigned char a[16];
 	SSL *ssl;
 	pthread_once(&tls_once, tls_init);
-	if (n >= 2 && name[0] == '[')   /* [v6]:port */
-		name++, n -= 2;
-	snprintf(host, sizeof(host), "%.*s", (int)n, name);
 	if (!tls_ctx || !(ssl = SSL_new(tls_ctx)))
 		return NULL;
 	SSL_set_fd(ssl, fd);
@@ -816,7 +806,7 @@ static struct vc *conn_new(struct vhost *h, char *err, size_t en)
 	c = xcalloc(1, sizeof(*c));
 	c->fd = fd;
 	c->h = h;
-	if (h->tls && !(c->ssl = tls_new(h->name, fd))) {
+	if (h->tls && !(c->ssl = tls_new(h->nm->host, fd))) {
 		snprintf(err, en, "TLS to %.100s: %.120s", h->name, tls_why());
 		close(fd);
 		free(c);
@@ -969,21 +959,15 @@ static bool resign(struct vc *c, struct vop *op, int status)
 static bool pipe_answered(struct vc *c, struct vop *op, int status, bool keep)
 {
 	struct vop *next = c->behind;
-	bool again = resign(c, op, status);
+	bool again = resign(c, op, status), on = next && !c->resp.close;
 	c->depth--;
-	if (next && !c->resp.close) {
+	if (on) {
 		if (!(c->behind = next->next))
 			c->behind_tail = &c->behind;
 		next->next = NULL;
 		c->op = next;
 		vresp_init(&c->resp, false, next->f->resp, next->f->resp_max);
-		if (again)
-			op_start(op, true);
-		else
-			op_end(op, status, NULL, false);
-		return !c->w.dead && c->op;
-	}
-	if (!next && keep) {
+	} else if (!next && keep) {
 		pipe_off(c);
 		conn_idle(c);
 	} else {   /* it closes after this answer: those behind go again, uncounted */
@@ -995,7 +979,7 @@ static bool pipe_answered(struct vc *c, struct vop *op, int status, bool keep)
 		op_start(op, true);
 	else
 		op_end(op, status, NULL, false);
-	return false;
+	return on && !c->w.dead && c->op;
 }
 
 /* c's answer is complete: true when c reads on (a pipelined GET's). */
@@ -1100,10 +1084,8 @@ static void on_event(void *arg, uint32_t ev)
 {
 	struct vc *c = arg;
 	if (!c->op) {   /* idle: the volume closed it (or said something unasked) */
-		if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-			idle_take(c);
+		if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			conn_drop(c);
-		}
 		return;
 	}
 	if (c->connecting && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
@@ -1158,11 +1140,8 @@ static void host_kick(struct vhost *h)
 		else
 			op_start(op, op->fresh);
 	}
-	while (!h->wait && h->nidle > IDLE_MAX) {
-		struct vc *c = h->idle;
-		idle_take(c);
-		conn_drop(c);
-	}
+	while (!h->wait && h->nidle > IDLE_MAX)
+		conn_drop(h->idle);
 }
 
 /* Start what may go: a connection freed, a lookup ended (the timer asks
@@ -1265,12 +1244,8 @@ static void op_start(struct vop *op, bool fresh)
 	}
 	if (!fresh)
 		c = idle_pick(h);
-	else if (h->idle && h->nconn >= HOST_MAX) {   /* room for it: else it waits on forever */
-		c = h->idle;
-		idle_take(c);
-		conn_drop(c);
-		c = NULL;
-	}
+	else if (h->idle && h->nconn >= HOST_MAX)   /* room for it: else it waits on forever */
+		conn_drop(h->idle);
 	if (!c && ((rc = host_ready(h, err, sizeof(err))) == 0 || (rc > 0 && h->nconn >= HOST_MAX))) {
 		if (f->pipe)
 			f->deadline = 0;   /* counts from its send */
@@ -1344,7 +1319,6 @@ again:
 	for (c = vs->all; c; c = c->next_all) {
 		char why[200];
 		if (!c->op && now >= c->since + IDLE_MS) {
-			idle_take(c);
 			conn_drop(c);
 			goto again;
 		}
@@ -1432,6 +1406,7 @@ static struct vhost *host(const char *name, size_t n)
  * may not use l. */
 static struct vfan *fan_new(struct loop *l, const char *method, struct httpc_req *reqs, int n,
 			    const void *body, size_t bodylen, long timeout_ms,
+			    bool (*down)(void *, int), void *down_arg,
 			    void (*done)(void *arg, int gone), void *arg)
 {
 	struct vfan *f;
@@ -1439,7 +1414,8 @@ static struct vfan *fan_new(struct loop *l, const char *method, struct httpc_req
 		return NULL;
 	f = xcalloc(1, sizeof(*f));
 	*f = (struct vfan){.reqs = reqs, .n = n, .left = n + 1, .gone = -1, .method = method,
-			   .body = body, .bodylen = bodylen, .done = done, .arg = arg,
+			   .body = body, .bodylen = bodylen, .down = down, .down_arg = down_arg,
+			   .done = done, .arg = arg,
 			   .deadline = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0,
 			   .ops = xcalloc((size_t)(n > 0 ? n : 1), sizeof(struct vop))};
 	return f;
@@ -1462,9 +1438,7 @@ static void fan_go(struct vfan *f)
 		const char *hp = reqs[i].url + 7 + tls;
 		op->f = f;
 		op->i = i;
-		reqs[i].status = -1;
-		reqs[i].timed_out = false;
-		reqs[i].err[0] = '\0';
+		reqs[i] = (struct httpc_req){reqs[i].url, -1, false, ""};
 		op->path = hp + strcspn(hp, "/");
 		if ((!tls && strncmp(reqs[i].url, "http://", 7)) || strlen(op->path) >= TARGET_MAX) {
 			op_end(op, -1, "a volume URL too long or not http(s)://", false);
@@ -1491,12 +1465,10 @@ int vconn_fanout(const char *method, struct httpc_req *reqs, int n, const void *
 		 size_t bodylen, long timeout_ms, bool (*down)(void *, int), void *down_arg,
 		 void (*done)(void *arg, int gone), void *arg)
 {
-	struct vfan *f = fan_new(loop_current(), method, reqs, n, body, bodylen, timeout_ms,
-				 done, arg);
+	struct vfan *f = fan_new(loop_current(), method, reqs, n, body, bodylen, timeout_ms, down,
+				 down_arg, done, arg);
 	if (!f)
 		return -1;
-	f->down = down;
-	f->down_arg = down_arg;
 	fan_go(f);
 	return 0;
 }
@@ -1541,9 +1513,8 @@ int vconn_wait(const char *method, struct httpc_req *reqs, int n, const void *bo
 			reqs[i] = (struct httpc_req){reqs[i].url, -1, false, "on an event loop"};
 		return -1;
 	}
-	w.f = fan_new(vconn_loop(), method, reqs, n, body, bodylen, timeout_ms, waited, &w);
-	w.f->down = down;
-	w.f->down_arg = down_arg;
+	w.f = fan_new(vconn_loop(), method, reqs, n, body, bodylen, timeout_ms, down, down_arg,
+		      waited, &w);
 	w.f->resp = n == 1 ? resp : NULL;
 	w.f->resp_max = resp_max;
 	fan_go(w.f);
@@ -1580,7 +1551,7 @@ int vconn_get(const char *url, size_t max,
 	g->req.url = xstrdup(url);
 	g->done = done;
 	g->arg = arg;
-	if (!(f = fan_new(l, "GET", &g->req, 1, NULL, 0, 0, got, g))) {
+	if (!(f = fan_new(l, "GET", &g->req, 1, NULL, 0, 0, NULL, NULL, got, g))) {
 		free((char *)g->req.url);
 		free(g);
 		return -1;

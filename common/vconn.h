@@ -11,7 +11,7 @@
  * is sent once more on a fresh one (a PUT too: see conn_lost).  Names are
  * looked up on a thread of their own, the last good addresses kept.
  * Answers are parsed strictly (vresp_feed).  Each request is signed as it
- * is sent (httpc_volume_url) and ends in httpc's observer.  libcurl
+ * is sent (volsign_url) and ends in httpc's observer.  libcurl
  * (httpc.h) keeps the streamed bodies.  docs/architecture.md. */
 #ifndef MKV_VCONN_H
 #define MKV_VCONN_H
@@ -77,8 +77,9 @@ struct loop *vconn_loop(void);
  * address or a name with none (libcurl looks it up). */
 size_t vconn_pin(const char *url, char *out, size_t n);
 
-/* fn(url, status) for each request that ends (httpc_observe sets it). */
-void vconn_observe(void (*fn)(const char *url, int status));
+/* Called (url, status) for each request that ends, of both clients:
+ * httpc_observe sets it. */
+extern void (*vconn_observer)(const char *url, int status);
 
 /* Close this thread's connections (at the loop thread's end); requests
  * still under way fail ("its thread ended"), their done called. */
@@ -103,6 +104,9 @@ struct vresp {
 	char why[128];           /* VR_ERR: the reason */
 };
 void vresp_init(struct vresp *r, bool head, struct buf *body, size_t body_max);
+/* The value of header line p[0..n) (its CRLF may end it) when it is named
+ * name (in any case), blanks trimmed, its length in *vn; else NULL. */
+const char *vresp_value(const char *p, size_t n, const char *name, size_t *vn);
 /* Parse p[0..n) (what follows the bytes consumed before): returns how many
  * bytes it consumed.  Call again with the rest while it consumes some and
  * the state is neither VR_DONE nor VR_ERR; 0 consumed means it needs more

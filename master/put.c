@@ -186,7 +186,7 @@ static void cleanup_failed(struct put *p)
 	if (p->index_failed)
 		log_msg("PUT %s: the index failed; its copies are kept", p->key);
 	else if (httpc_delete_all(p->locs, p->nlocs, p->path, (long)p->cfg->voltimeout_ms * 5,
-			     "PUT cleanup (the record stays DELETED): ", NULL) == p->nlocs)
+			     "PUT cleanup (the record stays DELETED): ") == p->nlocs)
 		index_write(p->idx, p->key, p->klen, NULL, 0, true);
 }
 
@@ -322,7 +322,7 @@ static int settle_replace(const struct config *cfg, struct index *idx, const cha
 		if (md5[i][0] && strcmp(md5[i], md5[pick]))
 			differ[ndiffer++] = locs[i];
 	httpc_delete_all(differ, ndiffer, path, (long)cfg->voltimeout_ms * 5,
-			 "REPLACE settled (gc finds what is left): ", NULL);
+			 "REPLACE settled (gc finds what is left): ");
 	if (strcmp(md5[pick], r->hash)) { /* the new value: its S3 metadata */
 		struct meta m = {.size = size[pick], .mtime = (int64_t)time(NULL)};
 		snprintf(m.etag, sizeof(m.etag), "%s", md5[pick]);

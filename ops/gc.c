@@ -267,7 +267,7 @@ static void unlinked_offline_one(void *ctx, size_t i)
 	if (!g->cfg->delete_)
 		return;
 	placement_path(g->b.keys[i], g->b.klens[i], path);
-	if (httpc_delete_all(r.locs, r.nlocs, path, TIMEOUT_MS, "gc: ", NULL) == r.nlocs &&
+	if (httpc_delete_all(r.locs, r.nlocs, path, TIMEOUT_MS, "gc: ") == r.nlocs &&
 	    index_write(g->idx, g->b.keys[i], g->b.klens[i], NULL, 0, true) == 0)
 		g->unlinked_gone++;
 	else

@@ -151,9 +151,8 @@ int main(int argc, char **argv)
 	if (vol_cacert && (!cas || X509_STORE_load_file(cas, vol_cacert) != 1))
 		bad("-cacert %s: no CA certificate there (PEM)", vol_cacert);
 	X509_STORE_free(cas);
-	/* the commands talk to the master too, by this URL: those requests go
-	 * unsigned */
-	httpc_unsigned(c.master = ops_master_url(c.master));
+	/* the commands talk to the master too, by this URL (httpc_master) */
+	c.master = ops_master_url(c.master);
 	if (c.fallback && !*c.fallback)
 		c.fallback = NULL;
 	for (int i = 1; i < npos; i++)

@@ -211,7 +211,7 @@ static char master_prefix[256];   /* ops_why: who answered */
 char *ops_master_url(const char *m)
 {
 	const char *id = getenv("AWS_ACCESS_KEY_ID"), *secret = getenv("AWS_SECRET_ACCESS_KEY");
-	char *u;
+	char *u, *user;
 	if (!m)
 		return NULL;
 	/* a master with -keys: sign with the key the environment names, as
@@ -224,11 +224,9 @@ char *ops_master_url(const char *m)
 	if (u[strlen(u) - 1] == '/')
 		u[strlen(u) - 1] = '\0';
 	snprintf(master_prefix, sizeof(master_prefix), "%s/", u);
-	if (id) {
-		char *user = xasprintf("%s:%s", id, secret);
-		httpc_sign(u, user);
-		free(user);
-	}
+	user = id ? xasprintf("%s:%s", id, secret) : NULL;
+	httpc_master(u, user);
+	free(user);
 	return u;
 }
 
