@@ -794,10 +794,9 @@ static enum MHD_Result admin_handler(void *cls, struct MHD_Connection *c, const 
 {
 	static const struct front_page metrics = {"/metrics", METRICS_CTYPE, metrics_render};
 	const struct front_page *p = !strcmp(url, "/metrics") ? &metrics : NULL;
+	struct front_hdr h[2] = {{"Content-Type", "text/plain"}, {"Allow", "GET, HEAD"}};
 	struct buf b = {0};
-	struct MHD_Response *r;
-	int status = 200;
-	enum MHD_Result ret;
+	int status = 200, ret;
 	(void)cls, (void)version, (void)data, (void)size, (void)con_cls;
 	for (const struct front_page *q = opts.pages; !p && q && q->path; q++)
 		if (!strcmp(url, q->path))
@@ -810,18 +809,11 @@ static enum MHD_Result admin_handler(void *cls, struct MHD_Connection *c, const 
 		buf_puts(&b, "not found: /metrics, /status and / are served here\n");
 	} else {
 		p->render(&b);
+		h[0].value = p->ctype;
 	}
-	r = MHD_create_response_from_buffer(b.len, b.data ? b.data : "", MHD_RESPMEM_MUST_COPY);
+	ret = front_send(c, status, h, status == 405 ? 2 : 1, b.data, b.len);
 	buf_free(&b);
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Server", mkv_server);
-	MHD_add_response_header(r, "Content-Type", p && status == 200 ? p->ctype : "text/plain");
-	if (status == 405)
-		MHD_add_response_header(r, "Allow", "GET, HEAD");
-	ret = MHD_queue_response(c, (unsigned)status, r);
-	MHD_destroy_response(r);
-	return ret;
+	return (enum MHD_Result)ret;
 }
 
 /* The listener on addr ("HOST:PORT", "[V6]:PORT", ":PORT" for every

@@ -12,9 +12,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-const double metrics_le[METRICS_NLE] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-					0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
-					1,      2.5,     5,      10};
+static const double le[METRICS_NLE] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+				       0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+				       1,      2.5,     5,      10};
 
 static void (*collectors[8])(struct buf *);
 static int ncollectors;
@@ -84,55 +84,55 @@ void metrics_label(struct buf *b, const char *name, const char *v)
 	buf_puts(b, "\"");
 }
 
-int metrics_bucket(const double *le, int n, uint64_t ns)
+int metrics_bucket(uint64_t ns)
 {
 	double s = (double)ns / 1e9;
 	int i = 0;
-	while (i < n && s > le[i])
+	while (i < METRICS_NLE && s > le[i])
 		i++;
 	return i;
 }
 
 void metrics_histogram(struct buf *b, const char *name, const char *labels,
-		       const struct metrics_hist *h)
+		       const uint64_t *counts, double sum)
 {
 	struct buf l = {0};
 	uint64_t cum = 0;
-	char *bucket = xasprintf("%s_bucket", name), *sum = xasprintf("%s_sum", name),
+	char *bucket = xasprintf("%s_bucket", name), *sums = xasprintf("%s_sum", name),
 	     *count = xasprintf("%s_count", name);
-	for (int i = 0; i <= h->n; i++) {
-		char le[32];
-		cum += h->counts[i];
-		if (i < h->n)
-			snprintf(le, sizeof(le), "%g", h->le[i]);
+	for (int i = 0; i <= METRICS_NLE; i++) {
+		char bound[32];
+		cum += counts[i];
+		if (i < METRICS_NLE)
+			snprintf(bound, sizeof(bound), "%g", le[i]);
 		l.len = 0;
 		if (labels && *labels)
 			buf_puts(&l, labels);
-		metrics_label(&l, "le", i < h->n ? le : "+Inf");
+		metrics_label(&l, "le", i < METRICS_NLE ? bound : "+Inf");
 		metrics_sample_u64(b, bucket, l.data, cum);
 	}
-	metrics_sample(b, sum, labels, h->sum);
+	metrics_sample(b, sums, labels, sum);
 	metrics_sample_u64(b, count, labels, cum);
 	buf_free(&l);
 	free(bucket);
-	free(sum);
+	free(sums);
 	free(count);
 }
 
-double metrics_quantile(const struct metrics_hist *h, double q)
+double metrics_quantile(const uint64_t *counts, double q)
 {
 	uint64_t total = 0, cum = 0;
-	for (int i = 0; i <= h->n; i++)
-		total += h->counts[i];
+	for (int i = 0; i <= METRICS_NLE; i++)
+		total += counts[i];
 	if (!total)
 		return 0;
-	for (int i = 0; i < h->n; i++) {
-		double rank = q * (double)total, lo = i ? h->le[i - 1] : 0;
-		if ((double)(cum + h->counts[i]) >= rank && h->counts[i])
-			return lo + (h->le[i] - lo) * (rank - (double)cum) / (double)h->counts[i];
-		cum += h->counts[i];
+	for (int i = 0; i < METRICS_NLE; i++) {
+		double rank = q * (double)total, lo = i ? le[i - 1] : 0;
+		if ((double)(cum + counts[i]) >= rank && counts[i])
+			return lo + (le[i] - lo) * (rank - (double)cum) / (double)counts[i];
+		cum += counts[i];
 	}
-	return h->le[h->n - 1];
+	return le[METRICS_NLE - 1];
 }
 
 /* ---- process_* ---- */

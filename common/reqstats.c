@@ -56,7 +56,7 @@ void reqstats_add(enum reqstats_method m, int status, uint64_t ns, uint64_t in, 
 			;
 	}
 	bump(&b->req[m][status >= 100 && status < NCODE ? status : 0], 1);
-	bump(&b->hist[m][metrics_bucket(metrics_le, METRICS_NLE, ns)], 1);
+	bump(&b->hist[m][metrics_bucket(ns)], 1);
 	bump(&b->ns[m], ns);
 	bump(&b->in, in);
 	bump(&b->out, out);
@@ -117,7 +117,6 @@ static void latency(struct buf *b)
 		       "Time from a request's head to the end of its answer, by method.");
 	for (int m = 0; m < RM_N; m++) {
 		uint64_t counts[METRICS_NLE + 1] = {0}, ns = 0, total = 0;
-		struct metrics_hist h = {metrics_le, METRICS_NLE, counts, 0};
 		for (struct block *k = atomic_load(&blocks); k; k = k->next) {
 			for (int i = 0; i <= METRICS_NLE; i++)
 				counts[i] += get(&k->hist[m][i]);
@@ -127,10 +126,10 @@ static void latency(struct buf *b)
 			total += counts[i];
 		if (!total)
 			continue;
-		h.sum = (double)ns / 1e9;
 		l.len = 0;
 		metrics_label(&l, "method", names[m]);
-		metrics_histogram(b, "mkv_http_request_duration_seconds", l.data, &h);
+		metrics_histogram(b, "mkv_http_request_duration_seconds", l.data, counts,
+				  (double)ns / 1e9);
 	}
 	buf_free(&l);
 }

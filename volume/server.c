@@ -15,7 +15,6 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -658,15 +657,19 @@ static const struct front_route vol_route = {claim, handler, NULL, done};
 
 /* ---- start and stop ---- */
 
-/* Waits for the work queued (which wakes its sleepers), then frees s. */
+/* Waits for the work queued (which wakes its sleepers). */
+static void queues_end(struct vol_server *s)
+{
+	struct spawn_queue **q[] = {&s->sync, &s->hash, &s->pull};
+	for (int i = 0; i < 3; i++)
+		if (*q[i])
+			spawn_queue_end(*q[i]);
+	s->sync = s->hash = s->pull = NULL;
+}
+
 static void vol_free(struct vol_server *s)
 {
-	if (s->sync)
-		spawn_queue_end(s->sync);
-	if (s->hash)
-		spawn_queue_end(s->hash);
-	if (s->pull)
-		spawn_queue_end(s->pull);
+	queues_end(s);
 	close(s->root.fd);
 	free(s->dir);
 	free(s);
@@ -678,14 +681,12 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 {
 	struct vol_server *s;
 	struct front_opts o = {0};
-	struct rlimit nofile = {1024, 1024};   /* if getrlimit fails */
 
 	if (server)
 		return NULL;                 /* one front per process */
 	o.max_conns = front_nofile(MAX_CONNECTIONS, 2);   /* a socket and a file each */
-	getrlimit(RLIMIT_NOFILE, &nofile);
 	if (!tls)   /* TLS bodies are not sendfile's: nothing for wire.c to tune */
-		wire_init((unsigned long)nofile.rlim_cur, front_version());
+		wire_init((unsigned long)sysconf(_SC_OPEN_MAX), front_version());
 
 	s = xcalloc(1, sizeof(*s));
 	s->dir = xstrdup(dir);
@@ -724,10 +725,7 @@ void vol_server_stop(struct vol_server *s)
 	/* As nginx on SIGTERM: no drain.  The writes being made durable
 	 * finish (the queues' end) and are answered; no new one starts. */
 	front_drain(0);
-	spawn_queue_end(s->sync);
-	spawn_queue_end(s->hash);
-	spawn_queue_end(s->pull);
-	s->sync = s->hash = s->pull = NULL;
+	queues_end(s);
 	front_stop();
 	vol_status_stop();
 	vol_free(s);

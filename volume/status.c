@@ -39,8 +39,10 @@ struct rows {
 	int n;
 };
 
-static void each_dir(struct rows *rs)
+/* The rows now, and the file system's counters; the caller frees them. */
+static struct rows *each_dir(struct vol_fs_stats *fs)
 {
+	struct rows *rs = xcalloc(1, sizeof(*rs));
 	int fd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
@@ -68,6 +70,8 @@ static void each_dir(struct rows *rs)
 				.check_ms = -1};
 		close(sfd);
 	}
+	vol_fs_stats(fs);
+	return rs;
 }
 
 /* ---- /metrics ---- */
@@ -81,15 +85,12 @@ static void collect(struct buf *b)
 					       "each subvolume directory."},
 	};
 	struct vol_fs_stats s;
-	struct metrics_hist h = {metrics_le, METRICS_NLE, s.fsync_hist, 0};
-	struct rows *rs = xcalloc(1, sizeof(*rs));
+	struct rows *rs = each_dir(&s);
 	struct buf l = {0};
-	vol_fs_stats(&s);
-	h.sum = (double)s.fsync_ns / 1e9;
 	metrics_family(b, "mkv_volume_fsync_duration_seconds", "histogram",
 		       "fsync calls that make PUTs and DELETEs durable (files and directories).");
-	metrics_histogram(b, "mkv_volume_fsync_duration_seconds", NULL, &h);
-	each_dir(rs);
+	metrics_histogram(b, "mkv_volume_fsync_duration_seconds", NULL, s.fsync_hist,
+			  (double)s.fsync_ns / 1e9);
 	for (int k = 0; k < 2; k++) {
 		metrics_family(b, fam[k][0], "gauge", fam[k][1]);
 		for (int i = 0; i < rs->n; i++, l.len = 0) {
@@ -112,11 +113,9 @@ static char name[4400];
 static void render(struct buf *b, bool html)
 {
 	struct vol_fs_stats fs;
-	struct rows *rs = xcalloc(1, sizeof(*rs));
-	struct page_fact tmp = {"tmp_files", "temporary files", 0, NULL, NULL};
-	vol_fs_stats(&fs);
-	each_dir(rs);
-	tmp.num = fs.tmp_files > 0 ? (uint64_t)fs.tmp_files : 0;
+	struct rows *rs = each_dir(&fs);
+	struct page_fact tmp = {"tmp_files", "temporary files",
+				fs.tmp_files > 0 ? (uint64_t)fs.tmp_files : 0, NULL, NULL};
 	page_write(b, html, &(struct page_view){.role = "volume", .name = name,
 						.rows_are = "directory", .facts = &tmp, .nfacts = 1,
 						.rows = rs->r, .nrows = rs->n});
