@@ -127,7 +127,8 @@ struct keyring *keyring_parse(const char *text, const char *name, char **why)
 	return k;
 }
 
-struct keyring *keyring_load(const char *path, char **why)
+/* Read and parse path; warns when the file is readable by group or others. */
+static struct keyring *keyring_load(const char *path, char **why)
 {
 	FILE *f = fopen(path, "r");
 	struct buf b = {0};

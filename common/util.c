@@ -1,7 +1,6 @@
 /* util.c -- see util.h. */
 #include "util.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

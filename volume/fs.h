@@ -8,7 +8,6 @@
 #ifndef VOL_FS_H
 #define VOL_FS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
 #include "../common/metrics.h"

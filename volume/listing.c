@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../common/util.h"

@@ -7,7 +7,6 @@
 #ifndef VOL_LISTING_H
 #define VOL_LISTING_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include "fs.h"

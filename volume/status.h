@@ -6,7 +6,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include "../common/front.h"
 
 /* Register the collector for the data directory dir (open as root_fd);
  * with pages (-metrics), start the status page's sampler, which
