@@ -74,7 +74,6 @@ static struct front_opts opts;
 static struct front_loop *loops;
 static int nloops, listen_fd = -1;
 static struct MHD_Daemon *admin, *pool;   /* pool: front_opts.threads */
-static struct reaper *reaper;
 static const struct front_route *routes[4];
 static int nroutes;
 static atomic_int inflight, nsuspended;
@@ -457,7 +456,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		k->fl = this_loop;
 		if (opts.opened)
 			opts.opened(fd);
-		reaper_add(reaper, &k->reap, fd);
+		reaper_add(&k->reap, fd);
 		*socket_context = k;
 	} else if (k) {
 		/* At the connection limit libmicrohttpd stops accepting, and
@@ -467,7 +466,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 			this_loop->kick = true;
 		if (k->refused)
 			atomic_fetch_sub(&refused_open, 1);
-		reaper_remove(reaper, &k->reap);
+		reaper_remove(&k->reap);
 		if (!k->served && !k->refused && !k->reap.cut)
 			answer_unparsed(k);
 		free(k->target);
@@ -1034,8 +1033,7 @@ static void teardown(void)
 	if (listen_fd >= 0)
 		close(listen_fd);
 	listen_fd = -1;
-	reaper_stop(reaper);   /* after: the daemons' last closes leave its ring */
-	reaper = NULL;
+	reaper_stop();   /* after: the daemons' last closes leave its ring */
 	if (admin)
 		MHD_stop_daemon(admin);
 	admin = NULL;
@@ -1060,7 +1058,7 @@ int front_start(const struct front_opts *o)
 		teardown();
 		return -1;
 	}
-	reaper = reaper_start(o->idle_ms);
+	reaper_start(o->idle_ms);
 	listen_fd = -1;
 	if (o->threads) {
 		struct MHD_OptionItem more[] = {
