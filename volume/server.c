@@ -128,20 +128,6 @@ static int send_error_to(struct MHD_Connection *c, bool head, int status, const 
 	return send_error_hdr(c, head, status, why, NULL, NULL);
 }
 
-static ssize_t list_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	ssize_t n = vol_list_read(cls, buf, max);
-	(void)pos;
-	if (n < 0)
-		return FRONT_READER_ERROR;
-	return n ? n : FRONT_READER_END;
-}
-
-static void list_free(void *cls)
-{
-	vol_list_close(cls);
-}
-
 static int send_listing(struct vol_server *s, struct MHD_Connection *c, const char *path,
 			bool head)
 {
@@ -156,7 +142,8 @@ static int send_listing(struct vol_server *s, struct MHD_Connection *c, const ch
 	 * its own ("0\r\n\r\n"), which the client would take for the start of
 	 * the next answer: to a HEAD, no chunks (as nginx: no length either),
 	 * and the connection closes. */
-	return front_stream_ex(c, 200, &json, 1, -1, 32 * 1024, list_read, list_free, l, head);
+	return front_stream_ex(c, 200, &json, 1, -1, 32 * 1024, vol_list_read, vol_list_close, l,
+			       head);
 }
 
 /* The query string again, from its arguments (undecoded: no_unescape). */
