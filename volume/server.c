@@ -714,6 +714,6 @@ void vol_server_stop(struct vol_server *s)
 	front_drain(0);
 	queues_end(s);
 	front_stop();
-	vol_status_stop();
+	page_stop();
 	vol_free(s);
 }

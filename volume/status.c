@@ -132,8 +132,3 @@ void vol_status_start(int root_fd, const char *dir, int port, bool pages)
 	if (pages)
 		page_start(render, NULL);
 }
-
-void vol_status_stop(void)
-{
-	page_stop();
-}
