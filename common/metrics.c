@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 static const double le[METRICS_NLE] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -137,40 +138,15 @@ double metrics_quantile(const uint64_t *counts, double q)
 
 /* ---- process_* ---- */
 
-/* Fields of /proc/self/stat after the command's closing parenthesis. */
-static bool proc_stat(unsigned long long *ticks, unsigned long long *start, unsigned long long *vsize)
-{
-	char line[1024], *p;
-	FILE *f = fopen("/proc/self/stat", "r");
-	bool ok = false;
-	if (!f)
-		return false;
-	if (fgets(line, sizeof(line), f) && (p = strrchr(line, ')'))) {
-		unsigned long long ut, st;
-		/* state ppid pgrp session tty tpgid flags minflt cminflt majflt
-		 * cmajflt utime stime cutime cstime priority nice threads
-		 * itrealvalue starttime vsize */
-		ok = sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d "
-				   "%*d %*d %*d %*d %llu %llu",
-			    &ut, &st, start, vsize) == 4;
-		*ticks = ut + st;
-	}
-	fclose(f);
-	return ok;
-}
+/* The process's start, taken before main (more exact than /proc's, whose
+ * boot time is in whole seconds). */
+static double started;
 
-static double boot_time(void)
+__attribute__((constructor)) static void start_time(void)
 {
-	char line[256];
-	double t = 0;
-	FILE *f = fopen("/proc/stat", "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "btime %lf", &t) == 1)
-			break;
-	fclose(f);
-	return t;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	started = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static int open_fds(void)
@@ -188,25 +164,26 @@ static int open_fds(void)
 
 static void process(struct buf *b)
 {
-	unsigned long long ticks = 0, start = 0, vsize = 0;
-	double hz = (double)sysconf(_SC_CLK_TCK);
-	long rss_pages = 0;
+	long vm_pages = 0, rss_pages = 0;
+	double page = (double)sysconf(_SC_PAGESIZE);
+	struct rusage ru;
 	struct rlimit rl;
 	FILE *f = fopen("/proc/self/statm", "r");
 	if (f) {
-		if (fscanf(f, "%*d %ld", &rss_pages) != 1)
-			rss_pages = 0;
+		if (fscanf(f, "%ld %ld", &vm_pages, &rss_pages) != 2)
+			vm_pages = rss_pages = 0;
 		fclose(f);
 	}
-	proc_stat(&ticks, &start, &vsize);
+	getrusage(RUSAGE_SELF, &ru);
 	metrics_family(b, "process_cpu_seconds_total", "counter",
 		       "Total user and system CPU time spent in seconds.");
-	metrics_sample(b, "process_cpu_seconds_total", NULL, (double)ticks / hz);
+	metrics_sample(b, "process_cpu_seconds_total", NULL,
+		       (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+			       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 	metrics_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-	metrics_sample(b, "process_resident_memory_bytes", NULL,
-		       (double)rss_pages * (double)sysconf(_SC_PAGESIZE));
+	metrics_sample(b, "process_resident_memory_bytes", NULL, (double)rss_pages * page);
 	metrics_family(b, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
-	metrics_sample(b, "process_virtual_memory_bytes", NULL, (double)vsize);
+	metrics_sample(b, "process_virtual_memory_bytes", NULL, (double)vm_pages * page);
 	metrics_family(b, "process_open_fds", "gauge", "Number of open file descriptors.");
 	metrics_sample(b, "process_open_fds", NULL, open_fds());
 	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
@@ -225,7 +202,7 @@ static void process(struct buf *b)
 	}
 	metrics_family(b, "process_start_time_seconds", "gauge",
 		       "Start time of the process since unix epoch in seconds.");
-	metrics_sample(b, "process_start_time_seconds", NULL, boot_time() + (double)start / hz);
+	metrics_sample(b, "process_start_time_seconds", NULL, started);
 }
 
 void metrics_render(struct buf *b)
