@@ -1,6 +1,7 @@
 /* util.c -- see util.h. */
 #include "util.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,17 +188,13 @@ int hex_value(int c)
 
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
-	uint64_t v = 0;
-	if (!s || !*s)
+	char *end;
+	unsigned long long v;
+	if (!s || *s < '0' || *s > '9')   /* strtoull would take blanks and a sign */
 		return false;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return false;
-		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
-	if (v < min || v > max)
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end || errno || v < min || v > max)
 		return false;
 	*out = v;
 	return true;
