@@ -348,8 +348,6 @@ ssize_t vol_list_read(void *list, uint64_t pos, char *buf, size_t max)
 void vol_list_close(void *list)
 {
 	struct vol_list *l = list;
-	if (!l)
-		return;
 	for (size_t i = l->i; i < l->n; i++)
 		free(l->v[i]);
 	free(l->v);

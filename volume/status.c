@@ -26,9 +26,10 @@ bool vol_marker_disk(const char *path, int fd, char *out, size_t n)
 	return true;
 }
 
-static int name_cmp(const void *a, const void *b)
+static int is_subvolume(const struct dirent *e)
 {
-	return strcmp(a, b);
+	return strlen(e->d_name) == 4 && !strncmp(e->d_name, "sv", 2) &&
+	       hex_value(e->d_name[2]) >= 0 && hex_value(e->d_name[3]) >= 0;
 }
 
 /* The disks' rows: the subvolume directories (sv00.., as the master names
@@ -43,30 +44,27 @@ struct rows {
 static struct rows *each_dir(struct vol_fs_stats *fs)
 {
 	struct rows *rs = xcalloc(1, sizeof(*rs));
-	int fd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *e;
-	struct statvfs sv;
+	struct dirent **sv = NULL;
+	int n = scandirat(root, ".", &sv, is_subvolume, alphasort);   /* byte order: no locale */
 	char (*names)[8] = rs->names;
-	while (d && (e = readdir(d)) && n < 256)
-		if (strlen(e->d_name) == 4 && !strncmp(e->d_name, "sv", 2) &&
-		    hex_value(e->d_name[2]) >= 0 && hex_value(e->d_name[3]) >= 0)
-			memcpy(names[n++], e->d_name, 5);
-	if (d)
-		closedir(d);
-	else if (fd >= 0)
-		close(fd);
-	qsort(names, (size_t)n, sizeof(names[0]), name_cmp);
+	struct statvfs st;
+	for (int i = 0; i < n; i++) {
+		if (i < 256)
+			memcpy(names[i], sv[i]->d_name, 5);
+		free(sv[i]);
+	}
+	free(sv);
+	n = n < 0 ? 0 : n < 256 ? n : 256;
 	if (!n)
 		memcpy(names[n++], ".", 2);
 	for (int i = 0; i < n; i++) {
 		int sfd = openat(root, names[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (sfd < 0)
 			continue;
-		if (!fstatvfs(sfd, &sv))
+		if (!fstatvfs(sfd, &st))
 			rs->r[rs->n++] = (struct page_row){
-				.name = names[i], .disk_total = (uint64_t)sv.f_blocks * sv.f_frsize,
-				.disk_used = (uint64_t)(sv.f_blocks - sv.f_bavail) * sv.f_frsize,
+				.name = names[i], .disk_total = (uint64_t)st.f_blocks * st.f_frsize,
+				.disk_used = (uint64_t)(st.f_blocks - st.f_bavail) * st.f_frsize,
 				.check_ms = -1};
 		close(sfd);
 	}
