@@ -306,6 +306,18 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	return ret;
 }
 
+/* More query arguments than any request of ours needs?  libmicrohttpd
+ * 0.9.75 stores each one in the connection's small memory pool before the
+ * URI callback runs; a few hundred exhaust it and the connection stalls
+ * with no answer, so such a connection is cut off at once. */
+static bool too_many_args(const char *uri)
+{
+	int args = 0;
+	for (const char *q = strchr(uri, '?'); q && *q; q++)
+		args += *q == '&';
+	return args > 100;
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct conn *k = conn_of(c);
@@ -315,7 +327,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	atomic_fetch_add(&inflight, 1);
 	if (k)
 		k->served = true;
-	if (!k || atomic_load(&refusing) || uri_has_too_many_args(uri)) {
+	if (!k || atomic_load(&refusing) || too_many_args(uri)) {
 		atomic_fetch_sub(&inflight, 1);
 		if (k && !k->refused) {
 			k->refused = true;
@@ -371,6 +383,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 {
 	struct conn *k = *con_cls;
 	uint64_t ns;
+	char c1;
 	(void)cls;
 	if (!k)
 		return;
@@ -399,11 +412,17 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 	k->route = NULL;
 	hold(k, false);
 	reaper_waiting(&k->reap, true);
-	/* A request that slept since its last bytes was read once more when
-	 * woken (libmicrohttpd reads a resumed connection before answering),
-	 * and that read saw a FIN that came with them. */
-	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK && !k->slept)
-		conn_close_if_eof(k->reap.fd);
+	/* libmicrohttpd 0.9.75 with epoll takes a short read to mean the
+	 * socket is drained, so a FIN that came with the request raises no
+	 * new event, and a client that half-closed after it (nc -N, some
+	 * proxies) would wait for the idle timeout: when the peer has sent
+	 * nothing more, shut the socket down, which wakes libmicrohttpd to
+	 * close it.  A request that slept since its last bytes was read once
+	 * more when woken (libmicrohttpd reads a resumed connection before
+	 * answering), and that read saw such a FIN. */
+	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK && !k->slept &&
+	    recv(k->reap.fd, &c1, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+		shutdown(k->reap.fd, SHUT_RDWR);
 	k->slept = false;
 	free(k->target);
 	k->target = NULL;

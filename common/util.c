@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -150,14 +149,6 @@ void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
-bool uri_has_too_many_args(const char *uri)
-{
-	int args = 0;
-	for (const char *q = strchr(uri, '?'); q && *q; q++)
-		args += *q == '&';
-	return args > 100;
-}
-
 void to_hex(const void *in, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -294,13 +285,6 @@ void buf_free(struct buf *b)
 	free(b->data);
 	b->data = NULL;
 	b->len = b->cap = 0;
-}
-
-void conn_close_if_eof(int fd)
-{
-	char c;
-	if (fd >= 0 && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
-		shutdown(fd, SHUT_RDWR);
 }
 
 /* The process never calls setlocale, so %a and %b are English. */
