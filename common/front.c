@@ -875,11 +875,6 @@ static int admin_start(const char *addr)
 	return 0;
 }
 
-static int inflight_now(void)
-{
-	return atomic_load(&inflight);
-}
-
 void front_reload(void)
 {
 	accesslog_reopen();
@@ -1069,7 +1064,7 @@ int front_start(const struct front_opts *o)
 	atomic_store(&draining, false);
 	atomic_store(&refusing, false);
 	atomic_store(&no_sleep, false);
-	reqstats_init(inflight_now);
+	reqstats_init(&inflight);
 	if (o->tls && tls_reload() < 0)
 		return -1;
 	if ((o->accesslog && accesslog_open(o->accesslog) < 0) ||
