@@ -84,7 +84,6 @@ static struct front_opts opts;
 static struct front_loop *loops;
 static int nloops, listen_fd = -1;
 static struct MHD_Daemon *admin, *pool;   /* pool: front_opts.threads */
-static struct reaper *reaper;
 static const struct front_route *routes[4];
 static int nroutes;
 static atomic_int inflight, nsuspended;
@@ -317,6 +316,18 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	return ret;
 }
 
+/* More query arguments than any request of ours needs?  libmicrohttpd
+ * 0.9.75 stores each one in the connection's small memory pool before the
+ * URI callback runs; a few hundred exhaust it and the connection stalls
+ * with no answer, so such a connection is cut off at once. */
+static bool too_many_args(const char *uri)
+{
+	int args = 0;
+	for (const char *q = strchr(uri, '?'); q && *q; q++)
+		args += *q == '&';
+	return args > 100;
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct conn *k = conn_of(c);
@@ -326,7 +337,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	atomic_fetch_add(&inflight, 1);
 	if (k)
 		k->served = true;
-	if (!k || atomic_load(&refusing) || uri_has_too_many_args(uri)) {
+	if (!k || atomic_load(&refusing) || too_many_args(uri)) {
 		atomic_fetch_sub(&inflight, 1);
 		if (k && !k->refused) {
 			k->refused = true;
@@ -382,6 +393,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 {
 	struct conn *k = *con_cls;
 	uint64_t ns;
+	char c1;
 	(void)cls;
 	if (!k)
 		return;
@@ -410,11 +422,17 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 	k->route = NULL;
 	hold(k, false);
 	reaper_waiting(&k->reap, true);
-	/* A request that slept since its last bytes was read once more when
-	 * woken (libmicrohttpd reads a resumed connection before answering),
-	 * and that read saw a FIN that came with them. */
-	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK && !k->slept)
-		conn_close_if_eof(k->reap.fd);
+	/* libmicrohttpd 0.9.75 with epoll takes a short read to mean the
+	 * socket is drained, so a FIN that came with the request raises no
+	 * new event, and a client that half-closed after it (nc -N, some
+	 * proxies) would wait for the idle timeout: when the peer has sent
+	 * nothing more, shut the socket down, which wakes libmicrohttpd to
+	 * close it.  A request that slept since its last bytes was read once
+	 * more when woken (libmicrohttpd reads a resumed connection before
+	 * answering), and that read saw such a FIN. */
+	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK && !k->slept &&
+	    recv(k->reap.fd, &c1, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+		shutdown(k->reap.fd, SHUT_RDWR);
 	k->slept = false;
 	free(k->target);
 	k->target = NULL;
@@ -643,7 +661,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		k->c = c;
 		if (opts.opened)
 			opts.opened(fd);
-		reaper_add(reaper, &k->reap, fd);
+		reaper_add(&k->reap, fd);
 		*socket_context = k;
 		if (opts.tls)
 			hs_watch(k, c, fd);
@@ -655,7 +673,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 			this_loop->kick = true;
 		if (k->refused)
 			atomic_fetch_sub(&refused_open, 1);
-		reaper_remove(reaper, &k->reap);
+		reaper_remove(&k->reap);
 		if (!k->served && !k->refused && !k->reap.cut)
 			answer_unparsed(k);
 		free(k->target);
@@ -980,10 +998,9 @@ static enum MHD_Result admin_handler(void *cls, struct MHD_Connection *c, const 
 {
 	static const struct front_page metrics = {"/metrics", METRICS_CTYPE, metrics_render};
 	const struct front_page *p = !strcmp(url, "/metrics") ? &metrics : NULL;
+	struct front_hdr h[2] = {{"Content-Type", "text/plain"}, {"Allow", "GET, HEAD"}};
 	struct buf b = {0};
-	struct MHD_Response *r;
-	int status = 200;
-	enum MHD_Result ret;
+	int status = 200, ret;
 	(void)cls, (void)version, (void)data, (void)size, (void)con_cls;
 	for (const struct front_page *q = opts.pages; !p && q && q->path; q++)
 		if (!strcmp(url, q->path))
@@ -996,18 +1013,11 @@ static enum MHD_Result admin_handler(void *cls, struct MHD_Connection *c, const 
 		buf_puts(&b, "not found: /metrics, /status and / are served here\n");
 	} else {
 		p->render(&b);
+		h[0].value = p->ctype;
 	}
-	r = MHD_create_response_from_buffer(b.len, b.data ? b.data : "", MHD_RESPMEM_MUST_COPY);
+	ret = front_send(c, status, h, status == 405 ? 2 : 1, b.data, b.len);
 	buf_free(&b);
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Server", mkv_server);
-	MHD_add_response_header(r, "Content-Type", p && status == 200 ? p->ctype : "text/plain");
-	if (status == 405)
-		MHD_add_response_header(r, "Allow", "GET, HEAD");
-	ret = MHD_queue_response(c, (unsigned)status, r);
-	MHD_destroy_response(r);
-	return ret;
+	return (enum MHD_Result)ret;
 }
 
 /* The listener on addr ("HOST:PORT", "[V6]:PORT", ":PORT" for every
@@ -1049,11 +1059,6 @@ static int admin_start(const char *addr)
 		return -1;
 	}
 	return 0;
-}
-
-static int inflight_now(void)
-{
-	return atomic_load(&inflight);
 }
 
 void front_reload(void)
@@ -1230,8 +1235,7 @@ static void teardown(void)
 	if (listen_fd >= 0)
 		close(listen_fd);
 	listen_fd = -1;
-	reaper_stop(reaper);   /* after: the daemons' last closes leave its ring */
-	reaper = NULL;
+	reaper_stop();   /* after: the daemons' last closes leave its ring */
 	if (admin)
 		MHD_stop_daemon(admin);
 	admin = NULL;
@@ -1248,7 +1252,7 @@ int front_start(const struct front_opts *o)
 	atomic_store(&draining, false);
 	atomic_store(&refusing, false);
 	atomic_store(&no_sleep, false);
-	reqstats_init(inflight_now);
+	reqstats_init(&inflight);
 	if (o->tls && (tls_reload() < 0 || hs_start() < 0))
 		return -1;
 	if ((o->accesslog && accesslog_open(o->accesslog) < 0) ||
@@ -1256,7 +1260,7 @@ int front_start(const struct front_opts *o)
 		teardown();
 		return -1;
 	}
-	reaper = reaper_start(o->idle_ms);
+	reaper_start(o->idle_ms);
 	listen_fd = -1;
 	if (o->threads) {
 		struct MHD_OptionItem more[] = {

@@ -127,33 +127,30 @@ struct keyring *keyring_parse(const char *text, const char *name, char **why)
 	return k;
 }
 
-struct keyring *keyring_load(const char *path, char **why)
+/* Read and parse path; warns when the file is readable by group or others. */
+static struct keyring *keyring_load(const char *path, char **why)
 {
 	FILE *f = fopen(path, "r");
-	struct buf b = {0};
+	char *text = NULL;
+	size_t cap = 0;
+	ssize_t n;
 	struct stat st;
-	char chunk[4096];
-	size_t n;
-	struct keyring *k;
+	struct keyring *k = NULL;
 	if (!f) {
 		*why = xasprintf("-keys: open() \"%s\" failed (%d: %s)", path, errno, strerror(errno));
 		return NULL;
 	}
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		buf_append(&b, chunk, n);
-	if (ferror(f)) {
+	/* the whole file (parsing ends at a NUL anyway) */
+	if ((n = getdelim(&text, &cap, '\0', f)) < 0 && ferror(f)) {
 		*why = xasprintf("-keys: read() \"%s\" failed", path);
-		fclose(f);
-		buf_free(&b);
-		return NULL;
+	} else {
+		if (!fstat(fileno(f), &st) && (st.st_mode & 077))
+			log_msg("warning: -keys %s is readable by others (mode %03o): chmod 600 it",
+				path, (unsigned)(st.st_mode & 0777));
+		k = keyring_parse(n > 0 ? text : "", path, why);
 	}
-	if (!fstat(fileno(f), &st) && (st.st_mode & 077))
-		log_msg("warning: -keys %s is readable by others (mode %03o): chmod 600 it", path,
-			(unsigned)(st.st_mode & 0777));
 	fclose(f);
-	buf_append(&b, "", 1);
-	k = keyring_parse(b.data, path, why);
-	buf_free(&b);
+	free(text);
 	return k;
 }
 

@@ -45,9 +45,6 @@ struct keyring {
  * bytes, a prefix not starting with '/', an id given twice -- or the
  * last line has no newline (a file read while being written). */
 struct keyring *keyring_parse(const char *text, const char *name, char **why);
-/* Read and parse path; warns (logs) when the file is readable by group
- * or others. */
-struct keyring *keyring_load(const char *path, char **why);
 /* Drop one ref; the last frees the ring.  NULL is fine. */
 void keyring_put(struct keyring *k);
 /* The key with that id (not the anonymous line), or NULL. */

@@ -6,7 +6,6 @@
 #include "util.h"
 
 #include <errno.h>
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -110,9 +109,4 @@ void md5_b64url(const void *p, size_t n, char out[23])
 	for (int i = 0; i < 22; i++)
 		out[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : (char)b64[i];
 	out[22] = '\0';
-}
-
-bool same_bytes(const void *a, const void *b, size_t n)
-{
-	return CRYPTO_memcmp(a, b, n) == 0;
 }

@@ -24,9 +24,6 @@ void md5_hex(const void *data, size_t n, char out[33]);
 /* md5 of p[0..n), base64url without padding (22 digits and a NUL): the
  * form of nginx's secure_link. */
 void md5_b64url(const void *p, size_t n, char out[23]);
-/* a[0..n) == b[0..n), in a time that does not depend on where they
- * differ (libcrypto's CRYPTO_memcmp): for comparing signatures. */
-bool same_bytes(const void *a, const void *b, size_t n);
 /* md5 of what is left to read from fd; false on a read error (errno set). */
 bool md5_fd(int fd, char out[33]);
 

@@ -10,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
-const double metrics_le[METRICS_NLE] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-					0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
-					1,      2.5,     5,      10};
+static const double le[METRICS_NLE] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+				       0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+				       1,      2.5,     5,      10};
 
 static void (*collectors[8])(struct buf *);
 static int ncollectors;
@@ -84,93 +85,68 @@ void metrics_label(struct buf *b, const char *name, const char *v)
 	buf_puts(b, "\"");
 }
 
-int metrics_bucket(const double *le, int n, uint64_t ns)
+int metrics_bucket(uint64_t ns)
 {
 	double s = (double)ns / 1e9;
 	int i = 0;
-	while (i < n && s > le[i])
+	while (i < METRICS_NLE && s > le[i])
 		i++;
 	return i;
 }
 
 void metrics_histogram(struct buf *b, const char *name, const char *labels,
-		       const struct metrics_hist *h)
+		       const uint64_t *counts, double sum)
 {
 	struct buf l = {0};
 	uint64_t cum = 0;
-	char *bucket = xasprintf("%s_bucket", name), *sum = xasprintf("%s_sum", name),
+	char *bucket = xasprintf("%s_bucket", name), *sums = xasprintf("%s_sum", name),
 	     *count = xasprintf("%s_count", name);
-	for (int i = 0; i <= h->n; i++) {
-		char le[32];
-		cum += h->counts[i];
-		if (i < h->n)
-			snprintf(le, sizeof(le), "%g", h->le[i]);
+	for (int i = 0; i <= METRICS_NLE; i++) {
+		char bound[32];
+		cum += counts[i];
+		if (i < METRICS_NLE)
+			snprintf(bound, sizeof(bound), "%g", le[i]);
 		l.len = 0;
 		if (labels && *labels)
 			buf_puts(&l, labels);
-		metrics_label(&l, "le", i < h->n ? le : "+Inf");
+		metrics_label(&l, "le", i < METRICS_NLE ? bound : "+Inf");
 		metrics_sample_u64(b, bucket, l.data, cum);
 	}
-	metrics_sample(b, sum, labels, h->sum);
+	metrics_sample(b, sums, labels, sum);
 	metrics_sample_u64(b, count, labels, cum);
 	buf_free(&l);
 	free(bucket);
-	free(sum);
+	free(sums);
 	free(count);
 }
 
-double metrics_quantile(const struct metrics_hist *h, double q)
+double metrics_quantile(const uint64_t *counts, double q)
 {
 	uint64_t total = 0, cum = 0;
-	for (int i = 0; i <= h->n; i++)
-		total += h->counts[i];
+	for (int i = 0; i <= METRICS_NLE; i++)
+		total += counts[i];
 	if (!total)
 		return 0;
-	for (int i = 0; i < h->n; i++) {
-		double rank = q * (double)total, lo = i ? h->le[i - 1] : 0;
-		if ((double)(cum + h->counts[i]) >= rank && h->counts[i])
-			return lo + (h->le[i] - lo) * (rank - (double)cum) / (double)h->counts[i];
-		cum += h->counts[i];
+	for (int i = 0; i < METRICS_NLE; i++) {
+		double rank = q * (double)total, lo = i ? le[i - 1] : 0;
+		if ((double)(cum + counts[i]) >= rank && counts[i])
+			return lo + (le[i] - lo) * (rank - (double)cum) / (double)counts[i];
+		cum += counts[i];
 	}
-	return h->le[h->n - 1];
+	return le[METRICS_NLE - 1];
 }
 
 /* ---- process_* ---- */
 
-/* Fields of /proc/self/stat after the command's closing parenthesis. */
-static bool proc_stat(unsigned long long *ticks, unsigned long long *start, unsigned long long *vsize)
-{
-	char line[1024], *p;
-	FILE *f = fopen("/proc/self/stat", "r");
-	bool ok = false;
-	if (!f)
-		return false;
-	if (fgets(line, sizeof(line), f) && (p = strrchr(line, ')'))) {
-		unsigned long long ut, st;
-		/* state ppid pgrp session tty tpgid flags minflt cminflt majflt
-		 * cmajflt utime stime cutime cstime priority nice threads
-		 * itrealvalue starttime vsize */
-		ok = sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d "
-				   "%*d %*d %*d %*d %llu %llu",
-			    &ut, &st, start, vsize) == 4;
-		*ticks = ut + st;
-	}
-	fclose(f);
-	return ok;
-}
+/* The process's start, taken before main (more exact than /proc's, whose
+ * boot time is in whole seconds). */
+static double started;
 
-static double boot_time(void)
+__attribute__((constructor)) static void start_time(void)
 {
-	char line[256];
-	double t = 0;
-	FILE *f = fopen("/proc/stat", "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "btime %lf", &t) == 1)
-			break;
-	fclose(f);
-	return t;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	started = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static int open_fds(void)
@@ -188,25 +164,26 @@ static int open_fds(void)
 
 static void process(struct buf *b)
 {
-	unsigned long long ticks = 0, start = 0, vsize = 0;
-	double hz = (double)sysconf(_SC_CLK_TCK);
-	long rss_pages = 0;
+	long vm_pages = 0, rss_pages = 0;
+	double page = (double)sysconf(_SC_PAGESIZE);
+	struct rusage ru;
 	struct rlimit rl;
 	FILE *f = fopen("/proc/self/statm", "r");
 	if (f) {
-		if (fscanf(f, "%*d %ld", &rss_pages) != 1)
-			rss_pages = 0;
+		if (fscanf(f, "%ld %ld", &vm_pages, &rss_pages) != 2)
+			vm_pages = rss_pages = 0;
 		fclose(f);
 	}
-	proc_stat(&ticks, &start, &vsize);
+	getrusage(RUSAGE_SELF, &ru);
 	metrics_family(b, "process_cpu_seconds_total", "counter",
 		       "Total user and system CPU time spent in seconds.");
-	metrics_sample(b, "process_cpu_seconds_total", NULL, (double)ticks / hz);
+	metrics_sample(b, "process_cpu_seconds_total", NULL,
+		       (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+			       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 	metrics_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-	metrics_sample(b, "process_resident_memory_bytes", NULL,
-		       (double)rss_pages * (double)sysconf(_SC_PAGESIZE));
+	metrics_sample(b, "process_resident_memory_bytes", NULL, (double)rss_pages * page);
 	metrics_family(b, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
-	metrics_sample(b, "process_virtual_memory_bytes", NULL, (double)vsize);
+	metrics_sample(b, "process_virtual_memory_bytes", NULL, (double)vm_pages * page);
 	metrics_family(b, "process_open_fds", "gauge", "Number of open file descriptors.");
 	metrics_sample(b, "process_open_fds", NULL, open_fds());
 	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
@@ -225,7 +202,7 @@ static void process(struct buf *b)
 	}
 	metrics_family(b, "process_start_time_seconds", "gauge",
 		       "Start time of the process since unix epoch in seconds.");
-	metrics_sample(b, "process_start_time_seconds", NULL, boot_time() + (double)start / hz);
+	metrics_sample(b, "process_start_time_seconds", NULL, started);
 }
 
 void metrics_render(struct buf *b)

@@ -25,28 +25,20 @@ void metrics_sample_u64(struct buf *b, const char *name, const char *labels, uin
  * escaped as the format wants (\\, \", \n). */
 void metrics_label(struct buf *b, const char *name, const char *value);
 
-/* A histogram's buckets: n upper bounds in seconds, ascending; counts has
- * n + 1 entries, each the observations in its bucket alone (the last: above
+/* The latency buckets every _seconds histogram uses: METRICS_NLE upper
+ * bounds, 100 µs to 10 s.  A histogram's counts has METRICS_NLE + 1
+ * entries, each the observations in its bucket alone (the last: above
  * every bound), not cumulative; sum in seconds. */
-struct metrics_hist {
-	const double *le;
-	int n;
-	const uint64_t *counts;
-	double sum;
-};
+#define METRICS_NLE 16
 /* name_bucket{labels,le=...} (cumulative, +Inf last), name_sum, name_count. */
 void metrics_histogram(struct buf *b, const char *name, const char *labels,
-		       const struct metrics_hist *h);
-/* The bucket of an observation of ns nanoseconds in le[0..n) (n: above all). */
-int metrics_bucket(const double *le, int n, uint64_t ns);
+		       const uint64_t *counts, double sum);
+/* The bucket of an observation of ns nanoseconds (METRICS_NLE: above all). */
+int metrics_bucket(uint64_t ns);
 /* The q-quantile (0..1) as Prometheus's histogram_quantile estimates it:
  * linear within the bucket that holds it; 0 without observations, the
  * largest bound when it falls above it. */
-double metrics_quantile(const struct metrics_hist *h, double q);
-
-/* The latency buckets every _seconds histogram uses: 100 µs to 10 s. */
-#define METRICS_NLE 16
-extern const double metrics_le[METRICS_NLE];
+double metrics_quantile(const uint64_t *counts, double q);
 
 /* Collectors run on each scrape in the order registered; register before
  * the metrics listener starts (not thread-safe). */

@@ -117,10 +117,9 @@ static double p99(const uint64_t hist[METRICS_NLE + 1])
 	static double ms;
 	if (now_ms() - at_ms >= 1000) {
 		uint64_t d[METRICS_NLE + 1];
-		struct metrics_hist h = {metrics_le, METRICS_NLE, d, 0};
 		for (int i = 0; i <= METRICS_NLE; i++)
 			d[i] = hist[i] - prev[i];
-		ms = metrics_quantile(&h, 0.99) * 1000;
+		ms = metrics_quantile(d, 0.99) * 1000;
 		memcpy(prev, hist, sizeof(prev));
 		at_ms = now_ms();
 	}

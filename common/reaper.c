@@ -3,25 +3,24 @@
 #include "util.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-struct reaper {
+static struct {
 	pthread_mutex_t mu;
 	struct reaper_conn ring;   /* its own head */
 	uint64_t timeout_ms;
-	atomic_bool stop;
+	atomic_bool on, stop;
 	pthread_t thread;
-};
+} r = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void *reap(void *arg)
 {
-	struct reaper *r = arg;
-	while (!atomic_load(&r->stop)) {
+	(void)arg;
+	while (!atomic_load(&r.stop)) {
 		uint64_t now = now_ms();
-		pthread_mutex_lock(&r->mu);
-		for (struct reaper_conn *k = r->ring.next; k != &r->ring; k = k->next) {
+		pthread_mutex_lock(&r.mu);
+		for (struct reaper_conn *k = r.ring.next; k != &r.ring; k = k->next) {
 			uint64_t since = atomic_load(&k->since_ms);
 			char c;
 			if (k->cut || k->fd < 0)
@@ -37,65 +36,60 @@ static void *reap(void *arg)
 					shutdown(k->fd, SHUT_RD);
 					k->cut = true;
 				}
-			} else if (now >= since + r->timeout_ms) {
+			} else if (now >= since + r.timeout_ms) {
 				shutdown(k->fd, SHUT_RDWR);
 				k->cut = true;
 			}
 		}
-		pthread_mutex_unlock(&r->mu);
+		pthread_mutex_unlock(&r.mu);
 		usleep(250000);
 	}
 	return NULL;
 }
 
-struct reaper *reaper_start(uint64_t timeout_ms)
+void reaper_start(uint64_t timeout_ms)
 {
-	struct reaper *r = xcalloc(1, sizeof(*r));
-	pthread_mutex_init(&r->mu, NULL);
-	r->ring.prev = r->ring.next = &r->ring;
-	r->timeout_ms = timeout_ms;
-	if (pthread_create(&r->thread, NULL, reap, r)) {
+	r.ring.prev = r.ring.next = &r.ring;
+	r.timeout_ms = timeout_ms;
+	atomic_store(&r.stop, false);
+	if (pthread_create(&r.thread, NULL, reap, NULL))
 		log_msg("pthread_create failed: slow request heads are not cut off");
-		pthread_mutex_destroy(&r->mu);
-		free(r);
-		return NULL;
-	}
-	return r;
+	else
+		atomic_store(&r.on, true);
 }
 
-void reaper_stop(struct reaper *r)
+void reaper_stop(void)
 {
-	if (!r)
+	if (!atomic_exchange(&r.on, false))
 		return;
-	atomic_store(&r->stop, true);
-	pthread_join(r->thread, NULL);
-	pthread_mutex_destroy(&r->mu);
-	free(r);
+	atomic_store(&r.stop, true);
+	pthread_join(r.thread, NULL);
 }
 
-void reaper_add(struct reaper *r, struct reaper_conn *k, int fd)
+void reaper_add(struct reaper_conn *k, int fd)
 {
 	k->fd = fd;
 	k->cut = false;
+	k->next = NULL;
 	atomic_store(&k->since_ms, now_ms());
-	if (!r)
+	if (!atomic_load(&r.on))
 		return;
-	pthread_mutex_lock(&r->mu);
-	k->next = &r->ring;
-	k->prev = r->ring.prev;
-	r->ring.prev->next = k;
-	r->ring.prev = k;
-	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_lock(&r.mu);
+	k->next = &r.ring;
+	k->prev = r.ring.prev;
+	r.ring.prev->next = k;
+	r.ring.prev = k;
+	pthread_mutex_unlock(&r.mu);
 }
 
-void reaper_remove(struct reaper *r, struct reaper_conn *k)
+void reaper_remove(struct reaper_conn *k)
 {
-	if (!r || !k)
-		return;
-	pthread_mutex_lock(&r->mu);
+	if (!k->next)
+		return;   /* never on the ring */
+	pthread_mutex_lock(&r.mu);
 	k->prev->next = k->next;
 	k->next->prev = k->prev;
-	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_unlock(&r.mu);
 }
 
 void reaper_waiting(struct reaper_conn *k, bool waiting)

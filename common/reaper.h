@@ -21,15 +21,14 @@ struct reaper_conn {
 	bool cut;
 };
 
-struct reaper;
-
-/* Starts the thread; NULL (logged) when there is none: then nothing is cut. */
-struct reaper *reaper_start(uint64_t timeout_ms);
-void reaper_stop(struct reaper *r);
+/* Starts the process's one reaper thread; when there is none (logged),
+ * nothing is cut. */
+void reaper_start(uint64_t timeout_ms);
+void reaper_stop(void);
 /* Watch k (the caller's, until reaper_remove) for fd, awaiting a head
- * from now.  r may be NULL: then k is watched by none. */
-void reaper_add(struct reaper *r, struct reaper_conn *k, int fd);
-void reaper_remove(struct reaper *r, struct reaper_conn *k);
+ * from now (not watched by any thread when none runs). */
+void reaper_add(struct reaper_conn *k, int fd);
+void reaper_remove(struct reaper_conn *k);
 /* A head is awaited from now (true), or is in (false). */
 void reaper_waiting(struct reaper_conn *k, bool waiting);
 

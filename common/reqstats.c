@@ -24,8 +24,7 @@ static const char *const names[RM_N] = {"GET",    "HEAD",      "PUT",    "DELETE
 					"UNLINK", "REBALANCE", "RELINK", "REPLACE", "other"};
 static _Thread_local struct block *mine;
 static struct block *_Atomic blocks;   /* pushed once per thread, never removed */
-typedef int (*inflight_f)(void);
-static _Atomic inflight_f inflight_fn;   /* set by front_start; the pages' sampler may run before */
+static atomic_int *_Atomic inflight;   /* set by front_start; the pages' sampler may run before */
 
 static inline void bump(counter *c, uint64_t n)
 {
@@ -56,7 +55,7 @@ void reqstats_add(enum reqstats_method m, int status, uint64_t ns, uint64_t in, 
 			;
 	}
 	bump(&b->req[m][status >= 100 && status < NCODE ? status : 0], 1);
-	bump(&b->hist[m][metrics_bucket(metrics_le, METRICS_NLE, ns)], 1);
+	bump(&b->hist[m][metrics_bucket(ns)], 1);
 	bump(&b->ns[m], ns);
 	bump(&b->in, in);
 	bump(&b->out, out);
@@ -64,9 +63,9 @@ void reqstats_add(enum reqstats_method m, int status, uint64_t ns, uint64_t in, 
 
 void reqstats_sum(struct reqstats_sum *s)
 {
-	inflight_f f = inflight_fn;
+	atomic_int *f = inflight;
 	memset(s, 0, sizeof(*s));
-	s->in_flight = f ? f() : 0;
+	s->in_flight = f ? atomic_load(f) : 0;
 	for (struct block *b = atomic_load(&blocks); b; b = b->next)
 		for (int m = 0; m < RM_N; m++) {
 			for (int c = 0; c < NCODE; c++) {
@@ -80,9 +79,9 @@ void reqstats_sum(struct reqstats_sum *s)
 		}
 }
 
-void reqstats_init(int (*inflight)(void))
+void reqstats_init(atomic_int *count)
 {
-	inflight_fn = inflight;
+	inflight = count;
 }
 
 static void requests(struct buf *b)
@@ -117,7 +116,6 @@ static void latency(struct buf *b)
 		       "Time from a request's head to the end of its answer, by method.");
 	for (int m = 0; m < RM_N; m++) {
 		uint64_t counts[METRICS_NLE + 1] = {0}, ns = 0, total = 0;
-		struct metrics_hist h = {metrics_le, METRICS_NLE, counts, 0};
 		for (struct block *k = atomic_load(&blocks); k; k = k->next) {
 			for (int i = 0; i <= METRICS_NLE; i++)
 				counts[i] += get(&k->hist[m][i]);
@@ -127,10 +125,10 @@ static void latency(struct buf *b)
 			total += counts[i];
 		if (!total)
 			continue;
-		h.sum = (double)ns / 1e9;
 		l.len = 0;
 		metrics_label(&l, "method", names[m]);
-		metrics_histogram(b, "mkv_http_request_duration_seconds", l.data, &h);
+		metrics_histogram(b, "mkv_http_request_duration_seconds", l.data, counts,
+				  (double)ns / 1e9);
 	}
 	buf_free(&l);
 }
@@ -150,9 +148,9 @@ void reqstats_collect(struct buf *b)
 	metrics_family(b, "mkv_http_response_bytes_total", "counter",
 		       "Answer body bytes queued (a streamed answer of unknown length counts 0).");
 	metrics_sample_u64(b, "mkv_http_response_bytes_total", NULL, out);
-	if (inflight_fn) {
+	if (inflight) {
 		metrics_family(b, "mkv_http_requests_in_flight", "gauge",
 			       "Requests begun and not yet ended.");
-		metrics_sample(b, "mkv_http_requests_in_flight", NULL, inflight_fn());
+		metrics_sample(b, "mkv_http_requests_in_flight", NULL, atomic_load(inflight));
 	}
 }

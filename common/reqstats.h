@@ -6,6 +6,7 @@
 #ifndef MKV_REQSTATS_H
 #define MKV_REQSTATS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include "metrics.h"
 
@@ -30,7 +31,7 @@ struct reqstats_sum {
 void reqstats_sum(struct reqstats_sum *s);
 
 /* A gauge read on each scrape: requests in flight (the front's count). */
-void reqstats_init(int (*inflight)(void));
+void reqstats_init(atomic_int *inflight);
 void reqstats_collect(struct buf *b);
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -150,14 +149,6 @@ void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
-bool uri_has_too_many_args(const char *uri)
-{
-	int args = 0;
-	for (const char *q = strchr(uri, '?'); q && *q; q++)
-		args += *q == '&';
-	return args > 100;
-}
-
 void to_hex(const void *in, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -188,17 +179,13 @@ int hex_value(int c)
 
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
-	uint64_t v = 0;
-	if (!s || !*s)
+	char *end;
+	unsigned long long v;
+	if (!s || *s < '0' || *s > '9')   /* strtoull would take blanks and a sign */
 		return false;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return false;
-		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
-	if (v < min || v > max)
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end || errno || v < min || v > max)
 		return false;
 	*out = v;
 	return true;
@@ -298,13 +285,6 @@ void buf_free(struct buf *b)
 	free(b->data);
 	b->data = NULL;
 	b->len = b->cap = 0;
-}
-
-void conn_close_if_eof(int fd)
-{
-	char c;
-	if (fd >= 0 && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
-		shutdown(fd, SHUT_RDWR);
 }
 
 /* The process never calls setlocale, so %a and %b are English. */

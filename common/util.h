@@ -55,21 +55,6 @@ struct retry {
 #define RETRY_LOCKED ((struct retry){21, 100, false})
 bool retry_wait(struct retry p, int n);
 
-/* More query arguments than any request of ours needs?  libmicrohttpd
- * 0.9.75 stores each one in the connection's small memory pool before the
- * URI callback runs; a few hundred exhaust it and the connection stalls
- * with no answer, so both servers cut such a connection off at once. */
-bool uri_has_too_many_args(const char *uri);
-
-/* Call after each answer on a client connection.  libmicrohttpd 0.9.75
- * with epoll takes a short read to mean the socket is drained, so a FIN
- * that arrived with the request raises no new event, and a client that
- * half-closed after its request (nc -N, some proxies) would wait for the
- * idle timeout to see the connection end.  When the peer has half-closed
- * and sent nothing more, shut the socket down: that wakes libmicrohttpd,
- * which then closes it. */
-void conn_close_if_eof(int fd);
-
 /* The raw value of query parameter name in q ("a=1&b&c=x"), *vlen its
  * length (0 for a bare "b"); NULL when the name does not occur. */
 const char *query_param(const char *q, const char *name, size_t *vlen);

@@ -3,6 +3,7 @@
 #include "md5.h"
 #include "util.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +24,6 @@ struct secrets {
 
 static struct secrets *cur;   /* NULL: off */
 static char *path;            /* the file, for volsign_reload */
-
-static bool secret_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       strchr("._~+/=-", c);
-}
 
 /* file's secrets into *s: 0, or -1 with err.  Blank lines and lines that
  * start with # are skipped. */
@@ -51,9 +46,9 @@ static int read_file(const char *file, struct secrets *s, char *err, size_t n)
 			snprintf(err, n, "%s line %d: one secret a line, no blanks inside", file, no);
 			break;
 		}
-		for (size_t i = 0; i < len; i++)
-			if (!secret_char(line[i]))
-				len = 0;
+		if (strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+				 "._~+/=-") < len)
+			len = 0;
 		if (len < SECRET_MIN || len > SECRET_MAX) {
 			snprintf(err, n, "%s line %d: a secret is %d to %d of A-Z a-z 0-9 . _ ~ + / = -",
 				 file, no, SECRET_MIN, SECRET_MAX);
@@ -222,7 +217,7 @@ int volsign_check(const char *uri, const char *method, const char *md5, const ch
 	}
 	for (int i = 0; i < s->n; i++) {
 		hash(s->s[i], s->len[i], expires, uri, strlen(uri), false, method, h);
-		good |= same_bytes(h, md5, VOLSIGN_HASH_LEN);
+		good |= !CRYPTO_memcmp(h, md5, VOLSIGN_HASH_LEN);   /* in constant time */
 	}
 	if (!good) {
 		*why = "the link's signature does not match (secret, path or method)";

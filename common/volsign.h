@@ -15,7 +15,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <time.h>
 
 #define VOLSIGN_HASH_LEN 22
 /* What volsign_url adds at most: "?md5=" 22 "&expires=" 20 digits. */

@@ -59,6 +59,9 @@ static const char *const bad[][3] = {
 	{"-n", NULL, NULL},      {"-on=maybe", NULL, NULL}, {"-t", "0", NULL},
 	{"-t", "soon", NULL},    {"-rate", "0", NULL}, {"-rate", "-1", NULL},
 	{"-size", "-1", NULL},   {"a", "b", "c"},
+	/* numbers strtoull would take: a sign, blanks, past 2^64 - 1 */
+	{"-size", "+1", NULL},   {"-size", " 1", NULL}, {"-size", "18446744073709551616", NULL},
+	{"-size", "", NULL},     {"-size", "1 ", NULL},
 	/* durations Go's time.ParseDuration refuses, and more than a year */
 	{"-t", "nan", NULL},     {"-t", "inf", NULL}, {"-t", "1e3ms", NULL}, {"-t", " 1s", NULL},
 	{"-t", "1s ", NULL},     {"-t", "-1s", NULL}, {"-t", "1d", NULL},    {"-t", ".s", NULL},

@@ -189,9 +189,9 @@ static char *read_listing(struct vol_root *root, const char *path, size_t chunk)
 	ssize_t n;
 	ck_assert_ptr_nonnull(l);
 	buf_puts(&b, "");
-	while ((n = vol_list_read(l, tmp, chunk)) > 0)
+	while ((n = vol_list_read(l, 0, tmp, chunk)) > 0)
 		buf_append(&b, tmp, (size_t)n);
-	ck_assert_int_eq(n, 0);
+	ck_assert_int_eq(n, FRONT_READER_END);
 	vol_list_close(l);
 	free(tmp);
 	return b.data;

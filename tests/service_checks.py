@@ -72,7 +72,14 @@ def expect_delta(before, after, name, want, **labels):
 
 
 def mode_metrics(master, mmetrics, vol, vmetrics):
-    _, mtypes = scrape(mmetrics)
+    msamples, mtypes = scrape(mmetrics)
+    # the process's own figures are the process's: started before now, not long ago
+    for name, lo, hi in [("process_start_time_seconds", time.time() - 3600, time.time()),
+                         ("process_virtual_memory_bytes", 1 << 20, 1 << 50),
+                         ("process_resident_memory_bytes", 1 << 16, 1 << 40),
+                         ("process_cpu_seconds_total", 0, 3600)]:
+        if not lo <= get(msamples, name) <= hi:
+            fail("master: %s is %g, not in [%g, %g]" % (name, get(msamples, name), lo, hi))
     for fam, typ in [("process_cpu_seconds", "counter"), ("process_resident_memory_bytes", "gauge"),
                      ("process_open_fds", "gauge"), ("process_start_time_seconds", "gauge"),
                      ("mkv_http_requests", "counter"),

@@ -39,7 +39,7 @@ static int timed_fsync(int fd)
 	uint64_t t0 = now_ns(), ns;
 	int rc = fsync(fd);
 	ns = now_ns() - t0;
-	atomic_fetch_add(&fsync_hist[metrics_bucket(metrics_le, METRICS_NLE, ns)], 1);
+	atomic_fetch_add(&fsync_hist[metrics_bucket(ns)], 1);
 	atomic_fetch_add(&fsync_ns, ns);
 	return rc;
 }

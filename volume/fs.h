@@ -8,7 +8,6 @@
 #ifndef VOL_FS_H
 #define VOL_FS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
 #include "../common/metrics.h"
@@ -63,7 +62,7 @@ void vol_put_abort(struct vol_put *p);
 /* Remove a file and fsync its directory: 204, 404, 409 for a directory. */
 int vol_fs_delete(const struct vol_root *r, const char *path);
 
-/* For the metrics: fsyncs by latency (metrics_le's buckets) and their
+/* For the metrics: fsyncs by latency (metrics.h's buckets) and their
  * total time, and PUTs' temporary files open now. */
 struct vol_fs_stats {
 	uint64_t fsync_hist[METRICS_NLE + 1], fsync_ns;

@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -323,12 +322,14 @@ struct vol_list *vol_list_open(const struct vol_root *root, const char *path, in
 	return l;
 }
 
-ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max)
+ssize_t vol_list_read(void *list, uint64_t pos, char *buf, size_t max)
 {
+	struct vol_list *l = list;
+	(void)pos;
 	while (l->out.len - l->off < max && !l->ended) {
 		int r = l->depth ? deep_next(l) : plain_next(l);
 		if (r < 0)
-			return -1;
+			return FRONT_READER_ERROR;
 		if (r == 0) {
 			buf_puts(&l->out, "\r\n]");
 			l->ended = true;
@@ -341,13 +342,12 @@ ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max)
 	l->off += n;
 	if (l->off == l->out.len)
 		l->off = l->out.len = 0;
-	return (ssize_t)n;
+	return n ? (ssize_t)n : FRONT_READER_END;
 }
 
-void vol_list_close(struct vol_list *l)
+void vol_list_close(void *list)
 {
-	if (!l)
-		return;
+	struct vol_list *l = list;
 	for (size_t i = l->i; i < l->n; i++)
 		free(l->v[i]);
 	free(l->v);

@@ -7,9 +7,9 @@
 #ifndef VOL_LISTING_H
 #define VOL_LISTING_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include "../common/front.h"
 #include "fs.h"
 
 struct vol_list;
@@ -22,10 +22,11 @@ struct vol_list;
 #define VOL_LIST_TMP 2
 struct vol_list *vol_list_open(const struct vol_root *root, const char *path, int mode,
 			       int *status);
-/* Copy up to max bytes of the listing into buf.  Returns the count, 0 at
- * the end, -1 on a read error (logged). */
-ssize_t vol_list_read(struct vol_list *l, char *buf, size_t max);
-void vol_list_close(struct vol_list *l);
+/* The front's reader and done (front_stream_ex) of a listing l: up to
+ * max bytes of it into buf, the count, or FRONT_READER_END after the
+ * last, FRONT_READER_ERROR on a read error (logged).  Close frees l. */
+ssize_t vol_list_read(void *l, uint64_t pos, char *buf, size_t max);
+void vol_list_close(void *l);
 
 /* Entries held in memory at once; a larger directory is read again for
  * each further batch.  A variable so tests can make it small. */

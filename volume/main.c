@@ -1,9 +1,7 @@
 /* main.c -- mkv-volume: flags, signals, and the server of server.c. */
 #include <pthread.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "../common/flags.h"
 #include "../common/front.h"

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -129,20 +128,6 @@ static int send_error_to(struct MHD_Connection *c, bool head, int status, const 
 	return send_error_hdr(c, head, status, why, NULL, NULL);
 }
 
-static ssize_t list_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	ssize_t n = vol_list_read(cls, buf, max);
-	(void)pos;
-	if (n < 0)
-		return FRONT_READER_ERROR;
-	return n ? n : FRONT_READER_END;
-}
-
-static void list_free(void *cls)
-{
-	vol_list_close(cls);
-}
-
 static int send_listing(struct vol_server *s, struct MHD_Connection *c, const char *path,
 			bool head)
 {
@@ -157,7 +142,8 @@ static int send_listing(struct vol_server *s, struct MHD_Connection *c, const ch
 	 * its own ("0\r\n\r\n"), which the client would take for the start of
 	 * the next answer: to a HEAD, no chunks (as nginx: no length either),
 	 * and the connection closes. */
-	return front_stream_ex(c, 200, &json, 1, -1, 32 * 1024, list_read, list_free, l, head);
+	return front_stream_ex(c, 200, &json, 1, -1, 32 * 1024, vol_list_read, vol_list_close, l,
+			       head);
 }
 
 /* The query string again, from its arguments (undecoded: no_unescape). */
@@ -658,15 +644,19 @@ static const struct front_route vol_route = {claim, handler, NULL, done};
 
 /* ---- start and stop ---- */
 
-/* Waits for the work queued (which wakes its sleepers), then frees s. */
+/* Waits for the work queued (which wakes its sleepers). */
+static void queues_end(struct vol_server *s)
+{
+	struct spawn_queue **q[] = {&s->sync, &s->hash, &s->pull};
+	for (int i = 0; i < 3; i++)
+		if (*q[i])
+			spawn_queue_end(*q[i]);
+	s->sync = s->hash = s->pull = NULL;
+}
+
 static void vol_free(struct vol_server *s)
 {
-	if (s->sync)
-		spawn_queue_end(s->sync);
-	if (s->hash)
-		spawn_queue_end(s->hash);
-	if (s->pull)
-		spawn_queue_end(s->pull);
+	queues_end(s);
 	close(s->root.fd);
 	free(s->dir);
 	free(s);
@@ -678,14 +668,12 @@ struct vol_server *vol_server_start(int port, const char *dir, uint64_t idle_ms,
 {
 	struct vol_server *s;
 	struct front_opts o = {0};
-	struct rlimit nofile = {1024, 1024};   /* if getrlimit fails */
 
 	if (server)
 		return NULL;                 /* one front per process */
 	o.max_conns = front_nofile(MAX_CONNECTIONS, 2);   /* a socket and a file each */
-	getrlimit(RLIMIT_NOFILE, &nofile);
 	if (!tls)   /* TLS bodies are not sendfile's: nothing for wire.c to tune */
-		wire_init((unsigned long)nofile.rlim_cur, front_version());
+		wire_init((unsigned long)sysconf(_SC_OPEN_MAX), front_version());
 
 	s = xcalloc(1, sizeof(*s));
 	s->dir = xstrdup(dir);
@@ -724,11 +712,8 @@ void vol_server_stop(struct vol_server *s)
 	/* As nginx on SIGTERM: no drain.  The writes being made durable
 	 * finish (the queues' end) and are answered; no new one starts. */
 	front_drain(0);
-	spawn_queue_end(s->sync);
-	spawn_queue_end(s->hash);
-	spawn_queue_end(s->pull);
-	s->sync = s->hash = s->pull = NULL;
+	queues_end(s);
 	front_stop();
-	vol_status_stop();
+	page_stop();
 	vol_free(s);
 }

@@ -26,9 +26,10 @@ bool vol_marker_disk(const char *path, int fd, char *out, size_t n)
 	return true;
 }
 
-static int name_cmp(const void *a, const void *b)
+static int is_subvolume(const struct dirent *e)
 {
-	return strcmp(a, b);
+	return strlen(e->d_name) == 4 && !strncmp(e->d_name, "sv", 2) &&
+	       hex_value(e->d_name[2]) >= 0 && hex_value(e->d_name[3]) >= 0;
 }
 
 /* The disks' rows: the subvolume directories (sv00.., as the master names
@@ -39,35 +40,36 @@ struct rows {
 	int n;
 };
 
-static void each_dir(struct rows *rs)
+/* The rows now, and the file system's counters; the caller frees them. */
+static struct rows *each_dir(struct vol_fs_stats *fs)
 {
-	int fd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *e;
-	struct statvfs sv;
+	struct rows *rs = xcalloc(1, sizeof(*rs));
+	struct dirent **sv = NULL;
+	int n = scandirat(root, ".", &sv, is_subvolume, alphasort);   /* byte order: no locale */
 	char (*names)[8] = rs->names;
-	while (d && (e = readdir(d)) && n < 256)
-		if (strlen(e->d_name) == 4 && !strncmp(e->d_name, "sv", 2) &&
-		    hex_value(e->d_name[2]) >= 0 && hex_value(e->d_name[3]) >= 0)
-			memcpy(names[n++], e->d_name, 5);
-	if (d)
-		closedir(d);
-	else if (fd >= 0)
-		close(fd);
-	qsort(names, (size_t)n, sizeof(names[0]), name_cmp);
+	struct statvfs st;
+	for (int i = 0; i < n; i++) {
+		if (i < 256)
+			memcpy(names[i], sv[i]->d_name, 5);
+		free(sv[i]);
+	}
+	free(sv);
+	n = n < 0 ? 0 : n < 256 ? n : 256;
 	if (!n)
 		memcpy(names[n++], ".", 2);
 	for (int i = 0; i < n; i++) {
 		int sfd = openat(root, names[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (sfd < 0)
 			continue;
-		if (!fstatvfs(sfd, &sv))
+		if (!fstatvfs(sfd, &st))
 			rs->r[rs->n++] = (struct page_row){
-				.name = names[i], .disk_total = (uint64_t)sv.f_blocks * sv.f_frsize,
-				.disk_used = (uint64_t)(sv.f_blocks - sv.f_bavail) * sv.f_frsize,
+				.name = names[i], .disk_total = (uint64_t)st.f_blocks * st.f_frsize,
+				.disk_used = (uint64_t)(st.f_blocks - st.f_bavail) * st.f_frsize,
 				.check_ms = -1};
 		close(sfd);
 	}
+	vol_fs_stats(fs);
+	return rs;
 }
 
 /* ---- /metrics ---- */
@@ -81,15 +83,12 @@ static void collect(struct buf *b)
 					       "each subvolume directory."},
 	};
 	struct vol_fs_stats s;
-	struct metrics_hist h = {metrics_le, METRICS_NLE, s.fsync_hist, 0};
-	struct rows *rs = xcalloc(1, sizeof(*rs));
+	struct rows *rs = each_dir(&s);
 	struct buf l = {0};
-	vol_fs_stats(&s);
-	h.sum = (double)s.fsync_ns / 1e9;
 	metrics_family(b, "mkv_volume_fsync_duration_seconds", "histogram",
 		       "fsync calls that make PUTs and DELETEs durable (files and directories).");
-	metrics_histogram(b, "mkv_volume_fsync_duration_seconds", NULL, &h);
-	each_dir(rs);
+	metrics_histogram(b, "mkv_volume_fsync_duration_seconds", NULL, s.fsync_hist,
+			  (double)s.fsync_ns / 1e9);
 	for (int k = 0; k < 2; k++) {
 		metrics_family(b, fam[k][0], "gauge", fam[k][1]);
 		for (int i = 0; i < rs->n; i++, l.len = 0) {
@@ -112,11 +111,9 @@ static char name[4400];
 static void render(struct buf *b, bool html)
 {
 	struct vol_fs_stats fs;
-	struct rows *rs = xcalloc(1, sizeof(*rs));
-	struct page_fact tmp = {"tmp_files", "temporary files", 0, NULL, NULL};
-	vol_fs_stats(&fs);
-	each_dir(rs);
-	tmp.num = fs.tmp_files > 0 ? (uint64_t)fs.tmp_files : 0;
+	struct rows *rs = each_dir(&fs);
+	struct page_fact tmp = {"tmp_files", "temporary files",
+				fs.tmp_files > 0 ? (uint64_t)fs.tmp_files : 0, NULL, NULL};
 	page_write(b, html, &(struct page_view){.role = "volume", .name = name,
 						.rows_are = "directory", .facts = &tmp, .nfacts = 1,
 						.rows = rs->r, .nrows = rs->n});
@@ -132,9 +129,4 @@ void vol_status_start(int root_fd, const char *dir, int port, bool pages)
 	metrics_register(collect);
 	if (pages)
 		page_start(render, NULL);
-}
-
-void vol_status_stop(void)
-{
-	page_stop();
 }

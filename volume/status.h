@@ -6,13 +6,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include "../common/front.h"
 
 /* Register the collector for the data directory dir (open as root_fd);
  * with pages (-metrics), start the status page's sampler, which
- * vol_status_stop ends. */
+ * page_stop (page.h) ends. */
 void vol_status_start(int root_fd, const char *dir, int port, bool pages);
-void vol_status_stop(void);
 
 /* For a HEAD of a health check's marker (".mkv", the master's), the disk
  * under it as "TOTAL FREE" bytes, the Mkv-Disk header's value: false for

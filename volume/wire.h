@@ -2,7 +2,6 @@
 #ifndef MKV_VOLUME_WIRE_H
 #define MKV_VOLUME_WIRE_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
