@@ -129,13 +129,11 @@ static void bucket_delete(struct s3req *s)
  * GetBucketVersioning (never enabled). */
 static void bucket_config(struct s3req *s)
 {
-	char *v = s->op == S3_BUCKET_LOCATION ? meta_raw_get('b', s->bucket, s->blen) : NULL;
-	const char *sp = v ? strchr(v, ' ') : NULL;
-	s3_xml_start(s, s->op == S3_BUCKET_LOCATION ? "LocationConstraint" : "VersioningConfiguration");
-	if (sp)
-		buf_puts(&s->body, sp + 1);
-	buf_puts(&s->body, s->op == S3_BUCKET_LOCATION ? "</LocationConstraint>"
-						       : "</VersioningConfiguration>");
+	bool loc = s->op == S3_BUCKET_LOCATION;
+	const char *root = loc ? "LocationConstraint" : "VersioningConfiguration";
+	char *v = loc ? meta_raw_get('b', s->bucket, s->blen) : NULL, *sp = v ? strchr(v, ' ') : NULL;
+	s3_xml_start(s, root);
+	buf_printf(&s->body, "%s</%s>", sp ? sp + 1 : "", root);
 	free(v);
 }
 

@@ -2,6 +2,7 @@
 #include "s3req.h"
 
 #include <inttypes.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,25 +33,19 @@ static struct index_iter *seek_past(struct index *idx, struct index_iter *old, c
 static void token_put(struct buf *b, const char *name, const struct buf *last)
 {
 	buf_printf(b, "<%s>", name);
-	for (size_t i = 0; i < last->len; i++)
-		buf_printf(b, "%02x", (unsigned char)last->data[i]);
+	to_hex(last->data, last->len, buf_room(b, 2 * last->len));
+	b->len += 2 * last->len;
 	buf_printf(b, "</%s>", name);
 }
 
 static char *token_decode(const char *s, size_t *outlen)
 {
-	size_t n = strlen(s);
-	char *o = xmalloc(n / 2 + 1);
-	for (size_t i = 0; i < n; i += 2) {
-		int h = hex_value(s[i]), l = i + 1 < n ? hex_value(s[i + 1]) : -1;
-		if (h < 0 || l < 0) {
-			free(o);
-			return NULL;
-		}
-		o[i / 2] = (char)(h << 4 | l);
+	char *o = xmalloc(strlen(s) / 2 + 1);
+	if (!OPENSSL_hexstr2buf_ex((unsigned char *)o, strlen(s) / 2, outlen, s, '\0')) {
+		free(o);
+		return NULL;
 	}
-	*outlen = n / 2;
-	o[n / 2] = '\0';
+	o[*outlen] = '\0';
 	return o;
 }
 

@@ -48,9 +48,16 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 	buf_puts(&s->body, "<RequestId>mkv</RequestId></Error>");
 }
 
+const char *s3_code(int status)
+{
+	return status == 503 ? "SlowDown" : status == 403 ? "AccessDenied"
+		: status == 412 ? "PreconditionFailed" : status < 500 ? "InvalidArgument"
+		: "InternalError";
+}
+
 void s3_fail(struct s3req *s, int status, const char *why)
 {
-	s3_error(s, status, status == 503 ? "SlowDown" : "InternalError", why);
+	s3_error(s, status, s3_code(status), why);
 }
 
 void s3_no_such_key(struct s3req *s)

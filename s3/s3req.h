@@ -117,7 +117,10 @@ void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 /* A 200 answer whose XML body opens <root xmlns="..."> */
 void s3_xml_start(struct s3req *s, const char *root);
 void s3_error(struct s3req *s, int status, const char *code, const char *msg);
-/* A failed write's error: 503 SlowDown, else InternalError. */
+/* A failed write's or delete's S3 error code (503 SlowDown, 403
+ * AccessDenied, 412 PreconditionFailed, other 4xx InvalidArgument, else
+ * InternalError), and that error answered. */
+const char *s3_code(int status);
 void s3_fail(struct s3req *s, int status, const char *why);
 int s3_send(struct s3req *s);
 /* An answer set before the body is in: the body is read and dropped
