@@ -94,7 +94,7 @@ static void bucket_create(struct s3req *s)
 {
 	const char *p = s->in.data ? s->in.data : "";
 	size_t n = 0;
-	char *loc = s3_xml_next(&p, p + s->in.len, "LocationConstraint", &n);
+	char *loc = s3_xml_next(p, p + s->in.len, "LocationConstraint", &n, NULL);
 	char *v = xasprintf("%lld %s", (long long)time(NULL), loc ? loc : "");
 	if (!bucket_name_ok(s->bucket, s->blen))
 		s3_error(s, 400, "InvalidBucketName", "The specified bucket is not valid.");
@@ -111,18 +111,33 @@ static void bucket_create(struct s3req *s)
 	free(loc);
 }
 
+/* No live key under the bucket? */
+static bool bucket_empty(const char *bucket)
+{
+	char *p = xasprintf("/%s/", bucket);
+	size_t plen = strlen(p), klen, vlen;
+	struct index_iter *it = index_iter_new(store_index(), p, plen);
+	bool empty = true;
+	for (; empty && index_iter_valid(it); index_iter_next(it)) {
+		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
+		if (klen < plen || memcmp(k, p, plen))
+			break;
+		empty = record_deleted(v, vlen);
+	}
+	index_iter_free(it);
+	free(p);
+	return empty;
+}
+
 /* DeleteBucket: refused while a key is listed under it. */
 static void bucket_delete(struct s3req *s)
 {
-	if (!s3_bucket_empty(s->bucket)) {
+	if (!bucket_empty(s->bucket))
 		s3_error(s, 409, "BucketNotEmpty", "The bucket you tried to delete is not empty");
-		return;
-	}
-	if (meta_raw_delete('b', s->bucket, s->blen) < 0) {
+	else if (meta_raw_delete('b', s->bucket, s->blen) < 0)
 		s3_error(s, 503, "ServiceUnavailable", "the sidecar refused the write: try again");
-		return;
-	}
-	s->status = 204;
+	else
+		s->status = 204;
 }
 
 /* GetBucketLocation (CreateBucket's, else us-east-1: "") and

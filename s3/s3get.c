@@ -240,18 +240,15 @@ int s3_get_run(struct s3req *s)
 		front_wait(&s->sleep);   /* woken by on_header, or stream_main's end */
 		return FRONT_YES;
 	}
-	if (!done) {
-		if (s->vstatus == 404)
-			s3_error(s, 404, "NoSuchKey", "no replica holds this key's bytes");
-		else
-			s3_error(s, 503, "ServiceUnavailable", "no replica could be read");
-		return s3_send(s);
-	}
-	if (s->vstatus == 416)
+	if (!done && s->vstatus == 404)
+		s3_error(s, 404, "NoSuchKey", "no replica holds this key's bytes");
+	else if (!done)
+		s3_error(s, 503, "ServiceUnavailable", "no replica could be read");
+	else if (s->vstatus == 416)
 		s3_error(s, 416, "InvalidRange", "The requested range is not satisfiable");
-	if (s->crange[0])
+	if (done && s->crange[0])
 		s3_hdr(s, "Content-Range", "%s", s->crange);
-	if (s->vstatus != 416) {
+	if (done && s->vstatus != 416) {
 		s->status = (int)s->vstatus;
 		s->reader = get_reader;
 		object_headers(s);

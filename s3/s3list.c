@@ -226,23 +226,6 @@ void s3_list(struct s3req *s)
 	free(lt), free(et), free(fo), free(pre), free(dl), free(tok), free(sa), free(mr);
 }
 
-bool s3_bucket_empty(const char *bucket)
-{
-	char *p = xasprintf("/%s/", bucket);
-	size_t plen = strlen(p), klen, vlen;
-	struct index_iter *it = index_iter_new(store_index(), p, plen);
-	bool empty = true;
-	for (; empty && index_iter_valid(it); index_iter_next(it)) {
-		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
-		if (klen < plen || memcmp(k, p, plen))
-			break;
-		empty = record_deleted(v, vlen);
-	}
-	index_iter_free(it);
-	free(p);
-	return empty;
-}
-
 /* ---- ListBuckets ---- */
 
 /* The first path component, from *it on, that names a bucket (not

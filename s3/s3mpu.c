@@ -384,24 +384,20 @@ static void strip_quotes(char *e)
 }
 
 /* The parts CompleteMultipartUpload lists (into parts, their binary md5s
- * into md): how many, or -1 with an error answered.  up NULL (the upload is gone): from the ETags listed,
- * every one needed. */
+ * into md): how many, or -1 with an error answered.  up NULL (the upload
+ * is gone): from the ETags listed, every one needed. */
 static int complete_parts(struct s3req *s, const char *up, struct part *parts, struct md5 *md)
 {
 	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len, *hex;
 	int n = 0, last = 0;
 	bool etags = true;
-	for (;;) {
-		size_t pl, nl, el;
-		char *part = s3_xml_next(&p, end, "Part", &pl), *num, *et;
-		const char *pp = part;
+	size_t pl;
+	char *part, *num, *et;
+	while (!s->status && (part = s3_xml_next(p, end, "Part", &pl, &p))) {
 		uint64_t v = 0;
 		struct meta m;
-		if (!part)
-			break;
-		num = s3_xml_next(&pp, part + pl, "PartNumber", &nl);
-		pp = part;
-		et = s3_xml_next(&pp, part + pl, "ETag", &el);
+		num = s3_xml_next(part, part + pl, "PartNumber", NULL, NULL);
+		et = s3_xml_next(part, part + pl, "ETag", NULL, NULL);
 		if (!num || !parse_u64(num, 1, PARTS_MAX, &v) || (int)v <= last) {
 			s3_error(s, 400, num && v ? "InvalidPartOrder" : "MalformedXML",
 				 "parts must be listed in ascending order, each once");
@@ -427,18 +423,14 @@ static int complete_parts(struct s3req *s, const char *up, struct part *parts, s
 		free(num);
 		free(et);
 		free(part);
-		if (s->status)
-			return -1;
 	}
 	/* S3's 5 MiB floor for every part but the last, for S3's clients
 	 * (they list ETags; minikeyvalue's form, part numbers alone, had none) */
-	for (int i = 0; up && etags && i < n - 1; i++)
-		if (parts[i].size < (5u << 20)) {
+	for (int i = 0; !s->status && up && etags && i < n - 1; i++)
+		if (parts[i].size < (5u << 20))
 			s3_error(s, 400, "EntityTooSmall",
 				 "Your proposed upload is smaller than the minimum allowed object size.");
-			return -1;
-		}
-	return n;
+	return s->status ? -1 : n;
 }
 
 /* A CompleteMultipartUpload of an upload that is gone: when the object

@@ -391,9 +391,9 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, const char *et
 
 void s3_delete_many(struct s3req *s)
 {
-	const char *doc = s->in.data ? s->in.data : "", *end = doc + s->in.len, *p = doc;
-	size_t ql, olen, kl;
-	char *quiet = s3_xml_next(&p, end, "Quiet", &ql), *obj, *k;
+	const char *doc = s->in.data ? s->in.data : "", *end = doc + s->in.len, *p;
+	size_t olen, kl;
+	char *quiet = s3_xml_next(doc, end, "Quiet", NULL, NULL), *obj, *k;
 	bool q = quiet && !strcmp(quiet, "true");
 	int n = 0;
 
@@ -403,13 +403,9 @@ void s3_delete_many(struct s3req *s)
 		return;
 	}
 	s3_xml_start(s, "DeleteResult");   /* an error below replaces it */
-	for (p = doc; (obj = s3_xml_next(&p, end, "Object", &olen)); free(k)) {
-		const char *op = obj;
-		size_t el;
-		char *et;
-		k = s3_xml_next(&op, obj + olen, "Key", &kl);
-		op = obj;
-		et = s3_xml_next(&op, obj + olen, "ETag", &el);
+	for (p = doc; (obj = s3_xml_next(p, end, "Object", &olen, &p)); free(k)) {
+		char *et = s3_xml_next(obj, obj + olen, "ETag", NULL, NULL);
+		k = s3_xml_next(obj, obj + olen, "Key", &kl, NULL);
 		if (++n > 1000 || !k || memmem(obj, olen, "<Size>", 6) ||
 		    memmem(obj, olen, "<LastModifiedTime>", 18) || memmem(obj, olen, "<VersionId>", 11)) {
 			s3_error(s, n > 1000 || !k ? 400 : 501, n > 1000 || !k ? "MalformedXML"
