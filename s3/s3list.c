@@ -129,21 +129,17 @@ static void walk(struct index *idx, struct walk *w)
 					       : NULL;
 		if (d) {   /* a common prefix: listed once, then skipped past */
 			size_t cplen = (size_t)(d - rel) + w->dlen;
-			char *cp = xstrndup(k, blen + cplen);
 			/* the page before ended on it; a marker inside it (k is past
 			 * the marker) still lists it, as S3 does */
-			bool seen = w->after && bytes_cmp(cp + blen, cplen, w->after, w->alen) == 0;
-			if (!seen && !take(w, cp + blen, cplen)) {
-				free(cp);
+			bool seen = w->after && bytes_cmp(rel, cplen, w->after, w->alen) == 0;
+			if (!seen && !take(w, rel, cplen))
 				break;
-			}
 			if (!seen) {
 				buf_puts(&w->prefixes, "<CommonPrefixes>");
-				xml_tag(&w->prefixes, "Prefix", cp + blen, cplen, w->url);
+				xml_tag(&w->prefixes, "Prefix", rel, cplen, w->url);
 				buf_puts(&w->prefixes, "</CommonPrefixes>");
 			}
-			it = seek_past(idx, it, cp, blen + cplen);
-			free(cp);
+			it = seek_past(idx, it, k, blen + cplen);
 			continue;
 		}
 		if (!take(w, rel, rlen))
