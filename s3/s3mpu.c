@@ -473,9 +473,7 @@ void s3_mpu_complete(struct s3req *s)
 	}
 	if (!up && (n <= 0 || !completed(s, etag)))
 		s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
-	if (n <= 0 || s->status)
-		goto out;
-	if (up && !write_from(s, s->key, s->klen, parts, n, NULL, etag))
+	if (n <= 0 || s->status || (up && !write_from(s, s->key, s->klen, parts, n, NULL, etag)))
 		goto out;
 	if (up) {
 		meta_raw_delete('u', up, 32);
