@@ -58,22 +58,20 @@ void s3_mpu_create(struct s3req *s)
 {
 	unsigned char r[16];
 	char id[33], *v;
-	int rc;
 	if (getrandom(r, sizeof(r), 0) != sizeof(r)) {
 		s3_error(s, 500, "InternalError", "no randomness for an upload id");
 		return;
 	}
 	to_hex(r, 16, id);
 	v = xasprintf("%lld %.*s", (long long)time(NULL), (int)s->klen, s->key);
-	rc = meta_raw_put('u', id, 32, v, true);
-	free(v);
-	if (rc < 0) {
+	if (meta_raw_put('u', id, 32, v, true) < 0) {
 		s3_error(s, 500, "InternalError", "index write failed");
-		return;
+	} else {
+		s3_xml_start(s, "InitiateMultipartUploadResult");
+		bucket_and_key(s);
+		buf_printf(&s->body, "<UploadId>%s</UploadId></InitiateMultipartUploadResult>", id);
 	}
-	s3_xml_start(s, "InitiateMultipartUploadResult");
-	bucket_and_key(s);
-	buf_printf(&s->body, "<UploadId>%s</UploadId></InitiateMultipartUploadResult>", id);
+	free(v);
 }
 
 /* Every part key of an upload, in order, by callback. */
@@ -234,20 +232,15 @@ static bool write_from(struct s3req *s, const char *target, size_t tlen, const s
 
 	for (int i = 0; i < n && total != UINT64_MAX; i++)
 		total = parts[i].size == UINT64_MAX ? UINT64_MAX : total + parts[i].size;
-	if (!s3_lock_key(target, tlen)) {
+	if (!s3_lock_key(target, tlen))
 		s3_fail(s, 503, why);
-		return false;
-	}
-	if (target == s->key && !s3_write_condition(s, target, tlen)) {
+	else if (target == s->key && !s3_write_condition(s, target, tlen))
 		keylock_release(target, tlen);
-		return false;
-	}
-	f.p = store_write(store_cfg(), store_index(), target, tlen, true,
-			  total == UINT64_MAX ? -1 : (int64_t)total, NULL, NULL, 0, &why);
-	if (!f.p) {
+	else if (!(f.p = store_write(store_cfg(), store_index(), target, tlen, true,
+				     total == UINT64_MAX ? -1 : (int64_t)total, NULL, NULL, 0, &why)))
 		s3_fail(s, 503, why);
+	if (s->status)
 		return false;
-	}
 	if (etag)
 		put_set_etag(f.p, etag);
 	for (int i = 0; i < n; i++) {
