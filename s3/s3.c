@@ -308,12 +308,11 @@ static void classify(struct s3req *s)
 			s3_error(s, 405, "MethodNotAllowed", "only ListBuckets (GET /) is supported here");
 		return;
 	}
-	for (int i = 0; unsupported[i]; i++) {
-		if (has_param(s->query, unsupported[i])) {
+	for (int i = 0; !s->status && unsupported[i]; i++)
+		if (has_param(s->query, unsupported[i]))
 			s3_error(s, 501, "NotImplemented", "this subresource is not supported");
-			return;
-		}
-	}
+	if (s->status)
+		return;
 	slash = memchr(s->path + 1, '/', plen - 1);
 	n = slash ? (size_t)(slash - s->path - 1) : plen - 1;
 	if (plen > KEY_MAX * 3 || path_decode(s->path + 1, n, dec, &s->blen) < 0 || !s->blen ||
@@ -465,10 +464,8 @@ static int handler(void *req, const char *data, size_t *size)
 	}
 	if (s->op == S3_GET)
 		return s3_get_run(s);
-	if (!s->sleep.async_started && !s3_body_signed(s))
-		return s3_send(s);
 	if (!s->sleep.async_started)
-		return s3_start_async(s, async_main);
+		return s3_body_signed(s) ? s3_start_async(s, async_main) : s3_send(s);
 	/* woken by async_main's front_finish */
 	return front_wait(&s->sleep) ? s3_send(s) : FRONT_YES;
 }
