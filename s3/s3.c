@@ -94,7 +94,7 @@ static void bucket_create(struct s3req *s)
 {
 	const char *p = s->in.data ? s->in.data : "";
 	size_t n = 0;
-	char *loc = s3_xml_next(&p, p + s->in.len, "LocationConstraint", &n);
+	char *loc = s3_xml_next(p, p + s->in.len, "LocationConstraint", &n, NULL);
 	char *v = xasprintf("%lld %s", (long long)time(NULL), loc ? loc : "");
 	if (!bucket_name_ok(s->bucket, s->blen))
 		s3_error(s, 400, "InvalidBucketName", "The specified bucket is not valid.");
@@ -111,31 +111,44 @@ static void bucket_create(struct s3req *s)
 	free(loc);
 }
 
+/* No live key under the bucket? */
+static bool bucket_empty(const char *bucket)
+{
+	char *p = xasprintf("/%s/", bucket);
+	size_t plen = strlen(p), klen, vlen;
+	struct index_iter *it = index_iter_new(store_index(), p, plen);
+	bool empty = true;
+	for (; empty && index_iter_valid(it); index_iter_next(it)) {
+		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
+		if (klen < plen || memcmp(k, p, plen))
+			break;
+		empty = record_deleted(v, vlen);
+	}
+	index_iter_free(it);
+	free(p);
+	return empty;
+}
+
 /* DeleteBucket: refused while a key is listed under it. */
 static void bucket_delete(struct s3req *s)
 {
-	if (!s3_bucket_empty(s->bucket)) {
+	if (!bucket_empty(s->bucket))
 		s3_error(s, 409, "BucketNotEmpty", "The bucket you tried to delete is not empty");
-		return;
-	}
-	if (meta_raw_delete('b', s->bucket, s->blen) < 0) {
+	else if (meta_raw_delete('b', s->bucket, s->blen) < 0)
 		s3_error(s, 503, "ServiceUnavailable", "the sidecar refused the write: try again");
-		return;
-	}
-	s->status = 204;
+	else
+		s->status = 204;
 }
 
 /* GetBucketLocation (CreateBucket's, else us-east-1: "") and
  * GetBucketVersioning (never enabled). */
 static void bucket_config(struct s3req *s)
 {
-	char *v = s->op == S3_BUCKET_LOCATION ? meta_raw_get('b', s->bucket, s->blen) : NULL;
-	const char *sp = v ? strchr(v, ' ') : NULL;
-	s3_xml_start(s, s->op == S3_BUCKET_LOCATION ? "LocationConstraint" : "VersioningConfiguration");
-	if (sp)
-		buf_puts(&s->body, sp + 1);
-	buf_puts(&s->body, s->op == S3_BUCKET_LOCATION ? "</LocationConstraint>"
-						       : "</VersioningConfiguration>");
+	bool loc = s->op == S3_BUCKET_LOCATION;
+	const char *root = loc ? "LocationConstraint" : "VersioningConfiguration";
+	char *v = loc ? meta_raw_get('b', s->bucket, s->blen) : NULL, *sp = v ? strchr(v, ' ') : NULL;
+	s3_xml_start(s, root);
+	buf_printf(&s->body, "%s</%s>", sp ? sp + 1 : "", root);
 	free(v);
 }
 
@@ -295,12 +308,11 @@ static void classify(struct s3req *s)
 			s3_error(s, 405, "MethodNotAllowed", "only ListBuckets (GET /) is supported here");
 		return;
 	}
-	for (int i = 0; unsupported[i]; i++) {
-		if (has_param(s->query, unsupported[i])) {
+	for (int i = 0; !s->status && unsupported[i]; i++)
+		if (has_param(s->query, unsupported[i]))
 			s3_error(s, 501, "NotImplemented", "this subresource is not supported");
-			return;
-		}
-	}
+	if (s->status)
+		return;
 	slash = memchr(s->path + 1, '/', plen - 1);
 	n = slash ? (size_t)(slash - s->path - 1) : plen - 1;
 	if (plen > KEY_MAX * 3 || path_decode(s->path + 1, n, dec, &s->blen) < 0 || !s->blen ||
@@ -452,10 +464,8 @@ static int handler(void *req, const char *data, size_t *size)
 	}
 	if (s->op == S3_GET)
 		return s3_get_run(s);
-	if (!s->sleep.async_started && !s3_body_signed(s))
-		return s3_send(s);
 	if (!s->sleep.async_started)
-		return s3_start_async(s, async_main);
+		return s3_body_signed(s) ? s3_start_async(s, async_main) : s3_send(s);
 	/* woken by async_main's front_finish */
 	return front_wait(&s->sleep) ? s3_send(s) : FRONT_YES;
 }

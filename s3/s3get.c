@@ -189,49 +189,36 @@ static bool get_prepare(struct s3req *s)
 		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", u.hash);
 	for (int i = 0; i < u.n; i++)   /* s frees them */
 		s->urls[s->nurls++] = u.url[i];
-	/* partNumber: 1 of a plain object is all of it; mkv keeps no part
-	 * boundaries of a multipart object */
-	dash = strchr(s->meta.etag, '-');
-	if (s3_num_param(s, "partNumber", 1, PARTS_MAX, &part) < 0 ||
-	    part > (dash ? strtoull(dash + 1, NULL, 10) : 1)) {
-		s3_error(s, 400, "InvalidPart", "The requested partnumber is not satisfiable");
-		return true;
-	}
-	if (part && dash) {
-		s3_error(s, 501, "NotImplemented", "partNumber of a multipart object: mkv keeps "
-			 "no part boundaries (docs/s3.md)");
-		return true;
-	}
 	pre = s3_preconditions(s, conds, s->meta.etag, s->have_meta ? s->meta.mtime : -1);
-	if (pre == 412) {
-		s3_precondition_failed(s);
-		return true;
-	}
-	if (pre == 304) {
-		s->status = 304;
-		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
-		return true;
-	}
-	if (!s->nurls) {
-		s3_error(s, 503, "ServiceUnavailable", "no replica of this key is on a volume that is up");
-		return true;
-	}
 	/* S3 ignores any other Range (the whole object, 200); a Range past
 	 * the end is still 416, the replica's */
 	if (rg && range_s3(rg, &r) && strlen(rg) < sizeof(s->range))
 		snprintf(s->range, sizeof(s->range), "%s", rg);
-	if (s->range[0] && s->have_meta && !s->meta.size) {   /* no byte to give, as S3 */
+	/* partNumber: 1 of a plain object is all of it; mkv keeps no part
+	 * boundaries of a multipart object */
+	dash = strchr(s->meta.etag, '-');
+	if (s3_num_param(s, "partNumber", 1, PARTS_MAX, &part) < 0 ||
+	    part > (dash ? strtoull(dash + 1, NULL, 10) : 1))
+		s3_error(s, 400, "InvalidPart", "The requested partnumber is not satisfiable");
+	else if (part && dash)
+		s3_error(s, 501, "NotImplemented", "partNumber of a multipart object: mkv keeps "
+			 "no part boundaries (docs/s3.md)");
+	else if (pre == 412)
+		s3_precondition_failed(s);
+	else if (pre == 304) {
+		s->status = 304;
+		s3_hdr(s, "ETag", "\"%s\"", s->meta.etag);
+	} else if (!s->nurls)
+		s3_error(s, 503, "ServiceUnavailable", "no replica of this key is on a volume that is up");
+	else if (s->range[0] && s->have_meta && !s->meta.size)   /* no byte to give, as S3 */
 		s3_error(s, 416, "InvalidRange", "The requested range is not satisfiable");
-		return true;
-	}
-	if (s->head && s->have_meta && !s->range[0]) {
+	else if (s->head && s->have_meta && !s->range[0]) {
 		s->status = 200;
 		s->reader = get_reader;  /* an empty stream: MHD sends no body to HEAD */
 		s->vlen = (int64_t)s->meta.size;
 		object_headers(s);
-		return true;
 	}
-	return false;
+	return s->status != 0;
 }
 
 int s3_get_run(struct s3req *s)
@@ -253,18 +240,15 @@ int s3_get_run(struct s3req *s)
 		front_wait(&s->sleep);   /* woken by on_header, or stream_main's end */
 		return FRONT_YES;
 	}
-	if (!done) {
-		if (s->vstatus == 404)
-			s3_error(s, 404, "NoSuchKey", "no replica holds this key's bytes");
-		else
-			s3_error(s, 503, "ServiceUnavailable", "no replica could be read");
-		return s3_send(s);
-	}
-	if (s->vstatus == 416)
+	if (!done && s->vstatus == 404)
+		s3_error(s, 404, "NoSuchKey", "no replica holds this key's bytes");
+	else if (!done)
+		s3_error(s, 503, "ServiceUnavailable", "no replica could be read");
+	else if (s->vstatus == 416)
 		s3_error(s, 416, "InvalidRange", "The requested range is not satisfiable");
-	if (s->crange[0])
+	if (done && s->crange[0])
 		s3_hdr(s, "Content-Range", "%s", s->crange);
-	if (s->vstatus != 416) {
+	if (done && s->vstatus != 416) {
 		s->status = (int)s->vstatus;
 		s->reader = get_reader;
 		object_headers(s);

@@ -2,6 +2,7 @@
 #include "s3req.h"
 
 #include <inttypes.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,25 +33,19 @@ static struct index_iter *seek_past(struct index *idx, struct index_iter *old, c
 static void token_put(struct buf *b, const char *name, const struct buf *last)
 {
 	buf_printf(b, "<%s>", name);
-	for (size_t i = 0; i < last->len; i++)
-		buf_printf(b, "%02x", (unsigned char)last->data[i]);
+	to_hex(last->data, last->len, buf_room(b, 2 * last->len));
+	b->len += 2 * last->len;
 	buf_printf(b, "</%s>", name);
 }
 
 static char *token_decode(const char *s, size_t *outlen)
 {
-	size_t n = strlen(s);
-	char *o = xmalloc(n / 2 + 1);
-	for (size_t i = 0; i < n; i += 2) {
-		int h = hex_value(s[i]), l = i + 1 < n ? hex_value(s[i + 1]) : -1;
-		if (h < 0 || l < 0) {
-			free(o);
-			return NULL;
-		}
-		o[i / 2] = (char)(h << 4 | l);
+	char *o = xmalloc(strlen(s) / 2 + 1);
+	if (!OPENSSL_hexstr2buf_ex((unsigned char *)o, strlen(s) / 2, outlen, s, '\0')) {
+		free(o);
+		return NULL;
 	}
-	*outlen = n / 2;
-	o[n / 2] = '\0';
+	o[*outlen] = '\0';
 	return o;
 }
 
@@ -134,21 +129,17 @@ static void walk(struct index *idx, struct walk *w)
 					       : NULL;
 		if (d) {   /* a common prefix: listed once, then skipped past */
 			size_t cplen = (size_t)(d - rel) + w->dlen;
-			char *cp = xstrndup(k, blen + cplen);
 			/* the page before ended on it; a marker inside it (k is past
 			 * the marker) still lists it, as S3 does */
-			bool seen = w->after && bytes_cmp(cp + blen, cplen, w->after, w->alen) == 0;
-			if (!seen && !take(w, cp + blen, cplen)) {
-				free(cp);
+			bool seen = w->after && bytes_cmp(rel, cplen, w->after, w->alen) == 0;
+			if (!seen && !take(w, rel, cplen))
 				break;
-			}
 			if (!seen) {
 				buf_puts(&w->prefixes, "<CommonPrefixes>");
-				xml_tag(&w->prefixes, "Prefix", cp + blen, cplen, w->url);
+				xml_tag(&w->prefixes, "Prefix", rel, cplen, w->url);
 				buf_puts(&w->prefixes, "</CommonPrefixes>");
 			}
-			it = seek_past(idx, it, cp, blen + cplen);
-			free(cp);
+			it = seek_past(idx, it, k, blen + cplen);
 			continue;
 		}
 		if (!take(w, rel, rlen))
@@ -229,23 +220,6 @@ void s3_list(struct s3req *s)
 	buf_free(&w.last);
 	free(w.after);
 	free(lt), free(et), free(fo), free(pre), free(dl), free(tok), free(sa), free(mr);
-}
-
-bool s3_bucket_empty(const char *bucket)
-{
-	char *p = xasprintf("/%s/", bucket);
-	size_t plen = strlen(p), klen, vlen;
-	struct index_iter *it = index_iter_new(store_index(), p, plen);
-	bool empty = true;
-	for (; empty && index_iter_valid(it); index_iter_next(it)) {
-		const char *k = index_iter_key(it, &klen), *v = index_iter_value(it, &vlen);
-		if (klen < plen || memcmp(k, p, plen))
-			break;
-		empty = record_deleted(v, vlen);
-	}
-	index_iter_free(it);
-	free(p);
-	return empty;
 }
 
 /* ---- ListBuckets ---- */

@@ -6,6 +6,7 @@
 #include "../common/range.h"
 
 #include <inttypes.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,22 +58,20 @@ void s3_mpu_create(struct s3req *s)
 {
 	unsigned char r[16];
 	char id[33], *v;
-	int rc;
 	if (getrandom(r, sizeof(r), 0) != sizeof(r)) {
 		s3_error(s, 500, "InternalError", "no randomness for an upload id");
 		return;
 	}
 	to_hex(r, 16, id);
 	v = xasprintf("%lld %.*s", (long long)time(NULL), (int)s->klen, s->key);
-	rc = meta_raw_put('u', id, 32, v, true);
-	free(v);
-	if (rc < 0) {
+	if (meta_raw_put('u', id, 32, v, true) < 0) {
 		s3_error(s, 500, "InternalError", "index write failed");
-		return;
+	} else {
+		s3_xml_start(s, "InitiateMultipartUploadResult");
+		bucket_and_key(s);
+		buf_printf(&s->body, "<UploadId>%s</UploadId></InitiateMultipartUploadResult>", id);
 	}
-	s3_xml_start(s, "InitiateMultipartUploadResult");
-	bucket_and_key(s);
-	buf_printf(&s->body, "<UploadId>%s</UploadId></InitiateMultipartUploadResult>", id);
+	free(v);
 }
 
 /* Every part key of an upload, in order, by callback. */
@@ -164,6 +163,13 @@ void s3_mpu_list_parts(struct s3req *s)
 	free(up);
 }
 
+/* A key whose bytes write_from copies (size: UINT64_MAX = unknown). */
+struct part {
+	char key[KEY_MAX + 1];
+	size_t klen;
+	uint64_t size;
+};
+
 /* CompleteMultipartUpload's and the copies' bytes: parts stream from a
  * replica into a put. */
 struct feeder {
@@ -187,8 +193,8 @@ static bool part_header(void *ctx, int status, const char *b, size_t len)
 	return len > 2 || status == (f->range ? 206 : 200);
 }
 
-/* Copy one part (size bytes) into the put from a live replica.  0 or -1. */
-static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t size)
+/* Copy one part into the put from a live replica.  0 or -1. */
+static int copy_part(struct feeder *f, const struct part *p)
 {
 	struct httpc_call g = {.connect_ms = (long)store_cfg()->voltimeout_ms, .bufsize = 256L * 1024,
 			      .range = f->range, .header = part_header, .body = feed_body,
@@ -196,29 +202,28 @@ static int copy_part(struct feeder *f, const char *key, size_t klen, uint64_t si
 	struct store_urls u;
 	char err[256];
 	int rc = -1;
-	if (store_urls(store_index(), key, klen, &u) < 0)
+	if (store_urls(store_index(), p->key, p->klen, &u) < 0)
 		return -1;
 	for (int i = 0; i < u.n && rc < 0; i++) {
 		if (f->got) /* bytes of this part already went in: no retry elsewhere */
 			break;
 		g.url = u.url[i];
 		if (httpc_call(&g, err) == (f->range ? 206 : 200) &&
-		    (size == UINT64_MAX || f->got == size))
+		    (p->size == UINT64_MAX || f->got == p->size))
 			rc = 0;
 	}
 	store_urls_free(&u);
 	return rc;
 }
 
-/* Write target (REPLACE) from the bytes of keys[0..n), in order, streamed
- * from their volumes (sizes[i] each; UINT64_MAX = unknown), or of only
- * range (a Range header's value; n is 1) of keys[0].  etag: what the
+/* Write target (REPLACE) from the bytes of parts[0..n), in order, streamed
+ * from their volumes, or of only range (a Range header's value; n is 1)
+ * of parts[0].  etag: what the
  * metadata keeps (NULL: the md5).  The object itself (target is s->key)
  * is written only if its If-Match / If-None-Match hold.  false with the
  * error set. */
-static bool write_from(struct s3req *s, const char *target, size_t tlen,
-		       char (*keys)[KEY_MAX + 1], const size_t *klens, const uint64_t *sizes, int n,
-		       const char *range, const char *etag)
+static bool write_from(struct s3req *s, const char *target, size_t tlen, const struct part *parts,
+		       int n, const char *range, const char *etag)
 {
 	struct feeder f = {.range = range};
 	uint64_t total = 0;
@@ -226,26 +231,21 @@ static bool write_from(struct s3req *s, const char *target, size_t tlen,
 	int st;
 
 	for (int i = 0; i < n && total != UINT64_MAX; i++)
-		total = sizes[i] == UINT64_MAX ? UINT64_MAX : total + sizes[i];
-	if (!s3_lock_key(target, tlen)) {
+		total = parts[i].size == UINT64_MAX ? UINT64_MAX : total + parts[i].size;
+	if (!s3_lock_key(target, tlen))
 		s3_fail(s, 503, why);
-		return false;
-	}
-	if (target == s->key && !s3_write_condition(s, target, tlen)) {
+	else if (target == s->key && !s3_write_condition(s, target, tlen))
 		keylock_release(target, tlen);
-		return false;
-	}
-	f.p = store_write(store_cfg(), store_index(), target, tlen, true,
-			  total == UINT64_MAX ? -1 : (int64_t)total, NULL, NULL, 0, &why);
-	if (!f.p) {
+	else if (!(f.p = store_write(store_cfg(), store_index(), target, tlen, true,
+				     total == UINT64_MAX ? -1 : (int64_t)total, NULL, NULL, 0, &why)))
 		s3_fail(s, 503, why);
+	if (s->status)
 		return false;
-	}
 	if (etag)
 		put_set_etag(f.p, etag);
 	for (int i = 0; i < n; i++) {
 		f.got = 0;
-		if (copy_part(&f, keys[i], klens[i], sizes[i]) < 0) {
+		if (copy_part(&f, &parts[i]) < 0) {
 			put_abort(f.p);   /* and not finished: that would end the body there */
 			break;
 		}
@@ -261,17 +261,24 @@ static bool write_from(struct s3req *s, const char *target, size_t tlen,
 	return st == 201;
 }
 
-/* CopyObject's and UploadPartCopy's source: its key, live, into key and
- * *klen, its metadata into m (false: none), *size (UINT64_MAX: unknown)
- * and its etag into etag; x-amz-copy-source-if-* checked.  false with
- * the error answered. */
-static bool copy_source(struct s3req *s, char *key, size_t *klen, struct meta *m, bool *known,
-			uint64_t *size, char etag[META_ETAG_MAX])
+/* CopyObject's and UploadPartCopy's source: its key, live; its metadata
+ * (known: there is some) and etag. */
+struct source {
+	struct part p;
+	struct meta m;
+	bool known;
+	char etag[META_ETAG_MAX];
+};
+
+/* The x-amz-copy-source into c, x-amz-copy-source-if-* checked.  false
+ * with the error answered. */
+static bool copy_source(struct s3req *s, struct source *c)
 {
 	const char *src = s3_req_header(s, "X-Amz-Copy-Source"), *why;
 	bool slash = src[0] == '/';
 	char *path = xasprintf("/%.*s", (int)(strcspn(src, "?") - slash), src + slash), *v;
-	size_t plen = strlen(path);
+	char key[KEY_MAX * 3 + 8];
+	size_t plen = strlen(path), *klen = &c->p.klen;
 	struct record r;
 	int st = plen > KEY_MAX * 3 ? 414 : key_decode(path, plen, key, klen, &why);
 	static const char *const conds[4] = {
@@ -279,31 +286,24 @@ static bool copy_source(struct s3req *s, char *key, size_t *klen, struct meta *m
 		"X-Amz-Copy-Source-If-Unmodified-Since", "X-Amz-Copy-Source-If-Modified-Since"};
 
 	free(path);
-	if (strstr(src, "?versionId=")) {
+	if (strstr(src, "?versionId="))
 		s3_error(s, 501, "NotImplemented", "x-amz-copy-source: mkv keeps no versions");
-		return false;
-	}
-	if (st) {
+	else if (st)
 		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source is not a valid key");
-		return false;
-	}
-	if (!s3_may(s, PERM_READ, key, *klen)) {
+	else if (!s3_may(s, PERM_READ, key, *klen))
 		s3_error(s, 403, "AccessDenied", "Access Denied");
-		return false;
-	}
-	if (!store_live(store_index(), key, *klen, &v, &r)) {
+	else if (!store_live(store_index(), key, *klen, &v, &r))
 		s3_no_such_key(s);
+	if (s->status)
 		return false;
-	}
 	free(v);
-	*known = meta_get(key, *klen, m);
-	*size = *known ? m->size : UINT64_MAX;
-	snprintf(etag, META_ETAG_MAX, "%s", *known && m->etag[0] ? m->etag : r.hash);
-	if (s3_preconditions(s, conds, etag, *known ? m->mtime : -1)) {
+	memcpy(c->p.key, key, *klen);
+	c->known = meta_get(key, *klen, &c->m);
+	c->p.size = c->known ? c->m.size : UINT64_MAX;
+	snprintf(c->etag, META_ETAG_MAX, "%s", c->known && c->m.etag[0] ? c->m.etag : r.hash);
+	if (s3_preconditions(s, conds, c->etag, c->known ? c->m.mtime : -1))
 		s3_precondition_failed(s);
-		return false;
-	}
-	return true;
+	return !s->status;
 }
 
 static void copy_result(struct s3req *s, const char *root)
@@ -318,36 +318,29 @@ static void copy_result(struct s3req *s, const char *root)
 void s3_copy(struct s3req *s)
 {
 	const char *dir = s3_req_header(s, "X-Amz-Metadata-Directive");
-	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], etag[META_ETAG_MAX];
-	size_t klen;
-	struct meta m;
-	bool known;
-	uint64_t size;
+	struct source c;
+
+	bool self;
 
 	if (s3_req_header(s, "X-Amz-Copy-Source-Range")) {   /* not the whole object, as asked */
 		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range is UploadPartCopy's");
 		return;
 	}
-	if (!copy_source(s, key, &klen, &m, &known, &size, etag))
+	if (!copy_source(s, &c))
 		return;
-	if (klen == s->klen && !memcmp(key, s->key, klen)) {
-		/* a copy onto itself changes metadata only, which mkv does not
-		 * keep (rclone sets a time so); without REPLACE it changes nothing */
-		if (!dir || strcasecmp(dir, "REPLACE")) {
-			s3_error(s, 400, "InvalidRequest", "This copy request is illegal because it is "
-				 "trying to copy an object to itself without changing the object's "
-				 "metadata, storage class, website redirect location or encryption "
-				 "attributes.");
-			return;
-		}
-		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", etag);
-	} else {
-		memcpy(keys[0], key, klen);
-		if (!write_from(s, s->key, s->klen, keys, &klen, &size, 1, NULL,
-				known && strchr(m.etag, '-') ? m.etag : NULL))
-			return;
-	}
-	copy_result(s, "CopyObjectResult");
+	/* a copy onto itself changes metadata only, which mkv does not keep
+	 * (rclone sets a time so); without REPLACE it changes nothing */
+	self = c.p.klen == s->klen && !memcmp(c.p.key, s->key, s->klen);
+	if (self && (!dir || strcasecmp(dir, "REPLACE")))
+		s3_error(s, 400, "InvalidRequest", "This copy request is illegal because it is "
+			 "trying to copy an object to itself without changing the object's "
+			 "metadata, storage class, website redirect location or encryption "
+			 "attributes.");
+	else if (self)
+		snprintf(s->meta.etag, sizeof(s->meta.etag), "%s", c.etag);
+	if (!s->status && (self || write_from(s, s->key, s->klen, &c.p, 1, NULL,
+					      c.known && strchr(c.m.etag, '-') ? c.m.etag : NULL)))
+		copy_result(s, "CopyObjectResult");
 }
 
 /* UploadPartCopy: the source, or x-amz-copy-source-range of it
@@ -355,30 +348,22 @@ void s3_copy(struct s3req *s)
 void s3_mpu_part_copy(struct s3req *s)
 {
 	const char *rg = s3_req_header(s, "X-Amz-Copy-Source-Range");
-	char key[KEY_MAX * 3 + 8], keys[1][KEY_MAX + 1], part[KEY_MAX + 1];
-	char etag[META_ETAG_MAX], range[64];
-	size_t klen, plen;
-	struct meta m;
-	bool known;
-	uint64_t size;
+	char part[KEY_MAX + 1], range[64];
+	size_t plen;
+	struct source c;
 	struct range_spec r;
 
-	if (!s3_part_target(s, part, &plen) || !copy_source(s, key, &klen, &m, &known, &size, etag))
+	if (!s3_part_target(s, part, &plen) || !copy_source(s, &c))
 		return;
-	if (rg && (!range_s3(rg, &r) || r.open || r.suffix)) {
+	if (rg && (!range_s3(rg, &r) || r.open || r.suffix))
 		s3_error(s, 400, "InvalidArgument", "x-amz-copy-source-range must be bytes=first-last");
-		return;
-	}
-	if (rg && size != UINT64_MAX && r.last >= size) {
+	else if (rg && c.p.size != UINT64_MAX && r.last >= c.p.size)
 		s3_error(s, 416, "InvalidRange", "x-amz-copy-source-range is past the source's end");
-		return;
-	}
-	if (rg) {
+	else if (rg) {
 		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, r.first, r.last);
-		size = r.last - r.first + 1;
+		c.p.size = r.last - r.first + 1;
 	}
-	memcpy(keys[0], key, klen);
-	if (write_from(s, part, plen, keys, &klen, &size, 1, rg ? range : NULL, NULL))
+	if (!s->status && write_from(s, part, plen, &c.p, 1, rg ? range : NULL, NULL))
 		copy_result(s, "CopyPartResult");
 }
 
@@ -391,66 +376,54 @@ static void strip_quotes(char *e)
 	}
 }
 
-/* The parts CompleteMultipartUpload lists (their keys into keys and klens,
- * sizes into sizes, their binary md5s into md): how many, or -1 with an
- * error answered.  up NULL (the upload is gone): from the ETags listed,
- * every one needed. */
-static int complete_parts(struct s3req *s, const char *up, char (*keys)[KEY_MAX + 1],
-			  size_t *klens, uint64_t *sizes, struct md5 *md)
+/* The parts CompleteMultipartUpload lists (into parts, their binary md5s
+ * into md): how many, or -1 with an error answered.  up NULL (the upload
+ * is gone): from the ETags listed, every one needed. */
+static int complete_parts(struct s3req *s, const char *up, struct part *parts, struct md5 *md)
 {
 	const char *p = s->in.data ? s->in.data : "", *end = p + s->in.len, *hex;
 	int n = 0, last = 0;
 	bool etags = true;
-	for (;;) {
-		size_t pl, nl, el;
-		char *part = s3_xml_next(&p, end, "Part", &pl), *num, *et;
-		const char *pp = part;
+	size_t pl;
+	char *part, *num, *et;
+	while (!s->status && (part = s3_xml_next(p, end, "Part", &pl, &p))) {
 		uint64_t v = 0;
 		struct meta m;
-		if (!part)
-			break;
-		num = s3_xml_next(&pp, part + pl, "PartNumber", &nl);
-		pp = part;
-		et = s3_xml_next(&pp, part + pl, "ETag", &el);
+		num = s3_xml_next(part, part + pl, "PartNumber", NULL, NULL);
+		et = s3_xml_next(part, part + pl, "ETag", NULL, NULL);
 		if (!num || !parse_u64(num, 1, PARTS_MAX, &v) || (int)v <= last) {
 			s3_error(s, 400, num && v ? "InvalidPartOrder" : "MalformedXML",
 				 "parts must be listed in ascending order, each once");
 		} else {
 			if (up)
-				s3_part_key(up, (int)v, keys[n], &klens[n]);
+				s3_part_key(up, (int)v, parts[n].key, &parts[n].klen);
 			if (et)
 				strip_quotes(et);
 			etags = etags && et;
 			hex = up ? m.etag : et ? et : "";
-			if ((up && !meta_get(keys[n], klens[n], &m)) || strlen(hex) != 32 ||
+			if ((up && !meta_get(parts[n].key, parts[n].klen, &m)) || strlen(hex) != 32 ||
 			    strspn(hex, "0123456789abcdef") != 32 || (et && strcmp(et, hex))) {
 				s3_error(s, 400, "InvalidPart", "One or more of the specified parts "
 					 "could not be found or its ETag does not match.");
 			} else {
 				unsigned char bin[16];
-				for (int i = 0; i < 16; i++)
-					bin[i] = (unsigned char)(hex_value(hex[2 * i]) << 4 |
-								 hex_value(hex[2 * i + 1]));
+				OPENSSL_hexstr2buf_ex(bin, 16, NULL, hex, '\0');
 				md5_update(md, bin, 16);
-				sizes[n++] = up ? m.size : 0;
+				parts[n++].size = up ? m.size : 0;
 				last = (int)v;
 			}
 		}
 		free(num);
 		free(et);
 		free(part);
-		if (s->status)
-			return -1;
 	}
 	/* S3's 5 MiB floor for every part but the last, for S3's clients
 	 * (they list ETags; minikeyvalue's form, part numbers alone, had none) */
-	for (int i = 0; up && etags && i < n - 1; i++)
-		if (sizes[i] < (5u << 20)) {
+	for (int i = 0; !s->status && up && etags && i < n - 1; i++)
+		if (parts[i].size < (5u << 20))
 			s3_error(s, 400, "EntityTooSmall",
 				 "Your proposed upload is smaller than the minimum allowed object size.");
-			return -1;
-		}
-	return n;
+	return s->status ? -1 : n;
 }
 
 /* A CompleteMultipartUpload of an upload that is gone: when the object
@@ -466,9 +439,8 @@ void s3_mpu_complete(struct s3req *s)
 {
 	char *id = s3_req_param(s, "uploadId"), lk[KEY_MAX + 1], *up = NULL;
 	size_t ll = 0;
-	char (*keys)[KEY_MAX + 1] = xmalloc(PARTS_MAX * sizeof(*keys)), etag[META_ETAG_MAX];
-	size_t *klens = xmalloc(PARTS_MAX * sizeof(size_t));
-	uint64_t *sizes = xmalloc(PARTS_MAX * sizeof(uint64_t));
+	char etag[META_ETAG_MAX];
+	struct part *parts = xmalloc(PARTS_MAX * sizeof(*parts));
 	struct md5 *md = md5_new();
 	int n = -1;
 
@@ -486,7 +458,7 @@ void s3_mpu_complete(struct s3req *s)
 	if (s->in_too_big || !memmem(s->in.data ? s->in.data : "", s->in.len,
 				     "</CompleteMultipartUpload>", 26))
 		s3_error(s, 400, "MalformedXML", "not a whole <CompleteMultipartUpload> document");
-	else if (!(n = complete_parts(s, up, keys, klens, sizes, md)))
+	else if (!(n = complete_parts(s, up, parts, md)))
 		s3_error(s, 400, "MalformedXML", "no parts listed");
 	if (n > 0) {
 		md5_final_hex(md, etag);
@@ -494,9 +466,7 @@ void s3_mpu_complete(struct s3req *s)
 	}
 	if (!up && (n <= 0 || !completed(s, etag)))
 		s3_error(s, 404, "NoSuchUpload", "The specified upload does not exist.");
-	if (n <= 0 || s->status)
-		goto out;
-	if (up && !write_from(s, s->key, s->klen, keys, klens, sizes, n, NULL, etag))
+	if (n <= 0 || s->status || (up && !write_from(s, s->key, s->klen, parts, n, NULL, etag)))
 		goto out;
 	if (up) {
 		meta_raw_delete('u', up, 32);
@@ -511,8 +481,6 @@ out:
 		keylock_release(lk, ll);
 	free(id);
 	md5_free(md);
-	free(keys);
-	free(klens);
-	free(sizes);
+	free(parts);
 	free(up);
 }

@@ -141,25 +141,20 @@ static bool put_prepare(struct s3req *s)
 	s->decoded = s->aws_chunked && known ? (int64_t)clen : -1;
 	if (known && store_cfg()->maxsize && clen > store_cfg()->maxsize) {
 		s3_error(s, 400, "EntityTooLarge", "value larger than -maxsize");
-		return true;
-	}
-	if (s->ring && s->sig.payload == PAYLOAD_SHA256)
-		s->sha = sha256_new();
-	if (s->op == S3_MPU_PART) {
-		if (!s3_part_target(s, s->target, &s->tlen))
-			return true;
-	} else {
+	} else if (s->op == S3_PUT) {
 		memcpy(s->target, s->key, s->klen);
 		s->tlen = s->klen;
+	} else {
+		s3_part_target(s, s->target, &s->tlen);
 	}
-	if (!keylock_try(s->target, s->tlen)) { /* a poll thread: no waiting here */
+	if (!s->status && !keylock_try(s->target, s->tlen))   /* a poll thread: no waiting here */
 		s3_error(s, 503, "SlowDown", "another write of this key is in progress");
-		return true;
-	}
-	if (s->op == S3_PUT && !s3_write_condition(s, s->target, s->tlen)) {
+	else if (!s->status && s->op == S3_PUT && !s3_write_condition(s, s->target, s->tlen))
 		keylock_release(s->target, s->tlen);
+	if (s->status)
 		return true;
-	}
+	if (s->ring && s->sig.payload == PAYLOAD_SHA256)
+		s->sha = sha256_new();
 	/* An aws-chunked body, or one with a digest to check or a signed SHA-256, goes to the volumes
 	 * unannounced (chunked), even with its length known: then no replica
 	 * can finish before the framing and the digest have been checked to
@@ -338,13 +333,6 @@ int s3_delete_key(const char *key, size_t klen, bool part, const char *if_match,
 	return st;
 }
 
-/* The S3 error code of a failed delete. */
-static const char *delete_code(int st)
-{
-	return st == 503 ? "SlowDown" : st == 403 ? "AccessDenied" : st == 412 ? "PreconditionFailed"
-		: st < 500 ? "InvalidArgument" : "InternalError";
-}
-
 void s3_delete_object(struct s3req *s)
 {
 	const char *why;
@@ -352,7 +340,7 @@ void s3_delete_object(struct s3req *s)
 	if (st == 204)
 		s->status = 204;
 	else
-		s3_error(s, st, delete_code(st), why);
+		s3_fail(s, st, why);
 }
 
 /* A key from XML (raw bytes, not percent-encoded) under the bucket, checked
@@ -395,7 +383,7 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, const char *et
 	buf_puts(out, st == 204 ? "<Deleted>" : "<Error>");
 	xml_tag(out, "Key", k, kl, false);
 	if (st != 204) {
-		buf_printf(out, "<Code>%s</Code>", delete_code(st));
+		buf_printf(out, "<Code>%s</Code>", s3_code(st));
 		xml_tag(out, "Message", why, strlen(why), false);
 	}
 	buf_puts(out, st == 204 ? "</Deleted>" : "</Error>");
@@ -403,9 +391,9 @@ static void delete_one(struct s3req *s, const char *k, size_t kl, const char *et
 
 void s3_delete_many(struct s3req *s)
 {
-	const char *doc = s->in.data ? s->in.data : "", *end = doc + s->in.len, *p = doc;
-	size_t ql, olen, kl;
-	char *quiet = s3_xml_next(&p, end, "Quiet", &ql), *obj, *k;
+	const char *doc = s->in.data ? s->in.data : "", *end = doc + s->in.len, *p;
+	size_t olen, kl;
+	char *quiet = s3_xml_next(doc, end, "Quiet", NULL, NULL), *obj, *k;
 	bool q = quiet && !strcmp(quiet, "true");
 	int n = 0;
 
@@ -415,13 +403,9 @@ void s3_delete_many(struct s3req *s)
 		return;
 	}
 	s3_xml_start(s, "DeleteResult");   /* an error below replaces it */
-	for (p = doc; (obj = s3_xml_next(&p, end, "Object", &olen)); free(k)) {
-		const char *op = obj;
-		size_t el;
-		char *et;
-		k = s3_xml_next(&op, obj + olen, "Key", &kl);
-		op = obj;
-		et = s3_xml_next(&op, obj + olen, "ETag", &el);
+	for (p = doc; (obj = s3_xml_next(p, end, "Object", &olen, &p)); free(k)) {
+		char *et = s3_xml_next(obj, obj + olen, "ETag", NULL, NULL);
+		k = s3_xml_next(obj, obj + olen, "Key", &kl, NULL);
 		if (++n > 1000 || !k || memmem(obj, olen, "<Size>", 6) ||
 		    memmem(obj, olen, "<LastModifiedTime>", 18) || memmem(obj, olen, "<VersionId>", 11)) {
 			s3_error(s, n > 1000 || !k ? 400 : 501, n > 1000 || !k ? "MalformedXML"

@@ -48,9 +48,16 @@ void s3_error(struct s3req *s, int status, const char *code, const char *msg)
 	buf_puts(&s->body, "<RequestId>mkv</RequestId></Error>");
 }
 
+const char *s3_code(int status)
+{
+	return status == 503 ? "SlowDown" : status == 403 ? "AccessDenied"
+		: status == 412 ? "PreconditionFailed" : status < 500 ? "InvalidArgument"
+		: "InternalError";
+}
+
 void s3_fail(struct s3req *s, int status, const char *why)
 {
-	s3_error(s, status, status == 503 ? "SlowDown" : "InternalError", why);
+	s3_error(s, status, s3_code(status), why);
 }
 
 void s3_no_such_key(struct s3req *s)
@@ -224,9 +231,11 @@ static void utf8_put(struct buf *o, unsigned long v)
 	buf_append(o, u, (size_t)n);
 }
 
-/* The text of the next <tag>...</tag> in [*p, end), XML entities decoded,
- * into a fresh string; *p moves past it.  NULL when there is none. */
-char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen)
+/* The text of the first <tag>...</tag> in [p, end), XML entities decoded,
+ * into a fresh string (*outlen its length); *next past it.  NULL when
+ * there is none.  outlen and next may be NULL. */
+char *s3_xml_next(const char *p, const char *end, const char *tag, size_t *outlen,
+		  const char **next)
 {
 	static const char *const entities[][2] = {
 		{"&amp;", "&"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"},
@@ -236,14 +245,15 @@ char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outl
 	struct buf o = {0};
 	int ol = snprintf(open, sizeof(open), "<%s>", tag);
 	int cl = snprintf(close, sizeof(close), "</%s>", tag);
-	a = memmem(*p, (size_t)(end - *p), open, (size_t)ol);
+	a = memmem(p, (size_t)(end - p), open, (size_t)ol);
 	if (!a)
 		return NULL;
 	a += ol;
 	b = memmem(a, (size_t)(end - a), close, (size_t)cl);
 	if (!b)
 		return NULL;
-	*p = b + cl;
+	if (next)
+		*next = b + cl;
 	buf_puts(&o, "");
 	for (const char *c = a; c < b; c++) {
 		const char *semi = *c == '&' ? memchr(c, ';', (size_t)(b - c)) : NULL;
@@ -260,7 +270,8 @@ char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outl
 		}
 		c = semi;
 	}
-	*outlen = o.len;
+	if (outlen)
+		*outlen = o.len;
 	return o.data;
 }
 

@@ -117,7 +117,10 @@ void s3_hdr(struct s3req *s, const char *name, const char *fmt, ...)
 /* A 200 answer whose XML body opens <root xmlns="..."> */
 void s3_xml_start(struct s3req *s, const char *root);
 void s3_error(struct s3req *s, int status, const char *code, const char *msg);
-/* A failed write's error: 503 SlowDown, else InternalError. */
+/* A failed write's or delete's S3 error code (503 SlowDown, 403
+ * AccessDenied, 412 PreconditionFailed, other 4xx InvalidArgument, else
+ * InternalError), and that error answered. */
+const char *s3_code(int status);
 void s3_fail(struct s3req *s, int status, const char *why);
 int s3_send(struct s3req *s);
 /* An answer set before the body is in: the body is read and dropped
@@ -134,7 +137,8 @@ char *s3_req_param(struct s3req *s, const char *name);
  * unchanged), -1 when it is not such a number. */
 int s3_num_param(struct s3req *s, const char *name, uint64_t min, uint64_t max, uint64_t *v);
 const char *s3_req_header(struct s3req *s, const char *name);
-char *s3_xml_next(const char **p, const char *end, const char *tag, size_t *outlen);
+char *s3_xml_next(const char *p, const char *end, const char *tag, size_t *outlen,
+		  const char **next);
 /* <name>s[0..n), escaped (URL-encoded when url)</name> */
 void xml_tag(struct buf *b, const char *name, const char *s, size_t n, bool url);
 /* ISO 8601 with milliseconds ("2026-11-30T17:00:00.000Z"). */
@@ -205,8 +209,6 @@ void s3_delete_many(struct s3req *s);
  * (s3mpu.c) ---- */
 void s3_list(struct s3req *s);
 void s3_list_buckets(struct s3req *s);
-/* No live key under the bucket? */
-bool s3_bucket_empty(const char *bucket);
 void s3_list_uploads(struct s3req *s);
 void s3_mpu_create(struct s3req *s);
 void s3_mpu_abort(struct s3req *s);

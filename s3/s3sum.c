@@ -62,7 +62,8 @@ bool s3sum_new(struct MHD_Connection *conn, bool md5_only, struct s3sum **out, c
 	const char *tr = front_header(conn, "x-amz-trailer"), *v;
 	bool named = !tr;   /* the trailer, if any, names a digest here */
 	c->failed = -1;
-	for (int a = 0; a < SUM_N; a++) {
+	*code = NULL;
+	for (int a = 0; !*code && a < SUM_N; a++) {
 		bool trailer = tr && a && !strcasecmp(tr, algs[a].header);   /* its value comes last */
 		if (!trailer && !(v = front_header(conn, algs[a].header)))
 			continue;
@@ -79,22 +80,16 @@ bool s3sum_new(struct MHD_Connection *conn, bool md5_only, struct s3sum **out, c
 			*code = a ? "InvalidRequest" : "InvalidDigest";
 			*msg = a ? "Value for x-amz-checksum header is invalid."
 				 : "The Content-MD5 you specified was invalid.";
-		} else {
-			continue;
 		}
-		s3sum_free(c);
-		return false;
 	}
-	if (!named) {
+	if (!*code && !named) {
 		*code = "InvalidRequest";
 		*msg = "x-amz-trailer names no checksum mkv checks (CRC32, CRC32C, SHA1, SHA256)";
-		s3sum_free(c);
-		return false;
 	}
-	*out = c->asked ? c : NULL;
-	if (!c->asked)
+	*out = c->asked && !*code ? c : NULL;
+	if (!*out)
 		s3sum_free(c);
-	return true;
+	return !*code;
 }
 
 void s3sum_update(struct s3sum *c, const void *p, size_t n)
