@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ static char *token_decode(const char *s, size_t *outlen)
 {
 	char *o = xmalloc(strlen(s) / 2 + 1);
 	if (!OPENSSL_hexstr2buf_ex((unsigned char *)o, strlen(s) / 2, outlen, s, '\0')) {
+		ERR_clear_error();   /* the thread's queue: the loops' TLS reads it */
 		free(o);
 		return NULL;
 	}
