@@ -22,7 +22,7 @@ struct config {
 	bool verbose;             /* -v */
 	int workers;              /* -workers (the commands but server), default 16 */
 	const char *from;         /* -from OLD_DB (rebuild) */
-	const char *master;       /* -master host:port (online rebalance) */
+	const char *master;       /* -master: the commands make it a URL (ops_master_url) */
 	uint64_t puttimeout_ms;   /* -puttimeout: a stalled replica write fails after this */
 	uint64_t idletimeout_ms;  /* -idletimeout: a silent client connection is closed */
 	int maxconns;             /* -maxconns: connections served at once */
