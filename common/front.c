@@ -435,6 +435,7 @@ static int hs_ep = -1, hs_stop_fd = -1;
 static pthread_t hs_th;
 static pthread_mutex_t hs_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct conn *hs_parked;
+static atomic_bool hs_closing;   /* hs_stop began (set under hs_mu) */
 
 static void mhd_fire(void *arg);
 
@@ -458,6 +459,10 @@ static void hs_park(struct conn *k)
 {
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = k};
 	pthread_mutex_lock(&hs_mu);
+	if (atomic_load(&hs_closing)) {   /* the daemons stop: a connection suspended now stays */
+		pthread_mutex_unlock(&hs_mu);
+		return;
+	}
 	MHD_suspend_connection(k->c);
 	k->parked = true;
 	k->hs_prev = NULL;
@@ -481,7 +486,7 @@ static ssize_t hs_pull(gnutls_transport_ptr_t p, void *buf, size_t len)
 	struct conn *k = p;
 	struct front_loop *fl = k->fl;
 	ssize_t n;
-	if (fl && !k->began && fl->handshakes >= HS_TURN) {
+	if (fl && !k->began && fl->handshakes >= HS_TURN && !atomic_load(&hs_closing)) {
 		MHD_suspend_connection(k->c);
 		k->hs_next = NULL;
 		*(fl->later ? &fl->later_end->hs_next : &fl->later) = k;
@@ -563,6 +568,7 @@ static void *hs_main(void *arg)
 static int hs_start(void)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	atomic_store(&hs_closing, false);
 	if ((hs_ep = epoll_create1(EPOLL_CLOEXEC)) >= 0 &&
 	    (hs_stop_fd = eventfd(0, EFD_CLOEXEC)) >= 0 &&
 	    !epoll_ctl(hs_ep, EPOLL_CTL_ADD, hs_stop_fd, &ev) &&
@@ -582,6 +588,10 @@ static void hs_stop(void)
 {
 	if (hs_ep < 0)
 		return;
+	pthread_mutex_lock(&hs_mu);
+	atomic_store(&hs_closing, true);   /* what runs from now on (the pool's threads,
+					    * a loop's last posts) parks and queues nothing */
+	pthread_mutex_unlock(&hs_mu);
 	eventfd_write(hs_stop_fd, 1);
 	pthread_join(hs_th, NULL);
 	pthread_mutex_lock(&hs_mu);
