@@ -437,9 +437,10 @@ static struct conn *hs_parked;
 
 static void mhd_fire(void *arg);
 
-/* k runs on (hs_mu held). */
+/* k runs on (hs_mu held); once resumed it may be gone (a pool thread's). */
 static void hs_resume(struct conn *k)
 {
+	struct front_loop *fl = k->fl;
 	epoll_ctl(hs_ep, EPOLL_CTL_DEL, k->reap.fd, NULL);
 	if (k->hs_prev)
 		k->hs_prev->hs_next = k->hs_next;
@@ -448,8 +449,8 @@ static void hs_resume(struct conn *k)
 	if (k->hs_next)
 		k->hs_next->hs_prev = k->hs_prev;
 	MHD_resume_connection(k->c);
-	if (k->fl)   /* an external-epoll daemon is told of a resume by a run */
-		loop_post(k->fl->loop, mhd_fire, k->fl);
+	if (fl)   /* an external-epoll daemon is told of a resume by a run */
+		loop_post(fl->loop, mhd_fire, fl);
 }
 
 static void hs_park(struct conn *k)
