@@ -28,9 +28,10 @@ Usage: tls_clients.py https://127.0.0.1:PORT CA WORKDIR MKV_BIN ROOT [VOLUMES]
        tls_clients.py stop PID:PORT...
   A stop while handshakes wait (parked) or wait their turn (queued): each
   server PORT gets 1000 connections that send a whole ClientHello and 200
-  that send nothing, then SIGTERM (PID); each must be gone within 30 s (the
-  caller then checks that it exited 0: libmicrohttpd aborts the process
-  when a daemon stops with a connection suspended).
+  that send nothing (fewer under a low descriptor limit), then SIGTERM
+  (PID); each must be gone within 30 s (the caller then checks that it
+  exited 0: libmicrohttpd aborts the process when a daemon stops with a
+  connection suspended).
 Exits non-zero on the first failure, naming it."""
 import json, os, subprocess, sys
 
@@ -154,7 +155,9 @@ if sys.argv[1] == "waiting":
     sys.exit(0)
 
 if sys.argv[1] == "stop":
-    import signal, socket, ssl, time
+    import resource, signal, socket, ssl, time
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     plain = ssl.create_default_context()
     plain.check_hostname, plain.verify_mode = False, ssl.CERT_NONE
     bio_in, bio_out = ssl.MemoryBIO(), ssl.MemoryBIO()
@@ -164,10 +167,11 @@ if sys.argv[1] == "stop":
         pass
     hello, held = bio_out.read(), []
     servers = [a.split(":") for a in sys.argv[2:]]
+    n = min(1200, (hard - 100) // len(servers))   # within the descriptors there are
     for _, port in servers:
-        for i in range(1200):
+        for i in range(n):
             s = socket.create_connection(("127.0.0.1", int(port)))
-            if i < 1000:
+            if i < n * 5 // 6:
                 s.sendall(hello)
             held.append(s)
     for pid, _ in servers:
