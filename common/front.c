@@ -59,7 +59,6 @@ struct conn {
 	bool held;                         /* holds fl->loop: woken, its answer not out yet */
 	bool slept;                        /* slept since its last bytes were read */
 	bool tls_up;                       /* its TLS handshake read its last message */
-	bool parked;                       /* its handshake waits for bytes (hs_park) */
 	bool began;                        /* its handshake read its first bytes */
 	struct front_loop *fl;             /* the loop it runs on */
 	struct MHD_Connection *c;
@@ -456,9 +455,10 @@ static struct conn *hs_parked;
 
 static void mhd_fire(void *arg);
 
-/* k runs on (hs_mu held). */
+/* k runs on (hs_mu held); once resumed it may be gone (a pool thread's). */
 static void hs_resume(struct conn *k)
 {
+	struct front_loop *fl = k->fl;
 	epoll_ctl(hs_ep, EPOLL_CTL_DEL, k->reap.fd, NULL);
 	if (k->hs_prev)
 		k->hs_prev->hs_next = k->hs_next;
@@ -466,18 +466,20 @@ static void hs_resume(struct conn *k)
 		hs_parked = k->hs_next;
 	if (k->hs_next)
 		k->hs_next->hs_prev = k->hs_prev;
-	k->parked = false;
 	MHD_resume_connection(k->c);
-	if (k->fl)   /* an external-epoll daemon is told of a resume by a run */
-		loop_post(k->fl->loop, mhd_fire, k->fl);
+	if (fl)   /* an external-epoll daemon is told of a resume by a run */
+		loop_post(fl->loop, mhd_fire, fl);
 }
 
 static void hs_park(struct conn *k)
 {
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = k};
 	pthread_mutex_lock(&hs_mu);
+	if (atomic_load(&no_sleep)) {   /* past hs_stop's resumes: it would stay suspended */
+		pthread_mutex_unlock(&hs_mu);
+		return;
+	}
 	MHD_suspend_connection(k->c);
-	k->parked = true;
 	k->hs_prev = NULL;
 	if ((k->hs_next = hs_parked))
 		hs_parked->hs_prev = k;
@@ -501,7 +503,7 @@ static ssize_t hs_pull(gnutls_transport_ptr_t p, void *buf, size_t len)
 	struct conn *k = p;
 	struct front_loop *fl = k->fl;
 	ssize_t n;
-	if (fl && !k->began && fl->handshakes >= HS_TURN) {
+	if (fl && !k->began && fl->handshakes >= HS_TURN && !atomic_load(&no_sleep)) {
 		MHD_suspend_connection(k->c);
 		k->hs_next = NULL;
 		*(fl->later ? &fl->later_end->hs_next : &fl->later) = k;
@@ -541,11 +543,9 @@ static void hs_turn(struct front_loop *fl)
 static int hs_finished(gnutls_session_t s, unsigned type, unsigned when, unsigned incoming,
 		       const gnutls_datum_t *msg)
 {
-	void *k, *fd;
 	(void)type, (void)when, (void)msg;
-	gnutls_transport_get_ptr2(s, &k, &fd);
 	if (incoming)   /* the client's Finished: the handshake reads no more */
-		((struct conn *)k)->tls_up = true;
+		((struct conn *)gnutls_transport_get_ptr(s))->tls_up = true;
 	return 0;
 }
 
@@ -573,8 +573,7 @@ static void *hs_main(void *arg)
 				pthread_mutex_unlock(&hs_mu);
 				return NULL;
 			}
-			if (k->parked)
-				hs_resume(k);
+			hs_resume(k);   /* parked: one event a park (EPOLLONESHOT) */
 		}
 		pthread_mutex_unlock(&hs_mu);
 	}
@@ -589,15 +588,14 @@ static int hs_start(void)
 	    !pthread_create(&hs_th, NULL, hs_main, NULL))
 		return 0;
 	log_msg("-tls: no thread for waiting handshakes: %s", strerror(errno));
-	if (hs_stop_fd >= 0)
-		close(hs_stop_fd);
-	if (hs_ep >= 0)
-		close(hs_ep);
+	close(hs_stop_fd);   /* -1 or its own */
+	close(hs_ep);
 	hs_ep = hs_stop_fd = -1;
 	return -1;
 }
 
-/* Before the daemons stop (they refuse to with a connection suspended). */
+/* Before the daemons stop (they refuse to with a connection suspended),
+ * after front_drain: no handshake parks or queues after no_sleep. */
 static void hs_stop(void)
 {
 	if (hs_ep < 0)

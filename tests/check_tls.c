@@ -202,6 +202,49 @@ START_TEST(test_handshake_burst)
 }
 END_TEST
 
+/* SIGTERM while handshakes are parked and queued (tls_clients.py stop):
+ * the master and mkv-volume exit 0, as libmicrohttpd, which aborts when a
+ * daemon stops with a connection suspended, never sees one. */
+START_TEST(test_stop_handshakes)
+{
+	struct vol v[1] = {0};
+	struct master m = {0};
+	char mp[32], vp[32];
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	master_tls(&m, v, 1, srv_tls, ca);
+	snprintf(mp, sizeof(mp), "%d:%d", (int)m.pid, m.port);
+	snprintf(vp, sizeof(vp), "%d:%d", (int)v[0].pid, v[0].port);
+	python((char *[]){"stop", mp, vp, NULL});
+	h_master_stop(&m);   /* exited by now: its status is checked */
+	h_vol_stop(&v[0]);
+}
+END_TEST
+
+/* Clients that refuse the certificate (curl without the CA: an alert,
+ * then a close) while their handshake is parked: the connection, resumed,
+ * fails and is freed at once, on mkv-volume by a thread of libmicrohttpd's
+ * while the resuming thread still held it (a use after free under
+ * SANITIZE=1); then a request is answered and both stop cleanly. */
+START_TEST(test_refused_handshakes)
+{
+	struct vol v[1] = {0};
+	struct master m = {0};
+	char *cmd;
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	master_tls(&m, v, 1, srv_tls, ca);
+	cmd = xasprintf("for i in $(seq 100); do for p in %d %d; do curl -s -o /dev/null --max-time 10 "
+			"https://127.0.0.1:$p/x; [ $? = 60 ] || exit 1; done; done", v[0].port, m.port);
+	ck_assert_msg(system(cmd) == 0, "curl without the CA: not a verification failure");
+	free(cmd);
+	cmd = xasprintf("curl -s -o /dev/null -w '%%{http_code}' --max-time 30 --cacert %s "
+			"%s/refused/key | grep -qx 404", ca, m.base);
+	ck_assert_msg(system(cmd) == 0, "a GET after 200 refused handshakes");
+	free(cmd);
+	h_master_stop(&m);
+	h_vol_stop(&v[0]);
+}
+END_TEST
+
 /* Mixed schemes (a migration): one https volume, one http; the master
  * (plain here) writes both, redirects to each by its scheme, and the
  * metrics and the status page show each volume's. */
@@ -483,6 +526,8 @@ int main(void)
 	tcase_add_test(plain, test_stalled_handshakes);
 	tcase_add_test(plain, test_waiting_handshakes);
 	tcase_add_test(plain, test_handshake_burst);
+	tcase_add_test(plain, test_stop_handshakes);
+	tcase_add_test(plain, test_refused_handshakes);
 	tcase_set_timeout(plain, 120);
 	suite_add_tcase(s, plain);
 	tcase_add_test(hup, test_reload);

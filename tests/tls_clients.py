@@ -25,6 +25,13 @@ Usage: tls_clients.py https://127.0.0.1:PORT CA WORKDIR MKV_BIN ROOT [VOLUMES]
   connection already open is sent; when its answer comes, fewer than a
   quarter of the burst's handshakes may have been answered before it (a
   loop that began all it had ready would answer most of them first).
+       tls_clients.py stop PID:PORT...
+  A stop while handshakes wait (parked) or wait their turn (queued): each
+  server PORT gets 1000 connections that send a whole ClientHello and 200
+  that send nothing (fewer under a low descriptor limit), then SIGTERM
+  (PID); each must be gone within 30 s (the caller then checks that it
+  exited 0: libmicrohttpd aborts the process when a daemon stops with a
+  connection suspended).
 Exits non-zero on the first failure, naming it."""
 import json, os, subprocess, sys
 
@@ -145,6 +152,44 @@ if sys.argv[1] == "waiting":
               (len(held), ", ".join("%.2f s" % u for u in used), status), flush=True)
         sys.exit(1)
     print("waiting: %s s of CPU in 3 s" % used, flush=True)
+    sys.exit(0)
+
+if sys.argv[1] == "stop":
+    import resource, signal, socket, ssl, time
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    plain = ssl.create_default_context()
+    plain.check_hostname, plain.verify_mode = False, ssl.CERT_NONE
+    bio_in, bio_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    try:
+        plain.wrap_bio(bio_in, bio_out, server_hostname="127.0.0.1").do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    hello, held = bio_out.read(), []
+    servers = [a.split(":") for a in sys.argv[2:]]
+    n = min(1200, (hard - 100) // len(servers))   # within the descriptors there are
+    for _, port in servers:
+        for i in range(n):
+            s = socket.create_connection(("127.0.0.1", int(port)))
+            if i < n * 5 // 6:
+                s.sendall(hello)
+            held.append(s)
+    for pid, _ in servers:
+        os.kill(int(pid), signal.SIGTERM)
+
+    def running(pid):   # neither gone nor a zombie
+        try:
+            return open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+    end = time.time() + 30
+    while any(running(pid) for pid, _ in servers) and time.time() < end:
+        time.sleep(0.1)
+    left = [pid for pid, _ in servers if running(pid)]
+    if left:
+        print("FAIL: still running 30 s after SIGTERM: %s" % left, flush=True)
+        sys.exit(1)
+    print("stop: %d connections held, each server gone" % len(held), flush=True)
     sys.exit(0)
 
 if sys.argv[1] == "burst":
