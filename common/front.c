@@ -603,6 +603,7 @@ static void hs_stop(void)
 	eventfd_write(hs_stop_fd, 1);
 	pthread_join(hs_th, NULL);
 	pthread_mutex_lock(&hs_mu);
+	atomic_store(&no_sleep, true);   /* front_drain's already, unless it was not called */
 	while (hs_parked)
 		hs_resume(hs_parked);
 	pthread_mutex_unlock(&hs_mu);
@@ -903,16 +904,17 @@ void front_wake_locked(struct front_sleep *z)
 	k = conn_of(z->conn);
 	hold(k, true);
 	if (z->suspended) {
+		struct front_loop *fl = k ? k->fl : NULL;   /* k may go once resumed */
 		z->suspended = false;
 		atomic_fetch_sub(&nsuspended, 1);
 		MHD_resume_connection(z->conn);
 		/* libmicrohttpd takes in a resume at the start of a run, and
 		 * in external-epoll mode nothing tells its loop of one: the
 		 * loop runs it once more (from another thread, a post). */
-		if (k && k->fl && k->fl == this_loop)
-			k->fl->kick = true;
-		else if (k && k->fl)
-			loop_post(k->fl->loop, mhd_fire, k->fl);
+		if (fl && fl == this_loop)
+			fl->kick = true;
+		else if (fl)
+			loop_post(fl->loop, mhd_fire, fl);
 	}
 }
 
