@@ -140,6 +140,19 @@ START_TEST(test_reload)
 }
 END_TEST
 
+/* A master with -tls over one mkv-volume with -tls, and its end. */
+static void pair_start(struct master *m, struct vol *v)
+{
+	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
+	master_tls(m, v, 1, srv_tls, ca);
+}
+
+static void pair_stop(struct master *m, struct vol *v)
+{
+	h_master_stop(m);
+	h_vol_stop(&v[0]);
+}
+
 /* Handshakes that stall halfway (a ClientHello's first bytes, then
  * nothing) hold no loop: a whole request over TLS is answered meanwhile
  * (within curl's --max-time: a liveness bound, not a speed). */
@@ -151,8 +164,7 @@ START_TEST(test_stalled_handshakes)
 	struct master m = {0};
 	int fds[2 * N];
 	char *cmd;
-	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
-	master_tls(&m, v, 1, srv_tls, ca);
+	pair_start(&m, v);
 	for (int i = 0; i < 2 * N; i++) {   /* on the master's port and the volume's */
 		ck_assert((fds[i] = h_connect(i < N ? m.port : v[0].port)) >= 0);
 		ck_assert(h_send(fds[i], half, sizeof(half) - 1));
@@ -162,8 +174,7 @@ START_TEST(test_stalled_handshakes)
 	ck_assert_msg(system(cmd) == 0, "a PUT over TLS beside %d stalled handshakes", 2 * N);
 	for (int i = 0; i < 2 * N; i++)
 		close(fds[i]);
-	h_master_stop(&m);
-	h_vol_stop(&v[0]);
+	pair_stop(&m, v);
 	free(cmd);
 }
 END_TEST
@@ -177,13 +188,11 @@ START_TEST(test_waiting_handshakes)
 	struct vol v[1] = {0};
 	struct master m = {0};
 	char mp[32], vp[32];
-	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
-	master_tls(&m, v, 1, srv_tls, ca);
+	pair_start(&m, v);
 	snprintf(mp, sizeof(mp), "%d:%d", (int)m.pid, m.port);
 	snprintf(vp, sizeof(vp), "%d:%d", (int)v[0].pid, v[0].port);
 	python((char *[]){"waiting", m.base, ca, mp, vp, NULL});
-	h_master_stop(&m);
-	h_vol_stop(&v[0]);
+	pair_stop(&m, v);
 }
 END_TEST
 
@@ -194,11 +203,9 @@ START_TEST(test_handshake_burst)
 {
 	struct vol v[1] = {0};
 	struct master m = {0};
-	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
-	master_tls(&m, v, 1, srv_tls, ca);
+	pair_start(&m, v);
 	python((char *[]){"burst", m.base, ca, NULL});
-	h_master_stop(&m);
-	h_vol_stop(&v[0]);
+	pair_stop(&m, v);
 }
 END_TEST
 
@@ -210,13 +217,11 @@ START_TEST(test_stop_handshakes)
 	struct vol v[1] = {0};
 	struct master m = {0};
 	char mp[32], vp[32];
-	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
-	master_tls(&m, v, 1, srv_tls, ca);
+	pair_start(&m, v);
 	snprintf(mp, sizeof(mp), "%d:%d", (int)m.pid, m.port);
 	snprintf(vp, sizeof(vp), "%d:%d", (int)v[0].pid, v[0].port);
 	python((char *[]){"stop", mp, vp, NULL});
-	h_master_stop(&m);   /* exited by now: its status is checked */
-	h_vol_stop(&v[0]);
+	pair_stop(&m, v);   /* the master exited by now: its status is checked */
 }
 END_TEST
 
@@ -230,8 +235,7 @@ START_TEST(test_refused_handshakes)
 	struct vol v[1] = {0};
 	struct master m = {0};
 	char *cmd;
-	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
-	master_tls(&m, v, 1, srv_tls, ca);
+	pair_start(&m, v);
 	cmd = xasprintf("for i in $(seq 100); do for p in %d %d; do curl -s -o /dev/null --max-time 10 "
 			"https://127.0.0.1:$p/x; [ $? = 60 ] || exit 1; done; done", v[0].port, m.port);
 	ck_assert_msg(system(cmd) == 0, "curl without the CA: not a verification failure");
@@ -240,8 +244,7 @@ START_TEST(test_refused_handshakes)
 			"%s/refused/key | grep -qx 404", ca, m.base);
 	ck_assert_msg(system(cmd) == 0, "a GET after 200 refused handshakes");
 	free(cmd);
-	h_master_stop(&m);
-	h_vol_stop(&v[0]);
+	pair_stop(&m, v);
 }
 END_TEST
 
@@ -388,8 +391,7 @@ START_TEST(test_reload_same)
 	struct master m = {0};
 	struct stat st;
 	long before = 0;
-	h_vol_start_tls(&v[0], VOL_MKV, srv_tls);
-	master_tls(&m, v, 1, srv_tls, ca);
+	pair_start(&m, v);
 	for (int i = 0; i < 1100; i++) {
 		uint64_t end = now_ms() + 30000;
 		off_t was = stat(m.log, &st) ? 0 : st.st_size;
@@ -403,8 +405,7 @@ START_TEST(test_reload_same)
 	/* under the sanitizer the quarantine keeps what is freed (64 MiB) */
 	ck_assert_msg(getenv("MKV_CHILD_ASAN_OPTIONS") || h_rss_kib(m.pid) - before < 4096,
 		      "RSS %ld KiB, then %ld after 1000 SIGHUPs", before, h_rss_kib(m.pid));
-	h_master_stop(&m);
-	h_vol_stop(&v[0]);
+	pair_stop(&m, v);
 }
 END_TEST
 

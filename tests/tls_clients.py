@@ -35,6 +35,20 @@ Usage: tls_clients.py https://127.0.0.1:PORT CA WORKDIR MKV_BIN ROOT [VOLUMES]
 Exits non-zero on the first failure, naming it."""
 import json, os, subprocess, sys
 
+
+def client_hello(host="127.0.0.1"):
+    """A whole TLS ClientHello's bytes, as a client's first flight."""
+    import ssl
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    bio_in, bio_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    try:
+        ctx.wrap_bio(bio_in, bio_out, server_hostname=host).do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return bio_out.read()
+
+
 if sys.argv[1] == "reload":
     import http.client, shutil, signal, ssl, threading, time
     END, CA, CERTS, PID, LOG = sys.argv[2:7]
@@ -118,14 +132,7 @@ if sys.argv[1] == "waiting":
     import http.client, socket, ssl, time
     END, CA = sys.argv[2:4]
     servers = [a.split(":") for a in sys.argv[4:]]
-    plain = ssl.create_default_context()
-    plain.check_hostname, plain.verify_mode = False, ssl.CERT_NONE
-    bio_in, bio_out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    try:
-        plain.wrap_bio(bio_in, bio_out, server_hostname="127.0.0.1").do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    hello, held = bio_out.read(), []
+    hello, held = client_hello(), []
     for _, port in servers:
         for _ in range(200):
             s = socket.create_connection(("127.0.0.1", int(port)))
@@ -158,14 +165,7 @@ if sys.argv[1] == "stop":
     import resource, signal, socket, ssl, time
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    plain = ssl.create_default_context()
-    plain.check_hostname, plain.verify_mode = False, ssl.CERT_NONE
-    bio_in, bio_out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    try:
-        plain.wrap_bio(bio_in, bio_out, server_hostname="127.0.0.1").do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    hello, held = bio_out.read(), []
+    hello, held = client_hello(), []
     servers = [a.split(":") for a in sys.argv[2:]]
     n = min(1200, (hard - 100) // len(servers))   # within the descriptors there are
     for _, port in servers:
@@ -196,14 +196,7 @@ if sys.argv[1] == "burst":
     import http.client, select, socket, ssl
     END, CA = sys.argv[2:4]
     host, port = END.split("://")[1].split(":")
-    plain = ssl.create_default_context()
-    plain.check_hostname, plain.verify_mode = False, ssl.CERT_NONE
-    bio_in, bio_out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    try:
-        plain.wrap_bio(bio_in, bio_out, server_hostname=host).do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    hello = bio_out.read()
+    hello = client_hello(host)
     c = http.client.HTTPSConnection(host, int(port), timeout=120,
                                     context=ssl.create_default_context(cafile=CA))
     c.request("GET", "/burst/key")
