@@ -512,11 +512,11 @@ static ssize_t hs_pull(gnutls_transport_ptr_t p, void *buf, size_t len)
 		return -1;
 	}
 	n = recv(k->reap.fd, buf, len, 0);
-	if (n > 0 && !k->began && (*(unsigned char *)buf & 0x80)) {
-		errno = EPROTO;   /* gnutls would wait for an SSLv2 hello's length: no client sends one */
-		return -1;
-	}
 	if (n > 0 && !k->began) {
+		if (*(unsigned char *)buf & 0x80) {
+			errno = EPROTO;   /* gnutls would wait for an SSLv2 hello's length: no client sends one */
+			return -1;
+		}
 		k->began = true;
 		if (fl)
 			fl->handshakes++;
