@@ -572,6 +572,14 @@ START_TEST(test_replace_note_kept_when_unsettled)
 	for (end = now_ms() + 60000; system(cmd) != 0 && now_ms() < end;)
 		usleep(20000);
 	ck_assert_msg(now_ms() < end, "the master did not open its index");
+	/* and settles the note: its read of the copy is connected to the
+	 * stopped volume (armed sooner, a write of the index's own opening
+	 * could fail, and the master exit) */
+	free(cmd);
+	cmd = xasprintf("grep -qi '^ *[0-9]*: [0-9A-F]*:[0-9A-F]* [0-9A-F]*:%04X 01 ' /proc/net/tcp",
+			r.vol.port);
+	for (end = now_ms() + 30000; system(cmd) != 0 && now_ms() < end;)
+		usleep(20000);
 	arm(&r, "write");     /* and the unlink's write fails */
 	ck_assert_msg(h_wait_port(r.m.port, 60000), "the master did not start");
 	unlink(r.ctl);
